@@ -1,0 +1,118 @@
+"""The narrow store interface the node runtime uses, shared by the file and memory stores.
+
+Rules every implementation keeps (the conformance suite in tests/ checks both):
+
+- Indexes are contiguous from ``begin_index`` to ``end_index``; a new log has both -1, a
+  log truncated to nothing keeps its ``begin_index`` and has ``end_index = begin - 1``.
+- ``append_leader`` assigns indexes ``end_index + 1 ...`` in the given term, which must
+  not be lower than ``end_term``.
+- ``append_follower`` takes entries already encoded by a leader and stores them byte for
+  byte at the leader's ``pos``; the first must be ``end_index + 1``.
+- ``committed_index`` never exceeds ``end_index`` and never goes back, except through an
+  explicit ``truncate(..., force=True)`` below it.
+- Errors: :class:`~store.errors.IndexOutOfRange` for indexes outside the log,
+  :class:`~store.errors.InconsistentAppend` for a follower batch that does not continue
+  the log, :class:`~store.errors.StoreUsageError` for other misuse.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Sequence
+
+from .format import HEADER_SIZE, MAGIC_NORMAL
+
+
+class Appended(NamedTuple):
+    index: int
+    term: int
+    pos: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    index: int
+    term: int
+    pos: int
+    magic: int
+    body: bytes
+    body_crc: int = 0
+    chain_crc: int = 0
+    channel: int = 0
+
+    @property
+    def size(self) -> int:
+        return HEADER_SIZE + len(self.body)
+
+
+class LogStore(abc.ABC):
+    begin_index: int
+    end_index: int
+    end_term: int
+
+    @property
+    @abc.abstractmethod
+    def committed_index(self) -> int: ...
+
+    @abc.abstractmethod
+    def append_leader(self, bodies: Sequence[bytes], term: int, magic: int = MAGIC_NORMAL) -> list[Appended]: ...
+
+    def append(self, body: bytes, term: int, magic: int = MAGIC_NORMAL) -> Appended:
+        return self.append_leader((body,), term, magic)[0]
+
+    @abc.abstractmethod
+    def append_follower(self, raw) -> list[Appended]: ...
+
+    @abc.abstractmethod
+    def get(self, index: int) -> Entry: ...
+
+    def get_range(self, first: int, count: int) -> list[Entry]:
+        self.check_range(first)
+        last = min(self.end_index, first + count - 1)
+        return [self.get(i) for i in range(first, last + 1)]
+
+    @abc.abstractmethod
+    def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes:
+        """Encoded entries from ``first`` on, at least one, at most max_count/max_bytes."""
+
+    @abc.abstractmethod
+    def term_of(self, index: int) -> int: ...
+
+    def first_index_of_term(self, index: int) -> int:
+        """The lowest index j <= ``index`` whose term equals term_of(index) (terms never go
+        down along the log, so this is a binary search)."""
+        term = self.term_of(index)
+        lo, hi = self.begin_index, index
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.term_of(mid) < term:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    @abc.abstractmethod
+    def truncate(self, from_index: int, *, force: bool = False) -> int:
+        """Drop entries ``from_index..end``; returns how many were dropped."""
+
+    @abc.abstractmethod
+    def set_committed(self, index: int) -> int:
+        """Raise the committed index to min(index, end_index); returns the committed index."""
+
+    def flush(self) -> None:  # pragma: no cover - memory store has nothing to flush
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def check_range(self, index: int) -> None:
+        from .errors import IndexOutOfRange
+
+        if not 0 <= self.begin_index <= index <= self.end_index:
+            raise IndexOutOfRange(f"index {index} is outside the log [{self.begin_index}, {self.end_index}]")
+
+    def entries(self) -> Iterable[Entry]:
+        for i in range(self.begin_index, self.end_index + 1):
+            yield self.get(i)

@@ -1,0 +1,35 @@
+"""Errors raised by the store.
+
+Three kinds, so callers can tell them apart: the caller misused the API
+(:class:`StoreUsageError`), the files on disk are damaged or not a store
+(:class:`StoreCorruptError`), or the operating system refused (:class:`StoreIOError`).
+Only the command line turns them into ``Error: ...`` and an exit code.
+"""
+
+
+class StoreError(Exception):
+    """Base of every error the store raises."""
+
+
+class StoreUsageError(StoreError, ValueError):
+    """The request cannot be served as asked (index out of range, entry too large, ...)."""
+
+
+class IndexOutOfRange(StoreUsageError):
+    pass
+
+
+class InconsistentAppend(StoreUsageError):
+    """A follower append does not continue the local log (wrong index or position)."""
+
+
+class StoreCorruptError(StoreError):
+    """The bytes on disk are not what a store holds."""
+
+
+class NotAStoreError(StoreCorruptError):
+    """The path is not a node directory."""
+
+
+class StoreIOError(StoreError, OSError):
+    """An operating-system call on a store file failed (disk full, permissions, ...)."""

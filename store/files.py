@@ -1,0 +1,266 @@
+"""Fixed-size, preallocated files that together hold one logical byte stream.
+
+A :class:`FileList` is DLedger's ``MmapFileList``: files named by their 20-digit start
+offset, each exactly ``file_size`` bytes (created sparse, like a Java ``MappedByteBuffer``
+of that size), mapped with ``mmap``. It knows nothing about entries.
+
+Contract: offsets are logical (stream-wide). A write never spans two files; the caller
+(the store) pads with BLANK and moves to the next file itself. Files are opened read-only
+unless ``writable=True``; a read-only list never changes a byte on disk.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass, field
+
+from .errors import StoreCorruptError, StoreIOError
+from .format import file_name, parse_file_name
+
+
+@dataclass
+class MappedFile:
+    path: str
+    start: int  # logical offset of byte 0
+    size: int  # configured size
+    actual_size: int  # bytes on disk (smaller when the file was truncated)
+    mm: mmap.mmap | None = None
+    fd: int = -1
+    dirty_from: int | None = field(default=None)  # lowest relative offset written since the last flush
+    dirty_to: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    def view(self):
+        """The mapped bytes (empty bytes for an empty file)."""
+        return self.mm if self.mm is not None else b""
+
+
+def list_store_files(directory: str) -> tuple[list[tuple[int, str]], list[str]]:
+    """(start offset, path) of every store-named file, sorted; and the other entries' names."""
+    files, others = [], []
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return [], []
+    for name in names:
+        path = os.path.join(directory, name)
+        start = parse_file_name(name)
+        if start is None or not os.path.isfile(path):
+            others.append(name)
+        else:
+            files.append((start, path))
+    files.sort()
+    return files, sorted(others)
+
+
+class FileList:
+    def __init__(self, directory: str, file_size: int, *, writable: bool = False) -> None:
+        if file_size <= 0:
+            raise ValueError("file size must be positive")
+        self.directory = directory
+        self.file_size = file_size
+        self.writable = writable
+        self.files: list[MappedFile] = []
+        self.ignored: list[str] = []  # names in the directory that are not store files
+
+    # -- opening ----------------------------------------------------------------------
+    def load(self) -> None:
+        if self.writable:
+            os.makedirs(self.directory, exist_ok=True)
+        found, self.ignored = list_store_files(self.directory)
+        for start, path in found:
+            self.files.append(self._map(path, start))
+
+    def _map(self, path: str, start: int) -> MappedFile:
+        flags = os.O_RDWR if self.writable else os.O_RDONLY
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            raise StoreIOError(f"cannot open {path}: {exc.strerror}") from exc
+        try:
+            actual = os.fstat(fd).st_size
+            mm = None
+            if actual > 0:
+                access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+                mm = mmap.mmap(fd, actual, access=access)
+        except OSError as exc:
+            os.close(fd)
+            raise StoreIOError(f"cannot map {path}: {exc.strerror}") from exc
+        return MappedFile(path, start, self.file_size, actual, mm, fd)
+
+    def close(self) -> None:
+        for f in self.files:
+            self._unmap(f)
+        self.files = []
+
+    @staticmethod
+    def _unmap(f: MappedFile) -> None:
+        if f.mm is not None:
+            f.mm.close()
+            f.mm = None
+        if f.fd >= 0:
+            os.close(f.fd)
+            f.fd = -1
+
+    # -- lookup -----------------------------------------------------------------------
+    @property
+    def first(self) -> MappedFile | None:
+        return self.files[0] if self.files else None
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding logical ``offset``, or None."""
+        files = self.files
+        if not files:
+            return None
+        i = (offset - files[0].start) // self.file_size
+        if 0 <= i < len(files) and files[i].start <= offset < files[i].end:
+            return files[i]
+        for f in files:  # only when the list has holes (a damaged store)
+            if f.start <= offset < f.end:
+                return f
+        return None
+
+    def read(self, offset: int, size: int) -> bytes:
+        f = self.find(offset)
+        if f is None:
+            raise StoreCorruptError(f"no file in {self.directory} holds offset {offset}")
+        rel = offset - f.start
+        if rel + size > f.actual_size:
+            raise StoreCorruptError(f"{f.path}: {size} bytes at {rel} run past the file's {f.actual_size} bytes")
+        return f.mm[rel : rel + size]
+
+    # -- writing ----------------------------------------------------------------------
+    def file_for_write(self, offset: int) -> MappedFile:
+        """The file holding ``offset``, created (sparse, full size) if it does not exist."""
+        f = self.find(offset)
+        if f is not None:
+            return f
+        start = offset - offset % self.file_size
+        if self.files and start != self.files[-1].end:
+            raise StoreCorruptError(f"{self.directory}: new file at {start} would not follow {self.files[-1].name}")
+        path = os.path.join(self.directory, file_name(start))
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, self.file_size)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreIOError(f"cannot create {path}: {exc.strerror}") from exc
+        f = self._map(path, start)
+        self.files.append(f)
+        return f
+
+    def write(self, offset: int, data) -> None:
+        f = self.file_for_write(offset)
+        rel = offset - f.start
+        end = rel + len(data)
+        if end > f.actual_size:
+            raise StoreCorruptError(f"{f.path}: write of {len(data)} bytes at {rel} past the file end")
+        f.mm[rel:end] = data
+        self.mark_dirty(f, rel, end)
+
+    @staticmethod
+    def mark_dirty(f: MappedFile, rel: int, end: int) -> None:
+        if f.dirty_from is None or rel < f.dirty_from:
+            f.dirty_from = rel
+        if end > f.dirty_to:
+            f.dirty_to = end
+
+    def zero(self, start: int, end: int) -> int:
+        """Write zeros over logical [start, end) in existing files; returns bytes zeroed."""
+        done = 0
+        chunk = 1 << 20
+        zeros = bytes(chunk)
+        for f in self.files:
+            lo, hi = max(start, f.start), min(end, f.start + f.actual_size)
+            if lo >= hi:
+                continue
+            rel, rel_end = lo - f.start, hi - f.start
+            pos = rel
+            while pos < rel_end:
+                n = min(chunk, rel_end - pos)
+                if f.mm[pos : pos + n] != zeros[:n]:
+                    f.mm[pos : pos + n] = zeros[:n]
+                    self.mark_dirty(f, pos, pos + n)
+                pos += n
+            done += rel_end - rel
+        return done
+
+    def nonzero_end(self, start: int) -> int:
+        """Logical offset just past the last non-zero byte at or after ``start`` (``start`` if none)."""
+        last = start
+        chunk = 1 << 20
+        for f in self.files:
+            if f.start + f.actual_size <= start or f.mm is None:
+                continue
+            rel = max(0, start - f.start)
+            pos = f.actual_size
+            # walk back from the file end in chunks; stop at the first non-zero chunk
+            while pos > rel:
+                lo = max(rel, pos - chunk)
+                block = f.mm[lo:pos]
+                stripped = block.rstrip(b"\0")
+                if stripped:
+                    last = max(last, f.start + lo + len(stripped))
+                    break
+                pos = lo
+        return last
+
+    def remove_from(self, offset: int) -> list[str]:
+        """Delete every file that starts at or after ``offset``; returns their names."""
+        removed = []
+        keep = []
+        for f in self.files:
+            if f.start >= offset:
+                self._unmap(f)
+                try:
+                    os.unlink(f.path)
+                except OSError as exc:
+                    raise StoreIOError(f"cannot remove {f.path}: {exc.strerror}") from exc
+                removed.append(f.name)
+            else:
+                keep.append(f)
+        self.files = keep
+        return removed
+
+    def restore_size(self, f: MappedFile) -> None:
+        """Grow a truncated file back to the configured size (the gap reads as zeros)."""
+        if f.actual_size == f.size:
+            return
+        self._unmap(f)
+        try:
+            fd = os.open(f.path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, f.size)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreIOError(f"cannot resize {f.path}: {exc.strerror}") from exc
+        g = self._map(f.path, f.start)
+        f.mm, f.fd, f.actual_size = g.mm, g.fd, g.actual_size
+
+    def flush(self) -> None:
+        """msync every range written since the last flush (fdatasync for mapped pages)."""
+        page = mmap.PAGESIZE
+        for f in self.files:
+            if f.dirty_from is None or f.mm is None:
+                continue
+            lo = f.dirty_from - f.dirty_from % page
+            try:
+                f.mm.flush(lo, f.dirty_to - lo)
+            except OSError as exc:
+                raise StoreIOError(f"flush of {f.path} failed: {exc.strerror}") from exc
+            f.dirty_from, f.dirty_to = None, 0

@@ -1,0 +1,438 @@
+"""The file store: DLedger 0.2.x ``DLedgerMmapFileStore``-compatible data and index files.
+
+Ownership: one :class:`FileStore` owns its node directory while open (a second writer on
+the same directory is not detected; the node runtime takes a lock file). Not thread-safe:
+the caller serialises calls, except that :meth:`flush` may run in another thread while no
+append or truncate is running.
+
+Durability: with ``flush="sync"`` every append/truncate call ends with an msync of what it
+wrote (group commit is the caller batching bodies into one call); with ``flush="async"``
+the caller calls :meth:`flush` periodically, as DLedger's flush service does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+from typing import Sequence
+
+from .base import Appended, Entry, LogStore
+from .errors import (
+    InconsistentAppend,
+    IndexOutOfRange,
+    StoreCorruptError,
+    StoreIOError,
+    StoreUsageError,
+)
+from .files import FileList, MappedFile
+from .format import (
+    BLANK_HEADER,
+    BLANK_MAGIC,
+    CHAIN_INPUT,
+    CRC_MASK,
+    DEFAULT_DATA_FILE_SIZE,
+    DEFAULT_INDEX_FILE_SIZE,
+    ENTRY_HEADER,
+    ENTRY_MAGICS,
+    HEADER_SIZE,
+    INDEX_RECORD,
+    INDEX_UNIT_SIZE,
+    MAGIC_NORMAL,
+    MIN_BLANK_LEN,
+    crc32,
+)
+from .layout import NodeLayout
+from .metafiles import read_checkpoint, write_checkpoint
+from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
+
+FLUSH_POLICIES = ("async", "sync")
+
+
+def detect_file_size(files: FileList, configured: int | None, default: int) -> int:
+    """The size the existing files were written with (name spacing, else on-disk size)."""
+    found = files.files
+    spacing = {b.start - a.start for a, b in zip(found, found[1:]) if b.start > a.start}
+    if len(found) >= 2 and len(spacing) >= 1:
+        detected = min(spacing)
+    elif found:
+        detected = found[0].actual_size or None
+    else:
+        detected = None
+    if configured is not None:
+        if detected is not None and detected != configured:
+            raise StoreUsageError(
+                f"{files.directory}: files were written with size {detected}, not the configured {configured}"
+            )
+        return configured
+    return detected or default
+
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _preallocate(fd: int, size: int) -> None:
+    """Reserve blocks so mapped writes cannot hit a full disk (SIGBUS); sparse if unsupported."""
+    fallocate = getattr(_libc, "fallocate", None)
+    if fallocate is None:
+        return
+    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long)
+    if fallocate(fd, 0, 0, size) != 0:
+        err = ctypes.get_errno()
+        if err == errno.ENOSPC:
+            raise StoreIOError(errno.ENOSPC, "disk full: cannot allocate a new store file")
+        # EOPNOTSUPP and friends: keep the sparse file, as Java's mmap would
+
+
+class _PreallocatingFileList(FileList):
+    def file_for_write(self, offset: int) -> MappedFile:
+        existing = self.find(offset)
+        if existing is not None:
+            return existing
+        start = offset - offset % self.file_size
+        path = os.path.join(self.directory, f"{start:020d}")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _preallocate(fd, self.file_size)
+        except StoreIOError:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+        return super().file_for_write(offset)
+
+
+class FileStore(LogStore):
+    def __init__(self, layout: NodeLayout, data: FileList, index: FileList, *, flush: str, read_only: bool,
+                 with_crc: bool = True) -> None:
+        if flush not in FLUSH_POLICIES:
+            raise StoreUsageError(f"flush policy must be one of {', '.join(FLUSH_POLICIES)}")
+        self.layout = layout
+        self.data = data
+        self.index = index
+        self.flush_policy = flush
+        self.read_only = read_only
+        self.with_crc = with_crc
+        self.begin_index = -1
+        self.end_index = -1
+        self.end_term = 0
+        self.write_pos = 0
+        self.last_chain = 0
+        self._committed = -1
+        self.plan: RecoveryPlan | None = None
+        self.recovery: RecoveryReport | None = None
+        self.closed = False
+
+    # -- opening and closing ----------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        node_dir: str,
+        *,
+        data_file_size: int | None = None,
+        index_file_size: int | None = None,
+        flush: str = "async",
+        read_only: bool = False,
+        with_crc: bool = True,
+    ) -> "FileStore":
+        """Open (creating it if writable) and recover a node directory.
+
+        Read-only stores plan recovery but change nothing on disk; they serve reads up to
+        the end the plan found.
+        """
+        layout = NodeLayout(node_dir)
+        if read_only and not os.path.isdir(node_dir):
+            raise StoreUsageError(f"{node_dir}: no such directory")
+        if index_file_size is not None and index_file_size % INDEX_UNIT_SIZE:
+            raise StoreUsageError(f"index file size must be a multiple of {INDEX_UNIT_SIZE}")
+        list_cls = FileList if read_only else _PreallocatingFileList
+        data = list_cls(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE, writable=not read_only)
+        index = list_cls(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE, writable=not read_only)
+        try:
+            data.load()
+            index.load()
+            data.file_size = detect_file_size(data, data_file_size, DEFAULT_DATA_FILE_SIZE)
+            index.file_size = detect_file_size(index, index_file_size, DEFAULT_INDEX_FILE_SIZE)
+            for f in data.files:
+                f.size = data.file_size
+            for f in index.files:
+                f.size = index.file_size
+            if data.file_size < HEADER_SIZE + MIN_BLANK_LEN:
+                raise StoreUsageError(f"data file size {data.file_size} is too small")
+            store = cls(layout, data, index, flush=flush, read_only=read_only, with_crc=with_crc)
+            store._recover()
+        except BaseException:
+            data.close()
+            index.close()
+            raise
+        return store
+
+    def _recover(self) -> None:
+        plan = plan_recovery(self.data, self.index)
+        self.plan = plan
+        if not self.read_only:
+            self.recovery = apply_recovery(plan, self.data, self.index)
+        self.begin_index, self.end_index, self.end_term = plan.begin_index, plan.end_index, plan.end_term
+        self.write_pos, self.last_chain = plan.end_pos, plan.last_chain
+        if self.end_index < 0:
+            self.end_term = 0
+        cp = read_checkpoint(self.layout.node_dir)
+        if cp.committed_index is not None:
+            self._committed = min(cp.committed_index, self.end_index)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if not self.read_only:
+                self.flush()
+                self.persist_checkpoint()
+        finally:
+            self.data.close()
+            self.index.close()
+            self.closed = True
+
+    def __enter__(self) -> "FileStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- committed index and checkpoint -----------------------------------------------
+    @property
+    def committed_index(self) -> int:
+        return self._committed
+
+    def set_committed(self, index: int) -> int:
+        index = min(index, self.end_index)
+        if index > self._committed:
+            self._committed = index
+        return self._committed
+
+    def persist_checkpoint(self) -> None:
+        self._writable()
+        write_checkpoint(self.layout.node_dir, self.end_index, self._committed)
+
+    def flush(self) -> None:
+        if not self.read_only:
+            self.data.flush()
+            self.index.flush()
+
+    # -- appending --------------------------------------------------------------------
+    def _writable(self) -> None:
+        if self.read_only:
+            raise StoreUsageError(f"{self.layout.node_dir} is open read-only")
+        if self.closed:
+            raise StoreUsageError("store is closed")
+
+    def _place(self, size: int) -> tuple[MappedFile, int]:
+        """Where an entry of ``size`` bytes goes: (file, relative offset). Writes the BLANK
+        padding and moves to the next file when the entry plus a BLANK header would not fit."""
+        fsize = self.data.file_size
+        if size + MIN_BLANK_LEN > fsize:
+            raise StoreUsageError(f"entry of {size} bytes does not fit a {fsize}-byte data file")
+        pos = self.write_pos
+        rel = pos % fsize
+        if size + MIN_BLANK_LEN > fsize - rel:
+            f = self.data.file_for_write(pos)
+            BLANK_HEADER.pack_into(f.mm, rel, BLANK_MAGIC, fsize - rel)
+            self.data.mark_dirty(f, rel, rel + 8)
+            pos += fsize - rel
+            self.write_pos = pos
+            rel = 0
+        return self.data.file_for_write(pos), rel
+
+    def _index_file(self, index: int) -> tuple[MappedFile, int]:
+        off = index * INDEX_UNIT_SIZE
+        f = self.index.file_for_write(off)
+        return f, off - f.start
+
+    def append_leader(self, bodies: Sequence[bytes], term: int, magic: int = MAGIC_NORMAL) -> list[Appended]:
+        self._writable()
+        if term < self.end_term:
+            raise StoreUsageError(f"term {term} is lower than the log's last term {self.end_term}")
+        if magic not in ENTRY_MAGICS:
+            raise StoreUsageError(f"magic {magic} is not an entry magic")
+        out: list[Appended] = []
+        pack_entry = ENTRY_HEADER.pack_into
+        pack_index = INDEX_RECORD.pack_into
+        chain_pack = CHAIN_INPUT.pack
+        crc = crc32
+        with_crc = self.with_crc
+        fsize = self.data.file_size
+        mark = self.data.mark_dirty
+        imark = self.index.mark_dirty
+        chain = self.last_chain
+        idx = self.end_index
+        dfile = ifile = None
+        d_lo = i_lo = 0
+        d_end = i_end = 0
+        try:
+            for body in bodies:
+                size = HEADER_SIZE + len(body)
+                pos = self.write_pos
+                rel = pos % fsize
+                if dfile is None or size + MIN_BLANK_LEN > fsize - rel or pos >= dfile.end:
+                    if dfile is not None:
+                        mark(dfile, d_lo, d_end)
+                    dfile, rel = self._place(size)
+                    pos = self.write_pos
+                    d_lo = rel
+                idx += 1
+                if with_crc:
+                    bcrc = crc(body) & CRC_MASK
+                    chain = crc(chain_pack(chain, idx, term, bcrc)) & CRC_MASK
+                else:
+                    bcrc = chain = 0
+                mm = dfile.mm
+                pack_entry(mm, rel, magic, size, idx, term, pos, 0, chain, bcrc, size - HEADER_SIZE)
+                mm[rel + HEADER_SIZE : rel + size] = body
+                d_end = rel + size
+                irel = idx * INDEX_UNIT_SIZE
+                if ifile is None or not ifile.start <= irel < ifile.end:
+                    if ifile is not None:
+                        imark(ifile, i_lo, i_end)
+                    ifile, irel = self._index_file(idx)
+                    i_lo = irel
+                else:
+                    irel -= ifile.start
+                pack_index(ifile.mm, irel, magic, pos, size, idx, term)
+                i_end = irel + INDEX_UNIT_SIZE
+                self.write_pos = pos + size
+                self.end_index, self.end_term, self.last_chain = idx, term, chain
+                if self.begin_index < 0:
+                    self.begin_index = idx
+                out.append(Appended(idx, term, pos, size))
+        finally:
+            if dfile is not None:
+                mark(dfile, d_lo, d_end)
+            if ifile is not None:
+                imark(ifile, i_lo, i_end)
+        if self.flush_policy == "sync":
+            self.flush()
+        return out
+
+    def append_follower(self, raw) -> list[Appended]:
+        """Store entries encoded by the leader, byte for byte, at the leader's positions."""
+        self._writable()
+        buf = memoryview(raw)
+        n = len(buf)
+        off = 0
+        out: list[Appended] = []
+        fsize = self.data.file_size
+        try:
+            while off < n:
+                if n - off < HEADER_SIZE:
+                    raise InconsistentAppend(f"{n - off} trailing bytes are not an entry header")
+                magic, size, idx, term, pos, _ch, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(buf, off)
+                if magic not in ENTRY_MAGICS or bsize < 0 or size != HEADER_SIZE + bsize or off + size > n:
+                    raise InconsistentAppend(f"malformed entry at byte {off} of the batch (magic {magic}, size {size})")
+                if idx != self.end_index + 1:
+                    raise InconsistentAppend(f"entry index {idx} does not follow the local end {self.end_index}")
+                if term < self.end_term:
+                    raise InconsistentAppend(f"entry {idx} has term {term} below the local last term {self.end_term}")
+                body = buf[off + HEADER_SIZE : off + size]
+                if (bcrc or chain) and crc32(body) & CRC_MASK != bcrc:
+                    raise InconsistentAppend(f"entry {idx}: body checksum does not match")
+                rel = self.write_pos % fsize
+                expected = self.write_pos
+                if size + MIN_BLANK_LEN > fsize - rel:
+                    expected += fsize - rel
+                if pos != expected:
+                    raise InconsistentAppend(f"entry {idx} is at pos {pos}, the local log continues at {expected}")
+                f, rel = self._place(size)
+                f.mm[rel : rel + size] = buf[off : off + size]
+                self.data.mark_dirty(f, rel, rel + size)
+                ifile, irel = self._index_file(idx)
+                INDEX_RECORD.pack_into(ifile.mm, irel, magic, pos, size, idx, term)
+                self.index.mark_dirty(ifile, irel, irel + INDEX_UNIT_SIZE)
+                self.write_pos = pos + size
+                self.end_index, self.end_term, self.last_chain = idx, term, chain
+                if self.begin_index < 0:
+                    self.begin_index = idx
+                out.append(Appended(idx, term, pos, size))
+                off += size
+        finally:
+            buf.release()
+        if self.flush_policy == "sync" and out:
+            self.flush()
+        return out
+
+    # -- reading ----------------------------------------------------------------------
+    def _index_record(self, index: int) -> tuple[int, int, int, int, int]:
+        self.check_range(index)
+        off = index * INDEX_UNIT_SIZE
+        f = self.index.find(off)
+        if f is None or f.mm is None or off - f.start + INDEX_UNIT_SIZE > f.actual_size:
+            raise StoreCorruptError(f"index record of entry {index} is missing")
+        rec = INDEX_RECORD.unpack_from(f.mm, off - f.start)
+        if rec[3] != index:
+            raise StoreCorruptError(f"index record at {off} is for entry {rec[3]}, not {index}")
+        return rec
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(pos, size) of an entry, from its index record."""
+        _m, pos, size, _i, _t = self._index_record(index)
+        return pos, size
+
+    def term_of(self, index: int) -> int:
+        return self._index_record(index)[4]
+
+    def get_bytes(self, index: int) -> bytes:
+        pos, size = self.locate(index)
+        raw = self.data.read(pos, size)
+        if ENTRY_HEADER.unpack_from(raw)[2] != index:
+            raise StoreCorruptError(f"data at pos {pos} is not entry {index}")
+        return raw
+
+    def get(self, index: int) -> Entry:
+        raw = self.get_bytes(index)
+        magic, size, idx, term, pos, channel, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(raw)
+        return Entry(idx, term, pos, magic, raw[HEADER_SIZE:size], bcrc, chain, channel)
+
+    def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes:
+        self.check_range(first)
+        parts = []
+        total = 0
+        i = first
+        while i <= self.end_index and len(parts) < max_count:
+            pos, size = self.locate(i)
+            if parts and total + size > max_bytes:
+                break
+            parts.append(self.data.read(pos, size))
+            total += size
+            i += 1
+        return b"".join(parts)
+
+    # -- truncating -------------------------------------------------------------------
+    def truncate(self, from_index: int, *, force: bool = False) -> int:
+        self._writable()
+        if from_index > self.end_index:
+            return 0
+        if from_index < self.begin_index or from_index < 0:
+            raise IndexOutOfRange(f"cannot truncate from {from_index}: the log begins at {self.begin_index}")
+        if from_index <= self._committed and not force:
+            raise StoreUsageError(
+                f"cannot truncate from {from_index}: entries up to {self._committed} are committed"
+            )
+        cut_pos, _ = self.locate(from_index)
+        dropped = self.end_index - from_index + 1
+        old_end_pos = self.write_pos
+        self.data.zero(cut_pos, old_end_pos)
+        holder = self.data.find(cut_pos)
+        self.data.remove_from(cut_pos if holder is None or cut_pos == holder.start else holder.end)
+        idx_cut = from_index * INDEX_UNIT_SIZE
+        self.index.zero(idx_cut, (self.end_index + 1) * INDEX_UNIT_SIZE)
+        iholder = self.index.find(idx_cut)
+        self.index.remove_from(idx_cut if iholder is None or idx_cut == iholder.start else iholder.end)
+        self.write_pos = cut_pos
+        if from_index > self.begin_index:
+            prev = self.get(from_index - 1)
+            self.end_index, self.end_term, self.last_chain = prev.index, prev.term, prev.chain_crc
+        else:  # the log becomes empty; the next entry keeps index from_index
+            self.end_index, self.end_term, self.last_chain = from_index - 1, 0, 0
+        if self._committed > self.end_index:
+            self._committed = self.end_index
+        self.flush()  # a truncation is always made durable at once
+        return dropped

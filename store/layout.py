@@ -1,0 +1,72 @@
+"""Where a node's files live: ``<store-base-dir>/dledger-<self-id>/{data,index,checkpoint,currterm}``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .errors import NotAStoreError
+
+NODE_DIR_PREFIX = "dledger-"  # DLedgerConfig.getDefaultPath(): storeBaseDir/dledger-<selfId>
+DATA_DIR = "data"
+INDEX_DIR = "index"
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    node_dir: str
+
+    @property
+    def data_dir(self) -> str:
+        return os.path.join(self.node_dir, DATA_DIR)
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.node_dir, INDEX_DIR)
+
+    @property
+    def node_id(self) -> str:
+        name = os.path.basename(os.path.normpath(self.node_dir))
+        return name[len(NODE_DIR_PREFIX):] if name.startswith(NODE_DIR_PREFIX) else name
+
+
+def node_dir_for(base_dir: str, self_id: str) -> str:
+    return os.path.join(base_dir, NODE_DIR_PREFIX + self_id)
+
+
+def _looks_like_node_dir(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, DATA_DIR)) or os.path.isdir(os.path.join(path, INDEX_DIR))
+
+
+def resolve_node_dir(path: str, self_id: str | None = None) -> NodeLayout:
+    """Accept a node directory, a base directory holding exactly one, or base + self id."""
+    if not os.path.exists(path):
+        raise NotAStoreError(f"{path}: no such directory")
+    if not os.path.isdir(path):
+        raise NotAStoreError(f"{path}: not a directory")
+    if self_id is not None:
+        candidate = node_dir_for(path, self_id)
+        if not os.path.isdir(candidate):
+            raise NotAStoreError(f"{path}: no node directory {NODE_DIR_PREFIX}{self_id}")
+        return NodeLayout(candidate)
+    if _looks_like_node_dir(path):
+        return NodeLayout(path)
+    nodes = find_node_dirs(path)
+    if len(nodes) == 1:
+        return NodeLayout(nodes[0])
+    if not nodes:
+        raise NotAStoreError(f"{path}: not a node directory (no data/ or index/) and holds no {NODE_DIR_PREFIX}<id> directory")
+    names = ", ".join(os.path.basename(n) for n in nodes)
+    raise NotAStoreError(f"{path}: holds several node directories ({names}); pass one or use --self-id")
+
+
+def find_node_dirs(base_dir: str) -> list[str]:
+    try:
+        names = sorted(os.listdir(base_dir))
+    except OSError:
+        return []
+    return [
+        os.path.join(base_dir, n)
+        for n in names
+        if n.startswith(NODE_DIR_PREFIX) and _looks_like_node_dir(os.path.join(base_dir, n))
+    ]

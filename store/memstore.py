@@ -1,0 +1,150 @@
+"""A memory store with the file store's interface and semantics, for tests and simulation.
+
+It encodes entries exactly as the file store does (same positions, BLANK padding rule and
+checksums), so raw batches move between the two and the conformance suite can compare them.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .base import Appended, Entry, LogStore
+from .errors import InconsistentAppend, StoreUsageError
+from .format import (
+    CRC_MASK,
+    DEFAULT_DATA_FILE_SIZE,
+    ENTRY_HEADER,
+    ENTRY_MAGICS,
+    HEADER_SIZE,
+    MAGIC_NORMAL,
+    MIN_BLANK_LEN,
+    body_crc,
+    chain_crc,
+    crc32,
+)
+
+
+class MemoryStore(LogStore):
+    def __init__(self, *, data_file_size: int = DEFAULT_DATA_FILE_SIZE, with_crc: bool = True) -> None:
+        self.data_file_size = data_file_size
+        self.with_crc = with_crc
+        self._entries: list[Entry] = []  # entries begin_index..end_index
+        self.begin_index = -1
+        self.end_index = -1
+        self.end_term = 0
+        self.write_pos = 0
+        self._committed = -1
+
+    @property
+    def committed_index(self) -> int:
+        return self._committed
+
+    def set_committed(self, index: int) -> int:
+        index = min(index, self.end_index)
+        if index > self._committed:
+            self._committed = index
+        return self._committed
+
+    @property
+    def last_chain(self) -> int:
+        return self._entries[-1].chain_crc if self._entries else 0
+
+    def _next_pos(self, size: int) -> int:
+        fsize = self.data_file_size
+        if size + MIN_BLANK_LEN > fsize:
+            raise StoreUsageError(f"entry of {size} bytes does not fit a {fsize}-byte data file")
+        rel = self.write_pos % fsize
+        return self.write_pos + (fsize - rel if size + MIN_BLANK_LEN > fsize - rel else 0)
+
+    def _add(self, entry: Entry) -> Appended:
+        self._entries.append(entry)
+        self.write_pos = entry.pos + entry.size
+        self.end_index, self.end_term = entry.index, entry.term
+        if self.begin_index < 0:
+            self.begin_index = entry.index
+        return Appended(entry.index, entry.term, entry.pos, entry.size)
+
+    def append_leader(self, bodies: Sequence[bytes], term: int, magic: int = MAGIC_NORMAL) -> list[Appended]:
+        if term < self.end_term:
+            raise StoreUsageError(f"term {term} is lower than the log's last term {self.end_term}")
+        if magic not in ENTRY_MAGICS:
+            raise StoreUsageError(f"magic {magic} is not an entry magic")
+        out = []
+        for body in bodies:
+            body = bytes(body)
+            pos = self._next_pos(HEADER_SIZE + len(body))
+            index = self.end_index + 1
+            if self.with_crc:
+                bcrc = body_crc(body)
+                chain = chain_crc(self.last_chain, index, term, bcrc)
+            else:
+                bcrc = chain = 0
+            out.append(self._add(Entry(index, term, pos, magic, body, bcrc, chain)))
+        return out
+
+    def append_follower(self, raw) -> list[Appended]:
+        buf = bytes(raw)
+        off, out = 0, []
+        while off < len(buf):
+            if len(buf) - off < HEADER_SIZE:
+                raise InconsistentAppend(f"{len(buf) - off} trailing bytes are not an entry header")
+            magic, size, idx, term, pos, ch, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(buf, off)
+            if magic not in ENTRY_MAGICS or bsize < 0 or size != HEADER_SIZE + bsize or off + size > len(buf):
+                raise InconsistentAppend(f"malformed entry at byte {off} of the batch (magic {magic}, size {size})")
+            if idx != self.end_index + 1:
+                raise InconsistentAppend(f"entry index {idx} does not follow the local end {self.end_index}")
+            if term < self.end_term:
+                raise InconsistentAppend(f"entry {idx} has term {term} below the local last term {self.end_term}")
+            body = buf[off + HEADER_SIZE : off + size]
+            if (bcrc or chain) and crc32(body) & CRC_MASK != bcrc:
+                raise InconsistentAppend(f"entry {idx}: body checksum does not match")
+            expected = self._next_pos(size)
+            if pos != expected:
+                raise InconsistentAppend(f"entry {idx} is at pos {pos}, the local log continues at {expected}")
+            out.append(self._add(Entry(idx, term, pos, magic, body, bcrc, chain, ch)))
+            off += size
+        return out
+
+    def get(self, index: int) -> Entry:
+        self.check_range(index)
+        return self._entries[index - self.begin_index]
+
+    def get_bytes(self, index: int) -> bytes:
+        e = self.get(index)
+        return ENTRY_HEADER.pack(e.magic, e.size, e.index, e.term, e.pos, e.channel, e.chain_crc, e.body_crc,
+                                 len(e.body)) + e.body
+
+    def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes:
+        self.check_range(first)
+        parts, total = [], 0
+        for i in range(first, min(self.end_index, first + max_count - 1) + 1):
+            raw = self.get_bytes(i)
+            if parts and total + len(raw) > max_bytes:
+                break
+            parts.append(raw)
+            total += len(raw)
+        return b"".join(parts)
+
+    def term_of(self, index: int) -> int:
+        return self.get(index).term
+
+    def truncate(self, from_index: int, *, force: bool = False) -> int:
+        if from_index > self.end_index:
+            return 0
+        if from_index < 0 or from_index < self.begin_index:
+            from .errors import IndexOutOfRange
+
+            raise IndexOutOfRange(f"cannot truncate from {from_index}: the log begins at {self.begin_index}")
+        if from_index <= self._committed and not force:
+            raise StoreUsageError(f"cannot truncate from {from_index}: entries up to {self._committed} are committed")
+        cut = from_index - self.begin_index
+        dropped = len(self._entries) - cut
+        self.write_pos = self._entries[cut].pos
+        del self._entries[cut:]
+        if self._entries:
+            last = self._entries[-1]
+            self.end_index, self.end_term = last.index, last.term
+        else:
+            self.end_index, self.end_term = from_index - 1, 0
+        self._committed = min(self._committed, self.end_index)
+        return dropped

@@ -1,0 +1,231 @@
+"""Recovery on open: find where the log really ends, then make the files say so.
+
+``plan_recovery`` only reads. It walks the data files from the third-last one (moving back
+while that file's first entry is unreadable, as DLedger does) and stops at the first entry
+that is not healthy: bad framing, torn, bad checksum, index gap, term going back, or a
+position that does not match its offset. Every entry before that point is kept. Along the
+way it compares each entry with its index record and notes the first one that is missing
+or disagrees.
+
+``apply_recovery`` (writable stores only) then: zeroes the data after the last good entry
+up to the last non-zero byte (so no stale entry can come back on a later open), deletes data
+files after the end, grows a truncated last file back to its configured size, rewrites index
+records from the first disagreement on, zeroes and deletes index records past the end.
+
+Invariants: no good entry before the first bad one is ever cut; nothing raises on any byte
+content; the result is a store DLedger's own recovery walks to the same end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .files import FileList
+from .format import INDEX_RECORD, INDEX_UNIT_SIZE, decode_index
+from .scan import HEALTHY, FileScan, ScanStop
+
+LOOKBACK_FILES = 3  # DLedgerMmapFileStore.recover starts at mappedFiles.size() - 3
+
+
+@dataclass
+class RecoveryPlan:
+    begin_index: int = -1
+    end_index: int = -1
+    end_term: int = 0
+    end_pos: int = 0  # logical offset where the next entry will be written
+    last_chain: int = 0
+    walked_from: int = 0  # logical offset the walk started at
+    entries_walked: int = 0
+    stop: ScanStop | None = None  # why the walk ended
+    end_reason: str = "empty store"  # human text for where and why the log ends
+    stale_end: int = 0  # data: offset just past the last non-zero byte after end_pos
+    index_rebuild_from: int | None = None  # first entry index whose index record is wrong or missing
+    index_rebuild_pos: int = 0
+    index_stale_end: int = 0  # index: offset just past the last non-zero byte after the end
+    data_files_after_end: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def cuts_data(self) -> bool:
+        return self.stale_end > self.end_pos or bool(self.data_files_after_end)
+
+
+@dataclass
+class RecoveryReport:
+    begin_index: int
+    end_index: int
+    end_term: int
+    end_pos: int
+    end_reason: str
+    cut_bytes: int = 0  # data bytes zeroed after the end
+    removed_data_files: list[str] = field(default_factory=list)
+    removed_index_files: list[str] = field(default_factory=list)
+    index_records_rebuilt: int = 0
+    restored_file_size: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.cut_bytes or self.removed_data_files or self.removed_index_files
+            or self.index_records_rebuilt or self.restored_file_size
+        )
+
+
+def _first_entry_ok(data: FileList, i: int) -> bool:
+    f = data.files[i]
+    scan = FileScan(f.view(), f.start, file_size=f.size, max_entries=1)
+    got = list(scan)
+    return bool(got) and got[0].healthy
+
+
+def index_record_matches(index: FileList, e) -> bool:
+    """Does the index record of entry ``e`` (a Scanned) say exactly what the data says?"""
+    off = e.index * INDEX_UNIT_SIZE
+    f = index.find(off)
+    if f is None or f.mm is None:
+        return False
+    rel = off - f.start
+    if rel + INDEX_UNIT_SIZE > f.actual_size:
+        return False
+    return f.mm[rel : rel + INDEX_UNIT_SIZE] == INDEX_RECORD.pack(e.magic, e.pos, e.size, e.index, e.term)
+
+
+def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
+    plan = RecoveryPlan()
+    files = data.files
+    if not files:
+        plan.index_stale_end = index.nonzero_end(0)
+        return plan
+    for i in range(1, len(files)):
+        if files[i].start != files[i - 1].end:
+            plan.problems.append(f"data file {files[i].name} does not follow {files[i - 1].name}")
+    start = max(0, len(files) - LOOKBACK_FILES)
+    while start > 0 and not _first_entry_ok(data, start):
+        plan.problems.append(f"first entry of data file {files[start].name} is unreadable; starting earlier")
+        start -= 1
+    plan.walked_from = files[start].start
+    prev_index = prev_term = prev_chain = None
+    last = None
+    first_walked = -1
+    pos = files[start].start
+    check_index = True
+    stop = None
+    fi = start
+    while fi < len(files):
+        f = files[fi]
+        if f.start != pos:
+            stop = ScanStop("missing-file", pos, f"no data file starts at {pos}")
+            break
+        scan = FileScan(f.view(), f.start, file_size=f.size,
+                        prev_index=prev_index, prev_term=prev_term, prev_chain=prev_chain)
+        bad = None
+        for e in scan:
+            if not e.healthy:
+                bad = e
+                break
+            if check_index and not index_record_matches(index, e):
+                plan.index_rebuild_from, plan.index_rebuild_pos = e.index, e.offset
+                check_index = False
+            if last is None:
+                first_walked = e.index
+            last = e
+            plan.entries_walked += 1
+        if bad is not None:
+            stop = ScanStop(bad.status, bad.offset, f"entry index {bad.index} term {bad.term}: {bad.status}")
+            pos = bad.offset
+            break
+        prev_index, prev_term, prev_chain = scan.prev_index, scan.prev_term, scan.prev_chain
+        stop = scan.stop
+        if stop.reason == "blank":
+            pos = f.end
+            fi += 1
+            if fi == len(files):
+                stop = ScanStop("end", pos, "last data file ends with BLANK padding")
+            continue
+        pos = stop.offset
+        break
+    plan.stop = stop
+    plan.end_pos = pos
+    if last is not None:
+        plan.end_index, plan.end_term, plan.last_chain = last.index, last.term, last.chain_crc
+    elif start > 0:
+        # Nothing readable from the walk start on: the log ends where the earlier files end.
+        plan.problems.append("no readable entry from the recovery start; the earlier files are kept unchecked")
+    where = data.find(pos)
+    fname = where.name if where else "(no file)"
+    plan.end_reason = f"{stop.reason} at offset {pos} in {fname}" + (f": {stop.detail}" if stop.detail else "")
+    plan.stale_end = data.nonzero_end(pos)
+    plan.data_files_after_end = [f.name for f in files if f.start > pos and f.start >= (where.end if where else pos)]
+    # begin index: the first entry of the first data file
+    if plan.end_index >= 0:
+        if start == 0:
+            plan.begin_index = first_walked
+        else:
+            first = files[0]
+            head = list(FileScan(first.view(), first.start, file_size=first.size, max_entries=1, check_crc=False))
+            if head and head[0].healthy and head[0].index <= plan.end_index:
+                plan.begin_index = head[0].index
+            else:
+                plan.problems.append(f"first entry of data file {first.name} is unreadable")
+                plan.begin_index = first_walked
+    idx_end = (plan.end_index + 1) * INDEX_UNIT_SIZE if plan.end_index >= 0 else 0
+    plan.index_stale_end = index.nonzero_end(idx_end)
+    return plan
+
+
+def apply_recovery(plan: RecoveryPlan, data: FileList, index: FileList) -> RecoveryReport:
+    rep = RecoveryReport(plan.begin_index, plan.end_index, plan.end_term, plan.end_pos, plan.end_reason,
+                         problems=list(plan.problems))
+    end_pos = plan.end_pos
+    holder = data.find(end_pos)
+    # Files wholly after the end go; the file holding the end keeps its head.
+    cut_from = holder.end if holder is not None else end_pos
+    if plan.stale_end > end_pos:
+        rep.cut_bytes = data.zero(end_pos, min(plan.stale_end, cut_from))
+    rep.removed_data_files = data.remove_from(cut_from)
+    for f in data.files:
+        if f.actual_size < f.size:
+            data.restore_size(f)
+            rep.restored_file_size.append(f.name)
+    # Index: rebuild from the first bad record, then clear what lies past the end.
+    if plan.index_rebuild_from is not None:
+        rep.index_records_rebuilt = rebuild_index(data, index, plan.index_rebuild_pos, plan.index_rebuild_from, plan.end_index)
+    idx_end = (plan.end_index + 1) * INDEX_UNIT_SIZE if plan.end_index >= 0 else 0
+    iholder = index.find(idx_end)
+    icut_from = iholder.end if iholder is not None else idx_end
+    if plan.index_stale_end > idx_end:
+        index.zero(idx_end, min(plan.index_stale_end, icut_from))
+    rep.removed_index_files = index.remove_from(icut_from if idx_end % index.file_size else idx_end)
+    for f in index.files:
+        if f.actual_size < f.size:
+            index.restore_size(f)
+    data.flush()
+    index.flush()
+    return rep
+
+
+def rebuild_index(data: FileList, index: FileList, from_pos: int, from_index: int, end_index: int) -> int:
+    """Rewrite index records for entries ``from_index..end_index`` from the data files."""
+    written = 0
+    pos = from_pos
+    fi = next((i for i, f in enumerate(data.files) if f.start <= pos < f.end), None)
+    while fi is not None and fi < len(data.files) and written <= end_index - from_index:
+        f = data.files[fi]
+        scan = FileScan(f.view(), f.start, start=pos - f.start, file_size=f.size, check_crc=False)
+        for e in scan:
+            if e.index > end_index:
+                break
+            index.write(e.index * INDEX_UNIT_SIZE, INDEX_RECORD.pack(e.magic, e.pos, e.size, e.index, e.term))
+            written += 1
+        fi += 1
+        pos = f.end
+    return written
+
+
+def read_index_record(index: FileList, i: int):
+    off = i * INDEX_UNIT_SIZE
+    f = index.find(off)
+    if f is None or f.mm is None or off - f.start + INDEX_UNIT_SIZE > f.actual_size:
+        return None
+    return decode_index(f.mm, off - f.start)
