@@ -1,0 +1,36 @@
+"""The ``dledgerctl`` command: one typer app with one sub-app per command group."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import click_log
+import typer
+
+from . import store_cmd
+from .common import log
+
+app = typer.Typer(
+    name="dledgerctl",
+    help="Operations toolkit for DLedger-compatible Raft commit logs (RocketMQ DLedger mode).",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(store_cmd.app, name="store")
+
+
+@app.callback()
+def main_options(
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log output (-v info, -vv debug).")] = 0,
+) -> None:
+    """Operations toolkit for DLedger-compatible Raft commit logs."""
+    root = logging.getLogger()
+    if not any(isinstance(h, click_log.ClickHandler) for h in root.handlers):
+        handler = click_log.ClickHandler()
+        handler.formatter = click_log.ColorFormatter()
+        root.addHandler(handler)
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    root.setLevel(level)
+    log.setLevel(level)

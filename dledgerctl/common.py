@@ -1,0 +1,81 @@
+"""Options and helpers shared by the command groups: --format, sizes, errors, progress."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from contextlib import contextmanager
+from typing import Annotated, Iterator
+
+import typer
+
+from .render import Format
+
+log = logging.getLogger("dledgerctl")
+
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table, json, jsonl or csv.",
+                                           case_sensitive=False)]
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str | None) -> int | None:
+    """'65536', '64k', '64KiB', '1g', '1GiB' -> bytes (binary units)."""
+    if text is None:
+        return None
+    m = _SIZE.match(text)
+    if not m:
+        raise typer.BadParameter(f"{text!r} is not a size (examples: 65536, 64KiB, 1GiB)")
+    value = int(m.group(1)) * _UNITS[m.group(2).lower()]
+    if value <= 0:
+        raise typer.BadParameter("size must be positive")
+    return value
+
+
+DataSizeOpt = Annotated[str | None, typer.Option("--data-file-size", help="Data file size (default: detected from "
+                                                 "the files, else 1GiB). Accepts 65536, 64KiB, 1GiB.")]
+IndexSizeOpt = Annotated[str | None, typer.Option("--index-file-size", help="Index file size (default: detected, "
+                                                  "else 160MiB = 32 x 5Mi).")]
+SelfIdOpt = Annotated[str | None, typer.Option("--self-id", help="Node id when DIR is a base directory holding "
+                                               "several dledger-<id> directories.")]
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print one ``Error: ...`` line on stderr; return the Exit to raise."""
+    first_line = " ".join(str(message).split("\n")[0].split()) or "unknown error"
+    typer.echo(f"Error: {first_line}", err=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def errors_as_exit() -> Iterator[None]:
+    """Turn the library's errors into one error line and exit code 1."""
+    from store.errors import StoreError
+
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except StoreError as exc:
+        log.debug("store error", exc_info=True)
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        log.debug("os error", exc_info=True)
+        raise fail(f"{exc.filename + ': ' if getattr(exc, 'filename', None) else ''}{exc.strerror or exc}") from None
+
+
+@contextmanager
+def progress_bar(description: str, total: int) -> Iterator:
+    """A rich progress bar on a terminal; a no-op callback when stderr is not one."""
+    if not sys.stderr.isatty() or total <= 0:
+        yield lambda n: None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+    from rich.console import Console
+
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  TimeRemainingColumn(), console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(description, total=total)
+        yield lambda n: prog.advance(task, n)

@@ -1,0 +1,228 @@
+"""``dledgerctl store ...``: offline tools over a node's files (no node needs to run)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from store.errors import StoreUsageError
+from store.filestore import FileStore
+from store.inspect import BODY_FORMATS, Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
+from store.layout import resolve_node_dir
+from store.verify import verify_store
+
+from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail, parse_size, progress_bar
+from .render import Format, render, render_object
+
+app = typer.Typer(help="Inspect, verify and repair a node's files offline.", no_args_is_help=True)
+
+DirArg = Annotated[str, typer.Argument(help="A node directory (dledger-<id>), or a base directory holding one.",
+                                       show_default=False)]
+IndexOpt = Annotated[Optional[int], typer.Option("--index", "-i", min=0, help="Only this entry index.")]
+FromOpt = Annotated[Optional[int], typer.Option("--from-index", min=0, help="First entry index to show.")]
+ToOpt = Annotated[Optional[int], typer.Option("--to-index", min=0, help="Last entry index to show.")]
+PosOpt = Annotated[Optional[int], typer.Option("--pos", min=0, help="Only the record at this logical byte offset.")]
+AllOpt = Annotated[bool, typer.Option("--all-records", help="Also show file boundaries, BLANK padding and the end.")]
+
+
+def _selection(index, from_index, to_index, pos) -> Selection:
+    if index is not None and (from_index is not None or to_index is not None):
+        raise typer.BadParameter("--index cannot be combined with --from-index/--to-index")
+    if from_index is not None and to_index is not None and from_index > to_index:
+        raise typer.BadParameter("--from-index is greater than --to-index")
+    return Selection(index, from_index, to_index, pos)
+
+
+def _node(path: str, self_id: str | None) -> str:
+    return resolve_node_dir(path, self_id).node_dir
+
+
+DATA_COLUMNS = ["kind", "file", "file_offset", "pos", "index", "term", "magic", "size", "crc", "status", "note"]
+
+
+@app.command("inspect-data")
+def inspect_data_cmd(
+    dir: DirArg,
+    index: IndexOpt = None,
+    from_index: FromOpt = None,
+    to_index: ToOpt = None,
+    pos: PosOpt = None,
+    body: Annotated[str, typer.Option("--body", help="Show bodies as none, hex, utf8 or base64.")] = "none",
+    all_records: AllOpt = False,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """List the entries of the data files with index, term, pos, size, magic and CRC status."""
+    if body not in BODY_FORMATS:
+        raise typer.BadParameter(f"--body must be one of {', '.join(BODY_FORMATS)}")
+    sel = _selection(index, from_index, to_index, pos)
+    with errors_as_exit():
+        node = _node(dir, self_id)
+        rows = inspect_data(node, sel, body=body, all_records=all_records, data_file_size=parse_size(data_file_size),
+                            index_file_size=parse_size(index_file_size))
+        cols = DATA_COLUMNS + (["body"] if body != "none" else [])
+        render(rows, fmt, columns=cols if fmt in (Format.table, Format.csv) else None)
+
+
+@app.command("inspect-index")
+def inspect_index_cmd(
+    dir: DirArg,
+    index: IndexOpt = None,
+    from_index: FromOpt = None,
+    to_index: ToOpt = None,
+    pos: PosOpt = None,
+    all_records: Annotated[bool, typer.Option("--all-records", help="Also show empty slots after the end.")] = False,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """List the 32-byte index records (magic, pos, size, index, term) by slot."""
+    sel = _selection(index, from_index, to_index, pos)
+    with errors_as_exit():
+        node = _node(dir, self_id)
+        render(inspect_index(node, sel, all_records=all_records, data_file_size=parse_size(data_file_size),
+                             index_file_size=parse_size(index_file_size)), fmt)
+
+
+@app.command("verify")
+def verify_cmd(
+    dir: DirArg,
+    no_crc: Annotated[bool, typer.Option("--no-crc", help="Skip checksum verification (faster).")] = False,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Check every file of a node; exit 0 when clean, 1 when a problem is found."""
+    with errors_as_exit():
+        node = _node(dir, self_id)
+        total = _data_bytes(node)
+        with progress_bar("verify", total) as advance:
+            report = verify_store(node, data_file_size=parse_size(data_file_size),
+                                  index_file_size=parse_size(index_file_size), check_crc=not no_crc,
+                                  progress=advance)
+    problems = [p.as_row() for p in report.problems]
+    summary = report.summary()
+    if report.suppressed:
+        summary["not_listed"] = sum(report.suppressed.values())
+    if fmt == Format.json:
+        render_object({"summary": summary, "problems": problems}, fmt)
+    elif fmt == Format.jsonl:
+        render(problems + [{"summary": summary}], fmt)
+    elif fmt == Format.csv:
+        render(problems, fmt, columns=["severity", "code", "file", "offset", "index", "message"])
+    else:
+        if problems:
+            render(problems, fmt)
+            typer.echo("")
+        render_object(summary, fmt)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def _data_bytes(node: str) -> int:
+    total = 0
+    data_dir = os.path.join(node, "data")
+    try:
+        for name in os.listdir(data_dir):
+            total += os.path.getsize(os.path.join(data_dir, name))
+    except OSError:
+        return 0
+    return total
+
+
+@app.command("checkpoint")
+def checkpoint_cmd(
+    dir: DirArg,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Show checkpoint and currterm beside what the data says; exit 1 on a disagreement."""
+    with errors_as_exit():
+        node = _node(dir, self_id)
+        rows = checkpoint_report(node, data_file_size=parse_size(data_file_size),
+                                 index_file_size=parse_size(index_file_size))
+    render(rows, fmt)
+    if any(r["status"] != "ok" for r in rows):
+        raise typer.Exit(1)
+
+
+@app.command("diff")
+def diff_cmd(
+    dir_a: Annotated[str, typer.Argument(help="First replica's node directory.", show_default=False)],
+    dir_b: Annotated[str, typer.Argument(help="Second replica's node directory.", show_default=False)],
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Find the last common index and the first index where two replicas differ.
+
+    Exit 0 when the logs are identical, 1 when they differ.
+    """
+    with errors_as_exit():
+        result = diff_stores(_node(dir_a, None), _node(dir_b, None))
+    render_object(result, fmt)
+    if not result["identical"]:
+        raise typer.Exit(1)
+
+
+@app.command("truncate")
+def truncate_cmd(
+    dir: DirArg,
+    from_index: Annotated[int, typer.Option("--from-index", min=0, help="Cut this entry and every later one.",
+                                            show_default=False)],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Allow cutting at or below the committed index.")] = False,
+    backup: Annotated[Optional[str], typer.Option("--backup", help="Where to keep the cut entries (default: "
+                                                  "<node-dir>/truncated-<from>-<end>-<time>.entries).")] = None,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Cut a stopped node's log from an index on, keeping the cut entries in a backup file."""
+    dsize, isize = parse_size(data_file_size), parse_size(index_file_size)
+    with errors_as_exit():
+        node = _node(dir, self_id)
+        with FileStore.open(node, read_only=True, data_file_size=dsize, index_file_size=isize) as ro:
+            end, committed, begin = ro.end_index, ro.committed_index, ro.begin_index
+            plan = ro.plan
+            if end < 0 or from_index > end:
+                raise fail(f"nothing to cut: the log ends at index {end}")
+            if from_index < begin:
+                raise fail(f"--from-index {from_index} is before the log's first index {begin}")
+            if from_index <= committed and not force:
+                raise fail(f"refusing to cut at {from_index}: entries up to {committed} are committed "
+                           f"(use --force to cut committed entries)")
+            first_pos, _ = ro.locate(from_index)
+            last_pos, last_size = ro.locate(end)
+            cut_bytes = last_pos + last_size - first_pos
+            typer.echo(f"{node}: log {begin}..{end}, committed {committed}", err=True)
+            typer.echo(f"will cut entries {from_index}..{end} ({end - from_index + 1} entries, {cut_bytes} bytes)"
+                       + (f"; recovery will also clear damage: {plan.end_reason}" if plan.cuts_data else ""),
+                       err=True)
+            if from_index <= committed:
+                typer.echo(f"WARNING: this cuts committed entries {from_index}..{committed}", err=True)
+            if not yes and not typer.confirm("Proceed?", default=False, err=True):
+                raise fail("aborted, nothing changed")
+            backup_path = backup or os.path.join(node, f"truncated-{from_index}-{end}-{time.strftime('%Y%m%d%H%M%S')}.entries")
+            if os.path.exists(backup_path):
+                raise fail(f"backup file {backup_path} already exists")
+            with open(backup_path, "xb") as fh:
+                for i in range(from_index, end + 1):
+                    fh.write(ro.get_bytes(i))
+                fh.flush()
+                os.fsync(fh.fileno())
+        with FileStore.open(node, data_file_size=dsize, index_file_size=isize, flush="sync") as rw:
+            if rw.end_index != end:
+                raise StoreUsageError(f"the log changed while truncating (end {rw.end_index}, expected {end})")
+            dropped = rw.truncate(from_index, force=force)
+            new_end, new_committed = rw.end_index, rw.committed_index
+    render_object({"node_dir": node, "from_index": from_index, "entries_cut": dropped, "bytes_cut": cut_bytes,
+                   "end_index": new_end, "committed_index": new_committed, "backup": backup_path}, fmt)

@@ -1,0 +1,334 @@
+"""Read-only views of a node directory as plain rows (dicts): data records, index records,
+checkpoint/currterm against the data, and the difference between two replicas.
+
+Every function here opens files read-only and yields rows lazily, so memory stays flat as
+the store grows. Row field names are stable; the man pages document them.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Iterator
+
+from .files import FileList
+from .filestore import FileStore, detect_file_size
+from .format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE
+from .layout import NodeLayout
+from .metafiles import read_checkpoint, read_currterm
+from .scan import BAD_BODY_CRC, BAD_CHAIN_CRC, NO_CRC, OK, FileScan
+
+BODY_FORMATS = ("none", "hex", "utf8", "base64")
+CRC_TEXT = {OK: "ok", NO_CRC: "none", BAD_BODY_CRC: "bad-body", BAD_CHAIN_CRC: "bad-chain"}
+
+
+@dataclass
+class Selection:
+    """Which entries to show: one index, an index range, or the entry at a pos."""
+
+    index: int | None = None
+    from_index: int | None = None
+    to_index: int | None = None
+    pos: int | None = None
+
+    def lower(self) -> int | None:
+        return self.index if self.index is not None else self.from_index
+
+    def upper(self) -> int | None:
+        return self.index if self.index is not None else self.to_index
+
+    def wants(self, index: int, offset: int) -> bool:
+        if self.pos is not None and offset != self.pos:
+            return False
+        lo, hi = self.lower(), self.upper()
+        return (lo is None or index >= lo) and (hi is None or index <= hi)
+
+    def past(self, index: int, offset: int) -> bool:
+        hi = self.upper()
+        return (hi is not None and index > hi) or (self.pos is not None and offset > self.pos)
+
+
+def render_body(body: bytes, fmt: str) -> str | None:
+    if fmt == "none":
+        return None
+    if fmt == "hex":
+        return body.hex()
+    if fmt == "base64":
+        return base64.b64encode(body).decode("ascii")
+    return body.decode("utf-8", errors="replace")
+
+
+def _open_lists(layout: NodeLayout, data_file_size, index_file_size) -> tuple[FileList, FileList]:
+    data = FileList(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE)
+    index = FileList(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE)
+    data.load()
+    index.load()
+    data.file_size = detect_file_size(data, data_file_size, DEFAULT_DATA_FILE_SIZE)
+    index.file_size = detect_file_size(index, index_file_size, DEFAULT_INDEX_FILE_SIZE)
+    return data, index
+
+
+def _start_file(data: FileList, index: FileList, sel: Selection) -> int:
+    """First data file worth scanning for ``sel``: jump with the index record when it
+    points at a matching entry, else start at the first file."""
+    if sel.pos is not None:
+        f = data.find(sel.pos)
+        return data.files.index(f) if f is not None else 0
+    lo = sel.lower()
+    if lo is None or lo <= 0:
+        return 0
+    off = lo * INDEX_UNIT_SIZE
+    f = index.find(off)
+    if f is None or f.mm is None or off - f.start + INDEX_UNIT_SIZE > f.actual_size:
+        return 0
+    _m, pos, _s, idx, _t = INDEX_RECORD.unpack_from(f.mm, off - f.start)
+    d = data.find(pos)
+    if idx != lo or d is None:
+        return 0
+    return data.files.index(d)
+
+
+def inspect_data(node_dir: str, sel: Selection | None = None, *, body: str = "none", all_records: bool = False,
+                 data_file_size: int | None = None, index_file_size: int | None = None) -> Iterator[dict]:
+    sel = sel or Selection()
+    layout = NodeLayout(node_dir)
+    data, index = _open_lists(layout, data_file_size, index_file_size)
+    try:
+        first = _start_file(data, index, sel)
+        prev = (None, None, None)
+        for f in data.files[first:]:
+            fname = f"data/{f.name}"
+            if all_records:
+                yield _data_row(fname, f.start, "file", None, None, f"file of {f.actual_size} bytes")
+            scan = FileScan(f.view(), f.start, file_size=data.file_size, include_blank=all_records,
+                            prev_index=prev[0], prev_term=prev[1], prev_chain=prev[2])
+            done = False
+            for e in scan:
+                if e.kind == "blank":
+                    if sel.pos is None or sel.pos == e.offset:
+                        yield _data_row(fname, f.start, "blank", e, None, "padding to the file end")
+                    continue
+                if sel.past(e.index, e.offset):
+                    done = True
+                    break
+                if sel.wants(e.index, e.offset):
+                    text = None
+                    if body != "none":
+                        rel = e.offset - f.start
+                        text = render_body(f.mm[rel + HEADER_SIZE : rel + e.size], body)
+                    yield _data_row(fname, f.start, "entry", e, text, "")
+            prev = (scan.prev_index, scan.prev_term, scan.prev_chain)
+            if done:
+                return
+            stop = scan.stop
+            if stop is not None and not stop.clean:
+                yield _data_row(fname, f.start, "damage", None, None, f"{stop.reason}: {stop.detail}", offset=stop.offset)
+                prev = (None, None, None)
+            elif all_records and stop is not None and stop.reason == "end":
+                yield _data_row(fname, f.start, "end", None, None, "no entry written past here", offset=stop.offset)
+    finally:
+        data.close()
+        index.close()
+
+
+def _data_row(fname, fstart, kind, e, body_text, note, offset=None) -> dict:
+    off = e.offset if e is not None else (offset if offset is not None else fstart)
+    row = {
+        "kind": kind,
+        "file": fname,
+        "file_offset": off - fstart,
+        "pos": off,
+        "index": e.index if e is not None and kind == "entry" else None,
+        "term": e.term if e is not None and kind == "entry" else None,
+        "magic": e.magic if e is not None else None,
+        "size": e.size if e is not None else None,
+        "body_size": e.body_size if e is not None and kind == "entry" else None,
+        "body_crc": e.body_crc if e is not None and kind == "entry" else None,
+        "chain_crc": e.chain_crc if e is not None and kind == "entry" else None,
+        "crc": CRC_TEXT.get(e.status, "n/a") if e is not None and kind == "entry" else None,
+        "status": e.status if e is not None else kind,
+        "note": note,
+    }
+    if body_text is not None:
+        row["body"] = body_text
+    return row
+
+
+def inspect_index(node_dir: str, sel: Selection | None = None, *, all_records: bool = False,
+                  data_file_size: int | None = None, index_file_size: int | None = None) -> Iterator[dict]:
+    """Index records in slot order; stops at the first all-zero slot unless ``all_records``."""
+    sel = sel or Selection()
+    layout = NodeLayout(node_dir)
+    data, index = _open_lists(layout, data_file_size, index_file_size)
+    try:
+        for f in index.files:
+            if f.mm is None:
+                continue
+            first_slot = f.start // INDEX_UNIT_SIZE
+            lo = sel.lower()
+            start_rel = max(0, (lo - first_slot) * INDEX_UNIT_SIZE) if lo is not None else 0
+            for rel in range(start_rel, f.actual_size - INDEX_UNIT_SIZE + 1, INDEX_UNIT_SIZE):
+                slot = first_slot + rel // INDEX_UNIT_SIZE
+                magic, pos, size, idx, term = INDEX_RECORD.unpack_from(f.mm, rel)
+                empty = not (magic or pos or size or idx or term)
+                if empty and not all_records:
+                    return
+                if sel.past(slot, pos if sel.pos is not None else -1):
+                    return
+                if not sel.wants(slot, pos):
+                    continue
+                status = "empty" if empty else ("ok" if idx == slot else "slot-mismatch")
+                yield {"file": f"index/{f.name}", "file_offset": rel, "slot": slot, "magic": magic, "pos": pos,
+                       "size": size, "index": idx, "term": term, "status": status}
+    finally:
+        data.close()
+        index.close()
+
+
+def checkpoint_report(node_dir: str, *, data_file_size: int | None = None,
+                      index_file_size: int | None = None) -> list[dict]:
+    """checkpoint and currterm beside what the data says; each row flags disagreement."""
+    layout = NodeLayout(node_dir)
+    cp = read_checkpoint(layout.node_dir)
+    ts = read_currterm(layout.node_dir)
+    with FileStore.open(layout.node_dir, read_only=True, data_file_size=data_file_size,
+                        index_file_size=index_file_size) as s:
+        begin, end, end_term = s.begin_index, s.end_index, s.end_term
+
+    def row(source, key, value, data_value, ok, note=""):
+        return {"source": source, "key": key, "value": value, "data": data_value,
+                "status": "ok" if ok else "mismatch", "note": note}
+
+    rows = []
+    cp_src = cp.source.rsplit("/", 1)[-1] if cp.source else None
+    ts_src = ts.source.rsplit("/", 1)[-1] if ts.source else None
+    if cp_src is None:
+        rows.append(row("checkpoint", "file", None, None, False, "no checkpoint file (nor .bak)"))
+    else:
+        rows.append(row(cp_src, "endIndex", cp.end_index, end, cp.end_index == end,
+                        "" if cp.end_index == end else ("past the data's end" if (cp.end_index or -1) > end
+                                                         else "behind the data's end")))
+        ok = cp.committed_index is not None and cp.committed_index <= end and (
+            cp.end_index is None or cp.committed_index <= cp.end_index)
+        rows.append(row(cp_src, "committedIndex", cp.committed_index, end, ok,
+                        "" if ok else "committed index past the end"))
+    if ts_src is None:
+        rows.append(row("currterm", "file", None, None, False, "no currterm file (nor .bak)"))
+    else:
+        rows.append(row(ts_src, "currTerm", ts.term, end_term, ts.term >= end_term,
+                        "" if ts.term >= end_term else "lower than the last entry's term"))
+        rows.append(row(ts_src, "voteLeader", ts.vote_for or "", None, True))
+    rows.append(row("data", "beginIndex", begin, begin, True))
+    rows.append(row("data", "endIndex", end, end, True))
+    rows.append(row("data", "endTerm", end_term, end_term, True))
+    return rows
+
+
+def diff_stores(dir_a: str, dir_b: str) -> dict:
+    """Last common index and first differing index of two replicas, both sides shown.
+
+    Replicas keep entries at the same positions, so the data files are compared in large
+    blocks first and only the entry holding the first differing byte is decoded.
+    """
+    with FileStore.open(dir_a, read_only=True) as a, FileStore.open(dir_b, read_only=True) as b:
+        lo = max(a.begin_index, b.begin_index)
+        hi = min(a.end_index, b.end_index)
+        result = {
+            "a": dir_a, "b": dir_b,
+            "a_begin": a.begin_index, "a_end": a.end_index, "b_begin": b.begin_index, "b_end": b.end_index,
+            "last_common_index": None, "first_diff_index": None, "field": None,
+            "a_term": None, "b_term": None, "a_size": None, "b_size": None,
+            "a_body_crc": None, "b_body_crc": None, "a_chain_crc": None, "b_chain_crc": None,
+            "identical": False,
+        }
+        if a.end_index < 0 or b.end_index < 0 or lo > hi:
+            first = lo if a.end_index >= 0 and b.end_index >= 0 else max(a.begin_index, b.begin_index, 0)
+            same = a.end_index == b.end_index
+            result.update(identical=same and a.end_index < 0, first_diff_index=None if same else first)
+            _fill_sides(result, a, b, first)
+            return result
+        first_diff = _first_differing(a, b, lo, hi)
+        if first_diff is None:
+            if a.end_index == b.end_index:
+                result.update(last_common_index=hi, identical=True)
+                return result
+            first_diff = hi + 1
+            result["field"] = "missing-on-" + ("a" if a.end_index < b.end_index else "b")
+        result["last_common_index"] = first_diff - 1 if first_diff > lo else None
+        result["first_diff_index"] = first_diff
+        _fill_sides(result, a, b, first_diff)
+        return result
+
+
+def _fill_sides(result: dict, a: FileStore, b: FileStore, index: int | None) -> None:
+    if index is None:
+        return
+    sides = {}
+    for name, s in (("a", a), ("b", b)):
+        try:
+            e = s.get(index)
+        except Exception:  # outside that side's log, or unreadable
+            sides[name] = None
+            continue
+        sides[name] = e
+        result.update({f"{name}_term": e.term, f"{name}_size": e.size, f"{name}_body_crc": e.body_crc,
+                       f"{name}_chain_crc": e.chain_crc})
+    ea, eb = sides.get("a"), sides.get("b")
+    if result["field"] is None and ea is not None and eb is not None:
+        for fld, va, vb in (("term", ea.term, eb.term), ("size", ea.size, eb.size), ("pos", ea.pos, eb.pos),
+                            ("body_crc", ea.body_crc, eb.body_crc), ("body", ea.body, eb.body),
+                            ("chain_crc", ea.chain_crc, eb.chain_crc), ("magic", ea.magic, eb.magic)):
+            if va != vb:
+                result["field"] = fld
+                break
+    elif result["field"] is None:
+        result["field"] = "missing-on-" + ("a" if ea is None else "b")
+
+
+def _first_differing(a: FileStore, b: FileStore, lo: int, hi: int) -> int | None:
+    """First index in [lo, hi] whose encoded bytes differ, or None."""
+    pa, _ = a.locate(lo)
+    pb, _ = b.locate(lo)
+    if pa != pb or a.data.file_size != b.data.file_size:
+        return _first_differing_slow(a, b, lo, hi)
+    end_a, _ = a.locate(hi)
+    end = end_a + a.locate(hi)[1]
+    block = 1 << 20
+    pos = pa
+    while pos < end:
+        fa, fb = a.data.find(pos), b.data.find(pos)
+        if fa is None or fb is None:
+            return _first_differing_slow(a, b, lo, hi)
+        rel = pos - fa.start
+        n = min(block, fa.actual_size - rel, fb.actual_size - rel, end - pos)
+        if n <= 0:
+            return _first_differing_slow(a, b, lo, hi)
+        ca, cb = fa.mm[rel : rel + n], fb.mm[rel : rel + n]
+        if ca != cb:
+            k = next(i for i in range(n) if ca[i] != cb[i])
+            return _index_at(a, b, lo, hi, pos + k)
+        pos += n
+    return None
+
+
+def _index_at(a: FileStore, b: FileStore, lo: int, hi: int, byte_pos: int) -> int:
+    """The entry of ``a`` holding logical ``byte_pos`` (binary search over index records)."""
+    left, right = lo, hi
+    while left < right:
+        mid = (left + right + 1) // 2
+        if a.locate(mid)[0] <= byte_pos:
+            left = mid
+        else:
+            right = mid - 1
+    # The byte may sit in BLANK padding after entry `left`; the differing entry is then the next.
+    pos, size = a.locate(left)
+    if byte_pos >= pos + size and left < hi:
+        left += 1
+    return _first_differing_slow(a, b, left, hi) or left
+
+
+def _first_differing_slow(a: FileStore, b: FileStore, lo: int, hi: int) -> int | None:
+    for i in range(lo, hi + 1):
+        if a.get_bytes(i) != b.get_bytes(i):
+            return i
+    return None
