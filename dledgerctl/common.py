@@ -21,10 +21,10 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def parse_size(text: str | None) -> int | None:
+def parse_size(text) -> int | None:
     """'65536', '64k', '64KiB', '1g', '1GiB' -> bytes (binary units)."""
-    if text is None:
-        return None
+    if text is None or isinstance(text, int):
+        return text
     m = _SIZE.match(text)
     if not m:
         raise typer.BadParameter(f"{text!r} is not a size (examples: 65536, 64KiB, 1GiB)")
@@ -34,9 +34,9 @@ def parse_size(text: str | None) -> int | None:
     return value
 
 
-DataSizeOpt = Annotated[str | None, typer.Option("--data-file-size", help="Data file size (default: detected from "
+DataSizeOpt = Annotated[int | None, typer.Option("--data-file-size", parser=parse_size, metavar="SIZE", help="Data file size (default: detected from "
                                                  "the files, else 1GiB). Accepts 65536, 64KiB, 1GiB.")]
-IndexSizeOpt = Annotated[str | None, typer.Option("--index-file-size", help="Index file size (default: detected, "
+IndexSizeOpt = Annotated[int | None, typer.Option("--index-file-size", parser=parse_size, metavar="SIZE", help="Index file size (default: detected, "
                                                   "else 160MiB = 32 x 5Mi).")]
 SelfIdOpt = Annotated[str | None, typer.Option("--self-id", help="Node id when DIR is a base directory holding "
                                                "several dledger-<id> directories.")]

@@ -14,7 +14,7 @@ from store.inspect import BODY_FORMATS, Selection, checkpoint_report, diff_store
 from store.layout import resolve_node_dir
 from store.verify import verify_store
 
-from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail, parse_size, progress_bar
+from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail, progress_bar
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Inspect, verify and repair a node's files offline.", no_args_is_help=True)
@@ -63,8 +63,8 @@ def inspect_data_cmd(
     sel = _selection(index, from_index, to_index, pos)
     with errors_as_exit():
         node = _node(dir, self_id)
-        rows = inspect_data(node, sel, body=body, all_records=all_records, data_file_size=parse_size(data_file_size),
-                            index_file_size=parse_size(index_file_size))
+        rows = inspect_data(node, sel, body=body, all_records=all_records, data_file_size=data_file_size,
+                            index_file_size=index_file_size)
         cols = DATA_COLUMNS + (["body"] if body != "none" else [])
         render(rows, fmt, columns=cols if fmt in (Format.table, Format.csv) else None)
 
@@ -86,8 +86,8 @@ def inspect_index_cmd(
     sel = _selection(index, from_index, to_index, pos)
     with errors_as_exit():
         node = _node(dir, self_id)
-        render(inspect_index(node, sel, all_records=all_records, data_file_size=parse_size(data_file_size),
-                             index_file_size=parse_size(index_file_size)), fmt)
+        render(inspect_index(node, sel, all_records=all_records, data_file_size=data_file_size,
+                             index_file_size=index_file_size), fmt)
 
 
 @app.command("verify")
@@ -104,8 +104,8 @@ def verify_cmd(
         node = _node(dir, self_id)
         total = _data_bytes(node)
         with progress_bar("verify", total) as advance:
-            report = verify_store(node, data_file_size=parse_size(data_file_size),
-                                  index_file_size=parse_size(index_file_size), check_crc=not no_crc,
+            report = verify_store(node, data_file_size=data_file_size,
+                                  index_file_size=index_file_size, check_crc=not no_crc,
                                   progress=advance)
     problems = [p.as_row() for p in report.problems]
     summary = report.summary()
@@ -148,8 +148,8 @@ def checkpoint_cmd(
     """Show checkpoint and currterm beside what the data says; exit 1 on a disagreement."""
     with errors_as_exit():
         node = _node(dir, self_id)
-        rows = checkpoint_report(node, data_file_size=parse_size(data_file_size),
-                                 index_file_size=parse_size(index_file_size))
+        rows = checkpoint_report(node, data_file_size=data_file_size,
+                                 index_file_size=index_file_size)
     render(rows, fmt)
     if any(r["status"] != "ok" for r in rows):
         raise typer.Exit(1)
@@ -187,14 +187,15 @@ def truncate_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Cut a stopped node's log from an index on, keeping the cut entries in a backup file."""
-    dsize, isize = parse_size(data_file_size), parse_size(index_file_size)
+    dsize, isize = data_file_size, index_file_size
     with errors_as_exit():
         node = _node(dir, self_id)
         with FileStore.open(node, read_only=True, data_file_size=dsize, index_file_size=isize) as ro:
             end, committed, begin = ro.end_index, ro.committed_index, ro.begin_index
             plan = ro.plan
             if end < 0 or from_index > end:
-                raise fail(f"nothing to cut: the log ends at index {end}")
+                damage = f" (damage after it is cut on the next writable open: {plan.end_reason})" if plan.cuts_data else ""
+                raise fail(f"nothing to cut: the log ends at index {end}{damage}")
             if from_index < begin:
                 raise fail(f"--from-index {from_index} is before the log's first index {begin}")
             if from_index <= committed and not force:

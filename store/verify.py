@@ -141,8 +141,9 @@ def _check_file_names(files: FileList, configured, default, kind: str, out: _Col
         out.add(ERROR, "file-size", kind, None, None, str(exc))
         size = files.file_size
     except ValueError as exc:
+        # Report the mismatch once and check the files against the size they were written with.
         out.add(ERROR, "file-size", kind, None, None, str(exc))
-        size = configured or default
+        size = detect_file_size(files, None, default)
     files.file_size = size
     prev = None
     for f in files.files:
