@@ -19,6 +19,11 @@ from .errors import StoreCorruptError, StoreIOError
 from .format import file_name, parse_file_name
 
 
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux >= 5.14
+POPULATE_CHUNK = 8 << 20
+_populate_ok = True
+
+
 @dataclass
 class MappedFile:
     path: str
@@ -29,6 +34,7 @@ class MappedFile:
     fd: int = -1
     dirty_from: int | None = field(default=None)  # lowest relative offset written since the last flush
     dirty_to: int = 0
+    populated: int = 0  # relative offset up to which pages were faulted in ahead of writes
 
     @property
     def end(self) -> int:
@@ -162,6 +168,25 @@ class FileList:
         f = self._map(path, start)
         self.files.append(f)
         return f
+
+    def populate(self, f: MappedFile, upto: int) -> None:
+        """Fault in writable pages ahead of the writer, ``POPULATE_CHUNK`` at a time.
+
+        Page faults on a preallocated (fallocate) file cost ~10 us each on ext4 when taken
+        one by one from Python writes; one MADV_POPULATE_WRITE call takes them in the kernel
+        for well under 1 us a page. Where the kernel lacks it, writes fault as usual."""
+        global _populate_ok
+        if f.mm is None:
+            return
+        lo = f.populated
+        hi = min(f.actual_size, max(upto, lo + POPULATE_CHUNK))
+        if _populate_ok and hi > lo:
+            start = lo - lo % mmap.PAGESIZE
+            try:
+                f.mm.madvise(MADV_POPULATE_WRITE, start, hi - start)
+            except (OSError, ValueError):
+                _populate_ok = False
+        f.populated = hi
 
     def write(self, offset: int, data) -> None:
         f = self.file_for_write(offset)

@@ -285,6 +285,8 @@ class FileStore(LogStore):
                     chain = crc(chain_pack(chain, idx, term, bcrc)) & CRC_MASK
                 else:
                     bcrc = chain = 0
+                if rel + size > dfile.populated:
+                    self.data.populate(dfile, rel + size)
                 mm = dfile.mm
                 pack_entry(mm, rel, magic, size, idx, term, pos, 0, chain, bcrc, size - HEADER_SIZE)
                 mm[rel + HEADER_SIZE : rel + size] = body
@@ -297,6 +299,8 @@ class FileStore(LogStore):
                     i_lo = irel
                 else:
                     irel -= ifile.start
+                if irel + INDEX_UNIT_SIZE > ifile.populated:
+                    self.index.populate(ifile, irel + INDEX_UNIT_SIZE)
                 pack_index(ifile.mm, irel, magic, pos, size, idx, term)
                 i_end = irel + INDEX_UNIT_SIZE
                 self.write_pos = pos + size
@@ -342,6 +346,8 @@ class FileStore(LogStore):
                 if pos != expected:
                     raise InconsistentAppend(f"entry {idx} is at pos {pos}, the local log continues at {expected}")
                 f, rel = self._place(size)
+                if rel + size > f.populated:
+                    self.data.populate(f, rel + size)
                 f.mm[rel : rel + size] = buf[off : off + size]
                 self.data.mark_dirty(f, rel, rel + size)
                 ifile, irel = self._index_file(idx)
