@@ -18,23 +18,12 @@ from store.filestore import FileStore
 from store.format import HEADER_SIZE
 from store.sample import write_sample_store
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "dledger-0.2.7")
+from conftest import FIXTURES, copy_fixture
 runner = CliRunner()
 
 
 def invoke(*args, input=None):
     return runner.invoke(app, [str(a) for a in args], input=input)
-
-
-def copy_fixture(tmp_path, name="leader", node="dledger-n0"):
-    dst = tmp_path / name / node
-    shutil.copytree(os.path.join(FIXTURES, name, node), dst)
-    for root, dirs, files in os.walk(dst):
-        for n in dirs + files:
-            p = os.path.join(root, n)
-            os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
-    os.chmod(dst, os.stat(dst).st_mode | stat.S_IWUSR)
-    return dst
 
 
 def manifest(name="leader"):

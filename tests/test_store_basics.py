@@ -19,18 +19,8 @@ from store.memstore import MemoryStore
 from store.sample import write_sample_store
 from store.verify import verify_store
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "dledger-0.2.7")
+from conftest import FIXTURES, copy_fixture
 CASES = [("leader", "dledger-n0"), ("follower-truncated", "dledger-n1")]
-
-
-def copy_fixture(tmp_path, name, node):
-    dst = tmp_path / name / node
-    shutil.copytree(os.path.join(FIXTURES, name, node), dst)
-    for root, dirs, files in os.walk(dst):
-        for n in dirs + files:
-            p = os.path.join(root, n)
-            os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
-    return dst
 
 
 def listing(store):
