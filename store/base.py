@@ -114,5 +114,7 @@ class LogStore(abc.ABC):
             raise IndexOutOfRange(f"index {index} is outside the log [{self.begin_index}, {self.end_index}]")
 
     def entries(self) -> Iterable[Entry]:
+        if self.begin_index < 0:  # a new log: begin and end are both -1, nothing to yield
+            return
         for i in range(self.begin_index, self.end_index + 1):
             yield self.get(i)

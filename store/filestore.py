@@ -254,6 +254,10 @@ class FileStore(LogStore):
             raise StoreUsageError(f"term {term} is lower than the log's last term {self.end_term}")
         if magic not in ENTRY_MAGICS:
             raise StoreUsageError(f"magic {magic} is not an entry magic")
+        # Refuse the whole batch before writing any of it: a batch is appended entirely or not at all.
+        largest = max(map(len, bodies), default=0)
+        if HEADER_SIZE + largest + MIN_BLANK_LEN > self.data.file_size:
+            raise StoreUsageError(f"entry of {HEADER_SIZE + largest} bytes does not fit a {self.data.file_size}-byte data file")
         out: list[Appended] = []
         pack_entry = ENTRY_HEADER.pack_into
         pack_index = INDEX_RECORD.pack_into
@@ -387,9 +391,14 @@ class FileStore(LogStore):
 
     def get_bytes(self, index: int) -> bytes:
         pos, size = self.locate(index)
+        # A damaged index record (read-only stores, or before recovery's window) must not
+        # serve other bytes: the header found there must say this index, size and pos.
+        if size < HEADER_SIZE:
+            raise StoreCorruptError(f"index record of entry {index} gives size {size}")
         raw = self.data.read(pos, size)
-        if ENTRY_HEADER.unpack_from(raw)[2] != index:
-            raise StoreCorruptError(f"data at pos {pos} is not entry {index}")
+        _magic, hsize, hindex, _term, hpos = ENTRY_HEADER.unpack_from(raw)[:5]
+        if (hindex, hsize, hpos) != (index, size, pos):
+            raise StoreCorruptError(f"data at pos {pos} is not entry {index} of {size} bytes")
         return raw
 
     def get(self, index: int) -> Entry:
@@ -403,11 +412,11 @@ class FileStore(LogStore):
         total = 0
         i = first
         while i <= self.end_index and len(parts) < max_count:
-            pos, size = self.locate(i)
-            if parts and total + size > max_bytes:
+            raw = self.get_bytes(i)
+            if parts and total + len(raw) > max_bytes:
                 break
-            parts.append(self.data.read(pos, size))
-            total += size
+            parts.append(raw)
+            total += len(raw)
             i += 1
         return b"".join(parts)
 

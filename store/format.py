@@ -123,6 +123,7 @@ def file_name(offset: int) -> str:
 
 def parse_file_name(name: str) -> int | None:
     """The start offset a file name encodes, or None if it is not a store file name."""
-    if len(name) != FILE_NAME_DIGITS or not name.isdigit():
+    # isascii: str.isdigit() also accepts digits int() refuses (e.g. superscripts, "²").
+    if len(name) != FILE_NAME_DIGITS or not name.isascii() or not name.isdigit():
         return None
     return int(name)

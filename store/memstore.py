@@ -69,6 +69,10 @@ class MemoryStore(LogStore):
             raise StoreUsageError(f"term {term} is lower than the log's last term {self.end_term}")
         if magic not in ENTRY_MAGICS:
             raise StoreUsageError(f"magic {magic} is not an entry magic")
+        # Refuse the whole batch before adding any of it, as the file store does.
+        largest = max(map(len, bodies), default=0)
+        if HEADER_SIZE + largest + MIN_BLANK_LEN > self.data_file_size:
+            raise StoreUsageError(f"entry of {HEADER_SIZE + largest} bytes does not fit a {self.data_file_size}-byte data file")
         out = []
         for body in bodies:
             body = bytes(body)

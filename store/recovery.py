@@ -57,7 +57,8 @@ class RecoveryReport:
     end_term: int
     end_pos: int
     end_reason: str
-    cut_bytes: int = 0  # data bytes zeroed after the end
+    cut_bytes: int = 0  # length of the data range zeroed after the end
+    index_cut_bytes: int = 0  # length of the index range zeroed after the last entry's record
     removed_data_files: list[str] = field(default_factory=list)
     removed_index_files: list[str] = field(default_factory=list)
     index_records_rebuilt: int = 0
@@ -67,16 +68,19 @@ class RecoveryReport:
     @property
     def changed(self) -> bool:
         return bool(
-            self.cut_bytes or self.removed_data_files or self.removed_index_files
+            self.cut_bytes or self.index_cut_bytes or self.removed_data_files or self.removed_index_files
             or self.index_records_rebuilt or self.restored_file_size
         )
 
 
-def _first_entry_ok(data: FileList, i: int) -> bool:
+def _first_entry_ok(data: FileList, index: FileList, i: int) -> bool:
+    """DLedger's pre-check of a walk start: the file's first entry is healthy and its index
+    record agrees (nothing before it is checked, so a damaged index field would otherwise
+    pass and end the log at the next, good, entry)."""
     f = data.files[i]
     scan = FileScan(f.view(), f.start, file_size=f.size, max_entries=1)
     got = list(scan)
-    return bool(got) and got[0].healthy
+    return bool(got) and got[0].healthy and index_record_matches(index, got[0])
 
 
 def index_record_matches(index: FileList, e) -> bool:
@@ -101,11 +105,14 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
         if files[i].start != files[i - 1].end:
             plan.problems.append(f"data file {files[i].name} does not follow {files[i - 1].name}")
     start = max(0, len(files) - LOOKBACK_FILES)
-    while start > 0 and not _first_entry_ok(data, start):
+    while start > 0 and not _first_entry_ok(data, index, start):
         plan.problems.append(f"first entry of data file {files[start].name} is unreadable; starting earlier")
         start -= 1
     plan.walked_from = files[start].start
     prev_index = prev_term = prev_chain = None
+    if files[start].start == 0:
+        # Nothing precedes offset 0: the entry there is index 0 and chains from 0.
+        prev_index, prev_chain = -1, 0
     last = None
     first_walked = -1
     pos = files[start].start
@@ -195,7 +202,7 @@ def apply_recovery(plan: RecoveryPlan, data: FileList, index: FileList) -> Recov
     iholder = index.find(idx_end)
     icut_from = iholder.end if iholder is not None else idx_end
     if plan.index_stale_end > idx_end:
-        index.zero(idx_end, min(plan.index_stale_end, icut_from))
+        rep.index_cut_bytes = index.zero(idx_end, min(plan.index_stale_end, icut_from))
     rep.removed_index_files = index.remove_from(icut_from if idx_end % index.file_size else idx_end)
     for f in index.files:
         if f.actual_size < f.size:

@@ -197,7 +197,10 @@ it defaults to ``len(buf)``. ``check_crc=False`` skips checksum work (status is 
                     status = OK
                 elif crc(buf[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
                     status = BAD_BODY_CRC
-                elif prev_chain is not None and crc(chain_pack(prev_chain, index, term, bcrc)) & CRC_MASK != chain:
+                elif (prev_chain is not None or index == 0) and crc(
+                        chain_pack(prev_chain or 0, index, term, bcrc)) & CRC_MASK != chain:
+                    # Entry 0 has no predecessor: its chain input is 0 (store/format.py), so it is
+                    # checkable even when the scan does not know what came before.
                     status = BAD_CHAIN_CRC
                 else:
                     status = OK
