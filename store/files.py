@@ -11,9 +11,12 @@ unless ``writable=True``; a read-only list never changes a byte on disk.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .errors import StoreCorruptError, StoreIOError
 from .format import file_name, parse_file_name
@@ -225,23 +228,17 @@ class FileList:
         return done
 
     def nonzero_end(self, start: int) -> int:
-        """Logical offset just past the last non-zero byte at or after ``start`` (``start`` if none)."""
+        """Logical offset just past the last non-zero byte at or after ``start`` (``start`` if none).
+
+        Holes (per SEEK_DATA/SEEK_HOLE) read as zeros by definition and are skipped, so an
+        almost empty 1 GiB file costs a few system calls, not a 1 GiB read."""
         last = start
-        chunk = 1 << 20
         for f in self.files:
             if f.start + f.actual_size <= start or f.mm is None:
                 continue
-            rel = max(0, start - f.start)
-            pos = f.actual_size
-            # walk back from the file end in chunks; stop at the first non-zero chunk
-            while pos > rel:
-                lo = max(rel, pos - chunk)
-                block = f.mm[lo:pos]
-                stripped = block.rstrip(b"\0")
-                if stripped:
-                    last = max(last, f.start + lo + len(stripped))
-                    break
-                pos = lo
+            end = _last_nonzero(f, max(0, start - f.start))
+            if end is not None:
+                last = max(last, f.start + end)
         return last
 
     def remove_from(self, offset: int) -> list[str]:
@@ -289,3 +286,61 @@ class FileList:
             except OSError as exc:
                 raise StoreIOError(f"flush of {f.path} failed: {exc.strerror}") from exc
             f.dirty_from, f.dirty_to = None, 0
+
+
+SCAN_CHUNK = 1 << 20
+PAGE = mmap.PAGESIZE
+MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
+
+
+def release_pages(buf, lo: int, hi: int) -> None:
+    """MADV_DONTNEED on the whole pages inside [lo, hi) of an mmap (a no-op for bytes).
+
+    For a file mapping this only drops page-table entries: the data stays in the page
+    cache (dirty shared pages included), so it is safe on writable maps too; it keeps a
+    long read-only walk from growing the process's resident set."""
+    lo = -(-lo // PAGE) * PAGE
+    hi -= hi % PAGE
+    if hi > lo and hasattr(buf, "madvise"):
+        try:
+            buf.madvise(MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError):  # pragma: no cover - advisory only
+            pass
+
+
+
+
+def data_extents(fd: int, lo: int, hi: int) -> list[tuple[int, int]]:
+    """The ranges of [lo, hi) that may hold data (not holes); all of it if the
+    filesystem cannot tell."""
+    out = []
+    pos = lo
+    try:
+        while pos < hi:
+            try:
+                d = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # only a hole from pos to the end of the file
+                    break
+                raise
+            if d >= hi:
+                break
+            h = min(os.lseek(fd, d, os.SEEK_HOLE), hi)
+            out.append((d, h))
+            pos = h
+    except (OSError, AttributeError):  # no SEEK_DATA support: treat everything as data
+        return [(lo, hi)]
+    return out
+
+
+def _last_nonzero(f: MappedFile, rel: int) -> int | None:
+    """Offset in ``f`` just past its last non-zero byte at or after ``rel``; None if none."""
+    for lo, hi in reversed(data_extents(f.fd, rel, f.actual_size)):
+        pos = hi
+        while pos > lo:
+            chunk_lo = max(lo, pos - SCAN_CHUNK)
+            if np.frombuffer(f.mm, dtype=np.uint8, count=pos - chunk_lo, offset=chunk_lo).any():
+                return chunk_lo + len(f.mm[chunk_lo:pos].rstrip(b"\0"))
+            release_pages(f.mm, chunk_lo, pos)
+            pos = chunk_lo
+    return None

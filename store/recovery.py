@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .files import FileList
 from .format import INDEX_RECORD, INDEX_UNIT_SIZE, decode_index
-from .scan import HEALTHY, FileScan, ScanStop
+from .scan import HEALTHY, FileScan, Run, ScanStop
 
 LOOKBACK_FILES = 3  # DLedgerMmapFileStore.recover starts at mappedFiles.size() - 3
 
@@ -127,7 +127,13 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
         scan = FileScan(f.view(), f.start, file_size=f.size,
                         prev_index=prev_index, prev_term=prev_term, prev_chain=prev_chain)
         bad = None
-        for e in scan:
+        for e in scan.walk(index):
+            if type(e) is Run:  # healthy, and the index records agree (store/scan.py)
+                if last is None:
+                    first_walked = e.first_index
+                last = (e.last_index, e.last_term, e.last_chain)
+                plan.entries_walked += e.count
+                continue
             if not e.healthy:
                 bad = e
                 break
@@ -136,7 +142,7 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
                 check_index = False
             if last is None:
                 first_walked = e.index
-            last = e
+            last = (e.index, e.term, e.chain_crc)
             plan.entries_walked += 1
         if bad is not None:
             stop = ScanStop(bad.status, bad.offset, f"entry index {bad.index} term {bad.term}: {bad.status}")
@@ -155,7 +161,7 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
     plan.stop = stop
     plan.end_pos = pos
     if last is not None:
-        plan.end_index, plan.end_term, plan.last_chain = last.index, last.term, last.chain_crc
+        plan.end_index, plan.end_term, plan.last_chain = last
     elif start > 0:
         # Nothing readable from the walk start on: the log ends where the earlier files end.
         plan.problems.append("no readable entry from the recovery start; the earlier files are kept unchecked")

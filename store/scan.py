@@ -10,14 +10,28 @@ leave the framing intact (a bad checksum, an index gap, a term going back) do no
 scan: they are reported in ``Scanned.status`` and each consumer decides (recovery ends the
 log there, verify reports and goes on).
 
+A scan has two lanes over the same bytes. The per-entry lane (iterating a scan) decodes one
+record at a time with ``struct`` and is the only judge of statuses and stops. The run lane
+(:meth:`FileScan.walk`) takes the entry positions from the index file, gathers those headers
+with numpy and checks a whole stretch at once; it only ever *accepts* entries (the longest
+prefix that passes every check the per-entry lane makes, plus equality with the index
+record) and hands everything else back to the per-entry lane. Both lanes apply the rules
+below, so a stretch accepted by the run lane is exactly what the per-entry lane would have
+yielded as healthy; tests compare the two on damaged stores.
+
 Invariants: the scan never reads outside ``buf``; it never raises on any byte content.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .files import PAGE, release_pages
 from .format import (
     BLANK_HEADER,
     BLANK_MAGIC,
@@ -26,6 +40,7 @@ from .format import (
     ENTRY_HEADER,
     ENTRY_MAGICS,
     HEADER_SIZE,
+    INDEX_UNIT_SIZE,
     crc32,
 )
 
@@ -87,6 +102,30 @@ class ScanStop:
         return self.reason in CLEAN_STOPS
 
 
+@dataclass
+class Run:
+    """A stretch of consecutive healthy entries accepted at once by the run lane.
+
+    Every entry in it passed all per-entry checks (framing, pos, index continuity, term
+    order, checksums where recorded and ``check_crc``) and its index record equals its
+    header's (magic, pos, size, index, term)."""
+
+    offset: int  # logical offset of the first entry
+    end_offset: int  # logical offset just past the last entry
+    count: int
+    first_index: int
+    first_term: int
+    last_index: int
+    last_term: int
+    last_chain: int
+    crc_checked: int  # entries with checksums recorded (and checked, when check_crc)
+    crc_absent: int  # entries written without checksums
+
+    @property
+    def nbytes(self) -> int:
+        return self.end_offset - self.offset
+
+
 class FileScan:
     """Iterate the records of one data file.
 
@@ -95,8 +134,9 @@ class FileScan:
     offset. ``prev_index``/``prev_term``/``prev_chain`` describe the entry before the first
     one scanned, when known (None: unknown, the corresponding check is skipped for the
     first entry). ``file_size`` is the configured size (a BLANK record must reach it);
-it defaults to ``len(buf)``. ``check_crc=False`` skips checksum work (status is then OK or NO_CRC
-    from the recorded fields alone).
+    it defaults to ``len(buf)``. ``check_crc=False`` skips checksum work (status is then OK
+    or NO_CRC from the recorded fields alone). ``release_pages=True`` (read-only mmaps
+    only) drops the mapping of pages behind the cursor so a long walk keeps a flat RSS.
     """
 
     def __init__(
@@ -113,6 +153,7 @@ it defaults to ``len(buf)``. ``check_crc=False`` skips checksum work (status is 
         include_blank: bool = False,
         max_entries: int | None = None,
         file_size: int | None = None,
+        release_pages: bool = False,
     ) -> None:
         self.buf = buf
         self.file_size = len(buf) if file_size is None else file_size
@@ -125,15 +166,63 @@ it defaults to ``len(buf)``. ``check_crc=False`` skips checksum work (status is 
         self.check_crc = check_crc
         self.include_blank = include_blank
         self.max_entries = max_entries
+        self.release_pages = release_pages
         self.stop: ScanStop | None = None
         self.next_offset = file_start + start  # logical offset just past the last record
+        self._off = start  # cursor: offset in buf of the next record
+        self._remaining = max_entries
+        self._released = 0  # pages below this offset were released (release_pages)
 
     def __iter__(self) -> Iterator[Scanned]:
+        """Every record, one :class:`Scanned` each (the per-entry lane only)."""
+        return self._entries(None)
+
+    def walk(self, index_files) -> Iterator[Scanned | Run]:
+        """Like iterating, but healthy stretches come as :class:`Run` summaries.
+
+        ``index_files`` is the store's index :class:`~store.files.FileList` (anything with
+        ``find(offset)`` returning a file with ``mm``, ``start``, ``actual_size``). Where
+        the index records and the data agree, whole stretches are checked at once (see
+        :func:`_fast_run`); everything else -- the first entry that fails any check, the
+        end of the data, a damaged or missing index -- goes through the per-entry lane,
+        which alone decides statuses and stops. A Run therefore only ever stands for
+        entries the per-entry lane would have yielded as healthy, each with an index
+        record equal to its header.
+        """
+        stride = 0  # entries to take through the per-entry lane before trying a run again
+        fails = 0
+        while self.stop is None:
+            if stride <= 0:
+                run = _fast_run(self, index_files)
+                if run is not None:
+                    fails = 0
+                    if self.release_pages:
+                        self._release()
+                    yield run
+                    continue
+                stride = SLOW_STRIDE_MIN << min(fails, SLOW_STRIDE_DOUBLINGS)
+                fails += 1
+            yield from self._entries(stride)
+            stride = 0
+            if self.release_pages:
+                self._release()
+
+    def _release(self) -> None:
+        """Drop the mapping of pages wholly behind the cursor (page cache keeps them)."""
+        if self._off - self._released >= PAGE:
+            release_pages(self.buf, self._released, self._off)
+            self._released = self._off - self._off % PAGE
+
+    def _entries(self, limit: int | None) -> Iterator[Scanned]:
+        """The per-entry lane: from the cursor, at most ``limit`` records (None: no limit).
+
+        Returns without setting ``stop`` when ``limit`` records were taken."""
         buf = self.buf
         base = self.file_start
         end = self.end
         buflen = len(buf)
-        off = self.start
+        off = self._off
+        taken = 0
         unpack = ENTRY_HEADER.unpack_from
         prev_index = self.prev_index
         prev_term = self.prev_term
@@ -141,9 +230,11 @@ it defaults to ``len(buf)``. ``check_crc=False`` skips checksum work (status is 
         check_crc = self.check_crc
         crc = crc32
         chain_pack = CHAIN_INPUT.pack
-        remaining_entries = self.max_entries
+        remaining_entries = self._remaining
         try:
             while True:
+                if limit is not None and taken >= limit:
+                    return
                 if off >= end:
                     self._stop(STOP_EOF if end == buflen else STOP_LIMIT, base + off)
                     return
@@ -207,11 +298,177 @@ it defaults to ``len(buf)``. ``check_crc=False`` skips checksum work (status is 
                 yield Scanned(base + off, magic, size, index, term, pos, channel, chain, bcrc, bsize, status)
                 if remaining_entries is not None:
                     remaining_entries -= 1
+                taken += 1
                 prev_index, prev_term, prev_chain = index, term, chain
                 off += size
         finally:
+            self._off = off
+            self._remaining = remaining_entries
             self.next_offset = base + off if self.stop is None or self.stop.reason != STOP_BLANK else self.next_offset
             self.prev_index, self.prev_term, self.prev_chain = prev_index, prev_term, prev_chain
 
     def _stop(self, reason: str, offset: int, detail: str = "") -> None:
         self.stop = ScanStop(reason, offset, detail)
+
+
+# --- the run lane ------------------------------------------------------------------------
+
+RUN_MAX = 1 << 16  # entries checked per run: bounds the temporary arrays (a few MiB)
+SLOW_STRIDE_MIN = 64  # after a refused run, this many entries go through the per-entry lane
+SLOW_STRIDE_DOUBLINGS = 10  # ... doubling with each consecutive refusal (a damaged index)
+
+_INDEX_DTYPE = np.dtype([("magic", ">i4"), ("pos", ">i8"), ("size", ">i4"), ("index", ">i8"), ("term", ">i8")])
+assert _INDEX_DTYPE.itemsize == INDEX_UNIT_SIZE
+_HEADER_DTYPE = np.dtype([
+    ("magic", ">i4"), ("size", ">i4"), ("index", ">i8"), ("term", ">i8"), ("pos", ">i8"),
+    ("channel", ">i4"), ("chain", ">i4"), ("bcrc", ">i4"), ("bsize", ">i4"),
+])
+assert _HEADER_DTYPE.itemsize == HEADER_SIZE == ENTRY_HEADER.size
+_MAGICS = np.array(ENTRY_MAGICS, dtype=np.int32)
+# 32-bit words of an index record (magic, pos:2, size, index:2, term:2) picked in the order
+# of the header's first 8 words (magic, size, index:2, term:2, pos:2)
+_RECORD_TO_HEADER_WORDS = np.array([0, 3, 4, 5, 6, 7, 1, 2])
+_PREV_CHAIN = struct.Struct(">i")
+_chain_tables = None
+
+
+def _chain_table() -> np.ndarray:
+    """Per-byte contribution tables for the chain checksum of CHAIN_INPUT (24 bytes).
+
+    crc32 is affine over GF(2) for inputs of one length: crc(m) = crc(0...0) ^ XOR_j T[j][m_j]
+    with T[j][b] = crc(b at byte j, zeros elsewhere) ^ crc(0...0) (the constant cancels in
+    pairs because 24 is even). This turns the chain check of a whole run into 24 table
+    gathers instead of one crc32 call per entry."""
+    global _chain_tables
+    if _chain_tables is None:
+        width = CHAIN_INPUT.size
+        zero = crc32(bytes(width))
+        table = np.zeros((width + 1, 256), dtype=np.uint32)
+        probe = bytearray(width)
+        for j in range(width):
+            for b in range(256):
+                probe[j] = b
+                table[j, b] = crc32(probe) ^ zero
+            probe[j] = 0
+        table[width, 0] = zero  # row `width` holds the constant
+        _chain_tables = table
+    return _chain_tables
+
+
+def chain_crcs(inputs: np.ndarray) -> np.ndarray:
+    """crc32 of each row of an (n, 24) uint8 array, masked like chainCrc."""
+    table = _chain_table()
+    width = CHAIN_INPUT.size
+    acc = np.full(len(inputs), table[width, 0], dtype=np.uint32)
+    for j in range(width):
+        acc ^= table[j][inputs[:, j]]
+    return acc & np.uint32(CRC_MASK)
+
+
+def _prefix(ok: np.ndarray) -> int:
+    """Length of the leading run of True."""
+    bad = np.flatnonzero(~ok)
+    return int(bad[0]) if len(bad) else len(ok)
+
+
+def _fast_run(scan: FileScan, index_files) -> Run | None:
+    """Check up to RUN_MAX entries from the scan's cursor at once; None if not even one.
+
+    Positions come from the index records; they are only trusted where the data agrees:
+    the first one must be the cursor, each next one must be the previous one's end, and
+    each header gathered there must equal its index record. So the walk is the same one
+    the per-entry lane would make by following ``size`` fields."""
+    buf = scan.buf
+    off = scan._off
+    buflen = len(buf)
+    if off >= scan.end or buflen - off < HEADER_SIZE or buflen < HEADER_SIZE:
+        return None
+    limit = RUN_MAX if scan._remaining is None else min(RUN_MAX, scan._remaining)
+    if limit <= 0:
+        return None
+    if scan.prev_index is not None:
+        first = scan.prev_index + 1
+    else:
+        first = ENTRY_HEADER.unpack_from(buf, off)[2]  # unknown predecessor: trust the header
+    if first < 0:
+        return None
+    ifile = index_files.find(first * INDEX_UNIT_SIZE)
+    if ifile is None or ifile.mm is None:
+        return None
+    r = first * INDEX_UNIT_SIZE - ifile.start
+    n = min(limit, (ifile.actual_size - r) // INDEX_UNIT_SIZE)
+    if n <= 0:
+        return None
+    base = scan.file_start
+    rec = np.frombuffer(ifile.mm, dtype=_INDEX_DTYPE, count=n, offset=r)
+    pos = rec["pos"].astype(np.int64)
+    if pos[0] != base + off:
+        return None
+    rel = pos - base
+    size = rec["size"].astype(np.int64)
+    # Framing from the index records alone, so every gather below stays inside buf.
+    ok = (size >= HEADER_SIZE) & (rel < scan.end) & (rel + size <= buflen)
+    ok[1:] &= rel[1:] == rel[:-1] + size[:-1]
+    ok &= rec["index"] == np.arange(first, first + n, dtype=np.int64)
+    ok &= np.isin(rec["magic"], _MAGICS)
+    n = _prefix(ok)
+    if n == 0:
+        return None
+    rel, size = rel[:n], size[:n]
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    window = as_strided(u8, shape=(buflen - HEADER_SIZE + 1, HEADER_SIZE), strides=(1, 1), writeable=False)
+    raw = window[rel]  # (n, 48) copies of the headers
+    # Header == index record on (magic, size, index, term, pos), compared as 32-bit words:
+    # both layouts are big-endian and 4-byte aligned, only the field order differs.
+    words = np.frombuffer(ifile.mm, dtype=np.uint32, count=n * 8, offset=r).reshape(n, 8)
+    ok = (raw.view(np.uint32)[:, :8] == words[:, _RECORD_TO_HEADER_WORDS]).all(axis=1)
+    hdr = raw.view(_HEADER_DTYPE)[:, 0]
+    term = hdr["term"].astype(np.int64)
+    bsize = hdr["bsize"].astype(np.int64)
+    ok &= (bsize >= 0) & (size == bsize + HEADER_SIZE)
+    ok[1:] &= term[1:] >= term[:-1]
+    if scan.prev_term is not None:
+        ok[0] &= bool(term[0] >= scan.prev_term)
+    if scan.release_pages:
+        release_pages(ifile.mm, r, r + n * INDEX_UNIT_SIZE)
+    bcrc = hdr["bcrc"].astype(np.int64)
+    chain = hdr["chain"].astype(np.int64)
+    absent = (bcrc == 0) & (chain == 0)
+    n = _prefix(ok)
+    if n and scan.check_crc and not absent[:n].all():
+        raw, rel, size, bcrc, chain, absent = raw[:n], rel[:n], size[:n], bcrc[:n], chain[:n], absent[:n]
+        ok = absent.copy()
+        want = np.flatnonzero(~absent)
+        data = memoryview(buf)
+        try:
+            starts = (rel[want] + HEADER_SIZE).tolist()
+            ends = (rel[want] + size[want]).tolist()
+            body = np.fromiter(map(crc32, map(data.__getitem__, map(slice, starts, ends))),
+                               dtype=np.uint32, count=len(want))
+        finally:
+            data.release()
+        good = (body & np.uint32(CRC_MASK)).astype(np.int64) == bcrc[want]
+        # chain input: prevChainCrc, index, term, bodyCrc, as the stored fields' bytes
+        inputs = np.empty((n, CHAIN_INPUT.size), dtype=np.uint8)
+        inputs[1:, 0:4] = raw[:-1, 36:40]
+        inputs[0, 0:4] = np.frombuffer(_PREV_CHAIN.pack(scan.prev_chain or 0), dtype=np.uint8)
+        inputs[:, 4:20] = raw[:, 8:24]
+        inputs[:, 20:24] = raw[:, 40:44]
+        chain_ok = chain_crcs(inputs[want]).astype(np.int64) == chain[want]
+        if len(want) and want[0] == 0 and scan.prev_chain is None and first != 0:
+            chain_ok[0] = True  # the predecessor is unknown: its link cannot be checked
+        ok[want] = good & chain_ok
+        n = _prefix(ok)
+    if n == 0:
+        return None
+    last = n - 1
+    end_rel = int(rel[last] + size[last])
+    crc_absent = int(absent[:n].sum())
+    run = Run(base + off, base + end_rel, n, first, int(term[0]), first + last, int(term[last]),
+              int(chain[last]), n - crc_absent, crc_absent)
+    scan._off = end_rel
+    scan.next_offset = base + end_rel
+    scan.prev_index, scan.prev_term, scan.prev_chain = run.last_index, run.last_term, run.last_chain
+    if scan._remaining is not None:
+        scan._remaining -= n
+    return run
