@@ -23,6 +23,10 @@ class InconsistentAppend(StoreUsageError):
     """A follower append does not continue the local log (wrong index or position)."""
 
 
+class StoreInUseError(StoreUsageError):
+    """Another process (a running node, another repair) holds the node directory's lock."""
+
+
 class StoreCorruptError(StoreError):
     """The bytes on disk are not what a store holds."""
 

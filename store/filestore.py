@@ -15,11 +15,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import os
 from typing import Sequence
 
 from .base import Appended, Entry, LogStore
 from .errors import (
+    StoreInUseError,
     InconsistentAppend,
     IndexOutOfRange,
     StoreCorruptError,
@@ -103,6 +105,40 @@ class _PreallocatingFileList(FileList):
         return super().file_for_write(offset)
 
 
+def lock_node_dir(layout: NodeLayout) -> int:
+    """Take the node directory's exclusive lock; returns its fd (closing it unlocks).
+
+    A writable store holds it for as long as it is open, so a second writer (another node
+    on the same directory, ``store truncate`` on a running node) is refused instead of
+    corrupting the files. An flock dies with its process, so a crash leaves no stale lock.
+    The file holds the holder's pid, only to name it in the error."""
+    try:
+        os.makedirs(layout.node_dir, exist_ok=True)
+        fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreIOError(f"cannot create {layout.lock_path}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        holder = ""
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            try:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            except OSError:
+                pass
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise StoreInUseError(f"{layout.node_dir} is in use by another process{who}; stop it first") from None
+        raise StoreIOError(f"cannot lock {layout.lock_path}: {exc.strerror}") from exc
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError:
+        pass  # the pid is informational
+    return fd
+
+
 class FileStore(LogStore):
     def __init__(self, layout: NodeLayout, data: FileList, index: FileList, *, flush: str, read_only: bool,
                  with_crc: bool = True) -> None:
@@ -122,6 +158,8 @@ class FileStore(LogStore):
         self._committed = -1
         self.plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
+        self.checkpoint_problem: str | None = None  # why the checkpoint (main file) was not used
+        self._lock_fd = -1
         self.closed = False
 
     # -- opening and closing ----------------------------------------------------------
@@ -146,6 +184,7 @@ class FileStore(LogStore):
             raise StoreUsageError(f"{node_dir}: no such directory")
         if index_file_size is not None and index_file_size % INDEX_UNIT_SIZE:
             raise StoreUsageError(f"index file size must be a multiple of {INDEX_UNIT_SIZE}")
+        lock_fd = -1
         list_cls = FileList if read_only else _PreallocatingFileList
         data = list_cls(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE, writable=not read_only)
         index = list_cls(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE, writable=not read_only)
@@ -161,10 +200,14 @@ class FileStore(LogStore):
             if data.file_size < HEADER_SIZE + MIN_BLANK_LEN:
                 raise StoreUsageError(f"data file size {data.file_size} is too small")
             store = cls(layout, data, index, flush=flush, read_only=read_only, with_crc=with_crc)
+            if not read_only:  # before recovery writes anything
+                store._lock_fd = lock_fd = lock_node_dir(layout)
             store._recover()
         except BaseException:
             data.close()
             index.close()
+            if lock_fd >= 0:
+                os.close(lock_fd)
             raise
         return store
 
@@ -177,7 +220,15 @@ class FileStore(LogStore):
         self.write_pos, self.last_chain = plan.end_pos, plan.last_chain
         if self.end_index < 0:
             self.end_term = 0
-        cp = read_checkpoint(self.layout.node_dir)
+        # The committed index is an optimisation (a node re-learns it from the leader), so
+        # an unreadable checkpoint is reported, not fatal: the store opens with committed
+        # index -1, and a writable store rewrites the file on close.
+        try:
+            cp = read_checkpoint(self.layout.node_dir)
+        except StoreCorruptError as exc:
+            self.checkpoint_problem = str(exc)
+            return
+        self.checkpoint_problem = cp.problem
         if cp.committed_index is not None:
             self._committed = min(cp.committed_index, self.end_index)
 
@@ -192,6 +243,9 @@ class FileStore(LogStore):
             self.data.close()
             self.index.close()
             self.closed = True
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = -1
 
     def __enter__(self) -> "FileStore":
         return self

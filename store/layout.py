@@ -10,6 +10,7 @@ from .errors import NotAStoreError
 NODE_DIR_PREFIX = "dledger-"  # DLedgerConfig.getDefaultPath(): storeBaseDir/dledger-<selfId>
 DATA_DIR = "data"
 INDEX_DIR = "index"
+LOCK_FILE = "lock"  # ours, not DLedger's: held (flock) by whoever has the store open for writing
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,10 @@ class NodeLayout:
     @property
     def index_dir(self) -> str:
         return os.path.join(self.node_dir, INDEX_DIR)
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.node_dir, LOCK_FILE)
 
     @property
     def node_id(self) -> str:

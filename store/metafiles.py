@@ -63,9 +63,9 @@ class PropertiesFile:
             raise StoreCorruptError(f"{self.source}: {key}={value!r} is not an integer") from None
 
 
-def read_properties(path: str) -> PropertiesFile:
+def read_properties(path: str, *, bak_only: bool = False) -> PropertiesFile:
     problem = None
-    for candidate in (path, path + ".bak"):
+    for candidate in (path + ".bak",) if bak_only else (path, path + ".bak"):
         try:
             with open(candidate, "rb") as fh:
                 text = fh.read().decode("utf-8")
@@ -120,9 +120,31 @@ class Checkpoint:
     problem: str | None = None
 
 
+def _read_valid(path: str, parse):
+    """``parse(read_properties(path))``; when the main file is readable but its values are
+    not (a torn or hand-edited file), the ``.bak`` instead, with the problem noted. Raises
+    StoreCorruptError only when neither file holds valid values."""
+    pf = read_properties(path)
+    try:
+        return parse(pf, pf.problem)
+    except StoreCorruptError as exc:
+        if pf.source != path:
+            raise
+        bak = read_properties(path, bak_only=True)
+        if bak.source is None:
+            raise
+        try:
+            return parse(bak, str(exc))
+        except StoreCorruptError:
+            raise exc from None
+
+
 def read_checkpoint(node_dir: str) -> Checkpoint:
-    pf = read_properties(os.path.join(node_dir, CHECKPOINT_FILE))
-    return Checkpoint(pf.int_value(END_INDEX_KEY), pf.int_value(COMMITTED_INDEX_KEY), pf.source, pf.problem)
+    return _read_valid(
+        os.path.join(node_dir, CHECKPOINT_FILE),
+        lambda pf, problem: Checkpoint(pf.int_value(END_INDEX_KEY), pf.int_value(COMMITTED_INDEX_KEY),
+                                       pf.source, problem),
+    )
 
 
 def write_checkpoint(node_dir: str, end_index: int, committed_index: int) -> None:
@@ -142,10 +164,12 @@ class TermState:
 
 
 def read_currterm(node_dir: str) -> TermState:
-    pf = read_properties(os.path.join(node_dir, CURRTERM_FILE))
-    term = pf.int_value(TERM_KEY)
-    vote = pf.props.get(VOTE_KEY, "").strip() or None
-    return TermState(term if term is not None else 0, vote, pf.source, pf.problem)
+    def parse(pf, problem):
+        term = pf.int_value(TERM_KEY)
+        vote = pf.props.get(VOTE_KEY, "").strip() or None
+        return TermState(term if term is not None else 0, vote, pf.source, problem)
+
+    return _read_valid(os.path.join(node_dir, CURRTERM_FILE), parse)
 
 
 def write_currterm(node_dir: str, term: int, vote_for: str | None) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .files import FileList
-from .format import INDEX_RECORD, INDEX_UNIT_SIZE, decode_index
+from .format import INDEX_RECORD, INDEX_UNIT_SIZE, chain_crc, decode_index
 from .scan import HEALTHY, FileScan, Run, ScanStop
 
 LOOKBACK_FILES = 3  # DLedgerMmapFileStore.recover starts at mappedFiles.size() - 3
@@ -83,6 +83,48 @@ def _first_entry_ok(data: FileList, index: FileList, i: int) -> bool:
     return bool(got) and got[0].healthy and index_record_matches(index, got[0])
 
 
+def _predecessor(data: FileList, index: FileList, i: int) -> tuple[tuple, bool]:
+    """((index, term, chainCrc) of the entry just before data file ``i``, or three Nones
+    when it cannot be found or used; and whether the first entry of file ``i`` is broken).
+
+    The link between the entry before the walk (k-1) and the first walked one (k) can fail
+    for two reasons: k's chainCrc is damaged, or k-1's (outside the window, never walked).
+    k's successor decides: if k's chainCrc still links to entry k+1, k is consistent with
+    the log after it and the damage lies before the window, so k-1 is not used (cutting the
+    whole window for it would drop good entries). Otherwise k's chainCrc agrees with
+    neither neighbour: k is broken, and the walk must start earlier to cut the log at k."""
+    unknown = ((None, None, None), False)
+    f = data.files[i]
+    head = list(FileScan(f.view(), f.start, file_size=f.size, max_entries=2))
+    if not head or not head[0].healthy or head[0].index <= 0:
+        return unknown
+    first = head[0]
+    k = first.index
+    off = (k - 1) * INDEX_UNIT_SIZE
+    ifile = index.find(off)
+    if ifile is None or ifile.mm is None or off - ifile.start + INDEX_UNIT_SIZE > ifile.actual_size:
+        return unknown
+    rec = decode_index(ifile.mm, off - ifile.start)
+    prev_file = data.files[i - 1]
+    if (prev_file.end != f.start or rec.index != k - 1
+            or not prev_file.start <= rec.pos < prev_file.start + prev_file.actual_size):
+        return unknown
+    got = list(FileScan(prev_file.view(), prev_file.start, start=rec.pos - prev_file.start,
+                        file_size=prev_file.size, max_entries=1, check_crc=False))
+    if not got or (got[0].magic, got[0].pos, got[0].size, got[0].index, got[0].term) != tuple(rec):
+        return unknown
+    seed = (got[0].index, got[0].term, got[0].chain_crc)
+    if first.term < got[0].term:
+        return seed, True  # the term goes back across the boundary: the walk must see it
+    if first.body_crc == 0 and first.chain_crc == 0:
+        return seed, False  # nothing to link (no checksums); term order is still checked
+    if chain_crc(got[0].chain_crc, k, first.term, first.body_crc) == first.chain_crc:
+        return seed, False
+    if len(head) == 2 and head[1].healthy:  # the scan checked k -> k+1 from k's stored chainCrc
+        return unknown
+    return seed, True
+
+
 def index_record_matches(index: FileList, e) -> bool:
     """Does the index record of entry ``e`` (a Scanned) say exactly what the data says?"""
     off = e.index * INDEX_UNIT_SIZE
@@ -105,14 +147,22 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
         if files[i].start != files[i - 1].end:
             plan.problems.append(f"data file {files[i].name} does not follow {files[i - 1].name}")
     start = max(0, len(files) - LOOKBACK_FILES)
-    while start > 0 and not _first_entry_ok(data, index, start):
-        plan.problems.append(f"first entry of data file {files[start].name} is unreadable; starting earlier")
+    prev_index = prev_term = prev_chain = None
+    while start > 0:
+        if not _first_entry_ok(data, index, start):
+            plan.problems.append(f"first entry of data file {files[start].name} is unreadable; starting earlier")
+        else:
+            seed, broken = _predecessor(data, index, start)
+            if not broken:
+                prev_index, prev_term, prev_chain = seed
+                break
+            plan.problems.append(f"first entry of data file {files[start].name} does not link to the entry "
+                                 f"before it; starting earlier")
         start -= 1
     plan.walked_from = files[start].start
-    prev_index = prev_term = prev_chain = None
     if files[start].start == 0:
         # Nothing precedes offset 0: the entry there is index 0 and chains from 0.
-        prev_index, prev_chain = -1, 0
+        prev_index, prev_term, prev_chain = -1, None, 0
     last = None
     first_walked = -1
     pos = files[start].start

@@ -205,12 +205,23 @@ def test_metafile_reader_falls_back_to_bak_when_the_main_file_is_unreadable(fixt
     assert cp.problem.startswith("checkpoint is unreadable")
 
 
-def test_checkpoint_with_a_non_integer_is_a_typed_error(fixture_copy):
+def test_checkpoint_with_a_non_integer(fixture_copy):
     from store.errors import StoreCorruptError
 
     node = fixture_copy("leader")
     (node / "checkpoint").write_text("committedIndex=abc\nendIndex=599\n")
-    with pytest.raises(StoreCorruptError):
+    # the .bak holds valid values: it is used, and the problem is named
+    cp = read_checkpoint(str(node))
+    assert cp.source == os.path.join(str(node), "checkpoint.bak")
+    assert "'abc' is not an integer" in cp.problem
+    os.unlink(node / "checkpoint.bak")
+    with pytest.raises(StoreCorruptError, match="not an integer"):
         read_checkpoint(str(node))
-    with pytest.raises(StoreCorruptError):
-        FileStore.open(str(node), read_only=True)
+    # the committed index is only an optimisation: stores still open, with none known
+    with FileStore.open(str(node), read_only=True) as s:
+        assert s.committed_index == -1 and s.end_index == CHECKPOINTS["leader"][0]
+        assert "not an integer" in s.checkpoint_problem
+    with FileStore.open(str(node)) as s:
+        assert s.committed_index == -1
+        s.set_committed(10)
+    assert (read_checkpoint(str(node)).committed_index, read_checkpoint(str(node)).end_index) == (10, 599)

@@ -460,6 +460,33 @@ def test_missing_index_record_of_the_walks_first_entry(base):
         assert s.plan.problems == []
 
 
+def _flip_chain(b: Base, i):
+    pos = b.pos(i)
+    old = parse_header(b.raw[i])["chain_crc"]
+    patch(b.data_file(pos), pos % b.dsize + 36, (old ^ 0x1000).to_bytes(4, "big"))
+    raw = bytearray(b.raw[i])
+    raw[36:40] = (old ^ 0x1000).to_bytes(4, "big")
+    return bytes(raw)
+
+
+def test_damaged_chain_of_the_walks_first_entry_cuts_there(project):
+    """The walk's first entry is linked to the entry before the window: a damaged chainCrc
+    there ends the log at that entry, not at the good entry after it."""
+    ws_file = project.window_files()[0]
+    assert ws_file > 0
+    k = project.first_in_file(ws_file)
+    _flip_chain(project, k)
+    check(project, cut_from(project, k))
+
+
+def test_damaged_chain_just_before_the_window_cuts_nothing(project):
+    """A damaged chainCrc in the last entry before the window breaks its link to the first
+    walked entry; that entry still links to its successor, so the window is kept whole."""
+    k = project.first_in_file(project.window_files()[0])
+    project.raw[k - 1] = _flip_chain(project, k - 1)
+    check(project, Expect(keep=project.n, end_pos=project.end_pos))
+
+
 @pytest.mark.parametrize("field_off,value", [(8, 1 << 56), (8, 5), (36, 1)], ids=["index-high", "index", "chain"])
 def test_damaged_first_entry_of_the_log(tmp_path, field_off, value):
     """Offset 0 holds entry 0, chained from 0: damage there empties the log rather than
