@@ -1,0 +1,120 @@
+"""Node configuration: the peers string, timeouts, limits. Pure values, no I/O.
+
+Defaults follow ``DLedgerConfig`` where the name says so; timing defaults are shorter than
+DLedger's (2 s heartbeats, 6 s to notice a lost leader), which made fail-over slow. Every
+value is an option of ``dledgerctl node start``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+DEFAULT_GROUP = "default"  # DLedgerConfig.group
+PEER_SEPARATOR = ";"  # DLedgerConfig.peers: "n0-host:port;n1-host:port"
+_ID_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Peer:
+    id: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.id}-{self.address}"
+
+
+def parse_peers(text: str) -> dict[str, Peer]:
+    """Parse DLedger's peers string ``"n0-127.0.0.1:20911;n1-127.0.0.1:20912"``.
+
+    The id is everything before the first ``-`` (ids are letters, digits, ``_`` and ``.``);
+    order is kept. Raises ConfigError naming the bad part."""
+    peers: dict[str, Peer] = {}
+    parts = [p.strip() for p in (text or "").split(PEER_SEPARATOR) if p.strip()]
+    if not parts:
+        raise ConfigError("peers is empty; expected e.g. 'n0-127.0.0.1:20911;n1-127.0.0.1:20912'")
+    for part in parts:
+        ident, sep, address = part.partition("-")
+        host, colon, port_text = address.rpartition(":")
+        if not sep or not colon or not host:
+            raise ConfigError(f"peer {part!r} is not ID-HOST:PORT")
+        if not _ID_RE.match(ident):
+            raise ConfigError(f"peer id {ident!r} must be letters, digits, '_' or '.'")
+        if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ConfigError(f"peer {part!r}: port {port_text!r} is not 1-65535")
+        if ident in peers:
+            raise ConfigError(f"peer id {ident!r} appears twice")
+        peers[ident] = Peer(ident, host.strip("[]"), int(port_text))
+    return peers
+
+
+def format_peers(peers: dict[str, Peer]) -> str:
+    return PEER_SEPARATOR.join(str(p) for p in peers.values())
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    group: str
+    self_id: str
+    peers: dict[str, Peer]
+    store_base_dir: str = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
+    # election (milliseconds)
+    heartbeat_interval_ms: int = 500  # DLedgerConfig.heartBeatTimeIntervalMs is 2000
+    max_heartbeat_leak: int = 3  # DLedgerConfig.maxHeartBeatLeak: missed beats before a new election
+    min_vote_interval_ms: int = 300  # DLedgerConfig.minVoteIntervalMs
+    max_vote_interval_ms: int = 1000  # DLedgerConfig.maxVoteIntervalMs
+    preferred_leader: str | None = None  # DLedgerConfig.preferredLeaderIds (one id)
+    # replication
+    max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
+    max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this
+    max_push_timeout_ms: int = 1000  # DLedgerConfig.maxPushTimeOutMs: a push unanswered this long is resent
+    push_batch_bytes: int = 1 << 20  # one PUSH carries at most this many bytes of entries
+    push_batch_entries: int = 4096
+    push_window: int = 16  # pushes in flight per follower
+    peer_push_throttle_point: int = 300 << 20  # DLedgerConfig.peerPushThrottlePoint: lag (bytes) ...
+    peer_push_quota: int = 20 << 20  # DLedgerConfig.peerPushQuota: ... above which a follower gets this many bytes/s
+    # durability
+    flush: str = "async"  # async: DLedger's page-cache ack; sync: fsync before acknowledging
+    flush_interval_ms: int = 10  # DLedgerConfig.flushFileInterval
+    checkpoint_interval_ms: int = 3000  # DLedgerConfig.checkPointInterval
+    data_file_size: int | None = None  # None: detect from the files, else DLedger's 1 GiB
+    index_file_size: int | None = None
+    max_frame_bytes: int = 64 << 20
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.self_id not in self.peers:
+            raise ConfigError(f"self id {self.self_id!r} is not in peers ({', '.join(self.peers)})")
+        if self.preferred_leader is not None and self.preferred_leader not in self.peers:
+            raise ConfigError(f"preferred leader {self.preferred_leader!r} is not in peers")
+        if self.flush not in ("async", "sync"):
+            raise ConfigError(f"flush must be 'async' or 'sync', not {self.flush!r}")
+        for name in ("heartbeat_interval_ms", "max_heartbeat_leak", "min_vote_interval_ms", "max_wait_ack_ms",
+                     "max_push_timeout_ms", "push_batch_bytes", "push_batch_entries", "push_window",
+                     "max_pending_requests", "flush_interval_ms", "checkpoint_interval_ms", "max_frame_bytes"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        if self.max_vote_interval_ms < self.min_vote_interval_ms:
+            raise ConfigError("max_vote_interval_ms is below min_vote_interval_ms")
+
+    @property
+    def others(self) -> list[str]:
+        return [p for p in self.peers if p != self.self_id]
+
+    @property
+    def quorum(self) -> int:
+        return len(self.peers) // 2 + 1
+
+    @property
+    def leader_lost_ms(self) -> int:
+        """How long a follower waits without a heartbeat before it starts an election."""
+        return self.heartbeat_interval_ms * self.max_heartbeat_leak
