@@ -123,6 +123,19 @@ def outcome(node):
     return rep.summary(), problems, rep.suppressed, plan_view
 
 
+def both_lanes(monkeypatch, node, run_max):
+    """outcome() with runs of at most ``run_max`` entries, checked equal to the outcome with
+    the per-entry lane alone; returns it."""
+    with monkeypatch.context() as m:
+        m.setattr(scan_mod, "RUN_MAX", run_max)
+        fast = outcome(node)
+    with monkeypatch.context() as m:
+        m.setattr(scan_mod, "_fast_run", lambda scan, index_files: None)
+        slow = outcome(node)
+    assert fast == slow
+    return fast
+
+
 damage = st.tuples(
     st.sampled_from(["data", "data", "index"]),
     st.integers(0, 1 << 30),
@@ -157,13 +170,7 @@ def test_lanes_agree_on_damaged_stores(pristine, monkeypatch, damages, run_max):
                     new = bytes(len(old))
                 fh.seek(rel)
                 fh.write(new)
-        with monkeypatch.context() as m:
-            m.setattr(scan_mod, "RUN_MAX", run_max)
-            fast = outcome(node)
-        with monkeypatch.context() as m:
-            m.setattr(scan_mod, "_fast_run", lambda scan, index_files: None)
-            slow = outcome(node)
-        assert fast == slow
+        both_lanes(monkeypatch, node, run_max)
 
 
 def test_verify_and_open_release_their_maps(pristine):
@@ -213,13 +220,7 @@ def test_lanes_agree_on_targeted_damage(pristine, monkeypatch, tmp_path, what, r
     else:
         _patch(data_path, rel, struct.pack(">i", 3))  # still a valid magic; the index says 1
         expect = "index-mismatch"
-    with monkeypatch.context() as m:
-        m.setattr(scan_mod, "RUN_MAX", run_max)
-        fast = outcome(node)
-    with monkeypatch.context() as m:
-        m.setattr(scan_mod, "_fast_run", lambda scan, index_files: None)
-        slow = outcome(node)
-    assert fast == slow
+    fast = both_lanes(monkeypatch, node, run_max)
     codes = {p[1] for p in fast[1]}
     if what in ("chain", "body-crc-field") and not recorded:
         # a no-crc entry whose checksum field now reads non-zero: its checks now run and fail
