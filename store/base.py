@@ -51,6 +51,7 @@ class LogStore(abc.ABC):
     begin_index: int
     end_index: int
     end_term: int
+    write_pos: int  # logical byte offset just past the last entry
 
     @property
     @abc.abstractmethod
@@ -79,6 +80,11 @@ class LogStore(abc.ABC):
 
     @abc.abstractmethod
     def term_of(self, index: int) -> int: ...
+
+    def locate(self, index: int) -> tuple[int, int]:
+        """(pos, size) of an entry without reading its body."""
+        e = self.get(index)
+        return e.pos, e.size
 
     def first_index_of_term(self, index: int) -> int:
         """The lowest index j <= ``index`` whose term equals term_of(index) (terms never go

@@ -1,0 +1,496 @@
+"""The deciding logic of one node: election, replication, commit. No sockets, no clock.
+
+Everything comes in through five calls, each given the current time in milliseconds:
+``tick(now)``, ``handle(request, now) -> response`` (a request from a peer),
+``on_response(peer, request, response, now)`` and ``on_failure(peer, request, why, now)``
+(the outcome of a request this node sent), and ``propose(bodies, now)`` (a client append).
+What the node must do comes out of ``take()``: requests to send, finished proposals and
+notes for the log. Randomness comes from the ``rng`` given at construction. So a test
+can run whole clusters deterministically, and the asyncio node only moves bytes.
+
+Rules kept here:
+
+- Term and vote reach the disk (``terms.save``, fsynced) before any message that depends
+  on them is produced. A node never goes back to a lower term.
+- Pre-vote: a node whose election timer fires first asks, without changing its term,
+  whether peers would vote for it; only a majority of yeses starts a real election. A
+  node cut off from the cluster therefore never inflates terms and disrupts the leader
+  when it returns.
+- A vote (or pre-vote) is granted only to a candidate whose log is at least as up to
+  date (last term, then last index), at most once per term, and never while a live
+  leader is known (heard from within ``leader_lost_ms``), unless the candidate is taking
+  over through a leadership transfer.
+- A leader appends a no-op entry (magic 2) in its term before anything else; entries
+  commit only through an entry of the current term (quorum.py).
+- A leader that has not heard from a majority within ``leader_lost_ms`` steps down
+  ("check quorum"), so a partitioned leader stops accepting appends it cannot commit.
+- Role behaviour lives in ``_tick_<role>`` functions picked by role, not in scattered ifs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from store.errors import StoreError, StoreIOError
+from store.format import MAGIC_NOOP, MAGIC_NORMAL
+
+from .config import NodeConfig
+from .dispatcher import Dispatcher
+from .follower import FollowerLog
+from .member import MemberState, Role
+from .quorum import Quorum
+from .rpc import (
+    Code,
+    HeartBeatRequest,
+    HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
+    PushRequest,
+    PushResponse,
+    Send,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
+
+
+@dataclass
+class Proposal:
+    """A client append. ``code`` is None while it waits for the quorum."""
+
+    count: int
+    term: int = -1
+    first_index: int = -1
+    last_index: int = -1
+    appended: list = field(default_factory=list)
+    deadline: int = 0
+    code: Code | None = None
+    leader_id: str | None = None  # with NOT_LEADER: who leads, if known
+    remark: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.code is not None
+
+
+@dataclass
+class Ready:
+    sends: list[Send]
+    done: list[Proposal]
+    notes: list[str]
+
+
+@dataclass
+class _Round:
+    pre: bool
+    term: int
+    deadline: int
+    take_leadership: bool = False
+    accepts: set = field(default_factory=set)
+    rejects: set = field(default_factory=set)
+
+
+@dataclass
+class _Transfer:
+    target: str
+    deadline: int
+    asked: bool = False
+
+
+class RaftCore:
+    def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int) -> None:
+        self.cfg = config
+        self.store = store
+        self.terms = terms
+        self.rng = rng
+        self.now = now
+        self.member = MemberState.load(config.self_id, terms)
+        if store.end_term > self.member.term:
+            # currterm behind the log (lost or damaged): never run below the log's own term
+            self.member.advance_term(terms, store.end_term)
+        self.follower = FollowerLog(store)
+        self.dispatchers: dict[str, Dispatcher] = {}
+        self.quorum: Quorum | None = None
+        self.pending: deque[Proposal] = deque()
+        self.round: _Round | None = None
+        self.transfer: _Transfer | None = None
+        self.last_leader_contact: int | None = None
+        self.election_at = now + self._election_timeout()
+        self.heartbeat_due: dict[str, int] = {}
+        self.peer_ack_at: dict[str, int] = {}
+        self.flush_at = now + config.flush_interval_ms
+        self.checkpoint_at = now + config.checkpoint_interval_ms
+        self._sends: list[Send] = []
+        self._done: list[Proposal] = []
+        self._notes: list[str] = []
+
+    # -- outputs ----------------------------------------------------------------------
+    def take(self) -> Ready:
+        ready = Ready(self._sends, self._done, self._notes)
+        self._sends, self._done, self._notes = [], [], []
+        return ready
+
+    def _send(self, to: str, request) -> None:
+        self._sends.append(Send(to, request))
+
+    def _note(self, text: str) -> None:
+        self._notes.append(text)
+
+    # -- time -------------------------------------------------------------------------
+    def _election_timeout(self) -> int:
+        c = self.cfg
+        return c.leader_lost_ms + self.rng.randint(c.min_vote_interval_ms, c.max_vote_interval_ms)
+
+    def _vote_round_timeout(self) -> int:
+        c = self.cfg
+        return c.heartbeat_interval_ms + self.rng.randint(c.min_vote_interval_ms, c.max_vote_interval_ms)
+
+    def tick(self, now: int) -> None:
+        self.now = now
+        _TICKS[self.member.role](self, now)
+        if self.member.role == Role.LEADER:
+            self._expire_proposals(now)
+        if now >= self.flush_at:
+            self.flush_at = now + self.cfg.flush_interval_ms
+            self._flush()
+        if now >= self.checkpoint_at:
+            self.checkpoint_at = now + self.cfg.checkpoint_interval_ms
+            persist = getattr(self.store, "persist_checkpoint", None)
+            if persist is not None:
+                try:
+                    persist()
+                except StoreError as exc:
+                    self._note(f"checkpoint not written: {exc}")
+
+    def _flush(self) -> None:
+        try:
+            self.store.flush()
+        except StoreError as exc:
+            self._note(f"flush failed: {exc}")
+
+    def _tick_follower(self, now: int) -> None:
+        if now >= self.election_at:
+            self._note(f"no leader heard for {self.cfg.leader_lost_ms} ms; asking for a pre-vote")
+            self._start_round(now, pre=True)
+
+    def _tick_candidate(self, now: int) -> None:
+        if self.round is None or now >= self.round.deadline:
+            self._start_round(now, pre=True)
+
+    def _tick_leader(self, now: int) -> None:
+        c = self.cfg
+        alive = 1 + sum(1 for p in c.others if now - self.peer_ack_at.get(p, now) < c.leader_lost_ms)
+        if alive < c.quorum:
+            self._note(f"heard from only {alive} of {len(c.peers)} members in {c.leader_lost_ms} ms; stepping down")
+            self._become_follower(now, self.member.term, None)
+            return
+        for p in c.others:
+            if now >= self.heartbeat_due.get(p, now):
+                self.heartbeat_due[p] = now + c.heartbeat_interval_ms
+                self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term))
+        self._progress_transfer(now)
+        self._pump(now)
+
+    # -- elections --------------------------------------------------------------------
+    def _start_round(self, now: int, *, pre: bool, take_leadership: bool = False) -> None:
+        m, c = self.member, self.cfg
+        term = m.term + 1
+        if not pre:
+            m.advance_term(self.terms, term, c.self_id)
+        m.role, m.leader_id = Role.CANDIDATE, None
+        self.round = _Round(pre, term, now + self._vote_round_timeout(), take_leadership, {c.self_id})
+        req = VoteRequest(c.group, c.self_id, term, self.store.end_index, self.store.end_term, pre, take_leadership)
+        for p in c.others:
+            self._send(p, req)
+        self._count_round(now)
+
+    def _count_round(self, now: int) -> None:
+        r = self.round
+        if r is None or len(r.accepts) < self.cfg.quorum:
+            return
+        if r.pre:
+            self._start_round(now, pre=False, take_leadership=r.take_leadership)
+        else:
+            self._become_leader(now)
+
+    def _leader_alive(self, now: int) -> bool:
+        if self.member.role == Role.LEADER:
+            return True
+        return (self.member.leader_id is not None and self.last_leader_contact is not None
+                and now - self.last_leader_contact < self.cfg.leader_lost_ms)
+
+    def _on_vote(self, req: VoteRequest, now: int) -> VoteResponse:
+        m, s = self.member, self.store
+        if req.term < m.term or (req.pre_vote and req.term <= m.term and m.voted_for not in (None, req.leader_id)):
+            return VoteResponse(m.term, VoteResult.REJECT_EXPIRED_VOTE_TERM)
+        if not req.take_leadership and self._leader_alive(now) and m.leader_id != req.leader_id:
+            return VoteResponse(m.term, VoteResult.REJECT_ALREADY_HAS_LEADER)
+        if req.ledger_end_term < s.end_term:
+            rejection = VoteResult.REJECT_EXPIRED_LEDGER_TERM
+        elif req.ledger_end_term == s.end_term and req.ledger_end_index < s.end_index:
+            rejection = VoteResult.REJECT_SMALL_LEDGER_END_INDEX
+        else:
+            rejection = None
+        if req.pre_vote:
+            return VoteResponse(m.term, rejection or VoteResult.ACCEPT)
+        if req.term > m.term:
+            self._become_follower(now, req.term, None)
+        if rejection is not None:
+            return VoteResponse(m.term, rejection)
+        if m.voted_for not in (None, req.leader_id):
+            return VoteResponse(m.term, VoteResult.REJECT_ALREADY_VOTED)
+        m.vote(self.terms, req.leader_id)
+        self.election_at = now + self._election_timeout()
+        return VoteResponse(m.term, VoteResult.ACCEPT)
+
+    def _on_vote_response(self, peer: str, req: VoteRequest, resp: VoteResponse, now: int) -> None:
+        r = self.round
+        if resp.term > self.member.term and resp.vote_result != VoteResult.ACCEPT:
+            self._become_follower(now, resp.term, None)
+            return
+        if r is None or r.term != req.term or r.pre != req.pre_vote or self.member.role != Role.CANDIDATE:
+            return  # an answer to an earlier round
+        (r.accepts if resp.vote_result == VoteResult.ACCEPT else r.rejects).add(peer)
+        self._count_round(now)
+
+    # -- role changes -----------------------------------------------------------------
+    def _become_leader(self, now: int) -> None:
+        m, c, s = self.member, self.cfg, self.store
+        m.role, m.leader_id = Role.LEADER, c.self_id
+        self.round = None
+        try:
+            noop = s.append_leader([b""], m.term, MAGIC_NOOP)[0]
+        except StoreError as exc:
+            self._note(f"cannot append the no-op entry ({exc}); stepping down")
+            self._become_follower(now, m.term, None)
+            return
+        self.quorum = Quorum(list(c.peers), c.self_id, m.term, noop.index, s.committed_index)
+        self.quorum.ack(c.self_id, m.term, s.end_index)
+        self.dispatchers = {p: Dispatcher(p, c.group, c.self_id, m.term, s, c, self.quorum, now) for p in c.others}
+        self.peer_ack_at = {p: now for p in c.others}
+        self.heartbeat_due = {p: now for p in c.others}
+        self._note(f"leader of term {m.term} (no-op at {noop.index})")
+        self._advance_commit()
+        self._tick_leader(now)
+
+    def _become_follower(self, now: int, term: int, leader: str | None) -> None:
+        m = self.member
+        if term > m.term:
+            m.advance_term(self.terms, term)
+        was_leader = m.role == Role.LEADER
+        m.role, m.leader_id = Role.FOLLOWER, leader
+        self.round = None
+        if was_leader:
+            self._note(f"no longer leader (term {m.term})")
+            self.dispatchers, self.quorum, self.transfer = {}, None, None
+            while self.pending:
+                p = self.pending.popleft()
+                self._finish(p, Code.TERM_CHANGED, "leadership changed before the entry committed")
+        self.election_at = now + self._election_timeout()
+
+    def _accept_leader(self, leader: str, term: int, now: int) -> Code | None:
+        """A heartbeat or push from ``leader`` in ``term``: None to go on, or the code to refuse it with."""
+        m = self.member
+        if term < m.term:
+            return Code.EXPIRED_TERM
+        if term == m.term and m.role == Role.LEADER:
+            return Code.INCONSISTENT_LEADER  # two leaders in one term: impossible unless a peer is broken
+        if term > m.term or m.role != Role.FOLLOWER or m.leader_id != leader:
+            if term == m.term and m.role == Role.FOLLOWER and m.leader_id not in (None, leader):
+                return Code.INCONSISTENT_LEADER
+            self._become_follower(now, term, leader)
+        self.last_leader_contact = now
+        self.election_at = now + self._election_timeout()
+        return None
+
+    # -- requests from peers ----------------------------------------------------------
+    def handle(self, req, now: int):
+        """Answer a request from a peer; never raises on its content."""
+        self.now = now
+        c = self.cfg
+        kind = type(req)
+        if getattr(req, "group", c.group) != c.group:
+            return _error(kind, self.member.term, Code.UNKNOWN_GROUP, f"this node serves group {c.group!r}")
+        if getattr(req, "leader_id", None) not in c.peers:
+            return _error(kind, self.member.term, Code.UNKNOWN_MEMBER, f"{req.leader_id!r} is not a peer")
+        if kind is VoteRequest:
+            return self._on_vote(req, now)
+        if kind is HeartBeatRequest:
+            refused = self._accept_leader(req.leader_id, req.term, now)
+            return HeartBeatResponse(self.member.term, refused or Code.SUCCESS, self.member.leader_id)
+        if kind is PushRequest:
+            refused = self._accept_leader(req.leader_id, req.term, now)
+            if refused is not None:
+                return PushResponse(self.member.term, refused, req.first_index, req.count,
+                                    self.store.begin_index, self.store.end_index)
+            return self.follower.handle(req)
+        if kind is LeadershipTransferRequest:
+            return self._on_transfer(req, now)
+        return _error(kind, self.member.term, Code.UNSUPPORTED, f"unexpected request {kind.__name__}")
+
+    # -- answers to our requests ------------------------------------------------------
+    def on_response(self, peer: str, req, resp, now: int) -> None:
+        self.now = now
+        term = getattr(resp, "term", -1)
+        if isinstance(req, VoteRequest):
+            self._on_vote_response(peer, req, resp, now)
+            return
+        if term > self.member.term:
+            self._become_follower(now, term, None)
+            return
+        if self.member.role != Role.LEADER or getattr(req, "term", None) != self.member.term:
+            return
+        if getattr(resp, "code", None) in (Code.SUCCESS, Code.INCONSISTENT_STATE, Code.INCONSISTENT_INDEX):
+            self.peer_ack_at[peer] = now
+        if isinstance(req, PushRequest):
+            d = self.dispatchers.get(peer)
+            if d is not None:
+                d.on_response(req, resp, now)
+                self._advance_commit()
+                self._pump(now)
+
+    def on_failure(self, peer: str, req, why: str, now: int) -> None:
+        self.now = now
+        if isinstance(req, PushRequest) and self.member.role == Role.LEADER:
+            d = self.dispatchers.get(peer)
+            if d is not None:
+                d.on_failure(req, now, why)
+
+    # -- replication (leader) ---------------------------------------------------------
+    def _pump(self, now: int) -> None:
+        if self.member.role != Role.LEADER:
+            return
+        committed = self.store.committed_index
+        for p, d in self.dispatchers.items():
+            for req in d.poll(now, committed):
+                self._send(p, req)
+
+    def _advance_commit(self) -> None:
+        if self.quorum is None:
+            return
+        q = self.quorum.advance()
+        if q is None:
+            return
+        self.store.set_committed(q)
+        while self.pending and self.pending[0].last_index <= q:
+            self._finish(self.pending.popleft(), Code.SUCCESS)
+
+    def _finish(self, p: Proposal, code: Code, remark: str = "") -> None:
+        p.code, p.remark = code, remark
+        self._done.append(p)
+
+    def _expire_proposals(self, now: int) -> None:
+        while self.pending and self.pending[0].deadline <= now:
+            self._finish(self.pending.popleft(), Code.WAIT_QUORUM_ACK_TIMEOUT,
+                         f"no quorum acknowledged the entry within {self.cfg.max_wait_ack_ms} ms")
+
+    def propose(self, bodies, now: int) -> Proposal:
+        """Append ``bodies`` as leader. The returned proposal is finished at once when
+        refused (NOT_LEADER, LEADER_PENDING_FULL, ...), else when committed or timed out
+        (it then shows up in ``take().done``)."""
+        self.now = now
+        m = self.member
+        p = Proposal(len(bodies), m.term, leader_id=m.leader_id)
+        if m.role != Role.LEADER:
+            p.code, p.remark = Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
+            return p
+        if not bodies:
+            p.code, p.remark = Code.REQUEST_WITH_EMPTY_BODYS, "nothing to append"
+            return p
+        if self.transfer is not None:
+            p.code, p.remark = Code.LEADER_TRANSFERRING, f"handing leadership to {self.transfer.target}"
+            return p
+        if len(self.pending) >= self.cfg.max_pending_requests:
+            p.code, p.remark = Code.LEADER_PENDING_FULL, f"{len(self.pending)} appends wait for the quorum"
+            return p
+        try:
+            appended = self.store.append_leader(list(bodies), m.term, MAGIC_NORMAL)
+        except StoreIOError as exc:
+            p.code, p.remark = Code.DISK_ERROR, str(exc)
+            return p
+        except StoreError as exc:
+            p.code, p.remark = Code.UNEXPECTED_ARGUMENT, str(exc)
+            return p
+        p.appended, p.first_index, p.last_index = appended, appended[0].index, appended[-1].index
+        p.deadline = now + self.cfg.max_wait_ack_ms
+        self.pending.append(p)
+        self.quorum.ack(self.cfg.self_id, m.term, self.store.end_index)  # sync stores flushed in append
+        self._advance_commit()
+        self._pump(now)
+        return p
+
+    # -- leadership transfer ----------------------------------------------------------
+    def _on_transfer(self, req: LeadershipTransferRequest, now: int) -> LeadershipTransferResponse:
+        m, c = self.member, self.cfg
+        if req.take:
+            # from our leader: we are caught up, take over now
+            if req.term != m.term or m.leader_id != req.leader_id:
+                return LeadershipTransferResponse(m.term, Code.INCONSISTENT_LEADER, "not from the current leader")
+            self._note(f"taking leadership from {req.leader_id}")
+            self._start_round(now, pre=False, take_leadership=True)
+            return LeadershipTransferResponse(m.term)
+        if m.role != Role.LEADER:
+            return LeadershipTransferResponse(m.term, Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}")
+        if req.transferee not in c.peers or req.transferee == c.self_id:
+            return LeadershipTransferResponse(m.term, Code.UNKNOWN_MEMBER, f"cannot hand over to {req.transferee!r}")
+        self.start_transfer(req.transferee, now)
+        return LeadershipTransferResponse(m.term)
+
+    def start_transfer(self, target: str, now: int) -> None:
+        self.transfer = _Transfer(target, now + self.cfg.max_wait_ack_ms)
+        self._note(f"handing leadership to {target}: new appends wait until it has caught up")
+        self._progress_transfer(now)
+
+    def _progress_transfer(self, now: int) -> None:
+        t = self.transfer
+        if t is None:
+            p = self.cfg.preferred_leader
+            d = self.dispatchers.get(p) if p else None
+            if d is not None and d.watermark == self.store.end_index and not self.pending:
+                self.start_transfer(p, now)  # the preferred leader is caught up: hand over
+            return
+        if now >= t.deadline:
+            self._note(f"leadership transfer to {t.target} timed out; staying leader")
+            self.transfer = None
+            return
+        d = self.dispatchers[t.target]
+        if not t.asked and d.watermark == self.store.end_index:
+            t.asked = True
+            self._send(t.target, LeadershipTransferRequest(self.cfg.group, self.cfg.self_id, t.target,
+                                                           self.member.term, take=True))
+
+    # -- for operators ----------------------------------------------------------------
+    def describe(self) -> dict:
+        m, s = self.member, self.store
+        out = {
+            "id": self.cfg.self_id,
+            "group": self.cfg.group,
+            "role": str(m.role),
+            "term": m.term,
+            "leader": m.leader_id,
+            "voted_for": m.voted_for,
+            "begin_index": s.begin_index,
+            "end_index": s.end_index,
+            "end_term": s.end_term,
+            "committed_index": s.committed_index,
+            "pending": len(self.pending),
+        }
+        if m.role == Role.LEADER:
+            out["peers"] = [d.describe(self.now) for d in self.dispatchers.values()]
+        return out
+
+
+_TICKS = {Role.FOLLOWER: RaftCore._tick_follower, Role.CANDIDATE: RaftCore._tick_candidate,
+          Role.LEADER: RaftCore._tick_leader}
+
+
+def _error(kind, term: int, code: Code, remark: str):
+    if kind is VoteRequest:
+        return VoteResponse(term, VoteResult.REJECT_UNKNOWN_LEADER, code)
+    if kind is HeartBeatRequest:
+        return HeartBeatResponse(term, code)
+    if kind is PushRequest:
+        return PushResponse(term, code, remark=remark)
+    return LeadershipTransferResponse(term, code, remark)

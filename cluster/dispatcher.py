@@ -1,0 +1,269 @@
+"""Leader side of replication: one dispatcher per follower. No I/O, no clock of its own.
+
+States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT.
+
+- COMPARE: find the highest index where the follower's log equals ours. The first compare
+  of a term is at our last index; an INCONSISTENT_STATE answer carries the follower's term
+  at that index (``x_term``), so the next compare skips every index of ours whose term is
+  above it -- a whole term per round trip, not one entry.
+- TRUNCATE: once the follower has all our entries, it drops any it holds past our end (a
+  deposed leader's). Entries after the match but within our log are not truncated up
+  front: APPEND overwrites them from the first one that differs, so nothing the follower
+  holds equal to ours is ever cut (it may be committed there).
+- APPEND: batches bounded by bytes and entries, up to ``push_window`` in flight. Each batch
+  is in a pending map with its send time; one unanswered for ``max_push_timeout_ms``, or
+  a failure, makes the dispatcher resend everything from the watermark + 1.
+- COMMIT: nothing to append; the commit index goes out when it moved or every heartbeat
+  interval, and its answer shows whether the follower still has what it acknowledged.
+  A follower whose end is now below its watermark (it restarted from an older disk state)
+  has its watermark lowered and goes back to COMPARE: caught up, never wedged.
+- Flow control: when the follower lags more than ``peer_push_throttle_point`` bytes, at
+  most ``peer_push_quota`` bytes per second are pushed to it.
+
+Invariants: the watermark only counts entries the follower acknowledged in this term;
+responses to requests of another term, or to a compare/truncate that is no longer the
+outstanding one, are ignored.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .rpc import Code, PushRequest, PushResponse, PushType, split_entries
+
+
+class DispatchState(enum.StrEnum):
+    COMPARE = "COMPARE"
+    TRUNCATE = "TRUNCATE"
+    APPEND = "APPEND"
+    COMMIT = "COMMIT"
+
+
+@dataclass
+class InFlight:
+    request: PushRequest
+    last: int
+    nbytes: int
+    sent_at: int
+
+
+class Dispatcher:
+    def __init__(self, peer: str, group: str, self_id: str, term: int, store, config, quorum, now: int) -> None:
+        self.peer, self.group, self.self_id, self.term = peer, group, self_id, term
+        self.store, self.config, self.quorum = store, config, quorum
+        self.state = DispatchState.COMPARE
+        self.compare_index = store.end_index  # the first compare of a term: our last entry
+        self.truncate_index = -1
+        self.next_index = -1  # APPEND: the next index to push
+        self.watermark = -1
+        self.inflight: dict[int, InFlight] = {}
+        self.outstanding: PushRequest | None = None  # a COMPARE/TRUNCATE awaiting its answer
+        self.outstanding_at = 0
+        self.retry_at = now  # nothing is sent before this (back-off after a failure)
+        self.last_send_at = -(1 << 62)
+        self.last_ack_at: int | None = None
+        self.commit_sent = -2
+        self.quota_window = now
+        self.quota_used = 0
+        self.last_error = ""
+
+    # -- sending ----------------------------------------------------------------------
+    def poll(self, now: int, commit_index: int) -> list[PushRequest]:
+        """What to send now (possibly nothing)."""
+        if now < self.retry_at:
+            return []
+        if self.state == DispatchState.COMPARE:
+            return self._once(now, PushType.COMPARE, self.compare_index, commit_index)
+        if self.state == DispatchState.TRUNCATE:
+            return self._once(now, PushType.TRUNCATE, self.truncate_index, commit_index)
+        self._expire(now)
+        if not self.inflight and self.next_index > self.watermark + 1:
+            self._resend_from_watermark("pushed entries were neither acknowledged nor in flight")
+        out = []
+        store, cfg = self.store, self.config
+        while len(self.inflight) < cfg.push_window and self.next_index <= store.end_index:
+            if not self._quota_allows(now):
+                break
+            raw = store.get_raw(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
+            count = len(split_entries(raw))
+            req = PushRequest(self.group, self.self_id, self.term, PushType.APPEND, commit_index,
+                              self.next_index, count, raw)
+            self.inflight[self.next_index] = InFlight(req, self.next_index + count - 1, len(raw), now)
+            self.quota_used += len(raw)
+            self.next_index += count
+            out.append(req)
+        self.state = DispatchState.APPEND if self.inflight or self.next_index <= store.end_index else DispatchState.COMMIT
+        if out:
+            self.last_send_at = now
+            self.commit_sent = commit_index
+        elif (not self.inflight and (commit_index != self.commit_sent
+                                     or now - self.last_send_at >= cfg.heartbeat_interval_ms)):
+            self.last_send_at = now
+            self.commit_sent = commit_index
+            out.append(PushRequest(self.group, self.self_id, self.term, PushType.COMMIT, commit_index))
+        return out
+
+    def _once(self, now: int, kind: PushType, index: int, commit_index: int) -> list[PushRequest]:
+        if self.outstanding is not None:
+            if now - self.outstanding_at < self.config.max_push_timeout_ms:
+                return []
+            self.outstanding = None  # unanswered: ask again
+        raw = self.store.get_raw(index, 1, 1) if index >= 0 else b""
+        req = PushRequest(self.group, self.self_id, self.term, kind, commit_index, index, 1 if raw else 0, raw)
+        self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
+        return [req]
+
+    def _expire(self, now: int) -> None:
+        timeout = self.config.max_push_timeout_ms
+        if any(now - f.sent_at >= timeout for f in self.inflight.values()):
+            self._resend_from_watermark("a push went unanswered")
+
+    def _resend_from_watermark(self, why: str) -> None:
+        self.inflight.clear()
+        self.next_index = self.watermark + 1
+        self.last_error = why
+
+    def _quota_allows(self, now: int) -> bool:
+        if now - self.quota_window >= 1000:
+            self.quota_window, self.quota_used = now, 0
+        lag_bytes = self._lag_bytes()
+        return lag_bytes <= self.config.peer_push_throttle_point or self.quota_used < self.config.peer_push_quota
+
+    def _lag_bytes(self) -> int:
+        store = self.store
+        if self.next_index > store.end_index or self.next_index < store.begin_index:
+            return 0
+        return store.write_pos - store.locate(self.next_index)[0]
+
+    # -- answers ----------------------------------------------------------------------
+    def on_response(self, req: PushRequest, resp: PushResponse, now: int) -> None:
+        if req.term != self.term:
+            return
+        self.last_ack_at = now
+        if req.type in (PushType.COMPARE, PushType.TRUNCATE):
+            if req is not self.outstanding:
+                return  # an answer to an abandoned request
+            self.outstanding = None
+            if req.type == PushType.COMPARE:
+                self._compared(req, resp)
+            else:
+                self._truncated(req, resp)
+            return
+        if req.type == PushType.APPEND:
+            self._appended(req, resp)
+        elif resp.code == Code.SUCCESS and resp.end_index < self.watermark:
+            self._lost_entries(resp.end_index)
+        if (resp.code == Code.SUCCESS and self.state == DispatchState.COMMIT
+                and self.watermark == self.store.end_index < resp.end_index):
+            # caught up, yet the follower holds entries past our end (a deposed leader's):
+            # cut them after our last entry, which it has acknowledged
+            self.state, self.truncate_index = DispatchState.TRUNCATE, self.watermark
+
+    def on_failure(self, req: PushRequest, now: int, why: str) -> None:
+        """The request failed (timeout, connection lost): retry after a short back-off."""
+        if req.term != self.term:
+            return
+        self.last_error = why
+        self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
+        if req is self.outstanding:
+            self.outstanding = None
+        elif req.type == PushType.APPEND and self._current(req):
+            self._resend_from_watermark(why)
+
+    def _compared(self, req: PushRequest, resp: PushResponse) -> None:
+        c = req.first_index
+        if resp.code == Code.SUCCESS:
+            # Append from the match on. The follower compares what it already holds after
+            # c entry by entry and replaces from the first difference, so nothing it holds
+            # equal to ours is cut (those may be committed there).
+            self._start_append(c)
+            return
+        if resp.code != Code.INCONSISTENT_STATE:
+            self.last_error = f"compare at {c}: {resp.code.name} {resp.remark}".strip()
+            return
+        nxt = min(c - 1, resp.end_index)
+        if resp.x_term >= 0:
+            nxt = min(nxt, self._last_index_with_term_at_most(resp.x_term))
+        self.compare_index = max(nxt, self.store.begin_index - 1, -1)
+
+    def _truncated(self, req: PushRequest, resp: PushResponse) -> None:
+        if resp.code == Code.SUCCESS:
+            self._start_append(req.first_index)
+        else:
+            self.state, self.compare_index = DispatchState.COMPARE, min(req.first_index, resp.end_index)
+            self.last_error = f"truncate at {req.first_index}: {resp.code.name} {resp.remark}".strip()
+
+    def _start_append(self, matched: int) -> None:
+        self.state = DispatchState.APPEND
+        self.inflight.clear()
+        self.next_index = matched + 1
+        self._ack(matched)
+
+    def _current(self, req: PushRequest) -> bool:
+        """Is ``req`` the push in flight for its first index (not one it replaced)?"""
+        fl = self.inflight.get(req.first_index)
+        return fl is not None and fl.request is req
+
+    def _appended(self, req: PushRequest, resp: PushResponse) -> None:
+        current = self._current(req)
+        if current:
+            del self.inflight[req.first_index]
+        if resp.code == Code.SUCCESS:
+            self._ack(req.first_index + req.count - 1)
+            return
+        if not current:
+            return  # answers a push that was already resent
+        if resp.code == Code.INCONSISTENT_INDEX and resp.end_index >= self.watermark:
+            # a gap: the follower's log up to its end came from us in this term
+            self._ack(resp.end_index)
+            self._resend_from_watermark(f"gap at {req.first_index}")
+        elif resp.code == Code.INCONSISTENT_STATE:
+            self.state = DispatchState.COMPARE
+            self.compare_index = min(req.first_index - 1, resp.end_index)
+            self.inflight.clear()
+            self.last_error = f"append at {req.first_index}: inconsistent {resp.remark}".strip()
+        else:
+            self.last_error = f"append at {req.first_index}: {resp.code.name} {resp.remark}".strip()
+            self._resend_from_watermark(self.last_error)
+
+    def _ack(self, index: int) -> None:
+        if index > self.watermark:
+            self.watermark = index
+        self.quorum.ack(self.peer, self.term, index)
+
+    def _lost_entries(self, end: int) -> None:
+        self.quorum.lower(self.peer, end)
+        self.watermark = end
+        self.state, self.compare_index = DispatchState.COMPARE, end
+        self.inflight.clear()
+        self.last_error = f"follower's log ends at {end}, below what it acknowledged"
+
+    def _last_index_with_term_at_most(self, term: int) -> int:
+        """Our highest index whose term is <= ``term`` (-1 if none); terms never go down."""
+        store = self.store
+        lo, hi = store.begin_index, store.end_index
+        if lo < 0 or store.term_of(lo) > term:
+            return lo - 1 if lo >= 0 else -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if store.term_of(mid) <= term:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    # -- for operators ----------------------------------------------------------------
+    def describe(self, now: int) -> dict:
+        end = self.store.end_index
+        return {
+            "peer": self.peer,
+            "state": str(self.state),
+            "watermark": self.watermark,
+            "next_index": self.next_index,
+            "lag_entries": max(0, end - self.watermark),
+            "in_flight": len(self.inflight),
+            "in_flight_bytes": sum(f.nbytes for f in self.inflight.values()),
+            "ms_since_ack": None if self.last_ack_at is None else now - self.last_ack_at,
+            "last_error": self.last_error,
+        }

@@ -1,0 +1,134 @@
+"""Follower side of replication: answers the leader's PUSH requests. No I/O but the store.
+
+Rules (the caller has already checked that the push comes from the leader of the current
+term; see core.py):
+
+- ``matched`` is the highest index known to equal the current leader's log: set by a
+  COMPARE that found the same entry, a TRUNCATE, or entries appended from this leader.
+  It is forgotten when the term changes. Nothing past it is ever appended to or
+  committed: an APPEND whose first index does not follow ``matched`` is answered
+  INCONSISTENT_STATE (the leader compares again), so entries a deposed leader left
+  behind can never be built upon.
+- Entries are applied strictly in index order. A batch that starts past the local end
+  (an earlier push was lost or overtaken) is answered INCONSISTENT_INDEX with the end, so
+  the leader resends from there; a batch that overlaps what is stored (a resend) is
+  compared entry by entry: equal entries are skipped, the first different one and all
+  after it are replaced.
+- COMMIT (and every push) moves the commit index to ``min(leader commit, matched)``. DLedger
+  uses the local end instead of ``matched``, which can mark a deposed leader's entries
+  committed before the new leader's compare removes them; ``matched`` cannot.
+- Committed entries are never truncated: a request that would is refused, not obeyed.
+- A malformed or inconsistent request gets an error response; nothing raises.
+"""
+
+from __future__ import annotations
+
+from store.errors import StoreError
+
+from .rpc import Code, PushRequest, PushResponse, PushType, split_entries
+
+
+class FollowerLog:
+    def __init__(self, store) -> None:
+        self.store = store
+        self.term = -1  # the leader term ``matched`` belongs to
+        self.matched = -1
+
+    def handle(self, req: PushRequest) -> PushResponse:
+        if req.term != self.term:
+            self.term, self.matched = req.term, -1
+        try:
+            if req.type == PushType.COMPARE:
+                resp = self._compare(req)
+            elif req.type == PushType.TRUNCATE:
+                resp = self._truncate(req)
+            elif req.type == PushType.APPEND:
+                resp = self._append(req)
+            else:
+                resp = self._reply(req, Code.SUCCESS)
+        except (StoreError, ValueError) as exc:
+            resp = self._reply(req, Code.INCONSISTENT_STATE, remark=str(exc))
+        if resp.code == Code.SUCCESS:
+            self.store.set_committed(min(req.commit_index, self.matched))
+        return resp
+
+    # -- the four push types ----------------------------------------------------------
+    def _reply(self, req: PushRequest, code: Code, **extra) -> PushResponse:
+        s = self.store
+        return PushResponse(req.term, code, req.first_index, req.count, s.begin_index, s.end_index, **extra)
+
+    def _same_entry(self, index: int, raw) -> bool:
+        s = self.store
+        return s.begin_index <= index <= s.end_index and s.get_bytes(index) == bytes(raw)
+
+    def _mismatch(self, req: PushRequest, index: int) -> PushResponse:
+        """INCONSISTENT_STATE at ``index``, with the hints that let the leader skip a term."""
+        s = self.store
+        if s.begin_index <= index <= s.end_index:
+            return self._reply(req, Code.INCONSISTENT_STATE, x_term=s.term_of(index),
+                               x_index=s.first_index_of_term(index))
+        return self._reply(req, Code.INCONSISTENT_STATE)
+
+    def _one_entry(self, req: PushRequest):
+        if req.first_index < 0:
+            return None
+        spans = split_entries(req.entries)
+        if len(spans) != 1 or spans[0][2] != req.first_index:
+            raise ValueError(f"{req.type} push must carry exactly entry {req.first_index}")
+        return req.entries
+
+    def _compare(self, req: PushRequest) -> PushResponse:
+        raw = self._one_entry(req)
+        if raw is not None and not self._same_entry(req.first_index, raw):
+            return self._mismatch(req, req.first_index)
+        self.matched = req.first_index
+        return self._reply(req, Code.SUCCESS)
+
+    def _truncate(self, req: PushRequest) -> PushResponse:
+        """Keep the log up to ``first_index`` (which must equal the leader's), drop the rest."""
+        raw = self._one_entry(req)
+        s = self.store
+        if raw is not None and not self._same_entry(req.first_index, raw):
+            return self._mismatch(req, req.first_index)
+        if req.first_index < s.committed_index:
+            return self._reply(req, Code.INCONSISTENT_STATE,
+                               remark=f"refusing to cut committed entries after {req.first_index} "
+                                      f"(committed {s.committed_index})")
+        if s.end_index > req.first_index:
+            s.truncate(max(req.first_index + 1, s.begin_index if s.begin_index >= 0 else 0))
+        self.matched = req.first_index
+        return self._reply(req, Code.SUCCESS)
+
+    def _append(self, req: PushRequest) -> PushResponse:
+        s = self.store
+        spans = split_entries(req.entries)
+        if not spans or spans[0][2] != req.first_index or len(spans) != req.count:
+            raise ValueError(f"APPEND of {req.count} entries from {req.first_index} carries {len(spans)} "
+                             f"starting at {spans[0][2] if spans else None}")
+        if any(term > req.term for _o, _s, _i, term in spans):
+            raise ValueError("APPEND carries entries of a term above the leader's")
+        first = req.first_index
+        if first - 1 > self.matched:
+            if first > s.end_index + 1 and s.end_index == self.matched:
+                return self._reply(req, Code.INCONSISTENT_INDEX)  # a gap: resend from our end
+            return self._reply(req, Code.INCONSISTENT_STATE)  # our log after `matched` is unverified
+        # Skip what is already here and equal; cut at the first entry that differs.
+        k = 0
+        while k < len(spans) and spans[k][2] <= s.end_index:
+            off, size, index, _term = spans[k]
+            if s.get_bytes(index) != bytes(req.entries[off:off + size]):
+                if index <= s.committed_index:
+                    return self._reply(req, Code.INCONSISTENT_STATE,
+                                       remark=f"entry {index} differs from a committed local entry")
+                s.truncate(index)
+                break
+            self.matched = max(self.matched, index)
+            k += 1
+        if k < len(spans):
+            try:
+                s.append_follower(memoryview(req.entries)[spans[k][0]:])
+            finally:
+                self.matched = max(self.matched, s.end_index)
+        else:
+            self.matched = max(self.matched, spans[-1][2])
+        return self._reply(req, Code.SUCCESS)

@@ -1,0 +1,199 @@
+"""Whole clusters of the deciding logic (cluster/core.py) in a seeded simulation (tests/sim.py):
+elections, replication, commit, partitions, lossy networks, crashes, lost disk state,
+leadership transfer and back-pressure. Invariants are checked throughout the runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.member import Role
+from cluster.rpc import Code
+from sim import NetConfig, Sim
+
+
+def elect(sim: Sim, limit=10_000) -> str:
+    sim.run_until(lambda: sim.leader() is not None, limit)
+    return sim.leader()
+
+
+def commit(sim: Sim, bodies, limit=10_000):
+    """Propose on the current leader (electing one first) and wait for the outcome."""
+    leader = elect(sim)
+    p = sim.propose(leader, bodies)
+    sim.run_until(lambda: p.done, limit)
+    return p
+
+
+def test_three_nodes_elect_a_leader_and_commit():
+    sim = Sim(3, seed=1)
+    took = sim.run_until(lambda: sim.leader() is not None, 10_000)
+    leader = sim.leader()
+    assert took < 4000
+    assert sum(n.member.role == Role.LEADER for n in sim.nodes.values()) == 1
+    p = sim.propose(leader, [b"a", b"b", b""])
+    sim.run_until(lambda: p.done, 5000)
+    assert p.code == Code.SUCCESS and p.last_index - p.first_index == 2
+    sim.run_until(lambda: all(s.committed_index >= p.last_index for s in sim.stores.values()), 3000)
+    assert sim.logs_equal()
+    noop = sim.stores[leader].get(p.first_index - 1)
+    assert noop.magic == 2 and noop.body == b""  # the leader's no-op comes first
+    assert [sim.stores[leader].get(i).body for i in range(p.first_index, p.last_index + 1)] == [b"a", b"b", b""]
+
+
+def test_followers_refuse_appends_and_name_the_leader():
+    sim = Sim(3, seed=2)
+    leader = elect(sim)
+    sim.run(500)  # let heartbeats reach everyone
+    follower = next(i for i in sim.ids if i != leader)
+    p = sim.propose(follower, [b"x"])
+    assert p.code == Code.NOT_LEADER and p.leader_id == leader
+
+
+def test_isolated_leader_steps_down_and_its_uncommitted_entries_are_replaced():
+    sim = Sim(3, seed=3)
+    old = elect(sim)
+    assert commit(sim, [b"before"]).code == Code.SUCCESS
+    sim.isolate(old)
+    lost = sim.propose(old, [b"never committed"])
+    assert lost.code is None
+    sim.run_until(lambda: sim.leader() not in (None, old), 10_000)
+    new = sim.leader()
+    assert sim.nodes[new].member.term > sim.nodes[old].member.term or sim.nodes[old].member.role != Role.LEADER
+    assert commit(sim, [b"after"]).code == Code.SUCCESS
+    sim.run_until(lambda: lost.done, 5000)
+    assert lost.code in (Code.TERM_CHANGED, Code.WAIT_QUORUM_ACK_TIMEOUT)
+    assert sim.nodes[old].member.role != Role.LEADER  # check quorum: it stepped down on its own
+    sim.heal()
+    sim.run_until(lambda: sim.logs_equal(), 10_000)
+    bodies = [e.body for e in sim.stores[old].entries()]
+    assert b"never committed" not in bodies and b"after" in bodies and b"before" in bodies
+
+
+def test_pre_vote_keeps_a_returning_node_from_disrupting_the_leader():
+    sim = Sim(3, seed=4)
+    leader = elect(sim)
+    term = sim.nodes[leader].member.term
+    loner = next(i for i in sim.ids if i != leader)
+    sim.isolate(loner)
+    sim.run(30_000)
+    assert sim.nodes[loner].member.term == term  # pre-votes failed: no term inflation
+    sim.heal()
+    sim.run(5_000)
+    assert sim.leader() == leader and sim.nodes[leader].member.term == term
+    assert commit(sim, [b"still here"]).code == Code.SUCCESS
+
+
+def test_minority_cannot_commit_majority_can():
+    sim = Sim(5, seed=5)
+    leader = elect(sim)
+    minority = [leader, next(i for i in sim.ids if i != leader)]
+    majority = [i for i in sim.ids if i not in minority]
+    sim.partition(minority, majority)
+    p = sim.propose(leader, [b"minority"])
+    sim.run_until(lambda: sim.leader() in majority, 15_000)
+    q = sim.propose(sim.leader(), [b"majority"])
+    sim.run_until(lambda: p.done and q.done, 10_000)
+    assert p.code != Code.SUCCESS and q.code == Code.SUCCESS
+    sim.heal()
+    sim.run_until(lambda: sim.logs_equal(), 15_000)
+
+
+def test_follower_that_lost_entries_is_caught_up():
+    sim = Sim(3, seed=6)
+    leader = elect(sim)
+    for k in range(5):
+        assert commit(sim, [b"e%d" % k] * 20).code == Code.SUCCESS
+    sim.run(1000)
+    follower = next(i for i in sim.ids if i != leader)
+    sim.crash(follower)
+    st = sim.stores[follower]
+    sim.lose_entries(follower, 40)  # restarted from an older disk state
+    assert st.end_index == 39
+    sim.restart(follower)
+    for k in range(3):
+        assert commit(sim, [b"more%d" % k]).code == Code.SUCCESS
+    sim.run_until(lambda: sim.logs_equal() and st.committed_index == sim.stores[leader].committed_index, 10_000)
+
+
+def test_crashed_leader_returns_as_follower_and_catches_up():
+    sim = Sim(3, seed=7)
+    old = elect(sim)
+    assert commit(sim, [b"one"]).code == Code.SUCCESS
+    sim.crash(old)
+    new = elect(sim)
+    assert new != old
+    assert commit(sim, [b"two"]).code == Code.SUCCESS
+    sim.restart(old)
+    sim.run_until(lambda: sim.logs_equal(), 10_000)
+    assert sim.nodes[old].member.role == Role.FOLLOWER and sim.nodes[old].member.leader_id == new
+
+
+@pytest.mark.parametrize("seed", range(10, 22))
+def test_lossy_reordering_network_with_partitions(seed):
+    net = NetConfig(delay=(1, 40), drop=0.08, duplicate=0.05, rpc_timeout=800)
+    sim = Sim(5 if seed % 2 else 3, seed=seed, net=net)
+    rng = sim.rng
+    proposals = []
+    for rnd in range(12):
+        leader = sim.leader()
+        if leader is not None:
+            proposals.append(sim.propose(leader, [b"%d-%d" % (rnd, k) for k in range(rng.randint(1, 5))]))
+        if rnd % 4 == 1:
+            ids = list(sim.ids)
+            rng.shuffle(ids)
+            cut = rng.randint(1, len(ids) - 1)
+            sim.partition(ids[:cut], ids[cut:])
+        elif rnd % 4 == 3:
+            sim.heal()
+        sim.run(rng.randint(200, 3000))
+    sim.heal()
+    last = commit(sim, [b"final"], limit=30_000)
+    assert last.code == Code.SUCCESS
+    sim.run_until(lambda: all(p.done for p in proposals), 10_000)
+    sim.run_until(lambda: sim.logs_equal() and len({s.committed_index for s in sim.stores.values()}) == 1, 20_000)
+    committed = [e.body for e in sim.stores[sim.leader()].entries()]
+    for p in proposals:  # every success is in the log, exactly once and in order
+        if p.code == Code.SUCCESS:
+            bodies = [sim.stores[sim.leader()].get(i).body for i in range(p.first_index, p.last_index + 1)]
+            assert all(committed.count(b) == 1 for b in bodies)
+
+
+def test_leadership_transfer_and_preferred_leader():
+    sim = Sim(3, seed=8)
+    leader = elect(sim)
+    assert commit(sim, [b"x"]).code == Code.SUCCESS
+    target = next(i for i in sim.ids if i != leader)
+    sim.nodes[leader].start_transfer(target, sim.now)
+    sim._drain(leader)
+    sim.run_until(lambda: sim.leader() == target, 5000)
+    assert commit(sim, [b"y"]).code == Code.SUCCESS
+
+    pref = Sim(3, seed=9, preferred_leader="n2")
+    pref.run_until(lambda: pref.leader() == "n2", 15_000)
+    pref.run(5000)
+    assert pref.leader() == "n2"
+
+
+def test_back_pressure_when_too_many_appends_wait():
+    sim = Sim(3, seed=11, max_pending_requests=3)
+    leader = elect(sim)
+    sim.run(200)
+    for i in sim.ids:
+        if i != leader:
+            sim.crash(i)
+    ps = [sim.propose(leader, [b"w"]) for _ in range(3)]
+    assert all(p.code is None for p in ps)
+    full = sim.propose(leader, [b"w"])
+    assert full.code == Code.LEADER_PENDING_FULL
+    sim.run_until(lambda: all(p.done for p in ps), 5000)
+    assert {p.code for p in ps} <= {Code.TERM_CHANGED, Code.WAIT_QUORUM_ACK_TIMEOUT}
+
+
+def test_same_seed_same_run():
+    def trace(seed):
+        sim = Sim(3, seed=seed, net=NetConfig(delay=(1, 20), drop=0.05))
+        commit(sim, [b"a"])
+        sim.run(3000)
+        return [(t, n, s) for t, n, s in sim.notes], [st.end_index for st in sim.stores.values()]
+
+    assert trace(12) == trace(12)
