@@ -8,7 +8,7 @@ from typing import Annotated
 import click_log
 import typer
 
-from . import store_cmd
+from . import cluster_cmd, store_cmd
 from .common import log
 
 app = typer.Typer(
@@ -19,6 +19,10 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(store_cmd.app, name="store")
+app.add_typer(cluster_cmd.node_app, name="node")
+app.add_typer(cluster_cmd.cluster_app, name="cluster")
+app.command("append")(cluster_cmd.append_cmd)
+app.command("get")(cluster_cmd.get_cmd)
 
 
 @app.callback()

@@ -1,0 +1,237 @@
+"""A node process: the deciding logic (core.py) wired to the store, the clock and the network.
+
+The node owns one asyncio loop. It ticks the core every few milliseconds, turns the core's
+requests into frames on per-peer channels and feeds back their answers or failures, serves
+peer requests and the client requests (METADATA, APPEND, GET) and operator STATUS, and
+shuts down cleanly: on SIGTERM/SIGINT it stops serving, flushes the store and writes the
+checkpoint. Client appends that arrive in the same loop iteration are proposed together,
+so with ``flush=sync`` they share one fsync (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+
+from store.errors import StoreError
+from store.filestore import FileStore
+
+from .config import NodeConfig
+from .core import Proposal, RaftCore
+from .member import FileTermStore
+from .rpc import Code
+from .transport import Channel, FrameServer, TransportError
+from .wire import (
+    APPEND,
+    GET,
+    METADATA,
+    REMOTING_NOT_SUPPORTED,
+    STATUS,
+    BadMessage,
+    Frame,
+    ProtocolError,
+    b64,
+    decode_request,
+    decode_response,
+    error_frame,
+    request_code_of,
+    request_frame,
+    response_frame,
+    unpack_bodies,
+)
+from .wire import _field, _loads
+
+log = logging.getLogger("dledgerctl.node")
+TICK_MS = 5
+MAX_GET_COUNT = 1024
+MAX_GET_BYTES = 16 << 20
+
+
+def node_dir(cfg: NodeConfig) -> str:
+    return os.path.join(cfg.store_base_dir, f"dledger-{cfg.self_id}")
+
+
+class Node:
+    def __init__(self, cfg: NodeConfig) -> None:
+        self.cfg = cfg
+        self.dir = node_dir(cfg)
+        self.store = FileStore.open(self.dir, data_file_size=cfg.data_file_size,
+                                    index_file_size=cfg.index_file_size, flush=cfg.flush)
+        self.terms = FileTermStore(self.dir)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.core: RaftCore | None = None
+        self.channels = {p: Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes)
+                         for p, peer in cfg.peers.items() if p != cfg.self_id}
+        self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes)
+        self._batch: list[tuple[list[bytes], asyncio.Future]] = []
+        self._waiting: dict[int, tuple[Proposal, list]] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._stop = asyncio.Event()
+
+    def now(self) -> int:
+        return int(self.loop.time() * 1000)
+
+    # -- running ----------------------------------------------------------------------
+    async def run(self, ready=None) -> None:
+        """Serve until stop() or SIGTERM/SIGINT; ``ready()`` is called once listening."""
+        self.loop = asyncio.get_running_loop()
+        self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now())
+        me = self.cfg.peers[self.cfg.self_id]
+        try:
+            await self.server.start(me.host, me.port)
+        except OSError as exc:
+            self.store.close()
+            raise OSError(exc.errno, f"cannot listen on {me.address}: {exc.strerror}") from exc
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                self.loop.add_signal_handler(sig, self.stop)
+            except (RuntimeError, ValueError):  # not the main thread
+                pass
+        log.info("node %s of group %s listening on %s (store %s, flush %s)", self.cfg.self_id, self.cfg.group,
+                 me.address, self.dir, self.cfg.flush)
+        if ready is not None:
+            ready()
+        ticker = asyncio.create_task(self._tick_loop())
+        try:
+            await self._stop.wait()
+        finally:
+            ticker.cancel()
+            await asyncio.gather(ticker, return_exceptions=True)
+            await self._shutdown()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _shutdown(self) -> None:
+        log.info("node %s shutting down", self.cfg.self_id)
+        await self.server.close()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for ch in self.channels.values():
+            await ch.close()
+        for p, waiters in self._waiting.values():
+            for fut, _s, _n in waiters:
+                if not fut.done():
+                    fut.set_result((p, Code.TERM_CHANGED, "node is shutting down"))
+        self.store.close()  # flush + checkpoint
+
+    async def _tick_loop(self) -> None:
+        while True:
+            self.core.tick(self.now())
+            self._process()
+            await asyncio.sleep(TICK_MS / 1000)
+
+    # -- core outputs -----------------------------------------------------------------
+    def _process(self) -> None:
+        ready = self.core.take()
+        for note in ready.notes:
+            log.info("%s", note)
+        for s in ready.sends:
+            t = asyncio.create_task(self._call(s.to, s.request))
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+        for p in ready.done:
+            self._finish(p)
+
+    async def _call(self, peer: str, req) -> None:
+        code = request_code_of(req)
+        try:
+            frame = await self.channels[peer].request(request_frame(req, 0), self.cfg.max_push_timeout_ms / 1000)
+            resp = decode_response(frame, code)
+        except (TransportError, ProtocolError) as exc:
+            self.core.on_failure(peer, req, str(exc), self.now())
+        else:
+            self.core.on_response(peer, req, resp, self.now())
+        self._process()
+
+    def _finish(self, p: Proposal) -> None:
+        entry = self._waiting.pop(id(p), None)
+        if entry is None:
+            return
+        for fut, start, n in entry[1]:
+            if not fut.done():
+                fut.set_result((p, p.code, p.remark, start, n))
+
+    # -- serving ----------------------------------------------------------------------
+    async def _serve(self, f: Frame) -> Frame:
+        try:
+            if f.code == APPEND:
+                return await self._append(f)
+            if f.code == GET:
+                return self._get(f)
+            if f.code in (METADATA, STATUS):
+                return response_frame(self._metadata(), f.opaque, f.code)
+            req = decode_request(f)
+        except BadMessage as exc:
+            return error_frame(f.opaque, REMOTING_NOT_SUPPORTED if "not a peer request" in str(exc) else 1, str(exc))
+        resp = self.core.handle(req, self.now())
+        self._process()
+        return response_frame(resp, f.opaque, f.code)
+
+    def _metadata(self) -> dict:
+        d = self.core.describe()
+        d["replication"] = d.pop("peers", [])
+        d["code"] = int(Code.SUCCESS)
+        d["address"] = self.cfg.peers[self.cfg.self_id].address
+        d["peers"] = {p: peer.address for p, peer in self.cfg.peers.items()}
+        d["flush"] = self.cfg.flush
+        return d
+
+    async def _append(self, f: Frame) -> Frame:
+        try:
+            count = int(f.ext.get("count", "1"))
+        except ValueError:
+            raise BadMessage("extField 'count' is not an integer") from None
+        if f.ext.get("group", self.cfg.group) != self.cfg.group:
+            return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {self.cfg.group!r}"},
+                                  f.opaque, APPEND)
+        bodies = unpack_bodies(f.body, count)
+        fut = self.loop.create_future()
+        if not self._batch:
+            self.loop.call_soon(self._propose_batch)
+        self._batch.append((bodies, fut))
+        p, code, remark, start, n = await fut
+        out = {"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
+               "remark": remark}
+        if code == Code.SUCCESS:
+            out["entries"] = [[a.index, a.term, a.pos, a.size] for a in p.appended[start:start + n]]
+        return response_frame(out, f.opaque, APPEND)
+
+    def _propose_batch(self) -> None:
+        batch, self._batch = self._batch, []
+        bodies = [b for part, _f in batch for b in part]
+        p = self.core.propose(bodies, self.now())
+        waiters, start = [], 0
+        for part, fut in batch:
+            waiters.append((fut, start, len(part)))
+            start += len(part)
+        self._waiting[id(p)] = (p, waiters)
+        if p.done:
+            self._finish(p)
+        self._process()
+
+    def _get(self, f: Frame) -> Frame:
+        o = _loads(f.body)
+        index, count = _field(o, "index", int), _field(o, "count", int, 1)
+        s = self.store
+        if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
+            return response_frame({"code": int(Code.INDEX_OUT_OF_RANGE),
+                                   "remark": f"index {index} is outside the committed log "
+                                             f"[{s.begin_index}, {s.committed_index}]"}, f.opaque, GET)
+        last = min(s.committed_index, index + max(1, min(count, MAX_GET_COUNT)) - 1)
+        entries, total = [], 0
+        try:
+            for i in range(index, last + 1):
+                e = s.get(i)
+                if entries and total + e.size > MAX_GET_BYTES:
+                    break
+                total += e.size
+                entries.append({"index": e.index, "term": e.term, "pos": e.pos, "magic": e.magic,
+                                "size": e.size, "body": b64(e.body)})
+        except StoreError as exc:
+            return response_frame({"code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
+        return response_frame({"code": int(Code.SUCCESS), "entries": entries}, f.opaque, GET)

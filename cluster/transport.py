@@ -1,0 +1,216 @@
+"""asyncio transport: a frame server and a pipelining client. Only bytes move here.
+
+Server: one reader task per connection; each request frame is handed to the handler in
+its own task (so a slow request does not hold up the ones behind it on the connection),
+and every response is written through one lock and ``drain()``. A frame that cannot be
+decoded closes that connection; nothing a peer sends can stop the server.
+
+Client (:class:`Channel`): one connection per peer, many requests in flight on it, each
+matched to its response by ``opaque`` and timed out on its own. A lost connection fails
+every pending request with :class:`ConnectionLost` (chained with ``from`` the cause); the
+next request reconnects, no sooner than a back-off that doubles up to a cap after each
+failed attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+
+from .wire import DEFAULT_MAX_FRAME, FLAG_RESPONSE, Frame, FrameDecoder, ProtocolError, encode_frame
+
+log = logging.getLogger("dledgerctl.transport")
+
+
+class TransportError(Exception):
+    """A request got no response: the peer is unreachable, slow, or went away."""
+
+
+class RequestTimeout(TransportError):
+    pass
+
+
+class ConnectionLost(TransportError):
+    pass
+
+
+class Unreachable(TransportError):
+    pass
+
+
+class FrameServer:
+    def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        """``handler(frame) -> Frame | None`` (async): the response to send, if any."""
+        self.handler = handler
+        self.max_frame = max_frame
+        self.server: asyncio.base_events.Server | None = None
+        self._conns: set[asyncio.Task] = set()
+
+    async def start(self, host: str, port: int) -> None:
+        self.server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for t in list(self._conns):
+            t.cancel()
+        if self._conns:
+            await asyncio.gather(*self._conns, return_exceptions=True)
+        if self.server is not None:
+            await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._conns.add(task)
+        lock = asyncio.Lock()
+        decoder = FrameDecoder(self.max_frame)
+        inflight: set[asyncio.Task] = set()
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                data = await reader.read(1 << 16)
+                if not data:
+                    break
+                try:
+                    frames = decoder.feed(data)
+                except ProtocolError as exc:
+                    log.warning("closing connection from %s: %s", peer, exc)
+                    break
+                for f in frames:
+                    if f.is_response:
+                        continue  # nobody here asked
+                    t = asyncio.create_task(self._answer(f, writer, lock))
+                    inflight.add(t)
+                    t.add_done_callback(inflight.discard)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # the server is closing; ending quietly keeps asyncio from logging the cancel
+        finally:
+            for t in inflight:
+                t.cancel()
+            writer.close()
+            self._conns.discard(task)
+
+    async def _answer(self, f: Frame, writer: asyncio.StreamWriter, lock: asyncio.Lock) -> None:
+        try:
+            resp = await self.handler(f)
+        except Exception:  # noqa: BLE001 - a handler bug must not take the server down
+            log.exception("request code %s failed", f.code)
+            resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
+        if resp is None:
+            return
+        resp.opaque, resp.flag = f.opaque, resp.flag | FLAG_RESPONSE
+        try:
+            async with lock:
+                writer.write(encode_frame(resp))
+                await writer.drain()
+        except (ConnectionError, RuntimeError):
+            pass
+
+
+class Channel:
+    """A client connection to one address, reconnecting on demand."""
+
+    def __init__(self, host: str, port: int, *, connect_timeout: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME,
+                 backoff_min: float = 0.05, backoff_max: float = 2.0) -> None:
+        self.host, self.port = host, port
+        self.connect_timeout = connect_timeout
+        self.max_frame = max_frame
+        self.backoff_min, self.backoff_max = backoff_min, backoff_max
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._pending: dict[int, asyncio.Future] = {}
+        self._opaque = itertools.count(1)
+        self._connecting: asyncio.Lock | None = None
+        self._write_lock: asyncio.Lock | None = None
+        self.closed = False
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def _connect(self) -> None:
+        if self._connecting is None:
+            self._connecting, self._write_lock = asyncio.Lock(), asyncio.Lock()
+        async with self._connecting:
+            if self._writer is not None:
+                return
+            loop = asyncio.get_running_loop()
+            if loop.time() < self._retry_at:
+                raise Unreachable(f"{self.address} unreachable (retrying in {self._retry_at - loop.time():.2f} s)")
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
+                                                        self.connect_timeout)
+            except (OSError, asyncio.TimeoutError) as exc:
+                self._backoff = min(self.backoff_max, max(self.backoff_min, self._backoff * 2))
+                self._retry_at = loop.time() + self._backoff
+                raise Unreachable(f"cannot connect to {self.address}: {exc or 'timed out'}") from exc
+            self._backoff = 0.0
+            self._writer = writer
+            self._reader_task = asyncio.create_task(self._read(reader, writer))
+
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        decoder = FrameDecoder(self.max_frame)
+        cause: BaseException | None = None
+        try:
+            while True:
+                data = await reader.read(1 << 16)
+                if not data:
+                    break
+                for f in decoder.feed(data):
+                    fut = self._pending.pop(f.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(f)
+        except (ConnectionError, ProtocolError) as exc:
+            cause = exc
+        except asyncio.CancelledError:
+            cause = ConnectionLost("channel closed")
+        finally:
+            if self._writer is writer:
+                self._writer = None
+            writer.close()
+            self._fail_pending(cause)
+
+    def _fail_pending(self, cause: BaseException | None) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                err = ConnectionLost(f"connection to {self.address} lost")
+                err.__cause__ = cause
+                fut.set_exception(err)
+
+    async def request(self, frame: Frame, timeout: float) -> Frame:
+        """Send ``frame`` (its opaque is assigned here) and wait for its response."""
+        if self.closed:
+            raise ConnectionLost(f"channel to {self.address} is closed")
+        await self._connect()
+        frame.opaque = next(self._opaque)
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[frame.opaque] = fut
+        try:
+            async with self._write_lock:
+                writer = self._writer
+                if writer is None:
+                    raise ConnectionLost(f"connection to {self.address} lost")
+                writer.write(encode_frame(frame))
+                await writer.drain()
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RequestTimeout(f"{self.address} did not answer within {timeout:.3g} s") from None
+        except ConnectionError as exc:
+            raise ConnectionLost(f"connection to {self.address} lost: {exc}") from exc
+        finally:
+            self._pending.pop(frame.opaque, None)
+
+    async def close(self) -> None:
+        self.closed = True
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            await asyncio.gather(self._reader_task, return_exceptions=True)
+        if self._writer is not None:
+            self._writer.close()
+        self._fail_pending(None)

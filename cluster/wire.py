@@ -1,0 +1,328 @@
+"""Frames on the wire: RocketMQ remoting framing with DLedger's request codes. Sans-I/O.
+
+A frame is ``int32 length`` (bytes after this field) · ``int32 (serializeType << 24) |
+headerLength`` · header JSON · body. The header holds ``code``, ``flag`` (bit 0 response,
+bit 1 one-way), ``opaque`` (pairs a response with its request), ``remark``, ``extFields``
+(string map), ``language`` and ``version``.
+
+Rules this module keeps:
+
+- Decoding never raises anything but :class:`ProtocolError` (and its subclasses), whatever
+  the bytes: a peer's bad frame becomes an error response or a closed connection.
+- A frame longer than the configured maximum is refused as soon as its length field is
+  seen, before any of it is buffered.
+- Requests carry DLedger's codes (METADATA 50000 ... LEADERSHIP_TRANSFER 51005); our operator
+  requests use 52000 and up. A response's header ``code`` is the remoting status (0 when
+  the request was handled; its body then holds the DLedger response code); non-zero
+  header codes are transport-level refusals with the reason in ``remark``.
+- PUSH carries its scalar fields in ``extFields`` and the entries as raw on-disk bytes in the
+  body, so a follower writes what it receives without re-encoding; every other message
+  is a JSON object body with DLedger's field names.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from dataclasses import dataclass, field
+
+import msgspec
+
+from .rpc import (
+    Code,
+    HeartBeatRequest,
+    HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
+    PushRequest,
+    PushResponse,
+    PushType,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
+
+# DLedgerRequestCode
+METADATA = 50000
+APPEND = 50001
+GET = 50002
+VOTE = 51001
+HEART_BEAT = 51002
+PULL = 51003
+PUSH = 51004
+LEADERSHIP_TRANSFER = 51005
+# ours (operator requests), a range of their own
+STATUS = 52000
+
+# RocketMQ RemotingSysResponseCode, for header codes of responses
+REMOTING_SUCCESS = 0
+REMOTING_SYSTEM_ERROR = 1
+REMOTING_SYSTEM_BUSY = 2
+REMOTING_NOT_SUPPORTED = 3
+
+FLAG_RESPONSE = 1
+FLAG_ONEWAY = 2
+SERIALIZE_JSON = 0
+DEFAULT_MAX_FRAME = 64 << 20
+_LEN = struct.Struct(">i")
+_HDR = struct.Struct(">ii")
+
+
+class ProtocolError(Exception):
+    """A peer sent something that is not a valid frame or message."""
+
+
+class FrameTooLarge(ProtocolError):
+    pass
+
+
+class MalformedFrame(ProtocolError):
+    pass
+
+
+class BadMessage(ProtocolError):
+    """The frame is well formed but its fields are not the message its code names."""
+
+
+class _Header(msgspec.Struct, omit_defaults=True):
+    code: int
+    flag: int = 0
+    opaque: int = 0
+    remark: str | None = None
+    extFields: dict[str, str] | None = None
+    language: str = "PYTHON"
+    version: int = 0
+    serializeTypeCurrentRPC: str | None = None
+
+
+_header_decoder = msgspec.json.Decoder(_Header)
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass
+class Frame:
+    code: int
+    opaque: int = 0
+    flag: int = 0
+    remark: str = ""
+    ext: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE)
+
+
+def encode_frame(f: Frame) -> bytes:
+    header = _encoder.encode(_Header(f.code, f.flag, f.opaque, f.remark or None, f.ext or None))
+    return b"".join((_HDR.pack(4 + len(header) + len(f.body), (SERIALIZE_JSON << 24) | len(header)), header, f.body))
+
+
+class FrameDecoder:
+    """Bytes in (any split), frames out. Keeps at most one partial frame."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self._buf += data
+        out = []
+        buf = self._buf
+        while len(buf) >= 4:
+            (length,) = _LEN.unpack_from(buf, 0)
+            if length > self.max_frame:
+                raise FrameTooLarge(f"frame of {length} bytes is above the {self.max_frame}-byte limit")
+            if length < 4:
+                raise MalformedFrame(f"frame length {length} is too small")
+            if len(buf) < 4 + length:
+                break
+            out.append(decode_frame_body(bytes(buf[4 : 4 + length])))
+            del buf[: 4 + length]
+        return out
+
+
+def decode_frame_body(data: bytes) -> Frame:
+    """One frame without its leading length field."""
+    (mark,) = _LEN.unpack_from(data, 0)
+    kind, hlen = (mark >> 24) & 0xFF, mark & 0xFFFFFF
+    if kind != SERIALIZE_JSON:
+        raise MalformedFrame(f"serialize type {kind} is not supported (JSON only)")
+    if hlen > len(data) - 4:
+        raise MalformedFrame(f"header length {hlen} exceeds the frame ({len(data) - 4} bytes)")
+    try:
+        h = _header_decoder.decode(data[4 : 4 + hlen])
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise MalformedFrame(f"bad header: {exc}") from None
+    return Frame(h.code, h.opaque, h.flag, h.remark or "", dict(h.extFields or {}), data[4 + hlen :])
+
+
+# -- messages <-> frames ------------------------------------------------------------------
+
+def _json(obj: dict) -> bytes:
+    return _encoder.encode(obj)
+
+
+def _loads(body: bytes) -> dict:
+    try:
+        obj = msgspec.json.decode(body) if body else {}
+    except msgspec.DecodeError as exc:
+        raise BadMessage(f"body is not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise BadMessage("body is not a JSON object")
+    return obj
+
+
+def _field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
+    value = obj.get(name, default)
+    if value is msgspec.NODEFAULT:
+        raise BadMessage(f"missing field {name!r}")
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise BadMessage(f"field {name!r} must be an integer")
+    if kind is str and value is not None and not isinstance(value, str):
+        raise BadMessage(f"field {name!r} must be a string")
+    if kind is bool and not isinstance(value, bool):
+        raise BadMessage(f"field {name!r} must be true or false")
+    return value
+
+
+def _ext_int(ext: dict, name: str) -> int:
+    try:
+        return int(ext[name])
+    except KeyError:
+        raise BadMessage(f"missing extField {name!r}") from None
+    except ValueError:
+        raise BadMessage(f"extField {name!r} is not an integer") from None
+
+
+def request_frame(req, opaque: int) -> Frame:
+    """A peer request (cluster/rpc.py) as a frame."""
+    if isinstance(req, PushRequest):
+        ext = {"group": req.group, "leaderId": req.leader_id, "term": str(req.term), "type": str(req.type),
+               "commitIndex": str(req.commit_index), "firstEntryIndex": str(req.first_index),
+               "count": str(req.count)}
+        return Frame(PUSH, opaque, ext=ext, body=bytes(req.entries))
+    if isinstance(req, VoteRequest):
+        return Frame(VOTE, opaque, body=_json({
+            "group": req.group, "leaderId": req.leader_id, "term": req.term,
+            "ledgerEndIndex": req.ledger_end_index, "ledgerEndTerm": req.ledger_end_term,
+            "preVote": req.pre_vote, "takeLeadership": req.take_leadership}))
+    if isinstance(req, HeartBeatRequest):
+        return Frame(HEART_BEAT, opaque, body=_json({"group": req.group, "leaderId": req.leader_id, "term": req.term}))
+    if isinstance(req, LeadershipTransferRequest):
+        return Frame(LEADERSHIP_TRANSFER, opaque, body=_json({
+            "group": req.group, "leaderId": req.leader_id, "transfereeId": req.transferee, "term": req.term,
+            "take": req.take}))
+    raise TypeError(f"not a peer request: {type(req).__name__}")
+
+
+def decode_request(f: Frame):
+    """A peer request frame as a cluster/rpc.py request; BadMessage if it is not one."""
+    if f.code == PUSH:
+        e = f.ext
+        try:
+            kind = PushType(e.get("type", ""))
+        except ValueError:
+            raise BadMessage(f"unknown push type {e.get('type')!r}") from None
+        return PushRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"), kind,
+                           _ext_int(e, "commitIndex"), _ext_int(e, "firstEntryIndex"), _ext_int(e, "count"), f.body)
+    o = _loads(f.body)
+    if f.code == VOTE:
+        return VoteRequest(_field(o, "group", str), _field(o, "leaderId", str), _field(o, "term", int),
+                           _field(o, "ledgerEndIndex", int), _field(o, "ledgerEndTerm", int),
+                           _field(o, "preVote", bool, False), _field(o, "takeLeadership", bool, False))
+    if f.code == HEART_BEAT:
+        return HeartBeatRequest(_field(o, "group", str), _field(o, "leaderId", str), _field(o, "term", int))
+    if f.code == LEADERSHIP_TRANSFER:
+        return LeadershipTransferRequest(_field(o, "group", str), _field(o, "leaderId", str),
+                                         _field(o, "transfereeId", str), _field(o, "term", int),
+                                         _field(o, "take", bool, False))
+    raise BadMessage(f"request code {f.code} is not a peer request")
+
+
+def response_frame(resp, opaque: int, request_code: int) -> Frame:
+    if isinstance(resp, VoteResponse):
+        body = {"term": resp.term, "voteResult": str(resp.vote_result), "code": int(resp.code)}
+    elif isinstance(resp, HeartBeatResponse):
+        body = {"term": resp.term, "code": int(resp.code), "leaderId": resp.leader_id}
+    elif isinstance(resp, PushResponse):
+        body = {"term": resp.term, "code": int(resp.code), "index": resp.index, "count": resp.count,
+                "beginIndex": resp.begin_index, "endIndex": resp.end_index, "xTerm": resp.x_term,
+                "xIndex": resp.x_index, "remark": resp.remark}
+    elif isinstance(resp, LeadershipTransferResponse):
+        body = {"term": resp.term, "code": int(resp.code), "remark": resp.remark}
+    elif isinstance(resp, dict):
+        body = resp
+    else:
+        raise TypeError(f"not a response: {type(resp).__name__}")
+    return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=_json(body))
+
+
+def _code(o: dict) -> Code:
+    try:
+        return Code(_field(o, "code", int))
+    except ValueError:
+        return Code.UNKNOWN
+
+
+def decode_response(f: Frame, request_code: int):
+    """The response to a request of ``request_code``; BadMessage if it does not fit."""
+    if f.code != REMOTING_SUCCESS:
+        raise BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
+    o = _loads(f.body)
+    if request_code == VOTE:
+        try:
+            result = VoteResult(_field(o, "voteResult", str))
+        except ValueError:
+            result = VoteResult.UNKNOWN
+        return VoteResponse(_field(o, "term", int), result, _code(o))
+    if request_code == HEART_BEAT:
+        return HeartBeatResponse(_field(o, "term", int), _code(o), _field(o, "leaderId", str, None))
+    if request_code == PUSH:
+        return PushResponse(_field(o, "term", int), _code(o), _field(o, "index", int, -1), _field(o, "count", int, 0),
+                            _field(o, "beginIndex", int, -1), _field(o, "endIndex", int, -1),
+                            _field(o, "xTerm", int, -1), _field(o, "xIndex", int, -1), _field(o, "remark", str, ""))
+    if request_code == LEADERSHIP_TRANSFER:
+        return LeadershipTransferResponse(_field(o, "term", int), _code(o), _field(o, "remark", str, ""))
+    return o
+
+
+def error_frame(opaque: int, code: int, remark: str) -> Frame:
+    return Frame(code, opaque, FLAG_RESPONSE, remark)
+
+
+def request_code_of(req) -> int:
+    return {PushRequest: PUSH, VoteRequest: VOTE, HeartBeatRequest: HEART_BEAT,
+            LeadershipTransferRequest: LEADERSHIP_TRANSFER}[type(req)]
+
+
+# -- client requests (APPEND, GET, METADATA) ---------------------------------------------
+# APPEND: body = the entry bodies, each as int32 length + bytes; extFields group, count.
+# Response body JSON: code, term, leaderId, index (first), entries [[index, term, pos, size]].
+# GET: JSON {"group", "index", "count"}; response JSON with entries [{index, term, pos, magic,
+# body (base64)}].
+
+_BODY_LEN = struct.Struct(">i")
+
+
+def pack_bodies(bodies) -> bytes:
+    return b"".join(_BODY_LEN.pack(len(b)) + bytes(b) for b in bodies)
+
+
+def unpack_bodies(data: bytes, count: int) -> list[bytes]:
+    out, off, n = [], 0, len(data)
+    while off < n:
+        if n - off < 4:
+            raise BadMessage("APPEND body ends inside a length field")
+        (size,) = _BODY_LEN.unpack_from(data, off)
+        if size < 0 or off + 4 + size > n:
+            raise BadMessage(f"APPEND body {len(out)} has a bad length {size}")
+        out.append(data[off + 4 : off + 4 + size])
+        off += 4 + size
+    if len(out) != count:
+        raise BadMessage(f"APPEND says {count} bodies but carries {len(out)}")
+    return out
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")

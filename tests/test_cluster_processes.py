@@ -1,0 +1,164 @@
+"""Real node processes on 127.0.0.1, driven through the real command line.
+
+Every wait polls a condition under a deadline; nothing sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port_base(n: int) -> int:
+    """A base port with n consecutive free ports (checked by binding)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n >= 65535:
+            continue
+        socks = []
+        try:
+            for k in range(n):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", base + k))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free ports")
+
+
+def cli(*args, timeout=60, input=None):
+    env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, input=input)
+
+
+def wait_for(cond, deadline_s: float, what: str):
+    end = time.monotonic() + deadline_s
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def status(base):
+    r = cli("cluster", "status", "--base-dir", base, "--format", "json", "--timeout", "1")
+    return json.loads(r.stdout) if r.stdout.strip() else []
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    base = str(tmp_path / "c")
+    port = free_port_base(3)
+    r = cli("cluster", "up", "--base-dir", base, "--port-base", str(port), "--format", "json", "--wait", "40")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) == 3 and sum(x["role"] == "leader" for x in rows) == 1
+    yield base
+    with open(os.path.join(base, "cluster.json")) as fh:
+        rec = json.load(fh)
+    d = cli("cluster", "down", "--base-dir", base, "--format", "json")
+    assert d.returncode == 0, d.stderr
+    for n in rec["nodes"]:  # nothing recorded survives 'down'
+        assert not os.path.exists(f"/proc/{n['pid']}") or open(f"/proc/{n['pid']}/cmdline", "rb").read() == b""
+
+
+def test_append_get_failover_and_down(cluster):
+    base = cluster
+    r = cli("append", "--base-dir", base, "-d", "hello", "-d", "world", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    appended = json.loads(r.stdout)
+    assert [a["index"] for a in appended] == [1, 2]  # index 0 is the leader's no-op
+    r = cli("get", "--base-dir", base, "-i", "1", "-c", "2", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert [(e["index"], e["body"]) for e in json.loads(r.stdout)] == [(1, "hello"), (2, "world")]
+    lines = "\n".join(f"line {k}" for k in range(100)) + "\n"
+    r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--batch", "16", "--format", "json", input=lines)
+    assert r.returncode == 0, r.stderr
+    assert [a["index"] for a in json.loads(r.stdout)] == list(range(3, 103))
+
+    # kill the leader hard: the other two elect a new one and keep committing
+    rows = status(base)
+    leader = next(x for x in rows if x["role"] == "leader")
+    with open(os.path.join(base, "cluster.json")) as fh:
+        pid = next(n["pid"] for n in json.load(fh)["nodes"] if n["id"] == leader["id"])
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: any(x.get("role") == "leader" and x["id"] != leader["id"] for x in status(base)), 30,
+             "a new leader")
+    r = cli("append", "--base-dir", base, "-d", "after failover", "--format", "json", "--timeout", "10")
+    assert r.returncode == 0, r.stderr
+    idx = json.loads(r.stdout)[0]["index"]
+    r = cli("get", "--base-dir", base, "-i", str(idx), "--format", "json")
+    assert json.loads(r.stdout)[0]["body"] == "after failover"
+    st = cli("cluster", "status", "--base-dir", base, "--format", "json")
+    assert st.returncode == 1  # one node is down
+    assert sorted(x["state"] for x in json.loads(st.stdout)) == ["down", "up", "up"]
+
+    # the surviving replicas hold identical files up to the end (offline diff)
+    up = [x["id"] for x in json.loads(st.stdout) if x["state"] == "up"]
+    d = cli("store", "diff", os.path.join(base, f"dledger-{up[0]}"), os.path.join(base, f"dledger-{up[1]}"),
+            "--format", "json")
+    assert d.returncode in (0, 1), d.stderr
+
+
+def test_a_node_survives_garbage_and_oversized_frames(cluster):
+    base = cluster
+    with open(os.path.join(base, "cluster.json")) as fh:
+        node = json.load(fh)["nodes"][0]
+    host, port = node["address"].split(":")
+    for junk in (b"\x00\x00\x00\x10garbage-garbage!", struct.pack(">i", 1 << 30) + b"x" * 100,
+                 struct.pack(">ii", 12, 4) + b"{bad", b"\xff" * 64):
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(junk)
+            s.settimeout(5)
+            try:
+                s.recv(100)  # the node answers or closes; it must not die
+            except (socket.timeout, ConnectionError):
+                pass
+    wait_for(lambda: all(x["state"] == "up" for x in status(base)), 10, "all nodes up")
+    r = cli("append", "--base-dir", base, "-d", "still fine", "--format", "json")
+    assert r.returncode == 0, r.stderr
+
+
+def test_bad_options_and_unreachable_peers(tmp_path):
+    r = cli("node", "start", "--id", "n9", "--peers", "n0-127.0.0.1:1")
+    assert r.returncode == 2 and r.stderr.startswith("Error: self id 'n9' is not in peers")
+    r = cli("node", "start", "--id", "n0", "--peers", "n0-127.0.0.1")
+    assert r.returncode == 2 and "not ID-HOST:PORT" in r.stderr
+    port = free_port_base(1)
+    t = time.monotonic()
+    r = cli("append", "--peers", f"n0-127.0.0.1:{port}", "-d", "x", "--timeout", "1.5")
+    assert r.returncode == 1 and r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
+    assert time.monotonic() - t < 20
+    r = cli("get", "--base-dir", str(tmp_path), "-i", "0")
+    assert r.returncode == 2 and "no cluster recorded" in r.stderr
+    r = cli("cluster", "down", "--base-dir", str(tmp_path))
+    assert r.returncode == 1 and r.stderr.startswith("Error: no cluster record")
+
+
+def test_second_node_on_the_same_directory_is_refused(cluster):
+    base = cluster
+    with open(os.path.join(base, "cluster.json")) as fh:
+        rec = json.load(fh)
+    r = cli("node", "start", "--id", "n0", "--peers", rec["peers"], "--store-base-dir", base, timeout=30)
+    assert r.returncode == 1 and "in use by another process" in r.stderr
+    r = cli("store", "truncate", os.path.join(base, "dledger-n1"), "--from-index", "0", "--yes", "--force")
+    assert r.returncode == 1 and "in use by another process" in r.stderr
