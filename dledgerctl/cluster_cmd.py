@@ -148,7 +148,13 @@ def cluster_up(
         typer.echo(f"peers: {rec['peers']}")
     render(rows, fmt, columns=STATUS_COLUMNS if fmt in (Format.table, Format.csv) else None)
     if fmt == Format.table:
-        typer.echo(f"\nlogs: {os.path.join(base_dir, 'logs')}   stop with: dledgerctl cluster down --base-dir {base_dir}")
+        at = "" if base_dir == DEFAULT_BASE_DIR else f" --base-dir {base_dir}"
+        typer.echo(f"\nlogs in {os.path.join(base_dir, 'logs')}; try next:\n"
+                   f"  dledgerctl append{at} -d hello -d world      # commit two entries\n"
+                   f"  dledgerctl get{at} -i 1 -c 2                 # read them back\n"
+                   f"  dledgerctl cluster status{at}               # roles, terms, indexes\n"
+                   f"  dledgerctl store verify {os.path.join(base_dir, 'dledger-n0')}   # check a replica's files\n"
+                   f"  dledgerctl cluster down{at}                 # stop the nodes")
 
 
 @cluster_app.command("down")
