@@ -154,6 +154,11 @@ class Dispatcher:
             self._appended(req, resp)
         elif resp.code == Code.SUCCESS and resp.end_index < self.watermark:
             self._lost_entries(resp.end_index)
+        elif resp.code == Code.INCONSISTENT_STATE and req.type == PushType.COMMIT:
+            # the follower has not compared its log with ours (it restarted): compare again
+            self.state, self.compare_index = DispatchState.COMPARE, min(self.watermark, resp.end_index)
+            self.inflight.clear()
+            self.last_error = f"commit: {resp.remark or 'follower asks for a compare'}"
         if (resp.code == Code.SUCCESS and self.state == DispatchState.COMMIT
                 and self.watermark == self.store.end_index < resp.end_index):
             # caught up, yet the follower holds entries past our end (a deposed leader's):

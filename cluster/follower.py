@@ -14,7 +14,9 @@ term; see core.py):
   the leader resends from there; a batch that overlaps what is stored (a resend) is
   compared entry by entry: equal entries are skipped, the first different one and all
   after it are replaced.
-- COMMIT (and every push) moves the commit index to ``min(leader commit, matched)``. DLedger
+- COMMIT (and every push) moves the commit index to ``min(leader commit, matched)``. A
+  COMMIT that finds ``matched`` below what it could commit (the node restarted since the
+  leader's last compare) is answered INCONSISTENT_STATE, so the leader compares again. DLedger
   uses the local end instead of ``matched``, which can mark a deposed leader's entries
   committed before the new leader's compare removes them; ``matched`` cannot.
 - Committed entries are never truncated: a request that would is refused, not obeyed.
@@ -44,6 +46,10 @@ class FollowerLog:
                 resp = self._truncate(req)
             elif req.type == PushType.APPEND:
                 resp = self._append(req)
+            elif self.matched < min(req.commit_index, self.store.end_index):
+                # e.g. restarted since the leader last compared: it must compare again
+                # before this node can commit what it holds
+                resp = self._reply(req, Code.INCONSISTENT_STATE, remark="log not yet compared with this leader")
             else:
                 resp = self._reply(req, Code.SUCCESS)
         except (StoreError, ValueError) as exc:

@@ -84,7 +84,7 @@ class BadMessage(ProtocolError):
     """The frame is well formed but its fields are not the message its code names."""
 
 
-class _Header(msgspec.Struct, omit_defaults=True):
+class _Header(msgspec.Struct):
     code: int
     flag: int = 0
     opaque: int = 0
@@ -114,7 +114,12 @@ class Frame:
 
 
 def encode_frame(f: Frame) -> bytes:
-    header = _encoder.encode(_Header(f.code, f.flag, f.opaque, f.remark or None, f.ext or None))
+    h = {"code": f.code, "flag": f.flag, "opaque": f.opaque, "language": "PYTHON", "version": 0}
+    if f.remark:
+        h["remark"] = f.remark
+    if f.ext:
+        h["extFields"] = f.ext
+    header = _encoder.encode(h)
     return b"".join((_HDR.pack(4 + len(header) + len(f.body), (SERIALIZE_JSON << 24) | len(header)), header, f.body))
 
 
@@ -152,7 +157,7 @@ def decode_frame_body(data: bytes) -> Frame:
         raise MalformedFrame(f"header length {hlen} exceeds the frame ({len(data) - 4} bytes)")
     try:
         h = _header_decoder.decode(data[4 : 4 + hlen])
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"bad header: {exc}") from None
     return Frame(h.code, h.opaque, h.flag, h.remark or "", dict(h.extFields or {}), data[4 + hlen :])
 
@@ -166,7 +171,7 @@ def _json(obj: dict) -> bytes:
 def _loads(body: bytes) -> dict:
     try:
         obj = msgspec.json.decode(body) if body else {}
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise BadMessage(f"body is not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise BadMessage("body is not a JSON object")

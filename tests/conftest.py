@@ -188,3 +188,13 @@ def write_project_store(node, *, count=80, terms=(1, 1, 2, 3), data_file_size=40
         s.set_committed(count - 1 if committed is None else committed)
         raw = [s.get_bytes(i) for i in range(count)]
     return raw
+
+
+def pytest_addoption(parser):
+    parser.addoption("--seeds", type=int, default=200,
+                     help="how many seeds the random cluster simulation runs (tests/test_cluster_sim.py)")
+
+
+def pytest_generate_tests(metafunc):
+    if "sim_seed" in metafunc.fixturenames:
+        metafunc.parametrize("sim_seed", range(metafunc.config.getoption("seeds")))

@@ -7,7 +7,13 @@ same seed gives the same run. Invariants are checked as the run goes:
 
 - election safety: at most one leader per term;
 - log safety: every entry a node holds as committed is byte-identical to the entry any
-  other node committed at that index, and a node's committed index never goes back.
+  other node committed at that index, and a node's committed index never goes back and
+  never exceeds its log's end.
+
+Stores can lose what they did not flush when their node crashes (``crash(lose=True)``);
+with ``flush="sync"`` every acknowledged entry was flushed first, so nothing committed may
+be lost. ``random_run(seed)`` is the scenario the seed tests use; replay one with
+``python tests/sim.py --seed N`` (add ``-v`` for the nodes' notes).
 """
 
 from __future__ import annotations
@@ -25,6 +31,41 @@ from store.memstore import MemoryStore
 
 class InvariantBroken(AssertionError):
     pass
+
+
+class SimStore(MemoryStore):
+    """A memory store that knows what it flushed, so a crash can lose the rest."""
+
+    def __init__(self, sync: bool) -> None:
+        super().__init__(data_file_size=1 << 20)
+        self.sync = sync
+        self.durable = -1  # entries up to here survive a crash
+
+    def append_leader(self, bodies, term, magic=1):
+        out = super().append_leader(bodies, term, magic)
+        if self.sync:
+            self.flush()
+        return out
+
+    def append_follower(self, raw):
+        try:
+            return super().append_follower(raw)
+        finally:
+            if self.sync:
+                self.flush()
+
+    def flush(self) -> None:
+        self.durable = self.end_index
+
+    def truncate(self, from_index: int, *, force: bool = False) -> int:
+        n = super().truncate(from_index, force=force)
+        self.durable = min(self.durable, self.end_index)
+        return n
+
+    def lose_unflushed(self) -> int:
+        if self.end_index <= self.durable or self.begin_index < 0:
+            return 0
+        return super().truncate(max(self.durable + 1, self.begin_index), force=True)
 
 
 @dataclass
@@ -50,7 +91,7 @@ class Sim:
         self.ids = [f"n{i}" for i in range(n)]
         peers = parse_peers(";".join(f"{i}-127.0.0.1:{20911 + k}" for k, i in enumerate(self.ids)))
         self.configs = {i: NodeConfig("sim", i, peers, **cfg) for i in self.ids}
-        self.stores = {i: MemoryStore(data_file_size=1 << 20) for i in self.ids}
+        self.stores = {i: SimStore(cfg.get("flush", "async") == "sync") for i in self.ids}
         self.terms = {i: MemoryTermStore() for i in self.ids}
         self.now = 0
         self.tick_ms = tick_ms
@@ -103,8 +144,11 @@ class Sim:
         self.blocked = set()
 
     # -- nodes ------------------------------------------------------------------------
-    def crash(self, node: str) -> None:
+    def crash(self, node: str, lose: bool = False) -> None:
+        """Stop a node; with ``lose``, its store also drops what it had not flushed."""
         self.nodes[node] = None
+        if lose and self.stores[node].lose_unflushed():
+            self.seen_committed[node] = min(self.seen_committed[node], self.stores[node].committed_index)
 
     def restart(self, node: str) -> None:
         self.nodes[node] = RaftCore(self.configs[node], self.stores[node], self.terms[node],
@@ -208,6 +252,8 @@ class Sim:
                     raise InvariantBroken(f"two leaders in term {m.term}: {other} and {i}")
             store = self.stores[i]
             c = store.committed_index
+            if c > store.end_index:
+                raise InvariantBroken(f"{i}: committed index {c} is past the log's end {store.end_index}")
             if c < self.seen_committed[i]:
                 raise InvariantBroken(f"{i}: committed index went back from {self.seen_committed[i]} to {c}")
             for idx in range(self.seen_committed[i] + 1, c + 1):
@@ -224,3 +270,81 @@ class Sim:
             return False
         end = ends.pop() if upto is None else upto
         return all(len({self.stores[i].get_bytes(k) for i in live}) == 1 for k in range(0, end + 1))
+
+
+def random_run(seed: int, *, verbose: bool = False) -> Sim:
+    """A seeded random life of a 3- or 5-node cluster: appends, partitions, loss,
+    duplicates, reordering, crashes and restarts (losing unflushed data when flush=sync).
+    Invariants are checked at every tick; at the end the network heals, every node comes
+    back, and every acknowledged append must be in every node's log."""
+    rng = random.Random(seed)
+    n = rng.choice((3, 5))
+    flush = rng.choice(("async", "sync"))
+    net = NetConfig(delay=(1, rng.choice((3, 20, 60))), drop=rng.choice((0.0, 0.03, 0.1)),
+                    duplicate=rng.choice((0.0, 0.05)), rpc_timeout=800)
+    sim = Sim(n, seed=seed, net=net, flush=flush)
+    proposals = []
+    try:
+        for step in range(rng.randint(8, 16)):
+            action = rng.random()
+            live = [i for i, node in sim.nodes.items() if node is not None]
+            down = [i for i in sim.ids if i not in live]
+            leader = sim.leader()
+            if action < 0.45 and leader is not None:
+                proposals.append(sim.propose(leader, [b"s%d-%d-%d" % (seed, step, k) for k in range(rng.randint(1, 8))]))
+            elif action < 0.6:
+                ids = list(sim.ids)
+                rng.shuffle(ids)
+                cut = rng.randint(1, n - 1)
+                sim.partition(ids[:cut], ids[cut:])
+            elif action < 0.7:
+                sim.heal()
+            elif action < 0.85 and len(down) < n // 2 and live:
+                sim.crash(rng.choice(live), lose=flush == "sync" and rng.random() < 0.5)
+            elif down:
+                sim.restart(rng.choice(down))
+            sim.run(rng.randint(50, 2500))
+        sim.heal()
+        for i in sim.ids:
+            if sim.nodes[i] is None:
+                sim.restart(i)
+        sim.run_until(lambda: sim.leader() is not None, 30_000)
+        final = sim.propose(sim.leader(), [b"final-%d" % seed])
+        sim.run_until(lambda: final.done, 30_000)
+        if final.code is None or final.code.name != "SUCCESS":
+            final = sim.propose(sim.leader(), [b"final-%d" % seed]) if sim.leader() else final
+            sim.run_until(lambda: final.done, 30_000)
+        sim.run_until(lambda: sim.logs_equal() and len({st.committed_index for st in sim.stores.values()}) == 1,
+                      30_000)
+        log = [e.body for e in sim.stores[sim.ids[0]].entries()]
+        for p in proposals + [final]:
+            if p.code is not None and p.code.name == "SUCCESS":
+                got = log[p.first_index : p.last_index + 1]
+                want = [sim.stores[sim.ids[0]].get(i).body for i in range(p.first_index, p.last_index + 1)]
+                if got != want or len(got) != p.count:
+                    raise InvariantBroken(f"acknowledged append {p.first_index}..{p.last_index} is not in the log")
+                for a in p.appended:
+                    if sim.stores[sim.ids[0]].get(a.index).term != a.term:
+                        raise InvariantBroken(f"acknowledged entry {a.index} was replaced")
+    except AssertionError as exc:
+        raise type(exc)(f"seed {seed}: {exc}\n  replay: python tests/sim.py --seed {seed} -v") from exc
+    finally:
+        if verbose:
+            for t, node, text in sim.notes:
+                print(f"{t:>8} {node} {text}")
+    return sim
+
+
+if __name__ == "__main__":  # python tests/sim.py --seed N [-v]
+    import argparse
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap = argparse.ArgumentParser(description="Replay one seeded cluster simulation.")
+    ap.add_argument("--seed", type=int, required=True)
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    done = random_run(args.seed, verbose=args.verbose)
+    print(f"seed {args.seed}: ok, {len(done.ids)} nodes, end index {done.stores[done.ids[0]].end_index}, "
+          f"{len(done.leaders)} terms with a leader")

@@ -137,6 +137,30 @@ def test_a_node_survives_garbage_and_oversized_frames(cluster):
     r = cli("append", "--base-dir", base, "-d", "still fine", "--format", "json")
     assert r.returncode == 0, r.stderr
 
+    # well-formed frames the node must refuse with an answer: an unknown code, a wrong group
+    from cluster.rpc import Code, VoteRequest
+    from cluster.wire import FrameDecoder, Frame, encode_frame, request_frame
+
+    def ask(frame):
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(encode_frame(frame))
+            dec, got = FrameDecoder(), []
+            while not got:
+                chunk = s.recv(65536)
+                assert chunk, "connection closed instead of an answer"
+                got = dec.feed(chunk)
+            return got[0]
+
+    unknown = ask(Frame(59999, opaque=77))
+    assert unknown.is_response and unknown.opaque == 77 and unknown.code != 0 and unknown.remark
+    wrong = ask(request_frame(VoteRequest("not-our-group", "n1", 99, 10**6, 99), 78))
+    assert json.loads(wrong.body)["code"] == Code.UNKNOWN_GROUP
+    stranger = ask(request_frame(VoteRequest(json.load(open(os.path.join(base, "cluster.json")))["group"],
+                                             "intruder", 99, 10**6, 99), 79))
+    assert json.loads(stranger.body)["code"] == Code.UNKNOWN_MEMBER
+    st = status(base)
+    assert sum(x.get("role") == "leader" for x in st) == 1 and all(x.get("term", 0) < 99 for x in st)
+
 
 def test_bad_options_and_unreachable_peers(tmp_path):
     r = cli("node", "start", "--id", "n9", "--peers", "n0-127.0.0.1:1")

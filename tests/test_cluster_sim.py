@@ -197,3 +197,10 @@ def test_same_seed_same_run():
         return [(t, n, s) for t, n, s in sim.notes], [st.end_index for st in sim.stores.values()]
 
     assert trace(12) == trace(12)
+
+
+def test_random_runs(sim_seed):
+    """``--seeds N`` runs N of these (200 by default); a failure names the replay command."""
+    from sim import random_run
+
+    random_run(sim_seed)

@@ -1,0 +1,165 @@
+"""The frame codec (cluster/wire.py): exact layout, round trips, streaming, limits, fuzz."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cluster.rpc import (
+    Code,
+    HeartBeatRequest,
+    HeartBeatResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
+    PushRequest,
+    PushResponse,
+    PushType,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+    split_entries,
+)
+from cluster.wire import (
+    FLAG_RESPONSE,
+    PUSH,
+    VOTE,
+    BadMessage,
+    Frame,
+    FrameDecoder,
+    FrameTooLarge,
+    MalformedFrame,
+    ProtocolError,
+    decode_request,
+    decode_response,
+    encode_frame,
+    pack_bodies,
+    request_code_of,
+    request_frame,
+    response_frame,
+    unpack_bodies,
+)
+from store.format import encode_entry
+
+ENTRIES = b"".join(encode_entry(b"body%d" % i * i, index=5 + i, term=2, pos=1000 + 60 * i) for i in range(3))
+REQUESTS = [
+    VoteRequest("g", "n1", 7, 41, 6, pre_vote=True),
+    VoteRequest("g", "n2", 8, -1, -1, take_leadership=True),
+    HeartBeatRequest("g", "n0", 3),
+    PushRequest("g", "n0", 4, PushType.APPEND, 3, 5, 3, ENTRIES),
+    PushRequest("g", "n0", 4, PushType.COMMIT, 9),
+    PushRequest("g", "n0", 4, PushType.COMPARE, 9, -1, 0, b""),
+    LeadershipTransferRequest("g", "n0", "n2", 4, take=True),
+]
+RESPONSES = [
+    (VoteRequest, VoteResponse(7, VoteResult.REJECT_ALREADY_VOTED)),
+    (HeartBeatRequest, HeartBeatResponse(3, Code.EXPIRED_TERM, "n2")),
+    (PushRequest, PushResponse(4, Code.INCONSISTENT_STATE, 5, 3, 0, 11, 2, 4, "why")),
+    (LeadershipTransferRequest, LeadershipTransferResponse(4, Code.NOT_LEADER, "leader is n1")),
+]
+
+
+def test_frame_layout_is_rocketmq_remoting():
+    raw = encode_frame(Frame(51002, opaque=7, body=b"xyz"))
+    length, mark = struct.unpack_from(">ii", raw)
+    header_len = mark & 0xFFFFFF
+    assert mark >> 24 == 0  # JSON header
+    assert length == len(raw) - 4 == 4 + header_len + 3
+    header = json.loads(raw[8 : 8 + header_len])
+    assert header["code"] == 51002 and header["opaque"] == 7 and header["flag"] == 0
+    assert raw[8 + header_len :] == b"xyz"
+
+
+@pytest.mark.parametrize("req", REQUESTS, ids=lambda r: f"{type(r).__name__}")
+def test_requests_round_trip(req):
+    frames = FrameDecoder().feed(encode_frame(request_frame(req, 42)))
+    assert len(frames) == 1 and frames[0].opaque == 42 and frames[0].code == request_code_of(req)
+    assert decode_request(frames[0]) == req
+
+
+@pytest.mark.parametrize("kind,resp", RESPONSES, ids=lambda r: getattr(r, "__name__", type(r).__name__))
+def test_responses_round_trip(kind, resp):
+    code = request_code_of(next(r for r in REQUESTS if type(r) is kind))
+    f = FrameDecoder().feed(encode_frame(response_frame(resp, 9, code)))[0]
+    assert f.is_response and f.opaque == 9
+    assert decode_response(f, code) == resp
+
+
+def test_push_body_is_raw_entries():
+    f = request_frame(REQUESTS[3], 1)
+    assert f.code == PUSH and f.body == ENTRIES and f.ext["firstEntryIndex"] == "5"
+    assert [s[2] for s in split_entries(f.body)] == [5, 6, 7]
+    for bad in (ENTRIES[:-1], ENTRIES + b"\0" * 10, ENTRIES[:48 * 2] + ENTRIES[60:]):
+        with pytest.raises(ValueError):
+            split_entries(bad)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(cuts=st.lists(st.integers(1, 400), max_size=30))
+def test_streaming_any_split(cuts):
+    stream = b"".join(encode_frame(request_frame(r, i)) for i, r in enumerate(REQUESTS))
+    dec, got, pos = FrameDecoder(), [], 0
+    for c in cuts + [len(stream)]:
+        got += dec.feed(stream[pos : pos + c])
+        pos += c
+    got += dec.feed(stream[pos:])
+    assert [decode_request(f) for f in got] == REQUESTS
+
+
+def test_oversized_frame_refused_from_its_length_alone():
+    dec = FrameDecoder(max_frame=1024)
+    with pytest.raises(FrameTooLarge):
+        dec.feed(struct.pack(">i", 1025))
+    with pytest.raises(MalformedFrame):
+        FrameDecoder().feed(struct.pack(">i", 2) + b"xx")
+
+
+def test_client_append_bodies():
+    bodies = [b"", b"a", b"x" * 300]
+    assert unpack_bodies(pack_bodies(bodies), 3) == bodies
+    for data, n in ((pack_bodies(bodies), 2), (pack_bodies(bodies)[:-1], 3), (b"\xff\xff\xff\xff", 1), (b"\0\0", 1)):
+        with pytest.raises(BadMessage):
+            unpack_bodies(data, n)
+
+
+def _decode_everything(data: bytes) -> None:
+    for f in FrameDecoder(max_frame=1 << 16).feed(data):
+        try:
+            decode_request(f)
+        except BadMessage:
+            pass
+        for code in (VOTE, PUSH, 51002, 51005, 50000):
+            try:
+                decode_response(f, code)
+            except BadMessage:
+                pass
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.binary(max_size=300))
+def test_random_bytes_raise_only_protocol_errors(data):
+    try:
+        _decode_everything(data)
+    except ProtocolError:
+        pass
+
+
+VALID = b"".join(encode_frame(request_frame(r, i)) for i, r in enumerate(REQUESTS)) + b"".join(
+    encode_frame(response_frame(r, 5, request_code_of(next(q for q in REQUESTS if type(q) is k)))) for k, r in RESPONSES)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(edits=st.lists(st.tuples(st.integers(0, len(VALID) - 1), st.integers(0, 255)), min_size=1, max_size=6))
+def test_mutated_frames_raise_only_protocol_errors(edits):
+    data = bytearray(VALID)
+    for where, value in edits:
+        data[where] = value
+    try:
+        _decode_everything(bytes(data))
+    except ProtocolError:
+        pass
