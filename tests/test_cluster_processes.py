@@ -186,3 +186,115 @@ def test_second_node_on_the_same_directory_is_refused(cluster):
     assert r.returncode == 1 and "in use by another process" in r.stderr
     r = cli("store", "truncate", os.path.join(base, "dledger-n1"), "--from-index", "0", "--yes", "--force")
     assert r.returncode == 1 and "in use by another process" in r.stderr
+
+
+def _record(base):
+    with open(os.path.join(base, "cluster.json")) as fh:
+        return json.load(fh)
+
+
+def _pid(base, node_id):
+    return next(n["pid"] for n in _record(base)["nodes"] if n["id"] == node_id)
+
+
+def restart(base, node_id):
+    """Start a recorded node again with its recorded command; the record gets the new pid."""
+    rec = _record(base)
+    n = next(n for n in rec["nodes"] if n["id"] == node_id)
+    with open(n["log"], "ab") as out:
+        proc = subprocess.Popen(n["cmd"], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    n["pid"] = proc.pid
+    with open(os.path.join(base, "cluster.json"), "w") as fh:
+        json.dump(rec, fh)
+    return proc
+
+
+def leader_of(base):
+    return wait_for(lambda: next((x["id"] for x in status(base) if x.get("role") == "leader"), None), 30, "a leader")
+
+
+def bodies_of(base, node_id):
+    """Every entry body in a node's store, read offline (the store may be live: read-only)."""
+    r = cli("store", "inspect-data", os.path.join(base, f"dledger-{node_id}"), "--body", "utf8", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return [(e["index"], e["term"], e.get("body")) for e in json.loads(r.stdout)]
+
+
+def test_thousand_appends_replicas_identical_restarts_and_truncation(cluster):
+    base = cluster
+    lines = "".join(f"entry {k}\n" for k in range(1000))
+    r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--batch", "1", "--format", "json", input=lines,
+            timeout=120)
+    assert r.returncode == 0, r.stderr
+    acked = json.loads(r.stdout)
+    assert len(acked) == 1000 and [a["index"] for a in acked] == list(range(1, 1001))
+    wait_for(lambda: len({(x["end_index"], x["committed_index"]) for x in status(base)}) == 1, 15, "replicas level")
+    for a, b in (("n0", "n1"), ("n0", "n2")):
+        d = cli("store", "diff", os.path.join(base, f"dledger-{a}"), os.path.join(base, f"dledger-{b}"),
+                "--format", "json")
+        assert d.returncode == 0, d.stdout + d.stderr
+
+    # a leader left with entries nobody else has: kill the followers (a stopped process would
+    # still receive pushes into its socket buffer), append (it cannot commit), kill the leader,
+    # bring the followers back to elect a new leader and move on, then restart the old leader
+    old = leader_of(base)
+    others = [i for i in ("n0", "n1", "n2") if i != old]
+    for i in others:
+        os.kill(_pid(base, i), signal.SIGKILL)
+    old_addr = next(n["address"] for n in _record(base)["nodes"] if n["id"] == old)
+    try:
+        r = cli("append", "--peers", f"{old}-{old_addr}", "-d", "doomed", "--timeout", "1.5")
+        assert r.returncode == 1 and r.stderr.startswith("Error: ")
+    finally:
+        os.kill(_pid(base, old), signal.SIGKILL)
+    for i in others:
+        restart(base, i)
+    assert any(b == "doomed" for _i, _t, b in bodies_of(base, old))
+    new = leader_of(base)
+    assert new != old
+    r = cli("append", "--base-dir", base, "-d", "after", "--format", "json", "--timeout", "10")
+    assert r.returncode == 0, r.stderr
+    restart(base, old)
+    wait_for(lambda: len({(x.get("end_index"), x.get("committed_index")) for x in status(base)}) == 1
+             and all(x["state"] == "up" for x in status(base)), 30, "the old leader caught up")
+    old_bodies = [b for _i, _t, b in bodies_of(base, old)]
+    assert "doomed" not in old_bodies and "after" in old_bodies
+    assert bodies_of(base, old) == bodies_of(base, new)
+
+    # a full restart keeps every committed entry
+    before = bodies_of(base, "n0")
+    for n in _record(base)["nodes"]:
+        os.kill(n["pid"], signal.SIGTERM)
+    for n in _record(base)["nodes"]:
+        wait_for(lambda: not os.path.exists(f"/proc/{n['pid']}") or
+                 open(f"/proc/{n['pid']}/stat").read().split()[2] == "Z", 20, f"{n['id']} to stop")
+    for i in ("n0", "n1", "n2"):
+        restart(base, i)
+    leader_of(base)
+    r = cli("get", "--base-dir", base, "-i", "1", "-c", "1000", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert [e["body"] for e in json.loads(r.stdout)] == [f"entry {k}" for k in range(1000)]
+    after = bodies_of(base, "n0")
+    assert after[: len(before)] == before
+
+
+@pytest.mark.parametrize("nodes,down,commits", [(5, 2, True), (3, 2, False)])
+def test_quorum_with_nodes_down(tmp_path, nodes, down, commits):
+    base = str(tmp_path / "q")
+    port = free_port_base(nodes)
+    r = cli("cluster", "up", "--base-dir", base, "--nodes", str(nodes), "--port-base", str(port), "--wait", "40")
+    assert r.returncode == 0, r.stderr
+    try:
+        victims = [n for n in _record(base)["nodes"]][:down]
+        for n in victims:
+            os.kill(n["pid"], signal.SIGKILL)
+        r = cli("append", "--base-dir", base, "-d", "x", "--timeout", "8", "--format", "json")
+        if commits:
+            assert r.returncode == 0, r.stderr
+        else:
+            assert r.returncode == 1
+            assert r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
+            assert "within" in r.stderr or "no leader" in r.stderr
+    finally:
+        cli("cluster", "down", "--base-dir", base)
