@@ -120,13 +120,20 @@ def cluster_up(
     group: GroupOpt = DEFAULT_GROUP,
     flush: Annotated[str, typer.Option("--flush", help="Flush policy of every node: async or sync.")] = "async",
     wait: Annotated[float, typer.Option("--wait", min=1, help="Seconds to wait for a leader.")] = 30.0,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start N nodes in the background, wait for a leader, print the peers and a status table."""
     if flush not in ("async", "sync"):
         raise fail(f"--flush must be async or sync, not {flush!r}", 2)
+    extra = []
+    if data_file_size:
+        extra += ["--data-file-size", str(data_file_size)]
+    if index_file_size:
+        extra += ["--index-file-size", str(index_file_size)]
     try:
-        rec, procs = up(base_dir, nodes, port_base, group, flush)
+        rec, procs = up(base_dir, nodes, port_base, group, flush, extra)
     except (LauncherError, OSError) as exc:
         raise fail(str(exc)) from None
     peers = parse_peers(rec["peers"])

@@ -64,21 +64,37 @@ def status(base):
     return json.loads(r.stdout) if r.stdout.strip() else []
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    base = str(tmp_path / "c")
-    port = free_port_base(3)
-    r = cli("cluster", "up", "--base-dir", base, "--port-base", str(port), "--format", "json", "--wait", "40")
+SMALL = ("--data-file-size", "8MiB", "--index-file-size", "1MiB")  # several files, little disk
+
+
+def up(base, nodes=3):
+    r = cli("cluster", "up", "--base-dir", base, "--nodes", str(nodes), "--port-base", str(free_port_base(nodes)),
+            "--format", "json", "--wait", "40", *SMALL)
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)
-    assert len(rows) == 3 and sum(x["role"] == "leader" for x in rows) == 1
-    yield base
+    return json.loads(r.stdout)
+
+
+def down(base):
+    """Stop what 'cluster up' recorded; check nothing recorded survives."""
+    if not os.path.exists(os.path.join(base, "cluster.json")):
+        return
     with open(os.path.join(base, "cluster.json")) as fh:
         rec = json.load(fh)
     d = cli("cluster", "down", "--base-dir", base, "--format", "json")
     assert d.returncode == 0, d.stderr
-    for n in rec["nodes"]:  # nothing recorded survives 'down'
+    for n in rec["nodes"]:
         assert not os.path.exists(f"/proc/{n['pid']}") or open(f"/proc/{n['pid']}/cmdline", "rb").read() == b""
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    base = str(tmp_path / "c")
+    try:
+        rows = up(base)
+        assert len(rows) == 3 and sum(x["role"] == "leader" for x in rows) == 1
+        yield base
+    finally:
+        down(base)
 
 
 def test_append_get_failover_and_down(cluster):
@@ -279,14 +295,12 @@ def test_thousand_appends_replicas_identical_restarts_and_truncation(cluster):
     assert after[: len(before)] == before
 
 
-@pytest.mark.parametrize("nodes,down,commits", [(5, 2, True), (3, 2, False)])
-def test_quorum_with_nodes_down(tmp_path, nodes, down, commits):
+@pytest.mark.parametrize("nodes,ndown,commits", [(5, 2, True), (3, 2, False)])
+def test_quorum_with_nodes_down(tmp_path, nodes, ndown, commits):
     base = str(tmp_path / "q")
-    port = free_port_base(nodes)
-    r = cli("cluster", "up", "--base-dir", base, "--nodes", str(nodes), "--port-base", str(port), "--wait", "40")
-    assert r.returncode == 0, r.stderr
     try:
-        victims = [n for n in _record(base)["nodes"]][:down]
+        up(base, nodes)
+        victims = _record(base)["nodes"][:ndown]
         for n in victims:
             os.kill(n["pid"], signal.SIGKILL)
         r = cli("append", "--base-dir", base, "-d", "x", "--timeout", "8", "--format", "json")
@@ -297,4 +311,4 @@ def test_quorum_with_nodes_down(tmp_path, nodes, down, commits):
             assert r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
             assert "within" in r.stderr or "no leader" in r.stderr
     finally:
-        cli("cluster", "down", "--base-dir", base)
+        down(base)
