@@ -461,18 +461,61 @@ class FileStore(LogStore):
         return Entry(idx, term, pos, magic, raw[HEADER_SIZE:size], bcrc, chain, channel)
 
     def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes:
+        """Encoded entries from ``first`` on: at least one entry, at most ``max_count``
+        entries and (beyond the first) ``max_bytes`` bytes. Entries within one data file are
+        contiguous, so each file's share is one read; every header read is checked to follow
+        the one before, so a damaged index record cannot serve other bytes."""
         self.check_range(first)
-        parts = []
-        total = 0
-        i = first
-        while i <= self.end_index and len(parts) < max_count:
-            raw = self.get_bytes(i)
-            if parts and total + len(raw) > max_bytes:
+        parts: list[bytes] = []
+        budget = max_bytes
+        count = max(1, max_count)
+        idx = first
+        while count > 0 and idx <= self.end_index:
+            raw = self._raw_in_file(idx, count, budget, first_part=not parts)
+            if not raw:
                 break
-            parts.append(raw)
-            total += len(raw)
-            i += 1
+            parts.append(raw[0])
+            idx += raw[1]
+            count -= raw[1]
+            budget -= len(raw[0])
         return b"".join(parts)
+
+    def _raw_in_file(self, first: int, max_count: int, budget: int, first_part: bool):
+        """(bytes, entry count) of entries from ``first`` within its data file, or None when
+        not even one fits ``budget`` (the very first entry of a call always fits)."""
+        pos0, size0 = self.locate(first)
+        if size0 > budget and not first_part:
+            return None
+        fsize = self.data.file_size
+        limit = min(pos0 + max(budget, size0), pos0 - pos0 % fsize + fsize)
+        lo, hi = first, min(self.end_index, first + max_count - 1)
+
+        def end_of(k: int) -> int:
+            p, n = self.locate(k)
+            return p + n
+
+        if end_of(hi) > limit:  # the largest k whose end stays within limit (first always does)
+            hi -= 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if end_of(mid) <= limit:
+                    lo = mid
+                else:
+                    hi = mid - 1
+        total = end_of(hi) - pos0
+        if total < HEADER_SIZE:
+            raise StoreCorruptError(f"index records from entry {first} do not describe contiguous entries")
+        raw = self.data.read(pos0, total)
+        off, idx, unpack = 0, first, ENTRY_HEADER.unpack_from
+        while off < total:
+            if total - off < HEADER_SIZE:
+                raise StoreCorruptError(f"entries from {first}: {total - off} stray bytes at pos {pos0 + off}")
+            _m, size, hindex, _t, hpos = unpack(raw, off)[:5]
+            if hindex != idx or hpos != pos0 + off or size < HEADER_SIZE or off + size > total:
+                raise StoreCorruptError(f"data at pos {pos0 + off} is not entry {idx} (index records disagree)")
+            off += size
+            idx += 1
+        return raw, idx - first
 
     # -- truncating -------------------------------------------------------------------
     def truncate(self, from_index: int, *, force: bool = False) -> int:
