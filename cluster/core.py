@@ -100,9 +100,10 @@ class _Transfer:
 
 
 class RaftCore:
-    def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int) -> None:
+    def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None) -> None:
         self.cfg = config
         self.store = store
+        self.flusher = flusher or store.flush  # the periodic flush; the node runs it off the loop
         self.terms = terms
         self.rng = rng
         self.now = now
@@ -166,7 +167,7 @@ class RaftCore:
 
     def _flush(self) -> None:
         try:
-            self.store.flush()
+            self.flusher()
         except StoreError as exc:
             self._note(f"flush failed: {exc}")
 

@@ -18,6 +18,7 @@ import signal
 
 from store.errors import StoreError
 from store.filestore import FileStore
+from store.files import sync_fds
 
 from .config import NodeConfig
 from .core import Proposal, RaftCore
@@ -70,6 +71,7 @@ class Node:
         self._waiting: dict[int, tuple[Proposal, list]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
+        self._flushing = None
 
     def now(self) -> int:
         return int(self.loop.time() * 1000)
@@ -78,7 +80,7 @@ class Node:
     async def run(self, ready=None) -> None:
         """Serve until stop() or SIGTERM/SIGINT; ``ready()`` is called once listening."""
         self.loop = asyncio.get_running_loop()
-        self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now())
+        self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(), self._flush_in_background)
         me = self.cfg.peers[self.cfg.self_id]
         try:
             await self.server.start(me.host, me.port)
@@ -102,6 +104,21 @@ class Node:
             await asyncio.gather(ticker, return_exceptions=True)
             await self._shutdown()
 
+    def _flush_in_background(self) -> None:
+        """The periodic flush (flush=async): fdatasync in a worker thread, so the loop keeps
+        serving while the disk writes; one at a time."""
+        if self._flushing is not None and not self._flushing.done():
+            return
+        fds = self.store.take_dirty()
+        if fds:
+            self._flushing = self.loop.run_in_executor(None, sync_fds, fds)
+            self._flushing.add_done_callback(self._flushed)
+
+    @staticmethod
+    def _flushed(fut) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            log.error("background flush failed: %s", fut.exception())
+
     def stop(self) -> None:
         self._stop.set()
 
@@ -113,6 +130,8 @@ class Node:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for ch in self.channels.values():
             await ch.close()
+        if self._flushing is not None:
+            await asyncio.gather(self._flushing, return_exceptions=True)
         for p, waiters in self._waiting.values():
             for fut, _s, _n in waiters:
                 if not fut.done():

@@ -274,6 +274,17 @@ class FileList:
         g = self._map(f.path, f.start)
         f.mm, f.fd, f.actual_size = g.mm, g.fd, g.actual_size
 
+    def take_dirty(self) -> list[int]:
+        """Forget the dirty marks and return a duplicate fd of every file that had one, for
+        :func:`sync_fds` to fdatasync elsewhere (a thread) while writing goes on. Marks made
+        after this call belong to the next flush."""
+        fds = []
+        for f in self.files:
+            if f.dirty_from is not None and f.fd >= 0:
+                fds.append(os.dup(f.fd))
+                f.dirty_from, f.dirty_to = None, 0
+        return fds
+
     def flush(self) -> None:
         """msync every range written since the last flush (fdatasync for mapped pages)."""
         page = mmap.PAGESIZE
@@ -344,3 +355,19 @@ def _last_nonzero(f: MappedFile, rel: int) -> int | None:
             release_pages(f.mm, chunk_lo, pos)
             pos = chunk_lo
     return None
+
+
+def sync_fds(fds: list[int]) -> None:
+    """fdatasync and close fds from :meth:`FileList.take_dirty` (releases the GIL, so it can
+    run in a thread). Pages written through a shared mapping are dirty in the page cache,
+    so fdatasync writes them as msync would."""
+    error = None
+    for fd in fds:
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            error = error or exc
+        finally:
+            os.close(fd)
+    if error is not None:
+        raise StoreIOError(f"flush failed: {error.strerror}") from error

@@ -273,6 +273,10 @@ class FileStore(LogStore):
             self.data.flush()
             self.index.flush()
 
+    def take_dirty(self) -> list[int]:
+        """For a background flush: fds to hand to :func:`store.files.sync_fds` in a thread."""
+        return [] if self.read_only else self.data.take_dirty() + self.index.take_dirty()
+
     # -- appending --------------------------------------------------------------------
     def _writable(self) -> None:
         if self.read_only:
@@ -376,52 +380,94 @@ class FileStore(LogStore):
         return out
 
     def append_follower(self, raw) -> list[Appended]:
-        """Store entries encoded by the leader, byte for byte, at the leader's positions."""
+        """Store entries encoded by the leader, byte for byte, at the leader's positions.
+
+        Entries are checked one by one (framing, index continuity, term order, body
+        checksum when recorded, pos); the ones that go to the same data file are then
+        written with one copy, and their index records with one more. When an entry fails
+        a check, the ones before it are kept and InconsistentAppend is raised."""
         self._writable()
         buf = memoryview(raw)
         n = len(buf)
         off = 0
         out: list[Appended] = []
         fsize = self.data.file_size
+        unpack = ENTRY_HEADER.unpack_from
+        pack_index = INDEX_RECORD.pack
+        crc = crc32
+        error: InconsistentAppend | None = None
         try:
-            while off < n:
-                if n - off < HEADER_SIZE:
-                    raise InconsistentAppend(f"{n - off} trailing bytes are not an entry header")
-                magic, size, idx, term, pos, _ch, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(buf, off)
-                if magic not in ENTRY_MAGICS or bsize < 0 or size != HEADER_SIZE + bsize or off + size > n:
-                    raise InconsistentAppend(f"malformed entry at byte {off} of the batch (magic {magic}, size {size})")
-                if idx != self.end_index + 1:
-                    raise InconsistentAppend(f"entry index {idx} does not follow the local end {self.end_index}")
-                if term < self.end_term:
-                    raise InconsistentAppend(f"entry {idx} has term {term} below the local last term {self.end_term}")
-                body = buf[off + HEADER_SIZE : off + size]
-                if (bcrc or chain) and crc32(body) & CRC_MASK != bcrc:
-                    raise InconsistentAppend(f"entry {idx}: body checksum does not match")
-                rel = self.write_pos % fsize
-                expected = self.write_pos
-                if size + MIN_BLANK_LEN > fsize - rel:
-                    expected += fsize - rel
-                if pos != expected:
-                    raise InconsistentAppend(f"entry {idx} is at pos {pos}, the local log continues at {expected}")
-                f, rel = self._place(size)
-                if rel + size > f.populated:
-                    self.data.populate(f, rel + size)
-                f.mm[rel : rel + size] = buf[off : off + size]
-                self.data.mark_dirty(f, rel, rel + size)
-                ifile, irel = self._index_file(idx)
-                INDEX_RECORD.pack_into(ifile.mm, irel, magic, pos, size, idx, term)
-                self.index.mark_dirty(ifile, irel, irel + INDEX_UNIT_SIZE)
-                self.write_pos = pos + size
-                self.end_index, self.end_term, self.last_chain = idx, term, chain
+            while off < n and error is None:
+                seg_off, seg_rel, dfile = off, -1, None
+                records: list[bytes] = []
+                first_idx = self.end_index + 1
+                idx, last_term, write_pos = self.end_index, self.end_term, self.write_pos
+                chain = self.last_chain
+                while off < n:
+                    if n - off < HEADER_SIZE:
+                        error = InconsistentAppend(f"{n - off} trailing bytes are not an entry header")
+                        break
+                    magic, size, eidx, term, pos, _ch, echain, bcrc, bsize = unpack(buf, off)
+                    if magic not in ENTRY_MAGICS or bsize < 0 or size != HEADER_SIZE + bsize or off + size > n:
+                        error = InconsistentAppend(f"malformed entry at byte {off} of the batch (magic {magic}, size {size})")
+                        break
+                    if eidx != idx + 1:
+                        error = InconsistentAppend(f"entry index {eidx} does not follow the local end {idx}")
+                        break
+                    if term < last_term:
+                        error = InconsistentAppend(f"entry {eidx} has term {term} below the local last term {last_term}")
+                        break
+                    if (bcrc or echain) and crc(buf[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
+                        error = InconsistentAppend(f"entry {eidx}: body checksum does not match")
+                        break
+                    if size + MIN_BLANK_LEN > fsize:
+                        error = InconsistentAppend(f"entry {eidx} of {size} bytes does not fit a {fsize}-byte data file")
+                        break
+                    rel = write_pos % fsize
+                    expected = write_pos if size + MIN_BLANK_LEN <= fsize - rel else write_pos + fsize - rel
+                    if pos != expected:
+                        error = InconsistentAppend(f"entry {eidx} is at pos {pos}, the local log continues at {expected}")
+                        break
+                    if seg_rel >= 0 and pos != write_pos:
+                        break  # the next data file: a new segment
+                    if seg_rel < 0:
+                        dfile, seg_rel = self._place(size)  # writes the BLANK padding if the file is full
+                    records.append(pack_index(magic, pos, size, eidx, term))
+                    out.append(Appended(eidx, term, pos, size))
+                    idx, last_term, write_pos, chain = eidx, term, pos + size, echain
+                    off += size
+                if dfile is None:
+                    break
+                seg_len = off - seg_off
+                if seg_rel + seg_len > dfile.populated:
+                    self.data.populate(dfile, seg_rel + seg_len)
+                dfile.mm[seg_rel : seg_rel + seg_len] = buf[seg_off:off]
+                self.data.mark_dirty(dfile, seg_rel, seg_rel + seg_len)
+                self._write_index_records(first_idx, b"".join(records))
+                self.write_pos = write_pos
+                self.end_index, self.end_term, self.last_chain = idx, last_term, chain
                 if self.begin_index < 0:
-                    self.begin_index = idx
-                out.append(Appended(idx, term, pos, size))
-                off += size
+                    self.begin_index = first_idx
         finally:
             buf.release()
         if self.flush_policy == "sync" and out:
             self.flush()
+        if error is not None:
+            raise error
         return out
+
+    def _write_index_records(self, first: int, data: bytes) -> None:
+        off, done = first * INDEX_UNIT_SIZE, 0
+        while done < len(data):
+            f = self.index.file_for_write(off)
+            rel = off - f.start
+            k = min(len(data) - done, f.size - rel)
+            if rel + k > f.populated:
+                self.index.populate(f, rel + k)
+            f.mm[rel : rel + k] = data[done : done + k]
+            self.index.mark_dirty(f, rel, rel + k)
+            off += k
+            done += k
 
     # -- reading ----------------------------------------------------------------------
     def _index_record(self, index: int) -> tuple[int, int, int, int, int]:
