@@ -100,10 +100,16 @@ class _Transfer:
 
 
 class RaftCore:
-    def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None) -> None:
+    def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None,
+                 syncer=None) -> None:
+        """``flusher()``: the periodic flush (default: the store's, inline). ``syncer(done)``:
+        flush=sync only -- make everything appended so far durable, then call ``done()``
+        (default: flush inline and call it at once; the node does it in a thread, so the
+        leader's fsync overlaps the followers')."""
         self.cfg = config
         self.store = store
-        self.flusher = flusher or store.flush  # the periodic flush; the node runs it off the loop
+        self.flusher = flusher or store.flush
+        self.syncer = syncer
         self.terms = terms
         self.rng = rng
         self.now = now
@@ -111,7 +117,7 @@ class RaftCore:
         if store.end_term > self.member.term:
             # currterm behind the log (lost or damaged): never run below the log's own term
             self.member.advance_term(terms, store.end_term)
-        self.follower = FollowerLog(store)
+        self.follower = FollowerLog(store, sync=config.flush == "sync")
         self.dispatchers: dict[str, Dispatcher] = {}
         self.quorum: Quorum | None = None
         self.pending: deque[Proposal] = deque()
@@ -268,7 +274,7 @@ class RaftCore:
             self._become_follower(now, m.term, None)
             return
         self.quorum = Quorum(list(c.peers), c.self_id, m.term, noop.index, s.committed_index)
-        self.quorum.ack(c.self_id, m.term, s.end_index)
+        self._ack_self()
         self.dispatchers = {p: Dispatcher(p, c.group, c.self_id, m.term, s, c, self.quorum, now) for p in c.others}
         self.peer_ack_at = {p: now for p in c.others}
         self.heartbeat_due = {p: now for p in c.others}
@@ -368,6 +374,24 @@ class RaftCore:
             for req in d.poll(now, committed):
                 self._send(p, req)
 
+    def _ack_self(self) -> None:
+        """The leader's own copy counts once it meets the flush policy: at once (async: the
+        page cache), or once fsynced (sync)."""
+        term, end = self.member.term, self.store.end_index
+        if self.cfg.flush != "sync":
+            self.quorum.ack(self.cfg.self_id, term, end)
+            return
+        if self.syncer is None:
+            self._flush()
+            self._synced(term, end)
+        else:
+            self.syncer(lambda: self._synced(term, end))
+
+    def _synced(self, term: int, end: int) -> None:
+        if self.quorum is not None and self.member.term == term and self.member.role == Role.LEADER:
+            if self.quorum.ack(self.cfg.self_id, term, end):
+                self._advance_commit()
+
     def _advance_commit(self) -> None:
         if self.quorum is None:
             return
@@ -417,7 +441,7 @@ class RaftCore:
         p.appended, p.first_index, p.last_index = appended, appended[0].index, appended[-1].index
         p.deadline = now + self.cfg.max_wait_ack_ms
         self.pending.append(p)
-        self.quorum.ack(self.cfg.self_id, m.term, self.store.end_index)  # sync stores flushed in append
+        self._ack_self()
         self._advance_commit()
         self._pump(now)
         return p

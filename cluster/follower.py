@@ -31,8 +31,9 @@ from .rpc import Code, PushRequest, PushResponse, PushType, split_entries
 
 
 class FollowerLog:
-    def __init__(self, store) -> None:
+    def __init__(self, store, *, sync: bool = False) -> None:
         self.store = store
+        self.sync = sync  # flush=sync: what a response acknowledges is on disk first
         self.term = -1  # the leader term ``matched`` belongs to
         self.matched = -1
 
@@ -55,6 +56,8 @@ class FollowerLog:
         except (StoreError, ValueError) as exc:
             resp = self._reply(req, Code.INCONSISTENT_STATE, remark=str(exc))
         if resp.code == Code.SUCCESS:
+            if self.sync and req.type in (PushType.APPEND, PushType.TRUNCATE):
+                self.store.flush()
             self.store.set_committed(min(req.commit_index, self.matched))
         return resp
 

@@ -59,8 +59,10 @@ class Node:
     def __init__(self, cfg: NodeConfig) -> None:
         self.cfg = cfg
         self.dir = node_dir(cfg)
+        # The core decides when to flush (flush=sync: before acknowledging); the store itself
+        # never flushes inline.
         self.store = FileStore.open(self.dir, data_file_size=cfg.data_file_size,
-                                    index_file_size=cfg.index_file_size, flush=cfg.flush)
+                                    index_file_size=cfg.index_file_size, flush="async")
         self.terms = FileTermStore(self.dir)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.core: RaftCore | None = None
@@ -72,6 +74,7 @@ class Node:
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
         self._flushing = None
+        self._sync_waiters: list = []
 
     def now(self) -> int:
         return int(self.loop.time() * 1000)
@@ -80,7 +83,8 @@ class Node:
     async def run(self, ready=None) -> None:
         """Serve until stop() or SIGTERM/SIGINT; ``ready()`` is called once listening."""
         self.loop = asyncio.get_running_loop()
-        self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(), self._flush_in_background)
+        self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(),
+                             self._flush_in_background, self._sync_then)
         me = self.cfg.peers[self.cfg.self_id]
         try:
             await self.server.start(me.host, me.port)
@@ -105,19 +109,40 @@ class Node:
             await self._shutdown()
 
     def _flush_in_background(self) -> None:
-        """The periodic flush (flush=async): fdatasync in a worker thread, so the loop keeps
-        serving while the disk writes; one at a time."""
-        if self._flushing is not None and not self._flushing.done():
-            return
-        fds = self.store.take_dirty()
-        if fds:
-            self._flushing = self.loop.run_in_executor(None, sync_fds, fds)
-            self._flushing.add_done_callback(self._flushed)
+        """The periodic flush: fdatasync in a worker thread, so the loop keeps serving while
+        the disk writes."""
+        if self._flushing is None:
+            self._sync_then(None)
 
-    @staticmethod
-    def _flushed(fut) -> None:
-        if not fut.cancelled() and fut.exception() is not None:
-            log.error("background flush failed: %s", fut.exception())
+    def _sync_then(self, done) -> None:
+        """Make everything written so far durable in a worker thread, then call ``done()``
+        on the loop. One flush at a time: callers that arrive meanwhile share the next one
+        (group commit), which covers everything written before it starts."""
+        if done is not None:
+            self._sync_waiters.append(done)
+        if self._flushing is None:
+            self._start_flush()
+
+    def _start_flush(self) -> None:
+        waiters, self._sync_waiters = self._sync_waiters, []
+        fut = self.loop.run_in_executor(None, sync_fds, self.store.take_dirty())
+        self._flushing = fut
+
+        def finished(f) -> None:
+            self._flushing = None
+            if f.cancelled():
+                return
+            if f.exception() is not None:
+                log.error("flush failed, appends waiting for it stay unacknowledged: %s", f.exception())
+            else:
+                for cb in waiters:
+                    cb()
+                if waiters and self.core is not None:
+                    self._process()
+            if self._sync_waiters:
+                self._start_flush()
+
+        fut.add_done_callback(finished)
 
     def stop(self) -> None:
         self._stop.set()
