@@ -8,7 +8,7 @@ import base64
 from .config import Peer
 from .rpc import Code
 from .transport import Channel, TransportError
-from .wire import APPEND, GET, METADATA, Frame, ProtocolError, _json, decode_response, pack_bodies
+from .wire import APPEND, GET, METADATA, Frame, ProtocolError, decode_response, json_body, pack_bodies
 
 
 class ClientError(Exception):
@@ -30,7 +30,7 @@ class Client:
         return decode_response(resp, code)
 
     async def metadata(self, peer: str, timeout: float | None = None) -> dict:
-        return await self._call(peer, Frame(METADATA, body=_json({"group": self.group})), METADATA,
+        return await self._call(peer, Frame(METADATA, body=json_body({"group": self.group})), METADATA,
                                 timeout or self.timeout)
 
     async def status(self) -> dict[str, dict | str]:
@@ -89,7 +89,7 @@ class Client:
         deadline = loop.time() + self.timeout
         target = peer or await self.find_leader(deadline)
         try:
-            resp = await self._call(target, Frame(GET, body=_json({"group": self.group, "index": index, "count": count})),
+            resp = await self._call(target, Frame(GET, body=json_body({"group": self.group, "index": index, "count": count})),
                                     GET, self.timeout)
         except (TransportError, ProtocolError) as exc:
             raise ClientError(f"{target}: {exc}") from None

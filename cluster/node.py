@@ -43,7 +43,7 @@ from .wire import (
     response_frame,
     unpack_bodies,
 )
-from .wire import _field, _loads
+from .wire import get_field, json_object
 
 log = logging.getLogger("dledgerctl.node")
 TICK_MS = 5
@@ -259,8 +259,8 @@ class Node:
         self._process()
 
     def _get(self, f: Frame) -> Frame:
-        o = _loads(f.body)
-        index, count = _field(o, "index", int), _field(o, "count", int, 1)
+        o = json_object(f.body)
+        index, count = get_field(o, "index", int), get_field(o, "count", int, 1)
         s = self.store
         if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
             return response_frame({"code": int(Code.INDEX_OUT_OF_RANGE),

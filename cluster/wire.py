@@ -164,11 +164,11 @@ def decode_frame_body(data: bytes) -> Frame:
 
 # -- messages <-> frames ------------------------------------------------------------------
 
-def _json(obj: dict) -> bytes:
+def json_body(obj: dict) -> bytes:
     return _encoder.encode(obj)
 
 
-def _loads(body: bytes) -> dict:
+def json_object(body: bytes) -> dict:
     try:
         obj = msgspec.json.decode(body) if body else {}
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
@@ -178,7 +178,7 @@ def _loads(body: bytes) -> dict:
     return obj
 
 
-def _field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
+def get_field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
     value = obj.get(name, default)
     if value is msgspec.NODEFAULT:
         raise BadMessage(f"missing field {name!r}")
@@ -208,14 +208,14 @@ def request_frame(req, opaque: int) -> Frame:
                "count": str(req.count)}
         return Frame(PUSH, opaque, ext=ext, body=bytes(req.entries))
     if isinstance(req, VoteRequest):
-        return Frame(VOTE, opaque, body=_json({
+        return Frame(VOTE, opaque, body=json_body({
             "group": req.group, "leaderId": req.leader_id, "term": req.term,
             "ledgerEndIndex": req.ledger_end_index, "ledgerEndTerm": req.ledger_end_term,
             "preVote": req.pre_vote, "takeLeadership": req.take_leadership}))
     if isinstance(req, HeartBeatRequest):
-        return Frame(HEART_BEAT, opaque, body=_json({"group": req.group, "leaderId": req.leader_id, "term": req.term}))
+        return Frame(HEART_BEAT, opaque, body=json_body({"group": req.group, "leaderId": req.leader_id, "term": req.term}))
     if isinstance(req, LeadershipTransferRequest):
-        return Frame(LEADERSHIP_TRANSFER, opaque, body=_json({
+        return Frame(LEADERSHIP_TRANSFER, opaque, body=json_body({
             "group": req.group, "leaderId": req.leader_id, "transfereeId": req.transferee, "term": req.term,
             "take": req.take}))
     raise TypeError(f"not a peer request: {type(req).__name__}")
@@ -231,17 +231,17 @@ def decode_request(f: Frame):
             raise BadMessage(f"unknown push type {e.get('type')!r}") from None
         return PushRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"), kind,
                            _ext_int(e, "commitIndex"), _ext_int(e, "firstEntryIndex"), _ext_int(e, "count"), f.body)
-    o = _loads(f.body)
+    o = json_object(f.body)
     if f.code == VOTE:
-        return VoteRequest(_field(o, "group", str), _field(o, "leaderId", str), _field(o, "term", int),
-                           _field(o, "ledgerEndIndex", int), _field(o, "ledgerEndTerm", int),
-                           _field(o, "preVote", bool, False), _field(o, "takeLeadership", bool, False))
+        return VoteRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),
+                           get_field(o, "ledgerEndIndex", int), get_field(o, "ledgerEndTerm", int),
+                           get_field(o, "preVote", bool, False), get_field(o, "takeLeadership", bool, False))
     if f.code == HEART_BEAT:
-        return HeartBeatRequest(_field(o, "group", str), _field(o, "leaderId", str), _field(o, "term", int))
+        return HeartBeatRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int))
     if f.code == LEADERSHIP_TRANSFER:
-        return LeadershipTransferRequest(_field(o, "group", str), _field(o, "leaderId", str),
-                                         _field(o, "transfereeId", str), _field(o, "term", int),
-                                         _field(o, "take", bool, False))
+        return LeadershipTransferRequest(get_field(o, "group", str), get_field(o, "leaderId", str),
+                                         get_field(o, "transfereeId", str), get_field(o, "term", int),
+                                         get_field(o, "take", bool, False))
     raise BadMessage(f"request code {f.code} is not a peer request")
 
 
@@ -260,12 +260,12 @@ def response_frame(resp, opaque: int, request_code: int) -> Frame:
         body = resp
     else:
         raise TypeError(f"not a response: {type(resp).__name__}")
-    return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=_json(body))
+    return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=json_body(body))
 
 
 def _code(o: dict) -> Code:
     try:
-        return Code(_field(o, "code", int))
+        return Code(get_field(o, "code", int))
     except ValueError:
         return Code.UNKNOWN
 
@@ -274,21 +274,21 @@ def decode_response(f: Frame, request_code: int):
     """The response to a request of ``request_code``; BadMessage if it does not fit."""
     if f.code != REMOTING_SUCCESS:
         raise BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
-    o = _loads(f.body)
+    o = json_object(f.body)
     if request_code == VOTE:
         try:
-            result = VoteResult(_field(o, "voteResult", str))
+            result = VoteResult(get_field(o, "voteResult", str))
         except ValueError:
             result = VoteResult.UNKNOWN
-        return VoteResponse(_field(o, "term", int), result, _code(o))
+        return VoteResponse(get_field(o, "term", int), result, _code(o))
     if request_code == HEART_BEAT:
-        return HeartBeatResponse(_field(o, "term", int), _code(o), _field(o, "leaderId", str, None))
+        return HeartBeatResponse(get_field(o, "term", int), _code(o), get_field(o, "leaderId", str, None))
     if request_code == PUSH:
-        return PushResponse(_field(o, "term", int), _code(o), _field(o, "index", int, -1), _field(o, "count", int, 0),
-                            _field(o, "beginIndex", int, -1), _field(o, "endIndex", int, -1),
-                            _field(o, "xTerm", int, -1), _field(o, "xIndex", int, -1), _field(o, "remark", str, ""))
+        return PushResponse(get_field(o, "term", int), _code(o), get_field(o, "index", int, -1), get_field(o, "count", int, 0),
+                            get_field(o, "beginIndex", int, -1), get_field(o, "endIndex", int, -1),
+                            get_field(o, "xTerm", int, -1), get_field(o, "xIndex", int, -1), get_field(o, "remark", str, ""))
     if request_code == LEADERSHIP_TRANSFER:
-        return LeadershipTransferResponse(_field(o, "term", int), _code(o), _field(o, "remark", str, ""))
+        return LeadershipTransferResponse(get_field(o, "term", int), _code(o), get_field(o, "remark", str, ""))
     return o
 
 

@@ -82,16 +82,25 @@ def node_start(
 STATUS_COLUMNS = ["id", "address", "state", "role", "term", "leader", "begin_index", "end_index", "committed_index"]
 
 
-def _status_rows(peers: dict, group: str, timeout: float) -> list[dict]:
+def _with_client(peers: dict, group: str, timeout: float, work):
+    """Run ``await work(client)`` with a client that is closed afterwards; a ClientError
+    becomes the one-line error and exit 1."""
     async def go():
         c = Client(peers, group, timeout=timeout)
         try:
-            return await c.status()
+            return await work(c)
         finally:
             await c.close()
 
+    try:
+        return asyncio.run(go())
+    except ClientError as exc:
+        raise fail(str(exc)) from None
+
+
+def _status_rows(peers: dict, group: str, timeout: float) -> list[dict]:
     rows = []
-    for pid, md in asyncio.run(go()).items():
+    for pid, md in _with_client(peers, group, timeout, lambda c: c.status()).items():
         row = {"id": pid, "address": peers[pid].address}
         if isinstance(md, dict):
             row.update({"state": "up", **{k: md.get(k) for k in STATUS_COLUMNS[3:]}})
@@ -202,23 +211,14 @@ def append_cmd(
     bodies = _read_bodies(data, file, lines)
     parsed, rec_group = _peers(peers, base_dir)
 
-    async def go():
-        c = Client(parsed, rec_group or group, timeout=timeout)
-        try:
-            out = []
-            for k in range(0, len(bodies), batch):
-                resp = await c.append(bodies[k:k + batch])
-                out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader}
-                        for i, t, p, s in resp["entries"]]
-            return out
-        finally:
-            await c.close()
+    async def work(c: Client) -> list[dict]:
+        out = []
+        for k in range(0, len(bodies), batch):
+            resp = await c.append(bodies[k:k + batch])
+            out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in resp["entries"]]
+        return out
 
-    try:
-        rows = asyncio.run(go())
-    except ClientError as exc:
-        raise fail(str(exc)) from None
-    render(rows, fmt)
+    render(_with_client(parsed, rec_group or group, timeout, work), fmt)
 
 
 def get_cmd(
@@ -237,17 +237,7 @@ def get_cmd(
         raise fail(f"--body must be one of {', '.join(shows)}", 2)
     parsed, rec_group = _peers(peers, base_dir)
 
-    async def go():
-        c = Client(parsed, rec_group or group, timeout=timeout)
-        try:
-            return await c.get(index, count)
-        finally:
-            await c.close()
-
-    try:
-        entries = asyncio.run(go())
-    except ClientError as exc:
-        raise fail(str(exc)) from None
+    entries = _with_client(parsed, rec_group or group, timeout, lambda c: c.get(index, count))
     rows = []
     for e in entries:
         row = {k: e[k] for k in ("index", "term", "pos", "size", "magic")}
