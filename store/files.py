@@ -23,7 +23,7 @@ from .format import file_name, parse_file_name
 
 
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux >= 5.14
-POPULATE_CHUNK = 8 << 20
+POPULATE_CHUNK = 1 << 20
 _populate_ok = True
 
 
