@@ -1,8 +1,9 @@
 """asyncio transport: a frame server and a pipelining client. Only bytes move here.
 
 Server: one reader task per connection; each request frame is handed to the handler in
-its own task (so a slow request does not hold up the ones behind it on the connection),
-and every response is written through one lock and ``drain()``. A frame that cannot be
+its own task (so a slow request does not hold up the ones behind it on the connection).
+Frames written in one loop iteration go out in one write (on both sides), with
+``drain()`` for back-pressure. A frame that cannot be
 decoded closes that connection; nothing a peer sends can stop the server.
 
 Client (:class:`Channel`): one connection per peer, many requests in flight on it, each
@@ -39,6 +40,30 @@ class Unreachable(TransportError):
     pass
 
 
+class _Coalescer:
+    """Frames written during one loop iteration leave in one ``write`` (one send call)
+    instead of one each; order is kept. Back-pressure stays with ``drain()``."""
+
+    __slots__ = ("writer", "parts", "scheduled")
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.parts: list[bytes] = []
+        self.scheduled = False
+
+    def send(self, data: bytes) -> None:
+        self.parts.append(data)
+        if not self.scheduled:
+            self.scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.scheduled = False
+        data, self.parts = b"".join(self.parts), []
+        if data and not self.writer.is_closing():
+            self.writer.write(data)
+
+
 class FrameServer:
     def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         """``handler(frame) -> Frame | None`` (async): the response to send, if any."""
@@ -63,7 +88,7 @@ class FrameServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         self._conns.add(task)
-        lock = asyncio.Lock()
+        out = _Coalescer(writer)
         decoder = FrameDecoder(self.max_frame)
         inflight: set[asyncio.Task] = set()
         peer = writer.get_extra_info("peername")
@@ -80,7 +105,7 @@ class FrameServer:
                 for f in frames:
                     if f.is_response:
                         continue  # nobody here asked
-                    t = asyncio.create_task(self._answer(f, writer, lock))
+                    t = asyncio.create_task(self._answer(f, out))
                     inflight.add(t)
                     t.add_done_callback(inflight.discard)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -93,7 +118,7 @@ class FrameServer:
             writer.close()
             self._conns.discard(task)
 
-    async def _answer(self, f: Frame, writer: asyncio.StreamWriter, lock: asyncio.Lock) -> None:
+    async def _answer(self, f: Frame, out: _Coalescer) -> None:
         try:
             resp = await self.handler(f)
         except Exception:  # noqa: BLE001 - a handler bug must not take the server down
@@ -102,10 +127,9 @@ class FrameServer:
         if resp is None:
             return
         resp.opaque, resp.flag = f.opaque, resp.flag | FLAG_RESPONSE
+        out.send(encode_frame(resp))
         try:
-            async with lock:
-                writer.write(encode_frame(resp))
-                await writer.drain()
+            await out.writer.drain()
         except (ConnectionError, RuntimeError):
             pass
 
@@ -126,7 +150,7 @@ class Channel:
         self._pending: dict[int, asyncio.Future] = {}
         self._opaque = itertools.count(1)
         self._connecting: asyncio.Lock | None = None
-        self._write_lock: asyncio.Lock | None = None
+        self._out: _Coalescer | None = None
         self.closed = False
 
     @property
@@ -135,7 +159,7 @@ class Channel:
 
     async def _connect(self) -> None:
         if self._connecting is None:
-            self._connecting, self._write_lock = asyncio.Lock(), asyncio.Lock()
+            self._connecting = asyncio.Lock()
         async with self._connecting:
             if self._writer is not None:
                 return
@@ -150,7 +174,7 @@ class Channel:
                 self._retry_at = loop.time() + self._backoff
                 raise Unreachable(f"cannot connect to {self.address}: {exc or 'timed out'}") from exc
             self._backoff = 0.0
-            self._writer = writer
+            self._writer, self._out = writer, _Coalescer(writer)
             self._reader_task = asyncio.create_task(self._read(reader, writer))
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -192,12 +216,11 @@ class Channel:
         fut = asyncio.get_running_loop().create_future()
         self._pending[frame.opaque] = fut
         try:
-            async with self._write_lock:
-                writer = self._writer
-                if writer is None:
-                    raise ConnectionLost(f"connection to {self.address} lost")
-                writer.write(encode_frame(frame))
-                await writer.drain()
+            writer = self._writer
+            if writer is None:
+                raise ConnectionLost(f"connection to {self.address} lost")
+            self._out.send(encode_frame(frame))
+            await writer.drain()
             return await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
             raise RequestTimeout(f"{self.address} did not answer within {timeout:.3g} s") from None
