@@ -317,64 +317,52 @@ class FileStore(LogStore):
         if HEADER_SIZE + largest + MIN_BLANK_LEN > self.data.file_size:
             raise StoreUsageError(f"entry of {HEADER_SIZE + largest} bytes does not fit a {self.data.file_size}-byte data file")
         out: list[Appended] = []
-        pack_entry = ENTRY_HEADER.pack_into
-        pack_index = INDEX_RECORD.pack_into
+        pack_header = ENTRY_HEADER.pack
+        pack_index = INDEX_RECORD.pack
         chain_pack = CHAIN_INPUT.pack
         crc = crc32
         with_crc = self.with_crc
         fsize = self.data.file_size
-        mark = self.data.mark_dirty
-        imark = self.index.mark_dirty
-        chain = self.last_chain
-        idx = self.end_index
-        dfile = ifile = None
-        d_lo = i_lo = 0
-        d_end = i_end = 0
-        try:
-            for body in bodies:
+        # Entries that go to the same data file are encoded into one buffer and written
+        # with one copy; their index records likewise.
+        i = 0
+        nbodies = len(bodies)
+        while i < nbodies:
+            size = HEADER_SIZE + len(bodies[i])
+            dfile, seg_rel = self._place(size)  # writes the BLANK padding if the file is full
+            pos = self.write_pos
+            room = fsize - seg_rel
+            first_idx = idx = self.end_index + 1
+            chain = self.last_chain
+            seg = bytearray()
+            records = []
+            used = 0
+            while i < nbodies:
+                body = bodies[i]
                 size = HEADER_SIZE + len(body)
-                pos = self.write_pos
-                rel = pos % fsize
-                if dfile is None or size + MIN_BLANK_LEN > fsize - rel or pos >= dfile.end:
-                    if dfile is not None:
-                        mark(dfile, d_lo, d_end)
-                    dfile, rel = self._place(size)
-                    pos = self.write_pos
-                    d_lo = rel
-                idx += 1
+                if used and size + MIN_BLANK_LEN > room - used:
+                    break  # the next data file
                 if with_crc:
                     bcrc = crc(body) & CRC_MASK
                     chain = crc(chain_pack(chain, idx, term, bcrc)) & CRC_MASK
                 else:
                     bcrc = chain = 0
-                if rel + size > dfile.populated:
-                    self.data.populate(dfile, rel + size)
-                mm = dfile.mm
-                pack_entry(mm, rel, magic, size, idx, term, pos, 0, chain, bcrc, size - HEADER_SIZE)
-                mm[rel + HEADER_SIZE : rel + size] = body
-                d_end = rel + size
-                irel = idx * INDEX_UNIT_SIZE
-                if ifile is None or not ifile.start <= irel < ifile.end:
-                    if ifile is not None:
-                        imark(ifile, i_lo, i_end)
-                    ifile, irel = self._index_file(idx)
-                    i_lo = irel
-                else:
-                    irel -= ifile.start
-                if irel + INDEX_UNIT_SIZE > ifile.populated:
-                    self.index.populate(ifile, irel + INDEX_UNIT_SIZE)
-                pack_index(ifile.mm, irel, magic, pos, size, idx, term)
-                i_end = irel + INDEX_UNIT_SIZE
-                self.write_pos = pos + size
-                self.end_index, self.end_term, self.last_chain = idx, term, chain
-                if self.begin_index < 0:
-                    self.begin_index = idx
-                out.append(Appended(idx, term, pos, size))
-        finally:
-            if dfile is not None:
-                mark(dfile, d_lo, d_end)
-            if ifile is not None:
-                imark(ifile, i_lo, i_end)
+                seg += pack_header(magic, size, idx, term, pos + used, 0, chain, bcrc, size - HEADER_SIZE)
+                seg += body
+                records.append(pack_index(magic, pos + used, size, idx, term))
+                out.append(Appended(idx, term, pos + used, size))
+                used += size
+                idx += 1
+                i += 1
+            if seg_rel + used > dfile.populated:
+                self.data.populate(dfile, seg_rel + used)
+            dfile.mm[seg_rel : seg_rel + used] = seg
+            self.data.mark_dirty(dfile, seg_rel, seg_rel + used)
+            self._write_index_records(first_idx, b"".join(records))
+            self.write_pos = pos + used
+            self.end_index, self.end_term, self.last_chain = idx - 1, term, chain
+            if self.begin_index < 0:
+                self.begin_index = first_idx
         if self.flush_policy == "sync":
             self.flush()
         return out
