@@ -6,6 +6,7 @@ import logging
 import re
 import sys
 from contextlib import contextmanager
+from enum import Enum
 from typing import Annotated, Iterator
 
 import typer
@@ -40,6 +41,18 @@ IndexSizeOpt = Annotated[int | None, typer.Option("--index-file-size", parser=pa
                                                   "else 160MiB = 32 x 5Mi).")]
 SelfIdOpt = Annotated[str | None, typer.Option("--self-id", help="Node id when DIR is a base directory holding "
                                                "several dledger-<id> directories.")]
+
+
+class BodyFormat(str, Enum):
+    none = "none"
+    hex = "hex"
+    utf8 = "utf8"
+    base64 = "base64"
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """'1 entry', '2 entries'."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

@@ -9,12 +9,13 @@ from typing import Annotated, Optional
 import typer
 
 from store.errors import StoreUsageError
-from store.filestore import FileStore
+from store.filestore import FileStore, lock_node_dir
 from store.inspect import BODY_FORMATS, Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
-from store.layout import resolve_node_dir
+from store.layout import NodeLayout, resolve_node_dir
 from store.verify import verify_store
 
-from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail, progress_bar
+from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail, plural,
+                     progress_bar)
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Inspect, verify and repair a node's files offline.", no_args_is_help=True)
@@ -50,7 +51,8 @@ def inspect_data_cmd(
     from_index: FromOpt = None,
     to_index: ToOpt = None,
     pos: PosOpt = None,
-    body: Annotated[str, typer.Option("--body", help="Show bodies as none, hex, utf8 or base64.")] = "none",
+    body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies as none, hex, utf8 or base64.",
+                                             case_sensitive=False)] = BodyFormat.none,
     all_records: AllOpt = False,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
@@ -58,8 +60,7 @@ def inspect_data_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """List the entries of the data files with index, term, pos, size, magic and CRC status."""
-    if body not in BODY_FORMATS:
-        raise typer.BadParameter(f"--body must be one of {', '.join(BODY_FORMATS)}")
+    body = body.value
     sel = _selection(index, from_index, to_index, pos)
     with errors_as_exit():
         node = _node(dir, self_id)
@@ -145,13 +146,16 @@ def checkpoint_cmd(
     index_file_size: IndexSizeOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Show checkpoint and currterm beside what the data says; exit 1 on a disagreement."""
+    """Show checkpoint and currterm beside what the data says.
+
+    Each row is ok, warning (stale or absent: normal after a crash or before the first
+    write; exit 0) or mismatch (the files contradict the data: exit 1)."""
     with errors_as_exit():
         node = _node(dir, self_id)
         rows = checkpoint_report(node, data_file_size=data_file_size,
                                  index_file_size=index_file_size)
     render(rows, fmt)
-    if any(r["status"] != "ok" for r in rows):
+    if any(r["status"] == "mismatch" for r in rows):
         raise typer.Exit(1)
 
 
@@ -159,6 +163,11 @@ def checkpoint_cmd(
 def diff_cmd(
     dir_a: Annotated[str, typer.Argument(help="First replica's node directory.", show_default=False)],
     dir_b: Annotated[str, typer.Argument(help="Second replica's node directory.", show_default=False)],
+    self_id_a: Annotated[Optional[str], typer.Option("--self-id-a", help="Node id in DIR_A when it is a base "
+                                                     "directory holding several nodes.")] = None,
+    self_id_b: Annotated[Optional[str], typer.Option("--self-id-b", help="Node id in DIR_B, likewise.")] = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Find the last common index and the first index where two replicas differ.
@@ -166,7 +175,8 @@ def diff_cmd(
     Exit 0 when the logs are identical, 1 when they differ.
     """
     with errors_as_exit():
-        result = diff_stores(_node(dir_a, None), _node(dir_b, None))
+        result = diff_stores(_node(dir_a, self_id_a), _node(dir_b, self_id_b), data_file_size=data_file_size,
+                             index_file_size=index_file_size)
     render_object(result, fmt)
     if not result["identical"]:
         raise typer.Exit(1)
@@ -190,40 +200,59 @@ def truncate_cmd(
     dsize, isize = data_file_size, index_file_size
     with errors_as_exit():
         node = _node(dir, self_id)
-        with FileStore.open(node, read_only=True, data_file_size=dsize, index_file_size=isize) as ro:
-            end, committed, begin = ro.end_index, ro.committed_index, ro.begin_index
-            plan = ro.plan
-            if end < 0 or from_index > end:
-                damage = f" (damage after it is cut on the next writable open: {plan.end_reason})" if plan.cuts_data else ""
-                raise fail(f"nothing to cut: the log ends at index {end}{damage}")
-            if from_index < begin:
-                raise fail(f"--from-index {from_index} is before the log's first index {begin}")
-            if from_index <= committed and not force:
-                raise fail(f"refusing to cut at {from_index}: entries up to {committed} are committed "
-                           f"(use --force to cut committed entries)")
-            first_pos, _ = ro.locate(from_index)
-            last_pos, last_size = ro.locate(end)
-            cut_bytes = last_pos + last_size - first_pos
-            typer.echo(f"{node}: log {begin}..{end}, committed {committed}", err=True)
-            typer.echo(f"will cut entries {from_index}..{end} ({end - from_index + 1} entries, {cut_bytes} bytes)"
-                       + (f"; recovery will also clear damage: {plan.end_reason}" if plan.cuts_data else ""),
-                       err=True)
-            if from_index <= committed:
-                typer.echo(f"WARNING: this cuts committed entries {from_index}..{committed}", err=True)
-            if not yes and not typer.confirm("Proceed?", default=False, err=True):
-                raise fail("aborted, nothing changed")
-            backup_path = backup or os.path.join(node, f"truncated-{from_index}-{end}-{time.strftime('%Y%m%d%H%M%S')}.entries")
-            if os.path.exists(backup_path):
-                raise fail(f"backup file {backup_path} already exists")
-            with open(backup_path, "xb") as fh:
-                for i in range(from_index, end + 1):
-                    fh.write(ro.get_bytes(i))
-                fh.flush()
-                os.fsync(fh.fileno())
-        with FileStore.open(node, data_file_size=dsize, index_file_size=isize, flush="sync") as rw:
-            if rw.end_index != end:
-                raise StoreUsageError(f"the log changed while truncating (end {rw.end_index}, expected {end})")
-            dropped = rw.truncate(from_index, force=force)
-            new_end, new_committed = rw.end_index, rw.committed_index
+        # Hold the node's lock from the first look to the cut: a running node (or another
+        # repair) is refused before anything is written, the backup included.
+        lock = lock_node_dir(NodeLayout(node))
+        try:
+            return _truncate(node, lock, from_index, yes, force, backup, dsize, isize, fmt)
+        finally:
+            if lock >= 0:
+                os.close(lock)
+
+
+def _truncate(node, lock, from_index, yes, force, backup, dsize, isize, fmt) -> None:
+    """store truncate, with the node's lock held by the caller."""
+    with FileStore.open(node, read_only=True, data_file_size=dsize, index_file_size=isize) as ro:
+        end, committed, begin = ro.end_index, ro.committed_index, ro.begin_index
+        plan = ro.plan
+        if end < 0 or from_index > end:
+            damage = f" (damage after it is cut on the next writable open: {plan.end_reason})" if plan.cuts_data else ""
+            raise fail(f"nothing to cut: the log ends at index {end}{damage}")
+        if from_index < begin:
+            raise fail(f"--from-index {from_index} is before the log's first index {begin}")
+        if from_index <= committed and not force:
+            raise fail(f"refusing to cut at {from_index}: entries up to {committed} are committed "
+                       f"(use --force to cut committed entries)")
+        first_pos, _ = ro.locate(from_index)
+        last_pos, last_size = ro.locate(end)
+        cut_bytes = last_pos + last_size - first_pos
+        typer.echo(f"{node}: log {begin}..{end}, committed {committed}", err=True)
+        typer.echo(f"will cut entries {from_index}..{end} ({plural(end - from_index + 1, 'entry', 'entries')}, "
+                   f"{plural(cut_bytes, 'byte')})"
+                   + (f"; recovery will also clear damage: {plan.end_reason}" if plan.cuts_data else ""),
+                   err=True)
+        if from_index <= committed:
+            typer.echo(f"WARNING: this cuts committed entries {from_index}..{committed}", err=True)
+        if not yes:
+            try:
+                confirmed = typer.confirm("Proceed?", default=False, err=True)
+            except typer.Abort:  # end of input: nobody said yes
+                typer.echo("", err=True)  # end the prompt's line
+                confirmed = False
+            if not confirmed:
+                raise fail("not confirmed; nothing was cut (use --yes to skip the question)")
+        backup_path = backup or os.path.join(node, f"truncated-{from_index}-{end}-{time.strftime('%Y%m%d%H%M%S')}.entries")
+        if os.path.exists(backup_path):
+            raise fail(f"backup file {backup_path} already exists")
+        with open(backup_path, "xb") as fh:
+            for i in range(from_index, end + 1):
+                fh.write(ro.get_bytes(i))
+            fh.flush()
+            os.fsync(fh.fileno())
+    with FileStore.open(node, data_file_size=dsize, index_file_size=isize, flush="sync", lock_fd=lock) as rw:
+        if rw.end_index != end:
+            raise StoreUsageError(f"the log changed while truncating (end {rw.end_index}, expected {end})")
+        dropped = rw.truncate(from_index, force=force)
+        new_end, new_committed = rw.end_index, rw.committed_index
     render_object({"node_dir": node, "from_index": from_index, "entries_cut": dropped, "bytes_cut": cut_bytes,
                    "end_index": new_end, "committed_index": new_committed, "backup": backup_path}, fmt)

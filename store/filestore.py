@@ -160,6 +160,7 @@ class FileStore(LogStore):
         self.recovery: RecoveryReport | None = None
         self.checkpoint_problem: str | None = None  # why the checkpoint (main file) was not used
         self._lock_fd = -1
+        self._owns_lock = False
         self.closed = False
 
     # -- opening and closing ----------------------------------------------------------
@@ -173,18 +174,21 @@ class FileStore(LogStore):
         flush: str = "async",
         read_only: bool = False,
         with_crc: bool = True,
+        lock_fd: int | None = None,
     ) -> "FileStore":
         """Open (creating it if writable) and recover a node directory.
 
         Read-only stores plan recovery but change nothing on disk; they serve reads up to
-        the end the plan found.
+        the end the plan found. A writable store holds the directory's lock while open;
+        a caller that already holds it (``lock_node_dir``) passes ``lock_fd`` and keeps
+        ownership: the store then neither takes nor releases the lock.
         """
         layout = NodeLayout(node_dir)
         if read_only and not os.path.isdir(node_dir):
             raise StoreUsageError(f"{node_dir}: no such directory")
         if index_file_size is not None and index_file_size % INDEX_UNIT_SIZE:
             raise StoreUsageError(f"index file size must be a multiple of {INDEX_UNIT_SIZE}")
-        lock_fd = -1
+        store = None
         list_cls = FileList if read_only else _PreallocatingFileList
         data = list_cls(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE, writable=not read_only)
         index = list_cls(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE, writable=not read_only)
@@ -200,14 +204,15 @@ class FileStore(LogStore):
             if data.file_size < HEADER_SIZE + MIN_BLANK_LEN:
                 raise StoreUsageError(f"data file size {data.file_size} is too small")
             store = cls(layout, data, index, flush=flush, read_only=read_only, with_crc=with_crc)
-            if not read_only:  # before recovery writes anything
-                store._lock_fd = lock_fd = lock_node_dir(layout)
+            if not read_only and lock_fd is None:  # before recovery writes anything
+                store._lock_fd = lock_node_dir(layout)
+                store._owns_lock = True
             store._recover()
         except BaseException:
             data.close()
             index.close()
-            if lock_fd >= 0:
-                os.close(lock_fd)
+            if store is not None and store._owns_lock:
+                os.close(store._lock_fd)
             raise
         return store
 
@@ -243,9 +248,9 @@ class FileStore(LogStore):
             self.data.close()
             self.index.close()
             self.closed = True
-            if self._lock_fd >= 0:
+            if self._owns_lock:
                 os.close(self._lock_fd)  # releases the flock
-                self._lock_fd = -1
+                self._owns_lock, self._lock_fd = False, -1
 
     def __enter__(self) -> "FileStore":
         return self

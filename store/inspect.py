@@ -195,42 +195,55 @@ def checkpoint_report(node_dir: str, *, data_file_size: int | None = None,
                         index_file_size=index_file_size) as s:
         begin, end, end_term = s.begin_index, s.end_index, s.end_term
 
-    def row(source, key, value, data_value, ok, note=""):
-        return {"source": source, "key": key, "value": value, "data": data_value,
-                "status": "ok" if ok else "mismatch", "note": note}
+    def row(source, key, value, data_value, status, note=""):
+        return {"source": source, "key": key, "value": value, "data": data_value, "status": status, "note": note}
 
+    # status: ok; warning (stale or absent, normal after a crash or before the first write);
+    # mismatch (the files contradict each other: committed entries would be missing)
     rows = []
     cp_src = cp.source.rsplit("/", 1)[-1] if cp.source else None
     ts_src = ts.source.rsplit("/", 1)[-1] if ts.source else None
     if cp_src is None:
-        rows.append(row("checkpoint", "file", None, None, False, "no checkpoint file (nor .bak)"))
+        rows.append(row("checkpoint", "file", None, None, "warning", "no checkpoint file (nor .bak)"))
     else:
-        rows.append(row(cp_src, "endIndex", cp.end_index, end, cp.end_index == end,
-                        "" if cp.end_index == end else ("past the data's end" if (cp.end_index or -1) > end
-                                                         else "behind the data's end")))
-        ok = cp.committed_index is not None and cp.committed_index <= end and (
-            cp.end_index is None or cp.committed_index <= cp.end_index)
-        rows.append(row(cp_src, "committedIndex", cp.committed_index, end, ok,
-                        "" if ok else "committed index past the end"))
+        bak = f"main file not used: {cp.problem}" if cp.problem else ""
+        if cp.end_index == end:
+            rows.append(row(cp_src, "endIndex", cp.end_index, end, "warning" if bak else "ok", bak))
+        elif cp.end_index is None or cp.end_index < end:
+            rows.append(row(cp_src, "endIndex", cp.end_index, end, "warning", "behind the data's end (written before "
+                                                                               "the last appends)"))
+        else:
+            rows.append(row(cp_src, "endIndex", cp.end_index, end, "mismatch", "past the data's end"))
+        c = cp.committed_index
+        if c is None:
+            rows.append(row(cp_src, "committedIndex", None, end, "warning", "no committedIndex"))
+        elif c > end or (cp.end_index is not None and c > cp.end_index):
+            rows.append(row(cp_src, "committedIndex", c, end, "mismatch",
+                            "committed index past the end: committed entries are missing"))
+        else:
+            rows.append(row(cp_src, "committedIndex", c, end, "ok"))
     if ts_src is None:
-        rows.append(row("currterm", "file", None, None, False, "no currterm file (nor .bak)"))
+        rows.append(row("currterm", "file", None, None, "warning", "no currterm file (nor .bak)"))
     else:
-        rows.append(row(ts_src, "currTerm", ts.term, end_term, ts.term >= end_term,
-                        "" if ts.term >= end_term else "lower than the last entry's term"))
-        rows.append(row(ts_src, "voteLeader", ts.vote_for or "", None, True))
-    rows.append(row("data", "beginIndex", begin, begin, True))
-    rows.append(row("data", "endIndex", end, end, True))
-    rows.append(row("data", "endTerm", end_term, end_term, True))
+        ok = ts.term >= end_term
+        rows.append(row(ts_src, "currTerm", ts.term, end_term, "ok" if ok else "mismatch",
+                        "" if ok else "lower than the last entry's term"))
+        rows.append(row(ts_src, "voteLeader", ts.vote_for or "", None, "ok"))
+    rows.append(row("data", "beginIndex", begin, begin, "ok"))
+    rows.append(row("data", "endIndex", end, end, "ok"))
+    rows.append(row("data", "endTerm", end_term, end_term, "ok"))
     return rows
 
 
-def diff_stores(dir_a: str, dir_b: str) -> dict:
+def diff_stores(dir_a: str, dir_b: str, *, data_file_size: int | None = None,
+                index_file_size: int | None = None) -> dict:
     """Last common index and first differing index of two replicas, both sides shown.
 
     Replicas keep entries at the same positions, so the data files are compared in large
     blocks first and only the entry holding the first differing byte is decoded.
     """
-    with FileStore.open(dir_a, read_only=True) as a, FileStore.open(dir_b, read_only=True) as b:
+    sizes = {"data_file_size": data_file_size, "index_file_size": index_file_size}
+    with FileStore.open(dir_a, read_only=True, **sizes) as a, FileStore.open(dir_b, read_only=True, **sizes) as b:
         lo = max(a.begin_index, b.begin_index)
         hi = min(a.end_index, b.end_index)
         result = {
@@ -243,8 +256,10 @@ def diff_stores(dir_a: str, dir_b: str) -> dict:
         }
         if a.end_index < 0 or b.end_index < 0 or lo > hi:
             first = lo if a.end_index >= 0 and b.end_index >= 0 else max(a.begin_index, b.begin_index, 0)
-            same = a.end_index == b.end_index
-            result.update(identical=same and a.end_index < 0, first_diff_index=None if same else first)
+            if a.end_index < 0 and b.end_index < 0:
+                result.update(identical=True, field=None)  # two empty logs
+                return result
+            result.update(first_diff_index=first)
             _fill_sides(result, a, b, first)
             return result
         first_diff = _first_differing(a, b, lo, hi)

@@ -216,3 +216,70 @@ def test_base_dir_with_self_id(tmp_path, sample):
 def test_bad_options_exit_2(args):
     r = invoke(*args)
     assert r.exit_code == 2, r.output
+
+
+def test_checkpoint_warnings_exit_0_mismatches_exit_1(sample):
+    from store.metafiles import write_checkpoint
+
+    node = str(sample)
+    write_checkpoint(node, 250, 240)  # written before the last appends: stale, not wrong
+    r = invoke("store", "checkpoint", node, "--format", "json")
+    assert r.exit_code == 0, r.output
+    rows = {(x["source"], x["key"]): x for x in json.loads(r.stdout)}
+    assert rows[("checkpoint", "endIndex")]["status"] == "warning"
+    assert rows[("checkpoint", "committedIndex")]["status"] == "ok"
+    write_checkpoint(node, 299, 400)  # committed entries the data does not have
+    r = invoke("store", "checkpoint", node, "--format", "json")
+    assert r.exit_code == 1
+    rows = {(x["source"], x["key"]): x for x in json.loads(r.stdout)}
+    assert rows[("checkpoint", "committedIndex")]["status"] == "mismatch"
+    os.unlink(os.path.join(node, "checkpoint"))
+    os.unlink(os.path.join(node, "checkpoint.bak"))
+    r = invoke("store", "checkpoint", node, "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["status"] == "warning"
+
+
+def test_diff_empty_logs_and_self_ids(tmp_path, sample):
+    base = tmp_path / "two"
+    for n in ("n1", "n2"):
+        FileStore.open(str(base / f"dledger-{n}"), data_file_size=16384, index_file_size=1024).close()
+    r = invoke("store", "diff", base, base, "--self-id-a", "n1", "--self-id-b", "n2", "--format", "json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["identical"] is True and out["field"] is None and out["first_diff_index"] is None
+    r = invoke("store", "diff", base, sample, "--self-id-a", "n1", "--format", "json")
+    assert r.exit_code == 1
+    out = json.loads(r.stdout)
+    assert (out["first_diff_index"], out["field"]) == (0, "missing-on-a")
+    r = invoke("store", "diff", sample, sample, "--data-file-size", "4096")
+    assert r.exit_code == 1 and r.stderr.startswith("Error: ") and "16384" in r.stderr
+
+
+def store_digest(node):
+    """data/, index/ and the checkpoint: what a cut would change (the lock file aside)."""
+    return tree_digest(node / "data"), tree_digest(node / "index"), (node / "checkpoint").read_bytes()
+
+
+def test_truncate_unconfirmed_at_end_of_input_cuts_nothing(sample):
+    before = store_digest(sample)
+    r = invoke("store", "truncate", sample, "--from-index", 299, input="")
+    assert r.exit_code == 1
+    assert r.stderr.strip().splitlines()[-1] == "Error: not confirmed; nothing was cut (use --yes to skip the question)"
+    assert "(1 entry, " in r.stderr  # one entry, not "1 entries"
+    assert store_digest(sample) == before
+    assert not [n for n in os.listdir(sample) if n.startswith("truncated-")]
+
+
+def test_truncate_of_a_running_node_is_refused_before_anything_is_written(sample):
+    with FileStore.open(str(sample)) as live:
+        before = store_digest(sample)
+        r = invoke("store", "truncate", sample, "--from-index", 299, "--yes")
+        assert store_digest(sample) == before
+        assert live.end_index == 299
+    assert r.exit_code == 1 and "in use by another process" in r.stderr
+    assert not [n for n in os.listdir(sample) if n.startswith("truncated-")]
+
+
+def test_body_is_a_choice():
+    r = invoke("store", "inspect-data", ".", "--body", "rot13")
+    assert r.exit_code == 2 and "rot13" in r.stderr and "base64" in r.stderr
