@@ -15,7 +15,7 @@ from cluster.client import Client, ClientError
 from cluster.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_peers
 from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
 
-from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail, log
+from .common import BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail
 from .render import Format, render
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
@@ -224,7 +224,8 @@ def append_cmd(
 def get_cmd(
     index: Annotated[int, typer.Option("--index", "-i", min=0, help="First entry index.")],
     count: Annotated[int, typer.Option("--count", "-c", min=1, help="How many entries.")] = 1,
-    body: Annotated[str, typer.Option("--body", help="Show bodies as utf8, hex, base64 or none.")] = "utf8",
+    body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies as utf8, hex, base64 or none.",
+                                             case_sensitive=False)] = BodyFormat.utf8,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
@@ -233,8 +234,7 @@ def get_cmd(
 
     shows = {"utf8": lambda b: b.decode("utf-8", "replace"), "hex": bytes.hex,
              "base64": lambda b: base64.b64encode(b).decode(), "none": None}
-    if body not in shows:
-        raise fail(f"--body must be one of {', '.join(shows)}", 2)
+    body = body.value
     parsed, rec_group = _peers(peers, base_dir)
 
     entries = _with_client(parsed, rec_group or group, timeout, lambda c: c.get(index, count))
