@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cluster append throughput and latency: dledgerctl against etcd (and later peers) in one run.
+"""Cluster append throughput and latency: dledgerctl against etcd and PySyncObj in one run.
 
 Three members on 127.0.0.1, 1 KiB entries. For each system and flush policy the same load
 generator (one asyncio process, N concurrent clients, each sending its next append as
@@ -15,8 +15,24 @@ Peers:
 - etcd 3.4 (Debian's ``etcd-server``; ``--install`` runs apt-get), driven through its v3
   HTTP/JSON gateway with keep-alive connections; batched = a txn of 64 puts. etcd always
   fsyncs, so it is compared with dledgerctl ``flush=sync`` (and shown beside async).
+- PySyncObj 0.3 (PyPI ``pysyncobj``, imported from this interpreter; ``--install`` pip-installs
+  it): three ``benchmarks/pysyncobj_node.py`` processes, each a SyncObj whose ``@replicated
+  append(body)`` counts entries and bytes, served over a length-prefixed TCP protocol on its
+  own client port. The load generator pipelines all clients over one connection to the
+  leader, matched by request id; a request is acknowledged when PySyncObj's callback reports
+  every entry committed and applied on the leader. Batched = one request of 64 bodies = 64
+  replicated calls (64 Raft entries), answered when all 64 are applied. Settings:
+  ``journalFile`` + ``fullDumpFile``, ``appendEntriesUseBatch=True``, default Raft timeouts,
+  but ``autoTickPeriod=0.002`` and ``appendEntriesPeriod=0.005`` instead of 0.05 and 0.1 s
+  (at those defaults each commit waits ~100 ms for the next AppendEntries: 10 entries/s for
+  one client, about 600 for 64 clients; see pysyncobj_node.py; ``--pysyncobj-conf
+  KEY=VALUE`` overrides any SyncObjConf setting).
+  PySyncObj cannot fsync: its journal is an mmap never msync'ed while running (page cache
+  only, survives a process crash but not a power loss), so compare it with dledgerctl
+  ``flush=async``.
 
-Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--no-etcd] [--install] [--json]
+Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--no-etcd] [--no-pysyncobj]
+                                          [--pysyncobj-conf KEY=VALUE] [--install] [--json]
 """
 
 from __future__ import annotations
@@ -24,11 +40,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import importlib.util
+import itertools
 import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -219,7 +238,178 @@ def bench_etcd(seconds: float, tmp: str) -> dict | None:
                 p.kill()
 
 
-def table(results: dict) -> str:
+# -- PySyncObj --------------------------------------------------------------------------------
+
+PYSYNCOBJ_NODE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pysyncobj_node.py")
+PYSYNCOBJ_LEGEND = ("pysyncobj: journalFile + fullDumpFile, mmap journal never fsynced (compare with flush=async); "
+                    "appendEntriesUseBatch=True, autoTickPeriod 0.002 s, appendEntriesPeriod 0.005 s, "
+                    "default Raft timeouts; 64 entries = 64 replicated calls")
+
+
+class Framed:
+    """Client of pysyncobj_node.py: many requests in flight on one connection, matched by id."""
+
+    HEAD = struct.Struct("<IBQ")  # length of what follows the u32, op or status, request id
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.writer = None
+        self.waiting: dict[int, asyncio.Future] = {}
+        self.ids = itertools.count(1)
+        self.reader_task = None
+
+    async def connect(self) -> None:
+        reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        self.reader_task = asyncio.create_task(self._read(reader))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                n, status, rid = self.HEAD.unpack(await reader.readexactly(13))
+                payload = await reader.readexactly(n - 9)
+                fut = self.waiting.pop(rid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result((status, payload))
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            for fut in self.waiting.values():
+                if not fut.done():
+                    fut.set_exception(ConnectionError(f"pysyncobj node :{self.port} closed: {exc}"))
+            self.waiting.clear()
+
+    async def request(self, op: bytes, payload: bytes = b"", timeout: float = 30) -> tuple[int, bytes]:
+        if self.writer is None:
+            await self.connect()
+        rid = next(self.ids)
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting[rid] = fut
+        self.writer.write(self.HEAD.pack(9 + len(payload), op[0], rid) + payload)
+        await self.writer.drain()
+        return await asyncio.wait_for(fut, timeout)
+
+    async def status(self) -> dict:
+        _, payload = await self.request(b"S", timeout=2)
+        return json.loads(payload)
+
+    async def append(self, payload: bytes) -> None:
+        status, _ = await self.request(b"A", payload)
+        if status != 0:
+            raise RuntimeError(f"pysyncobj node :{self.port} answered FAIL_REASON {status}")
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.reader_task.cancel()
+
+
+def pack_append(bodies: list[bytes]) -> bytes:
+    return struct.pack("<I", len(bodies)) + b"".join(struct.pack("<I", len(b)) + b for b in bodies)
+
+
+def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = ()) -> dict | None:
+    """``conf``: extra SyncObjConf settings as KEY=VALUE, passed to every node."""
+    try:
+        importlib.invalidate_caches()
+        version = importlib.import_module("pysyncobj.version").VERSION
+    except ImportError:
+        log(f"  pysyncobj: not installed ({sys.executable} -m pip install pysyncobj, or run with --install)")
+        return None
+    log(f"  pysyncobj {version}")
+    base = free_ports(6)
+    raft = [f"127.0.0.1:{base + i}" for i in range(3)]
+    client_ports = [base + 3 + i for i in range(3)]
+    root = os.path.join(tmp, "pysyncobj")
+    procs = []
+    try:
+        for i in range(3):
+            d = os.path.join(root, f"n{i}")
+            os.makedirs(d)
+            cmd = [sys.executable, PYSYNCOBJ_NODE, "--self", raft[i], "--client-port", str(client_ports[i]), "--dir", d]
+            for j in range(3):
+                if j != i:
+                    cmd += ["--partner", raft[j]]
+            for kv in conf:
+                cmd += ["--conf", kv]
+            with open(os.path.join(d, "stderr"), "wb") as err:
+                procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL))
+
+        async def find_leader(deadline: float) -> int:
+            while True:
+                for i, port in enumerate(client_ports):
+                    if procs[i].poll() is not None:
+                        raise RuntimeError(f"pysyncobj node {i} exited with {procs[i].returncode}")
+                    c = Framed(port)
+                    try:
+                        st = await c.status()
+                        if st["leader"] and st["ready"]:
+                            return i
+                    except (OSError, asyncio.TimeoutError):
+                        pass
+                    finally:
+                        await c.close()
+                if time.monotonic() > deadline:
+                    raise RuntimeError("pysyncobj elected no ready leader within 30 s")
+                await asyncio.sleep(0.2)
+
+        async def run():
+            leader = await find_leader(time.monotonic() + 30)
+            conn = Framed(client_ports[leader])
+            await conn.append(pack_append([b"warm-up"]))
+            payloads = {batch: pack_append([BODY] * batch) for _, batch in CASES}
+            acked = 1
+
+            async def make_call():
+                async def call(batch):
+                    nonlocal acked
+                    await conn.append(payloads[batch])
+                    acked += batch
+                return call
+
+            out = {}
+            for clients, batch in CASES:
+                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds)
+                log(f"  pysyncobj {clients} clients x {batch}: {out[f'{clients}x{batch}']['entries_per_s']:,.0f} entries/s")
+            # every acknowledged entry must be in the leader's state machine, and the
+            # followers must catch up to it
+            deadline = time.monotonic() + 10
+            while True:
+                counts = []
+                for port in client_ports:
+                    c = Framed(port)
+                    try:
+                        counts.append((await c.status())["entries"])
+                    finally:
+                        await c.close()
+                if min(counts) >= acked or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.1)
+            if counts[leader] < acked or min(counts) < acked:
+                raise RuntimeError(f"pysyncobj: {acked} entries acknowledged, applied per node {counts}")
+            log(f"  pysyncobj: {acked:,} entries acknowledged, applied per node {counts}")
+            await conn.close()
+            return out
+
+        try:
+            return asyncio.run(run())
+        except Exception:
+            for i in range(3):
+                with open(os.path.join(root, f"n{i}", "stderr"), "rb") as f:
+                    tail = f.read()[-2000:].decode(errors="replace").strip()
+                if tail:
+                    log(f"  pysyncobj node {i} stderr:\n{tail}")
+            raise
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def table(results: dict, conf: list[str] = ()) -> str:
     systems = list(results)
     lines = [f"{'case':<22}" + "".join(f"{s:>34}" for s in systems)]
     lines.append(f"{'':<22}" + "".join(f"{'entries/s   p50 ms   p99 ms':>34}" for _ in systems))
@@ -231,13 +421,18 @@ def table(results: dict) -> str:
             r = (results[s] or {}).get(key)
             row += f"{r['entries_per_s']:>15,.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>10.2f}" if r else f"{'-':>34}"
         lines.append(row)
-    if results.get("etcd"):
-        lines.append("")
+    ratio_lines = []
+    for peer in [p for p in ("etcd", "pysyncobj") if results.get(p)]:
         for s in systems:
-            if s.startswith("dledgerctl"):
-                ratios = [f"{results[s][f'{c}x{b}']['entries_per_s'] / results['etcd'][f'{c}x{b}']['entries_per_s']:.2f}"
+            if s.startswith("dledgerctl") and results[s]:
+                ratios = [f"{results[s][f'{c}x{b}']['entries_per_s'] / results[peer][f'{c}x{b}']['entries_per_s']:.2f}"
                           for c, b in CASES]
-                lines.append(f"{s} / etcd: " + "  ".join(ratios))
+                ratio_lines.append(f"{s} / {peer}: " + "  ".join(ratios))
+    if ratio_lines:
+        lines += [""] + ratio_lines
+    if results.get("pysyncobj"):
+        lines.append("")
+        lines.append(PYSYNCOBJ_LEGEND if not conf else f"{PYSYNCOBJ_LEGEND}; overridden: {' '.join(conf)}")
     return "\n".join(lines)
 
 
@@ -246,13 +441,19 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each case (default 5)")
     ap.add_argument("--quick", action="store_true", help="2 s per case")
     ap.add_argument("--no-etcd", action="store_true", help="skip etcd")
-    ap.add_argument("--install", action="store_true", help="apt-get install etcd-server if it is missing")
+    ap.add_argument("--no-pysyncobj", action="store_true", help="skip PySyncObj")
+    ap.add_argument("--pysyncobj-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a SyncObjConf setting of the PySyncObj nodes (repeatable)")
+    ap.add_argument("--install", action="store_true",
+                    help="apt-get install etcd-server and pip install pysyncobj if they are missing")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = ap.parse_args()
     seconds = 2.0 if args.quick else args.seconds
     if args.install and shutil.which("etcd") is None and not args.no_etcd:
         subprocess.run(["apt-get", "update", "-q"], check=False)
         subprocess.run(["apt-get", "install", "-y", "-q", "etcd-server"], check=False)
+    if args.install and not args.no_pysyncobj and importlib.util.find_spec("pysyncobj") is None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pysyncobj>=0.3,<0.4"], check=False)
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench_cluster.") as tmp:
         for flush in ("async", "sync"):
@@ -261,7 +462,10 @@ def main() -> int:
         if not args.no_etcd:
             log("etcd")
             results["etcd"] = bench_etcd(seconds, tmp)
-    print(json.dumps(results, indent=2) if args.json else table(results))
+        if not args.no_pysyncobj:
+            log("pysyncobj")
+            results["pysyncobj"] = bench_pysyncobj(seconds, tmp, args.pysyncobj_conf)
+    print(json.dumps(results, indent=2) if args.json else table(results, args.pysyncobj_conf))
     return 0
 
 
