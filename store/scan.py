@@ -120,6 +120,10 @@ class Run:
     last_chain: int
     crc_checked: int  # entries with checksums recorded (and checked, when check_crc)
     crc_absent: int  # entries written without checksums
+    # With FileScan(run_headers=True): the run's headers as gathered, one row per entry, in
+    # a big-endian structured array (fields magic, size, index, term, pos, channel,
+    # chain, bcrc, bsize). A copy: it stays valid after the scan moves on.
+    headers: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
@@ -137,6 +141,8 @@ class FileScan:
     it defaults to ``len(buf)``. ``check_crc=False`` skips checksum work (status is then OK
     or NO_CRC from the recorded fields alone). ``release_pages=True`` (read-only mmaps
     only) drops the mapping of pages behind the cursor so a long walk keeps a flat RSS.
+    ``run_headers=True`` makes :meth:`walk` attach each Run's decoded headers
+    (``Run.headers``) for callers that need per-entry columns (the Spark source).
     """
 
     def __init__(
@@ -154,6 +160,7 @@ class FileScan:
         max_entries: int | None = None,
         file_size: int | None = None,
         release_pages: bool = False,
+        run_headers: bool = False,
     ) -> None:
         self.buf = buf
         self.file_size = len(buf) if file_size is None else file_size
@@ -167,6 +174,7 @@ class FileScan:
         self.include_blank = include_blank
         self.max_entries = max_entries
         self.release_pages = release_pages
+        self.run_headers = run_headers
         self.stop: ScanStop | None = None
         self.next_offset = file_start + start  # logical offset just past the last record
         self._off = start  # cursor: offset in buf of the next record
@@ -465,7 +473,7 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
     end_rel = int(rel[last] + size[last])
     crc_absent = int(absent[:n].sum())
     run = Run(base + off, base + end_rel, n, first, int(term[0]), first + last, int(term[last]),
-              int(chain[last]), n - crc_absent, crc_absent)
+              int(chain[last]), n - crc_absent, crc_absent, hdr[:n] if scan.run_headers else None)
     scan._off = end_rel
     scan.next_offset = base + end_rel
     scan.prev_index, scan.prev_term, scan.prev_chain = run.last_index, run.last_term, run.last_chain

@@ -198,3 +198,19 @@ def pytest_addoption(parser):
 def pytest_generate_tests(metafunc):
     if "sim_seed" in metafunc.fixturenames:
         metafunc.parametrize("sim_seed", range(metafunc.config.getoption("seeds")))
+
+
+# --- Spark ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local Spark session (local[2]) for the whole test run: small shuffles, no
+    web UI, the JVM's console output in a log file. CLI tests that use it run their
+    commands on this session (start_session reuses a running one)."""
+    from dledgerctl.pipeline.session import start_session
+
+    session, started = start_session("local[2]", {"spark.sql.shuffle.partitions": "2",
+                                                  "spark.default.parallelism": "2"})
+    yield session
+    if started:
+        session.stop()

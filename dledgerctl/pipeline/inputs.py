@@ -1,0 +1,156 @@
+"""Which node directories and data files a Spark job reads (driver side, no Spark here).
+
+PATHS name node directories (``dledger-<id>``, holding ``data/`` or ``index/``), base
+directories (every ``dledger-<id>`` directory inside), or globs of either. Each node gets
+a short ``name`` that is unique among the inputs: the directory's own name, prefixed by
+as many parent names as it takes to tell two nodes apart (``a/dledger-n0`` and
+``b/dledger-n0``). A node's ``group`` (the replicas ``spark diverge`` compares) is its
+base directory.
+
+Also here: :class:`LazyFileList`, a read-only :class:`~store.files.FileList` that lists a
+directory but maps a file only when it is looked up, so a Spark task that reads one data
+file of a node with a thousand opens one data file and the index files it needs.
+"""
+
+from __future__ import annotations
+
+import glob
+import mmap
+import os
+from dataclasses import dataclass
+
+from store.errors import NotAStoreError, StoreIOError
+from store.files import FileList, MappedFile, list_store_files
+from store.filestore import detect_file_size
+from store.format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE
+from store.layout import DATA_DIR, INDEX_DIR, find_node_dirs
+
+GLOB_CHARS = "*?["
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str  # unique among the inputs of one job
+    dir: str  # absolute path of the node directory
+    group: str  # absolute path of its base directory
+
+    @property
+    def data_dir(self) -> str:
+        return os.path.join(self.dir, DATA_DIR)
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.dir, INDEX_DIR)
+
+
+def _is_node_dir(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, DATA_DIR)) or os.path.isdir(os.path.join(path, INDEX_DIR))
+
+
+def _expand(path: str) -> list[str]:
+    """Node directories named by one PATH argument."""
+    if any(c in path for c in GLOB_CHARS):
+        matches = sorted(glob.glob(path))
+        if not matches:
+            raise NotAStoreError(f"{path}: matches nothing")
+        found = []
+        for m in matches:
+            if os.path.isdir(m):
+                found.extend([m] if _is_node_dir(m) else find_node_dirs(m))
+        if not found:
+            raise NotAStoreError(f"{path}: matches no node directory")
+        return found
+    if not os.path.exists(path):
+        raise NotAStoreError(f"{path}: no such directory")
+    if not os.path.isdir(path):
+        raise NotAStoreError(f"{path}: not a directory")
+    if _is_node_dir(path):
+        return [path]
+    nodes = find_node_dirs(path)
+    if not nodes:
+        raise NotAStoreError(f"{path}: not a node directory (no data/ or index/) and holds no dledger-<id> directory")
+    return nodes
+
+
+def resolve_nodes(paths: list[str] | tuple[str, ...] | str) -> list[Node]:
+    """Every node directory the paths name, once each, in a stable order (by path)."""
+    if isinstance(paths, str):
+        paths = [paths]
+    if not paths:
+        raise NotAStoreError("no input paths")
+    dirs: dict[str, str] = {}
+    for p in paths:
+        for d in _expand(os.path.expanduser(str(p))):
+            real = os.path.realpath(d)
+            dirs.setdefault(real, os.path.abspath(d))
+    ordered = sorted(dirs.values())
+    names = unique_names(ordered)
+    return [Node(n, d, os.path.dirname(d)) for n, d in zip(names, ordered)]
+
+
+def unique_names(dirs: list[str]) -> list[str]:
+    """The shortest trailing path of each directory that no other directory shares."""
+    parts = [os.path.normpath(d).strip(os.sep).split(os.sep) for d in dirs]
+    depth = [1] * len(dirs)
+    while True:
+        names = ["/".join(p[-k:]) for p, k in zip(parts, depth)]
+        seen: dict[str, list[int]] = {}
+        for i, n in enumerate(names):
+            seen.setdefault(n, []).append(i)
+        clashes = [i for ids in seen.values() if len(ids) > 1 for i in ids if depth[i] < len(parts[i])]
+        if not clashes:
+            return names
+        for i in clashes:
+            depth[i] += 1
+
+
+class LazyFileList(FileList):
+    """A read-only FileList whose files are mapped on first lookup (``find``) or ``view``."""
+
+    def __init__(self, directory: str, file_size: int) -> None:
+        super().__init__(directory, file_size, writable=False)
+
+    def load(self) -> None:
+        found, self.ignored = list_store_files(self.directory)
+        for start, path in found:
+            try:
+                size = os.path.getsize(path)
+            except OSError as exc:
+                raise StoreIOError(f"cannot read {path}: {exc.strerror}") from exc
+            self.files.append(MappedFile(path, start, self.file_size, size))
+
+    def mapped(self, f: MappedFile) -> MappedFile:
+        if f.mm is None and f.actual_size > 0:
+            try:
+                fd = os.open(f.path, os.O_RDONLY)
+            except OSError as exc:
+                raise StoreIOError(f"cannot open {f.path}: {exc.strerror}") from exc
+            try:
+                f.mm = mmap.mmap(fd, f.actual_size, access=mmap.ACCESS_READ)
+            except (OSError, ValueError) as exc:
+                os.close(fd)
+                raise StoreIOError(f"cannot map {f.path}: {exc}") from exc
+            f.fd = fd
+        return f
+
+    def find(self, offset: int) -> MappedFile | None:
+        f = super().find(offset)
+        return self.mapped(f) if f is not None else None
+
+
+def open_lists(node_dir: str, data_file_size: int | None = None,
+               index_file_size: int | None = None) -> tuple[LazyFileList, LazyFileList]:
+    """The node's data and index files (listed, none mapped yet), with their sizes detected
+    as the store detects them (a configured size that disagrees with the files raises
+    StoreUsageError)."""
+    data = LazyFileList(os.path.join(node_dir, DATA_DIR), data_file_size or DEFAULT_DATA_FILE_SIZE)
+    index = LazyFileList(os.path.join(node_dir, INDEX_DIR), index_file_size or DEFAULT_INDEX_FILE_SIZE)
+    data.load()
+    index.load()
+    data.file_size = detect_file_size(data, data_file_size, DEFAULT_DATA_FILE_SIZE)
+    index.file_size = detect_file_size(index, index_file_size, DEFAULT_INDEX_FILE_SIZE)
+    for f in data.files:
+        f.size = data.file_size
+    for f in index.files:
+        f.size = index.file_size
+    return data, index
