@@ -21,6 +21,8 @@ import abc
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
+import numpy as np
+
 from .format import HEADER_SIZE, MAGIC_NORMAL
 
 
@@ -29,6 +31,62 @@ class Appended(NamedTuple):
     term: int
     pos: int
     size: int
+
+
+class AppendedBatch(Sequence):
+    """What one append stored, as columns (int64 arrays) instead of one tuple per entry.
+
+    A read-only sequence of :class:`Appended`; equal to any sequence of the same
+    entries. The run lanes return it; ``rows()`` gives ``[index, term, pos, size]`` lists
+    without building a tuple per entry."""
+
+    __slots__ = ("index", "term", "pos", "size")
+
+    def __init__(self, index, term, pos, size) -> None:
+        self.index, self.term, self.pos, self.size = index, term, pos, size
+
+    @classmethod
+    def of(cls, parts: Sequence[Sequence[Appended]]) -> "Sequence[Appended]":
+        """Concatenate what successive appends stored; a plain list when no part is a batch."""
+        if all(isinstance(p, list) for p in parts):
+            return [a for p in parts for a in p]
+        cols = [[], [], [], []]
+        for p in parts:
+            if isinstance(p, AppendedBatch):
+                arrays = (p.index, p.term, p.pos, p.size)
+            else:
+                arrays = [np.array(c, dtype=np.int64) for c in zip(*p)] if p else [np.empty(0, np.int64)] * 4
+            for col, a in zip(cols, arrays):
+                col.append(a)
+        return cls(*(np.concatenate(c) for c in cols))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return AppendedBatch(self.index[i], self.term[i], self.pos[i], self.size[i])
+        return Appended(int(self.index[i]), int(self.term[i]), int(self.pos[i]), int(self.size[i]))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None
+
+    def rows(self) -> list[list[int]]:
+        return np.column_stack((self.index, self.term, self.pos, self.size)).tolist()
+
+    def __repr__(self) -> str:
+        return f"AppendedBatch({list(self)!r})"
+
+
+def appended_rows(appended: Sequence[Appended]) -> list[list[int]]:
+    """``[index, term, pos, size]`` per entry, for answers to clients."""
+    if isinstance(appended, AppendedBatch):
+        return appended.rows()
+    return [list(a) for a in appended]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +116,14 @@ class LogStore(abc.ABC):
     def committed_index(self) -> int: ...
 
     @abc.abstractmethod
-    def append_leader(self, bodies: Sequence[bytes], term: int, magic: int = MAGIC_NORMAL) -> list[Appended]: ...
+    def append_leader(self, bodies: Sequence[bytes], term: int, magic: int = MAGIC_NORMAL) -> Sequence[Appended]: ...
 
     def append(self, body: bytes, term: int, magic: int = MAGIC_NORMAL) -> Appended:
         return self.append_leader((body,), term, magic)[0]
 
     @abc.abstractmethod
-    def append_follower(self, raw) -> list[Appended]: ...
+    def append_follower(self, raw, *, max_term: int | None = None) -> Sequence[Appended]:
+        """Store leader-encoded entries; ``max_term``: refuse entries of a higher term."""
 
     @abc.abstractmethod
     def get(self, index: int) -> Entry: ...
@@ -74,9 +133,13 @@ class LogStore(abc.ABC):
         last = min(self.end_index, first + count - 1)
         return [self.get(i) for i in range(first, last + 1)]
 
-    @abc.abstractmethod
     def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes:
         """Encoded entries from ``first`` on, at least one, at most max_count/max_bytes."""
+        return self.read_entries(first, max_count, max_bytes)[0]
+
+    @abc.abstractmethod
+    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int]:
+        """Like :meth:`get_raw`, with the number of entries read."""
 
     @abc.abstractmethod
     def term_of(self, index: int) -> int: ...

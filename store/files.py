@@ -22,9 +22,6 @@ from .errors import StoreCorruptError, StoreIOError
 from .format import file_name, parse_file_name
 
 
-MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Linux >= 5.14
-POPULATE_CHUNK = 1 << 20
-_populate_ok = True
 
 
 @dataclass
@@ -37,7 +34,6 @@ class MappedFile:
     fd: int = -1
     dirty_from: int | None = field(default=None)  # lowest relative offset written since the last flush
     dirty_to: int = 0
-    populated: int = 0  # relative offset up to which pages were faulted in ahead of writes
 
     @property
     def end(self) -> int:
@@ -172,32 +168,28 @@ class FileList:
         self.files.append(f)
         return f
 
-    def populate(self, f: MappedFile, upto: int) -> None:
-        """Fault in writable pages ahead of the writer, ``POPULATE_CHUNK`` at a time.
-
-        Page faults on a preallocated (fallocate) file cost ~10 us each on ext4 when taken
-        one by one from Python writes; one MADV_POPULATE_WRITE call takes them in the kernel
-        for well under 1 us a page. Where the kernel lacks it, writes fault as usual."""
-        global _populate_ok
-        if f.mm is None:
-            return
-        lo = f.populated
-        hi = min(f.actual_size, max(upto, lo + POPULATE_CHUNK))
-        if _populate_ok and hi > lo:
-            start = lo - lo % mmap.PAGESIZE
-            try:
-                f.mm.madvise(MADV_POPULATE_WRITE, start, hi - start)
-            except (OSError, ValueError):
-                _populate_ok = False
-        f.populated = hi
-
     def write(self, offset: int, data) -> None:
         f = self.file_for_write(offset)
-        rel = offset - f.start
+        self.write_at(f, offset - f.start, data)
+
+    def write_at(self, f: MappedFile, rel: int, data) -> None:
+        """Write ``data`` at ``rel`` in ``f`` with pwrite, not through the mapping.
+
+        The mapping shares the page cache, so readers see the bytes at once. Writing by
+        syscall takes no page faults (a store through the mapping faults once per page,
+        and again after every flush cleans the page) and needs no zeroing of fresh pages
+        it fills whole; a full disk is an error here, never a SIGBUS."""
         end = rel + len(data)
         if end > f.actual_size:
             raise StoreCorruptError(f"{f.path}: write of {len(data)} bytes at {rel} past the file end")
-        f.mm[rel:end] = data
+        try:
+            done = os.pwrite(f.fd, data, rel)
+            while done < len(data):  # short writes: regular files rarely do this, but may
+                with memoryview(data) as view:
+                    done += os.pwrite(f.fd, view[done:], rel + done)
+        except OSError as exc:
+            what = "disk full" if exc.errno == errno.ENOSPC else exc.strerror
+            raise StoreIOError(exc.errno, f"write to {f.path} failed: {what}") from exc
         self.mark_dirty(f, rel, end)
 
     @staticmethod

@@ -19,7 +19,19 @@ import fcntl
 import os
 from typing import Sequence
 
-from .base import Appended, Entry, LogStore
+import numpy as np
+
+from .base import Appended, AppendedBatch, Entry, LogStore
+from .batch import (
+    INDEX_DTYPE,
+    RUN_MIN,
+    accept_pushed,
+    encode_run,
+    fit_in_file,
+    gather_headers,
+    headers_equal_records,
+    prefix_true,
+)
 from .errors import (
     StoreInUseError,
     InconsistentAppend,
@@ -299,8 +311,7 @@ class FileStore(LogStore):
         rel = pos % fsize
         if size + MIN_BLANK_LEN > fsize - rel:
             f = self.data.file_for_write(pos)
-            BLANK_HEADER.pack_into(f.mm, rel, BLANK_MAGIC, fsize - rel)
-            self.data.mark_dirty(f, rel, rel + 8)
+            self.data.write_at(f, rel, BLANK_HEADER.pack(BLANK_MAGIC, fsize - rel))
             pos += fsize - rel
             self.write_pos = pos
             rel = 0
@@ -311,7 +322,7 @@ class FileStore(LogStore):
         f = self.index.file_for_write(off)
         return f, off - f.start
 
-    def append_leader(self, bodies: Sequence[bytes], term: int, magic: int = MAGIC_NORMAL) -> list[Appended]:
+    def append_leader(self, bodies: Sequence[bytes], term: int, magic: int = MAGIC_NORMAL) -> Sequence[Appended]:
         self._writable()
         if term < self.end_term:
             raise StoreUsageError(f"term {term} is lower than the log's last term {self.end_term}")
@@ -321,133 +332,184 @@ class FileStore(LogStore):
         largest = max(map(len, bodies), default=0)
         if HEADER_SIZE + largest + MIN_BLANK_LEN > self.data.file_size:
             raise StoreUsageError(f"entry of {HEADER_SIZE + largest} bytes does not fit a {self.data.file_size}-byte data file")
+        # Entries that go to the same data file are encoded into one buffer and written
+        # with one copy; their index records likewise. Stretches of RUN_MIN or more
+        # entries are encoded by the run lane (store/batch.py), the rest one by one.
+        parts: list[Sequence[Appended]] = []
+        fsize = self.data.file_size
+        nbodies = len(bodies)
+        sizes = None
+        i = 0
+        while i < nbodies:
+            dfile, seg_rel = self._place(HEADER_SIZE + len(bodies[i]))  # writes the BLANK padding if the file is full
+            room = fsize - seg_rel
+            if nbodies - i >= RUN_MIN:
+                if sizes is None:
+                    sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=nbodies) + HEADER_SIZE
+                k = fit_in_file(sizes[i:], room)
+                if k >= RUN_MIN:
+                    pos, first = self.write_pos, self.end_index + 1
+                    seg, records, run_sizes, chain = encode_run(bodies[i:i + k], first, term, magic, pos,
+                                                                self.last_chain, self.with_crc)
+                    self._write_segment(dfile, seg_rel, seg, first, records, first + k - 1, term, chain)
+                    starts = np.empty(k, dtype=np.int64)
+                    starts[0] = pos
+                    np.cumsum(run_sizes[:-1], out=starts[1:])
+                    starts[1:] += pos
+                    parts.append(AppendedBatch(np.arange(first, first + k, dtype=np.int64),
+                                               np.full(k, term, dtype=np.int64), starts, run_sizes))
+                    i += k
+                    continue
+            i = self._append_entries(bodies, i, term, magic, dfile, seg_rel, parts)
+        if self.flush_policy == "sync":
+            self.flush()
+        return parts[0] if len(parts) == 1 else AppendedBatch.of(parts)
+
+    def _append_entries(self, bodies, i: int, term: int, magic: int, dfile: MappedFile, seg_rel: int,
+                        parts: list) -> int:
+        """The per-entry lane of append_leader: bodies from ``i`` on, as far as the data file
+        that holds ``seg_rel`` has room; returns the index of the first body not written."""
         out: list[Appended] = []
         pack_header = ENTRY_HEADER.pack
         pack_index = INDEX_RECORD.pack
         chain_pack = CHAIN_INPUT.pack
         crc = crc32
         with_crc = self.with_crc
-        fsize = self.data.file_size
-        # Entries that go to the same data file are encoded into one buffer and written
-        # with one copy; their index records likewise.
-        i = 0
+        pos = self.write_pos
+        room = self.data.file_size - seg_rel
+        first_idx = idx = self.end_index + 1
+        chain = self.last_chain
+        seg = bytearray()
+        records = []
+        used = 0
         nbodies = len(bodies)
         while i < nbodies:
-            size = HEADER_SIZE + len(bodies[i])
-            dfile, seg_rel = self._place(size)  # writes the BLANK padding if the file is full
-            pos = self.write_pos
-            room = fsize - seg_rel
-            first_idx = idx = self.end_index + 1
-            chain = self.last_chain
-            seg = bytearray()
-            records = []
-            used = 0
-            while i < nbodies:
-                body = bodies[i]
-                size = HEADER_SIZE + len(body)
-                if used and size + MIN_BLANK_LEN > room - used:
-                    break  # the next data file
-                if with_crc:
-                    bcrc = crc(body) & CRC_MASK
-                    chain = crc(chain_pack(chain, idx, term, bcrc)) & CRC_MASK
-                else:
-                    bcrc = chain = 0
-                seg += pack_header(magic, size, idx, term, pos + used, 0, chain, bcrc, size - HEADER_SIZE)
-                seg += body
-                records.append(pack_index(magic, pos + used, size, idx, term))
-                out.append(Appended(idx, term, pos + used, size))
-                used += size
-                idx += 1
-                i += 1
-            if seg_rel + used > dfile.populated:
-                self.data.populate(dfile, seg_rel + used)
-            dfile.mm[seg_rel : seg_rel + used] = seg
-            self.data.mark_dirty(dfile, seg_rel, seg_rel + used)
-            self._write_index_records(first_idx, b"".join(records))
-            self.write_pos = pos + used
-            self.end_index, self.end_term, self.last_chain = idx - 1, term, chain
-            if self.begin_index < 0:
-                self.begin_index = first_idx
-        if self.flush_policy == "sync":
-            self.flush()
-        return out
+            body = bodies[i]
+            size = HEADER_SIZE + len(body)
+            if used and size + MIN_BLANK_LEN > room - used:
+                break  # the next data file
+            if with_crc:
+                bcrc = crc(body) & CRC_MASK
+                chain = crc(chain_pack(chain, idx, term, bcrc)) & CRC_MASK
+            else:
+                bcrc = chain = 0
+            seg += pack_header(magic, size, idx, term, pos + used, 0, chain, bcrc, size - HEADER_SIZE)
+            seg += body
+            records.append(pack_index(magic, pos + used, size, idx, term))
+            out.append(Appended(idx, term, pos + used, size))
+            used += size
+            idx += 1
+            i += 1
+        self._write_segment(dfile, seg_rel, seg, first_idx, b"".join(records), idx - 1, term, chain)
+        parts.append(out)
+        return i
 
-    def append_follower(self, raw) -> list[Appended]:
+    def _write_segment(self, dfile: MappedFile, seg_rel: int, seg, first: int, records: bytes, last: int,
+                       last_term: int, last_chain: int) -> None:
+        """Copy encoded entries ``first..last`` into ``dfile`` at ``seg_rel`` (the log's
+        end), their index records after the index's end, and move the end."""
+        used = len(seg)
+        self.data.write_at(dfile, seg_rel, seg)
+        self._write_index_records(first, records)
+        self.write_pos = dfile.start + seg_rel + used
+        self.end_index, self.end_term, self.last_chain = last, last_term, last_chain
+        if self.begin_index < 0:
+            self.begin_index = first
+
+    def append_follower(self, raw, *, max_term: int | None = None) -> Sequence[Appended]:
         """Store entries encoded by the leader, byte for byte, at the leader's positions.
 
-        Entries are checked one by one (framing, index continuity, term order, body
-        checksum when recorded, pos); the ones that go to the same data file are then
-        written with one copy, and their index records with one more. When an entry fails
-        a check, the ones before it are kept and InconsistentAppend is raised."""
+        Entries are checked (framing, index continuity, term order and at most
+        ``max_term``, body checksum when recorded, pos); the ones that go to the same data
+        file are then written with one copy, and their index records with one more. Long
+        stretches are checked by the run lane (store/batch.py), which only accepts; the
+        per-entry lane judges the rest. When an entry fails a check, the ones before it
+        are kept and InconsistentAppend is raised."""
         self._writable()
         buf = memoryview(raw)
         n = len(buf)
         off = 0
+        parts: list[Sequence[Appended]] = []
+        error: InconsistentAppend | None = None
+        fsize = self.data.file_size
+        try:
+            while off < n and error is None:
+                run = accept_pushed(buf, off, n, end_index=self.end_index, end_term=self.end_term,
+                                    write_pos=self.write_pos, file_size=fsize, max_term=max_term)
+                if run is not None:
+                    dfile, seg_rel = self._place(int(run.size[0]))
+                    self._write_segment(dfile, seg_rel, buf[off : off + run.nbytes], self.end_index + 1,
+                                        run.index_records(), int(run.index[-1]), int(run.term[-1]),
+                                        run.last_chain)
+                    parts.append(AppendedBatch(run.index, run.term, run.pos, run.size))
+                    off += run.nbytes
+                    continue
+                off, error = self._follow_entries(buf, off, RUN_MIN, max_term, parts)
+        finally:
+            buf.release()
+        if self.flush_policy == "sync" and parts:
+            self.flush()
+        if error is not None:
+            raise error
+        return parts[0] if len(parts) == 1 else AppendedBatch.of(parts)
+
+    def _follow_entries(self, buf, off: int, limit: int, max_term: int | None,
+                        parts: list) -> tuple[int, InconsistentAppend | None]:
+        """The per-entry lane of append_follower: at most ``limit`` entries from ``off``,
+        within one data file. Returns where it stopped and the error that stopped it."""
+        n = len(buf)
         out: list[Appended] = []
         fsize = self.data.file_size
         unpack = ENTRY_HEADER.unpack_from
         pack_index = INDEX_RECORD.pack
         crc = crc32
         error: InconsistentAppend | None = None
-        try:
-            while off < n and error is None:
-                seg_off, seg_rel, dfile = off, -1, None
-                records: list[bytes] = []
-                first_idx = self.end_index + 1
-                idx, last_term, write_pos = self.end_index, self.end_term, self.write_pos
-                chain = self.last_chain
-                while off < n:
-                    if n - off < HEADER_SIZE:
-                        error = InconsistentAppend(f"{n - off} trailing bytes are not an entry header")
-                        break
-                    magic, size, eidx, term, pos, _ch, echain, bcrc, bsize = unpack(buf, off)
-                    if magic not in ENTRY_MAGICS or bsize < 0 or size != HEADER_SIZE + bsize or off + size > n:
-                        error = InconsistentAppend(f"malformed entry at byte {off} of the batch (magic {magic}, size {size})")
-                        break
-                    if eidx != idx + 1:
-                        error = InconsistentAppend(f"entry index {eidx} does not follow the local end {idx}")
-                        break
-                    if term < last_term:
-                        error = InconsistentAppend(f"entry {eidx} has term {term} below the local last term {last_term}")
-                        break
-                    if (bcrc or echain) and crc(buf[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
-                        error = InconsistentAppend(f"entry {eidx}: body checksum does not match")
-                        break
-                    if size + MIN_BLANK_LEN > fsize:
-                        error = InconsistentAppend(f"entry {eidx} of {size} bytes does not fit a {fsize}-byte data file")
-                        break
-                    rel = write_pos % fsize
-                    expected = write_pos if size + MIN_BLANK_LEN <= fsize - rel else write_pos + fsize - rel
-                    if pos != expected:
-                        error = InconsistentAppend(f"entry {eidx} is at pos {pos}, the local log continues at {expected}")
-                        break
-                    if seg_rel >= 0 and pos != write_pos:
-                        break  # the next data file: a new segment
-                    if seg_rel < 0:
-                        dfile, seg_rel = self._place(size)  # writes the BLANK padding if the file is full
-                    records.append(pack_index(magic, pos, size, eidx, term))
-                    out.append(Appended(eidx, term, pos, size))
-                    idx, last_term, write_pos, chain = eidx, term, pos + size, echain
-                    off += size
-                if dfile is None:
-                    break
-                seg_len = off - seg_off
-                if seg_rel + seg_len > dfile.populated:
-                    self.data.populate(dfile, seg_rel + seg_len)
-                dfile.mm[seg_rel : seg_rel + seg_len] = buf[seg_off:off]
-                self.data.mark_dirty(dfile, seg_rel, seg_rel + seg_len)
-                self._write_index_records(first_idx, b"".join(records))
-                self.write_pos = write_pos
-                self.end_index, self.end_term, self.last_chain = idx, last_term, chain
-                if self.begin_index < 0:
-                    self.begin_index = first_idx
-        finally:
-            buf.release()
-        if self.flush_policy == "sync" and out:
-            self.flush()
-        if error is not None:
-            raise error
-        return out
+        seg_off, seg_rel, dfile = off, -1, None
+        records: list[bytes] = []
+        first_idx = self.end_index + 1
+        idx, last_term, write_pos = self.end_index, self.end_term, self.write_pos
+        chain = self.last_chain
+        while off < n and len(out) < limit:
+            if n - off < HEADER_SIZE:
+                error = InconsistentAppend(f"{n - off} trailing bytes are not an entry header")
+                break
+            magic, size, eidx, term, pos, _ch, echain, bcrc, bsize = unpack(buf, off)
+            if magic not in ENTRY_MAGICS or bsize < 0 or size != HEADER_SIZE + bsize or off + size > n:
+                error = InconsistentAppend(f"malformed entry at byte {off} of the batch (magic {magic}, size {size})")
+                break
+            if eidx != idx + 1:
+                error = InconsistentAppend(f"entry index {eidx} does not follow the local end {idx}")
+                break
+            if term < last_term:
+                error = InconsistentAppend(f"entry {eidx} has term {term} below the local last term {last_term}")
+                break
+            if max_term is not None and term > max_term:
+                error = InconsistentAppend(f"entry {eidx} has term {term} above the leader's term {max_term}")
+                break
+            if (bcrc or echain) and crc(buf[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
+                error = InconsistentAppend(f"entry {eidx}: body checksum does not match")
+                break
+            if size + MIN_BLANK_LEN > fsize:
+                error = InconsistentAppend(f"entry {eidx} of {size} bytes does not fit a {fsize}-byte data file")
+                break
+            rel = write_pos % fsize
+            expected = write_pos if size + MIN_BLANK_LEN <= fsize - rel else write_pos + fsize - rel
+            if pos != expected:
+                error = InconsistentAppend(f"entry {eidx} is at pos {pos}, the local log continues at {expected}")
+                break
+            if seg_rel >= 0 and pos != write_pos:
+                break  # the next data file: a new segment
+            if seg_rel < 0:
+                dfile, seg_rel = self._place(size)  # writes the BLANK padding if the file is full
+            records.append(pack_index(magic, pos, size, eidx, term))
+            out.append(Appended(eidx, term, pos, size))
+            idx, last_term, write_pos, chain = eidx, term, pos + size, echain
+            off += size
+        if dfile is not None:
+            self._write_segment(dfile, seg_rel, buf[seg_off:off], first_idx, b"".join(records), idx, last_term,
+                                chain)
+            parts.append(out)
+        return off, error
 
     def _write_index_records(self, first: int, data: bytes) -> None:
         off, done = first * INDEX_UNIT_SIZE, 0
@@ -455,10 +517,7 @@ class FileStore(LogStore):
             f = self.index.file_for_write(off)
             rel = off - f.start
             k = min(len(data) - done, f.size - rel)
-            if rel + k > f.populated:
-                self.index.populate(f, rel + k)
-            f.mm[rel : rel + k] = data[done : done + k]
-            self.index.mark_dirty(f, rel, rel + k)
+            self.index.write_at(f, rel, data[done : done + k] if k < len(data) else data)
             off += k
             done += k
 
@@ -499,25 +558,26 @@ class FileStore(LogStore):
         magic, size, idx, term, pos, channel, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(raw)
         return Entry(idx, term, pos, magic, raw[HEADER_SIZE:size], bcrc, chain, channel)
 
-    def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes:
+    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int]:
         """Encoded entries from ``first`` on: at least one entry, at most ``max_count``
-        entries and (beyond the first) ``max_bytes`` bytes. Entries within one data file are
-        contiguous, so each file's share is one read; every header read is checked to follow
-        the one before, so a damaged index record cannot serve other bytes."""
+        entries and (beyond the first) ``max_bytes`` bytes, with their count. Entries within
+        one data file are contiguous, so each file's share is one read; every header read
+        is checked against its index record, so a damaged index record cannot serve other
+        bytes."""
         self.check_range(first)
         parts: list[bytes] = []
         budget = max_bytes
         count = max(1, max_count)
         idx = first
         while count > 0 and idx <= self.end_index:
-            raw = self._raw_in_file(idx, count, budget, first_part=not parts)
-            if not raw:
+            got = self._raw_in_file(idx, count, budget, first_part=not parts)
+            if not got:
                 break
-            parts.append(raw[0])
-            idx += raw[1]
-            count -= raw[1]
-            budget -= len(raw[0])
-        return b"".join(parts)
+            parts.append(got[0])
+            idx += got[1]
+            count -= got[1]
+            budget -= len(got[0])
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), idx - first
 
     def _raw_in_file(self, first: int, max_count: int, budget: int, first_part: bool):
         """(bytes, entry count) of entries from ``first`` within its data file, or None when
@@ -527,6 +587,10 @@ class FileStore(LogStore):
             return None
         fsize = self.data.file_size
         limit = min(pos0 + max(budget, size0), pos0 - pos0 % fsize + fsize)
+        if max_count >= RUN_MIN and self.end_index - first + 1 >= RUN_MIN:
+            got = self._raw_run(first, max_count, pos0, limit)
+            if got is not None:
+                return got
         lo, hi = first, min(self.end_index, first + max_count - 1)
 
         def end_of(k: int) -> int:
@@ -555,6 +619,38 @@ class FileStore(LogStore):
             off += size
             idx += 1
         return raw, idx - first
+
+    def _raw_run(self, first: int, max_count: int, pos0: int, limit: int):
+        """The run lane of :meth:`_raw_in_file`: the index records of up to ``max_count``
+        entries from ``first`` read at once (the same range the per-entry lane searches);
+        when all of them are contiguous, the ones that end by ``limit``, if their headers
+        equal their records. None otherwise: the per-entry lane then serves the call or
+        names the problem, so both lanes answer alike."""
+        off = first * INDEX_UNIT_SIZE
+        ifile = self.index.find(off)
+        if ifile is None or ifile.mm is None:
+            return None
+        r = off - ifile.start
+        n = min(max_count, self.end_index - first + 1, (ifile.actual_size - r) // INDEX_UNIT_SIZE)
+        if n < RUN_MIN:
+            return None
+        rec = np.frombuffer(ifile.mm, dtype=INDEX_DTYPE, count=n, offset=r)
+        pos = rec["pos"].astype(np.int64)
+        ends = pos + rec["size"].astype(np.int64)
+        ok = (rec["index"] == np.arange(first, first + n, dtype=np.int64)) & (ends - pos >= HEADER_SIZE)
+        ok[0] &= bool(pos[0] == pos0)
+        ok[1:] &= pos[1:] == ends[:-1]
+        if prefix_true(ok) < n:
+            return None  # a record that disagrees: the per-entry lane decides what that means
+        take = prefix_true(ends <= limit)
+        if take == 0:
+            return None
+        total = int(ends[take - 1]) - pos0
+        raw = self.data.read(pos0, total)
+        words = np.frombuffer(ifile.mm, dtype=np.uint32, count=take * 8, offset=r).reshape(take, 8)
+        if prefix_true(headers_equal_records(gather_headers(raw, pos[:take] - pos0), words)) < take:
+            return None
+        return raw, take
 
     # -- truncating -------------------------------------------------------------------
     def truncate(self, from_index: int, *, force: bool = False) -> int:

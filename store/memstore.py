@@ -86,7 +86,7 @@ class MemoryStore(LogStore):
             out.append(self._add(Entry(index, term, pos, magic, body, bcrc, chain)))
         return out
 
-    def append_follower(self, raw) -> list[Appended]:
+    def append_follower(self, raw, *, max_term: int | None = None) -> list[Appended]:
         buf = bytes(raw)
         off, out = 0, []
         while off < len(buf):
@@ -99,6 +99,8 @@ class MemoryStore(LogStore):
                 raise InconsistentAppend(f"entry index {idx} does not follow the local end {self.end_index}")
             if term < self.end_term:
                 raise InconsistentAppend(f"entry {idx} has term {term} below the local last term {self.end_term}")
+            if max_term is not None and term > max_term:
+                raise InconsistentAppend(f"entry {idx} has term {term} above the leader's term {max_term}")
             body = buf[off + HEADER_SIZE : off + size]
             if (bcrc or chain) and crc32(body) & CRC_MASK != bcrc:
                 raise InconsistentAppend(f"entry {idx}: body checksum does not match")
@@ -118,16 +120,16 @@ class MemoryStore(LogStore):
         return ENTRY_HEADER.pack(e.magic, e.size, e.index, e.term, e.pos, e.channel, e.chain_crc, e.body_crc,
                                  len(e.body)) + e.body
 
-    def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes:
+    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int]:
         self.check_range(first)
         parts, total = [], 0
-        for i in range(first, min(self.end_index, first + max_count - 1) + 1):
+        for i in range(first, min(self.end_index, first + max(1, max_count) - 1) + 1):
             raw = self.get_bytes(i)
             if parts and total + len(raw) > max_bytes:
                 break
             parts.append(raw)
             total += len(raw)
-        return b"".join(parts)
+        return b"".join(parts), len(parts)
 
     def term_of(self, index: int) -> int:
         return self.get(index).term

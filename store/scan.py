@@ -29,8 +29,16 @@ from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
+from .batch import (
+    HEADER_DTYPE,
+    INDEX_DTYPE,
+    MAGIC_HIGH,
+    MAGIC_LOW,
+    gather_headers,
+    headers_equal_records,
+    prefix_true,
+)
 from .files import PAGE, release_pages
 from .format import (
     BLANK_HEADER,
@@ -325,17 +333,6 @@ RUN_MAX = 1 << 16  # entries checked per run: bounds the temporary arrays (a few
 SLOW_STRIDE_MIN = 64  # after a refused run, this many entries go through the per-entry lane
 SLOW_STRIDE_DOUBLINGS = 10  # ... doubling with each consecutive refusal (a damaged index)
 
-_INDEX_DTYPE = np.dtype([("magic", ">i4"), ("pos", ">i8"), ("size", ">i4"), ("index", ">i8"), ("term", ">i8")])
-assert _INDEX_DTYPE.itemsize == INDEX_UNIT_SIZE
-_HEADER_DTYPE = np.dtype([
-    ("magic", ">i4"), ("size", ">i4"), ("index", ">i8"), ("term", ">i8"), ("pos", ">i8"),
-    ("channel", ">i4"), ("chain", ">i4"), ("bcrc", ">i4"), ("bsize", ">i4"),
-])
-assert _HEADER_DTYPE.itemsize == HEADER_SIZE == ENTRY_HEADER.size
-_MAGICS = np.array(ENTRY_MAGICS, dtype=np.int32)
-# 32-bit words of an index record (magic, pos:2, size, index:2, term:2) picked in the order
-# of the header's first 8 words (magic, size, index:2, term:2, pos:2)
-_RECORD_TO_HEADER_WORDS = np.array([0, 3, 4, 5, 6, 7, 1, 2])
 _PREV_CHAIN = struct.Struct(">i")
 _chain_tables = None
 
@@ -373,12 +370,6 @@ def chain_crcs(inputs: np.ndarray) -> np.ndarray:
     return acc & np.uint32(CRC_MASK)
 
 
-def _prefix(ok: np.ndarray) -> int:
-    """Length of the leading run of True."""
-    bad = np.flatnonzero(~ok)
-    return int(bad[0]) if len(bad) else len(ok)
-
-
 def _fast_run(scan: FileScan, index_files) -> Run | None:
     """Check up to RUN_MAX entries from the scan's cursor at once; None if not even one.
 
@@ -408,7 +399,7 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
     if n <= 0:
         return None
     base = scan.file_start
-    rec = np.frombuffer(ifile.mm, dtype=_INDEX_DTYPE, count=n, offset=r)
+    rec = np.frombuffer(ifile.mm, dtype=INDEX_DTYPE, count=n, offset=r)
     pos = rec["pos"].astype(np.int64)
     if pos[0] != base + off:
         return None
@@ -418,19 +409,17 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
     ok = (size >= HEADER_SIZE) & (rel < scan.end) & (rel + size <= buflen)
     ok[1:] &= rel[1:] == rel[:-1] + size[:-1]
     ok &= rec["index"] == np.arange(first, first + n, dtype=np.int64)
-    ok &= np.isin(rec["magic"], _MAGICS)
-    n = _prefix(ok)
+    ok &= (rec["magic"] >= MAGIC_LOW) & (rec["magic"] <= MAGIC_HIGH)
+    n = prefix_true(ok)
     if n == 0:
         return None
     rel, size = rel[:n], size[:n]
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    window = as_strided(u8, shape=(buflen - HEADER_SIZE + 1, HEADER_SIZE), strides=(1, 1), writeable=False)
-    raw = window[rel]  # (n, 48) copies of the headers
+    raw = gather_headers(buf, rel)  # (n, 48) copies of the headers
     # Header == index record on (magic, size, index, term, pos), compared as 32-bit words:
     # both layouts are big-endian and 4-byte aligned, only the field order differs.
     words = np.frombuffer(ifile.mm, dtype=np.uint32, count=n * 8, offset=r).reshape(n, 8)
-    ok = (raw.view(np.uint32)[:, :8] == words[:, _RECORD_TO_HEADER_WORDS]).all(axis=1)
-    hdr = raw.view(_HEADER_DTYPE)[:, 0]
+    ok = headers_equal_records(raw, words)
+    hdr = raw.view(HEADER_DTYPE)[:, 0]
     term = hdr["term"].astype(np.int64)
     bsize = hdr["bsize"].astype(np.int64)
     ok &= (bsize >= 0) & (size == bsize + HEADER_SIZE)
@@ -442,7 +431,7 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
     bcrc = hdr["bcrc"].astype(np.int64)
     chain = hdr["chain"].astype(np.int64)
     absent = (bcrc == 0) & (chain == 0)
-    n = _prefix(ok)
+    n = prefix_true(ok)
     if n and scan.check_crc and not absent[:n].all():
         raw, rel, size, bcrc, chain, absent = raw[:n], rel[:n], size[:n], bcrc[:n], chain[:n], absent[:n]
         ok = absent.copy()
@@ -466,7 +455,7 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
         if len(want) and want[0] == 0 and scan.prev_chain is None and first != 0:
             chain_ok[0] = True  # the predecessor is unknown: its link cannot be checked
         ok[want] = good & chain_ok
-        n = _prefix(ok)
+        n = prefix_true(ok)
     if n == 0:
         return None
     last = n - 1

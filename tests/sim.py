@@ -47,9 +47,9 @@ class SimStore(MemoryStore):
             self.flush()
         return out
 
-    def append_follower(self, raw):
+    def append_follower(self, raw, *, max_term=None):
         try:
-            return super().append_follower(raw)
+            return super().append_follower(raw, max_term=max_term)
         finally:
             if self.sync:
                 self.flush()
