@@ -30,7 +30,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from .rpc import Code, PushRequest, PushResponse, PushType, split_entries
+from .rpc import Code, PushRequest, PushResponse, PushType
 
 
 class DispatchState(enum.StrEnum):
@@ -85,8 +85,7 @@ class Dispatcher:
         while len(self.inflight) < cfg.push_window and self.next_index <= store.end_index:
             if not self._quota_allows(now):
                 break
-            raw = store.get_raw(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
-            count = len(split_entries(raw))
+            raw, count = store.read_entries(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
             req = PushRequest(self.group, self.self_id, self.term, PushType.APPEND, commit_index,
                               self.next_index, count, raw)
             self.inflight[self.next_index] = InFlight(req, self.next_index + count - 1, len(raw), now)

@@ -26,6 +26,7 @@ term; see core.py):
 from __future__ import annotations
 
 from store.errors import StoreError
+from store.format import ENTRY_HEADER, ENTRY_MAGICS, HEADER_SIZE
 
 from .rpc import Code, PushRequest, PushResponse, PushType, split_entries
 
@@ -110,34 +111,43 @@ class FollowerLog:
 
     def _append(self, req: PushRequest) -> PushResponse:
         s = self.store
-        spans = split_entries(req.entries)
-        if not spans or spans[0][2] != req.first_index or len(spans) != req.count:
-            raise ValueError(f"APPEND of {req.count} entries from {req.first_index} carries {len(spans)} "
-                             f"starting at {spans[0][2] if spans else None}")
-        if any(term > req.term for _o, _s, _i, term in spans):
-            raise ValueError("APPEND carries entries of a term above the leader's")
-        first = req.first_index
+        raw = req.entries
+        if len(raw) < HEADER_SIZE:
+            raise ValueError(f"APPEND of {req.count} entries from {req.first_index} carries {len(raw)} bytes")
+        first = ENTRY_HEADER.unpack_from(raw, 0)[2]
+        if first != req.first_index:
+            raise ValueError(f"APPEND from {req.first_index} starts with entry {first}")
         if first - 1 > self.matched:
             if first > s.end_index + 1 and s.end_index == self.matched:
                 return self._reply(req, Code.INCONSISTENT_INDEX)  # a gap: resend from our end
             return self._reply(req, Code.INCONSISTENT_STATE)  # our log after `matched` is unverified
-        # Skip what is already here and equal; cut at the first entry that differs.
-        k = 0
-        while k < len(spans) and spans[k][2] <= s.end_index:
-            off, size, index, _term = spans[k]
-            if s.get_bytes(index) != bytes(req.entries[off:off + size]):
+        # A resend overlaps what is here: skip what is equal, cut at the first entry that differs.
+        off, k, index = 0, 0, first
+        while index <= s.end_index and off < len(raw):
+            size = _entry_size(raw, off)
+            if s.get_bytes(index) != bytes(raw[off:off + size]):
                 if index <= s.committed_index:
                     return self._reply(req, Code.INCONSISTENT_STATE,
                                        remark=f"entry {index} differs from a committed local entry")
                 s.truncate(index)
                 break
             self.matched = max(self.matched, index)
-            k += 1
-        if k < len(spans):
+            off, k, index = off + size, k + 1, index + 1
+        if off < len(raw):
             try:
-                s.append_follower(memoryview(req.entries)[spans[k][0]:])
+                k += len(s.append_follower(memoryview(raw)[off:], max_term=req.term))
             finally:
                 self.matched = max(self.matched, s.end_index)
-        else:
-            self.matched = max(self.matched, spans[-1][2])
+        if k != req.count:
+            raise ValueError(f"APPEND says {req.count} entries from {req.first_index} but carries {k}")
         return self._reply(req, Code.SUCCESS)
+
+
+def _entry_size(raw, off: int) -> int:
+    """Size of the entry at ``off`` of a push, framing checked (ValueError if malformed)."""
+    if len(raw) - off < HEADER_SIZE:
+        raise ValueError(f"{len(raw) - off} trailing bytes are not an entry header")
+    magic, size = ENTRY_HEADER.unpack_from(raw, off)[:2]
+    if magic not in ENTRY_MAGICS or size < HEADER_SIZE or off + size > len(raw):
+        raise ValueError(f"malformed entry at byte {off} of the batch (magic {magic}, size {size})")
+    return size

@@ -16,6 +16,7 @@ import os
 import random
 import signal
 
+from store.base import appended_rows
 from store.errors import StoreError
 from store.filestore import FileStore
 from store.files import sync_fds
@@ -201,10 +202,11 @@ class Node:
                 fut.set_result((p, p.code, p.remark, start, n))
 
     # -- serving ----------------------------------------------------------------------
-    async def _serve(self, f: Frame) -> Frame:
+    def _serve(self, f: Frame):
+        """The answer to a frame: a Frame now, or (APPEND) an awaitable of one."""
         try:
             if f.code == APPEND:
-                return await self._append(f)
+                return self._append(f)
             if f.code == GET:
                 return self._get(f)
             if f.code in (METADATA, STATUS):
@@ -225,7 +227,8 @@ class Node:
         d["flush"] = self.cfg.flush
         return d
 
-    async def _append(self, f: Frame) -> Frame:
+    def _append(self, f: Frame):
+        """Checks the request now (BadMessage), answers once the entries commit or fail."""
         try:
             count = int(f.ext.get("count", "1"))
         except ValueError:
@@ -238,11 +241,14 @@ class Node:
         if not self._batch:
             self.loop.call_soon(self._propose_batch)
         self._batch.append((bodies, fut))
+        return self._appended(f, fut)
+
+    async def _appended(self, f: Frame, fut: asyncio.Future) -> Frame:
         p, code, remark, start, n = await fut
         out = {"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
                "remark": remark}
         if code == Code.SUCCESS:
-            out["entries"] = [[a.index, a.term, a.pos, a.size] for a in p.appended[start:start + n]]
+            out["entries"] = appended_rows(p.appended[start:start + n])
         return response_frame(out, f.opaque, APPEND)
 
     def _propose_batch(self) -> None:

@@ -1,7 +1,8 @@
 """asyncio transport: a frame server and a pipelining client. Only bytes move here.
 
-Server: one reader task per connection; each request frame is handed to the handler in
-its own task (so a slow request does not hold up the ones behind it on the connection).
+Server: one reader task per connection. The handler answers a request frame at once (a
+Frame) or later (an awaitable, run in its own task, so a slow request does not hold up
+the ones behind it on the connection).
 Frames written in one loop iteration go out in one write (on both sides), with
 ``drain()`` for back-pressure. A frame that cannot be
 decoded closes that connection; nothing a peer sends can stop the server.
@@ -40,6 +41,18 @@ class Unreachable(TransportError):
     pass
 
 
+class _Expired(Exception):
+    """A request's timer fired before its response came (becomes RequestTimeout)."""
+
+
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(_Expired())
+
+
+_DRAIN_ABOVE = 1 << 20  # a request waits for the socket only when this much is unsent
+
+
 class _Coalescer:
     """Frames written during one loop iteration leave in one ``write`` (one send call)
     instead of one each; order is kept. Back-pressure stays with ``drain()``."""
@@ -66,7 +79,8 @@ class _Coalescer:
 
 class FrameServer:
     def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        """``handler(frame) -> Frame | None`` (async): the response to send, if any."""
+        """``handler(frame)`` returns the response (a Frame), None for no response, or an
+        awaitable of either."""
         self.handler = handler
         self.max_frame = max_frame
         self.server: asyncio.base_events.Server | None = None
@@ -105,9 +119,19 @@ class FrameServer:
                 for f in frames:
                     if f.is_response:
                         continue  # nobody here asked
-                    t = asyncio.create_task(self._answer(f, out))
+                    try:
+                        resp = self.handler(f)
+                    except Exception:  # noqa: BLE001 - a handler bug must not take the server down
+                        log.exception("request code %s failed", f.code)
+                        resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
+                    if resp is None or isinstance(resp, Frame):
+                        self._send(f, resp, out)
+                        continue
+                    t = asyncio.create_task(self._answer(f, resp, out))
                     inflight.add(t)
                     t.add_done_callback(inflight.discard)
+                if out.parts:
+                    await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -118,20 +142,24 @@ class FrameServer:
             writer.close()
             self._conns.discard(task)
 
-    async def _answer(self, f: Frame, out: _Coalescer) -> None:
+    async def _answer(self, f: Frame, pending, out: _Coalescer) -> None:
         try:
-            resp = await self.handler(f)
+            resp = await pending
         except Exception:  # noqa: BLE001 - a handler bug must not take the server down
             log.exception("request code %s failed", f.code)
             resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
-        if resp is None:
-            return
-        resp.opaque, resp.flag = f.opaque, resp.flag | FLAG_RESPONSE
-        out.send(encode_frame(resp))
+        self._send(f, resp, out)
         try:
             await out.writer.drain()
         except (ConnectionError, RuntimeError):
             pass
+
+    @staticmethod
+    def _send(f: Frame, resp: Frame | None, out: _Coalescer) -> None:
+        if resp is None:
+            return
+        resp.opaque, resp.flag = f.opaque, resp.flag | FLAG_RESPONSE
+        out.send(encode_frame(resp))
 
 
 class Channel:
@@ -211,22 +239,28 @@ class Channel:
         """Send ``frame`` (its opaque is assigned here) and wait for its response."""
         if self.closed:
             raise ConnectionLost(f"channel to {self.address} is closed")
-        await self._connect()
+        if self._writer is None:
+            await self._connect()
         frame.opaque = next(self._opaque)
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         self._pending[frame.opaque] = fut
+        # a timer that fails the future, cheaper than wrapping it in asyncio.wait_for
+        timer = loop.call_later(timeout, _expire, fut)
         try:
             writer = self._writer
             if writer is None:
                 raise ConnectionLost(f"connection to {self.address} lost")
             self._out.send(encode_frame(frame))
-            await writer.drain()
-            return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+            if writer.transport.get_write_buffer_size() > _DRAIN_ABOVE:
+                await writer.drain()
+            return await fut
+        except _Expired:
             raise RequestTimeout(f"{self.address} did not answer within {timeout:.3g} s") from None
         except ConnectionError as exc:
             raise ConnectionLost(f"connection to {self.address} lost: {exc}") from exc
         finally:
+            timer.cancel()
             self._pending.pop(frame.opaque, None)
 
     async def close(self) -> None:
