@@ -109,7 +109,15 @@ def verify_store(
     index_file_size: int | None = None,
     check_crc: bool = True,
     progress: Callable[[int], None] | None = None,
+    walk: Callable | None = None,
 ) -> VerifyReport:
+    """Check every file of ``node_dir``; never writes.
+
+    ``walk`` replaces the walk over the data files (the Spark audit supplies entry results
+    computed elsewhere by the same decoder): ``walk(data, index, check_crc, report, out,
+    progress)`` fills the report's counters, calls ``out.add(severity, code, file, offset,
+    index, message)`` for each problem in walk order, and returns what :func:`_walk_data`
+    returns. Every other check (file names, tails, checkpoint) is this function's own."""
     layout = NodeLayout(node_dir)
     report = VerifyReport(node_dir)
     out = _Collector(report)
@@ -123,7 +131,7 @@ def verify_store(
         _check_file_names(data, data_file_size, DEFAULT_DATA_FILE_SIZE, "data", out)
         _check_file_names(index, index_file_size, DEFAULT_INDEX_FILE_SIZE, "index", out)
         report.data_files, report.index_files = len(data.files), len(index.files)
-        end_pos = _walk_data(data, index, check_crc, report, out, progress)
+        end_pos = (walk or _walk_data)(data, index, check_crc, report, out, progress)
         _check_tails(data, index, end_pos, report, out)
         _check_meta(layout, report, out)
     finally:
