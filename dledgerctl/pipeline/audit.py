@@ -33,7 +33,8 @@ from store.format import decode_index, INDEX_UNIT_SIZE
 from store.scan import CLEAN_STOPS, HEALTHY, NO_CRC, OK, STOP_END, FileScan
 from store.verify import ERROR, MAX_PER_CODE, STATUS_MESSAGES, VerifyReport, verify_store
 
-from .batches import IDX_EMPTY, IDX_MISMATCH, IDX_MISSING, IDX_OK, KIND_STOP, RECORDS_ALL, UNKNOWN, file_predecessor
+from .batches import (IDX_EMPTY, IDX_MISMATCH, IDX_MISSING, IDX_OK, KIND_ENTRY, KIND_STOP, RECORDS_ALL, UNKNOWN,
+                      file_predecessor)
 from .inputs import Node
 from .jobs import _nodes, read_entries
 
@@ -49,6 +50,7 @@ AUDIT_SCHEMA = StructType([
     *[StructField(c, LongType()) for c in AUDIT_COUNTS],
     StructField("problems", ArrayType(PROBLEM_SCHEMA)),
 ])
+_COUNT = "#problem-entries"  # the row of the first query that counts problem entries
 INDEX_CODES = {IDX_MISSING: "index-missing", IDX_EMPTY: "index-missing", IDX_MISMATCH: "index-mismatch"}
 
 
@@ -131,8 +133,16 @@ def _max_files(nodes: list[Node]) -> int:
 
 def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
     scans: dict[str, NodeScan] = defaultdict(NodeScan)
-    # healthy entries (per node, file, term) and each file's stop
-    for r in agg.filter(F.col("m_pos").isNull() | (F.col("m_kind") == KIND_STOP)).collect():
+    marks = agg.filter(F.col("m_kind") == KIND_ENTRY)
+    # healthy entries (per node, file, term), each file's stop, and how many problem
+    # entries there are (one job; a clean store needs no other)
+    head = agg.filter(F.col("m_pos").isNull() | (F.col("m_kind") == KIND_STOP))
+    count = marks.agg(F.count(F.lit(1)).alias("n")).select(F.lit(_COUNT).alias("m_kind"), "n")
+    problem_entries = 0
+    for r in head.unionByName(count, allowMissingColumns=True).collect():
+        if r["m_kind"] == _COUNT:
+            problem_entries = r["n"]
+            continue
         ns = scans[r["node"]]
         fr = ns.files[r["file"]]
         if r["m_kind"] == KIND_STOP:
@@ -145,7 +155,8 @@ def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
         fr.see_first(r["first_pos"], r["first_index"], r["term"])
         fr.see_last(r["last_pos"], r["last_index"], r["term"], r["last_chain"])
         ns.terms.add(r["term"])
-    marks = agg.filter(F.col("m_kind") == "entry")
+    if not problem_entries:
+        return scans
     # every problem entry, summed per file (first and last entry of a file may be one)
     per_file = marks.groupBy("node", "file").agg(
         F.sum("n").alias("n"), F.sum("bytes").alias("bytes"),

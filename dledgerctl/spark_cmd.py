@@ -1,0 +1,248 @@
+"""``dledgerctl spark ...``: the PySpark jobs of dledgerctl.pipeline, for many nodes at once.
+
+pyspark is an optional extra: it is imported (through dledgerctl.pipeline) only inside a
+command, so the rest of the tool works without it and a ``spark`` command without it says
+how to install it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from contextlib import contextmanager
+from enum import Enum
+from typing import Annotated, Iterator, Optional
+
+import typer
+
+from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail, log
+from .render import Format, render
+
+app = typer.Typer(help="Audit, compare, summarise and export the logs of many nodes with PySpark.",
+                  no_args_is_help=True)
+
+INSTALL_HINT = "pyspark is not installed; install it with: pip install 'dledgerctl[spark]'"
+_MISSING = ("pyspark", "pyarrow", "py4j")
+
+
+class OutputFormat(str, Enum):
+    parquet = "parquet"
+    json = "json"
+    csv = "csv"
+
+
+PathsArg = Annotated[list[str], typer.Argument(
+    help="Node directories (dledger-<id>), base directories holding them, or globs of either.", show_default=False)]
+MasterOpt = Annotated[Optional[str], typer.Option(
+    "--master", help="Spark master: local[*] (default), local[N], spark://HOST:PORT, yarn, k8s://...")]
+ConfOpt = Annotated[Optional[list[str]], typer.Option(
+    "--conf", metavar="KEY=VALUE", help="A Spark setting, e.g. spark.executor.memory=4g (repeatable).")]
+ShipOpt = Annotated[Optional[bool], typer.Option(
+    "--ship/--no-ship", help="Send dledgerctl's store and pipeline code to the executors as a zip (default: yes "
+                             "for a cluster master, no for local[...]).", show_default=False)]
+OutputOpt = Annotated[Optional[str], typer.Option(
+    "--output", "-o", metavar="PATH", help="Also write the result rows with Spark to PATH (a directory; must not "
+                                          "exist).")]
+OutputFormatOpt = Annotated[OutputFormat, typer.Option(
+    "--output-format", help="Format of --output: parquet, json or csv.", case_sensitive=False)]
+
+
+def _pipeline():
+    """The pipeline modules, or one error line when pyspark (or pyarrow) is missing."""
+    try:
+        return {name: importlib.import_module(f"dledgerctl.pipeline.{name}")
+                for name in ("errors", "session", "jobs", "audit")}
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in _MISSING:
+            raise fail(INSTALL_HINT) from None
+        raise
+
+
+def _conf(pairs: list[str] | None) -> dict[str, str]:
+    out = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--conf")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@contextmanager
+def _spark(master: str | None, conf: list[str] | None, ship: bool | None) -> Iterator[tuple]:
+    """A Spark session and the pipeline modules; every failure becomes one error line."""
+    settings = _conf(conf)
+    mods = _pipeline()
+    session = mods["session"]
+    verbose = log.getEffectiveLevel() <= logging.INFO
+    with errors_as_exit():
+        try:
+            with session.spark_errors():
+                with _starting(master):
+                    spark, started = session.start_session(master, settings, ship=ship, verbose=verbose)
+                try:
+                    yield spark, mods
+                finally:
+                    if started:
+                        spark.stop()
+        except mods["errors"].PipelineError as exc:
+            raise fail(str(exc)) from None
+
+
+@contextmanager
+def _starting(master: str | None):
+    """A spinner while Spark starts, on a terminal only."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(f"starting Spark ({master or 'local[*]'})"):
+        yield
+
+
+@contextmanager
+def _progress(spark, mods, description: str):
+    """A bar of Spark tasks done (one task per data file while reading), on a terminal only."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), "tasks",
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as prog:
+        task = prog.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            prog.update(task, completed=done, total=total)
+
+        with mods["session"].watch_tasks(spark, update):
+            yield
+
+
+def _write(df, output: str | None, fmt: OutputFormat) -> None:
+    if not output:
+        return
+    from pyspark.sql import functions as F  # noqa: F401 - pyspark is present: a session runs
+
+    if fmt == OutputFormat.csv:
+        nested = [f.name for f in df.schema.fields if f.dataType.typeName() in ("array", "struct", "map")]
+        for name in nested:
+            df = df.withColumn(name, F.to_json(name))
+        df.write.option("header", "true").csv(output)
+    elif fmt == OutputFormat.json:
+        df.write.json(output)
+    else:
+        df.write.parquet(output)
+    typer.echo(f"wrote {output} ({fmt.value})", err=True)
+
+
+AUDIT_TABLE = ["node", "verdict", "entries", "bytes", "begin_index", "end_index", "terms", "end_term", "crc_failures",
+               "index_gaps", "index_disagreements", "unreadable", "errors", "warnings"]
+PROBLEM_TABLE = ["node", "severity", "code", "file", "offset", "index", "message"]
+
+
+@app.command("audit")
+def audit_cmd(
+    paths: PathsArg,
+    no_crc: Annotated[bool, typer.Option("--no-crc", help="Skip checksum verification (faster).")] = False,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    ship: ShipOpt = None,
+    output: OutputOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.parquet,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Check every node's files as 'store verify' does; exit 1 when a node has a problem.
+
+    One row per node: entries, bytes, index range, terms, CRC failures, index gaps,
+    disagreements with the index file, unreadable records, and a verdict (ok or damaged)."""
+    with _spark(master, conf, ship) as (spark, mods):
+        with _progress(spark, mods, "audit"):
+            df = mods["audit"].audit(spark, paths, data_file_size=data_file_size, index_file_size=index_file_size,
+                                     check_crc=not no_crc)
+        rows = [r.asDict(recursive=True) for r in df.collect()]
+        _write(df, output, output_format)
+    if fmt in (Format.json, Format.jsonl):
+        render(rows, fmt)
+    elif fmt == Format.csv:
+        render(rows, fmt, columns=["node", "node_dir"] + [c for c in rows[0] if c not in ("node", "node_dir", "problems")]
+               if rows else None)
+    else:
+        problems = [{"node": r["node"], **p} for r in rows for p in r["problems"]]
+        if problems:
+            render(problems, fmt, columns=PROBLEM_TABLE)
+            typer.echo("")
+        render(rows, fmt, columns=AUDIT_TABLE)
+    if any(r["verdict"] != "ok" for r in rows):
+        raise typer.Exit(1)
+
+
+@app.command("diverge")
+def diverge_cmd(
+    paths: PathsArg,
+    all_pairs: Annotated[bool, typer.Option("--all-pairs", help="Compare every pair of nodes given, not only nodes "
+                                                                "under one base directory.")] = False,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    ship: ShipOpt = None,
+    output: OutputOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.parquet,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """For each pair of replicas: last common index and first index where they differ.
+
+    Replicas are the nodes under one base directory (a group), unless --all-pairs. Exit 0
+    when every pair is identical, 1 when one differs."""
+    with _spark(master, conf, ship) as (spark, mods):
+        with _progress(spark, mods, "diverge"):
+            df = mods["jobs"].diverge(spark, paths, all_pairs=all_pairs)
+        rows = [r.asDict() for r in df.collect()]
+        _write(df, output, output_format)
+    render(rows, fmt)
+    if any(not r["identical"] for r in rows):
+        raise typer.Exit(1)
+
+
+@app.command("stats")
+def stats_cmd(
+    paths: PathsArg,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    ship: ShipOpt = None,
+    output: OutputOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.parquet,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Entries and bytes per term per node, with each term's first and last index (leader history)."""
+    with _spark(master, conf, ship) as (spark, mods):
+        with _progress(spark, mods, "stats"):
+            df = mods["jobs"].stats(spark, paths).cache()
+            rows = [r.asDict() for r in df.collect()]
+        _write(df, output, output_format)
+    render(rows, fmt)
+
+
+@app.command("export")
+def export_cmd(
+    paths: PathsArg,
+    to: Annotated[str, typer.Option("--to", metavar="DIR", help="Directory to write Parquet into (node=NAME/ "
+                                                                "below it); must not exist or be empty.",
+                                    show_default=False)],
+    committed_only: Annotated[bool, typer.Option("--committed-only", help="Only entries up to each node's committed "
+                                                                          "index (from its checkpoint).")] = False,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    ship: ShipOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Write entries with their bodies to Parquet, partitioned by node; print what was written."""
+    with _spark(master, conf, ship) as (spark, mods):
+        with _progress(spark, mods, "export"):
+            df = mods["jobs"].export(spark, paths, to, committed_only=committed_only)
+            rows = [r.asDict() for r in df.collect()]
+    render(rows, fmt)
