@@ -8,7 +8,17 @@ import base64
 from .config import Peer
 from .rpc import Code
 from .transport import Channel, TransportError
-from .wire import APPEND, GET, METADATA, Frame, ProtocolError, decode_response, json_body, pack_bodies
+from .wire import (
+    APPEND,
+    GET,
+    LEADERSHIP_TRANSFER,
+    METADATA,
+    Frame,
+    ProtocolError,
+    decode_response,
+    json_body,
+    pack_bodies,
+)
 
 
 class ClientError(Exception):
@@ -43,14 +53,27 @@ class Client:
         return dict(await asyncio.gather(*(one(p) for p in self.peers)))
 
     async def find_leader(self, deadline: float) -> str:
+        """The leader's id: asks every peer at once and takes the first that says it leads,
+        without waiting for peers that do not answer (stopped or partitioned)."""
         loop = asyncio.get_running_loop()
         while True:
             if self.leader is not None:
                 return self.leader
-            for _p, md in (await self.status()).items():
-                if isinstance(md, dict) and md.get("role") == "leader":
-                    self.leader = md["id"]
-                    return self.leader
+            wait = max(0.05, min(1.0, deadline - loop.time()))
+            tasks = [asyncio.ensure_future(self.metadata(p, wait)) for p in self.peers]
+            try:
+                for next_done in asyncio.as_completed(tasks):
+                    try:
+                        md = await next_done
+                    except (TransportError, ProtocolError):
+                        continue
+                    if isinstance(md, dict) and md.get("role") == "leader" and md.get("id") in self.peers:
+                        self.leader = md["id"]
+                        return self.leader
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
             if loop.time() >= deadline:
                 raise ClientError(f"no leader among {', '.join(self.peers)} within {self.timeout:g} s")
             await asyncio.sleep(0.05)
@@ -82,6 +105,53 @@ class Client:
                 continue
             raise ClientError(last_error)
         raise ClientError(f"append not committed within {self.timeout:g} s ({last_error})")
+
+    async def operator(self, code: int, body: dict) -> dict:
+        """An operator request (cluster/wire.py OPERATOR_CODES) on the leader, following
+        NOT_LEADER; the leader's answer, or ClientError naming why there is none."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
+        last_error = "no answer"
+        for _attempt in range(len(self.peers) + 3):
+            leader = await self.find_leader(deadline)
+            try:
+                resp = await self._call(leader, Frame(code, body=json_body({"group": self.group, **body})), code,
+                                        max(0.05, deadline - loop.time()))
+            except (TransportError, ProtocolError) as exc:
+                last_error = f"{leader}: {exc}"
+                self.leader = None
+                if loop.time() >= deadline:
+                    break
+                await asyncio.sleep(0.05)
+                continue
+            rc = resp.get("code", -1)
+            if rc == Code.SUCCESS:
+                return resp
+            name = Code(rc).name if rc in Code._value2member_map_ else str(rc)
+            last_error = f"{leader}: {name} {resp.get('remark') or ''}".strip()
+            if rc != Code.NOT_LEADER:
+                raise ClientError(last_error)
+            hint = resp.get("leaderId")
+            self.leader = hint if hint in self.peers and hint != leader else None
+            await asyncio.sleep(0.02)
+        raise ClientError(last_error)
+
+    async def transfer_leadership(self, target: str) -> tuple[str, int]:
+        """Ask the leader to hand leadership to ``target`` (DLedger's LEADERSHIP_TRANSFER);
+        returns (old leader, its term) once the leader has started, ClientError if it refused."""
+        loop = asyncio.get_running_loop()
+        leader = await self.find_leader(loop.time() + self.timeout)
+        try:
+            md = await self.metadata(leader)
+            body = {"group": self.group, "leaderId": leader, "transfereeId": target, "term": md.get("term", -1),
+                    "take": False}
+            resp = await self._call(leader, Frame(LEADERSHIP_TRANSFER, body=json_body(body)), LEADERSHIP_TRANSFER,
+                                    self.timeout)
+        except (TransportError, ProtocolError) as exc:
+            raise ClientError(f"{leader}: {exc}") from None
+        if resp.code != Code.SUCCESS:
+            raise ClientError(f"{leader} refused to hand leadership to {target}: {resp.code.name} {resp.remark}".strip())
+        return leader, resp.term
 
     async def get(self, index: int, count: int = 1, peer: str | None = None) -> list[dict]:
         """Committed entries from ``index``; bodies decoded."""

@@ -47,8 +47,12 @@ from .rpc import (
     HeartBeatResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
+    ProbeRequest,
+    ProbeResponse,
     PushRequest,
     PushResponse,
+    RepairRequest,
+    RepairResponse,
     Send,
     VoteRequest,
     VoteResponse,
@@ -335,6 +339,16 @@ class RaftCore:
             return self.follower.handle(req)
         if kind is LeadershipTransferRequest:
             return self._on_transfer(req, now)
+        if kind is ProbeRequest or kind is RepairRequest:
+            refused = self._accept_leader(req.leader_id, req.term, now)
+            if refused is not None:
+                return _error(kind, self.member.term, refused, f"not from the leader of term {self.member.term}")
+            if kind is ProbeRequest:
+                return self.follower.probe(req, self.member.term)
+            resp = self.follower.repair(req, self.member.term)
+            if resp.code == Code.SUCCESS:
+                self._note(f"repair from {req.leader_id}: dropped {resp.dropped} entries from {req.from_index}")
+            return resp
         return _error(kind, self.member.term, Code.UNSUPPORTED, f"unexpected request {kind.__name__}")
 
     # -- answers to our requests ------------------------------------------------------
@@ -460,6 +474,12 @@ class RaftCore:
             return LeadershipTransferResponse(m.term, Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}")
         if req.transferee not in c.peers or req.transferee == c.self_id:
             return LeadershipTransferResponse(m.term, Code.UNKNOWN_MEMBER, f"cannot hand over to {req.transferee!r}")
+        if not self._peer_alive(req.transferee, now):
+            return LeadershipTransferResponse(m.term, Code.TAKE_LEADERSHIP_FAILED,
+                                              f"{req.transferee} has not answered for {c.leader_lost_ms} ms")
+        if self.transfer is not None:
+            return LeadershipTransferResponse(m.term, Code.LEADER_TRANSFERRING,
+                                              f"already handing leadership to {self.transfer.target}")
         self.start_transfer(req.transferee, now)
         return LeadershipTransferResponse(m.term)
 
@@ -487,6 +507,52 @@ class RaftCore:
                                                            self.member.term, take=True))
 
     # -- for operators ----------------------------------------------------------------
+    def _peer_alive(self, peer: str, now: int) -> bool:
+        d = self.dispatchers.get(peer)
+        return d is not None and d.last_ack_at is not None and now - d.last_ack_at < self.cfg.leader_lost_ms
+
+    def refuse_operator(self, peer: str | None) -> tuple[Code, str] | None:
+        """Why an operator request about follower ``peer`` cannot be served here, if it cannot."""
+        m, c = self.member, self.cfg
+        if m.role != Role.LEADER:
+            return Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
+        if peer is None:
+            return None
+        if peer not in c.peers:
+            return Code.UNKNOWN_MEMBER, f"{peer!r} is not a member ({', '.join(c.peers)})"
+        if peer == c.self_id:
+            return Code.UNEXPECTED_ARGUMENT, f"{peer} is the leader itself"
+        return None
+
+    def watermarks(self, now: int) -> list[dict]:
+        """One row per member, the leader's first: what it has and what each follower
+        acknowledged (see Dispatcher.describe), with the leader's end and commit index."""
+        s, c = self.store, self.cfg
+        common = {"leader": c.self_id, "term": self.member.term, "leader_end_index": s.end_index,
+                  "committed_index": s.committed_index}
+        rows = [{"peer": c.self_id, "address": c.peers[c.self_id].address, "alive": True, "state": "LEADER",
+                 "watermark": s.end_index, "next_index": s.end_index + 1, "lag_entries": 0, "lag_bytes": 0,
+                 "in_flight": 0, "in_flight_bytes": 0, "ms_since_ack": 0, "last_error": "", **common}]
+        for p, d in self.dispatchers.items():
+            row = d.describe(now)
+            row = {"peer": p, "address": c.peers[p].address, "alive": self._peer_alive(p, now), **row, **common}
+            rows.append({k: row[k] for k in rows[0]})  # every row in the leader row's field order
+        return rows
+
+    def pause_peer(self, peer: str, below: int, why: str) -> None:
+        """Hold replication to ``peer`` (see Dispatcher.pause) while a repair is under way."""
+        self.dispatchers[peer].pause(below, why)
+        self._note(f"replication to {peer} paused: {why}")
+
+    def compare_peer(self, peer: str, index: int, why: str, now: int) -> None:
+        """Send ``peer``'s dispatcher back to COMPARE from ``index``."""
+        d = self.dispatchers.get(peer)
+        if d is None or self.member.role != Role.LEADER:
+            return
+        d.compare_from(index, why)
+        self._note(f"replication to {peer} compares again from {index}: {why}")
+        self._pump(now)
+
     def describe(self) -> dict:
         m, s = self.member, self.store
         out = {
@@ -518,4 +584,8 @@ def _error(kind, term: int, code: Code, remark: str):
         return HeartBeatResponse(term, code)
     if kind is PushRequest:
         return PushResponse(term, code, remark=remark)
+    if kind is ProbeRequest:
+        return ProbeResponse(term, code, remark=remark)
+    if kind is RepairRequest:
+        return RepairResponse(term, code, remark=remark)
     return LeadershipTransferResponse(term, code, remark)

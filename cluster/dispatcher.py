@@ -19,6 +19,10 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
   has its watermark lowered and goes back to COMPARE: caught up, never wedged.
 - Flow control: when the follower lags more than ``peer_push_throttle_point`` bytes, at
   most ``peer_push_quota`` bytes per second are pushed to it.
+- REPAIR (ours, for ``peer compare``/``peer truncate``): nothing is sent and no answer
+  counts while the leader's forced truncation is on its way to the follower; the
+  watermark is first lowered below the cut, so no entry can commit on the strength of
+  copies about to be dropped. :meth:`compare_from` then restarts at COMPARE.
 
 Invariants: the watermark only counts entries the follower acknowledged in this term;
 responses to requests of another term, or to a compare/truncate that is no longer the
@@ -38,6 +42,7 @@ class DispatchState(enum.StrEnum):
     TRUNCATE = "TRUNCATE"
     APPEND = "APPEND"
     COMMIT = "COMMIT"
+    REPAIR = "REPAIR"  # ours: paused while an operator's forced truncation is on its way
 
 
 @dataclass
@@ -71,7 +76,7 @@ class Dispatcher:
     # -- sending ----------------------------------------------------------------------
     def poll(self, now: int, commit_index: int) -> list[PushRequest]:
         """What to send now (possibly nothing)."""
-        if now < self.retry_at:
+        if now < self.retry_at or self.state == DispatchState.REPAIR:
             return []
         if self.state == DispatchState.COMPARE:
             return self._once(now, PushType.COMPARE, self.compare_index, commit_index)
@@ -126,10 +131,10 @@ class Dispatcher:
     def _quota_allows(self, now: int) -> bool:
         if now - self.quota_window >= 1000:
             self.quota_window, self.quota_used = now, 0
-        lag_bytes = self._lag_bytes()
+        lag_bytes = self._unsent_bytes()
         return lag_bytes <= self.config.peer_push_throttle_point or self.quota_used < self.config.peer_push_quota
 
-    def _lag_bytes(self) -> int:
+    def _unsent_bytes(self) -> int:
         store = self.store
         if self.next_index > store.end_index or self.next_index < store.begin_index:
             return 0
@@ -137,7 +142,7 @@ class Dispatcher:
 
     # -- answers ----------------------------------------------------------------------
     def on_response(self, req: PushRequest, resp: PushResponse, now: int) -> None:
-        if req.term != self.term:
+        if req.term != self.term or self.state == DispatchState.REPAIR:
             return
         self.last_ack_at = now
         if req.type in (PushType.COMPARE, PushType.TRUNCATE):
@@ -166,7 +171,7 @@ class Dispatcher:
 
     def on_failure(self, req: PushRequest, now: int, why: str) -> None:
         """The request failed (timeout, connection lost): retry after a short back-off."""
-        if req.term != self.term:
+        if req.term != self.term or self.state == DispatchState.REPAIR:
             return
         self.last_error = why
         self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
@@ -258,6 +263,35 @@ class Dispatcher:
         return lo
 
     # -- for operators ----------------------------------------------------------------
+    def pause(self, below: int, why: str) -> None:
+        """Stop sending and listening (REPAIR): the follower is about to lose entries from
+        ``below + 1`` on, so its watermark drops to ``below`` first."""
+        self._restart(DispatchState.REPAIR, below, why)
+
+    def compare_from(self, index: int, why: str) -> None:
+        """Start over at COMPARE from ``index`` (an operator's forced compare)."""
+        self._restart(DispatchState.COMPARE, index, why)
+        self.compare_index = max(index, -1)
+
+    def _restart(self, state: DispatchState, keep: int, why: str) -> None:
+        self.state = state
+        self.inflight.clear()
+        self.outstanding = None
+        if self.watermark > keep:
+            self.watermark = keep
+            self.quorum.lower(self.peer, keep)
+        self.last_error = why
+
+    def lag_bytes(self) -> int:
+        """Bytes of our log past what the follower acknowledged."""
+        store = self.store
+        if store.begin_index < 0 or self.watermark >= store.end_index:
+            return 0
+        if self.watermark < store.begin_index:
+            return store.write_pos - store.locate(store.begin_index)[0]
+        pos, size = store.locate(self.watermark)
+        return max(0, store.write_pos - (pos + size))
+
     def describe(self, now: int) -> dict:
         end = self.store.end_index
         return {
@@ -266,6 +300,7 @@ class Dispatcher:
             "watermark": self.watermark,
             "next_index": self.next_index,
             "lag_entries": max(0, end - self.watermark),
+            "lag_bytes": self.lag_bytes(),
             "in_flight": len(self.inflight),
             "in_flight_bytes": sum(f.nbytes for f in self.inflight.values()),
             "ms_since_ack": None if self.last_ack_at is None else now - self.last_ack_at,

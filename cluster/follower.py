@@ -28,7 +28,18 @@ from __future__ import annotations
 from store.errors import StoreError
 from store.format import ENTRY_HEADER, ENTRY_MAGICS, HEADER_SIZE
 
-from .rpc import Code, PushRequest, PushResponse, PushType, split_entries
+from .divergence import PROBE_MAX, fingerprints
+from .rpc import (
+    Code,
+    ProbeRequest,
+    ProbeResponse,
+    PushRequest,
+    PushResponse,
+    PushType,
+    RepairRequest,
+    RepairResponse,
+    split_entries,
+)
 
 
 class FollowerLog:
@@ -61,6 +72,29 @@ class FollowerLog:
                 self.store.flush()
             self.store.set_committed(min(req.commit_index, self.matched))
         return resp
+
+    # -- operator requests the leader relays (peer compare, peer truncate) --------------
+    def probe(self, req: ProbeRequest, term: int) -> ProbeResponse:
+        """Fingerprints of the entries asked for (read-only)."""
+        s = self.store
+        try:
+            first, terms, chains, digests = fingerprints(s, req.first, min(max(req.count, 0), PROBE_MAX))
+        except StoreError as exc:
+            return ProbeResponse(term, Code.DISK_ERROR, s.begin_index, s.end_index, s.committed_index, remark=str(exc))
+        return ProbeResponse(term, Code.SUCCESS, s.begin_index, s.end_index, s.committed_index, first,
+                             tuple(terms), tuple(chains), tuple(digests))
+
+    def repair(self, req: RepairRequest, term: int) -> RepairResponse:
+        """Drop entries from ``from_index`` on, committed ones included: the leader found
+        they differ from its own (or an operator asked, above the cluster's commit index).
+        Nothing after the cut counts as matched until the leader compares again."""
+        s = self.store
+        try:
+            dropped = s.truncate(req.from_index, force=True) if req.from_index <= s.end_index else 0
+        except StoreError as exc:
+            return RepairResponse(term, Code.UNEXPECTED_ARGUMENT, 0, s.end_index, s.committed_index, str(exc))
+        self.matched = min(self.matched, req.from_index - 1)
+        return RepairResponse(term, Code.SUCCESS, dropped, s.end_index, s.committed_index)
 
     # -- the four push types ----------------------------------------------------------
     def _reply(self, req: PushRequest, code: Code, **extra) -> PushResponse:

@@ -160,6 +160,55 @@ class LeadershipTransferResponse:
     remark: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ProbeRequest:
+    """Leader to follower (ours, for operators): fingerprints of the follower's entries
+    ``first .. first + count - 1`` (those it has), plus its log's bounds. Read-only."""
+
+    group: str
+    leader_id: str
+    term: int
+    first: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResponse:
+    term: int
+    code: Code = Code.SUCCESS
+    begin_index: int = -1
+    end_index: int = -1
+    committed_index: int = -1
+    first: int = -1  # index of the first fingerprint
+    terms: tuple = ()  # per entry from ``first``: term ...
+    chains: tuple = ()  # ... chainCrc as stored ...
+    digests: tuple = ()  # ... and crc32 of the entry's whole encoded bytes
+    remark: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRequest:
+    """Leader to follower (ours, for operators): drop every entry from ``from_index`` on,
+    committed ones included, because they differ from the leader's (a forced compare
+    found it) or an operator asked. Then the leader's dispatcher compares again and
+    re-fills the follower."""
+
+    group: str
+    leader_id: str
+    term: int
+    from_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class RepairResponse:
+    term: int
+    code: Code = Code.SUCCESS
+    dropped: int = 0
+    end_index: int = -1
+    committed_index: int = -1
+    remark: str = ""
+
+
 @dataclass(slots=True)
 class Send:
     """An outgoing request: ``to`` a peer id."""

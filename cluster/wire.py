@@ -35,9 +35,13 @@ from .rpc import (
     HeartBeatResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
+    ProbeRequest,
+    ProbeResponse,
     PushRequest,
     PushResponse,
     PushType,
+    RepairRequest,
+    RepairResponse,
     VoteRequest,
     VoteResponse,
     VoteResult,
@@ -53,7 +57,13 @@ PULL = 51003
 PUSH = 51004
 LEADERSHIP_TRANSFER = 51005
 # ours (operator requests), a range of their own
-STATUS = 52000
+STATUS = 52000  # = METADATA
+WATERMARKS = 52001  # operator -> leader: per-peer replication state
+FORCE_COMPARE = 52002  # operator -> leader: find where a follower's log differs, repair it
+FORCE_TRUNCATE = 52003  # operator -> leader: cut a follower's suffix, the leader re-fills it
+PROBE = 52004  # leader -> follower: entry fingerprints (cluster/rpc.py ProbeRequest)
+REPAIR = 52005  # leader -> follower: forced truncation (cluster/rpc.py RepairRequest)
+OPERATOR_CODES = (WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE)
 
 # RocketMQ RemotingSysResponseCode, for header codes of responses
 REMOTING_SUCCESS = 0
@@ -189,6 +199,8 @@ def get_field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
         raise BadMessage(f"field {name!r} must be a string")
     if kind is bool and not isinstance(value, bool):
         raise BadMessage(f"field {name!r} must be true or false")
+    if kind is list and not isinstance(value, list):
+        raise BadMessage(f"field {name!r} must be a list")
     return value
 
 
@@ -219,6 +231,12 @@ def request_frame(req, opaque: int) -> Frame:
         return Frame(LEADERSHIP_TRANSFER, opaque, body=json_body({
             "group": req.group, "leaderId": req.leader_id, "transfereeId": req.transferee, "term": req.term,
             "take": req.take}))
+    if isinstance(req, ProbeRequest):
+        return Frame(PROBE, opaque, body=json_body({"group": req.group, "leaderId": req.leader_id, "term": req.term,
+                                                    "first": req.first, "count": req.count}))
+    if isinstance(req, RepairRequest):
+        return Frame(REPAIR, opaque, body=json_body({"group": req.group, "leaderId": req.leader_id, "term": req.term,
+                                                     "fromIndex": req.from_index}))
     raise TypeError(f"not a peer request: {type(req).__name__}")
 
 
@@ -243,6 +261,12 @@ def decode_request(f: Frame):
         return LeadershipTransferRequest(get_field(o, "group", str), get_field(o, "leaderId", str),
                                          get_field(o, "transfereeId", str), get_field(o, "term", int),
                                          get_field(o, "take", bool, False))
+    if f.code == PROBE:
+        return ProbeRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),
+                            get_field(o, "first", int), get_field(o, "count", int))
+    if f.code == REPAIR:
+        return RepairRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),
+                             get_field(o, "fromIndex", int))
     raise BadMessage(f"request code {f.code} is not a peer request")
 
 
@@ -257,6 +281,14 @@ def response_frame(resp, opaque: int, request_code: int) -> Frame:
                 "xIndex": resp.x_index, "remark": resp.remark}
     elif isinstance(resp, LeadershipTransferResponse):
         body = {"term": resp.term, "code": int(resp.code), "remark": resp.remark}
+    elif isinstance(resp, ProbeResponse):
+        body = {"term": resp.term, "code": int(resp.code), "beginIndex": resp.begin_index,
+                "endIndex": resp.end_index, "committedIndex": resp.committed_index, "first": resp.first,
+                "terms": list(resp.terms), "chains": list(resp.chains), "digests": list(resp.digests),
+                "remark": resp.remark}
+    elif isinstance(resp, RepairResponse):
+        body = {"term": resp.term, "code": int(resp.code), "dropped": resp.dropped, "endIndex": resp.end_index,
+                "committedIndex": resp.committed_index, "remark": resp.remark}
     elif isinstance(resp, dict):
         body = resp
     else:
@@ -290,6 +322,18 @@ def decode_response(f: Frame, request_code: int):
                             get_field(o, "xTerm", int, -1), get_field(o, "xIndex", int, -1), get_field(o, "remark", str, ""))
     if request_code == LEADERSHIP_TRANSFER:
         return LeadershipTransferResponse(get_field(o, "term", int), _code(o), get_field(o, "remark", str, ""))
+    if request_code == PROBE:
+        lists = [get_field(o, k, list, []) for k in ("terms", "chains", "digests")]
+        if len({len(x) for x in lists}) != 1 or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                        for x in lists for v in x):
+            raise BadMessage("probe answer: terms, chains and digests must be integer lists of one length")
+        return ProbeResponse(get_field(o, "term", int), _code(o), get_field(o, "beginIndex", int, -1),
+                             get_field(o, "endIndex", int, -1), get_field(o, "committedIndex", int, -1),
+                             get_field(o, "first", int, -1), *map(tuple, lists), get_field(o, "remark", str, ""))
+    if request_code == REPAIR:
+        return RepairResponse(get_field(o, "term", int), _code(o), get_field(o, "dropped", int, 0),
+                              get_field(o, "endIndex", int, -1), get_field(o, "committedIndex", int, -1),
+                              get_field(o, "remark", str, ""))
     return o
 
 
@@ -299,7 +343,7 @@ def error_frame(opaque: int, code: int, remark: str) -> Frame:
 
 def request_code_of(req) -> int:
     return {PushRequest: PUSH, VoteRequest: VOTE, HeartBeatRequest: HEART_BEAT,
-            LeadershipTransferRequest: LEADERSHIP_TRANSFER}[type(req)]
+            LeadershipTransferRequest: LEADERSHIP_TRANSFER, ProbeRequest: PROBE, RepairRequest: REPAIR}[type(req)]
 
 
 # -- client requests (APPEND, GET, METADATA) ---------------------------------------------

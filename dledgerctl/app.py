@@ -8,7 +8,7 @@ from typing import Annotated
 import click_log
 import typer
 
-from . import cluster_cmd, spark_cmd, store_cmd
+from . import cluster_cmd, peer_cmd, spark_cmd, store_cmd
 from .common import log
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ app = typer.Typer(
 app.add_typer(store_cmd.app, name="store")
 app.add_typer(cluster_cmd.node_app, name="node")
 app.add_typer(cluster_cmd.cluster_app, name="cluster")
+app.add_typer(peer_cmd.app, name="peer")
 app.add_typer(spark_cmd.app, name="spark")
 app.command("append")(cluster_cmd.append_cmd)
 app.command("get")(cluster_cmd.get_cmd)
