@@ -269,7 +269,9 @@ class Dispatcher:
         self._restart(DispatchState.REPAIR, below, why)
 
     def compare_from(self, index: int, why: str) -> None:
-        """Start over at COMPARE from ``index`` (an operator's forced compare)."""
+        """Start over at COMPARE from ``index`` (an operator's forced compare), or from our
+        end when ``index`` lies past it."""
+        index = min(index, self.store.end_index)
         self._restart(DispatchState.COMPARE, index, why)
         self.compare_index = max(index, -1)
 

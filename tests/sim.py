@@ -14,6 +14,10 @@ Stores can lose what they did not flush when their node crashes (``crash(lose=Tr
 with ``flush="sync"`` every acknowledged entry was flushed first, so nothing committed may
 be lost. ``random_run(seed)`` is the scenario the seed tests use; replay one with
 ``python tests/sim.py --seed N`` (add ``-v`` for the nodes' notes).
+
+Operators act too: ``operator_truncate`` does what ``peer truncate`` makes a node do
+(pause the follower's dispatcher with its watermark lowered, send it the forced
+truncation, compare again when it answers), through the same lossy network.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from cluster.config import NodeConfig, parse_peers
 from cluster.core import RaftCore
 from cluster.member import MemoryTermStore, Role
+from cluster.rpc import RepairRequest
 from store.memstore import MemoryStore
 
 
@@ -102,6 +107,7 @@ class Sim:
         self.queue: list[_Event] = []
         self.seq = itertools.count()
         self.pending: set[int] = set()  # request ids awaiting a response
+        self.asks: dict[int, object] = {}  # request id -> callback, for requests outside the cores' traffic
         self.blocked: set[tuple[str, str]] = set()  # directed links that lose everything
         self.leaders: dict[int, str] = {}  # term -> leader (election safety)
         self.committed: dict[int, bytes] = {}  # index -> bytes first seen committed
@@ -130,6 +136,35 @@ class Sim:
         self._push(self.now + self._delay(), "request", frm, to, req, rid)
         if self.rng.random() < self.net.duplicate:
             self._push(self.now + self._delay() + 5, "request", frm, to, req, rid)
+
+    def ask(self, frm: str, to: str, req, done) -> None:
+        """Send ``req`` outside the core's own traffic (as a node's operator requests go);
+        ``done(response)`` gets the answer, or None when it is lost."""
+        rid = next(self.seq)
+        self.asks[rid] = done
+        self.pending.add(rid)
+        self._push(self.now + self.net.rpc_timeout, "timeout", frm, to, req, rid)
+        if not self._lost(frm, to):
+            self._push(self.now + self._delay(), "request", frm, to, req, rid)
+
+    def operator_truncate(self, peer: str, from_index: int) -> bool:
+        """``peer truncate``, as cluster/node.py carries it out; False when the leader
+        would refuse (no leader, not a follower, at or below the commit index)."""
+        leader = self.leader()
+        core = self.nodes[leader] if leader else None
+        if core is None or core.refuse_operator(peer) or from_index <= core.store.committed_index:
+            return False
+        core.pause_peer(peer, from_index - 1, "an operator cuts the follower")
+        term = core.member.term
+
+        def done(_resp) -> None:  # answered or lost: compare again either way, as the node does
+            if self.nodes[leader] is core:
+                core.compare_peer(peer, from_index - 1, "re-filling after the cut", self.now)
+                self._drain(leader)
+
+        self.ask(leader, peer, RepairRequest("sim", leader, term, from_index), done)
+        self._drain(leader)
+        return True
 
     def partition(self, *groups) -> None:
         """Cut every link between different groups (lists of ids); heal() undoes it."""
@@ -229,6 +264,9 @@ class Sim:
             if rid not in self.pending or self.nodes[to] is None:
                 return  # matched already (a duplicate), or the requester is gone
             self.pending.discard(rid)
+            if rid in self.asks:
+                self.asks.pop(rid)(resp)
+                return
             self.nodes[to].on_response(frm, req, resp, self.now)
             self._drain(to)
         elif ev.kind == "timeout":
@@ -236,6 +274,9 @@ class Sim:
             if rid not in self.pending:
                 return
             self.pending.discard(rid)
+            if rid in self.asks:
+                self.asks.pop(rid)(None)
+                return
             if self.nodes[frm] is not None:
                 self.nodes[frm].on_failure(to, req, "timeout", self.now)
                 self._drain(frm)
@@ -299,6 +340,10 @@ def random_run(seed: int, *, verbose: bool = False) -> Sim:
                 sim.partition(ids[:cut], ids[cut:])
             elif action < 0.7:
                 sim.heal()
+            elif action < 0.75 and leader is not None:
+                follower = rng.choice([i for i in live if i != leader] or [leader])
+                above = sim.stores[leader].committed_index + 1 + rng.randint(0, 6)
+                sim.operator_truncate(follower, above)
             elif action < 0.85 and len(down) < n // 2 and live:
                 sim.crash(rng.choice(live), lose=flush == "sync" and rng.random() < 0.5)
             elif down:

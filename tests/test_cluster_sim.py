@@ -204,3 +204,80 @@ def test_random_runs(sim_seed):
     from sim import random_run
 
     random_run(sim_seed)
+
+
+def test_operator_truncation_pauses_cuts_and_refills():
+    """``peer truncate`` through a lossy network: refused at or below the commit index,
+    a cut past the leader's end resumes replication (it once compared beyond the log),
+    and a cut of uncommitted entries is re-filled while no entry commits on copies the
+    follower is about to drop."""
+    sim = Sim(3, seed=7, net=NetConfig(delay=(1, 10), drop=0.05))
+    leader = elect(sim)
+    follower, other = [i for i in sim.ids if i != leader]
+    assert commit(sim, [b"c%d" % k for k in range(10)]).code == Code.SUCCESS
+    committed = sim.stores[leader].committed_index
+    assert not sim.operator_truncate(follower, committed)  # committed entries stay
+    assert not sim.operator_truncate(leader, committed + 1)  # the leader is no follower
+    assert sim.operator_truncate(follower, sim.stores[leader].end_index + 50)
+    sim.run(300)
+    assert commit(sim, [b"after"]).code == Code.SUCCESS
+
+    # uncommitted entries on the follower: the other follower is cut off and the
+    # follower's answers are lost, so its copies are the only ones that could commit them
+    sim.isolate(other)
+    sim.blocked.add((follower, leader))
+    q = sim.propose(leader, [b"v%d" % k for k in range(5)])
+    sim.run_until(lambda: sim.stores[follower].end_index >= q.last_index, 2000)
+    assert sim.stores[leader].committed_index < q.first_index
+    assert sim.operator_truncate(follower, q.first_index)
+    dispatcher = sim.nodes[leader].dispatchers[follower]
+    sim.run_until(lambda: sim.stores[follower].end_index < q.first_index, 2000)  # the cut arrived
+    sim.blocked.discard((follower, leader))
+    while dispatcher.state.name == "REPAIR":  # its answer is lost: the leader waits for the timeout
+        assert sim.stores[leader].committed_index < q.first_index  # nothing commits on dropped copies
+        sim.run(5)
+    sim.run_until(lambda: q.done, 5000)  # compared again, re-filled, committed
+    assert q.code == Code.SUCCESS
+    assert [sim.stores[follower].get(i).body for i in range(q.first_index, q.last_index + 1)] == \
+        [b"v%d" % k for k in range(5)]
+    sim.heal()
+    sim.run_until(lambda: sim.logs_equal() and len({s.committed_index for s in sim.stores.values()}) == 1, 10_000)
+
+
+def test_operator_truncation_never_lets_dropped_copies_count_for_the_quorum():
+    """Five members: the follower acknowledged entries that are not committed yet (only it
+    and the leader hold them), then an operator cuts them on it. Its acknowledgement must
+    stop counting at once, or another member's would make a "majority" of copies that no
+    longer exist."""
+    sim = Sim(5, seed=3, net=NetConfig(delay=(1, 5), rpc_timeout=3000))
+    leader = elect(sim)
+    assert commit(sim, [b"base"]).code == Code.SUCCESS
+    f, g, h, k = [i for i in sim.ids if i != leader]
+    sim.isolate(h)
+    sim.isolate(k)
+    sim.blocked.add((g, leader))  # g stores what it gets, its answers are lost
+    q = sim.propose(leader, [b"q%d" % n for n in range(5)])
+    d = sim.nodes[leader].dispatchers[f]
+    sim.run_until(lambda: d.watermark >= q.last_index, 2000)  # f acknowledged them
+    assert sim.stores[leader].committed_index < q.first_index  # leader + f are 2 of 5
+    assert sim.operator_truncate(f, q.first_index)
+    sim.blocked.add((f, leader))  # the cut's answer is lost: the pause lasts until it times out
+    sim.run_until(lambda: sim.stores[f].end_index < q.first_index, 2000)
+    sim.blocked.discard((g, leader))  # g's answers get through again (its pushes are resent)
+    sim.run_until(lambda: sim.nodes[leader].dispatchers[g].watermark >= q.last_index, 5000)
+    assert d.state.name == "REPAIR"  # g acknowledged while the cut was still unanswered
+    sim.blocked.discard((f, leader))
+
+    def holders() -> int:
+        return sum(1 for s in sim.stores.values() if s.end_index >= q.last_index
+                   and s.get(q.last_index).body == b"q4")
+
+    def step() -> bool:
+        if sim.stores[leader].committed_index >= q.first_index:
+            assert holders() >= 3, "committed on fewer than a majority of copies"
+        return sim.stores[leader].committed_index >= q.last_index
+
+    # the append itself times out (unknown to its client) while the pause lasts; its
+    # entries commit once f is compared again and re-filled
+    sim.run_until(step, 10_000, step=2)
+    assert holders() >= 3
