@@ -169,6 +169,7 @@ def cluster_up(
                    f"  dledgerctl append{at} -d hello -d world      # commit two entries\n"
                    f"  dledgerctl get{at} -i 1 -c 2                 # read them back\n"
                    f"  dledgerctl cluster status{at}               # roles, terms, indexes\n"
+                   f"  dledgerctl peer watermarks{at}              # how far each follower lags\n"
                    f"  dledgerctl store verify {os.path.join(base_dir, 'dledger-n0')}   # check a replica's files\n"
                    f"  dledgerctl cluster down{at}                 # stop the nodes")
 

@@ -148,6 +148,12 @@ def test_watermarks_under_load_with_a_follower_down_and_back(tiny):
     m = wait_for(lambda: caught_up(base), 30, f"{follower} to catch up")
     assert m[follower]["lag_entries"] == 0 and m[follower]["lag_bytes"] == 0
 
+    # --watch off a terminal: one rendering per refresh, here as JSON lines
+    r = peer(base, "watermarks", "--watch", "--count", "2", "--interval", "0.2", "--format", "jsonl")
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(lines) == 2 * 3 and [x["peer"] for x in lines[:3]] == [x["peer"] for x in lines[3:]]
+
 
 def test_a_tail_replaced_by_an_older_term_is_repaired_on_restart(tiny):
     base = tiny
