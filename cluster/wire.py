@@ -354,6 +354,7 @@ def request_code_of(req) -> int:
 # body (base64)}].
 
 MAX_APPEND_COUNT = 1 << 20
+_BODY_LEN = struct.Struct(">i")
 
 
 def pack_bodies(bodies) -> bytes:
@@ -367,6 +368,11 @@ def unpack_bodies(data, count: int) -> list:
     if not 0 < count <= MAX_APPEND_COUNT:
         raise BadMessage(f"APPEND count {count} is not 1-{MAX_APPEND_COUNT}")
     table = 4 * count
+    if count == 1 and len(data) >= 4:  # the common single append, without the table machinery
+        if _BODY_LEN.unpack_from(data)[0] != len(data) - 4:
+            raise BadMessage(f"APPEND body size {_BODY_LEN.unpack_from(data)[0]} does not match the "
+                             f"{len(data) - 4} bytes the frame carries")
+        return [memoryview(data)[4:]]
     if len(data) < table:
         raise BadMessage(f"APPEND of {count} bodies has {len(data)} bytes, too few for its size table")
     sizes = struct.unpack_from(f">{count}i", data)
