@@ -163,9 +163,10 @@ class Node:
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
         for p, waiters in self._waiting.values():
-            for fut, _s, _n in waiters:
+            for fut, opaque, start, n in waiters:
                 if not fut.done():
-                    fut.set_result((p, Code.TERM_CHANGED, "node is shutting down"))
+                    fut.set_result(self._append_answer(p, opaque, start, n, Code.TERM_CHANGED,
+                                                       "node is shutting down"))
         self.store.close()  # flush + checkpoint
 
     async def _tick_loop(self) -> None:
@@ -201,9 +202,9 @@ class Node:
         entry = self._waiting.pop(id(p), None)
         if entry is None:
             return
-        for fut, start, n in entry[1]:
+        for fut, opaque, start, n in entry[1]:
             if not fut.done():
-                fut.set_result((p, p.code, p.remark, start, n))
+                fut.set_result(self._append_answer(p, opaque, start, n, p.code, p.remark))
 
     # -- serving ----------------------------------------------------------------------
     def _serve(self, f: Frame):
@@ -332,7 +333,8 @@ class Node:
         return d
 
     def _append(self, f: Frame):
-        """Checks the request now (BadMessage), answers once the entries commit or fail."""
+        """Checks the request now (BadMessage); returns a future of the answer, set once
+        the entries commit or fail (a future, not a task: appends are the hot path)."""
         try:
             count = int(f.ext.get("count", "1"))
         except ValueError:
@@ -344,24 +346,23 @@ class Node:
         fut = self.loop.create_future()
         if not self._batch:
             self.loop.call_soon(self._propose_batch)
-        self._batch.append((bodies, fut))
-        return self._appended(f, fut)
+        self._batch.append((bodies, f.opaque, fut))
+        return fut
 
-    async def _appended(self, f: Frame, fut: asyncio.Future) -> Frame:
-        p, code, remark, start, n = await fut
+    def _append_answer(self, p: Proposal, opaque: int, start: int, n: int, code: Code, remark: str) -> Frame:
         out = {"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
                "remark": remark}
         if code == Code.SUCCESS:
             out["entries"] = appended_rows(p.appended[start:start + n])
-        return response_frame(out, f.opaque, APPEND)
+        return response_frame(out, opaque, APPEND)
 
     def _propose_batch(self) -> None:
         batch, self._batch = self._batch, []
-        bodies = [b for part, _f in batch for b in part]
+        bodies = [b for part, _o, _f in batch for b in part]
         p = self.core.propose(bodies, self.now())
         waiters, start = [], 0
-        for part, fut in batch:
-            waiters.append((fut, start, len(part)))
+        for part, opaque, fut in batch:
+            waiters.append((fut, opaque, start, len(part)))
             start += len(part)
         self._waiting[id(p)] = (p, waiters)
         if p.done:

@@ -17,6 +17,7 @@ failed attempt.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 
@@ -105,6 +106,7 @@ class FrameServer:
         out = _Coalescer(writer)
         decoder = FrameDecoder(self.max_frame)
         inflight: set[asyncio.Task] = set()
+        inflight_futures: set[asyncio.Future] = set()
         peer = writer.get_extra_info("peername")
         try:
             while True:
@@ -127,6 +129,11 @@ class FrameServer:
                     if resp is None or isinstance(resp, Frame):
                         self._send(f, resp, out)
                         continue
+                    if isinstance(resp, asyncio.Future):  # answered by whoever sets it: no task
+                        resp.add_done_callback(functools.partial(self._sent_later, f, out))
+                        inflight_futures.add(resp)
+                        resp.add_done_callback(inflight_futures.discard)
+                        continue
                     t = asyncio.create_task(self._answer(f, resp, out))
                     inflight.add(t)
                     t.add_done_callback(inflight.discard)
@@ -139,6 +146,8 @@ class FrameServer:
         finally:
             for t in inflight:
                 t.cancel()
+            for fut in inflight_futures:
+                fut.cancel()  # its answer has nowhere to go (_sent_later ignores it)
             writer.close()
             self._conns.discard(task)
 
@@ -153,6 +162,17 @@ class FrameServer:
             await out.writer.drain()
         except (ConnectionError, RuntimeError):
             pass
+
+    def _sent_later(self, f: Frame, out: _Coalescer, fut: asyncio.Future) -> None:
+        if fut.cancelled() or out.writer.is_closing():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("request code %s failed: %s", f.code, exc)
+            resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
+        else:
+            resp = fut.result()
+        self._send(f, resp, out)
 
     @staticmethod
     def _send(f: Frame, resp: Frame | None, out: _Coalescer) -> None:
