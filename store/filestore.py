@@ -65,13 +65,18 @@ FLUSH_POLICIES = ("async", "sync")
 
 
 def detect_file_size(files: FileList, configured: int | None, default: int) -> int:
-    """The size the existing files were written with (name spacing, else on-disk size)."""
+    """The size the existing files were written with (name spacing, else on-disk size).
+
+    A lone file shorter than the configured size is no evidence of another size: it is a
+    file cut short (a crash while it was being written or sized), which recovery grows back."""
     found = files.files
     spacing = {b.start - a.start for a, b in zip(found, found[1:]) if b.start > a.start}
     if len(found) >= 2 and len(spacing) >= 1:
         detected = min(spacing)
     elif found:
         detected = found[0].actual_size or None
+        if configured is not None and detected is not None and detected < configured:
+            detected = None
     else:
         detected = None
     if configured is not None:
