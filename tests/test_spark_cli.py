@@ -146,3 +146,33 @@ def test_a_real_process_without_java_home_and_with_a_bad_one(tmp_path):
     run = _cli(["spark", "stats", node], env=dict(env, JAVA_HOME=str(tmp_path / "no-java")))
     assert run.returncode == 1 and run.stdout == ""
     assert run.stderr.startswith("Error: JAVA_HOME=") and "Java 17" in run.stderr and run.stderr.count("\n") == 1
+
+
+def test_a_failed_spark_job_is_one_line(spark, tmp_path):
+    from dledgerctl.pipeline.errors import JobError
+    from dledgerctl.pipeline.session import spark_errors
+
+    with pytest.raises(JobError) as err:
+        with spark_errors():
+            spark.read.format("dledger").option("batchRows", "-1").load(fixture_path("leader")).count()
+    assert str(err.value) == "option batchRows='-1': must be positive"
+
+
+def test_the_shipped_zip_is_enough_to_read(tmp_path):
+    """What executors without dledgerctl installed get: the zip alone (site-packages on the
+    path but not its .pth files, so the editable install is not seen) reads a store."""
+    from dledgerctl.pipeline.session import package_zip
+    import pyarrow
+
+    zip_path = package_zip(str(tmp_path))
+    site = os.path.dirname(os.path.dirname(pyarrow.__file__))
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
+            "import store, dledgerctl.pipeline.batches as b, dledgerctl.pipeline.source, dledgerctl.pipeline.inputs as i;"
+            "(n,) = i.resolve_nodes([sys.argv[3]]); d, x = i.open_lists(n.dir);"
+            "rows = sum(t.num_rows for f in d.files for t in b.read_file(b.FilePart(n.name, n.dir, f.start, d.file_size,"
+            " x.file_size), b.ReadOptions()));"
+            "print(rows, store.__file__.startswith(sys.argv[1]))")
+    run = subprocess.run([sys.executable, "-S", "-c", code, zip_path, site, fixture_path("leader")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["600", "True"]

@@ -50,7 +50,7 @@ AUDIT_SCHEMA = StructType([
     *[StructField(c, LongType()) for c in AUDIT_COUNTS],
     StructField("problems", ArrayType(PROBLEM_SCHEMA)),
 ])
-_COUNT = "#problem-entries"  # the row of the first query that counts problem entries
+MARKS_AT_ONCE = 10_000  # problem entries brought back with the first query, at most
 INDEX_CODES = {IDX_MISSING: "index-missing", IDX_EMPTY: "index-missing", IDX_MISMATCH: "index-mismatch"}
 
 
@@ -134,14 +134,13 @@ def _max_files(nodes: list[Node]) -> int:
 def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
     scans: dict[str, NodeScan] = defaultdict(NodeScan)
     marks = agg.filter(F.col("m_kind") == KIND_ENTRY)
-    # healthy entries (per node, file, term), each file's stop, and how many problem
-    # entries there are (one job; a clean store needs no other)
+    # One job brings healthy entries (per node, file, term), each file's stop, and the
+    # problem entries if there are not too many; only a badly damaged store needs more.
     head = agg.filter(F.col("m_pos").isNull() | (F.col("m_kind") == KIND_STOP))
-    count = marks.agg(F.count(F.lit(1)).alias("n")).select(F.lit(_COUNT).alias("m_kind"), "n")
-    problem_entries = 0
-    for r in head.unionByName(count, allowMissingColumns=True).collect():
-        if r["m_kind"] == _COUNT:
-            problem_entries = r["n"]
+    problem_rows = []
+    for r in head.unionByName(marks.limit(MARKS_AT_ONCE + 1)).collect():
+        if r["m_kind"] == KIND_ENTRY:
+            problem_rows.append(r)
             continue
         ns = scans[r["node"]]
         fr = ns.files[r["file"]]
@@ -155,7 +154,20 @@ def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
         fr.see_first(r["first_pos"], r["first_index"], r["term"])
         fr.see_last(r["last_pos"], r["last_index"], r["term"], r["last_chain"])
         ns.terms.add(r["term"])
-    if not problem_entries:
+    if len(problem_rows) <= MARKS_AT_ONCE:
+        for r in problem_rows:  # each is one entry
+            ns = scans[r["node"]]
+            fr = ns.files[r["file"]]
+            fr.entries += 1
+            fr.bytes += r["bytes"]
+            fr.ok += r["m_status"] == OK
+            fr.nocrc += r["m_status"] == NO_CRC
+            fr.see_first(r["m_pos"], r["m_index"], r["term"])
+            fr.see_last(r["m_pos"], r["m_index"], r["term"], r["last_chain"])
+            ns.terms.add(r["term"])
+            _count_problem(ns, r["m_status"], r["m_index_record"], 1)
+            ns.marks[r["file"]].append(_Mark(r["m_pos"], r["m_index"], r["term"], r["m_status"],
+                                             r["m_index_record"], r["m_magic"], r["bytes"]))
         return scans
     # every problem entry, summed per file (first and last entry of a file may be one)
     per_file = marks.groupBy("node", "file").agg(
@@ -178,11 +190,7 @@ def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
         ns.terms.update(r["terms"])
     # totals per problem code
     for r in marks.groupBy("node", "m_status", "m_index_record").count().collect():
-        ns = scans[r["node"]]
-        if r["m_status"] not in HEALTHY:
-            ns.totals[r["m_status"]] += r["count"]
-        if r["m_index_record"] != IDX_OK:
-            ns.totals[INDEX_CODES[r["m_index_record"]]] += r["count"]
+        _count_problem(scans[r["node"]], r["m_status"], r["m_index_record"], r["count"])
     # the first few of each code, in log order (verify lists MAX_PER_CODE of each)
     limit = MAX_PER_CODE + max_files + 1
     by_status = Window.partitionBy("node", "m_status").orderBy("m_pos")
@@ -196,6 +204,13 @@ def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
         scans[r["node"]].marks[r["file"]].append(_Mark(r["m_pos"], r["m_index"], r["term"], r["m_status"],
                                                        r["m_index_record"], r["m_magic"], r["bytes"]))
     return scans
+
+
+def _count_problem(ns: NodeScan, status: str, index_record: str, n: int) -> None:
+    if status not in HEALTHY:
+        ns.totals[status] += n
+    if index_record != IDX_OK:
+        ns.totals[INDEX_CODES[index_record]] += n
 
 
 class Replay:

@@ -87,7 +87,7 @@ _FALSE = ("false", "0", "no", "off", "")
 
 
 def _bool_option(options: Mapping[str, str], key: str, default: bool) -> bool:
-    value = options.get(key)
+    value = options.get(key.lower())
     if value is None:
         return default
     text = str(value).strip().lower()
@@ -99,7 +99,7 @@ def _bool_option(options: Mapping[str, str], key: str, default: bool) -> bool:
 
 
 def _int_option(options: Mapping[str, str], key: str, default: int | None) -> int | None:
-    value = options.get(key)
+    value = options.get(key.lower())
     if value is None or str(value).strip() == "":
         return default
     try:
@@ -135,11 +135,11 @@ class ReadOptions:
             body=_bool_option(opts, "body", False),
             records=records,
             digest=_bool_option(opts, "digest", False),
-            check_crc=_bool_option(opts, "checkcrc", True),
-            data_file_size=_int_option(opts, "datafilesize", None),
-            index_file_size=_int_option(opts, "indexfilesize", None),
-            batch_rows=_int_option(opts, "batchrows", DEFAULT_BATCH_ROWS),
-            batch_bytes=_int_option(opts, "batchbytes", DEFAULT_BATCH_BYTES),
+            check_crc=_bool_option(opts, "checkCrc", True),
+            data_file_size=_int_option(opts, "dataFileSize", None),
+            index_file_size=_int_option(opts, "indexFileSize", None),
+            batch_rows=_int_option(opts, "batchRows", DEFAULT_BATCH_ROWS),
+            batch_bytes=_int_option(opts, "batchBytes", DEFAULT_BATCH_BYTES),
         )
 
     def columns(self) -> list[tuple]:

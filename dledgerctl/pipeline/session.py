@@ -14,6 +14,8 @@ Other masters (``spark://``, ``yarn``, ``k8s://``): executors must be able to im
 ``store`` and ``dledgerctl.pipeline``. With ``ship=True`` (the default for these) the two
 packages are zipped from this installation and added with ``SparkContext.addPyFile``;
 their own dependencies (pyarrow, numpy; isal optional) must be installed on the executors.
+Executors run ``spark.pyspark.python`` when it is set, else PYSPARK_PYTHON, which defaults
+to this interpreter's path (Spark also plans Python data sources on the driver with it).
 Every node directory must be readable at the same path on the driver and the executors.
 """
 
@@ -138,10 +140,11 @@ def start_session(master: str | None = None, conf: dict[str, str] | None = None,
     spark_conf = SparkConf(loadDefaults=False)
     for k, v in settings.items():
         spark_conf.set(k, v)
-    if is_local(master):
-        # Spark's planner for Python data sources starts its worker from PYSPARK_PYTHON
-        # (the environment, not the spark.pyspark.python setting): make it this Python.
-        os.environ.setdefault("PYSPARK_PYTHON", settings["spark.pyspark.python"])
+    # Spark plans a Python data source's reads (on the driver) with a worker started from
+    # PYSPARK_PYTHON, the environment variable, not the spark.pyspark.python setting; it
+    # must be a Python that has pyarrow and dledgerctl: this one, unless the user chose.
+    # Executors run spark.pyspark.python when set, else the same PYSPARK_PYTHON.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = _workdir()
     log_path = None
     popen_kwargs = {}
