@@ -29,6 +29,7 @@ Rules kept here:
 
 from __future__ import annotations
 
+import errno
 import random
 from collections import deque
 from dataclasses import dataclass, field
@@ -128,7 +129,10 @@ class RaftCore:
         self.round: _Round | None = None
         self.transfer: _Transfer | None = None
         self.last_leader_contact: int | None = None
-        self.election_at = now + self._election_timeout()
+        # A node that has just started knows of no leader to wait for: it asks for a
+        # pre-vote after one vote round, not after the whole leader-lost interval (which
+        # can be long), and pre-vote keeps it from disturbing a leader that does exist.
+        self.election_at = now + self._vote_round_timeout()
         self.heartbeat_due: dict[str, int] = {}
         self.peer_ack_at: dict[str, int] = {}
         self.flush_at = now + config.flush_interval_ms
@@ -427,8 +431,8 @@ class RaftCore:
 
     def propose(self, bodies, now: int) -> Proposal:
         """Append ``bodies`` as leader. The returned proposal is finished at once when
-        refused (NOT_LEADER, LEADER_PENDING_FULL, ...), else when committed or timed out
-        (it then shows up in ``take().done``)."""
+        refused (NOT_LEADER, LEADER_PENDING_FULL, DISK_FULL, ...: nothing was appended),
+        else when committed or timed out (it then shows up in ``take().done``)."""
         self.now = now
         m = self.member
         p = Proposal(len(bodies), m.term, leader_id=m.leader_id)
@@ -447,7 +451,9 @@ class RaftCore:
         try:
             appended = self.store.append_leader(list(bodies), m.term, MAGIC_NORMAL)
         except StoreIOError as exc:
-            p.code, p.remark = Code.DISK_ERROR, str(exc)
+            # the store keeps a batch whole or not at all: a full disk refuses it cleanly
+            full = exc.errno == errno.ENOSPC
+            p.code, p.remark = (Code.DISK_FULL, f"disk full: {exc}") if full else (Code.DISK_ERROR, str(exc))
             return p
         except StoreError as exc:
             p.code, p.remark = Code.UNEXPECTED_ARGUMENT, str(exc)

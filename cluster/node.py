@@ -11,6 +11,7 @@ so with ``flush=sync`` they share one fsync (group commit).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -180,7 +181,12 @@ class Node:
         ready = self.core.take()
         for note in ready.notes:
             log.info("%s", note)
+        timeout = self.cfg.max_push_timeout_ms / 1000
         for s in ready.sends:
+            fut = self.channels[s.to].send(request_frame(s.request, 0), timeout)
+            if fut is not None:  # connected: the answer comes back through a callback, no task
+                fut.add_done_callback(functools.partial(self._answered, s.to, s.request))
+                continue
             t = asyncio.create_task(self._call(s.to, s.request))
             self._tasks.add(t)
             t.add_done_callback(self._tasks.discard)
@@ -188,11 +194,30 @@ class Node:
             self._finish(p)
 
     async def _call(self, peer: str, req) -> None:
-        code = request_code_of(req)
+        """A request on a channel that must connect first."""
         try:
             frame = await self.channels[peer].request(request_frame(req, 0), self.cfg.max_push_timeout_ms / 1000)
-            resp = decode_response(frame, code)
         except (TransportError, ProtocolError) as exc:
+            self._feed(peer, req, None, exc)
+        else:
+            self._feed(peer, req, frame, None)
+
+    def _answered(self, peer: str, req, fut: asyncio.Future) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        self._feed(peer, req, None if exc else fut.result(), exc)
+
+    def _feed(self, peer: str, req, frame: Frame | None, exc: BaseException | None) -> None:
+        """Hand a peer's answer (or why there is none) to the core and act on what follows."""
+        if self.core is None or self._stop.is_set():
+            return
+        if frame is not None:
+            try:
+                resp = decode_response(frame, request_code_of(req))
+            except ProtocolError as err:
+                exc = err
+        if exc is not None:
             self.core.on_failure(peer, req, str(exc), self.now())
         else:
             self.core.on_response(peer, req, resp, self.now())

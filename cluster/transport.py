@@ -46,9 +46,9 @@ class _Expired(Exception):
     """A request's timer fired before its response came (becomes RequestTimeout)."""
 
 
-def _expire(fut: asyncio.Future) -> None:
+def _expire(fut: asyncio.Future, why: str | None = None) -> None:
     if not fut.done():
-        fut.set_exception(_Expired())
+        fut.set_exception(_Expired() if why is None else RequestTimeout(why))
 
 
 _DRAIN_ABOVE = 1 << 20  # a request waits for the socket only when this much is unsent
@@ -254,6 +254,26 @@ class Channel:
                 err = ConnectionLost(f"connection to {self.address} lost")
                 err.__cause__ = cause
                 fut.set_exception(err)
+
+    def send(self, frame: Frame, timeout: float) -> asyncio.Future | None:
+        """Send ``frame`` now and return a future of its response (failing with
+        RequestTimeout or ConnectionLost), without a coroutine; None when the channel is
+        not connected (use :meth:`request`, which connects)."""
+        if self.closed or self._writer is None or self._writer.is_closing():
+            return None
+        frame.opaque = opaque = next(self._opaque)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._pending[opaque] = fut
+        timer = loop.call_later(timeout, _expire, fut, f"{self.address} did not answer within {timeout:.3g} s")
+
+        def settled(_f: asyncio.Future) -> None:
+            timer.cancel()
+            self._pending.pop(opaque, None)
+
+        fut.add_done_callback(settled)
+        self._out.send(encode_frame(frame))
+        return fut
 
     async def request(self, frame: Frame, timeout: float) -> Frame:
         """Send ``frame`` (its opaque is assigned here) and wait for its response."""

@@ -129,6 +129,11 @@ def cluster_up(
     group: GroupOpt = DEFAULT_GROUP,
     flush: Annotated[str, typer.Option("--flush", help="Flush policy of every node: async or sync.")] = "async",
     wait: Annotated[float, typer.Option("--wait", min=1, help="Seconds to wait for a leader.")] = 30.0,
+    heartbeat_ms: Annotated[Optional[int], typer.Option("--heartbeat-interval", min=1, help="Every node's heartbeat "
+                                                         "interval, ms (default 500).")] = None,
+    heartbeat_leak: Annotated[Optional[int], typer.Option("--max-heartbeat-leak", min=1, help="Missed heartbeats "
+                                                           "before a follower elects, and a leader steps down "
+                                                           "(default 3).")] = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
     fmt: FormatOpt = Format.table,
@@ -137,6 +142,10 @@ def cluster_up(
     if flush not in ("async", "sync"):
         raise fail(f"--flush must be async or sync, not {flush!r}", 2)
     extra = []
+    if heartbeat_ms:
+        extra += ["--heartbeat-interval", str(heartbeat_ms)]
+    if heartbeat_leak:
+        extra += ["--max-heartbeat-leak", str(heartbeat_leak)]
     if data_file_size:
         extra += ["--data-file-size", str(data_file_size)]
     if index_file_size:

@@ -67,9 +67,9 @@ def status(base):
 SMALL = ("--data-file-size", "8MiB", "--index-file-size", "1MiB")  # several files, little disk
 
 
-def up(base, nodes=3):
+def up(base, nodes=3, *extra):
     r = cli("cluster", "up", "--base-dir", base, "--nodes", str(nodes), "--port-base", str(free_port_base(nodes)),
-            "--format", "json", "--wait", "40", *SMALL)
+            "--format", "json", "--wait", "40", *SMALL, *extra)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -237,8 +237,20 @@ def bodies_of(base, node_id):
     return [(e["index"], e["term"], e.get("body")) for e in json.loads(r.stdout)]
 
 
-def test_thousand_appends_replicas_identical_restarts_and_truncation(cluster):
-    base = cluster
+@pytest.fixture
+def slow_stepdown(tmp_path):
+    """A cluster whose leader keeps its post for 5 s without a majority (10 heartbeats), so
+    a command started after its followers die still finds it leading on a loaded machine."""
+    base = str(tmp_path / "c")
+    try:
+        up(base, 3, "--max-heartbeat-leak", "10")
+        yield base
+    finally:
+        down(base)
+
+
+def test_thousand_appends_replicas_identical_restarts_and_truncation(slow_stepdown):
+    base = slow_stepdown
     lines = "".join(f"entry {k}\n" for k in range(1000))
     r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--batch", "1", "--format", "json", input=lines,
             timeout=120)

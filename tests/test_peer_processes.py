@@ -228,10 +228,10 @@ def test_deep_compare_finds_and_repairs_bodies_changed_under_the_same_terms(tiny
 
 def test_truncate_refused_below_commit_and_refills_above(tmp_path):
     base = str(tmp_path / "c")
-    # five members with slow heartbeats: with two killed and a third paused, the leader keeps
-    # its post (it still hears from a majority within 7.5 s) but cannot commit
+    # five members whose leader keeps its post for 15 s without a majority: with two killed
+    # and a third paused, it stays leader (long enough on a loaded machine) but cannot commit
     try:
-        start(base, 5, ["--heartbeat-interval", "2500"])
+        start(base, 5, ["--max-heartbeat-leak", "30"])
         append_lines(base, 20, "c")
         leader = leader_id(base)
         others = [n["id"] for n in _record(base)["nodes"] if n["id"] != leader]
