@@ -545,10 +545,15 @@ class RaftCore:
             rows.append({k: row[k] for k in rows[0]})  # every row in the leader row's field order
         return rows
 
-    def pause_peer(self, peer: str, below: int, why: str) -> None:
-        """Hold replication to ``peer`` (see Dispatcher.pause) while a repair is under way."""
-        self.dispatchers[peer].pause(below, why)
+    def pause_peer(self, peer: str, below: int, why: str) -> bool:
+        """Hold replication to ``peer`` (see Dispatcher.pause) while a repair is under way;
+        False when this node no longer leads (its dispatchers are gone)."""
+        d = self.dispatchers.get(peer)
+        if d is None or self.member.role != Role.LEADER:
+            return False
+        d.pause(below, why)
         self._note(f"replication to {peer} paused: {why}")
+        return True
 
     def compare_peer(self, peer: str, index: int, why: str, now: int) -> None:
         """Send ``peer``'s dispatcher back to COMPARE from ``index``."""

@@ -336,7 +336,8 @@ class Node:
         RepairResponse, or a refusal Frame. Replication stays paused until the caller sends
         the dispatcher back to COMPARE (or, on failure, it is resumed here)."""
         c = self.cfg
-        self.core.pause_peer(peer, from_index - 1, why)
+        if self.core.member.term != term or not self.core.pause_peer(peer, from_index - 1, why):
+            return self._refusal(f, Code.TERM_CHANGED, "leadership changed before the truncation was sent")
         try:
             resp = await self._ask(peer, RepairRequest(c.group, c.self_id, term, from_index))
         except BaseException:
