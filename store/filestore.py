@@ -88,6 +88,20 @@ def detect_file_size(files: FileList, configured: int | None, default: int) -> i
     return detected or default
 
 
+def _clear(files: FileList, start: int, end: int) -> None:
+    """Zeros over logical [start, end), in the files that hold it, written with pwrite."""
+    pos = start
+    while pos < end:
+        f = files.find(pos)
+        if f is None:
+            pos = (pos // files.file_size + 1) * files.file_size
+            continue
+        rel, hi = pos - f.start, min(end - f.start, f.actual_size)
+        if hi > rel:
+            files.write_at(f, rel, bytes(hi - rel))
+        pos = f.start + f.size
+
+
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
@@ -179,6 +193,7 @@ class FileStore(LogStore):
         self._lock_fd = -1
         self._owns_lock = False
         self.closed = False
+        self._reached = self._index_reached = 0  # how far the call under way wrote (see _undo)
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -316,6 +331,7 @@ class FileStore(LogStore):
         rel = pos % fsize
         if size + MIN_BLANK_LEN > fsize - rel:
             f = self.data.file_for_write(pos)
+            self._reached = max(self._reached, pos + BLANK_HEADER.size)
             self.data.write_at(f, rel, BLANK_HEADER.pack(BLANK_MAGIC, fsize - rel))
             pos += fsize - rel
             self.write_pos = pos
@@ -327,6 +343,27 @@ class FileStore(LogStore):
         f = self.index.file_for_write(off)
         return f, off - f.start
 
+    # -- putting back a write that failed half-way ----------------------------------------
+    def _undo_point(self) -> tuple:
+        self._reached, self._index_reached = self.write_pos, (self.end_index + 1) * INDEX_UNIT_SIZE
+        return (self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain,
+                len(self.data.files), len(self.index.files))
+
+    def _undo(self, point: tuple) -> None:
+        """Put the log back as it was at ``point`` after a write failed part-way (a full
+        disk when a new file is needed, ...): the bytes written since are zeroed, so no
+        refused entry can come back when the store is opened again, and the files created
+        since are removed. The zeros go where bytes were written, so they need no new
+        blocks."""
+        begin, end, end_term, pos, chain, ndata, nindex = point
+        _clear(self.data, pos, max(self.write_pos, self._reached))
+        _clear(self.index, (end + 1) * INDEX_UNIT_SIZE, self._index_reached)
+        if len(self.data.files) > ndata:
+            self.data.remove_from(self.data.files[ndata].start)
+        if len(self.index.files) > nindex:
+            self.index.remove_from(self.index.files[nindex].start)
+        self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain = begin, end, end_term, pos, chain
+
     def append_leader(self, bodies: Sequence[bytes], term: int, magic: int = MAGIC_NORMAL) -> Sequence[Appended]:
         self._writable()
         if term < self.end_term:
@@ -337,6 +374,17 @@ class FileStore(LogStore):
         largest = max(map(len, bodies), default=0)
         if HEADER_SIZE + largest + MIN_BLANK_LEN > self.data.file_size:
             raise StoreUsageError(f"entry of {HEADER_SIZE + largest} bytes does not fit a {self.data.file_size}-byte data file")
+        undo = self._undo_point()
+        try:
+            parts = self._leader_write(bodies, term, magic)
+        except BaseException:
+            self._undo(undo)  # a full disk half-way: the batch is not appended at all
+            raise
+        if self.flush_policy == "sync":
+            self.flush()
+        return parts[0] if len(parts) == 1 else AppendedBatch.of(parts)
+
+    def _leader_write(self, bodies: Sequence[bytes], term: int, magic: int) -> list[Sequence[Appended]]:
         # Entries that go to the same data file are encoded into one buffer and written
         # with one copy; their index records likewise. Stretches of RUN_MIN or more
         # entries are encoded by the run lane (store/batch.py), the rest one by one.
@@ -366,9 +414,7 @@ class FileStore(LogStore):
                     i += k
                     continue
             i = self._append_entries(bodies, i, term, magic, dfile, seg_rel, parts)
-        if self.flush_policy == "sync":
-            self.flush()
-        return parts[0] if len(parts) == 1 else AppendedBatch.of(parts)
+        return parts
 
     def _append_entries(self, bodies, i: int, term: int, magic: int, dfile: MappedFile, seg_rel: int,
                         parts: list) -> int:
@@ -414,6 +460,7 @@ class FileStore(LogStore):
         """Copy encoded entries ``first..last`` into ``dfile`` at ``seg_rel`` (the log's
         end), their index records after the index's end, and move the end."""
         used = len(seg)
+        self._reached = max(self._reached, dfile.start + seg_rel + used)
         self.data.write_at(dfile, seg_rel, seg)
         self._write_index_records(first, records)
         self.write_pos = dfile.start + seg_rel + used
@@ -429,7 +476,8 @@ class FileStore(LogStore):
         file are then written with one copy, and their index records with one more. Long
         stretches are checked by the run lane (store/batch.py), which only accepts; the
         per-entry lane judges the rest. When an entry fails a check, the ones before it
-        are kept and InconsistentAppend is raised."""
+        are kept and InconsistentAppend is raised. When a write fails (StoreIOError: a full
+        disk, ...), nothing of the call is kept."""
         self._writable()
         buf = memoryview(raw)
         n = len(buf)
@@ -437,6 +485,7 @@ class FileStore(LogStore):
         parts: list[Sequence[Appended]] = []
         error: InconsistentAppend | None = None
         fsize = self.data.file_size
+        undo = self._undo_point()
         try:
             while off < n and error is None:
                 run = accept_pushed(buf, off, n, end_index=self.end_index, end_term=self.end_term,
@@ -450,6 +499,9 @@ class FileStore(LogStore):
                     off += run.nbytes
                     continue
                 off, error = self._follow_entries(buf, off, RUN_MIN, max_term, parts)
+        except BaseException:
+            self._undo(undo)
+            raise
         finally:
             buf.release()
         if self.flush_policy == "sync" and parts:
@@ -518,6 +570,7 @@ class FileStore(LogStore):
 
     def _write_index_records(self, first: int, data: bytes) -> None:
         off, done = first * INDEX_UNIT_SIZE, 0
+        self._index_reached = max(self._index_reached, off + len(data))
         while done < len(data):
             f = self.index.file_for_write(off)
             rel = off - f.start
