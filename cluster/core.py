@@ -137,6 +137,7 @@ class RaftCore:
         self.peer_ack_at: dict[str, int] = {}
         self.flush_at = now + config.flush_interval_ms
         self.checkpoint_at = now + config.checkpoint_interval_ms
+        self.disk_refusing = False  # the last append failed on the disk (noted once, and when it ends)
         self._sends: list[Send] = []
         self._done: list[Proposal] = []
         self._notes: list[str] = []
@@ -454,10 +455,16 @@ class RaftCore:
             # the store keeps a batch whole or not at all: a full disk refuses it cleanly
             full = exc.errno == errno.ENOSPC
             p.code, p.remark = (Code.DISK_FULL, f"disk full: {exc}") if full else (Code.DISK_ERROR, str(exc))
+            if not self.disk_refusing:
+                self._note(f"appends refused with {p.code.name} until the disk takes them: {exc}")
+            self.disk_refusing = True
             return p
         except StoreError as exc:
             p.code, p.remark = Code.UNEXPECTED_ARGUMENT, str(exc)
             return p
+        if self.disk_refusing:
+            self.disk_refusing = False
+            self._note("the disk takes appends again")
         p.appended, p.first_index, p.last_index = appended, appended[0].index, appended[-1].index
         p.deadline = now + self.cfg.max_wait_ack_ms
         self.pending.append(p)

@@ -17,6 +17,8 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
   interval, and its answer shows whether the follower still has what it acknowledged.
   A follower whose end is now below its watermark (it restarted from an older disk state)
   has its watermark lowered and goes back to COMPARE: caught up, never wedged.
+- A follower whose disk refuses a push (DISK_FULL, DISK_ERROR) is sent it again from the
+  watermark after a back-off, not at once.
 - Flow control: when the follower lags more than ``peer_push_throttle_point`` bytes, at
   most ``peer_push_quota`` bytes per second are pushed to it.
 - REPAIR (ours, for ``peer compare``/``peer truncate``): nothing is sent and no answer
@@ -156,6 +158,8 @@ class Dispatcher:
             return
         if req.type == PushType.APPEND:
             self._appended(req, resp)
+            if resp.code in (Code.DISK_FULL, Code.DISK_ERROR):  # the follower's disk: try again later
+                self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
         elif resp.code == Code.SUCCESS and resp.end_index < self.watermark:
             self._lost_entries(resp.end_index)
         elif resp.code == Code.INCONSISTENT_STATE and req.type == PushType.COMMIT:

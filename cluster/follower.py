@@ -20,12 +20,16 @@ term; see core.py):
   uses the local end instead of ``matched``, which can mark a deposed leader's entries
   committed before the new leader's compare removes them; ``matched`` cannot.
 - Committed entries are never truncated: a request that would is refused, not obeyed.
-- A malformed or inconsistent request gets an error response; nothing raises.
+- A malformed or inconsistent request gets an error response; nothing raises. A push
+  the disk cannot take (full, or failing) is answered DISK_FULL / DISK_ERROR and leaves
+  the log as it was.
 """
 
 from __future__ import annotations
 
-from store.errors import StoreError
+import errno
+
+from store.errors import StoreError, StoreIOError
 from store.format import ENTRY_HEADER, ENTRY_MAGICS, HEADER_SIZE
 
 from .divergence import PROBE_MAX, fingerprints
@@ -65,6 +69,11 @@ class FollowerLog:
                 resp = self._reply(req, Code.INCONSISTENT_STATE, remark="log not yet compared with this leader")
             else:
                 resp = self._reply(req, Code.SUCCESS)
+        except StoreIOError as exc:
+            # an append the disk refused was put back whole by the store; the leader's
+            # dispatcher sends it again after a back-off
+            full = exc.errno == errno.ENOSPC
+            resp = self._reply(req, Code.DISK_FULL if full else Code.DISK_ERROR, remark=str(exc))
         except (StoreError, ValueError) as exc:
             resp = self._reply(req, Code.INCONSISTENT_STATE, remark=str(exc))
         if resp.code == Code.SUCCESS:

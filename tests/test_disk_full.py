@@ -1,5 +1,7 @@
-"""A full disk: the store puts back a write that fails half-way, so a batch is appended
-whole or not at all, and everything resumes when space returns."""
+"""A full disk: the store puts back a write that fails half-way, the leader refuses appends
+with DISK_FULL (nothing appended), a follower that cannot write answers DISK_FULL and is
+retried after a back-off, and everything resumes when space returns. Store and simulation
+level; real processes on a size-limited tmpfs are in tests/test_faults.py."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import os
 import pytest
 
 import store.filestore as filestore
+from cluster.rpc import Code, PushRequest, PushType
+from sim import Sim
 from store.errors import StoreIOError
 from store.filestore import FileStore
 
@@ -90,3 +94,92 @@ def test_a_follower_push_that_needs_a_new_file_on_a_full_disk_leaves_the_log_as_
         disk.full = False
         F.append_follower(L.read_entries(3, 5, 1 << 20)[0])
         assert [F.get_bytes(i) for i in range(8)] == [L.get_bytes(i) for i in range(8)]
+
+
+def test_the_follower_handler_answers_disk_full_and_keeps_its_log(tmp_path, monkeypatch):
+    from cluster.follower import FollowerLog
+
+    disk = Disk(monkeypatch)
+    with FileStore.open(str(tmp_path / "dledger-n0"), **SIZES) as L, \
+            FileStore.open(str(tmp_path / "dledger-n1"), **SIZES) as F:
+        L.append_leader([b"x" * 900] * 8, 1)
+        h = FollowerLog(F)
+        assert h.handle(PushRequest("g", "n0", 1, PushType.COMPARE, -1, -1)).code == Code.SUCCESS
+        raw, n = L.read_entries(0, 8, 1 << 20)
+        disk.full = True
+        resp = h.handle(PushRequest("g", "n0", 1, PushType.APPEND, 7, 0, n, raw))
+        assert resp.code == Code.DISK_FULL and resp.end_index == -1 and "disk full" in resp.remark
+        assert F.committed_index == -1
+        disk.full = False
+        resp = h.handle(PushRequest("g", "n0", 1, PushType.APPEND, 7, 0, n, raw))
+        assert resp.code == Code.SUCCESS and resp.end_index == 7 and F.committed_index == 7
+
+
+class FullableSim(Sim):
+    """A simulated cluster whose nodes' disks can be full: appends to a full node's store
+    raise ENOSPC before writing anything (what the file store guarantees, tested above)."""
+
+    def __init__(self, *a, **kw) -> None:
+        super().__init__(*a, **kw)
+        self.full: set[str] = set()
+        self.pushes: dict[str, int] = {i: 0 for i in self.ids}
+        for i, st in self.stores.items():
+            for name in ("append_leader", "append_follower"):
+                real = getattr(st, name)
+
+                def refusing(*args, _real=real, _node=i, **kw):
+                    if _node in self.full:
+                        raise StoreIOError(errno.ENOSPC, "disk full")
+                    return _real(*args, **kw)
+
+                setattr(st, name, refusing)
+
+    def _send(self, frm, to, req):
+        if isinstance(req, PushRequest) and req.type == PushType.APPEND:
+            self.pushes[to] += 1
+        super()._send(frm, to, req)
+
+
+def test_simulated_cluster_leader_refuses_with_disk_full_then_recovers():
+    sim = FullableSim(3, seed=11)
+    sim.run_until(lambda: sim.leader() is not None, 10_000)
+    leader = sim.leader()
+    ok = sim.propose(leader, [b"before"])
+    sim.run_until(lambda: ok.done, 5000)
+    assert ok.code == Code.SUCCESS
+    sim.full.add(leader)
+    refused = sim.propose(leader, [b"refused-1", b"refused-2"])
+    assert refused.done and refused.code == Code.DISK_FULL and "disk full" in refused.remark
+    sim.run(3000)
+    assert sim.leader() == leader  # a full disk does not cost the leadership (heartbeats need no disk)
+    sim.full.discard(leader)
+    after = sim.propose(leader, [b"after"])
+    sim.run_until(lambda: after.done, 5000)
+    assert after.code == Code.SUCCESS and after.first_index == ok.last_index + 1
+    sim.run_until(lambda: sim.logs_equal(), 5000)
+    bodies = [e.body for e in sim.stores[leader].entries()]
+    assert b"refused-1" not in bodies and b"after" in bodies
+
+
+def test_simulated_follower_with_a_full_disk_is_retried_after_a_back_off_and_catches_up():
+    sim = FullableSim(3, seed=12)
+    sim.run_until(lambda: sim.leader() is not None, 10_000)
+    leader = sim.leader()
+    full, other = [i for i in sim.ids if i != leader]
+    sim.full.add(full)
+    done = []
+    for k in range(20):
+        p = sim.propose(leader, [b"e%d" % k])
+        sim.run_until(lambda: p.done, 5000)
+        done.append(p)
+        sim.run(50)
+    assert all(p.code == Code.SUCCESS for p in done)  # the leader and the other follower commit
+    sim.pushes[full] = 0
+    sim.run(2000)
+    assert sim.pushes[full] <= 40  # about one push per 100 ms back-off, not one per tick
+    d = sim.nodes[leader].dispatchers[full]
+    assert "DISK_FULL" in d.last_error and d.watermark < sim.stores[leader].end_index
+    assert sim.nodes[full].member.leader_id == leader  # still following, not electing
+    sim.full.discard(full)
+    sim.run_until(lambda: sim.logs_equal() and sim.stores[full].committed_index == sim.stores[leader].end_index,
+                  5000)
