@@ -1,4 +1,11 @@
-"""Client side of APPEND, GET and METADATA: finds the leader, follows NOT_LEADER, keeps deadlines."""
+"""Client side of APPEND, GET and METADATA: finds the leader, follows NOT_LEADER, keeps deadlines.
+
+An append that is not acknowledged raises :class:`AppendError`, which says whether the
+entries can still be in the log: ``outcome == "failed"`` only when every leader asked
+refused before appending (the codes in :data:`REFUSED_BEFORE_APPEND`) or nothing was sent;
+``"unknown"`` after a timeout, a lost connection, TERM_CHANGED or WAIT_QUORUM_ACK_TIMEOUT
+(the leader appended and may still commit the entries).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import base64
 
 from .config import Peer
 from .rpc import Code
-from .transport import Channel, TransportError
+from .transport import Channel, TransportError, Unreachable
 from .wire import (
     APPEND,
     GET,
@@ -23,6 +30,27 @@ from .wire import (
 
 class ClientError(Exception):
     """The request could not be served: one line says why."""
+
+
+# Answers a leader gives before it appends anything (core.propose, node._append): the
+# entries of such an attempt are not in any log. Every other answer to an APPEND that is
+# not SUCCESS may come after the append (TERM_CHANGED, WAIT_QUORUM_ACK_TIMEOUT, DISK_ERROR).
+REFUSED_BEFORE_APPEND = frozenset({
+    Code.NOT_LEADER, Code.LEADER_TRANSFERRING, Code.LEADER_NOT_READY, Code.LEADER_PENDING_FULL, Code.DISK_FULL,
+    Code.REQUEST_WITH_EMPTY_BODYS, Code.UNEXPECTED_ARGUMENT, Code.UNKNOWN_GROUP,
+})
+# Answers after which the next attempt goes to another node (or the same one, later).
+_RETRY = frozenset({Code.NOT_LEADER, Code.TERM_CHANGED, Code.LEADER_TRANSFERRING, Code.LEADER_NOT_READY})
+
+
+class AppendError(ClientError):
+    """An append that was not acknowledged. ``outcome``: "failed" when no attempt can
+    have appended the entries, "unknown" when one may have (they may be committed, now or
+    later). ``code``: the last answer's code, None when the last attempt got no answer."""
+
+    def __init__(self, message: str, outcome: str, code: Code | None = None) -> None:
+        super().__init__(message)
+        self.outcome, self.code = outcome, code
 
 
 class Client:
@@ -78,33 +106,51 @@ class Client:
                 raise ClientError(f"no leader among {', '.join(self.peers)} within {self.timeout:g} s")
             await asyncio.sleep(0.05)
 
-    async def append(self, bodies: list[bytes]) -> dict:
-        """Append on the leader; returns its answer (entries: [index, term, pos, size])."""
+    async def append(self, bodies: list[bytes], *, resend_unknown: bool = True) -> dict:
+        """Append on the leader; returns its answer (entries: [index, term, pos, size]).
+
+        Follows NOT_LEADER and retries until the timeout. After an attempt whose outcome
+        is unknown (no answer, TERM_CHANGED), the bodies are sent again only with
+        ``resend_unknown`` (the default): they may then be in the log twice. Without it
+        the call ends there with AppendError(outcome="unknown")."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         frame_body = pack_bodies(bodies)
-        last_error = "no answer"
+        last_error, unknown, code = "no answer", False, None
+
+        def error(message: str) -> AppendError:
+            return AppendError(message, "unknown" if unknown else "failed", code)
+
         while loop.time() < deadline:
-            leader = await self.find_leader(deadline)
+            try:
+                leader = await self.find_leader(deadline)
+            except ClientError as exc:
+                raise error(str(exc)) from None
             f = Frame(APPEND, ext={"group": self.group, "count": str(len(bodies))}, body=frame_body)
             try:
                 resp = await self._call(leader, f, APPEND, max(0.05, deadline - loop.time()))
             except (TransportError, ProtocolError) as exc:
-                last_error = f"{leader}: {exc}"
+                last_error, code = f"{leader}: {exc}", None
                 self.leader = None
+                if not isinstance(exc, Unreachable):  # it was sent: it may have been appended
+                    unknown = True
+                    if not resend_unknown:
+                        raise error(last_error) from None
                 await asyncio.sleep(0.05)
                 continue
-            code = Code(resp.get("code", -1)) if resp.get("code", -1) in Code._value2member_map_ else Code.UNKNOWN
+            rc = resp.get("code", -1)
+            code = Code(rc) if rc in Code._value2member_map_ else Code.UNKNOWN
             if code == Code.SUCCESS:
                 return resp
             last_error = f"{leader}: {code.name} {resp.get('remark') or ''}".strip()
-            if code in (Code.NOT_LEADER, Code.TERM_CHANGED, Code.LEADER_TRANSFERRING, Code.LEADER_NOT_READY):
-                hint = resp.get("leaderId")
-                self.leader = hint if hint in self.peers and hint != leader else None
-                await asyncio.sleep(0.02)
-                continue
-            raise ClientError(last_error)
-        raise ClientError(f"append not committed within {self.timeout:g} s ({last_error})")
+            if code not in REFUSED_BEFORE_APPEND:
+                unknown = True
+            if code not in _RETRY or (unknown and not resend_unknown):
+                raise error(last_error)
+            hint = resp.get("leaderId")
+            self.leader = hint if hint in self.peers and hint != leader else None
+            await asyncio.sleep(0.02)
+        raise error(f"append not committed within {self.timeout:g} s ({last_error})")
 
     async def operator(self, code: int, body: dict) -> dict:
         """An operator request (cluster/wire.py OPERATOR_CODES) on the leader, following

@@ -1,0 +1,1101 @@
+"""A fault harness for real node processes on 127.0.0.1: the Jepsen promise on one machine.
+
+The promise (DLedger's, checked with Jepsen's set checker): every acknowledged append is
+read back. Here, harsher: every acknowledged append is present, once, at the index it was
+acknowledged with, with the same body and term, in every node's committed log; no append
+the leader refused appears anywhere; committed logs are identical (``store diff``); every
+store passes ``store verify``; and a leader is elected within a bound after each heal.
+
+Pieces, each usable alone:
+
+- :class:`LinkProxy` / :class:`Network`: one loopback TCP proxy per directed link (from ->
+  to). Each node gets its own peers string: its own entry is its real listen address,
+  every other member's entry is the proxy of the link from it to that member (a node
+  reaches a peer only through its own channel, so the connection of link a->b carries
+  a's requests to b and b's answers). A link passes, delays, drops (connections reset and
+  refused) or black-holes (bytes swallowed, connections left open) its traffic.
+  Clients and the monitor reach the nodes directly.
+- :class:`NodeProc`: a node process (``cluster.launcher.node_command``) that can be
+  killed (-9), paused (SIGSTOP/SIGCONT), restarted and stopped cleanly; :func:`tear`
+  damages the tail of a killed node's last data file the way a crash mid-write does.
+- :class:`Appender`: concurrent clients, each appending 1-3 unique bodies per request and
+  recording every request as ok / failed / unknown (``AppendError.outcome``: a timeout or
+  a lost answer is unknown, never failed).
+- :class:`Monitor`: METADATA of every node several times a second. The cluster "has a
+  leader" when a node leads and a quorum of nodes (itself included) follows it in its term.
+- :func:`make_schedule` and :class:`Nemesis`: faults drawn from a seed and injected on a
+  schedule; after each fault is undone and the cluster is whole again, the time until it
+  has a leader is measured.
+- :func:`check`: reads every node's store offline up to its committed index and checks
+  the promise, then runs ``dledgerctl store verify`` and ``store diff``.
+
+:func:`run` puts them together: start, load and faults, heal, wait for one leader and for
+every node to reach its committed index, stop the nodes, check. The schedule is a
+function of the seed; what the faults hit (which node leads at that moment) depends on
+timing, so a replay repeats the faults, not the exact interleaving.
+
+Torn writes stay inside the failure model (Raft survives losing one node's disk state
+only while the others hold every committed entry): the victim is paused first and torn
+only once every other node holds everything a leader other than it has, and no further
+fault is injected until it has caught up again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from cluster.client import AppendError, Client  # noqa: E402
+from cluster.config import Peer  # noqa: E402
+from cluster.launcher import node_command  # noqa: E402
+from cluster.transport import Channel, TransportError  # noqa: E402
+from cluster.wire import ProtocolError  # noqa: E402
+from store.filestore import FileStore  # noqa: E402
+from store.format import CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_NOOP, MAGIC_NORMAL, crc32  # noqa: E402
+
+HOST = "127.0.0.1"
+GROUP = "faults"
+PASS, DROP, BLACKHOLE = "pass", "drop", "blackhole"
+SMALL_FILES = ["--data-file-size", "1MiB", "--index-file-size", "256KiB"]  # many files, little disk
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports that were free a moment ago (bound, then released)."""
+    socks, ports = [], []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((HOST, 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+# -- the network: one proxy per directed link ----------------------------------------------
+class _Direction:
+    """Bytes one way through a proxied connection, in order, each chunk held back by the
+    link's delay when it has one."""
+
+    def __init__(self, link: "LinkProxy", reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.link, self.reader, self.writer = link, reader, writer
+        self.queue: collections.deque = collections.deque()
+        self.wake = asyncio.Event()
+        self.busy = False
+        self.last_due = 0.0
+
+    async def read_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        link = self.link
+        while True:
+            data = await self.reader.read(1 << 16)
+            if not data:
+                return
+            if link.mode == BLACKHOLE:
+                link.swallowed += len(data)
+                continue
+            lo, hi = link.delay_ms
+            if hi <= 0 and not self.queue and not self.busy:
+                self.writer.write(data)
+                if self.writer.transport.get_write_buffer_size() > 1 << 20:
+                    await self.writer.drain()
+                continue
+            due = max(self.last_due, loop.time() + link.rng.uniform(lo, hi) / 1000)
+            self.last_due = due
+            self.queue.append((due, data))
+            self.wake.set()
+
+    async def write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self.queue:
+                self.wake.clear()
+                await self.wake.wait()
+            due, data = self.queue.popleft()
+            self.busy = True
+            try:
+                if due > loop.time():
+                    await asyncio.sleep(due - loop.time())
+                if self.link.mode == BLACKHOLE:
+                    self.link.swallowed += len(data)
+                    continue
+                self.writer.write(data)
+                await self.writer.drain()
+            finally:
+                self.busy = False
+
+
+class LinkProxy:
+    """The directed link ``frm -> to``: a listening port that forwards to ``to``'s address."""
+
+    def __init__(self, frm: str, to: str, target: tuple[str, int], seed: int = 0) -> None:
+        self.frm, self.to, self.target = frm, to, target
+        self.mode = PASS
+        self.delay_ms: tuple[float, float] = (0.0, 0.0)
+        self.rng = random.Random(seed)
+        self.port: int | None = None
+        self.server: asyncio.base_events.Server | None = None
+        self.conns: set = set()
+        self.swallowed = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._accept, HOST, 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        self.reset()
+        if self.server is not None:
+            await self.server.wait_closed()
+
+    def set(self, mode: str | None = None, delay_ms: tuple[float, float] | None = None) -> None:
+        """Change the link. Going to DROP resets its connections; leaving BLACKHOLE too
+        (bytes were swallowed mid-stream, so what follows would not parse)."""
+        old = self.mode
+        if mode is not None:
+            self.mode = mode
+        if delay_ms is not None:
+            self.delay_ms = delay_ms
+        if self.mode == DROP or (old == BLACKHOLE and self.mode != BLACKHOLE):
+            self.reset()
+
+    def reset(self) -> None:
+        for tasks, writers in list(self.conns):
+            for w in writers:
+                w.transport.abort()
+            for t in tasks:
+                t.cancel()
+        self.conns.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.mode == DROP:
+            writer.transport.abort()
+            return
+        try:
+            ureader, uwriter = await asyncio.wait_for(asyncio.open_connection(*self.target), 1.0)
+        except (OSError, asyncio.TimeoutError):
+            writer.transport.abort()
+            return
+        if self.mode == DROP:  # dropped while connecting
+            writer.transport.abort()
+            uwriter.transport.abort()
+            return
+        ends = (_Direction(self, reader, uwriter), _Direction(self, ureader, writer))
+        tasks = [asyncio.ensure_future(f) for d in ends for f in (d.read_loop(), d.write_loop())]
+        conn = (tuple(tasks), (writer, uwriter))
+        self.conns.add(conn)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            writer.transport.abort()
+            uwriter.transport.abort()
+            self.conns.discard(conn)
+
+
+class Network:
+    """Every directed link between ``ids``; ``addresses[id]`` is the node's real port."""
+
+    def __init__(self, ids: list[str], ports: dict[str, int], seed: int = 0) -> None:
+        self.ids, self.ports = ids, ports
+        self.links = {(a, b): LinkProxy(a, b, (HOST, ports[b]), seed * 1000 + k)
+                      for k, (a, b) in enumerate((a, b) for a in ids for b in ids if a != b)}
+
+    async def start(self) -> None:
+        for link in self.links.values():
+            await link.start()
+
+    async def close(self) -> None:
+        for link in self.links.values():
+            await link.close()
+
+    def peers_for(self, node: str) -> str:
+        """``node``'s peers string: itself at its real address, the others behind its links."""
+        return ";".join(f"{p}-{HOST}:{self.ports[p] if p == node else self.links[(node, p)].port}" for p in self.ids)
+
+    def cut(self, pairs, mode: str) -> None:
+        for a, b in pairs:
+            self.links[(a, b)].set(mode)
+
+    def partition(self, groups: list[list[str]], mode: str) -> None:
+        """Cut every link between nodes of different groups (both directions)."""
+        where = {i: g for g, members in enumerate(groups) for i in members}
+        self.cut([(a, b) for (a, b) in self.links if where.get(a, -1) != where.get(b, -2)], mode)
+
+    def only(self, allowed: set[tuple[str, str]], mode: str) -> None:
+        """Cut every link not in ``allowed`` (pairs, both directions of each kept)."""
+        keep = allowed | {(b, a) for a, b in allowed}
+        self.cut([p for p in self.links if p not in keep], mode)
+
+    def slow(self, delay_ms: tuple[float, float], pairs=None) -> None:
+        for p in pairs or list(self.links):
+            self.links[p].set(delay_ms=delay_ms)
+
+    def heal(self) -> None:
+        for link in self.links.values():
+            link.set(PASS, (0.0, 0.0))
+
+    @property
+    def healthy(self) -> bool:
+        return all(link.mode == PASS and link.delay_ms[1] <= 0 for link in self.links.values())
+
+
+# -- node processes ----------------------------------------------------------------------
+class NodeProc:
+    """One node process; its store lives in ``<base_dir>/dledger-<id>``."""
+
+    def __init__(self, node_id: str, port: int, peers: str, base_dir: str, flush: str, extra: list[str],
+                 log_dir: str) -> None:
+        self.id, self.port = node_id, port
+        self.base_dir = base_dir
+        self.dir = os.path.join(base_dir, f"dledger-{node_id}")
+        self.log = os.path.join(log_dir, f"{node_id}.log")
+        self.cmd = node_command(GROUP, node_id, peers, base_dir, flush, extra)
+        self.proc: subprocess.Popen | None = None
+        self.state = "down"  # up | paused | down
+        self.starts = 0
+
+    def start(self) -> None:
+        os.makedirs(self.base_dir, exist_ok=True)
+        with open(self.log, "ab") as out:
+            out.write(f"--- start {self.starts} at {time.strftime('%H:%M:%S')}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True, cwd=self.base_dir,
+                                         env=dict(os.environ, PYTHONPATH=ROOT))
+        self.starts += 1
+        self.state = "up"
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.state = "down"
+
+    def pause(self) -> None:
+        if self.state == "up":
+            self.proc.send_signal(signal.SIGSTOP)
+            self.state = "paused"
+
+    def resume(self) -> None:
+        if self.state == "paused":
+            self.proc.send_signal(signal.SIGCONT)
+            self.state = "up"
+
+    def exited(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None
+
+    async def stop(self, timeout: float = 20.0) -> bool:
+        """SIGTERM and wait; True when it exited on its own (False: killed after ``timeout``)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.state = "down"
+            return True
+        self.resume()
+        self.proc.send_signal(signal.SIGTERM)
+        end = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        clean = self.proc.poll() is not None
+        if not clean:
+            self.kill()
+        self.state = "down"
+        return clean
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            with open(self.log, "rb") as fh:
+                fh.seek(0, 2)
+                fh.seek(max(0, fh.tell() - 16384))
+                return "\n".join(fh.read().decode(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def tear(node_dir: str, rng: random.Random) -> str:
+    """Damage the tail of a stopped node's last data file as a crash in the middle of a
+    write leaves it; returns what was done. Modes: ``cut`` (the file ends inside one of
+    the last entries), ``zero`` (from inside one of the last entries to the end of what
+    was written, the pages never reached the disk), ``corrupt`` (bytes of one of the last
+    entries changed), ``garbage`` (a torn partial entry after the last one)."""
+    with FileStore.open(node_dir, read_only=True) as s:
+        if s.end_index < 0:
+            return "nothing to tear (empty log)"
+        fsize = s.data.file_size
+        last_file = (s.write_pos - 1) // fsize * fsize
+        tail = []
+        i = s.end_index
+        while i >= s.begin_index and len(tail) < 3:
+            e = s.get(i)
+            if e.pos < last_file:
+                break
+            tail.append(e)
+            i -= 1
+        write_pos, end_index, end_term, last_chain = s.write_pos, s.end_index, s.end_term, s.last_chain
+    path = os.path.join(node_dir, "data", f"{last_file:020d}")
+    mode = rng.choice(("cut", "zero", "corrupt", "garbage"))
+    with_body = [e for e in tail if len(e.body) > 0]
+    if not tail or (mode == "corrupt" and not with_body):
+        mode = "garbage"
+    if mode == "garbage":
+        # the next entry, header and a part of its body, as a write cut short leaves it
+        rel = write_pos - last_file
+        body = rng.randbytes(rng.randint(20, 200))
+        bcrc = crc32(body) & CRC_MASK
+        chain = crc32(CHAIN_INPUT.pack(last_chain, end_index + 1, end_term, bcrc)) & CRC_MASK
+        entry = ENTRY_HEADER.pack(MAGIC_NORMAL, HEADER_SIZE + len(body), end_index + 1, end_term, write_pos, 0,
+                                  chain, bcrc, len(body)) + body
+        junk = entry[: min(fsize - rel, rng.randint(8, len(entry) - 1))]
+        with open(path, "r+b") as fh:
+            fh.seek(rel)
+            fh.write(junk)
+        return f"garbage: {len(junk)} of the {len(entry)} bytes of an entry {end_index + 1} after the last one"
+    victim = rng.choice(with_body if mode == "corrupt" else tail)
+    if mode == "corrupt":  # the rest of its body overwritten (sectors holding other bytes)
+        cut_at = victim.pos - last_file + HEADER_SIZE + rng.randint(0, len(victim.body) - 1)
+        end = victim.pos - last_file + victim.size
+        with open(path, "r+b") as fh:
+            fh.seek(cut_at)
+            fh.write(rng.randbytes(end - cut_at))
+        return f"corrupt: bytes {cut_at}..{end} of {os.path.basename(path)} overwritten, in entry {victim.index}"
+    cut_at = victim.pos - last_file + rng.randint(1, victim.size - 1)
+    if mode == "cut":
+        os.truncate(path, cut_at)
+        return f"cut: {os.path.basename(path)} truncated to {cut_at} bytes, inside entry {victim.index}"
+    end = write_pos - last_file
+    with open(path, "r+b") as fh:
+        fh.seek(cut_at)
+        fh.write(bytes(end - cut_at))
+    return f"zero: bytes {cut_at}..{end} of {os.path.basename(path)} zeroed, from inside entry {victim.index}"
+
+
+# -- clients -----------------------------------------------------------------------------
+@dataclass
+class Request:
+    client: int
+    seq: int
+    bodies: list[bytes]
+    start: float
+    end: float = 0.0
+    outcome: str = "pending"  # ok | failed | unknown
+    entries: list = field(default_factory=list)  # ok: [index, term, pos, size] per body
+    error: str = ""
+    code: object = None  # the last answer's code (cluster.rpc.Code), when there was one
+
+
+class Appender:
+    """``clients`` concurrent appenders, each sending its next request when the previous
+    one has an outcome. Bodies are unique: ``<tag>:c<client>:r<seq>:e<k>`` plus padding."""
+
+    def __init__(self, peers: dict[str, Peer], clients: int, seed: int, tag: str, timeout: float = 3.0) -> None:
+        self.peers, self.clients, self.timeout = peers, clients, timeout
+        self.rng = random.Random(seed)
+        self.tag = tag.encode()
+        self.requests: list[Request] = []
+        self.stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._client(c) for c in range(self.clients)))
+
+    async def _client(self, c: int) -> None:
+        loop = asyncio.get_running_loop()
+        client = Client(self.peers, GROUP, timeout=self.timeout)
+        rng = random.Random(self.rng.random())
+        seq = 0
+        try:
+            while not self.stopping.is_set():
+                n = rng.choice((1, 1, 1, 2, 3))
+                bodies = [b"%s:c%d:r%d:e%d:" % (self.tag, c, seq, k) + b"x" * rng.randint(0, 200) for k in range(n)]
+                req = Request(c, seq, bodies, loop.time())
+                self.requests.append(req)
+                seq += 1
+                try:
+                    resp = await client.append(bodies, resend_unknown=False)
+                    req.outcome, req.entries = "ok", [list(e) for e in resp["entries"]]
+                except AppendError as exc:
+                    req.outcome, req.error, req.code = exc.outcome, str(exc), exc.code
+                except Exception as exc:  # noqa: BLE001 - anything else: the entries may be in
+                    req.outcome, req.error = "unknown", f"{type(exc).__name__}: {exc}"
+                req.end = loop.time()
+                if req.outcome != "ok":
+                    await asyncio.sleep(0.05)
+        finally:
+            await client.close()
+
+    def counts(self) -> dict[str, int]:
+        out = collections.Counter(r.outcome for r in self.requests)
+        return {k: out.get(k, 0) for k in ("ok", "failed", "unknown", "pending")}
+
+
+# -- watching the cluster ----------------------------------------------------------------
+class Monitor:
+    """METADATA of every node every ``period`` s, straight to the nodes (no proxies)."""
+
+    def __init__(self, peers: dict[str, Peer], period: float = 0.1, timeout: float = 0.3) -> None:
+        self.peers, self.period, self.timeout = peers, period, timeout
+        self.client = Client(peers, GROUP, timeout=timeout)
+        for p, peer in peers.items():  # a restarted node is seen within a period, not after a long back-off
+            self.client.channels[p] = Channel(peer.host, peer.port, connect_timeout=timeout, backoff_max=period)
+        self.quorum = len(peers) // 2 + 1
+        self.last: dict[str, dict | None] = {p: None for p in peers}
+        self.leader: str | None = None
+        self.leader_at: float | None = None  # when the current leader was first seen
+        self.leaderless_since: float | None = None
+        self.max_leaderless = 0.0
+        self.samples = 0
+        self.changed = asyncio.Event()
+        self.stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        self.leaderless_since = asyncio.get_running_loop().time()
+        try:
+            while not self.stopping.is_set():
+                await self.sample()
+                try:
+                    await asyncio.wait_for(self.stopping.wait(), self.period)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            await self.client.close()
+
+    async def _one(self, p: str):
+        try:
+            return p, await self.client.metadata(p, self.timeout)
+        except (TransportError, ProtocolError):
+            return p, None
+
+    async def sample(self) -> None:
+        got = dict(await asyncio.gather(*(self._one(p) for p in self.peers)))
+        now = asyncio.get_running_loop().time()
+        self.last = got
+        self.samples += 1
+        leader = quorum_leader(got, self.quorum)
+        if leader is None:
+            if self.leaderless_since is None:
+                self.leaderless_since = now
+            self.max_leaderless = max(self.max_leaderless, now - self.leaderless_since)
+        else:
+            if self.leaderless_since is not None:
+                self.max_leaderless = max(self.max_leaderless, now - self.leaderless_since)
+                self.leaderless_since = None
+            if leader != self.leader:
+                self.leader_at = now
+        self.leader = leader
+        self.changed.set()
+
+    def restart_clock(self) -> None:
+        """Count time without a leader from now on (not the first election)."""
+        self.max_leaderless = 0.0
+        if self.leaderless_since is not None:
+            self.leaderless_since = asyncio.get_running_loop().time()
+
+    async def wait(self, cond, timeout: float) -> bool:
+        """Wait until ``cond(self)`` holds after a sample, at most ``timeout`` s."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while not cond(self):
+            left = end - loop.time()
+            if left <= 0:
+                return False
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), left)
+            except asyncio.TimeoutError:
+                return bool(cond(self))
+        return True
+
+
+def quorum_leader(md: dict[str, dict | None], quorum: int) -> str | None:
+    """The node that leads with a quorum following it in its term, if any."""
+    for p, m in md.items():
+        if not m or m.get("role") != "leader":
+            continue
+        term = m.get("term")
+        followers = sum(1 for q, o in md.items() if o and o.get("term") == term and (q == p or o.get("leader") == p))
+        if followers >= quorum:
+            return p
+    return None
+
+
+def converged(md: dict[str, dict | None], quorum: int) -> bool:
+    """One leader; every node in its term with the leader's end, all of it committed."""
+    leader = quorum_leader(md, quorum)
+    if leader is None or not all(md.values()):
+        return False
+    lm = md[leader]
+    return lm.get("pending", 0) == 0 and all(
+        m["term"] == lm["term"] and m["end_index"] == m["committed_index"] == lm["end_index"] for m in md.values())
+
+
+# -- the schedule ------------------------------------------------------------------------
+# kind -> weight (copies in the deck a schedule is dealt from)
+KILL_FAULTS = {"kill-leader": 3, "kill-follower": 2, "kill-minority": 1, "kill-majority": 1, "kill-all": 1}
+PARTITION_FAULTS = {"partition-halves": 2, "isolate-leader": 2, "majority-ring": 2, "one-way": 2, "slow-links": 1,
+                    "flaky-link": 1}
+MIXED_FAULTS = {"kill-leader": 1, "kill-follower": 1, "kill-minority": 1, "partition-halves": 1, "isolate-leader": 1,
+                "majority-ring": 1, "one-way": 1, "pause-leader": 2, "pause-follower": 1, "torn-write": 3,
+                "partition+pause": 1, "kill+partition": 1}
+PROFILES = {"kills": KILL_FAULTS, "partitions": PARTITION_FAULTS, "mixed": MIXED_FAULTS}
+
+
+@dataclass
+class Step:
+    kind: str
+    hold: float  # seconds the fault lasts
+    gap: float  # seconds of calm after it is undone
+    mode: str  # DROP or BLACKHOLE for cuts
+    pick: float  # in [0, 1): which of the candidates the fault hits
+
+
+def make_schedule(seed: int, profile: str, seconds: float) -> list[Step]:
+    """The faults of a run, from the seed alone (enough of them to fill ``seconds``). Kinds
+    are dealt from a shuffled deck holding each kind as often as its weight, so a short run
+    still sees most of them."""
+    rng = random.Random(f"{profile}:{seed}")
+    deck: list[str] = []
+    steps, t = [], 0.0
+    while t < seconds:
+        if not deck:
+            deck = [k for k, w in PROFILES[profile].items() for _ in range(w)]
+            rng.shuffle(deck)
+        step = Step(deck.pop(), round(rng.uniform(1.0, 5.0), 2), round(rng.uniform(0.3, 2.5), 2),
+                    rng.choice((DROP, BLACKHOLE)), rng.random())
+        steps.append(step)
+        t += step.hold + step.gap
+    return steps
+
+
+class Nemesis:
+    """Runs a schedule against a cluster: each step injects a fault, holds it, undoes it,
+    waits a little. Every undo that leaves the cluster whole is a heal: the time from it to
+    the monitor's next leader is recorded."""
+
+    def __init__(self, cluster: "Cluster", steps: list[Step], seed: int, log) -> None:
+        self.c = cluster
+        self.steps = steps
+        self.rng = random.Random(seed)
+        self.log = log
+        self.counts: collections.Counter = collections.Counter()
+        self.heal_waits: list[float] = []  # seconds from each heal to a leader
+        self.problems: list[str] = []
+        self.end = 0.0
+
+    def _choose(self, items: list, pick: float):
+        return items[min(len(items) - 1, int(pick * len(items)))]
+
+    def _leader_or_any(self, pick: float) -> str:
+        up = [n for n in self.c.ids if self.c.nodes[n].state == "up"]
+        leader = self.c.monitor.leader
+        return leader if leader in up else self._choose(up or self.c.ids, pick)
+
+    def _follower(self, pick: float) -> str:
+        leader = self.c.monitor.leader
+        others = [n for n in self.c.ids if n != leader and self.c.nodes[n].state == "up"]
+        return self._choose(others or self.c.ids, pick)
+
+    def _shuffled(self, first: str | None = None) -> list[str]:
+        ids = list(self.c.ids)
+        self.rng.shuffle(ids)
+        if first is not None:
+            ids.remove(first)
+            ids.insert(0, first)
+        return ids
+
+    def _left(self) -> float:
+        return max(0.0, self.end - asyncio.get_running_loop().time())
+
+    async def run(self, seconds: float) -> None:
+        """Inject faults for ``seconds``: a fault that would outlast them is held for less."""
+        self.end = asyncio.get_running_loop().time() + seconds
+        for step in self.steps:
+            if self._left() <= 0:
+                break
+            hold = min(step.hold, max(0.2, self._left()))
+            self.counts[step.kind] += 1
+            await self._step(step, hold)
+            await self._healed()
+            await asyncio.sleep(min(step.gap, self._left()))
+
+    async def _step(self, s: Step, hold: float) -> None:
+        c, net, kind = self.c, self.c.net, s.kind
+        if kind.startswith("kill") and kind != "kill+partition":
+            n, q = len(c.ids), len(c.ids) // 2 + 1
+            count = {"kill-leader": 1, "kill-follower": 1, "kill-minority": n - q, "kill-majority": q,
+                     "kill-all": n}[kind]
+            first = self._follower(s.pick) if kind == "kill-follower" else self._leader_or_any(s.pick)
+            victims = self._shuffled(first)[:count]
+            self.log(f"{kind}: kill -9 {', '.join(victims)}")
+            for v in victims:
+                c.nodes[v].kill()
+            await asyncio.sleep(hold)
+            for v in victims:
+                c.nodes[v].start()
+        elif kind in ("partition-halves", "isolate-leader", "majority-ring", "one-way", "flaky-link"):
+            if kind == "partition-halves":
+                ids = self._shuffled()
+                cut = len(ids) // 2 + (self.rng.random() < 0.5)
+                groups = [ids[:cut], ids[cut:]]
+                net.partition(groups, s.mode)
+                what = " | ".join(",".join(g) for g in groups)
+            elif kind == "isolate-leader":
+                leader = self._leader_or_any(s.pick)
+                net.partition([[leader], [i for i in c.ids if i != leader]], s.mode)
+                what = f"{leader} alone"
+            elif kind == "majority-ring":
+                ids = self._shuffled(self._leader_or_any(s.pick))
+                n = len(ids)
+                if n > 3:  # ring neighbours only: every node sees a majority, no two the same one
+                    keep = {(ids[k], ids[(k + 1) % n]) for k in range(n)}
+                    what = "ring " + "-".join(ids)
+                else:  # three nodes: a bridge (the leader, or a follower) between two that cannot meet
+                    bridge = ids[0] if s.pick < 0.5 else ids[1]
+                    keep = {(bridge, o) for o in ids if o != bridge}
+                    what = f"bridge {bridge}"
+                net.only(keep, s.mode)
+            elif kind == "one-way":
+                leader = self._leader_or_any(s.pick)
+                outbound = self.rng.random() < 0.5
+                pairs = [(leader, o) if outbound else (o, leader) for o in c.ids if o != leader]
+                net.cut(pairs, s.mode)
+                what = f"{leader} {'cannot reach the others' if outbound else 'unreachable by the others'} (one way)"
+            else:
+                a, b = self._shuffled()[:2]
+                net.cut([(a, b), (b, a)], s.mode)
+                what = f"{a} <-> {b}"
+            self.log(f"{kind} ({s.mode}): {what}")
+            await asyncio.sleep(hold)
+            net.heal()
+        elif kind == "slow-links":
+            hi = self.rng.choice((20, 50, 150))
+            net.slow((hi / 4, hi))
+            self.log(f"slow-links: every link delayed {hi / 4:g}-{hi} ms")
+            await asyncio.sleep(hold)
+            net.heal()
+        elif kind in ("pause-leader", "pause-follower"):
+            v = self._leader_or_any(s.pick) if kind == "pause-leader" else self._follower(s.pick)
+            self.log(f"{kind}: SIGSTOP {v}")
+            c.nodes[v].pause()
+            await asyncio.sleep(hold)
+            c.nodes[v].resume()
+        elif kind == "partition+pause":
+            ids = self._shuffled()
+            cut = len(ids) // 2
+            net.partition([ids[:cut], ids[cut:]], s.mode)
+            v = self._choose(ids[cut:], s.pick)
+            c.nodes[v].pause()
+            self.log(f"partition+pause ({s.mode}): {','.join(ids[:cut])} | {','.join(ids[cut:])}, SIGSTOP {v}")
+            await asyncio.sleep(hold)
+            net.heal()
+            c.nodes[v].resume()
+        elif kind == "kill+partition":
+            leader = self._leader_or_any(s.pick)
+            others = [i for i in self._shuffled() if i != leader]
+            v = others[0]
+            c.nodes[v].kill()
+            net.partition([[leader], others], s.mode)
+            self.log(f"kill+partition ({s.mode}): kill -9 {v}, {leader} cut off")
+            await asyncio.sleep(hold)
+            net.heal()
+            c.nodes[v].start()
+        elif kind == "torn-write":
+            await self._torn_write(s, hold)
+        else:
+            raise ValueError(f"unknown fault {kind!r}")
+
+    async def _healed(self) -> None:
+        """The fault is undone: if the cluster is whole, time how long until it has a leader."""
+        c = self.c
+        self.problems += c.died()
+        for n in c.nodes.values():  # a node that crashed by itself (reported) is started again
+            if n.state == "down":
+                n.start()
+        if not (c.net.healthy and all(n.state == "up" for n in c.nodes.values())):
+            return
+        took = await c.time_to_leader(c.heal_bound)
+        self.heal_waits.append(took if took is not None else float("inf"))
+        if took is None:
+            self.problems.append(f"no leader within {c.heal_bound:g} s after a heal")
+
+    async def _torn_write(self, s: Step, hold: float) -> None:
+        """Tear the tail of a node's log, within the failure model: the node is paused (it
+        acknowledges nothing more), then every other node must hold everything a leader
+        other than it has (so whatever its acknowledgements helped commit survives on all
+        the others); then it is killed, torn and restarted, and the next fault waits until
+        it has caught up again."""
+        c, m = self.c, self.c.monitor
+        v = self._leader_or_any(s.pick) if s.pick < 0.4 else self._follower(s.pick)
+        others = [i for i in c.ids if i != v]
+        c.nodes[v].pause()
+        self.log(f"torn-write: SIGSTOP {v} until the others hold all a leader has")
+        if not await self._wait(lambda m: m.leader not in (None, v), c.heal_bound,
+                                f"no leader besides {v} within {c.heal_bound:g} s of pausing it"):
+            c.nodes[v].resume()
+            self.counts["torn-write skipped"] += 1
+            return
+        end = m.last[m.leader]["end_index"]
+        if not await self._wait(lambda m: all((m.last[i] or {}).get("committed_index", -2) >= end for i in others),
+                                c.catch_up_bound,
+                                f"{', '.join(others)} did not commit up to {end} within {c.catch_up_bound:g} s"):
+            c.nodes[v].resume()
+            self.counts["torn-write skipped"] += 1
+            return
+        c.nodes[v].kill()  # still stopped: it sends nothing more
+        what = tear(c.nodes[v].dir, self.rng)
+        self.log(f"torn-write: kill -9 {v}, {what}")
+        await asyncio.sleep(min(hold, 1.5))
+        c.nodes[v].start()
+        await self._wait(lambda m: all(m.last.values()), c.heal_bound, f"{v} did not answer {c.heal_bound:g} s "
+                         f"after its restart")
+        target = max((x["committed_index"] for x in m.last.values() if x), default=-1)
+        await self._wait(lambda m: (m.last.get(v) or {}).get("committed_index", -2) >= target, c.catch_up_bound,
+                         f"{v} did not catch up to {target} within {c.catch_up_bound:g} s after a torn write")
+
+    async def _wait(self, cond, bound: float, problem: str) -> bool:
+        """Wait for ``cond(monitor)`` up to ``bound`` s, but not past the end of the run (the
+        final heal and convergence take over); a problem only when ``bound`` ran out."""
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        if await self.c.monitor.wait(cond, min(bound, max(self._left(), 0.5))):
+            return True
+        if loop.time() - t0 >= bound - 0.01:
+            self.problems.append(problem)
+        return False
+
+
+# -- the whole run -----------------------------------------------------------------------
+class Cluster:
+    """Node processes behind a proxied network, a monitor, and the bounds a run checks."""
+
+    def __init__(self, workdir: str, nodes: int, seed: int, flush: str = "async", extra: list[str] | None = None,
+                 base_dirs: dict[str, str] | None = None, heal_bound: float = 15.0,
+                 catch_up_bound: float = 30.0) -> None:
+        self.workdir = workdir
+        self.ids = [f"n{i}" for i in range(nodes)]
+        self.ports = dict(zip(self.ids, free_ports(nodes)))
+        self.seed, self.flush = seed, flush
+        self.extra = SMALL_FILES + (extra or [])
+        self.base_dirs = base_dirs or {i: os.path.join(workdir, "store") for i in self.ids}
+        self.log_dir = os.path.join(workdir, "logs")
+        self.net = Network(self.ids, self.ports, seed)
+        self.direct = {i: Peer(i, HOST, self.ports[i]) for i in self.ids}
+        self.nodes: dict[str, NodeProc] = {}
+        self.monitor = Monitor(self.direct)
+        self.quorum = nodes // 2 + 1
+        self.heal_bound, self.catch_up_bound = heal_bound, catch_up_bound
+        self._monitor_task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        os.makedirs(self.log_dir, exist_ok=True)
+        await self.net.start()
+        for i in self.ids:
+            self.nodes[i] = NodeProc(i, self.ports[i], self.net.peers_for(i), self.base_dirs[i], self.flush,
+                                     self.extra, self.log_dir)
+            self.nodes[i].start()
+        self._monitor_task = asyncio.ensure_future(self.monitor.run())
+
+    async def time_to_leader(self, bound: float) -> float | None:
+        """Seconds until the monitor sees a leader (0 when it already does), None past ``bound``."""
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await self.monitor.sample()
+        if await self.monitor.wait(lambda m: m.leader is not None, bound):
+            return loop.time() - t0
+        return None
+
+    def died(self) -> list[str]:
+        """Nodes that exited without being killed or stopped (a crash: a finding), marked down."""
+        out = []
+        for n in self.nodes.values():
+            if n.state != "down" and n.exited():
+                out.append(f"{n.id} exited by itself (code {n.proc.returncode}): "
+                           + " | ".join(n.log_tail(3).splitlines()))
+                n.state = "down"
+        return out
+
+    def heal_all(self) -> list[str]:
+        """Every link passes, paused nodes resume, killed (or crashed) nodes restart."""
+        self.net.heal()
+        crashed = self.died()
+        for n in self.nodes.values():
+            if n.state == "paused":
+                n.resume()
+            elif n.state == "down":
+                n.start()
+        return crashed
+
+    async def converge(self, timeout: float) -> bool:
+        return await self.monitor.wait(lambda m: converged(m.last, self.quorum), timeout)
+
+    async def stop(self) -> list[str]:
+        """Stop every node (SIGTERM), the monitor and the proxies; problems found doing so."""
+        problems = []
+        for n in self.nodes.values():
+            if n.state == "down" and n.exited():
+                continue
+            if not await n.stop():
+                problems.append(f"{n.id} did not stop within 20 s of SIGTERM (killed)")
+            elif n.proc.returncode not in (0, -signal.SIGTERM):
+                problems.append(f"{n.id} exited with code {n.proc.returncode}")
+        self.monitor.stopping.set()
+        if self._monitor_task is not None:
+            await asyncio.gather(self._monitor_task, return_exceptions=True)
+        await self.net.close()
+        return problems
+
+    def kill_all(self) -> None:
+        for n in self.nodes.values():
+            n.resume()
+            n.kill()
+
+
+@dataclass
+class Result:
+    seed: int
+    profile: str
+    nodes: int
+    seconds: float
+    counts: dict
+    entries: dict
+    faults: dict
+    max_leaderless: float
+    max_unavailable: float  # longest time without an acknowledged append while faults ran
+    slowest_heal: float
+    heals: int
+    problems: list[str]
+    workdir: str
+    elapsed: float = 0.0
+    replay: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        c, e = self.counts, self.entries
+        faults = ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())) or "none"
+        lines = [
+            f"seed {self.seed}, {self.profile}, {self.nodes} nodes, {self.seconds:g} s of faults: "
+            f"{'PASS' if self.ok else 'FAIL'} ({self.elapsed:.0f} s in all)",
+            f"  appends: {c['ok']} ok, {c['failed']} failed, {c['unknown']} unknown "
+            f"(entries: {e['ok']} ok, {e['failed']} failed, {e['unknown']} unknown, {e['unknown_committed']} of the "
+            f"unknown committed)",
+            f"  faults injected: {sum(self.faults.values())} ({faults})",
+            f"  max time without a leader: {self.max_leaderless:.1f} s; slowest leader after a heal: "
+            f"{self.slowest_heal:.1f} s over {self.heals} heals; longest time without an acknowledged append: "
+            f"{self.max_unavailable:.1f} s",
+        ]
+        for p in self.problems[:20]:
+            lines.append(f"  PROBLEM: {p}")
+        if len(self.problems) > 20:
+            lines.append(f"  ... and {len(self.problems) - 20} more problems")
+        lines.append(f"  replay: {self.replay}")
+        return "\n".join(lines)
+
+
+def replay_command(seed: int, profile: str, nodes: int, seconds: float) -> str:
+    return (f"python benchmarks/fault_runs.py --nodes {nodes} --profile {profile} --seconds {seconds:g} "
+            f"--seed {seed}")
+
+
+async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: int = 3, clients: int = 4,
+              flush: str | None = None, heal_bound: float = 15.0, verbose: bool = False) -> Result:
+    """One seeded run: start ``nodes`` nodes, append from ``clients`` clients while the
+    profile's faults run for ``seconds``, heal, converge, stop, check."""
+    t0 = time.monotonic()
+    flush = flush or ("sync" if profile == "mixed" and seed % 2 else "async")
+    events: list[str] = []
+
+    def log(text: str) -> None:
+        line = f"{time.monotonic() - t0:7.2f}  {text}"
+        events.append(line)
+        if verbose:
+            print(line, flush=True)
+
+    os.makedirs(workdir, exist_ok=True)
+    cluster = Cluster(workdir, nodes, seed, flush, heal_bound=heal_bound)
+    steps = make_schedule(seed, profile, seconds)
+    nemesis = Nemesis(cluster, steps, seed, log)
+    appender = Appender(cluster.direct, clients, seed, f"s{seed}", timeout=3.0)
+    problems: list[str] = []
+    stopped, unknown_committed = False, 0
+    load_from = load_to = 0.0
+    try:
+        await cluster.start()
+        log(f"{nodes} nodes (flush={flush}) on ports {', '.join(map(str, cluster.ports.values()))}")
+        first = await cluster.time_to_leader(60)
+        if first is None:
+            problems.append("no leader within 60 s of the start")
+        else:
+            log(f"leader {cluster.monitor.leader} after {first:.1f} s")
+            cluster.monitor.restart_clock()
+            load = asyncio.ensure_future(appender.run())
+            load_from = asyncio.get_running_loop().time()
+            await nemesis.run(seconds)
+            load_to = asyncio.get_running_loop().time()
+            log("healing: every link passes, paused nodes resume, killed nodes restart")
+            problems += cluster.heal_all()
+            took = await cluster.time_to_leader(heal_bound)
+            if took is None:
+                problems.append(f"no leader within {heal_bound:g} s after the final heal")
+            else:
+                nemesis.heal_waits.append(took)
+                log(f"leader {cluster.monitor.leader} {took:.1f} s after the final heal")
+            appender.stopping.set()
+            try:
+                await asyncio.wait_for(load, 30)
+            except asyncio.TimeoutError:
+                problems.append("append clients did not finish within 30 s of being stopped")
+            if not await cluster.converge(60):
+                problems.append("nodes did not converge within 60 s: "
+                                + "; ".join(f"{p}: " + (f"{m['role']} term {m['term']} end {m['end_index']} committed "
+                                                        f"{m['committed_index']}" if m else "no answer")
+                                            for p, m in cluster.monitor.last.items()))
+            else:
+                log(f"converged at index {cluster.monitor.last[cluster.monitor.leader]['end_index']}")
+        problems += await cluster.stop()
+        stopped = True
+        problems += nemesis.problems
+        found, unknown_committed = check({i: n.dir for i, n in cluster.nodes.items()}, appender.requests)
+        problems += found
+    finally:
+        if not stopped:
+            cluster.kill_all()
+            await cluster.net.close()
+    entries = _entry_counts(appender.requests, unknown_committed)
+    acked = [load_from] + sorted(r.end for r in appender.requests if r.outcome == "ok" and r.end <= load_to) + [load_to]
+    unavailable = max((b - a for a, b in zip(acked, acked[1:])), default=0.0)
+    result = Result(seed, profile, nodes, seconds, appender.counts(), entries, dict(nemesis.counts),
+                    cluster.monitor.max_leaderless, unavailable, max(nemesis.heal_waits, default=0.0),
+                    len(nemesis.heal_waits),
+                    problems, workdir, time.monotonic() - t0, replay_command(seed, profile, nodes, seconds))
+    with open(os.path.join(workdir, "events.log"), "w") as fh:
+        fh.write("\n".join(events) + "\n")
+    if problems:
+        with open(os.path.join(workdir, "problems.log"), "w") as fh:
+            fh.write("\n".join(problems) + "\n\n")
+            for n in cluster.nodes.values():
+                fh.write(f"--- {n.id} log tail\n{n.log_tail(40)}\n")
+    return result
+
+
+def _entry_counts(requests: list[Request], unknown_committed: int) -> dict:
+    out = collections.Counter()
+    for r in requests:
+        out[r.outcome] += len(r.bodies)
+    out["unknown_committed"] = unknown_committed
+    return {k: out.get(k, 0) for k in ("ok", "failed", "unknown", "unknown_committed")}
+
+
+# -- the checker -------------------------------------------------------------------------
+def read_committed(node_dir: str) -> tuple[int, list]:
+    """(committed index, entries from the log's beginning up to it), read offline."""
+    with FileStore.open(node_dir, read_only=True) as s:
+        committed = s.committed_index
+        if s.begin_index < 0:
+            return committed, []
+        return committed, [s.get(i) for i in range(s.begin_index, committed + 1)]
+
+
+def cli(*args, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200"))
+
+
+def check(dirs: dict[str, str], requests: list[Request], *, verify: bool = True) -> tuple[list[str], int]:
+    """The promise, on the stopped cluster's stores: one line per problem found, and how
+    many entries of appends with an unknown outcome are in the committed log."""
+    problems: list[str] = []
+    logs: dict[str, dict[int, object]] = {}
+    where: dict[str, dict[bytes, list[int]]] = {}
+    ids = list(dirs)
+    for i in ids:
+        try:
+            committed, entries = read_committed(dirs[i])
+        except Exception as exc:  # noqa: BLE001 - a store that does not open is a finding
+            problems.append(f"{i}: store does not open read-only: {exc}")
+            continue
+        logs[i] = {e.index: e for e in entries}
+        index_of = collections.defaultdict(list)
+        for e in entries:
+            if e.magic == MAGIC_NOOP:
+                if e.body:
+                    problems.append(f"{i}: no-op entry {e.index} has a body")
+            else:
+                index_of[e.body].append(e.index)
+        where[i] = index_of
+    sent = {b: r for r in requests for b in r.bodies}
+    unknown_committed = 0
+    for i, index_of in where.items():
+        for body, at in index_of.items():
+            r = sent.get(body)
+            if r is None:
+                problems.append(f"{i}: entry {at[0]} holds a body no client sent: {body[:60]!r}")
+            elif len(at) > 1:
+                problems.append(f"{i}: {body[:40]!r} ({r.outcome}) is in the log {len(at)} times, at {at}")
+    for r in requests:
+        for i, index_of in where.items():
+            got = [index_of.get(b, []) for b in r.bodies]
+            if r.outcome == "ok":
+                if len(r.entries) != len(r.bodies):
+                    problems.append(f"request c{r.client}/r{r.seq}: {len(r.bodies)} bodies acknowledged with "
+                                    f"{len(r.entries)} entries")
+                for b, (index, term, _pos, _size) in zip(r.bodies, r.entries):
+                    e = logs[i].get(index)
+                    if e is None:
+                        problems.append(f"{i}: acknowledged entry {index} ({b[:40]!r}) is not in the committed log")
+                    elif e.body != b or e.term != term:
+                        problems.append(f"{i}: entry {index} is {e.body[:40]!r} of term {e.term}, acknowledged as "
+                                        f"{b[:40]!r} of term {term}")
+            elif r.outcome == "failed":
+                if any(got):
+                    problems.append(f"{i}: a failed append is in the log at {got} ({r.error})")
+            else:
+                present = [g[0] for g in got if g]
+                if present and (len(present) != len(r.bodies) or present != list(range(present[0], present[0]
+                                                                                         + len(present)))):
+                    problems.append(f"{i}: a batch of {len(r.bodies)} with an unknown outcome is in the log only in "
+                                    f"part, or out of order: {got}")
+                elif present and i == ids[0]:
+                    unknown_committed += len(present)
+    ends = {i: max(log, default=-1) for i, log in logs.items()}
+    if len(set(ends.values())) > 1:
+        problems.append(f"committed indexes differ: {ends}")
+    if not verify:
+        return problems, unknown_committed
+    for i in ids:
+        r = cli("store", "verify", dirs[i], "--format", "json")
+        if r.returncode != 0:
+            problems.append(f"{i}: store verify exit {r.returncode}: {(r.stdout + r.stderr).strip()[:400]}")
+    for i in ids[1:]:
+        r = cli("store", "diff", dirs[ids[0]], dirs[i], "--format", "json")
+        if r.returncode != 0:
+            problems.append(f"store diff {ids[0]} {i} exit {r.returncode}: {(r.stdout + r.stderr).strip()[:400]}")
+    return problems, unknown_committed
+
+
+def run_seed(seed: int, profile: str, seconds: float, workdir: str, *, keep: bool = False, **kw) -> Result:
+    """``run`` in a fresh event loop; the work directory is removed when the run passes
+    (unless ``keep``)."""
+    result = asyncio.run(run(seed, profile, seconds, workdir, **kw))
+    if result.ok and not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
