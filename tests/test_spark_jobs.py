@@ -16,7 +16,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import (FIXTURE_NAMES, copy_fixture, fixture_path, parse_header, patch, read_logical, store_files,
+from conftest import (copy_fixture, fixture_path, parse_header, patch, read_logical, store_files,
                       write_project_store)
 from dledgerctl.pipeline import audit as audit_job
 from dledgerctl.pipeline import jobs

@@ -171,6 +171,32 @@ def test_copy_of_a_reference_store_with_a_glob(spark, tmp_path):
     b = copy_fixture(tmp_path / "y", "leader")
     df = spark.read.format("dledger").load(str(tmp_path / "*" / "leader" / "dledger-*"))
     counts = {r["node"]: r["count"] for r in df.groupBy("node").count().collect()}
-    assert counts == {f"x/leader/dledger-n0": 600, f"y/leader/dledger-n0": 600}
+    assert counts == {"x/leader/dledger-n0": 600, "y/leader/dledger-n0": 600}
     assert os.path.isdir(a) and os.path.isdir(b)
     shutil.rmtree(tmp_path / "x")
+
+
+def test_the_runs_shape_sums_to_the_entries(spark, project):
+    """records=runs: healthy stretches of one term as one row each, every other entry as
+    its own row; per (file, term) it adds up to the entries, and it is a handful of rows."""
+    node, raw = project
+    k = 70
+    p = parse_header(raw[k])["pos"]
+    patch(node / "data" / file_name(p - p % 4096), p % 4096 + 48, bytes([raw[k][48] ^ 1]))
+    from pyspark.sql import functions as F
+
+    ents = (spark.read.format("dledger").load(str(node)).groupBy("file", "term")
+            .agg(F.count(F.lit(1)).alias("n"), F.sum("size").alias("b"), F.min("index").alias("lo"),
+                 F.max("index").alias("hi"), F.sum((F.col("status") == "ok").cast("long")).alias("ok")))
+    runs_df = spark.read.format("dledger").option("records", "runs").load(str(node))
+    rows = [r.asDict() for r in runs_df.collect()]
+    runs = (runs_df.filter("kind != 'stop'").groupBy("file", "term")
+            .agg(F.sum("entries").alias("n"), F.sum("bytes").alias("b"), F.min("index").alias("lo"),
+                 F.max("last_index").alias("hi"), F.sum("crc_checked").alias("ok")))
+    assert sorted(map(tuple, ents.collect())) == sorted(map(tuple, runs.collect()))
+    bad = [r for r in rows if r["kind"] == "entry" and r["status"] != "ok"]
+    assert [(r["index"], r["status"], r["index_record"], r["entries"]) for r in bad] == [(k, "bad-body-crc", "ok", 1)]
+    assert sum(r["kind"] == "stop" for r in rows) == len(store_files(node, "data"))
+    assert len(rows) < len(raw) / 2
+    with pytest.raises(Exception, match="no bodies"):
+        spark.read.format("dledger").option("records", "runs").option("body", "true").load(str(node)).count()

@@ -3,12 +3,15 @@ by Spark, one task per data file.
 
 How it stays the same check as ``store verify``:
 
-1. One Spark job reads every data file through the ``dledger`` source (``records=all``:
-   every entry with its decoder status and index-record check, plus where and why each
-   file's scan stopped) and aggregates it per (node, file, term). Rows that need a look of
-   their own -- an entry with a bad status or index record, a file's stop -- keep their
-   details as grouping keys; healthy entries collapse into counts. Of the problem entries
-   only the first ``MAX_PER_CODE`` (+ a margin) per node and code come back, with totals.
+1. One Spark job reads every data file through the ``dledger`` source in its ``runs``
+   shape (``records=runs``: a row per stretch of healthy entries of one term, as the
+   decoder's run lane summarises them for store verify; a row per entry the per-entry
+   lane judged, with its status and index-record check; a row per file saying where and
+   why its scan stopped) and aggregates it per (node, file, term). Rows that need a look
+   of their own -- an entry with a bad status or index record, a file's stop -- keep
+   their details as grouping keys; the rest collapse into counts. A badly damaged store
+   can have millions of problem entries: then only the first ``MAX_PER_CODE`` (+ a
+   margin) per node and code come back, with totals.
 2. The driver then runs :func:`store.verify.verify_store` on each node with a ``walk`` that
    replays those results in log order instead of reading the data again. File names and
    sizes, stale bytes after the end, extra index records, checkpoint and currterm are
@@ -33,7 +36,7 @@ from store.format import decode_index, INDEX_UNIT_SIZE
 from store.scan import CLEAN_STOPS, HEALTHY, NO_CRC, OK, STOP_END, FileScan
 from store.verify import ERROR, MAX_PER_CODE, STATUS_MESSAGES, VerifyReport, verify_store
 
-from .batches import (IDX_EMPTY, IDX_MISMATCH, IDX_MISSING, IDX_OK, KIND_ENTRY, KIND_STOP, RECORDS_ALL, UNKNOWN,
+from .batches import (IDX_EMPTY, IDX_MISMATCH, IDX_MISSING, IDX_OK, KIND_ENTRY, KIND_STOP, RECORDS_RUNS, UNKNOWN,
                       file_predecessor)
 from .inputs import Node
 from .jobs import _nodes, read_entries
@@ -97,20 +100,23 @@ class NodeScan:
 
 
 def scan_nodes(spark: SparkSession, nodes: list[Node], check_crc: bool = True) -> dict[str, NodeScan]:
-    """Read every data file once and bring back, per node, what the replay needs."""
-    df = read_entries(spark, nodes, records=RECORDS_ALL, checkCrc=check_crc)
-    healthy = F.col("status").isin(*HEALTHY)
-    is_mark = (F.col("kind") == KIND_STOP) | ~healthy | (F.col("index_record") != IDX_OK)
+    """Read every data file once and bring back, per node, what the replay needs.
+
+    The source is read in its ``runs`` shape: healthy stretches come as one row each (as
+    the decoder's run lane hands them to store verify), every other entry and each file's
+    stop as a row of its own."""
+    df = read_entries(spark, nodes, records=RECORDS_RUNS, checkCrc=check_crc)
+    is_mark = (F.col("kind") == KIND_STOP) | ((F.col("kind") == KIND_ENTRY) & (
+        ~F.col("status").isin(*HEALTHY) | (F.col("index_record") != IDX_OK)))
 
     def mark(c):
         return F.when(is_mark, F.col(c)).alias(f"m_{c}")
 
     agg = (df.groupBy("node", "file", "term", mark("pos"), mark("kind"), mark("status"), mark("index_record"),
                       mark("index"), mark("magic"), mark("detail"))
-           .agg(F.count("index").alias("n"), F.sum("size").alias("bytes"),
-                F.sum(((F.col("body_crc") == 0) & (F.col("chain_crc") == 0)).cast("long")).alias("zero_crc"),
-                F.min("pos").alias("first_pos"), F.max("pos").alias("last_pos"),
-                F.min_by("index", "pos").alias("first_index"), F.max_by("index", "pos").alias("last_index"),
+           .agg(F.sum("entries").alias("n"), F.sum("bytes").alias("bytes"), F.sum("crc_checked").alias("ok"),
+                F.sum("crc_absent").alias("nocrc"), F.min("pos").alias("first_pos"), F.max("pos").alias("last_pos"),
+                F.min_by("index", "pos").alias("first_index"), F.max_by("last_index", "pos").alias("last_index"),
                 F.max_by("chain_crc", "pos").alias("last_chain"))
            .persist())
     try:
@@ -149,8 +155,8 @@ def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
             continue
         fr.entries += r["n"]
         fr.bytes += r["bytes"]
-        fr.nocrc += r["zero_crc"]
-        fr.ok += r["n"] - r["zero_crc"]
+        fr.ok += r["ok"]
+        fr.nocrc += r["nocrc"]
         fr.see_first(r["first_pos"], r["first_index"], r["term"])
         fr.see_last(r["last_pos"], r["last_index"], r["term"], r["last_chain"])
         ns.terms.add(r["term"])
@@ -160,8 +166,8 @@ def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
             fr = ns.files[r["file"]]
             fr.entries += 1
             fr.bytes += r["bytes"]
-            fr.ok += r["m_status"] == OK
-            fr.nocrc += r["m_status"] == NO_CRC
+            fr.ok += r["ok"]
+            fr.nocrc += r["nocrc"]
             fr.see_first(r["m_pos"], r["m_index"], r["term"])
             fr.see_last(r["m_pos"], r["m_index"], r["term"], r["last_chain"])
             ns.terms.add(r["term"])
@@ -171,9 +177,7 @@ def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
         return scans
     # every problem entry, summed per file (first and last entry of a file may be one)
     per_file = marks.groupBy("node", "file").agg(
-        F.sum("n").alias("n"), F.sum("bytes").alias("bytes"),
-        F.sum(F.when(F.col("m_status") == OK, 1).otherwise(0)).alias("ok"),
-        F.sum(F.when(F.col("m_status") == NO_CRC, 1).otherwise(0)).alias("nocrc"),
+        F.sum("n").alias("n"), F.sum("bytes").alias("bytes"), F.sum("ok").alias("ok"), F.sum("nocrc").alias("nocrc"),
         F.min("m_pos").alias("first_pos"), F.min_by("m_index", "m_pos").alias("first_index"),
         F.min_by("term", "m_pos").alias("first_term"), F.max("m_pos").alias("last_pos"),
         F.max_by("m_index", "m_pos").alias("last_index"), F.max_by("term", "m_pos").alias("last_term"),

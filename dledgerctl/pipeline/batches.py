@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from store.files import MappedFile
-from store.format import HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, crc32
+from store.format import HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, MAGIC_NOOP, crc32
 from store.recovery import read_index_record
 from store.scan import (
     BAD_BODY_CRC,
@@ -66,6 +66,27 @@ ENTRY_COLUMNS = [
     ("index_record", pa.string(), "string"),
 ]
 RECORD_COLUMNS = [("kind", pa.string(), "string"), ("detail", pa.string(), "string")]
+# records=runs: the decoder's run lane as it summarises a file (store verify's view).
+RUN_COLUMNS = [
+    ("node", pa.string(), "string"),
+    ("file", pa.string(), "string"),
+    ("kind", pa.string(), "string"),  # run, entry or stop
+    ("pos", pa.int64(), "bigint"),  # first entry's pos (stop: where the entries end)
+    ("end_pos", pa.int64(), "bigint"),  # just past the last entry
+    ("index", pa.int64(), "bigint"),  # first entry's index
+    ("last_index", pa.int64(), "bigint"),
+    ("term", pa.int64(), "bigint"),  # one term per row
+    ("entries", pa.int64(), "bigint"),
+    ("bytes", pa.int64(), "bigint"),
+    ("crc_checked", pa.int64(), "bigint"),  # entries with checksums recorded (status ok)
+    ("crc_absent", pa.int64(), "bigint"),  # entries without (status no-crc)
+    ("noops", pa.int64(), "bigint"),  # entries with magic 2
+    ("chain_crc", pa.int32(), "int"),  # last entry's chainCrc
+    ("magic", pa.int32(), "int"),  # entry rows
+    ("status", pa.string(), "string"),  # entry rows: the decoder's status; stop rows: the reason
+    ("index_record", pa.string(), "string"),  # entry rows
+    ("detail", pa.string(), "string"),  # stop rows
+]
 DIGEST_COLUMN = ("body_digest", pa.int64(), "bigint")
 BODY_COLUMN = ("body", pa.binary(), "binary")
 
@@ -79,7 +100,8 @@ INDEX_RECORD_STATES = [IDX_OK, IDX_MISSING, IDX_EMPTY, IDX_MISMATCH]
 _INDEX_STATE_ARRAY = pa.array(INDEX_RECORD_STATES, pa.string())
 KIND_ENTRY, KIND_STOP = "entry", "stop"
 
-RECORDS_ENTRIES, RECORDS_ALL = "entries", "all"
+RECORDS_ENTRIES, RECORDS_ALL, RECORDS_RUNS = "entries", "all", "runs"
+KIND_RUN = "run"
 DEFAULT_BATCH_ROWS = 1 << 16
 DEFAULT_BATCH_BYTES = 64 << 20
 _TRUE = ("true", "1", "yes", "on")
@@ -129,8 +151,10 @@ class ReadOptions:
         # Spark hands options over case-insensitively; look keys up in lower case.
         opts = {str(k).lower(): v for k, v in dict(options).items()}
         records = str(opts.get("records", RECORDS_ENTRIES)).strip().lower()
-        if records not in (RECORDS_ENTRIES, RECORDS_ALL):
-            raise ValueError(f"option records={opts.get('records')!r}: expected entries or all")
+        if records not in (RECORDS_ENTRIES, RECORDS_ALL, RECORDS_RUNS):
+            raise ValueError(f"option records={opts.get('records')!r}: expected entries, all or runs")
+        if records == RECORDS_RUNS and (_bool_option(opts, "body", False) or _bool_option(opts, "digest", False)):
+            raise ValueError("option records=runs has no bodies (body, digest): a row stands for many entries")
         return cls(
             body=_bool_option(opts, "body", False),
             records=records,
@@ -143,6 +167,8 @@ class ReadOptions:
         )
 
     def columns(self) -> list[tuple]:
+        if self.records == RECORDS_RUNS:
+            return list(RUN_COLUMNS)
         cols = list(ENTRY_COLUMNS)
         if self.records == RECORDS_ALL:
             cols += RECORD_COLUMNS
@@ -344,7 +370,10 @@ class FileReader:
                 raise StoreIOError(f"{part.node_dir}/{part.file}: no such data file (removed after the job was planned?)")
             data.mapped(f)
             prev = file_predecessor(data, index, f)
-            yield from self._scan(f, index, prev)
+            if self.opts.records == RECORDS_RUNS:
+                yield from _RunRows(self, f, index, prev).batches()
+            else:
+                yield from self._scan(f, index, prev)
         finally:
             data.close()
             index.close()
@@ -462,6 +491,71 @@ class FileReader:
             "body_digest": pa.nulls(1, pa.int64()), "body": pa.nulls(1, pa.binary()),
         }
         return self._finish(1, cols, f, None, None, None)
+
+
+class _RunRows:
+    """records=runs: one row per stretch of healthy entries of one term that the run lane
+    accepted (their index records agree), one per entry the per-entry lane judged, one
+    for the file's stop. A healthy file of a million entries is a few dozen rows."""
+
+    def __init__(self, reader: FileReader, f: MappedFile, index, prev) -> None:
+        self.reader = reader
+        self.f = f
+        self.index = index
+        self.prev = prev
+        self.rows: dict[str, list] = {name: [] for name, _, _ in RUN_COLUMNS}
+
+    def _add(self, **row) -> None:
+        for name, values in self.rows.items():
+            values.append(row.get(name))
+
+    def _batch(self) -> pa.RecordBatch:
+        schema = self.reader.schema
+        rows, self.rows = self.rows, {name: [] for name, _, _ in RUN_COLUMNS}
+        return pa.RecordBatch.from_arrays([pa.array(rows[f.name], f.type) for f in schema], schema=schema)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        reader, f, opts = self.reader, self.f, self.reader.opts
+        node, file = reader.part.node, reader.part.file
+        scan = FileScan(f.view(), f.start, file_size=reader.part.data_file_size, check_crc=opts.check_crc,
+                        prev_index=self.prev[0], prev_term=self.prev[1], prev_chain=self.prev[2],
+                        release_pages=True, run_headers=True)
+        for e in scan.walk(self.index):
+            if type(e) is Run:
+                self._add_run(node, file, e)
+            else:
+                st = e.status
+                self._add(node=node, file=file, kind=KIND_ENTRY, pos=e.offset, end_pos=e.offset + e.size,
+                          index=e.index, last_index=e.index, term=e.term, entries=1, bytes=e.size,
+                          crc_checked=int(st == OK), crc_absent=int(st == NO_CRC), noops=int(e.magic == MAGIC_NOOP),
+                          chain_crc=e.chain_crc, magic=e.magic, status=st,
+                          index_record=INDEX_RECORD_STATES[index_record_state(self.index, e)])
+            if len(self.rows["pos"]) >= opts.batch_rows:
+                yield self._batch()
+        reader.stop = stop = scan.stop
+        if stop is not None:
+            blank = stop.reason == STOP_BLANK
+            self._add(node=node, file=file, kind=KIND_STOP, pos=stop.offset, status=stop.reason,
+                      magic=-1 if blank else None, detail=stop.detail or None,
+                      bytes=reader.part.data_file_size - (stop.offset - f.start) if blank else None)
+        if self.rows["pos"]:
+            yield self._batch()
+
+    def _add_run(self, node: str, file: str, run: Run) -> None:
+        h = run.headers
+        term = h["term"].astype(np.int64)
+        cuts = [0, *(np.flatnonzero(term[1:] != term[:-1]) + 1).tolist(), run.count]
+        pos = h["pos"].astype(np.int64)
+        size = h["size"].astype(np.int64)
+        absent = (h["bcrc"] == 0) & (h["chain"] == 0)
+        index = h["index"].astype(np.int64)
+        noop = h["magic"] == MAGIC_NOOP
+        for lo, hi in zip(cuts, cuts[1:]):
+            n_absent = int(absent[lo:hi].sum())
+            self._add(node=node, file=file, kind=KIND_RUN, pos=int(pos[lo]), end_pos=int(pos[hi - 1] + size[hi - 1]),
+                      index=int(index[lo]), last_index=int(index[hi - 1]), term=int(term[lo]), entries=hi - lo,
+                      bytes=int(size[lo:hi].sum()), crc_checked=hi - lo - n_absent, crc_absent=n_absent,
+                      noops=int(noop[lo:hi].sum()), chain_crc=int(h["chain"][hi - 1]))
 
 
 def read_file(part: FilePart, opts: ReadOptions) -> Iterator[pa.RecordBatch]:

@@ -21,9 +21,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
-from store.format import MAGIC_NOOP
 from store.metafiles import read_checkpoint
 
+from .batches import KIND_STOP, RECORDS_RUNS
 from .errors import PipelineUsageError
 from .inputs import Node, resolve_nodes
 from .source import SOURCE_NAME
@@ -50,13 +50,13 @@ STATS_COLUMNS = ["node", "term", "entries", "bytes", "first_index", "last_index"
 
 
 def stats(spark: SparkSession, paths) -> DataFrame:
-    """One row per (node, term), ordered by node then term."""
-    df = read_entries(spark, _nodes(paths), checkCrc=False)
-    return (df.groupBy("node", "term")
-            .agg(F.count(F.lit(1)).alias("entries"), F.sum("size").alias("bytes"),
-                 F.min("index").alias("first_index"), F.max("index").alias("last_index"),
-                 F.min("pos").alias("first_pos"),
-                 F.sum((F.col("magic") == MAGIC_NOOP).cast("long")).alias("noops"))
+    """One row per (node, term), ordered by node then term. Reads the source's ``runs``
+    shape: a healthy stretch of one term is one row, already counted by the reader."""
+    df = read_entries(spark, _nodes(paths), records=RECORDS_RUNS, checkCrc=False)
+    return (df.filter(F.col("kind") != KIND_STOP).groupBy("node", "term")
+            .agg(F.sum("entries").alias("entries"), F.sum("bytes").alias("bytes"),
+                 F.min("index").alias("first_index"), F.max("last_index").alias("last_index"),
+                 F.min("pos").alias("first_pos"), F.sum("noops").alias("noops"))
             .orderBy("node", "term")
             .select(*STATS_COLUMNS))
 
