@@ -11,7 +11,9 @@ can run whole clusters deterministically, and the asyncio node only moves bytes.
 Rules kept here:
 
 - Term and vote reach the disk (``terms.save``, fsynced) before any message that depends
-  on them is produced. A node never goes back to a lower term.
+  on them is produced. A node never goes back to a lower term. When the disk refuses
+  them (full), the node stays in its term: it grants no vote, starts no election and
+  accepts nothing from a leader of the new term until it can write it.
 - Pre-vote: a node whose election timer fires first asks, without changing its term,
   whether peers would vote for it; only a majority of yeses starts a real election. A
   node cut off from the cluster therefore never inflates terms and disrupts the leader
@@ -29,12 +31,11 @@ Rules kept here:
 
 from __future__ import annotations
 
-import errno
 import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from store.errors import StoreError, StoreIOError
+from store.errors import StoreError, StoreIOError, is_disk_full
 from store.format import MAGIC_NOOP, MAGIC_NORMAL
 
 from .config import NodeConfig
@@ -138,6 +139,7 @@ class RaftCore:
         self.flush_at = now + config.flush_interval_ms
         self.checkpoint_at = now + config.checkpoint_interval_ms
         self.disk_refusing = False  # the last append failed on the disk (noted once, and when it ends)
+        self.term_error: StoreError | None = None  # why the last term or vote could not be persisted
         self._sends: list[Send] = []
         self._done: list[Proposal] = []
         self._notes: list[str] = []
@@ -213,8 +215,9 @@ class RaftCore:
     def _start_round(self, now: int, *, pre: bool, take_leadership: bool = False) -> None:
         m, c = self.member, self.cfg
         term = m.term + 1
-        if not pre:
-            m.advance_term(self.terms, term, c.self_id)
+        if not pre and not self._persist_term(term, c.self_id):
+            self._become_follower(now, m.term, None)  # no election it cannot remember
+            return
         m.role, m.leader_id = Role.CANDIDATE, None
         self.round = _Round(pre, term, now + self._vote_round_timeout(), take_leadership, {c.self_id})
         req = VoteRequest(c.group, c.self_id, term, self.store.end_index, self.store.end_term, pre, take_leadership)
@@ -251,13 +254,18 @@ class RaftCore:
             rejection = None
         if req.pre_vote:
             return VoteResponse(m.term, rejection or VoteResult.ACCEPT)
-        if req.term > m.term:
-            self._become_follower(now, req.term, None)
+        if req.term > m.term and not self._become_follower(now, req.term, None):
+            return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, self._disk_code())
         if rejection is not None:
             return VoteResponse(m.term, rejection)
         if m.voted_for not in (None, req.leader_id):
             return VoteResponse(m.term, VoteResult.REJECT_ALREADY_VOTED)
-        m.vote(self.terms, req.leader_id)
+        try:
+            m.vote(self.terms, req.leader_id)
+        except StoreError as exc:
+            self.term_error = exc
+            self._note(f"cannot vote for {req.leader_id} in term {m.term}, the vote is not on disk: {exc}")
+            return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, self._disk_code())
         self.election_at = now + self._election_timeout()
         return VoteResponse(m.term, VoteResult.ACCEPT)
 
@@ -291,10 +299,27 @@ class RaftCore:
         self._advance_commit()
         self._tick_leader(now)
 
-    def _become_follower(self, now: int, term: int, leader: str | None) -> None:
+    def _persist_term(self, term: int, voted_for: str | None = None) -> bool:
+        """Move to ``term``, on disk first; False (with a note) when the disk refuses: the
+        node stays in its term, where it can neither vote nor lead nor follow in the new one."""
+        try:
+            self.member.advance_term(self.terms, term, voted_for)
+        except StoreError as exc:
+            self.term_error = exc
+            self._note(f"cannot move to term {term}, it is not on disk: {exc}")
+            return False
+        return True
+
+    def _disk_code(self) -> Code:
+        return Code.DISK_FULL if is_disk_full(self.term_error) else Code.DISK_ERROR
+
+    def _become_follower(self, now: int, term: int, leader: str | None) -> bool:
+        """Step down (or stay) as a follower of ``leader`` in ``term``. False when ``term``
+        could not be persisted: then a follower in the current term, of no known leader."""
         m = self.member
-        if term > m.term:
-            m.advance_term(self.terms, term)
+        moved = term <= m.term or self._persist_term(term)
+        if not moved:
+            leader = None
         was_leader = m.role == Role.LEADER
         m.role, m.leader_id = Role.FOLLOWER, leader
         self.round = None
@@ -305,6 +330,7 @@ class RaftCore:
                 p = self.pending.popleft()
                 self._finish(p, Code.TERM_CHANGED, "leadership changed before the entry committed")
         self.election_at = now + self._election_timeout()
+        return moved
 
     def _accept_leader(self, leader: str, term: int, now: int) -> Code | None:
         """A heartbeat or push from ``leader`` in ``term``: None to go on, or the code to refuse it with."""
@@ -316,7 +342,8 @@ class RaftCore:
         if term > m.term or m.role != Role.FOLLOWER or m.leader_id != leader:
             if term == m.term and m.role == Role.FOLLOWER and m.leader_id not in (None, leader):
                 return Code.INCONSISTENT_LEADER
-            self._become_follower(now, term, leader)
+            if not self._become_follower(now, term, leader):
+                return self._disk_code()  # nothing is accepted from a term not on disk
         self.last_leader_contact = now
         self.election_at = now + self._election_timeout()
         return None
@@ -453,7 +480,7 @@ class RaftCore:
             appended = self.store.append_leader(list(bodies), m.term, MAGIC_NORMAL)
         except StoreIOError as exc:
             # the store keeps a batch whole or not at all: a full disk refuses it cleanly
-            full = exc.errno == errno.ENOSPC
+            full = is_disk_full(exc)
             p.code, p.remark = (Code.DISK_FULL, f"disk full: {exc}") if full else (Code.DISK_ERROR, str(exc))
             if not self.disk_refusing:
                 self._note(f"appends refused with {p.code.name} until the disk takes them: {exc}")

@@ -27,9 +27,7 @@ term; see core.py):
 
 from __future__ import annotations
 
-import errno
-
-from store.errors import StoreError, StoreIOError
+from store.errors import StoreError, StoreIOError, is_disk_full
 from store.format import ENTRY_HEADER, ENTRY_MAGICS, HEADER_SIZE
 
 from .divergence import PROBE_MAX, fingerprints
@@ -72,8 +70,7 @@ class FollowerLog:
         except StoreIOError as exc:
             # an append the disk refused was put back whole by the store; the leader's
             # dispatcher sends it again after a back-off
-            full = exc.errno == errno.ENOSPC
-            resp = self._reply(req, Code.DISK_FULL if full else Code.DISK_ERROR, remark=str(exc))
+            resp = self._reply(req, Code.DISK_FULL if is_disk_full(exc) else Code.DISK_ERROR, remark=str(exc))
         except (StoreError, ValueError) as exc:
             resp = self._reply(req, Code.INCONSISTENT_STATE, remark=str(exc))
         if resp.code == Code.SUCCESS:

@@ -6,6 +6,8 @@ Three kinds, so callers can tell them apart: the caller misused the API
 Only the command line turns them into ``Error: ...`` and an exit code.
 """
 
+import errno
+
 
 class StoreError(Exception):
     """Base of every error the store raises."""
@@ -37,3 +39,12 @@ class NotAStoreError(StoreCorruptError):
 
 class StoreIOError(StoreError, OSError):
     """An operating-system call on a store file failed (disk full, permissions, ...)."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Is ``exc``, or the operating-system error it was raised from, ENOSPC (a full disk)?"""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        exc = exc.__cause__
+    return False

@@ -12,7 +12,8 @@ import os
 import pytest
 
 import store.filestore as filestore
-from cluster.rpc import Code, PushRequest, PushType
+from cluster.member import Role
+from cluster.rpc import Code, HeartBeatRequest, PushRequest, PushType
 from sim import Sim
 from store.errors import StoreIOError
 from store.filestore import FileStore
@@ -183,3 +184,76 @@ def test_simulated_follower_with_a_full_disk_is_retried_after_a_back_off_and_cat
     sim.full.discard(full)
     sim.run_until(lambda: sim.logs_equal() and sim.stores[full].committed_index == sim.stores[leader].end_index,
                   5000)
+
+
+class FullableTerms:
+    """A term store whose disk can be full: save raises ENOSPC and changes nothing."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.full = inner, False
+
+    def load(self):
+        return self.inner.load()
+
+    def save(self, term, voted_for):
+        if self.full:  # as store.metafiles raises it
+            cause = OSError(errno.ENOSPC, "No space left on device")
+            raise StoreIOError(f"cannot write currterm: {cause.strerror}") from cause
+        self.inner.save(term, voted_for)
+
+
+def test_simulated_nodes_that_cannot_persist_a_term_neither_raise_nor_act_in_it():
+    """A disk-full exploration of the fault harness: with every disk full, the leader
+    killed and the others unable to write ``currterm``, the core raised StoreIOError out of
+    on_response/handle (tracebacks in the node's log, a leader kept in a term it could not
+    leave). Now a node that cannot persist a term does not enter it: no vote, no election,
+    no push accepted from a leader of that term, and the cluster elects once space returns."""
+    sim = FullableSim(3, seed=13)
+    for i in sim.ids:
+        sim.terms[i] = sim.nodes[i].terms = FullableTerms(sim.terms[i])
+    sim.run_until(lambda: sim.leader() is not None, 10_000)
+    old = sim.leader()
+    p = sim.propose(old, [b"before"])
+    sim.run_until(lambda: p.done, 5000)
+    terms = {i: sim.nodes[i].member.term for i in sim.ids}
+    for i in sim.ids:
+        sim.terms[i].full = True
+        sim.full.add(i)
+    sim.crash(old)
+    sim.run(8000)  # pre-votes succeed, real elections cannot start: nobody leads, nothing raises
+    live = [i for i in sim.ids if i != old]
+    assert sim.leader() is None
+    assert all(sim.nodes[i].member.term == terms[i] for i in live)
+    assert any("cannot" in text and "term" in text for _t, _n, text in sim.notes)
+    for i in sim.ids:
+        sim.terms[i].full = False
+        sim.full.discard(i)
+    sim.restart(old)
+    sim.run_until(lambda: sim.leader() is not None, 10_000)
+    after = sim.propose(sim.leader(), [b"after"])
+    sim.run_until(lambda: after.done, 5000)
+    assert after.code == Code.SUCCESS
+    sim.run_until(lambda: sim.logs_equal(), 5000)
+
+
+def test_a_leader_that_cannot_persist_a_higher_term_steps_down_in_its_own():
+    sim = FullableSim(3, seed=14)
+    for i in sim.ids:
+        sim.terms[i] = sim.nodes[i].terms = FullableTerms(sim.terms[i])
+    sim.run_until(lambda: sim.leader() is not None, 10_000)
+    old = sim.leader()
+    term = sim.nodes[old].member.term
+    sim.terms[old].full = True
+    sim.isolate(old)
+    sim.run_until(lambda: sim.leader() not in (None, old), 10_000)
+    sim.heal()
+    sim.run(3000)  # it hears of the higher term but cannot write it: a follower in its own term
+    n = sim.nodes[old]
+    assert n.member.role != Role.LEADER and n.member.term == term
+    new = sim.leader()
+    beat = n.handle(HeartBeatRequest("sim", new, sim.nodes[new].member.term), sim.now)
+    assert beat.code == Code.DISK_FULL and n.member.term == term  # refused, not followed in a term not on disk
+    assert sim.stores[old].end_index <= sim.stores[sim.leader()].end_index
+    sim.terms[old].full = False
+    sim.run_until(lambda: sim.nodes[old].member.term == sim.nodes[sim.leader()].member.term and sim.logs_equal(),
+                  10_000)
