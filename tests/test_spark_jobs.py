@@ -188,15 +188,28 @@ def test_audit_reports_the_same_problems_as_store_verify(spark, damaged):
     assert sum(p.code == "bad-body-crc" for p in many.problems) == MAX_PER_CODE
 
 
-def test_audit_of_many_problems_lists_them_in_spark(spark, damaged, monkeypatch):
-    """Past MARKS_AT_ONCE problem entries, Spark picks the first of each code and counts
-    the rest (instead of the driver); the report is the same."""
-    monkeypatch.setattr(audit_job, "MARKS_AT_ONCE", 3)
-    cases = ["project-many-body-crcs", "project-all-index-zeroed", "project-index-field-of-a-files-first-entry",
-             "leader-term-back-at-a-file-start", "project-clean"]
-    nodes = resolve_nodes([damaged[c] for c in cases])
-    for node, report, _scan in audit_job.audit_reports(spark, nodes):
-        assert _verify_view(report) == _verify_view(verify_store(node.dir)), node.name
+def test_audit_of_files_with_many_problems(spark, tmp_path):
+    """More problems of one code in a file than verify lists: the reader sends the first
+    few of each code one by one and counts the rest; the report is verify's."""
+    made = []
+    for name in ("bodies", "index", "both"):
+        node = tmp_path / name / "dledger-n0"
+        raw = write_project_store(node, count=200, data_file_size=65536, index_file_size=2048)
+        if name in ("bodies", "both"):
+            for k in range(1, 200, 2):
+                p = parse_header(raw[k])["pos"]
+                if len(raw[k]) > 48:
+                    patch(node / "data" / file_name(p - p % 65536), p % 65536 + 48, bytes([raw[k][48] ^ 1]))
+        if name in ("index", "both"):
+            for _s, path in store_files(node, "index"):
+                patch(path, 0, bytes(os.path.getsize(path)))
+        made.append(str(node))
+    for node, report, _scan in audit_job.audit_reports(spark, resolve_nodes(made)):
+        want = verify_store(node.dir)
+        assert sum(want.suppressed.values()) > 0
+        assert _verify_view(report) == _verify_view(want), node.name
+    rows = spark.read.format("dledger").option("records", "runs").load(made[2]).collect()
+    assert {r["kind"] for r in rows} >= {"entry", "problems", "stop"} and len(rows) < 150
 
 
 def test_audit_rows_of_clean_stores(spark, tmp_path):

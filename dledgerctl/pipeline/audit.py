@@ -3,15 +3,13 @@ by Spark, one task per data file.
 
 How it stays the same check as ``store verify``:
 
-1. One Spark job reads every data file through the ``dledger`` source in its ``runs``
-   shape (``records=runs``: a row per stretch of healthy entries of one term, as the
-   decoder's run lane summarises them for store verify; a row per entry the per-entry
-   lane judged, with its status and index-record check; a row per file saying where and
-   why its scan stopped) and aggregates it per (node, file, term). Rows that need a look
-   of their own -- an entry with a bad status or index record, a file's stop -- keep
-   their details as grouping keys; the rest collapse into counts. A badly damaged store
-   can have millions of problem entries: then only the first ``MAX_PER_CODE`` (+ a
-   margin) per node and code come back, with totals.
+1. One Spark stage reads every data file through the ``dledger`` source in its ``runs``
+   shape (``records=runs``): a row per stretch of healthy entries of one term, as the
+   decoder's run lane summarises them for store verify; a row per problem entry (bad
+   status or index record) for the first ``MAX_PER_CODE + 1`` of each code in a file, one
+   row counting the rest; a row per file saying where and why its entries end. That is a
+   few dozen rows a file however large or damaged, and they come back to the driver as
+   they are (no shuffle).
 2. The driver then runs :func:`store.verify.verify_store` on each node with a ``walk`` that
    replays those results in log order instead of reading the data again. File names and
    sizes, stale bytes after the end, extra index records, checkpoint and currterm are
@@ -28,16 +26,15 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from store.format import decode_index, INDEX_UNIT_SIZE
 from store.scan import CLEAN_STOPS, HEALTHY, NO_CRC, OK, STOP_END, FileScan
 from store.verify import ERROR, MAX_PER_CODE, STATUS_MESSAGES, VerifyReport, verify_store
 
-from .batches import (IDX_EMPTY, IDX_MISMATCH, IDX_MISSING, IDX_OK, KIND_ENTRY, KIND_STOP, RECORDS_RUNS, UNKNOWN,
-                      file_predecessor)
+from .batches import (IDX_EMPTY, IDX_MISSING, IDX_OK, INDEX_PROBLEM_CODES, KIND_ENTRY, KIND_PROBLEMS,
+                      KIND_STOP, RECORDS_RUNS, UNKNOWN, file_predecessor)
 from .inputs import Node
 from .jobs import _nodes, read_entries
 
@@ -53,8 +50,7 @@ AUDIT_SCHEMA = StructType([
     *[StructField(c, LongType()) for c in AUDIT_COUNTS],
     StructField("problems", ArrayType(PROBLEM_SCHEMA)),
 ])
-MARKS_AT_ONCE = 10_000  # problem entries brought back with the first query, at most
-INDEX_CODES = {IDX_MISSING: "index-missing", IDX_EMPTY: "index-missing", IDX_MISMATCH: "index-mismatch"}
+INDEX_CODES = INDEX_PROBLEM_CODES
 
 
 @dataclass
@@ -66,7 +62,7 @@ class _FileResult:
     ok: int = 0
     nocrc: int = 0
     first: tuple | None = None  # (pos, index, term) of the first entry
-    last: tuple | None = None  # (pos, index, term, chainCrc) of the last entry
+    last: tuple | None = None  # (end pos, index, term, chainCrc) of the last entry
     stop: tuple | None = None  # (reason, logical offset, detail)
 
     def see_first(self, pos, index, term) -> None:
@@ -100,113 +96,33 @@ class NodeScan:
 
 
 def scan_nodes(spark: SparkSession, nodes: list[Node], check_crc: bool = True) -> dict[str, NodeScan]:
-    """Read every data file once and bring back, per node, what the replay needs.
-
-    The source is read in its ``runs`` shape: healthy stretches come as one row each (as
-    the decoder's run lane hands them to store verify), every other entry and each file's
-    stop as a row of its own."""
-    df = read_entries(spark, nodes, records=RECORDS_RUNS, checkCrc=check_crc)
-    is_mark = (F.col("kind") == KIND_STOP) | ((F.col("kind") == KIND_ENTRY) & (
-        ~F.col("status").isin(*HEALTHY) | (F.col("index_record") != IDX_OK)))
-
-    def mark(c):
-        return F.when(is_mark, F.col(c)).alias(f"m_{c}")
-
-    agg = (df.groupBy("node", "file", "term", mark("pos"), mark("kind"), mark("status"), mark("index_record"),
-                      mark("index"), mark("magic"), mark("detail"))
-           .agg(F.sum("entries").alias("n"), F.sum("bytes").alias("bytes"), F.sum("crc_checked").alias("ok"),
-                F.sum("crc_absent").alias("nocrc"), F.min("pos").alias("first_pos"), F.max("pos").alias("last_pos"),
-                F.min_by("index", "pos").alias("first_index"), F.max_by("last_index", "pos").alias("last_index"),
-                F.max_by("chain_crc", "pos").alias("last_chain"))
-           .persist())
-    try:
-        return _collect(agg, max_files=max(1, _max_files(nodes)))
-    finally:
-        agg.unpersist()
-
-
-def _max_files(nodes: list[Node]) -> int:
-    import os
-
-    most = 0
-    for n in nodes:
-        try:
-            most = max(most, len(os.listdir(n.data_dir)))
-        except OSError:
-            pass
-    return most
-
-
-def _collect(agg: DataFrame, max_files: int) -> dict[str, NodeScan]:
+    """Read every data file once, in the source's ``runs`` shape, and bring back per node
+    what the replay needs. A file is a few dozen rows however large or damaged it is (a
+    row per healthy stretch, the first ``MAX_PER_CODE + 1`` problem entries of each code
+    one by one, the rest of them counted), so the rows are collected as they are: one
+    Spark stage, no shuffle."""
+    df = read_entries(spark, nodes, records=RECORDS_RUNS, checkCrc=check_crc, problemRows=MAX_PER_CODE + 1)
     scans: dict[str, NodeScan] = defaultdict(NodeScan)
-    marks = agg.filter(F.col("m_kind") == KIND_ENTRY)
-    # One job brings healthy entries (per node, file, term), each file's stop, and the
-    # problem entries if there are not too many; only a badly damaged store needs more.
-    head = agg.filter(F.col("m_pos").isNull() | (F.col("m_kind") == KIND_STOP))
-    problem_rows = []
-    for r in head.unionByName(marks.limit(MARKS_AT_ONCE + 1)).collect():
-        if r["m_kind"] == KIND_ENTRY:
-            problem_rows.append(r)
-            continue
+    for r in df.collect():
         ns = scans[r["node"]]
         fr = ns.files[r["file"]]
-        if r["m_kind"] == KIND_STOP:
-            fr.stop = (r["m_status"], r["m_pos"], r["m_detail"] or "")
+        kind = r["kind"]
+        if kind == KIND_STOP:
+            fr.stop = (r["status"], r["pos"], r["detail"] or "")
             continue
-        fr.entries += r["n"]
+        fr.entries += r["entries"]
         fr.bytes += r["bytes"]
-        fr.ok += r["ok"]
-        fr.nocrc += r["nocrc"]
-        fr.see_first(r["first_pos"], r["first_index"], r["term"])
-        fr.see_last(r["last_pos"], r["last_index"], r["term"], r["last_chain"])
+        fr.ok += r["crc_checked"]
+        fr.nocrc += r["crc_absent"]
+        fr.see_first(r["pos"], r["index"], r["term"])
+        fr.see_last(r["end_pos"], r["last_index"], r["term"], r["chain_crc"])
         ns.terms.add(r["term"])
-    if len(problem_rows) <= MARKS_AT_ONCE:
-        for r in problem_rows:  # each is one entry
-            ns = scans[r["node"]]
-            fr = ns.files[r["file"]]
-            fr.entries += 1
-            fr.bytes += r["bytes"]
-            fr.ok += r["ok"]
-            fr.nocrc += r["nocrc"]
-            fr.see_first(r["m_pos"], r["m_index"], r["term"])
-            fr.see_last(r["m_pos"], r["m_index"], r["term"], r["last_chain"])
-            ns.terms.add(r["term"])
-            _count_problem(ns, r["m_status"], r["m_index_record"], 1)
-            ns.marks[r["file"]].append(_Mark(r["m_pos"], r["m_index"], r["term"], r["m_status"],
-                                             r["m_index_record"], r["m_magic"], r["bytes"]))
-        return scans
-    # every problem entry, summed per file (first and last entry of a file may be one)
-    per_file = marks.groupBy("node", "file").agg(
-        F.sum("n").alias("n"), F.sum("bytes").alias("bytes"), F.sum("ok").alias("ok"), F.sum("nocrc").alias("nocrc"),
-        F.min("m_pos").alias("first_pos"), F.min_by("m_index", "m_pos").alias("first_index"),
-        F.min_by("term", "m_pos").alias("first_term"), F.max("m_pos").alias("last_pos"),
-        F.max_by("m_index", "m_pos").alias("last_index"), F.max_by("term", "m_pos").alias("last_term"),
-        F.max_by("last_chain", "m_pos").alias("last_chain"), F.collect_set("term").alias("terms"))
-    for r in per_file.collect():
-        ns = scans[r["node"]]
-        fr = ns.files[r["file"]]
-        fr.entries += r["n"]
-        fr.bytes += r["bytes"]
-        fr.ok += r["ok"]
-        fr.nocrc += r["nocrc"]
-        fr.see_first(r["first_pos"], r["first_index"], r["first_term"])
-        fr.see_last(r["last_pos"], r["last_index"], r["last_term"], r["last_chain"])
-        ns.terms.update(r["terms"])
-    # totals per problem code
-    for r in marks.groupBy("node", "m_status", "m_index_record").count().collect():
-        _count_problem(scans[r["node"]], r["m_status"], r["m_index_record"], r["count"])
-    # the first few of each code, in log order (verify lists MAX_PER_CODE of each)
-    limit = MAX_PER_CODE + max_files + 1
-    by_status = Window.partitionBy("node", "m_status").orderBy("m_pos")
-    by_record = Window.partitionBy("node", "m_index_record").orderBy("m_pos")
-    listed = (marks.withColumn("rs", F.row_number().over(by_status))
-              .withColumn("ri", F.row_number().over(by_record))
-              .filter((~F.col("m_status").isin(*HEALTHY) & (F.col("rs") <= limit))
-                      | ((F.col("m_index_record") != IDX_OK) & (F.col("ri") <= limit)))
-              .select("node", "file", "m_pos", "m_index", "term", "m_magic", "bytes", "m_status", "m_index_record"))
-    for r in listed.collect():
-        scans[r["node"]].marks[r["file"]].append(_Mark(r["m_pos"], r["m_index"], r["term"], r["m_status"],
-                                                       r["m_index_record"], r["m_magic"], r["bytes"]))
+        if kind == KIND_ENTRY:
+            _count_problem(ns, r["status"], r["index_record"], 1)
+            ns.marks[r["file"]].append(_Mark(r["pos"], r["index"], r["term"], r["status"], r["index_record"],
+                                             r["magic"], r["bytes"]))
+        elif kind == KIND_PROBLEMS:
+            _count_problem(ns, r["status"], r["index_record"], r["entries"])
     return scans
 
 

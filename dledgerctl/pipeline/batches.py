@@ -70,7 +70,7 @@ RECORD_COLUMNS = [("kind", pa.string(), "string"), ("detail", pa.string(), "stri
 RUN_COLUMNS = [
     ("node", pa.string(), "string"),
     ("file", pa.string(), "string"),
-    ("kind", pa.string(), "string"),  # run, entry or stop
+    ("kind", pa.string(), "string"),  # run, entry, problems or stop
     ("pos", pa.int64(), "bigint"),  # first entry's pos (stop: where the entries end)
     ("end_pos", pa.int64(), "bigint"),  # just past the last entry
     ("index", pa.int64(), "bigint"),  # first entry's index
@@ -101,7 +101,10 @@ _INDEX_STATE_ARRAY = pa.array(INDEX_RECORD_STATES, pa.string())
 KIND_ENTRY, KIND_STOP = "entry", "stop"
 
 RECORDS_ENTRIES, RECORDS_ALL, RECORDS_RUNS = "entries", "all", "runs"
-KIND_RUN = "run"
+KIND_RUN, KIND_PROBLEMS = "run", "problems"
+# verify's code for an entry's index-record state
+INDEX_PROBLEM_CODES = {"missing": "index-missing", "empty": "index-missing", "mismatch": "index-mismatch"}
+DEFAULT_PROBLEM_ROWS = 100
 DEFAULT_BATCH_ROWS = 1 << 16
 DEFAULT_BATCH_BYTES = 64 << 20
 _TRUE = ("true", "1", "yes", "on")
@@ -145,6 +148,7 @@ class ReadOptions:
     index_file_size: int | None = None  # indexFileSize
     batch_rows: int = DEFAULT_BATCH_ROWS  # batchRows: rows per Arrow batch at most
     batch_bytes: int = DEFAULT_BATCH_BYTES  # batchBytes: body bytes per batch, about
+    problem_rows: int = DEFAULT_PROBLEM_ROWS  # problemRows: records=runs, entries listed per code and file
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
@@ -164,6 +168,7 @@ class ReadOptions:
             index_file_size=_int_option(opts, "indexFileSize", None),
             batch_rows=_int_option(opts, "batchRows", DEFAULT_BATCH_ROWS),
             batch_bytes=_int_option(opts, "batchBytes", DEFAULT_BATCH_BYTES),
+            problem_rows=_int_option(opts, "problemRows", DEFAULT_PROBLEM_ROWS),
         )
 
     def columns(self) -> list[tuple]:
@@ -494,18 +499,33 @@ class FileReader:
 
 
 class _RunRows:
-    """records=runs: one row per stretch of healthy entries of one term that the run lane
-    accepted (their index records agree), one per entry the per-entry lane judged, one
-    for the file's stop. A healthy file of a million entries is a few dozen rows."""
+    """records=runs, the shape a file has for the decoder's run lane (store verify's view):
+
+    - ``run``: a stretch of consecutive healthy entries of one term whose index records
+      agree (whichever lane judged them; adjacent stretches are merged);
+    - ``entry``: an entry with a problem (its status, or its index record), for the first
+      ``problem_rows`` entries of each problem code in the file;
+    - ``problems``: the file's further entries of one term, status and index state,
+      counted in one row (their pos/end_pos/index/last_index span the first and last);
+    - ``stop``: where and why the file's entries end.
+
+    So a file is a few dozen rows however many entries it has, and however damaged:
+    run and entry rows come in log order, then problems and stop rows."""
 
     def __init__(self, reader: FileReader, f: MappedFile, index, prev) -> None:
         self.reader = reader
         self.f = f
         self.index = index
         self.prev = prev
+        self.node, self.file = reader.part.node, reader.part.file
         self.rows: dict[str, list] = {name: [] for name, _, _ in RUN_COLUMNS}
+        self.stretch: dict | None = None  # the run being extended
+        self.seen: dict[str, int] = {}  # problem code -> entries with it so far
+        self.folded: dict[tuple, dict] = {}  # (term, status, index_record) -> problems row
 
-    def _add(self, **row) -> None:
+    def _add(self, row: dict) -> None:
+        row.setdefault("node", self.node)
+        row.setdefault("file", self.file)
         for name, values in self.rows.items():
             values.append(row.get(name))
 
@@ -516,32 +536,45 @@ class _RunRows:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         reader, f, opts = self.reader, self.f, self.reader.opts
-        node, file = reader.part.node, reader.part.file
         scan = FileScan(f.view(), f.start, file_size=reader.part.data_file_size, check_crc=opts.check_crc,
                         prev_index=self.prev[0], prev_term=self.prev[1], prev_chain=self.prev[2],
                         release_pages=True, run_headers=True)
         for e in scan.walk(self.index):
             if type(e) is Run:
-                self._add_run(node, file, e)
+                self._add_run(e)
             else:
-                st = e.status
-                self._add(node=node, file=file, kind=KIND_ENTRY, pos=e.offset, end_pos=e.offset + e.size,
-                          index=e.index, last_index=e.index, term=e.term, entries=1, bytes=e.size,
-                          crc_checked=int(st == OK), crc_absent=int(st == NO_CRC), noops=int(e.magic == MAGIC_NOOP),
-                          chain_crc=e.chain_crc, magic=e.magic, status=st,
-                          index_record=INDEX_RECORD_STATES[index_record_state(self.index, e)])
+                self._add_scanned(e)
             if len(self.rows["pos"]) >= opts.batch_rows:
                 yield self._batch()
+        self._flush_stretch()
+        for row in self.folded.values():
+            self._add(row)
         reader.stop = stop = scan.stop
         if stop is not None:
             blank = stop.reason == STOP_BLANK
-            self._add(node=node, file=file, kind=KIND_STOP, pos=stop.offset, status=stop.reason,
-                      magic=-1 if blank else None, detail=stop.detail or None,
-                      bytes=reader.part.data_file_size - (stop.offset - f.start) if blank else None)
+            self._add({"kind": KIND_STOP, "pos": stop.offset, "status": stop.reason, "magic": -1 if blank else None,
+                       "detail": stop.detail or None,
+                       "bytes": reader.part.data_file_size - (stop.offset - f.start) if blank else None})
         if self.rows["pos"]:
             yield self._batch()
 
-    def _add_run(self, node: str, file: str, run: Run) -> None:
+    # -- healthy stretches ------------------------------------------------------------------
+    def _healthy(self, seg: dict) -> None:
+        s = self.stretch
+        if s is not None and s["term"] == seg["term"] and s["end_pos"] == seg["pos"] and s["last_index"] + 1 == seg["index"]:
+            for k in ("entries", "bytes", "crc_checked", "crc_absent", "noops"):
+                s[k] += seg[k]
+            s["end_pos"], s["last_index"], s["chain_crc"] = seg["end_pos"], seg["last_index"], seg["chain_crc"]
+            return
+        self._flush_stretch()
+        self.stretch = dict(seg, kind=KIND_RUN)
+
+    def _flush_stretch(self) -> None:
+        if self.stretch is not None:
+            self._add(self.stretch)
+            self.stretch = None
+
+    def _add_run(self, run: Run) -> None:
         h = run.headers
         term = h["term"].astype(np.int64)
         cuts = [0, *(np.flatnonzero(term[1:] != term[:-1]) + 1).tolist(), run.count]
@@ -552,10 +585,37 @@ class _RunRows:
         noop = h["magic"] == MAGIC_NOOP
         for lo, hi in zip(cuts, cuts[1:]):
             n_absent = int(absent[lo:hi].sum())
-            self._add(node=node, file=file, kind=KIND_RUN, pos=int(pos[lo]), end_pos=int(pos[hi - 1] + size[hi - 1]),
-                      index=int(index[lo]), last_index=int(index[hi - 1]), term=int(term[lo]), entries=hi - lo,
-                      bytes=int(size[lo:hi].sum()), crc_checked=hi - lo - n_absent, crc_absent=n_absent,
-                      noops=int(noop[lo:hi].sum()), chain_crc=int(h["chain"][hi - 1]))
+            self._healthy({"pos": int(pos[lo]), "end_pos": int(pos[hi - 1] + size[hi - 1]), "index": int(index[lo]),
+                           "last_index": int(index[hi - 1]), "term": int(term[lo]), "entries": hi - lo,
+                           "bytes": int(size[lo:hi].sum()), "crc_checked": hi - lo - n_absent, "crc_absent": n_absent,
+                           "noops": int(noop[lo:hi].sum()), "chain_crc": int(h["chain"][hi - 1])})
+
+    # -- entries judged one by one --------------------------------------------------------------
+    def _add_scanned(self, e: Scanned) -> None:
+        st = e.status
+        record = INDEX_RECORD_STATES[index_record_state(self.index, e)]
+        row = {"pos": e.offset, "end_pos": e.offset + e.size, "index": e.index, "last_index": e.index, "term": e.term,
+               "entries": 1, "bytes": e.size, "crc_checked": int(st == OK), "crc_absent": int(st == NO_CRC),
+               "noops": int(e.magic == MAGIC_NOOP), "chain_crc": e.chain_crc}
+        codes = ([] if st in (OK, NO_CRC) else [st]) + ([] if record == IDX_OK else [INDEX_PROBLEM_CODES[record]])
+        if not codes:
+            self._healthy(row)
+            return
+        listed = any(self.seen.get(c, 0) < self.reader.opts.problem_rows for c in codes)
+        for c in codes:
+            self.seen[c] = self.seen.get(c, 0) + 1
+        if listed:
+            self._flush_stretch()
+            self._add(dict(row, kind=KIND_ENTRY, magic=e.magic, status=st, index_record=record))
+            return
+        key = (e.term, st, record)
+        p = self.folded.get(key)
+        if p is None:
+            self.folded[key] = dict(row, kind=KIND_PROBLEMS, status=st, index_record=record)
+            return
+        for k in ("entries", "bytes", "crc_checked", "crc_absent", "noops"):
+            p[k] += row[k]
+        p["end_pos"], p["last_index"], p["chain_crc"] = row["end_pos"], row["last_index"], row["chain_crc"]
 
 
 def read_file(part: FilePart, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
