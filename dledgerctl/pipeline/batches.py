@@ -7,6 +7,10 @@ without a Python loop; everything the run lane hands back (damage, the end of th
 comes from its per-entry lane, one :class:`~store.scan.Scanned` at a time. Nothing here
 parses entry bytes itself.
 
+Two shapes: a row per entry (the default; ``records=all`` adds a row per file saying where
+its entries end), or ``records=runs``, a row per healthy stretch as the run lane sees it
+(see :class:`_RunRows`), which is what the audit and stats jobs read.
+
 Contracts:
 
 - Read-only: files are mapped read-only, nothing is written, no recovery is applied.
@@ -18,7 +22,8 @@ Contracts:
   entry of the previous file when the index locates that entry and it ends the previous
   file cleanly (:func:`file_predecessor`); otherwise its index, term and chain link are
   not checked against a predecessor, exactly as ``store verify`` does after damage.
-- Row order within a file is log order (by ``pos``).
+- Row order within a file is log order (by ``pos``); with ``records=runs``, the rows
+  that count problem entries and the stop row come last.
 """
 
 from __future__ import annotations
