@@ -131,7 +131,7 @@ def _write(df, output: str | None, fmt: OutputFormat) -> None:
         nested = [f.name for f in df.schema.fields if f.dataType.typeName() in ("array", "struct", "map")]
         for name in nested:
             df = df.withColumn(name, F.to_json(name))
-        df.write.option("header", "true").csv(output)
+        df.write.option("header", "true").option("escape", '"').csv(output)  # RFC 4180 quotes
     elif fmt == OutputFormat.json:
         df.write.json(output)
     else:
@@ -163,10 +163,10 @@ def audit_cmd(
     disagreements with the index file, unreadable records, and a verdict (ok or damaged)."""
     with _spark(master, conf, ship) as (spark, mods):
         with _progress(spark, mods, "audit"):
-            df = mods["audit"].audit(spark, paths, data_file_size=data_file_size, index_file_size=index_file_size,
-                                     check_crc=not no_crc)
-        rows = [r.asDict(recursive=True) for r in df.collect()]
-        _write(df, output, output_format)
+            rows = mods["audit"].audit_rows(spark, paths, data_file_size=data_file_size,
+                                            index_file_size=index_file_size, check_crc=not no_crc)
+        if output:
+            _write(mods["audit"].as_dataframe(spark, rows), output, output_format)
     if fmt in (Format.json, Format.jsonl):
         render(rows, fmt)
     elif fmt == Format.csv:

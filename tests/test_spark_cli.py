@@ -51,8 +51,13 @@ def test_audit_clean_then_damaged(spark, group):
     with FileStore.open(str(group / "dledger-n1"), read_only=True) as s:
         pos, _ = s.locate(30)
     patch(group / "dledger-n1" / "data" / file_name(pos - pos % 16384), pos % 16384 + 50, b"\xff\xfe")
-    r = invoke("spark", "audit", group)
+    out = group.parent / "audit-csv"
+    r = invoke("spark", "audit", group, "--output", out, "--output-format", "csv")
     assert r.exit_code == 1
+    written = {x["node"]: x for part in sorted(os.listdir(out)) if part.endswith(".csv")
+               for x in csv.DictReader(open(out / part))}
+    assert written["dledger-n1"]["verdict"] == "damaged"
+    assert json.loads(written["dledger-n1"]["problems"])[0]["code"] == "bad-body-crc"
     lines = r.stdout.splitlines()
     assert lines[0].split()[:5] == ["node", "severity", "code", "file", "offset"]
     assert "dledger-n1  error       bad-body-crc" in r.stdout

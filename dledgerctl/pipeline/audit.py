@@ -282,9 +282,20 @@ def audit_reports(spark: SparkSession, paths, *, data_file_size: int | None = No
     return out
 
 
+def audit_rows(spark: SparkSession, paths, *, data_file_size: int | None = None,
+               index_file_size: int | None = None, check_crc: bool = True) -> list[dict]:
+    """The rows of :func:`audit` as plain dicts (what the command prints)."""
+    reports = audit_reports(spark, paths, data_file_size=data_file_size, index_file_size=index_file_size,
+                            check_crc=check_crc)
+    return [audit_row(n, r, s) for n, r, s in reports]
+
+
 def audit(spark: SparkSession, paths, *, data_file_size: int | None = None, index_file_size: int | None = None,
           check_crc: bool = True) -> DataFrame:
     """One row per node: counts, index range, terms, problems found and a verdict."""
-    reports = audit_reports(spark, paths, data_file_size=data_file_size, index_file_size=index_file_size,
-                            check_crc=check_crc)
-    return spark.createDataFrame([audit_row(n, r, s) for n, r, s in reports], AUDIT_SCHEMA)
+    return as_dataframe(spark, audit_rows(spark, paths, data_file_size=data_file_size,
+                                          index_file_size=index_file_size, check_crc=check_crc))
+
+
+def as_dataframe(spark: SparkSession, rows: list[dict]) -> DataFrame:
+    return spark.createDataFrame(rows, AUDIT_SCHEMA)
