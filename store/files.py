@@ -34,6 +34,7 @@ class MappedFile:
     fd: int = -1
     dirty_from: int | None = field(default=None)  # lowest relative offset written since the last flush
     dirty_to: int = 0
+    reserved: bool = False  # every block allocated (fallocate): a write through the mapping cannot SIGBUS
 
     @property
     def end(self) -> int:
@@ -91,7 +92,8 @@ class FileList:
         except OSError as exc:
             raise StoreIOError(f"cannot open {path}: {exc.strerror}") from exc
         try:
-            actual = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            actual = st.st_size
             mm = None
             if actual > 0:
                 access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
@@ -99,7 +101,7 @@ class FileList:
         except OSError as exc:
             os.close(fd)
             raise StoreIOError(f"cannot map {path}: {exc.strerror}") from exc
-        return MappedFile(path, start, self.file_size, actual, mm, fd)
+        return MappedFile(path, start, self.file_size, actual, mm, fd, reserved=st.st_blocks * 512 >= actual)
 
     def close(self) -> None:
         for f in self.files:
@@ -173,15 +175,22 @@ class FileList:
         self.write_at(f, offset - f.start, data)
 
     def write_at(self, f: MappedFile, rel: int, data) -> None:
-        """Write ``data`` at ``rel`` in ``f`` with pwrite, not through the mapping.
+        """Write ``data`` at ``rel`` in ``f``: small writes through the mapping, the rest
+        with pwrite.
 
-        The mapping shares the page cache, so readers see the bytes at once. Writing by
-        syscall takes no page faults (a store through the mapping faults once per page,
-        and again after every flush cleans the page) and needs no zeroing of fresh pages
-        it fills whole; a full disk is an error here, never a SIGBUS."""
+        Both go to the same page cache, so readers see the bytes at once. A store through
+        the mapping costs no syscall, which single small appends feel, but faults once per
+        page (and again after every flush cleans the page) and has fresh pages zeroed first;
+        pwrite takes no faults and zeroes nothing it fills whole, which large batches feel.
+        The mapping is only written where every block is allocated, so a full disk is an
+        error here, never a SIGBUS."""
         end = rel + len(data)
         if end > f.actual_size:
             raise StoreCorruptError(f"{f.path}: write of {len(data)} bytes at {rel} past the file end")
+        if len(data) <= MAPPED_WRITE_MAX and f.reserved and f.mm is not None:
+            f.mm[rel:end] = data
+            self.mark_dirty(f, rel, end)
+            return
         try:
             done = os.pwrite(f.fd, data, rel)
             while done < len(data):  # short writes: regular files rarely do this, but may
@@ -292,6 +301,7 @@ class FileList:
 
 
 SCAN_CHUNK = 1 << 20
+MAPPED_WRITE_MAX = 8 << 10  # bytes: smaller writes go through the mapping (see FileList.write_at)
 PAGE = mmap.PAGESIZE
 MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
 
