@@ -102,6 +102,20 @@ def _clear(files: FileList, start: int, end: int) -> None:
         pos = f.start + f.size
 
 
+def load_file_lists(data: FileList, index: FileList, data_file_size: int | None,
+                    index_file_size: int | None) -> None:
+    """List a node's data and index files and give both lists, and every file, the size the
+    files were written with (a configured size that disagrees raises StoreUsageError)."""
+    data.load()
+    index.load()
+    data.file_size = detect_file_size(data, data_file_size, DEFAULT_DATA_FILE_SIZE)
+    index.file_size = detect_file_size(index, index_file_size, DEFAULT_INDEX_FILE_SIZE)
+    for f in data.files:
+        f.size = data.file_size
+    for f in index.files:
+        f.size = index.file_size
+
+
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
@@ -225,14 +239,7 @@ class FileStore(LogStore):
         data = list_cls(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE, writable=not read_only)
         index = list_cls(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE, writable=not read_only)
         try:
-            data.load()
-            index.load()
-            data.file_size = detect_file_size(data, data_file_size, DEFAULT_DATA_FILE_SIZE)
-            index.file_size = detect_file_size(index, index_file_size, DEFAULT_INDEX_FILE_SIZE)
-            for f in data.files:
-                f.size = data.file_size
-            for f in index.files:
-                f.size = index.file_size
+            load_file_lists(data, index, data_file_size, index_file_size)
             if data.file_size < HEADER_SIZE + MIN_BLANK_LEN:
                 raise StoreUsageError(f"data file size {data.file_size} is too small")
             store = cls(layout, data, index, flush=flush, read_only=read_only, with_crc=with_crc)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from store.errors import NotAStoreError, StoreIOError
 from store.files import FileList, MappedFile, list_store_files
-from store.filestore import detect_file_size
+from store.filestore import load_file_lists
 from store.format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE
 from store.layout import DATA_DIR, INDEX_DIR, find_node_dirs
 
@@ -145,12 +145,5 @@ def open_lists(node_dir: str, data_file_size: int | None = None,
     StoreUsageError)."""
     data = LazyFileList(os.path.join(node_dir, DATA_DIR), data_file_size or DEFAULT_DATA_FILE_SIZE)
     index = LazyFileList(os.path.join(node_dir, INDEX_DIR), index_file_size or DEFAULT_INDEX_FILE_SIZE)
-    data.load()
-    index.load()
-    data.file_size = detect_file_size(data, data_file_size, DEFAULT_DATA_FILE_SIZE)
-    index.file_size = detect_file_size(index, index_file_size, DEFAULT_INDEX_FILE_SIZE)
-    for f in data.files:
-        f.size = data.file_size
-    for f in index.files:
-        f.size = index.file_size
+    load_file_lists(data, index, data_file_size, index_file_size)
     return data, index
