@@ -10,7 +10,6 @@ BLANK padding falls inside them.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import struct
