@@ -87,6 +87,18 @@ def _free(port: int) -> bool:
             return False
 
 
+def stop_processes(procs) -> None:
+    """SIGTERM every process, then SIGKILL (and reap) any still alive after 10 s."""
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 async def drive(make_call, clients: int, batch: int, seconds: float) -> dict:
     """Run ``clients`` loops of ``await call(batch)`` for ``seconds``; throughput and latency."""
     calls = [await make_call() for _ in range(clients)]
@@ -229,13 +241,7 @@ def bench_etcd(seconds: float, tmp: str) -> dict | None:
 
         return asyncio.run(run())
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
 
 
 # -- PySyncObj --------------------------------------------------------------------------------
@@ -398,14 +404,7 @@ def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = ()) -> dict | No
                     log(f"  pysyncobj node {i} stderr:\n{tail}")
             raise
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
         shutil.rmtree(root, ignore_errors=True)
 
 
