@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cluster import runtime
 from cluster.client import Client, ClientError
 from cluster.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_peers
 from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
@@ -62,6 +63,8 @@ def node_start(
                                              "new ones get LEADER_PENDING_FULL.")] = 10000,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
+    event_loop: Annotated[str, typer.Option("--event-loop", help="auto: uvloop when installed, else asyncio's own "
+                                            "loop; uvloop; asyncio.")] = "auto",
 ) -> None:
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v)."""
     from cluster.node import Node
@@ -74,9 +77,13 @@ def node_start(
                          data_file_size=data_file_size, index_file_size=index_file_size)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    try:
+        runtime.loop_factory(event_loop)
+    except runtime.RuntimeChoiceError as exc:
+        raise fail(str(exc), 2) from None
     with errors_as_exit():
         node = Node(cfg)
-        asyncio.run(node.run())
+        runtime.run(node.run, event_loop)
 
 
 STATUS_COLUMNS = ["id", "address", "state", "role", "term", "leader", "begin_index", "end_index", "committed_index"]
