@@ -2,8 +2,9 @@
 """Cluster append throughput and latency: dledgerctl against etcd and PySyncObj in one run.
 
 Three members on 127.0.0.1, 1 KiB entries. For each system and flush policy the same load
-generator (one asyncio process, N concurrent clients, each sending its next append as
-soon as the previous one is acknowledged) runs for a fixed time per case:
+generator (one asyncio process, on uvloop when it is installed, as the nodes are; N
+concurrent clients, each sending its next append as soon as the previous one is
+acknowledged) runs for a fixed time per case:
 
 - 1, 16 and 64 concurrent clients, one entry per request;
 - 16 clients, 64 entries per request (batched).
@@ -56,6 +57,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from cluster import runtime  # noqa: E402
 from cluster.client import Client  # noqa: E402
 from cluster.config import parse_peers  # noqa: E402
 from cluster.launcher import down, up  # noqa: E402
@@ -148,7 +150,7 @@ def bench_dledger(flush: str, seconds: float, tmp: str) -> dict:
             await client.close()
             return out
 
-        return asyncio.run(run())
+        return runtime.run(run)
     finally:
         down(base)
         shutil.rmtree(base, ignore_errors=True)
@@ -239,7 +241,7 @@ def bench_etcd(seconds: float, tmp: str) -> dict | None:
                 log(f"  etcd {clients} clients x {batch}: {out[f'{clients}x{batch}']['entries_per_s']:,.0f} entries/s")
             return out
 
-        return asyncio.run(run())
+        return runtime.run(run)
     finally:
         stop_processes(procs)
 
@@ -395,7 +397,7 @@ def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = ()) -> dict | No
             return out
 
         try:
-            return asyncio.run(run())
+            return runtime.run(run)
         except Exception:
             for i in range(3):
                 with open(os.path.join(root, f"n{i}", "stderr"), "rb") as f:

@@ -116,17 +116,20 @@ class Client:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         frame_body = pack_bodies(bodies)
+        ext = {"group": self.group, "count": str(len(bodies))}
         last_error, unknown, code = "no answer", False, None
 
         def error(message: str) -> AppendError:
             return AppendError(message, "unknown" if unknown else "failed", code)
 
         while loop.time() < deadline:
-            try:
-                leader = await self.find_leader(deadline)
-            except ClientError as exc:
-                raise error(str(exc)) from None
-            f = Frame(APPEND, ext={"group": self.group, "count": str(len(bodies))}, body=frame_body)
+            leader = self.leader
+            if leader is None:
+                try:
+                    leader = await self.find_leader(deadline)
+                except ClientError as exc:
+                    raise error(str(exc)) from None
+            f = Frame(APPEND, ext=ext, body=frame_body)
             try:
                 resp = await self._call(leader, f, APPEND, max(0.05, deadline - loop.time()))
             except (TransportError, ProtocolError) as exc:
@@ -139,9 +142,9 @@ class Client:
                 await asyncio.sleep(0.05)
                 continue
             rc = resp.get("code", -1)
-            code = Code(rc) if rc in Code._value2member_map_ else Code.UNKNOWN
-            if code == Code.SUCCESS:
+            if rc == Code.SUCCESS:
                 return resp
+            code = Code(rc) if rc in Code._value2member_map_ else Code.UNKNOWN
             last_error = f"{leader}: {code.name} {resp.get('remark') or ''}".strip()
             if code not in REFUSED_BEFORE_APPEND:
                 unknown = True

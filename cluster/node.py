@@ -227,9 +227,10 @@ class Node:
         entry = self._waiting.pop(id(p), None)
         if entry is None:
             return
+        rows = appended_rows(p.appended) if p.code == Code.SUCCESS else None  # once, not per request
         for fut, opaque, start, n in entry[1]:
             if not fut.done():
-                fut.set_result(self._append_answer(p, opaque, start, n, p.code, p.remark))
+                fut.set_result(self._append_answer(p, opaque, start, n, p.code, p.remark, rows))
 
     # -- serving ----------------------------------------------------------------------
     def _serve(self, f: Frame):
@@ -375,11 +376,14 @@ class Node:
         self._batch.append((bodies, f.opaque, fut))
         return fut
 
-    def _append_answer(self, p: Proposal, opaque: int, start: int, n: int, code: Code, remark: str) -> Frame:
+    def _append_answer(self, p: Proposal, opaque: int, start: int, n: int, code: Code, remark: str,
+                       rows: list | None = None) -> Frame:
+        """The answer to one APPEND of a proposal: its ``n`` entries from ``start``, taken
+        from ``rows`` (``appended_rows(p.appended)``) when given."""
         out = {"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
                "remark": remark}
         if code == Code.SUCCESS:
-            out["entries"] = appended_rows(p.appended[start:start + n])
+            out["entries"] = (rows if rows is not None else appended_rows(p.appended))[start:start + n]
         return response_frame(out, opaque, APPEND)
 
     def _propose_batch(self) -> None:

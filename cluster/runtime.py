@@ -1,6 +1,6 @@
-"""How a node process runs: its event loop and its allocator settings.
+"""How a node process runs: its event loop, its allocator and garbage-collector settings.
 
-Two process-wide choices that decide much of a node's speed and that nothing else in
+Process-wide choices that decide much of a node's speed and that nothing else in
 cluster/ needs to know about:
 
 - The event loop. uvloop (libuv) when it is installed: per request it costs the node
@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import gc
 import logging
 from typing import Awaitable, Callable
 
@@ -69,10 +70,26 @@ def loop_factory(choice: str = "auto"):
     return uvloop.Loop
 
 
+def tune_gc() -> None:
+    """Fewer, cheaper cyclic garbage collections for a long-running server.
+
+    Everything alive at start-up (modules, numpy, the opened store) is moved out of the
+    collector's sight with ``gc.freeze()``, and the youngest generation is collected after
+    50,000 container allocations instead of 700. Requests allocate many short-lived lists,
+    tuples and frames that reference counting frees at once; with the defaults the
+    collector still ran every few hundred requests and walked every live object in its
+    older generations now and then (about 8% of a busy leader's CPU)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 def run(main: Callable[[], Awaitable], choice: str = "auto"):
-    """``await main()`` on a new loop of the chosen kind, after tuning the allocator."""
+    """``await main()`` on a new loop of the chosen kind, after tuning the allocator and
+    the garbage collector."""
     factory = loop_factory(choice)
     tuned = tune_allocator()
+    tune_gc()
     log.debug("event loop %s, allocator %s", "uvloop" if factory else "asyncio",
               "tuned" if tuned else "left as it is")
     with asyncio.Runner(loop_factory=factory) as runner:

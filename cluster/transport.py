@@ -1,11 +1,16 @@
 """asyncio transport: a frame server and a pipelining client. Only bytes move here.
 
-Server: one reader task per connection. The handler answers a request frame at once (a
-Frame) or later (an awaitable, run in its own task, so a slow request does not hold up
-the ones behind it on the connection).
-Frames written in one loop iteration go out in one write (on both sides), with
-``drain()`` for back-pressure. A frame that cannot be
-decoded closes that connection; nothing a peer sends can stop the server.
+Both sides are asyncio buffered protocols around :class:`cluster.wire.FrameReceiver`: the
+kernel copies received bytes straight into the receiver's buffer (a frame of megabytes into
+a buffer of its own), and frames are handled in the callback that completes them, with no
+reader task and no stream buffer in between.
+
+Server: the handler answers a request frame at once (a Frame), later (a Future, answered
+by a callback when it is set), or through an awaitable (run in its own task, so a slow
+request does not hold up the ones behind it on the connection). Frames written in one loop
+iteration leave in one vectored write. A connection whose peer does not read its answers
+stops being read (back-pressure) until they drain. A frame that cannot be decoded closes
+that connection; nothing a peer sends can stop the server.
 
 Client (:class:`Channel`): one connection per peer, many requests in flight on it, each
 matched to its response by ``opaque`` and timed out on its own. A lost connection fails
@@ -21,7 +26,7 @@ import functools
 import itertools
 import logging
 
-from .wire import DEFAULT_MAX_FRAME, FLAG_RESPONSE, Frame, FrameDecoder, ProtocolError, encode_frame
+from .wire import DEFAULT_MAX_FRAME, FLAG_RESPONSE, Frame, FrameReceiver, ProtocolError, frame_head
 
 log = logging.getLogger("dledgerctl.transport")
 
@@ -52,30 +57,165 @@ def _expire(fut: asyncio.Future, why: str | None = None) -> None:
 
 
 _DRAIN_ABOVE = 1 << 20  # a request waits for the socket only when this much is unsent
+_JOIN_BELOW = 16 << 10  # bodies smaller than this are copied behind their head; larger go as they are
 
 
-class _Coalescer:
-    """Frames written during one loop iteration leave in one ``write`` (one send call)
-    instead of one each; order is kept. Back-pressure stays with ``drain()``."""
+class _FrameConnection(asyncio.BufferedProtocol):
+    """What both sides share: receiving into a FrameReceiver, writing coalesced frames,
+    and write back-pressure."""
 
-    __slots__ = ("writer", "parts", "scheduled")
+    def __init__(self, max_frame: int) -> None:
+        self.receiver = FrameReceiver(max_frame)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._parts: list = []
+        self._flush_scheduled = False
+        self._writable: asyncio.Future | None = None  # set while the transport is paused
+        self._loop = asyncio.get_running_loop()
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.parts: list[bytes] = []
-        self.scheduled = False
+    # -- receiving -------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
 
-    def send(self, data: bytes) -> None:
-        self.parts.append(data)
-        if not self.scheduled:
-            self.scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receiver.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.receiver.received(nbytes)
+        except ProtocolError as exc:
+            self.bad_stream(exc)
+            return
+        for f in frames:
+            self.frame_received(f)
+            if self.closed:
+                return
+
+    def frame_received(self, f: Frame) -> None:
+        raise NotImplementedError
+
+    def bad_stream(self, exc: ProtocolError) -> None:
+        self.close()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._parts = []
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- sending ---------------------------------------------------------------------
+    def send_frame(self, f: Frame) -> None:
+        """Queue ``f``; everything queued in this loop iteration leaves in one write."""
+        if self.closed:
+            return
+        head = frame_head(f)
+        body = f.body
+        if not body:
+            self._parts.append(head)
+        elif len(body) < _JOIN_BELOW:
+            self._parts.append(head + body)
+        else:
+            self._parts.append(head)
+            self._parts.append(body)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        self.scheduled = False
-        data, self.parts = b"".join(self.parts), []
-        if data and not self.writer.is_closing():
-            self.writer.write(data)
+        self._flush_scheduled = False
+        parts, self._parts = self._parts, []
+        if parts and not self.closed and not self.transport.is_closing():
+            self.transport.writelines(parts)
+
+    def pause_writing(self) -> None:
+        if self._writable is None or self._writable.done():
+            self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def unsent(self) -> int:
+        return 0 if self.transport is None else self.transport.get_write_buffer_size()
+
+    async def drain(self) -> None:
+        """Wait while the transport holds more than its high-water mark."""
+        if self._writable is not None and not self._writable.done():
+            await self._writable
+
+
+class _ServerConnection(_FrameConnection):
+    def __init__(self, server: FrameServer) -> None:
+        super().__init__(server.max_frame)
+        self.server = server
+        self.peer = None
+        self.inflight: set = set()  # tasks and futures whose answers go out here
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self.peer = transport.get_extra_info("peername")
+        self.server._conns.add(self)
+
+    def connection_lost(self, exc) -> None:
+        super().connection_lost(exc)
+        self.server._conns.discard(self)
+        for t in list(self.inflight):
+            t.cancel()  # a future's answer has nowhere to go (_answered ignores it)
+        self.inflight.clear()
+
+    def bad_stream(self, exc: ProtocolError) -> None:
+        log.warning("closing connection from %s: %s", self.peer, exc)
+        self.close()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self.transport.pause_reading()  # no new requests until the answers drain
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if not self.closed:
+            self.transport.resume_reading()
+
+    def frame_received(self, f: Frame) -> None:
+        if f.is_response:
+            return  # nobody here asked
+        try:
+            resp = self.server.handler(f)
+        except Exception:  # noqa: BLE001 - a handler bug must not take the server down
+            log.exception("request code %s failed", f.code)
+            resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
+        if resp is None or isinstance(resp, Frame):
+            self._answer(f, resp)
+            return
+        if not isinstance(resp, asyncio.Future):  # an awaitable: a task of its own
+            resp = asyncio.ensure_future(resp)
+        self.inflight.add(resp)
+        resp.add_done_callback(functools.partial(self._answered, f))
+
+    def _answered(self, f: Frame, fut: asyncio.Future) -> None:
+        self.inflight.discard(fut)
+        if fut.cancelled() or self.closed:
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.error("request code %s failed: %s", f.code, exc, exc_info=exc)
+            self._answer(f, Frame(1, f.opaque, FLAG_RESPONSE, "internal error"))
+        else:
+            self._answer(f, fut.result())
+
+    def _answer(self, f: Frame, resp: Frame | None) -> None:
+        if resp is None:
+            return
+        resp.opaque, resp.flag = f.opaque, resp.flag | FLAG_RESPONSE
+        self.send_frame(resp)
 
 
 class FrameServer:
@@ -85,101 +225,45 @@ class FrameServer:
         self.handler = handler
         self.max_frame = max_frame
         self.server: asyncio.base_events.Server | None = None
-        self._conns: set[asyncio.Task] = set()
+        self._conns: set[_ServerConnection] = set()
 
     async def start(self, host: str, port: int) -> None:
-        self.server = await asyncio.start_server(self._serve, host, port, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: _ServerConnection(self), host, port, reuse_address=True)
 
     async def close(self) -> None:
         if self.server is not None:
             self.server.close()
-        for t in list(self._conns):
-            t.cancel()
-        if self._conns:
-            await asyncio.gather(*self._conns, return_exceptions=True)
+        for c in list(self._conns):
+            c.close()
+            for t in list(c.inflight):
+                t.cancel()
+        # let the cancelled tasks and the transports finish closing
+        for _ in range(3):
+            await asyncio.sleep(0)
         if self.server is not None:
             await self.server.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._conns.add(task)
-        out = _Coalescer(writer)
-        decoder = FrameDecoder(self.max_frame)
-        inflight: set[asyncio.Task] = set()
-        inflight_futures: set[asyncio.Future] = set()
-        peer = writer.get_extra_info("peername")
-        try:
-            while True:
-                data = await reader.read(1 << 16)
-                if not data:
-                    break
-                try:
-                    frames = decoder.feed(data)
-                except ProtocolError as exc:
-                    log.warning("closing connection from %s: %s", peer, exc)
-                    break
-                for f in frames:
-                    if f.is_response:
-                        continue  # nobody here asked
-                    try:
-                        resp = self.handler(f)
-                    except Exception:  # noqa: BLE001 - a handler bug must not take the server down
-                        log.exception("request code %s failed", f.code)
-                        resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
-                    if resp is None or isinstance(resp, Frame):
-                        self._send(f, resp, out)
-                        continue
-                    if isinstance(resp, asyncio.Future):  # answered by whoever sets it: no task
-                        resp.add_done_callback(functools.partial(self._sent_later, f, out))
-                        inflight_futures.add(resp)
-                        resp.add_done_callback(inflight_futures.discard)
-                        continue
-                    t = asyncio.create_task(self._answer(f, resp, out))
-                    inflight.add(t)
-                    t.add_done_callback(inflight.discard)
-                if out.parts:
-                    await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass  # the server is closing; ending quietly keeps asyncio from logging the cancel
-        finally:
-            for t in inflight:
-                t.cancel()
-            for fut in inflight_futures:
-                fut.cancel()  # its answer has nowhere to go (_sent_later ignores it)
-            writer.close()
-            self._conns.discard(task)
 
-    async def _answer(self, f: Frame, pending, out: _Coalescer) -> None:
-        try:
-            resp = await pending
-        except Exception:  # noqa: BLE001 - a handler bug must not take the server down
-            log.exception("request code %s failed", f.code)
-            resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
-        self._send(f, resp, out)
-        try:
-            await out.writer.drain()
-        except (ConnectionError, RuntimeError):
-            pass
+class _ClientConnection(_FrameConnection):
+    def __init__(self, channel: Channel) -> None:
+        super().__init__(channel.max_frame)
+        self.channel = channel
+        self.pending: dict[int, asyncio.Future] = {}
+        self.cause: BaseException | None = None
 
-    def _sent_later(self, f: Frame, out: _Coalescer, fut: asyncio.Future) -> None:
-        if fut.cancelled() or out.writer.is_closing():
-            return
-        exc = fut.exception()
-        if exc is not None:
-            log.error("request code %s failed: %s", f.code, exc)
-            resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
-        else:
-            resp = fut.result()
-        self._send(f, resp, out)
+    def frame_received(self, f: Frame) -> None:
+        fut = self.pending.pop(f.opaque, None)
+        if fut is not None and not fut.done():
+            fut.set_result(f)
 
-    @staticmethod
-    def _send(f: Frame, resp: Frame | None, out: _Coalescer) -> None:
-        if resp is None:
-            return
-        resp.opaque, resp.flag = f.opaque, resp.flag | FLAG_RESPONSE
-        out.send(encode_frame(resp))
+    def bad_stream(self, exc: ProtocolError) -> None:
+        self.cause = exc
+        self.close()
+
+    def connection_lost(self, exc) -> None:
+        super().connection_lost(exc)
+        self.channel._lost(self, exc or self.cause)
 
 
 class Channel:
@@ -193,12 +277,9 @@ class Channel:
         self.backoff_min, self.backoff_max = backoff_min, backoff_max
         self._backoff = 0.0
         self._retry_at = 0.0
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
-        self._pending: dict[int, asyncio.Future] = {}
+        self._conn: _ClientConnection | None = None
         self._opaque = itertools.count(1)
         self._connecting: asyncio.Lock | None = None
-        self._out: _Coalescer | None = None
         self.closed = False
 
     @property
@@ -209,105 +290,89 @@ class Channel:
         if self._connecting is None:
             self._connecting = asyncio.Lock()
         async with self._connecting:
-            if self._writer is not None:
+            if self._live() is not None:
                 return
             loop = asyncio.get_running_loop()
             if loop.time() < self._retry_at:
                 raise Unreachable(f"{self.address} unreachable (retrying in {self._retry_at - loop.time():.2f} s)")
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
-                                                        self.connect_timeout)
+                _t, conn = await asyncio.wait_for(
+                    loop.create_connection(lambda: _ClientConnection(self), self.host, self.port), self.connect_timeout)
+                if conn.closed:  # accepted and closed at once (say, by a proxy whose target is down)
+                    raise ConnectionResetError("closed as soon as it was opened")
             except (OSError, asyncio.TimeoutError) as exc:
                 self._backoff = min(self.backoff_max, max(self.backoff_min, self._backoff * 2))
                 self._retry_at = loop.time() + self._backoff
                 raise Unreachable(f"cannot connect to {self.address}: {exc or 'timed out'}") from exc
             self._backoff = 0.0
-            self._writer, self._out = writer, _Coalescer(writer)
-            self._reader_task = asyncio.create_task(self._read(reader, writer))
+            if self.closed:
+                conn.close()
+                raise ConnectionLost(f"channel to {self.address} is closed")
+            self._conn = conn
 
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        decoder = FrameDecoder(self.max_frame)
-        cause: BaseException | None = None
-        try:
-            while True:
-                data = await reader.read(1 << 16)
-                if not data:
-                    break
-                for f in decoder.feed(data):
-                    fut = self._pending.pop(f.opaque, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(f)
-        except (ConnectionError, ProtocolError) as exc:
-            cause = exc
-        except asyncio.CancelledError:
-            cause = ConnectionLost("channel closed")
-        finally:
-            if self._writer is writer:
-                self._writer = None
-            writer.close()
-            self._fail_pending(cause)
+    def _live(self) -> _ClientConnection | None:
+        """The open connection, if any (one that has been lost is forgotten here)."""
+        conn = self._conn
+        if conn is not None and conn.closed:
+            self._conn = conn = None
+        return conn
 
-    def _fail_pending(self, cause: BaseException | None) -> None:
-        pending, self._pending = self._pending, {}
+    def _lost(self, conn: _ClientConnection, cause: BaseException | None) -> None:
+        if self._conn is conn:
+            self._conn = None
+        pending, conn.pending = conn.pending, {}
         for fut in pending.values():
             if not fut.done():
                 err = ConnectionLost(f"connection to {self.address} lost")
                 err.__cause__ = cause
                 fut.set_exception(err)
 
+    def _issue(self, conn: _ClientConnection, frame: Frame, timeout: float, why: str | None) -> asyncio.Future:
+        frame.opaque = opaque = next(self._opaque)
+        loop = conn._loop
+        fut = loop.create_future()
+        conn.pending[opaque] = fut
+        timer = loop.call_later(timeout, _expire, fut, why)
+        pending = conn.pending
+
+        def settled(_f: asyncio.Future) -> None:
+            timer.cancel()
+            pending.pop(opaque, None)
+
+        fut.add_done_callback(settled)
+        conn.send_frame(frame)
+        return fut
+
     def send(self, frame: Frame, timeout: float) -> asyncio.Future | None:
         """Send ``frame`` now and return a future of its response (failing with
         RequestTimeout or ConnectionLost), without a coroutine; None when the channel is
         not connected (use :meth:`request`, which connects)."""
-        if self.closed or self._writer is None or self._writer.is_closing():
+        conn = self._live()
+        if self.closed or conn is None:
             return None
-        frame.opaque = opaque = next(self._opaque)
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._pending[opaque] = fut
-        timer = loop.call_later(timeout, _expire, fut, f"{self.address} did not answer within {timeout:.3g} s")
-
-        def settled(_f: asyncio.Future) -> None:
-            timer.cancel()
-            self._pending.pop(opaque, None)
-
-        fut.add_done_callback(settled)
-        self._out.send(encode_frame(frame))
-        return fut
+        return self._issue(conn, frame, timeout, f"{self.address} did not answer within {timeout:.3g} s")
 
     async def request(self, frame: Frame, timeout: float) -> Frame:
         """Send ``frame`` (its opaque is assigned here) and wait for its response."""
         if self.closed:
             raise ConnectionLost(f"channel to {self.address} is closed")
-        if self._writer is None:
+        if self._live() is None:
             await self._connect()
-        frame.opaque = next(self._opaque)
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._pending[frame.opaque] = fut
-        # a timer that fails the future, cheaper than wrapping it in asyncio.wait_for
-        timer = loop.call_later(timeout, _expire, fut)
+        conn = self._live()
+        if conn is None:
+            raise ConnectionLost(f"connection to {self.address} lost")
+        fut = self._issue(conn, frame, timeout, None)
         try:
-            writer = self._writer
-            if writer is None:
-                raise ConnectionLost(f"connection to {self.address} lost")
-            self._out.send(encode_frame(frame))
-            if writer.transport.get_write_buffer_size() > _DRAIN_ABOVE:
-                await writer.drain()
+            if conn.unsent() > _DRAIN_ABOVE:
+                await conn.drain()
             return await fut
         except _Expired:
             raise RequestTimeout(f"{self.address} did not answer within {timeout:.3g} s") from None
-        except ConnectionError as exc:
-            raise ConnectionLost(f"connection to {self.address} lost: {exc}") from exc
-        finally:
-            timer.cancel()
-            self._pending.pop(frame.opaque, None)
 
     async def close(self) -> None:
         self.closed = True
-        if self._reader_task is not None:
-            self._reader_task.cancel()
-            await asyncio.gather(self._reader_task, return_exceptions=True)
-        if self._writer is not None:
-            self._writer.close()
-        self._fail_pending(None)
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            self._lost(conn, None)
+        await asyncio.sleep(0)  # let the transport finish closing

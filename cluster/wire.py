@@ -28,6 +28,7 @@ import struct
 from dataclasses import dataclass, field
 
 import msgspec
+import numpy as np
 
 from .rpc import (
     Code,
@@ -117,49 +118,113 @@ class Frame:
     flag: int = 0
     remark: str = ""
     ext: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
+    body: bytes = b""  # or a memoryview, for frames received into a buffer of their own
 
     @property
     def is_response(self) -> bool:
         return bool(self.flag & FLAG_RESPONSE)
 
 
-def encode_frame(f: Frame) -> bytes:
+def frame_head(f: Frame) -> bytes:
+    """A frame's bytes up to its body: length, header length, header."""
     h = {"code": f.code, "flag": f.flag, "opaque": f.opaque, "language": "PYTHON", "version": 0}
     if f.remark:
         h["remark"] = f.remark
     if f.ext:
         h["extFields"] = f.ext
     header = _encoder.encode(h)
-    return b"".join((_HDR.pack(4 + len(header) + len(f.body), (SERIALIZE_JSON << 24) | len(header)), header, f.body))
+    return _HDR.pack(4 + len(header) + len(f.body), (SERIALIZE_JSON << 24) | len(header)) + header
 
 
-class FrameDecoder:
-    """Bytes in (any split), frames out. Keeps at most one partial frame."""
+def encode_frame(f: Frame) -> bytes:
+    return frame_head(f) + f.body if f.body else frame_head(f)
+
+
+class FrameReceiver:
+    """Bytes in, frames out, receiving straight into buffers it lends out.
+
+    ``buffer()`` is where the next bytes go (a socket reads into it, e.g. an asyncio
+    BufferedProtocol's ``get_buffer``); ``received(n)`` says how many arrived and returns the
+    frames completed. Small frames are cut out of one reused chunk, their body copied once.
+    A frame longer than ``BIG`` gets a buffer of its own, uninitialised and exactly its size,
+    that the rest of it is received into; its body is a view of that buffer, so a push or a
+    batched append of megabytes reaches the store without any copy after the kernel's.
+    At most one partial frame is kept. A frame longer than ``max_frame`` is refused from its
+    length field alone, before anything of it is kept.
+    """
+
+    CHUNK = 256 << 10
+    BIG = 64 << 10
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
-        self._buf = bytearray()
+        self._buf = bytearray(self.CHUNK)
+        self._view = memoryview(self._buf)
+        self._start = self._end = 0
+        self._big: memoryview | None = None  # the frame (after its length field) being filled
+        self._have = 0
 
-    def feed(self, data: bytes) -> list[Frame]:
-        self._buf += data
+    def buffer(self) -> memoryview:
+        if self._big is not None:
+            return self._big[self._have :]
+        if self.CHUNK - self._end < self.BIG and self._start:  # little room left: move the partial frame
+            n = self._end - self._start  # (at most BIG + 4 bytes: longer ones have their own buffer)
+            self._buf[:n] = bytes(self._view[self._start : self._end])  # a copy: the ranges may overlap
+            self._start, self._end = 0, n
+        return self._view[self._end :]
+
+    def received(self, n: int) -> list[Frame]:
+        if self._big is not None:
+            self._have += n
+            if self._have < len(self._big):
+                return []
+            big, self._big = self._big, None
+            return [decode_frame_body(big, copy=False)]
+        self._end += n
         out = []
-        buf = self._buf
-        while len(buf) >= 4:
-            (length,) = _LEN.unpack_from(buf, 0)
+        buf, view, start, end = self._buf, self._view, self._start, self._end
+        while end - start >= 4:
+            (length,) = _LEN.unpack_from(buf, start)
             if length > self.max_frame:
                 raise FrameTooLarge(f"frame of {length} bytes is above the {self.max_frame}-byte limit")
             if length < 4:
                 raise MalformedFrame(f"frame length {length} is too small")
-            if len(buf) < 4 + length:
+            if end - start < 4 + length:
+                if length > self.BIG:  # the rest goes straight into a buffer of the frame's size
+                    have = end - start - 4
+                    big = memoryview(np.empty(length, np.uint8)).cast("B")
+                    big[:have] = view[start + 4 : end]
+                    self._big, self._have = big, have
+                    start = end = 0
                 break
-            out.append(decode_frame_body(bytes(buf[4 : 4 + length])))
-            del buf[: 4 + length]
+            out.append(decode_frame_body(view[start + 4 : start + 4 + length]))
+            start += 4 + length
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
+        return out
+
+    def feed(self, data) -> list[Frame]:
+        """Frames completed by ``data`` (any split of the stream)."""
+        out = []
+        data = memoryview(data).cast("B")
+        while data:
+            space = self.buffer()
+            n = min(len(space), len(data))
+            space[:n] = data[:n]
+            data = data[n:]
+            out += self.received(n)
         return out
 
 
-def decode_frame_body(data: bytes) -> Frame:
-    """One frame without its leading length field."""
+FrameDecoder = FrameReceiver
+
+
+def decode_frame_body(data, *, copy: bool = True) -> Frame:
+    """One frame without its leading length field. The body is a copy (``bytes``), or
+    with ``copy=False`` a view of ``data``."""
+    if len(data) < 4:
+        raise MalformedFrame(f"frame of {len(data)} bytes has no header length")
     (mark,) = _LEN.unpack_from(data, 0)
     kind, hlen = (mark >> 24) & 0xFF, mark & 0xFFFFFF
     if kind != SERIALIZE_JSON:
@@ -170,7 +235,8 @@ def decode_frame_body(data: bytes) -> Frame:
         h = _header_decoder.decode(data[4 : 4 + hlen])
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"bad header: {exc}") from None
-    return Frame(h.code, h.opaque, h.flag, h.remark or "", dict(h.extFields or {}), data[4 + hlen :])
+    body = data[4 + hlen :]
+    return Frame(h.code, h.opaque, h.flag, h.remark or "", h.extFields or {}, bytes(body) if copy else body)
 
 
 # -- messages <-> frames ------------------------------------------------------------------
@@ -359,6 +425,8 @@ _BODY_LEN = struct.Struct(">i")
 
 def pack_bodies(bodies) -> bytes:
     bodies = list(bodies)
+    if len(bodies) == 1:
+        return _BODY_LEN.pack(len(bodies[0])) + bodies[0]
     return b"".join([struct.pack(f">{len(bodies)}i", *map(len, bodies)), *bodies])
 
 

@@ -208,6 +208,7 @@ class FileStore(LogStore):
         self._owns_lock = False
         self.closed = False
         self._reached = self._index_reached = 0  # how far the call under way wrote (see _undo)
+        self._last_read = None  # (arguments, end_index), answer: see read_entries
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -247,6 +248,8 @@ class FileStore(LogStore):
                 store._lock_fd = lock_node_dir(layout)
                 store._owns_lock = True
             store._recover()
+            if not read_only:
+                data.set_random_access()
         except BaseException:
             data.close()
             index.close()
@@ -363,6 +366,7 @@ class FileStore(LogStore):
         since are removed. The zeros go where bytes were written, so they need no new
         blocks."""
         begin, end, end_term, pos, chain, ndata, nindex = point
+        self._last_read = None
         _clear(self.data, pos, max(self.write_pos, self._reached))
         _clear(self.index, (end + 1) * INDEX_UNIT_SIZE, self._index_reached)
         if len(self.data.files) > ndata:
@@ -486,6 +490,7 @@ class FileStore(LogStore):
         are kept and InconsistentAppend is raised. When a write fails (StoreIOError: a full
         disk, ...), nothing of the call is kept."""
         self._writable()
+        self._last_read = None
         buf = memoryview(raw)
         n = len(buf)
         off = 0
@@ -628,7 +633,16 @@ class FileStore(LogStore):
         entries and (beyond the first) ``max_bytes`` bytes, with their count. Entries within
         one data file are contiguous, so each file's share is one read; every header read
         is checked against its index record, so a damaged index record cannot serve other
-        bytes."""
+        bytes.
+
+        The last answer is kept: a leader's followers usually ask for the same entries one
+        right after the other, and only the first of them reads. It is reused only while
+        the log has not been cut or written by a follower's append (both forget it) and
+        ends where it did; a leader's own appends only add entries after the end."""
+        key = (first, max_count, max_bytes, self.end_index)
+        last = self._last_read
+        if last is not None and last[0] == key:
+            return last[1]
         self.check_range(first)
         parts: list[bytes] = []
         budget = max_bytes
@@ -642,7 +656,9 @@ class FileStore(LogStore):
             idx += got[1]
             count -= got[1]
             budget -= len(got[0])
-        return (parts[0] if len(parts) == 1 else b"".join(parts)), idx - first
+        answer = (parts[0] if len(parts) == 1 else b"".join(parts)), idx - first
+        self._last_read = key, answer
+        return answer
 
     def _raw_in_file(self, first: int, max_count: int, budget: int, first_part: bool):
         """(bytes, entry count) of entries from ``first`` within its data file, or None when
@@ -720,6 +736,7 @@ class FileStore(LogStore):
     # -- truncating -------------------------------------------------------------------
     def truncate(self, from_index: int, *, force: bool = False) -> int:
         self._writable()
+        self._last_read = None
         if from_index > self.end_index:
             return 0
         if from_index < self.begin_index or from_index < 0:

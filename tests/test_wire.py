@@ -6,7 +6,7 @@ import json
 import struct
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cluster.rpc import (
@@ -30,6 +30,7 @@ from cluster.wire import (
     BadMessage,
     Frame,
     FrameDecoder,
+    FrameReceiver,
     FrameTooLarge,
     MalformedFrame,
     ProtocolError,
@@ -107,6 +108,30 @@ def test_streaming_any_split(cuts):
         pos += c
     got += dec.feed(stream[pos:])
     assert [decode_request(f) for f in got] == REQUESTS
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 100, FrameReceiver.BIG - 200, FrameReceiver.BIG + 1, 3 * FrameReceiver.BIG,
+                                       FrameReceiver.CHUNK + 7]), min_size=1, max_size=8),
+       reads=st.lists(st.integers(1, 3 * FrameReceiver.CHUNK), min_size=1, max_size=40))
+@example(sizes=[FrameReceiver.BIG - 200] * 6, reads=[100_000])  # the partial frame is moved to the front
+@example(sizes=[100, FrameReceiver.CHUNK + 7, 1], reads=[5000, 3])  # a big frame started in the chunk
+def test_receiver_lends_buffers_for_frames_small_and_large(sizes, reads):
+    """Receiving the way a socket does (into the buffer lent, no more than it offers),
+    in reads of any size: small frames come out of the shared chunk, frames above BIG out
+    of a buffer of their own, with the partial frame moved when room runs short; every
+    frame comes out whole and in order."""
+    frames = [Frame(PUSH, opaque=i, ext={"k": str(n)}, body=bytes([i % 251]) * n) for i, n in enumerate(sizes)]
+    stream = memoryview(b"".join(encode_frame(f) for f in frames))
+    rx, got, pos, k = FrameReceiver(), [], 0, 0
+    while pos < len(stream):
+        space = rx.buffer()
+        assert len(space) > 0
+        n = min(len(space), reads[k % len(reads)], len(stream) - pos)
+        space[:n] = stream[pos : pos + n]
+        pos, k = pos + n, k + 1
+        got += rx.received(n)
+    assert [(f.opaque, f.ext, bytes(f.body)) for f in got] == [(f.opaque, f.ext, f.body) for f in frames]
 
 
 def test_oversized_frame_refused_from_its_length_alone():

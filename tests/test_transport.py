@@ -1,0 +1,124 @@
+"""The asyncio transport (cluster/transport.py) on real loopback sockets.
+
+Channels must recover from whatever the far end does: close at once, go away with
+requests in flight, come back. Every wait here has a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from cluster import runtime
+from cluster.transport import Channel, ConnectionLost, FrameServer, TransportError, Unreachable
+from cluster.wire import FLAG_RESPONSE, Frame
+
+HOST = "127.0.0.1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def _echo(f: Frame):
+    return Frame(0, f.opaque, FLAG_RESPONSE, body=bytes(f.body))
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_channel_reconnects_after_the_far_end_closed_at_once(loop):
+    """A listener that accepts and closes at once (a proxy whose target is down) makes
+    requests fail; once a real server listens there, the channel connects again and is
+    answered, however fast the first connections were closed."""
+    async def main():
+        port = _free_port()
+
+        dead_port = _free_port()
+
+        async def slam(reader, writer):  # what tests/faults.py's proxy does when its target is down
+            try:
+                await asyncio.open_connection(HOST, dead_port)
+            except OSError:
+                writer.transport.abort()
+
+        slammer = await asyncio.start_server(slam, HOST, port, reuse_address=True)
+        ch = Channel(HOST, port, connect_timeout=1.0, backoff_min=0.0001, backoff_max=0.0002)
+        failures = 0
+        for _ in range(200):  # enough for some connections to be lost before the connect returns
+            try:
+                await ch.request(Frame(1, body=b"x"), 1.0)
+            except TransportError:
+                failures += 1
+                await asyncio.sleep(0.0003)
+        assert failures == 200
+        slammer.close()
+        await slammer.wait_closed()
+
+        server = FrameServer(_echo)
+        await server.start(HOST, port)
+        try:
+            deadline = asyncio.get_running_loop().time() + 5
+            while True:
+                try:
+                    got = await ch.request(Frame(1, body=b"hello"), 1.0)
+                    break
+                except (Unreachable, ConnectionLost):
+                    assert asyncio.get_running_loop().time() < deadline, "the channel never connected again"
+                    await asyncio.sleep(0.01)
+            assert bytes(got.body) == b"hello"
+        finally:
+            await ch.close()
+            await server.close()
+
+    runtime.run(main, loop)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_requests_in_flight_fail_when_the_server_goes_and_work_when_it_returns(loop):
+    """Requests pipelined on one connection are matched by opaque, large and small; a
+    server that goes away fails the ones still waiting with ConnectionLost; a new server
+    on the same port is reached by the same channel."""
+    async def main():
+        port = _free_port()
+        hold: list[asyncio.Future] = []
+
+        def handler(f: Frame):
+            if f.code == 2:  # answered only when the test says so
+                fut = asyncio.get_running_loop().create_future()
+                hold.append(fut)
+                return fut
+            return _echo(f)
+
+        server = FrameServer(handler)
+        await server.start(HOST, port)
+        ch = Channel(HOST, port, backoff_min=0.01, backoff_max=0.05)
+        bodies = [bytes([k]) * n for k, n in enumerate((0, 1, 1000, 70_000, 300_000, 5))]
+        got = await asyncio.gather(*(ch.request(Frame(1, body=b), 5.0) for b in bodies))
+        assert [bytes(g.body) for g in got] == bodies
+
+        waiting = asyncio.ensure_future(ch.request(Frame(2), 5.0))
+        while not hold:
+            await asyncio.sleep(0.001)
+        await server.close()
+        with pytest.raises(ConnectionLost):
+            await asyncio.wait_for(waiting, 5.0)
+
+        server = FrameServer(handler)
+        await server.start(HOST, port)
+        try:
+            deadline = asyncio.get_running_loop().time() + 5
+            while True:
+                try:
+                    assert bytes((await ch.request(Frame(1, body=b"again"), 1.0)).body) == b"again"
+                    break
+                except (Unreachable, ConnectionLost):
+                    assert asyncio.get_running_loop().time() < deadline, "the channel never connected again"
+                    await asyncio.sleep(0.01)
+        finally:
+            await ch.close()
+            await server.close()
+
+    runtime.run(main, loop)
