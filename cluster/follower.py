@@ -75,7 +75,7 @@ class FollowerLog:
             resp = self._reply(req, Code.INCONSISTENT_STATE, remark=str(exc))
         if resp.code == Code.SUCCESS:
             if self.sync and req.type in (PushType.APPEND, PushType.TRUNCATE):
-                self.store.flush()
+                self.store.flush(index=False)  # the entries are durable with the data file (see FileStore.flush)
             self.store.set_committed(min(req.commit_index, self.matched))
         return resp
 

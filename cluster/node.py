@@ -81,6 +81,7 @@ class Node:
         self._stop = asyncio.Event()
         self._flushing = None
         self._sync_waiters: list = []
+        self._index_due = False  # the next flush syncs the index files too (the periodic one does)
 
     def now(self) -> int:
         return int(self.loop.time() * 1000)
@@ -117,6 +118,7 @@ class Node:
     def _flush_in_background(self) -> None:
         """The periodic flush: fdatasync in a worker thread, so the loop keeps serving while
         the disk writes."""
+        self._index_due = True
         if self._flushing is None:
             self._sync_then(None)
 
@@ -131,7 +133,10 @@ class Node:
 
     def _start_flush(self) -> None:
         waiters, self._sync_waiters = self._sync_waiters, []
-        fut = self.loop.run_in_executor(None, sync_fds, self.store.take_dirty())
+        # appends waiting for the disk need their data files synced, not the index files
+        # (FileStore.flush); those go with the periodic flush
+        index, self._index_due = self._index_due or not waiters, False
+        fut = self.loop.run_in_executor(None, sync_fds, self.store.take_dirty(index=index))
         self._flushing = fut
 
         def finished(f) -> None:

@@ -170,7 +170,7 @@ class LogStore(abc.ABC):
     def set_committed(self, index: int) -> int:
         """Raise the committed index to min(index, end_index); returns the committed index."""
 
-    def flush(self) -> None:  # pragma: no cover - memory store has nothing to flush
+    def flush(self, *, index: bool = True) -> None:  # pragma: no cover - memory store has nothing to flush
         pass
 
     def close(self) -> None:

@@ -315,14 +315,24 @@ class FileStore(LogStore):
         self._writable()
         write_checkpoint(self.layout.node_dir, self.end_index, self._committed)
 
-    def flush(self) -> None:
+    def flush(self, *, index: bool = True) -> None:
+        """Make what was written durable; with ``index=False`` only the data files.
+
+        The entries are durable once their data files are: recovery checks every index
+        record of the last files against the data and rebuilds those that are missing or
+        wrong, so an acknowledgement that waits for the disk (flush=sync) need not also
+        wait for the index file's own sync. The periodic flush covers the index."""
         if not self.read_only:
             self.data.flush()
-            self.index.flush()
+            if index:
+                self.index.flush()
 
-    def take_dirty(self) -> list[int]:
-        """For a background flush: fds to hand to :func:`store.files.sync_fds` in a thread."""
-        return [] if self.read_only else self.data.take_dirty() + self.index.take_dirty()
+    def take_dirty(self, *, index: bool = True) -> list[int]:
+        """For a background flush: fds to hand to :func:`store.files.sync_fds` in a thread
+        (data files first; index files too unless ``index=False``, see :meth:`flush`)."""
+        if self.read_only:
+            return []
+        return self.data.take_dirty() + (self.index.take_dirty() if index else [])
 
     # -- appending --------------------------------------------------------------------
     def _writable(self) -> None:

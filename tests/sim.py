@@ -59,7 +59,7 @@ class SimStore(MemoryStore):
             if self.sync:
                 self.flush()
 
-    def flush(self) -> None:
+    def flush(self, *, index: bool = True) -> None:
         self.durable = self.end_index
 
     def truncate(self, from_index: int, *, force: bool = False) -> int:
