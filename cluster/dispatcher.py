@@ -13,8 +13,10 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
 - APPEND: batches bounded by bytes and entries, up to ``push_window`` in flight. Each batch
   is in a pending map with its send time; one unanswered for ``max_push_timeout_ms``, or
   a failure, makes the dispatcher resend everything from the watermark + 1.
-- COMMIT: nothing to append; the commit index goes out when it moved or every heartbeat
-  interval, and its answer shows whether the follower still has what it acknowledged.
+- COMMIT: nothing to append; the commit index goes out when it moved (once no push has
+  gone out for ``COMMIT_IDLE_MS``: every push carries it anyway, so under load a commit
+  costs no message of its own) or every heartbeat interval, and its answer shows whether
+  the follower still has what it acknowledged.
   A follower whose end is now below its watermark (it restarted from an older disk state)
   has its watermark lowered and goes back to COMPARE: caught up, never wedged.
 - A follower whose disk refuses a push (DISK_FULL, DISK_ERROR) is sent it again from the
@@ -37,6 +39,11 @@ import enum
 from dataclasses import dataclass
 
 from .rpc import Code, PushRequest, PushResponse, PushType
+
+# A moved commit index waits this long for a push to carry it before it gets a COMMIT of
+# its own. Sending one after every commit doubled the pushes of a busy leader: with one
+# client appending, 8 messages per append instead of 4.
+COMMIT_IDLE_MS = 2
 
 
 class DispatchState(enum.StrEnum):
@@ -103,8 +110,8 @@ class Dispatcher:
         if out:
             self.last_send_at = now
             self.commit_sent = commit_index
-        elif (not self.inflight and (commit_index != self.commit_sent
-                                     or now - self.last_send_at >= cfg.heartbeat_interval_ms)):
+        elif not self.inflight and ((commit_index != self.commit_sent and now - self.last_send_at >= COMMIT_IDLE_MS)
+                                    or now - self.last_send_at >= cfg.heartbeat_interval_ms):
             self.last_send_at = now
             self.commit_sent = commit_index
             out.append(PushRequest(self.group, self.self_id, self.term, PushType.COMMIT, commit_index))

@@ -843,7 +843,11 @@ class Cluster:
         return crashed
 
     async def converge(self, timeout: float) -> bool:
-        return await self.monitor.wait(lambda m: converged(m.last, self.quorum), timeout)
+        """Converged, as seen by a sample taken wholly after this call (an older one may
+        predate the last appends: a follower learns the final commit index a few ms after
+        the leader, from the next push or an idle COMMIT)."""
+        fresh = self.monitor.samples + 2
+        return await self.monitor.wait(lambda m: m.samples >= fresh and converged(m.last, self.quorum), timeout)
 
     async def stop(self) -> list[str]:
         """Stop every node (SIGTERM), the monitor and the proxies; problems found doing so."""
