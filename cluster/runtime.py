@@ -78,7 +78,8 @@ def tune_gc() -> None:
     50,000 container allocations instead of 700. Requests allocate many short-lived lists,
     tuples and frames that reference counting frees at once; with the defaults the
     collector still ran every few hundred requests and walked every live object in its
-    older generations now and then (about 8% of a busy leader's CPU)."""
+    older generations now and then (its functions were about 8% of a busy leader's CPU
+    samples under perf)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 20, 20)

@@ -91,7 +91,7 @@ class FileList:
         kernel still reads in one go when they miss the page cache."""
         self.random_access = True
         for f in self.files:
-            if f.mm is not None:
+            if f.mm is not None and hasattr(mmap, "MADV_RANDOM"):
                 f.mm.madvise(mmap.MADV_RANDOM)
             if f.fd >= 0 and hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(f.fd, 0, 0, os.POSIX_FADV_RANDOM)
@@ -119,7 +119,7 @@ class FileList:
             if actual > 0:
                 access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
                 mm = mmap.mmap(fd, actual, access=access)
-                if self.random_access:
+                if self.random_access and hasattr(mmap, "MADV_RANDOM"):
                     mm.madvise(mmap.MADV_RANDOM)
         except OSError as exc:
             os.close(fd)
@@ -169,7 +169,8 @@ class FileList:
         rel = offset - f.start
         if rel + size > f.actual_size:
             raise StoreCorruptError(f"{f.path}: {size} bytes at {rel} run past the file's {f.actual_size} bytes")
-        # pread, not a slice of the mapping: see _map on read-ahead.
+        # pread, not a slice of the mapping: no page faults and page-table entries for
+        # pages read once, and no read-ahead once set_random_access has been called
         try:
             data = os.pread(f.fd, size, rel)
         except OSError as exc:
