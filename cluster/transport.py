@@ -51,9 +51,10 @@ class _Expired(Exception):
     """A request's timer fired before its response came (becomes RequestTimeout)."""
 
 
-def _expire(fut: asyncio.Future, why: str | None = None) -> None:
-    if not fut.done():
-        fut.set_exception(_Expired() if why is None else RequestTimeout(why))
+def _expire(pending: dict, opaque: int, why: str | None) -> None:
+    entry = pending.pop(opaque, None)
+    if entry is not None and not entry[0].done():
+        entry[0].set_exception(_Expired() if why is None else RequestTimeout(why))
 
 
 _DRAIN_ABOVE = 1 << 20  # a request waits for the socket only when this much is unsent
@@ -249,13 +250,15 @@ class _ClientConnection(_FrameConnection):
     def __init__(self, channel: Channel) -> None:
         super().__init__(channel.max_frame)
         self.channel = channel
-        self.pending: dict[int, asyncio.Future] = {}
+        self.pending: dict[int, tuple[asyncio.Future, asyncio.TimerHandle]] = {}  # by opaque
         self.cause: BaseException | None = None
 
     def frame_received(self, f: Frame) -> None:
-        fut = self.pending.pop(f.opaque, None)
-        if fut is not None and not fut.done():
-            fut.set_result(f)
+        entry = self.pending.pop(f.opaque, None)
+        if entry is not None:
+            entry[1].cancel()
+            if not entry[0].done():  # (a caller may have given up on it)
+                entry[0].set_result(f)
 
     def bad_stream(self, exc: ProtocolError) -> None:
         self.cause = exc
@@ -321,25 +324,21 @@ class Channel:
         if self._conn is conn:
             self._conn = None
         pending, conn.pending = conn.pending, {}
-        for fut in pending.values():
+        for fut, timer in pending.values():
+            timer.cancel()
             if not fut.done():
                 err = ConnectionLost(f"connection to {self.address} lost")
                 err.__cause__ = cause
                 fut.set_exception(err)
 
     def _issue(self, conn: _ClientConnection, frame: Frame, timeout: float, why: str | None) -> asyncio.Future:
+        # The answer, the timer or the connection's loss settles the future, each taking
+        # the entry out of ``pending`` (and the first two stopping the timer); no callback
+        # on the future itself.
         frame.opaque = opaque = next(self._opaque)
         loop = conn._loop
         fut = loop.create_future()
-        conn.pending[opaque] = fut
-        timer = loop.call_later(timeout, _expire, fut, why)
-        pending = conn.pending
-
-        def settled(_f: asyncio.Future) -> None:
-            timer.cancel()
-            pending.pop(opaque, None)
-
-        fut.add_done_callback(settled)
+        conn.pending[opaque] = fut, loop.call_later(timeout, _expire, conn.pending, opaque, why)
         conn.send_frame(frame)
         return fut
 

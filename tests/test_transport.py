@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from cluster import runtime
-from cluster.transport import Channel, ConnectionLost, FrameServer, TransportError, Unreachable
+from cluster.transport import Channel, ConnectionLost, FrameServer, RequestTimeout, TransportError, Unreachable
 from cluster.wire import FLAG_RESPONSE, Frame
 
 HOST = "127.0.0.1"
@@ -98,6 +98,14 @@ def test_requests_in_flight_fail_when_the_server_goes_and_work_when_it_returns(l
         bodies = [bytes([k]) * n for k, n in enumerate((0, 1, 1000, 70_000, 300_000, 5))]
         got = await asyncio.gather(*(ch.request(Frame(1, body=b), 5.0) for b in bodies))
         assert [bytes(g.body) for g in got] == bodies
+
+        # unanswered: each way of asking times out on its own, and the channel goes on
+        with pytest.raises(RequestTimeout):
+            await ch.request(Frame(2), 0.2)
+        with pytest.raises(RequestTimeout, match="did not answer within 0.2 s"):
+            await ch.send(Frame(2), 0.2)
+        assert bytes((await ch.request(Frame(1, body=b"still"), 5.0)).body) == b"still"
+        hold.clear()
 
         waiting = asyncio.ensure_future(ch.request(Frame(2), 5.0))
         while not hold:
