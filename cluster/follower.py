@@ -73,10 +73,11 @@ class FollowerLog:
             resp = self._reply(req, Code.DISK_FULL if is_disk_full(exc) else Code.DISK_ERROR, remark=str(exc))
         except (StoreError, ValueError) as exc:
             resp = self._reply(req, Code.INCONSISTENT_STATE, remark=str(exc))
-        if resp.code == Code.SUCCESS:
-            if self.sync and req.type in (PushType.APPEND, PushType.TRUNCATE):
-                self.store.flush(index=False)  # the entries are durable with the data file (see FileStore.flush)
-            self.store.set_committed(min(req.commit_index, self.matched))
+        if resp.code == Code.SUCCESS and self.sync and req.type in (PushType.APPEND, PushType.TRUNCATE):
+            self.store.flush(index=False)  # the entries are durable with the data file (see FileStore.flush)
+        # every push, refused or not: what equals the leader's log up to its commit index is
+        # committed here too (a follower whose disk is full keeps learning it, and serves it)
+        self.store.set_committed(min(req.commit_index, self.matched))
         return resp
 
     # -- operator requests the leader relays (peer compare, peer truncate) --------------

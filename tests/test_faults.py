@@ -118,6 +118,7 @@ async def _disk_full(workdir: str, mounts: dict[str, str]) -> None:
     try:
         await cluster.start()
         assert await cluster.time_to_leader(60) is not None
+        assert await cluster.converge(30)  # every node holds the new leader's no-op before a disk fills
         leader = cluster.monitor.leader
         full, other = [i for i in cluster.ids if i != leader]
 
