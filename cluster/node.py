@@ -383,12 +383,12 @@ class Node:
 
     def _append_answer(self, p: Proposal, opaque: int, start: int, n: int, code: Code, remark: str,
                        rows: list | None = None) -> Frame:
-        """The answer to one APPEND of a proposal: its ``n`` entries from ``start``, taken
-        from ``rows`` (``appended_rows(p.appended)``) when given."""
+        """The answer to one APPEND of a proposal; on SUCCESS its ``n`` entries from ``start``
+        of ``rows`` (``appended_rows(p.appended)``, made once per proposal by the caller)."""
         out = {"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
                "remark": remark}
         if code == Code.SUCCESS:
-            out["entries"] = (rows if rows is not None else appended_rows(p.appended))[start:start + n]
+            out["entries"] = rows[start:start + n]
         return response_frame(out, opaque, APPEND)
 
     def _propose_batch(self) -> None:

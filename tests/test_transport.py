@@ -28,6 +28,19 @@ def _echo(f: Frame):
     return Frame(0, f.opaque, FLAG_RESPONSE, body=bytes(f.body))
 
 
+async def _answered_again(ch: Channel, body: bytes, within: float = 5.0) -> Frame:
+    """The answer to a request sent as soon as ``ch`` connects again (the server just came
+    back); fails the test if it has not within ``within`` s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        try:
+            return await ch.request(Frame(1, body=body), 1.0)
+        except (Unreachable, ConnectionLost):
+            assert loop.time() < deadline, "the channel never connected again"
+            await asyncio.sleep(0.01)
+
+
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_channel_reconnects_after_the_far_end_closed_at_once(loop):
     """A listener that accepts and closes at once (a proxy whose target is down) makes
@@ -60,14 +73,7 @@ def test_channel_reconnects_after_the_far_end_closed_at_once(loop):
         server = FrameServer(_echo)
         await server.start(HOST, port)
         try:
-            deadline = asyncio.get_running_loop().time() + 5
-            while True:
-                try:
-                    got = await ch.request(Frame(1, body=b"hello"), 1.0)
-                    break
-                except (Unreachable, ConnectionLost):
-                    assert asyncio.get_running_loop().time() < deadline, "the channel never connected again"
-                    await asyncio.sleep(0.01)
+            got = await _answered_again(ch, b"hello")
             assert bytes(got.body) == b"hello"
         finally:
             await ch.close()
@@ -117,14 +123,7 @@ def test_requests_in_flight_fail_when_the_server_goes_and_work_when_it_returns(l
         server = FrameServer(handler)
         await server.start(HOST, port)
         try:
-            deadline = asyncio.get_running_loop().time() + 5
-            while True:
-                try:
-                    assert bytes((await ch.request(Frame(1, body=b"again"), 1.0)).body) == b"again"
-                    break
-                except (Unreachable, ConnectionLost):
-                    assert asyncio.get_running_loop().time() < deadline, "the channel never connected again"
-                    await asyncio.sleep(0.01)
+            assert bytes((await _answered_again(ch, b"again")).body) == b"again"
         finally:
             await ch.close()
             await server.close()
