@@ -27,7 +27,7 @@ from .core import Proposal, RaftCore
 from .divergence import DivergenceSearch
 from .member import FileTermStore
 from .rpc import Code, ProbeRequest, RepairRequest
-from .transport import Channel, FrameServer, TransportError
+from .transport import Channel, FrameServer, Reply, TransportError
 from .wire import (
     APPEND,
     FORCE_COMPARE,
@@ -75,7 +75,7 @@ class Node:
         self.channels = {p: Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes)
                          for p, peer in cfg.peers.items() if p != cfg.self_id}
         self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes)
-        self._batch: list[tuple[list[bytes], asyncio.Future]] = []
+        self._batch: list[tuple[list, int, Reply]] = []
         self._waiting: dict[int, tuple[Proposal, list]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
@@ -169,10 +169,9 @@ class Node:
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
         for p, waiters in self._waiting.values():
-            for fut, opaque, start, n in waiters:
-                if not fut.done():
-                    fut.set_result(self._append_answer(p, opaque, start, n, Code.TERM_CHANGED,
-                                                       "node is shutting down"))
+            for reply, opaque, start, n in waiters:
+                if not reply.done:
+                    reply.send(self._append_answer(p, opaque, start, n, Code.TERM_CHANGED, "node is shutting down"))
         self.store.close()  # flush + checkpoint
 
     async def _tick_loop(self) -> None:
@@ -188,10 +187,9 @@ class Node:
             log.info("%s", note)
         timeout = self.cfg.max_push_timeout_ms / 1000
         for s in ready.sends:
-            fut = self.channels[s.to].send(request_frame(s.request, 0), timeout)
-            if fut is not None:  # connected: the answer comes back through a callback, no task
-                fut.add_done_callback(functools.partial(self._answered, s.to, s.request))
-                continue
+            if self.channels[s.to].send(request_frame(s.request, 0), timeout,
+                                        functools.partial(self._feed, s.to, s.request)):
+                continue  # connected: the answer comes back through the callback, no task
             t = asyncio.create_task(self._call(s.to, s.request))
             self._tasks.add(t)
             t.add_done_callback(self._tasks.discard)
@@ -206,12 +204,6 @@ class Node:
             self._feed(peer, req, None, exc)
         else:
             self._feed(peer, req, frame, None)
-
-    def _answered(self, peer: str, req, fut: asyncio.Future) -> None:
-        if fut.cancelled():
-            return
-        exc = fut.exception()
-        self._feed(peer, req, None if exc else fut.result(), exc)
 
     def _feed(self, peer: str, req, frame: Frame | None, exc: BaseException | None) -> None:
         """Hand a peer's answer (or why there is none) to the core and act on what follows."""
@@ -233,13 +225,12 @@ class Node:
         if entry is None:
             return
         rows = appended_rows(p.appended) if p.code == Code.SUCCESS else None  # once, not per request
-        for fut, opaque, start, n in entry[1]:
-            if not fut.done():
-                fut.set_result(self._append_answer(p, opaque, start, n, p.code, p.remark, rows))
+        for reply, opaque, start, n in entry[1]:
+            reply.send(self._append_answer(p, opaque, start, n, p.code, p.remark, rows))
 
     # -- serving ----------------------------------------------------------------------
     def _serve(self, f: Frame):
-        """The answer to a frame: a Frame now, or (APPEND) an awaitable of one."""
+        """The answer to a frame: a Frame now, a Reply (APPEND) or an awaitable of one (operator requests)."""
         try:
             if f.code == APPEND:
                 return self._append(f)
@@ -365,8 +356,8 @@ class Node:
         return d
 
     def _append(self, f: Frame):
-        """Checks the request now (BadMessage); returns a future of the answer, set once
-        the entries commit or fail (a future, not a task: appends are the hot path)."""
+        """Checks the request now (BadMessage); returns a Reply, sent once the entries
+        commit or fail (neither a task nor a future: appends are the hot path)."""
         try:
             count = int(f.ext.get("count", "1"))
         except ValueError:
@@ -375,11 +366,11 @@ class Node:
             return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {self.cfg.group!r}"},
                                   f.opaque, APPEND)
         bodies = unpack_bodies(f.body, count)
-        fut = self.loop.create_future()
+        reply = Reply()
         if not self._batch:
             self.loop.call_soon(self._propose_batch)
-        self._batch.append((bodies, f.opaque, fut))
-        return fut
+        self._batch.append((bodies, f.opaque, reply))
+        return reply
 
     def _append_answer(self, p: Proposal, opaque: int, start: int, n: int, code: Code, remark: str,
                        rows: list | None = None) -> Frame:
@@ -396,8 +387,8 @@ class Node:
         bodies = [b for part, _o, _f in batch for b in part]
         p = self.core.propose(bodies, self.now())
         waiters, start = [], 0
-        for part, opaque, fut in batch:
-            waiters.append((fut, opaque, start, len(part)))
+        for part, opaque, reply in batch:
+            waiters.append((reply, opaque, start, len(part)))
             start += len(part)
         self._waiting[id(p)] = (p, waiters)
         if p.done:

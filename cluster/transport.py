@@ -5,18 +5,19 @@ kernel copies received bytes straight into the receiver's buffer (a frame of meg
 a buffer of its own), and frames are handled in the callback that completes them, with no
 reader task and no stream buffer in between.
 
-Server: the handler answers a request frame at once (a Frame), later (a Future, answered
-by a callback when it is set), or through an awaitable (run in its own task, so a slow
+Server: the handler answers a request frame at once (a Frame), later (a :class:`Reply`
+it sends when it is ready), or through an awaitable (run in its own task, so a slow
 request does not hold up the ones behind it on the connection). Frames written in one loop
 iteration leave in one vectored write. A connection whose peer does not read its answers
 stops being read (back-pressure) until they drain. A frame that cannot be decoded closes
 that connection; nothing a peer sends can stop the server.
 
 Client (:class:`Channel`): one connection per peer, many requests in flight on it, each
-matched to its response by ``opaque`` and timed out on its own. A lost connection fails
-every pending request with :class:`ConnectionLost` (chained with ``from`` the cause); the
-next request reconnects, no sooner than a back-off that doubles up to a cap after each
-failed attempt.
+matched to its response by ``opaque`` and timed out on its own (by one timer per
+connection, armed at the earliest deadline); a caller awaits the response or has a
+callback called with it. A lost connection fails every pending request with
+:class:`ConnectionLost` (chained with ``from`` the cause); the next request reconnects, no
+sooner than a back-off that doubles up to a cap after each failed attempt.
 """
 
 from __future__ import annotations
@@ -48,13 +49,52 @@ class Unreachable(TransportError):
 
 
 class _Expired(Exception):
-    """A request's timer fired before its response came (becomes RequestTimeout)."""
+    """A request's deadline passed before its response came (becomes RequestTimeout)."""
 
 
-def _expire(pending: dict, opaque: int, why: str | None) -> None:
-    entry = pending.pop(opaque, None)
-    if entry is not None and not entry[0].done():
-        entry[0].set_exception(_Expired() if why is None else RequestTimeout(why))
+class Reply:
+    """An answer a server handler gives later, without a future: the handler returns it,
+    the server binds it to the request's connection, and :meth:`send` puts the answer on
+    the wire then and there (a future would cost a done-callback through the loop per
+    request). Sending on a connection lost meanwhile does nothing; a second send neither."""
+
+    __slots__ = ("conn", "request", "frame", "done")
+
+    def __init__(self) -> None:
+        self.conn: _ServerConnection | None = None
+        self.request: Frame | None = None
+        self.frame: Frame | None = None
+        self.done = False
+
+    def send(self, frame: Frame | None) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self.conn is not None:
+            self.conn._answer(self.request, frame)
+        else:
+            self.frame = frame
+
+    def _bind(self, conn: _ServerConnection, request: Frame) -> None:
+        if self.done:  # answered before the server saw it
+            conn._answer(request, self.frame)
+        else:
+            self.conn, self.request = conn, request
+
+
+def _settle(target, frame: Frame | None, exc: BaseException | None) -> None:
+    """Give a request's outcome to whoever waits: a future or a callback(frame, exc)."""
+    if isinstance(target, asyncio.Future):
+        if not target.done():  # (a caller may have given up on it)
+            if exc is None:
+                target.set_result(frame)
+            else:
+                target.set_exception(exc)
+    else:
+        try:
+            target(frame, exc)
+        except Exception:  # noqa: BLE001 - a caller's bug must not take the connection down
+            log.exception("the callback of a request failed")
 
 
 _DRAIN_ABOVE = 1 << 20  # a request waits for the socket only when this much is unsent
@@ -196,6 +236,9 @@ class _ServerConnection(_FrameConnection):
         if resp is None or isinstance(resp, Frame):
             self._answer(f, resp)
             return
+        if isinstance(resp, Reply):
+            resp._bind(self, f)
+            return
         if not isinstance(resp, asyncio.Future):  # an awaitable: a task of its own
             resp = asyncio.ensure_future(resp)
         self.inflight.add(resp)
@@ -221,8 +264,8 @@ class _ServerConnection(_FrameConnection):
 
 class FrameServer:
     def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        """``handler(frame)`` returns the response (a Frame), None for no response, or an
-        awaitable of either."""
+        """``handler(frame)`` returns the response (a Frame), None for no response, a
+        :class:`Reply` it sends later, or an awaitable of a Frame or None."""
         self.handler = handler
         self.max_frame = max_frame
         self.server: asyncio.base_events.Server | None = None
@@ -247,18 +290,43 @@ class FrameServer:
 
 
 class _ClientConnection(_FrameConnection):
+    """Requests in flight, by opaque: (future or callback, deadline, timeout text). One
+    timer per connection, armed at the earliest deadline, expires them: no timer is made
+    or cancelled per request."""
+
     def __init__(self, channel: Channel) -> None:
         super().__init__(channel.max_frame)
         self.channel = channel
-        self.pending: dict[int, tuple[asyncio.Future, asyncio.TimerHandle]] = {}  # by opaque
+        self.pending: dict[int, tuple] = {}
         self.cause: BaseException | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+
+    def add(self, opaque: int, target, deadline: float, why: str | None) -> None:
+        self.pending[opaque] = target, deadline, why
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(deadline)
+
+    def _arm(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = self._loop.call_at(at, self._sweep), at
+
+    def _sweep(self) -> None:
+        self._timer = None
+        now = self._loop.time()
+        expired = [(o, e) for o, e in self.pending.items() if e[1] <= now]
+        for opaque, _e in expired:
+            del self.pending[opaque]
+        if self.pending:
+            self._arm(min(e[1] for e in self.pending.values()))
+        for _opaque, (target, _deadline, why) in expired:
+            _settle(target, None, _Expired() if why is None else RequestTimeout(why))
 
     def frame_received(self, f: Frame) -> None:
         entry = self.pending.pop(f.opaque, None)
         if entry is not None:
-            entry[1].cancel()
-            if not entry[0].done():  # (a caller may have given up on it)
-                entry[0].set_result(f)
+            _settle(entry[0], f, None)
 
     def bad_stream(self, exc: ProtocolError) -> None:
         self.cause = exc
@@ -266,6 +334,9 @@ class _ClientConnection(_FrameConnection):
 
     def connection_lost(self, exc) -> None:
         super().connection_lost(exc)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self.channel._lost(self, exc or self.cause)
 
 
@@ -324,32 +395,31 @@ class Channel:
         if self._conn is conn:
             self._conn = None
         pending, conn.pending = conn.pending, {}
-        for fut, timer in pending.values():
-            timer.cancel()
-            if not fut.done():
-                err = ConnectionLost(f"connection to {self.address} lost")
-                err.__cause__ = cause
-                fut.set_exception(err)
+        for target, _deadline, _why in pending.values():
+            err = ConnectionLost(f"connection to {self.address} lost")
+            err.__cause__ = cause
+            _settle(target, None, err)
 
-    def _issue(self, conn: _ClientConnection, frame: Frame, timeout: float, why: str | None) -> asyncio.Future:
-        # The answer, the timer or the connection's loss settles the future, each taking
-        # the entry out of ``pending`` (and the first two stopping the timer); no callback
-        # on the future itself.
+    def _issue(self, conn: _ClientConnection, frame: Frame, timeout: float, why: str | None, target=None):
+        # The answer, the connection's deadline sweep or its loss settles the request,
+        # each taking it out of ``pending`` first.
         frame.opaque = opaque = next(self._opaque)
-        loop = conn._loop
-        fut = loop.create_future()
-        conn.pending[opaque] = fut, loop.call_later(timeout, _expire, conn.pending, opaque, why)
+        if target is None:
+            target = conn._loop.create_future()
+        conn.add(opaque, target, conn._loop.time() + timeout, why)
         conn.send_frame(frame)
-        return fut
+        return target
 
-    def send(self, frame: Frame, timeout: float) -> asyncio.Future | None:
-        """Send ``frame`` now and return a future of its response (failing with
-        RequestTimeout or ConnectionLost), without a coroutine; None when the channel is
-        not connected (use :meth:`request`, which connects)."""
+    def send(self, frame: Frame, timeout: float, callback=None) -> asyncio.Future | bool | None:
+        """Send ``frame`` now, without a coroutine. With ``callback``, it is called once
+        with (response, None) or (None, RequestTimeout | ConnectionLost) and True is
+        returned; without, a future of the response (failing with those). None when the
+        channel is not connected (nothing is sent; use :meth:`request`, which connects)."""
         conn = self._live()
         if self.closed or conn is None:
             return None
-        return self._issue(conn, frame, timeout, f"{self.address} did not answer within {timeout:.3g} s")
+        target = self._issue(conn, frame, timeout, f"{self.address} did not answer within {timeout:.3g} s", callback)
+        return True if callback is not None else target
 
     async def request(self, frame: Frame, timeout: float) -> Frame:
         """Send ``frame`` (its opaque is assigned here) and wait for its response."""

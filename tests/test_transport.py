@@ -12,7 +12,15 @@ import socket
 import pytest
 
 from cluster import runtime
-from cluster.transport import Channel, ConnectionLost, FrameServer, RequestTimeout, TransportError, Unreachable
+from cluster.transport import (
+    Channel,
+    ConnectionLost,
+    FrameServer,
+    Reply,
+    RequestTimeout,
+    TransportError,
+    Unreachable,
+)
 from cluster.wire import FLAG_RESPONSE, Frame
 
 HOST = "127.0.0.1"
@@ -124,6 +132,78 @@ def test_requests_in_flight_fail_when_the_server_goes_and_work_when_it_returns(l
         await server.start(HOST, port)
         try:
             assert bytes((await _answered_again(ch, b"again")).body) == b"again"
+        finally:
+            await ch.close()
+            await server.close()
+
+    runtime.run(main, loop)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_replies_callbacks_and_deadlines(loop):
+    """A handler's Reply answers when it is sent, before or after the server saw it; one
+    sent after its connection is gone is dropped. A callback gets the answer or the
+    timeout. Deadlines are kept by one timer per connection: a short request issued after
+    a long one still times out first, and the long one when its own time comes."""
+    async def main():
+        lp = asyncio.get_running_loop()
+        port = _free_port()
+        later: list[tuple[Reply, Frame]] = []
+
+        def handler(f: Frame):
+            r = Reply()
+            if f.code == 3:  # answered before the server binds it
+                r.send(_echo(f))
+            elif f.code == 4:  # answered when the test says so
+                later.append((r, f))
+            return r
+
+        server = FrameServer(handler)
+        await server.start(HOST, port)
+        ch = Channel(HOST, port)
+        try:
+            assert bytes((await ch.request(Frame(3, body=b"early"), 5.0)).body) == b"early"
+
+            got = lp.create_future()
+            assert ch.send(Frame(4, body=b"cb"), 5.0, lambda frame, exc: got.set_result((frame, exc))) is True
+            while not later:
+                await asyncio.sleep(0.001)
+            reply, req = later.pop()
+            reply.send(_echo(req))
+            reply.send(Frame(0, body=b"twice"))  # a second answer is ignored
+            frame, exc = await asyncio.wait_for(got, 5.0)
+            assert exc is None and bytes(frame.body) == b"cb"
+
+            outcomes: dict[str, tuple[float, BaseException | None]] = {}
+            done = asyncio.Event()
+
+            def note(name):
+                def cb(frame, exc):
+                    outcomes[name] = lp.time() - t0, exc
+                    if len(outcomes) == 2:
+                        done.set()
+                return cb
+
+            t0 = lp.time()
+            ch.send(Frame(4), 1.5, note("long"))
+            ch.send(Frame(4), 0.2, note("short"))
+            await asyncio.wait_for(done.wait(), 10.0)
+            assert isinstance(outcomes["short"][1], RequestTimeout)
+            assert isinstance(outcomes["long"][1], RequestTimeout)
+            assert 0.2 <= outcomes["short"][0] < 1.0, outcomes
+            assert outcomes["long"][0] >= 1.5, outcomes
+
+            # answers to requests whose connection is gone go nowhere, and nothing breaks
+            assert len(later) == 2
+            await ch.close()
+            await asyncio.sleep(0.05)
+            for reply, req in later:
+                reply.send(_echo(req))
+            ch2 = Channel(HOST, port)
+            try:
+                assert bytes((await ch2.request(Frame(3, body=b"after"), 5.0)).body) == b"after"
+            finally:
+                await ch2.close()
         finally:
             await ch.close()
             await server.close()
