@@ -12,10 +12,12 @@ the caller calls :meth:`flush` periodically, as DLedger's flush service does.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import ctypes.util
 import errno
 import fcntl
+import itertools
 import os
 from typing import Sequence
 
@@ -62,6 +64,7 @@ from .metafiles import read_checkpoint, write_checkpoint
 from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
 
 FLUSH_POLICIES = ("async", "sync")
+TAIL_BYTES = 8 << 20  # how much of its latest appends a leader keeps for read_entries
 
 
 def detect_file_size(files: FileList, configured: int | None, default: int) -> int:
@@ -209,6 +212,8 @@ class FileStore(LogStore):
         self.closed = False
         self._reached = self._index_reached = 0  # how far the call under way wrote (see _undo)
         self._last_read = None  # (arguments, end_index), answer: see read_entries
+        self._tail: list[tuple[int, list[int], bytes]] = []  # the leader's latest writes: see read_entries
+        self._tail_bytes = 0
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -376,7 +381,7 @@ class FileStore(LogStore):
         since are removed. The zeros go where bytes were written, so they need no new
         blocks."""
         begin, end, end_term, pos, chain, ndata, nindex = point
-        self._last_read = None
+        self._forget_reads()
         _clear(self.data, pos, max(self.write_pos, self._reached))
         _clear(self.index, (end + 1) * INDEX_UNIT_SIZE, self._index_reached)
         if len(self.data.files) > ndata:
@@ -426,6 +431,7 @@ class FileStore(LogStore):
                     seg, records, run_sizes, chain = encode_run(bodies[i:i + k], first, term, magic, pos,
                                                                 self.last_chain, self.with_crc)
                     self._write_segment(dfile, seg_rel, seg, first, records, first + k - 1, term, chain)
+                    self._remember(first, run_sizes.tolist(), seg)
                     starts = np.empty(k, dtype=np.int64)
                     starts[0] = pos
                     np.cumsum(run_sizes[:-1], out=starts[1:])
@@ -473,6 +479,7 @@ class FileStore(LogStore):
             idx += 1
             i += 1
         self._write_segment(dfile, seg_rel, seg, first_idx, b"".join(records), idx - 1, term, chain)
+        self._remember(first_idx, [a.size for a in out], seg)
         parts.append(out)
         return i
 
@@ -500,7 +507,7 @@ class FileStore(LogStore):
         are kept and InconsistentAppend is raised. When a write fails (StoreIOError: a full
         disk, ...), nothing of the call is kept."""
         self._writable()
-        self._last_read = None
+        self._forget_reads()
         buf = memoryview(raw)
         n = len(buf)
         off = 0
@@ -638,6 +645,41 @@ class FileStore(LogStore):
         magic, size, idx, term, pos, channel, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(raw)
         return Entry(idx, term, pos, magic, raw[HEADER_SIZE:size], bcrc, chain, channel)
 
+    def _forget_reads(self) -> None:
+        """The log was cut or written by someone other than the leader's own appends: what
+        read_entries remembers no longer holds."""
+        self._last_read = None
+        self._tail, self._tail_bytes = [], 0
+
+    def _remember(self, first: int, sizes: list[int], data) -> None:
+        """Keep the encoded entries a leader append just wrote (``first`` on, ``sizes``
+        bytes each, laid end to end in ``data``, all in one data file): its followers
+        are about to ask for exactly these, and read_entries serves them from here
+        instead of reading back what it wrote. The newest TAIL_BYTES are kept."""
+        ends = list(itertools.accumulate(sizes))
+        self._tail.append((first, ends, data if isinstance(data, bytes) else bytes(data)))
+        self._tail_bytes += ends[-1]
+        while self._tail_bytes > TAIL_BYTES and len(self._tail) > 1:
+            self._tail_bytes -= self._tail.pop(0)[1][-1]
+
+    def _from_tail(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int] | None:
+        """read_entries' answer from the remembered writes, when one of them holds it
+        whole: ``first`` is in it, and the answer stops inside it or at the log's end.
+        None otherwise (the files answer)."""
+        for f0, ends, data in reversed(self._tail):
+            i = first - f0
+            if i >= len(ends):
+                return None
+            if i < 0:
+                continue
+            start = ends[i - 1] if i else 0
+            stop = min(len(ends), i + max(1, max_count))
+            j = max(i + 1, bisect.bisect_right(ends, start + max_bytes, i + 1, stop))
+            if j == len(ends) and j - i < max_count and f0 + j - 1 < self.end_index:
+                return None  # it may go on into the next write: one read from the files says
+            return data[start : ends[j - 1]], j - i
+        return None
+
     def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int]:
         """Encoded entries from ``first`` on: at least one entry, at most ``max_count``
         entries and (beyond the first) ``max_bytes`` bytes, with their count. Entries within
@@ -645,15 +687,21 @@ class FileStore(LogStore):
         is checked against its index record, so a damaged index record cannot serve other
         bytes.
 
-        The last answer is kept: a leader's followers usually ask for the same entries one
-        right after the other, and only the first of them reads. It is reused only while
-        the log has not been cut or written by a follower's append (both forget it) and
-        ends where it did; a leader's own appends only add entries after the end."""
+        Entries a leader has just appended are not read back: they are served from the
+        bytes it wrote (``_remember``), up to the end of the append that holds ``first``.
+        The last answer is kept too: a leader's followers usually ask for the same entries
+        one right after the other. Both are forgotten when the log is cut or written by a
+        follower's append; the last answer is reused only while the log ends where it did
+        (a leader's own appends only add entries after the end)."""
         key = (first, max_count, max_bytes, self.end_index)
         last = self._last_read
         if last is not None and last[0] == key:
             return last[1]
         self.check_range(first)
+        answer = self._from_tail(first, max_count, max_bytes) if self._tail else None
+        if answer is not None:
+            self._last_read = key, answer
+            return answer
         parts: list[bytes] = []
         budget = max_bytes
         count = max(1, max_count)
@@ -746,7 +794,7 @@ class FileStore(LogStore):
     # -- truncating -------------------------------------------------------------------
     def truncate(self, from_index: int, *, force: bool = False) -> int:
         self._writable()
-        self._last_read = None
+        self._forget_reads()
         if from_index > self.end_index:
             return 0
         if from_index < self.begin_index or from_index < 0:

@@ -105,6 +105,40 @@ def test_read_entries_lanes_agree(tmp_path, monkeypatch):
     assert any(count >= 4 for _raw, count in got["run"])
 
 
+@pytest.mark.parametrize("lane", LANES)
+def test_read_entries_serves_a_leaders_latest_appends_as_written(tmp_path, monkeypatch, lane):
+    """Right after leader appends, read_entries answers from the bytes just written, not
+    from the files, and exactly as a read from the files would. A cut or a follower's
+    write makes it read the files again."""
+    set_lane(monkeypatch, lane)
+    rng = random.Random(21)
+    served = 0
+    with open_store(tmp_path / "dledger-n0") as s:
+        fill(s, [3, 40, 1, 25, 9, 60], seed=8)
+        for _ in range(300):
+            assert s._tail
+            first = rng.randrange(max(0, s.end_index - 150), s.end_index + 1)
+            q = first, rng.choice((1, 2, 5, 16, 200)), rng.choice((1, 100, 2000, 9000, 1 << 20))
+            s._last_read = None
+            served += s._from_tail(*q) is not None
+            got = s.read_entries(*q)
+            remembered = s._tail
+            s._forget_reads()
+            assert s.read_entries(*q) == got, q
+            s._tail = remembered
+            fill(s, [rng.choice((1, 4, 30))], term=s.end_term, seed=rng.randrange(1 << 30))
+        assert served > 100
+        # a cut forgets; reads after it come from the files and stop at the new end
+        end = s.end_index
+        s.truncate(end - 3)
+        assert s._tail == [] and s._last_read is None
+        raw, n = s.read_entries(end - 10, 100, 1 << 20)
+        assert n == 7 and raw == b"".join(s.get_bytes(i) for i in range(end - 10, end - 3))
+        fill(s, [5], term=s.end_term)
+        s.append_follower(b"")  # a follower's write, even of nothing, forgets
+        assert s._tail == []
+
+
 @pytest.mark.parametrize("field,offset", [("pos", 4), ("size", 12), ("index", 16), ("term", 24)])
 def test_read_entries_with_a_damaged_index_record_fails_alike(tmp_path, monkeypatch, field, offset):
     node = tmp_path / "dledger-n0"
