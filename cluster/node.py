@@ -353,6 +353,7 @@ class Node:
         d["address"] = self.cfg.peers[self.cfg.self_id].address
         d["peers"] = {p: peer.address for p, peer in self.cfg.peers.items()}
         d["flush"] = self.cfg.flush
+        d["flush_interval_ms"] = self.cfg.flush_interval_ms
         return d
 
     def _append(self, f: Frame):

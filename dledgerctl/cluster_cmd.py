@@ -52,6 +52,8 @@ def node_start(
     store_base_dir: Annotated[str, typer.Option("--store-base-dir", help="Where dledger-<id>/ lives.")] = DEFAULT_BASE_DIR,
     flush: Annotated[str, typer.Option("--flush", help="async: acknowledge once a majority has the entry in the page "
                                                        "cache (DLedger's way); sync: fsync before acknowledging.")] = "async",
+    flush_ms: Annotated[int, typer.Option("--flush-interval", min=1, help="flush=async: how often the page cache is "
+                                          "flushed to disk, ms (DLedger's flushFileInterval).")] = 10,
     heartbeat_ms: Annotated[int, typer.Option("--heartbeat-interval", min=1, help="Heartbeat interval, ms.")] = 500,
     heartbeat_leak: Annotated[int, typer.Option("--max-heartbeat-leak", min=1, help="Missed heartbeats before a "
                                                 "follower starts an election.")] = 3,
@@ -71,7 +73,7 @@ def node_start(
 
     try:
         cfg = NodeConfig(group, node_id, parse_peers(peers), store_base_dir=store_base_dir, flush=flush,
-                         heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
+                         flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
                          min_vote_interval_ms=min_vote_ms, max_vote_interval_ms=max_vote_ms,
                          preferred_leader=preferred_leader, max_pending_requests=max_pending,
                          data_file_size=data_file_size, index_file_size=index_file_size)
@@ -135,6 +137,8 @@ def cluster_up(
     port_base: Annotated[int, typer.Option("--port-base", help="Port of n0; n1 gets the next one, and so on.")] = DEFAULT_PORT_BASE,
     group: GroupOpt = DEFAULT_GROUP,
     flush: Annotated[str, typer.Option("--flush", help="Flush policy of every node: async or sync.")] = "async",
+    flush_ms: Annotated[Optional[int], typer.Option("--flush-interval", min=1, help="flush=async: how often every "
+                                                    "node flushes its files, ms (default 10).")] = None,
     wait: Annotated[float, typer.Option("--wait", min=1, help="Seconds to wait for a leader.")] = 30.0,
     heartbeat_ms: Annotated[Optional[int], typer.Option("--heartbeat-interval", min=1, help="Every node's heartbeat "
                                                          "interval, ms (default 500).")] = None,
@@ -149,6 +153,8 @@ def cluster_up(
     if flush not in ("async", "sync"):
         raise fail(f"--flush must be async or sync, not {flush!r}", 2)
     extra = []
+    if flush_ms:
+        extra += ["--flush-interval", str(flush_ms)]
     if heartbeat_ms:
         extra += ["--heartbeat-interval", str(heartbeat_ms)]
     if heartbeat_leak:

@@ -5,6 +5,7 @@ Every wait polls a condition under a deadline; nothing sleeps to synchronise.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,6 +16,9 @@ import sys
 import time
 
 import pytest
+
+from cluster.client import Client
+from cluster.config import parse_peers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -90,7 +94,7 @@ def down(base):
 def cluster(tmp_path):
     base = str(tmp_path / "c")
     try:
-        rows = up(base)
+        rows = up(base, 3, "--flush-interval", "40")
         assert len(rows) == 3 and sum(x["role"] == "leader" for x in rows) == 1
         yield base
     finally:
@@ -99,6 +103,17 @@ def cluster(tmp_path):
 
 def test_append_get_failover_and_down(cluster):
     base = cluster
+    with open(os.path.join(base, "cluster.json")) as fh:
+        peers = parse_peers(json.load(fh)["peers"])
+
+    async def metadata():
+        c = Client(peers, "default", timeout=5)
+        try:
+            return await c.status()
+        finally:
+            await c.close()
+    assert {(md["flush"], md["flush_interval_ms"]) for md in asyncio.run(metadata()).values()} == {("async", 40)}
+    assert cli("node", "start", "--id", "n0", "--peers", "n0-127.0.0.1:1", "--flush-interval", "0").returncode == 2
     r = cli("append", "--base-dir", base, "-d", "hello", "-d", "world", "--format", "json")
     assert r.returncode == 0, r.stderr
     appended = json.loads(r.stdout)
