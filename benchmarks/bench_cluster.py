@@ -9,7 +9,9 @@ acknowledged) runs for a fixed time per case:
 - 1, 16 and 64 concurrent clients, one entry per request;
 - 16 clients, 64 entries per request (batched).
 
-It prints entries/s, requests/s, p50 and p99 latency per case, and the ratio of
+It prints entries/s, p50 and p99 latency per case, the CPU time (user + system, from
+/proc) each process spent per acknowledged entry, the load generator's included, and the
+ratio of
 dledgerctl's throughput to each peer's on the same case.
 
 Peers:
@@ -101,8 +103,20 @@ def stop_processes(procs) -> None:
             p.wait()
 
 
-async def drive(make_call, clients: int, batch: int, seconds: float) -> dict:
-    """Run ``clients`` loops of ``await call(batch)`` for ``seconds``; throughput and latency."""
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def drive(make_call, clients: int, batch: int, seconds: float, members: dict[str, int] | None = None) -> dict:
+    """Run ``clients`` loops of ``await call(batch)`` for ``seconds``; throughput and latency,
+    and with ``members`` (name -> pid) the CPU time per acknowledged entry, in us, of
+    each member and of this load generator (``cpu_us``)."""
     calls = [await make_call() for _ in range(clients)]
     lat: list[float] = []
     done = 0
@@ -116,13 +130,18 @@ async def drive(make_call, clients: int, batch: int, seconds: float) -> dict:
             lat.append(time.perf_counter() - t)
             done += batch
 
+    pids = {**(members or {}), "loadgen": os.getpid()}
+    cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
     t0 = time.monotonic()
     await asyncio.gather(*(loop(c) for c in calls))
     dt = time.monotonic() - t0
     lat.sort()
-    return {"entries_per_s": done / dt, "requests_per_s": len(lat) / dt,
-            "p50_ms": lat[len(lat) // 2] * 1000 if lat else None,
-            "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else None}
+    out = {"entries_per_s": done / dt, "requests_per_s": len(lat) / dt,
+           "p50_ms": lat[len(lat) // 2] * 1000 if lat else None,
+           "p99_ms": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else None}
+    if members and done:
+        out["cpu_us"] = {k: (cpu_seconds(p) - cpu0[k]) / done * 1e6 for k, p in pids.items()}
+    return out
 
 
 # -- dledgerctl -----------------------------------------------------------------------------
@@ -134,8 +153,9 @@ def bench_dledger(flush: str, seconds: float, tmp: str) -> dict:
     try:
         async def run():
             client = Client(peers, "bench", timeout=30)
-            await client.find_leader(asyncio.get_running_loop().time() + 30)
+            leader = await client.find_leader(asyncio.get_running_loop().time() + 30)
             await client.append([b"warm-up"])
+            members = {("leader " if n["id"] == leader else "follower ") + n["id"]: n["pid"] for n in rec["nodes"]}
 
             async def make_call():
                 async def call(batch):
@@ -144,7 +164,7 @@ def bench_dledger(flush: str, seconds: float, tmp: str) -> dict:
 
             out = {}
             for clients, batch in CASES:
-                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds)
+                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds, members)
                 log(f"  dledgerctl flush={flush} {clients} clients x {batch}: "
                     f"{out[f'{clients}x{batch}']['entries_per_s']:,.0f} entries/s")
             await client.close()
@@ -237,7 +257,8 @@ def bench_etcd(seconds: float, tmp: str) -> dict | None:
 
             out = {}
             for clients, batch in CASES:
-                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds)
+                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds,
+                                                        {f"member {i}": p.pid for i, p in enumerate(procs)})
                 log(f"  etcd {clients} clients x {batch}: {out[f'{clients}x{batch}']['entries_per_s']:,.0f} entries/s")
             return out
 
@@ -374,7 +395,8 @@ def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = ()) -> dict | No
 
             out = {}
             for clients, batch in CASES:
-                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds)
+                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds,
+                                                        {f"member {i}": p.pid for i, p in enumerate(procs)})
                 log(f"  pysyncobj {clients} clients x {batch}: {out[f'{clients}x{batch}']['entries_per_s']:,.0f} entries/s")
             # every acknowledged entry must be in the leader's state machine, and the
             # followers must catch up to it
@@ -431,6 +453,27 @@ def table(results: dict, conf: list[str] = ()) -> str:
                 ratio_lines.append(f"{s} / {peer}: " + "  ".join(ratios))
     if ratio_lines:
         lines += [""] + ratio_lines
+    lines += ["", "CPU time per acknowledged entry, us (user + system, from /proc): dledgerctl's leader, its",
+              "followers (each, on average) and the load generator; for the peers all three members together."]
+    lines.append(f"{'case':<22}" + "".join(f"{s:>27}" for s in systems))
+    lines.append(f"{'':<22}" + "".join(f"{'leader follower loadgen' if s.startswith('dledgerctl') else 'members loadgen':>27}"
+                                       for s in systems))
+    for clients, batch in CASES:
+        key = f"{clients}x{batch}"
+        row = f"{clients} x {batch:<18}"
+        for s in systems:
+            cpu = ((results[s] or {}).get(key) or {}).get("cpu_us")
+            if not cpu:
+                row += f"{'-':>27}"
+                continue
+            lg = cpu.get("loadgen", 0.0)
+            if s.startswith("dledgerctl"):
+                lead = sum(v for k, v in cpu.items() if k.startswith("leader"))
+                fol = [v for k, v in cpu.items() if k.startswith("follower")]
+                row += f"{lead:>12.1f}{sum(fol) / max(1, len(fol)):>8.1f}{lg:>7.1f}"
+            else:
+                row += f"{sum(v for k, v in cpu.items() if k != 'loadgen'):>20.1f}{lg:>7.1f}"
+        lines.append(row)
     if results.get("pysyncobj"):
         lines.append("")
         lines.append(PYSYNCOBJ_LEGEND if not conf else f"{PYSYNCOBJ_LEGEND}; overridden: {' '.join(conf)}")
