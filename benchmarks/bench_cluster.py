@@ -11,8 +11,7 @@ acknowledged) runs for a fixed time per case:
 
 It prints entries/s, p50 and p99 latency per case, the CPU time (user + system, from
 /proc) each process spent per acknowledged entry, the load generator's included, and the
-ratio of
-dledgerctl's throughput to each peer's on the same case.
+ratio of dledgerctl's throughput to each peer's on the same case.
 
 Peers:
 - etcd 3.4 (Debian's ``etcd-server``; ``--install`` runs apt-get), driven through its v3
