@@ -136,7 +136,12 @@ class Node:
         # appends waiting for the disk need their data files synced, not the index files
         # (FileStore.flush); those go with the periodic flush
         index, self._index_due = self._index_due or not waiters, False
-        fut = self.loop.run_in_executor(None, sync_fds, self.store.take_dirty(index=index))
+        fds = self.store.take_dirty(index=index)
+        if fds:
+            fut = self.loop.run_in_executor(None, sync_fds, fds)
+        else:  # nothing written since the last flush: done, without waking a thread (an idle
+            fut = self.loop.create_future()  # node flushes every 10 ms)
+            fut.set_result(None)
         self._flushing = fut
 
         def finished(f) -> None:
