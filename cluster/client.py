@@ -53,6 +53,13 @@ class AppendError(ClientError):
         self.outcome, self.code = outcome, code
 
 
+def _append_error(message: str, unknown: bool, code: Code | None) -> AppendError:
+    return AppendError(message, "unknown" if unknown else "failed", code)
+
+
+_SUCCESS = int(Code.SUCCESS)
+
+
 class Client:
     def __init__(self, peers: dict[str, Peer], group: str, *, timeout: float = 3.0) -> None:
         self.peers, self.group, self.timeout = peers, group, timeout
@@ -118,42 +125,38 @@ class Client:
         frame_body = pack_bodies(bodies)
         ext = {"group": self.group, "count": str(len(bodies))}
         last_error, unknown, code = "no answer", False, None
-
-        def error(message: str) -> AppendError:
-            return AppendError(message, "unknown" if unknown else "failed", code)
-
         while loop.time() < deadline:
             leader = self.leader
             if leader is None:
                 try:
                     leader = await self.find_leader(deadline)
                 except ClientError as exc:
-                    raise error(str(exc)) from None
-            f = Frame(APPEND, ext=ext, body=frame_body)
-            try:
-                resp = await self._call(leader, f, APPEND, max(0.05, deadline - loop.time()))
+                    raise _append_error(str(exc), unknown, code) from None
+            try:  # (the hot path of every append: no coroutine of its own)
+                resp = decode_response(await self.channels[leader].request(
+                    Frame(APPEND, ext=ext, body=frame_body), max(0.05, deadline - loop.time())), APPEND)
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None
                 self.leader = None
                 if not isinstance(exc, Unreachable):  # it was sent: it may have been appended
                     unknown = True
                     if not resend_unknown:
-                        raise error(last_error) from None
+                        raise _append_error(last_error, unknown, code) from None
                 await asyncio.sleep(0.05)
                 continue
             rc = resp.get("code", -1)
-            if rc == Code.SUCCESS:
+            if rc == _SUCCESS:
                 return resp
             code = Code(rc) if rc in Code._value2member_map_ else Code.UNKNOWN
             last_error = f"{leader}: {code.name} {resp.get('remark') or ''}".strip()
             if code not in REFUSED_BEFORE_APPEND:
                 unknown = True
             if code not in _RETRY or (unknown and not resend_unknown):
-                raise error(last_error)
+                raise _append_error(last_error, unknown, code)
             hint = resp.get("leaderId")
             self.leader = hint if hint in self.peers and hint != leader else None
             await asyncio.sleep(0.02)
-        raise error(f"append not committed within {self.timeout:g} s ({last_error})")
+        raise _append_error(f"append not committed within {self.timeout:g} s ({last_error})", unknown, code)
 
     async def operator(self, code: int, body: dict) -> dict:
         """An operator request (cluster/wire.py OPERATOR_CODES) on the leader, following
