@@ -10,7 +10,7 @@ import typer
 
 from store.errors import StoreUsageError
 from store.filestore import FileStore, lock_node_dir
-from store.inspect import BODY_FORMATS, Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
+from store.inspect import Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
 from store.layout import NodeLayout, resolve_node_dir
 from store.verify import verify_store
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .files import FileList
 from .format import INDEX_RECORD, INDEX_UNIT_SIZE, chain_crc, decode_index
-from .scan import HEALTHY, FileScan, Run, ScanStop
+from .scan import FileScan, Run, ScanStop
 
 LOOKBACK_FILES = 3  # DLedgerMmapFileStore.recover starts at mappedFiles.size() - 3
 

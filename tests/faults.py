@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ctypes
 import os
 import random
 import shutil
@@ -261,6 +262,17 @@ class Network:
 
 
 # -- node processes ----------------------------------------------------------------------
+def _die_with_the_harness() -> None:
+    """In a node process before it runs: have the kernel SIGKILL it when the process that
+    started it dies, however that dies (Linux's PR_SET_PDEATHSIG). The nodes run in
+    sessions of their own, so without this a harness killed mid-run left them running,
+    holding elections for nobody."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() and kill() still clean up a harness that ends normally
+
+
 class NodeProc:
     """One node process; its store lives in ``<base_dir>/dledger-<id>``."""
 
@@ -282,7 +294,7 @@ class NodeProc:
             out.flush()
             self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True, cwd=self.base_dir,
-                                         env=dict(os.environ, PYTHONPATH=ROOT))
+                                         env=dict(os.environ, PYTHONPATH=ROOT), preexec_fn=_die_with_the_harness)
         self.starts += 1
         self.state = "up"
 

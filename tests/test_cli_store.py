@@ -8,7 +8,6 @@ import io
 import json
 import os
 import shutil
-import stat
 
 import pytest
 from typer.testing import CliRunner

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import os
 import random
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -23,7 +24,7 @@ from cluster.client import AppendError, Client
 from cluster.config import Peer
 from cluster.rpc import Code
 from cluster.transport import FrameServer
-from cluster.wire import APPEND, METADATA, WATERMARKS, Frame, json_body, response_frame
+from cluster.wire import APPEND, METADATA, WATERMARKS, Frame, response_frame
 from store.filestore import FileStore
 from store.verify import verify_store
 
@@ -77,6 +78,38 @@ def _fill(path: str) -> str:
         os.close(fd)
     assert os.statvfs(path).f_bavail == 0
     return filler
+
+
+def test_nodes_die_with_a_killed_harness(tmp_path):
+    """A harness killed with SIGKILL (or any other way) takes its node processes with it."""
+    script = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); import faults\n"
+        "p = faults.free_ports(1)[0]\n"
+        "n = faults.NodeProc('n0', p, f'n0-127.0.0.1:{p}', sys.argv[2], 'async', [], sys.argv[2])\n"
+        "n.start(); print(n.proc.pid, flush=True); time.sleep(120)\n"
+    )
+    harness = subprocess.Popen([sys.executable, "-c", script, os.path.dirname(__file__), str(tmp_path)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        node_pid = int(harness.stdout.readline())
+        assert os.path.exists(f"/proc/{node_pid}")
+        harness.kill()
+        harness.wait(10)
+        deadline = time.monotonic() + 10
+        while _running(node_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(node_pid), "the node outlived its harness"
+    finally:
+        harness.kill()
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a killed node whose parent is gone is reaped by init)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_disk_full_refuses_appends_keeps_serving_reads_and_recovers(tmp_path):

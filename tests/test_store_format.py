@@ -29,7 +29,6 @@ from store.format import (
     CHAIN_INPUT,
     ENTRY_HEADER,
     INDEX_RECORD,
-    MAGIC_NOOP,
     EntryHeader,
     IndexRecord,
     body_crc,

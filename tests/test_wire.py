@@ -24,7 +24,6 @@ from cluster.rpc import (
     split_entries,
 )
 from cluster.wire import (
-    FLAG_RESPONSE,
     PUSH,
     VOTE,
     BadMessage,
