@@ -48,10 +48,6 @@ class Unreachable(TransportError):
     pass
 
 
-class _Expired(Exception):
-    """A request's deadline passed before its response came (becomes RequestTimeout)."""
-
-
 class Reply:
     """An answer a server handler gives later, without a future: the handler returns it,
     the server binds it to the request's connection, and :meth:`send` puts the answer on
@@ -290,9 +286,9 @@ class FrameServer:
 
 
 class _ClientConnection(_FrameConnection):
-    """Requests in flight, by opaque: (future or callback, deadline, timeout text). One
-    timer per connection, armed at the earliest deadline, expires them: no timer is made
-    or cancelled per request."""
+    """Requests in flight, by opaque: (future or callback, deadline, timeout). One timer
+    per connection, armed at the earliest deadline, expires them: no timer is made or
+    cancelled per request, and a RequestTimeout's text is made only when one expires."""
 
     def __init__(self, channel: Channel) -> None:
         super().__init__(channel.max_frame)
@@ -302,8 +298,8 @@ class _ClientConnection(_FrameConnection):
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
 
-    def add(self, opaque: int, target, deadline: float, why: str | None) -> None:
-        self.pending[opaque] = target, deadline, why
+    def add(self, opaque: int, target, deadline: float, timeout: float) -> None:
+        self.pending[opaque] = target, deadline, timeout
         if self._timer is None or deadline < self._timer_at:
             self._arm(deadline)
 
@@ -320,8 +316,8 @@ class _ClientConnection(_FrameConnection):
             del self.pending[opaque]
         if self.pending:
             self._arm(min(e[1] for e in self.pending.values()))
-        for _opaque, (target, _deadline, why) in expired:
-            _settle(target, None, _Expired() if why is None else RequestTimeout(why))
+        for _opaque, (target, _deadline, timeout) in expired:
+            _settle(target, None, RequestTimeout(f"{self.channel.address} did not answer within {timeout:.3g} s"))
 
     def frame_received(self, f: Frame) -> None:
         entry = self.pending.pop(f.opaque, None)
@@ -395,18 +391,18 @@ class Channel:
         if self._conn is conn:
             self._conn = None
         pending, conn.pending = conn.pending, {}
-        for target, _deadline, _why in pending.values():
+        for target, _deadline, _timeout in pending.values():
             err = ConnectionLost(f"connection to {self.address} lost")
             err.__cause__ = cause
             _settle(target, None, err)
 
-    def _issue(self, conn: _ClientConnection, frame: Frame, timeout: float, why: str | None, target=None):
+    def _issue(self, conn: _ClientConnection, frame: Frame, timeout: float, target=None):
         # The answer, the connection's deadline sweep or its loss settles the request,
         # each taking it out of ``pending`` first.
         frame.opaque = opaque = next(self._opaque)
         if target is None:
             target = conn._loop.create_future()
-        conn.add(opaque, target, conn._loop.time() + timeout, why)
+        conn.add(opaque, target, conn._loop.time() + timeout, timeout)
         conn.send_frame(frame)
         return target
 
@@ -418,7 +414,7 @@ class Channel:
         conn = self._live()
         if self.closed or conn is None:
             return None
-        target = self._issue(conn, frame, timeout, f"{self.address} did not answer within {timeout:.3g} s", callback)
+        target = self._issue(conn, frame, timeout, callback)
         return True if callback is not None else target
 
     async def request(self, frame: Frame, timeout: float) -> Frame:
@@ -430,13 +426,10 @@ class Channel:
         conn = self._live()
         if conn is None:
             raise ConnectionLost(f"connection to {self.address} lost")
-        fut = self._issue(conn, frame, timeout, None)
-        try:
-            if conn.unsent() > _DRAIN_ABOVE:
-                await conn.drain()
-            return await fut
-        except _Expired:
-            raise RequestTimeout(f"{self.address} did not answer within {timeout:.3g} s") from None
+        fut = self._issue(conn, frame, timeout)
+        if conn.unsent() > _DRAIN_ABOVE:
+            await conn.drain()
+        return await fut
 
     async def close(self) -> None:
         self.closed = True
