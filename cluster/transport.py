@@ -150,7 +150,8 @@ class _FrameConnection(asyncio.BufferedProtocol):
 
     # -- sending ---------------------------------------------------------------------
     def send_frame(self, f: Frame) -> None:
-        """Queue ``f``; everything queued in this loop iteration leaves in one write."""
+        """Queue ``f``; everything queued in this loop iteration leaves in one write, at
+        its end or at an earlier :meth:`flush`."""
         if self.closed:
             return
         head = frame_head(f)
@@ -164,13 +165,20 @@ class _FrameConnection(asyncio.BufferedProtocol):
             self._parts.append(body)
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self._flush_at_end)
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
+    def flush(self) -> None:
+        """Write what is queued now. For a caller that knows its burst of frames is
+        complete: the frames leave without waiting for whatever else this loop iteration
+        still has to do (in a node, say, a second follower's answer read in the same
+        iteration)."""
         parts, self._parts = self._parts, []
         if parts and not self.closed and not self.transport.is_closing():
             self.transport.writelines(parts)
+
+    def _flush_at_end(self) -> None:
+        self._flush_scheduled = False
+        self.flush()
 
     def pause_writing(self) -> None:
         if self._writable is None or self._writable.done():
@@ -405,6 +413,12 @@ class Channel:
         conn.add(opaque, target, conn._loop.time() + timeout, timeout)
         conn.send_frame(frame)
         return target
+
+    def flush(self) -> None:
+        """Write the requests queued on the connection now (see _FrameConnection.flush)."""
+        conn = self._conn
+        if conn is not None:
+            conn.flush()
 
     def send(self, frame: Frame, timeout: float, callback=None) -> asyncio.Future | bool | None:
         """Send ``frame`` now, without a coroutine. With ``callback``, it is called once
