@@ -48,7 +48,7 @@ class AppendedBatch(Sequence):
     @classmethod
     def of(cls, parts: Sequence[Sequence[Appended]]) -> "Sequence[Appended]":
         """Concatenate what successive appends stored; a plain list when no part is a batch."""
-        if all(isinstance(p, list) for p in parts):
+        if not any(isinstance(p, AppendedBatch) for p in parts):
             return [a for p in parts for a in p]
         cols = [[], [], [], []]
         for p in parts:
@@ -82,9 +82,52 @@ class AppendedBatch(Sequence):
         return f"AppendedBatch({list(self)!r})"
 
 
+class AppendedRun(Sequence):
+    """What one append stored in one data file, without a tuple per entry: entries
+    ``first``, ``first + 1``, ... laid end to end from ``pos``, entry k ending ``ends[k]``
+    bytes after ``pos``, of term ``terms`` (one int for all, or a list with one per
+    entry). A read-only sequence of :class:`Appended`, equal to any sequence of the same
+    entries; the compiled lanes (store/_lanes.c) give what they store as one."""
+
+    __slots__ = ("first", "pos", "ends", "terms")
+
+    def __init__(self, first: int, pos: int, ends: list[int], terms: int | list[int]) -> None:
+        self.first, self.pos, self.ends, self.terms = first, pos, ends, terms
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self.ends)))]
+        n = len(self.ends)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("AppendedRun index out of range")
+        start = self.ends[i - 1] if i else 0
+        term = self.terms if isinstance(self.terms, int) else self.terms[i]
+        return Appended(self.first + i, term, self.pos + start, self.ends[i] - start)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None
+
+    def rows(self) -> list[list[int]]:
+        first, pos, ends = self.first, self.pos, self.ends
+        terms = [self.terms] * len(ends) if isinstance(self.terms, int) else self.terms
+        return [[first + k, t, pos + s, e - s] for k, (s, e, t) in enumerate(zip([0, *ends], ends, terms))]
+
+    def __repr__(self) -> str:
+        return f"AppendedRun({list(self)!r})"
+
+
 def appended_rows(appended: Sequence[Appended]) -> list[list[int]]:
     """``[index, term, pos, size]`` per entry, for answers to clients."""
-    if isinstance(appended, AppendedBatch):
+    if isinstance(appended, (AppendedBatch, AppendedRun)):
         return appended.rows()
     return [list(a) for a in appended]
 

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .base import Appended, AppendedBatch, Entry, LogStore
+from .base import Appended, AppendedBatch, AppendedRun, Entry, LogStore
 from .batch import (
     INDEX_DTYPE,
     RUN_MIN,
@@ -59,6 +59,11 @@ from .format import (
     MIN_BLANK_LEN,
     crc32,
 )
+
+try:  # the per-entry lanes, compiled (store/_lanes.c); the Python lanes below when not built
+    from . import _lanes
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _lanes = None
 from .layout import NodeLayout
 from .metafiles import read_checkpoint, write_checkpoint
 from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
@@ -185,6 +190,28 @@ def lock_node_dir(layout: NodeLayout) -> int:
     except OSError:
         pass  # the pid is informational
     return fd
+
+
+def _check_failure(kind: str, *v) -> str:
+    """The message of a pushed entry that failed a check of FileStore._check_entries
+    (or of store._lanes.check_entries, which names its failures the same way)."""
+    if kind == "trailing":
+        return f"{v[0]} trailing bytes are not an entry header"
+    if kind == "malformed":
+        return f"malformed entry at byte {v[0]} of the batch (magic {v[1]}, size {v[2]})"
+    if kind == "index":
+        return f"entry index {v[0]} does not follow the local end {v[1]}"
+    if kind == "term_low":
+        return f"entry {v[0]} has term {v[1]} below the local last term {v[2]}"
+    if kind == "term_high":
+        return f"entry {v[0]} has term {v[1]} above the leader's term {v[2]}"
+    if kind == "crc":
+        return f"entry {v[0]}: body checksum does not match"
+    if kind == "too_big":
+        return f"entry {v[0]} of {v[1]} bytes does not fit a {v[2]}-byte data file"
+    if kind == "pos":
+        return f"entry {v[0]} is at pos {v[1]}, the local log continues at {v[2]}"
+    return f"pushed entries failed the check {kind!r} {v}"
 
 
 class FileStore(LogStore):
@@ -412,8 +439,9 @@ class FileStore(LogStore):
 
     def _leader_write(self, bodies: Sequence[bytes], term: int, magic: int) -> list[Sequence[Appended]]:
         # Entries that go to the same data file are encoded into one buffer and written
-        # with one copy; their index records likewise. Stretches of RUN_MIN or more
-        # entries are encoded by the run lane (store/batch.py), the rest one by one.
+        # with one copy; their index records likewise. The compiled lane (store/_lanes.c)
+        # encodes them when it is built; else stretches of RUN_MIN or more entries are
+        # encoded by the run lane (store/batch.py), the rest one by one in Python.
         parts: list[Sequence[Appended]] = []
         fsize = self.data.file_size
         nbodies = len(bodies)
@@ -422,7 +450,7 @@ class FileStore(LogStore):
         while i < nbodies:
             dfile, seg_rel = self._place(HEADER_SIZE + len(bodies[i]))  # writes the BLANK padding if the file is full
             room = fsize - seg_rel
-            if nbodies - i >= RUN_MIN:
+            if nbodies - i >= RUN_MIN and _lanes is None:  # (the compiled lane is faster at any length)
                 if sizes is None:
                     sizes = np.fromiter(map(len, bodies), dtype=np.int64, count=nbodies) + HEADER_SIZE
                 k = fit_in_file(sizes[i:], room)
@@ -431,7 +459,7 @@ class FileStore(LogStore):
                     seg, records, run_sizes, chain = encode_run(bodies[i:i + k], first, term, magic, pos,
                                                                 self.last_chain, self.with_crc)
                     self._write_segment(dfile, seg_rel, seg, first, records, first + k - 1, term, chain)
-                    self._remember(first, run_sizes.tolist(), seg)
+                    self._remember(first, list(itertools.accumulate(run_sizes.tolist())), seg)
                     starts = np.empty(k, dtype=np.int64)
                     starts[0] = pos
                     np.cumsum(run_sizes[:-1], out=starts[1:])
@@ -446,7 +474,16 @@ class FileStore(LogStore):
     def _append_entries(self, bodies, i: int, term: int, magic: int, dfile: MappedFile, seg_rel: int,
                         parts: list) -> int:
         """The per-entry lane of append_leader: bodies from ``i`` on, as far as the data file
-        that holds ``seg_rel`` has room; returns the index of the first body not written."""
+        that holds ``seg_rel`` has room; returns the index of the first body not written.
+        Compiled when store._lanes is built (the loop below is what it does)."""
+        if _lanes is not None:
+            pos, first = self.write_pos, self.end_index + 1
+            seg, records, ends, i, chain = _lanes.encode_entries(
+                bodies, i, first, term, magic, pos, self.last_chain, self.with_crc, self.data.file_size - seg_rel)
+            self._write_segment(dfile, seg_rel, seg, first, records, first + len(ends) - 1, term, chain)
+            self._remember(first, ends, seg)
+            parts.append(AppendedRun(first, pos, ends, term))
+            return i
         out: list[Appended] = []
         pack_header = ENTRY_HEADER.pack
         pack_index = INDEX_RECORD.pack
@@ -479,7 +516,7 @@ class FileStore(LogStore):
             idx += 1
             i += 1
         self._write_segment(dfile, seg_rel, seg, first_idx, b"".join(records), idx - 1, term, chain)
-        self._remember(first_idx, [a.size for a in out], seg)
+        self._remember(first_idx, list(itertools.accumulate(a.size for a in out)), seg)
         parts.append(out)
         return i
 
@@ -501,9 +538,10 @@ class FileStore(LogStore):
 
         Entries are checked (framing, index continuity, term order and at most
         ``max_term``, body checksum when recorded, pos); the ones that go to the same data
-        file are then written with one copy, and their index records with one more. Long
-        stretches are checked by the run lane (store/batch.py), which only accepts; the
-        per-entry lane judges the rest. When an entry fails a check, the ones before it
+        file are then written with one copy, and their index records with one more. The
+        compiled per-entry lane (store/_lanes.c) checks them when it is built; else long
+        stretches are checked by the run lane (store/batch.py), which only accepts, and
+        the Python per-entry lane judges the rest. When an entry fails a check, the ones before it
         are kept and InconsistentAppend is raised. When a write fails (StoreIOError: a full
         disk, ...), nothing of the call is kept."""
         self._writable()
@@ -517,6 +555,9 @@ class FileStore(LogStore):
         undo = self._undo_point()
         try:
             while off < n and error is None:
+                if _lanes is not None:  # the compiled lane is faster than the run lane at any length
+                    off, error = self._follow_entries(buf, off, n, max_term, parts)
+                    continue
                 run = accept_pushed(buf, off, n, end_index=self.end_index, end_term=self.end_term,
                                     write_pos=self.write_pos, file_size=fsize, max_term=max_term)
                 if run is not None:
@@ -542,60 +583,75 @@ class FileStore(LogStore):
     def _follow_entries(self, buf, off: int, limit: int, max_term: int | None,
                         parts: list) -> tuple[int, InconsistentAppend | None]:
         """The per-entry lane of append_follower: at most ``limit`` entries from ``off``,
-        within one data file. Returns where it stopped and the error that stopped it."""
+        within one data file. Returns where it stopped and the error that stopped it.
+        Compiled when store._lanes is built (``_check_entries`` is what it does)."""
+        first = self.end_index + 1
+        check = _lanes.check_entries if _lanes is not None else self._check_entries
+        stop, ends, terms, records, chain, first_pos, failed = check(
+            buf, off, limit, self.end_index, self.end_term, max_term, self.write_pos, self.data.file_size)
+        if ends:
+            dfile, seg_rel = self._place(ends[0])  # writes the BLANK padding if the file is full
+            self._write_segment(dfile, seg_rel, buf[off:stop], first, records, first + len(ends) - 1, terms[-1],
+                                chain)
+            parts.append(AppendedRun(first, first_pos, ends, terms))
+        return stop, None if failed is None else InconsistentAppend(_check_failure(*failed))
+
+    @staticmethod
+    def _check_entries(buf, off: int, limit: int, idx: int, last_term: int, max_term: int | None,
+                       write_pos: int, fsize: int) -> tuple:
+        """Check at most ``limit`` pushed entries of ``buf`` from ``off`` against a log
+        ending at ``idx`` / ``last_term`` / ``write_pos``, within one data file (the
+        first may start the next file; a later one that does ends the run). Returns
+        (stop, ends, terms, index records, last chain CRC, first pos, failure): each
+        accepted entry's end offset from ``off`` and its term, and None or the check that
+        failed, (name, values...), for :func:`_check_failure`. store._lanes.check_entries
+        does the same, compiled."""
         n = len(buf)
-        out: list[Appended] = []
-        fsize = self.data.file_size
         unpack = ENTRY_HEADER.unpack_from
         pack_index = INDEX_RECORD.pack
         crc = crc32
-        error: InconsistentAppend | None = None
-        seg_off, seg_rel, dfile = off, -1, None
+        seg_off, first_pos, chain, failed = off, -1, None, None
+        ends: list[int] = []
+        terms: list[int] = []
         records: list[bytes] = []
-        first_idx = self.end_index + 1
-        idx, last_term, write_pos = self.end_index, self.end_term, self.write_pos
-        chain = self.last_chain
-        while off < n and len(out) < limit:
+        while off < n and len(ends) < limit:
             if n - off < HEADER_SIZE:
-                error = InconsistentAppend(f"{n - off} trailing bytes are not an entry header")
+                failed = ("trailing", n - off)
                 break
             magic, size, eidx, term, pos, _ch, echain, bcrc, bsize = unpack(buf, off)
             if magic not in ENTRY_MAGICS or bsize < 0 or size != HEADER_SIZE + bsize or off + size > n:
-                error = InconsistentAppend(f"malformed entry at byte {off} of the batch (magic {magic}, size {size})")
+                failed = ("malformed", off, magic, size)
                 break
             if eidx != idx + 1:
-                error = InconsistentAppend(f"entry index {eidx} does not follow the local end {idx}")
+                failed = ("index", eidx, idx)
                 break
             if term < last_term:
-                error = InconsistentAppend(f"entry {eidx} has term {term} below the local last term {last_term}")
+                failed = ("term_low", eidx, term, last_term)
                 break
             if max_term is not None and term > max_term:
-                error = InconsistentAppend(f"entry {eidx} has term {term} above the leader's term {max_term}")
+                failed = ("term_high", eidx, term, max_term)
                 break
             if (bcrc or echain) and crc(buf[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
-                error = InconsistentAppend(f"entry {eidx}: body checksum does not match")
+                failed = ("crc", eidx)
                 break
             if size + MIN_BLANK_LEN > fsize:
-                error = InconsistentAppend(f"entry {eidx} of {size} bytes does not fit a {fsize}-byte data file")
+                failed = ("too_big", eidx, size, fsize)
                 break
             rel = write_pos % fsize
             expected = write_pos if size + MIN_BLANK_LEN <= fsize - rel else write_pos + fsize - rel
             if pos != expected:
-                error = InconsistentAppend(f"entry {eidx} is at pos {pos}, the local log continues at {expected}")
+                failed = ("pos", eidx, pos, expected)
                 break
-            if seg_rel >= 0 and pos != write_pos:
-                break  # the next data file: a new segment
-            if seg_rel < 0:
-                dfile, seg_rel = self._place(size)  # writes the BLANK padding if the file is full
+            if ends and pos != write_pos:
+                break  # the next data file: a new run
+            if not ends:
+                first_pos = pos
             records.append(pack_index(magic, pos, size, eidx, term))
-            out.append(Appended(eidx, term, pos, size))
+            ends.append(off + size - seg_off)
+            terms.append(term)
             idx, last_term, write_pos, chain = eidx, term, pos + size, echain
             off += size
-        if dfile is not None:
-            self._write_segment(dfile, seg_rel, buf[seg_off:off], first_idx, b"".join(records), idx, last_term,
-                                chain)
-            parts.append(out)
-        return off, error
+        return off, ends, terms, b"".join(records), chain, first_pos, failed
 
     def _write_index_records(self, first: int, data: bytes) -> None:
         off, done = first * INDEX_UNIT_SIZE, 0
@@ -651,12 +707,11 @@ class FileStore(LogStore):
         self._last_read = None
         self._tail, self._tail_bytes = [], 0
 
-    def _remember(self, first: int, sizes: list[int], data) -> None:
-        """Keep the encoded entries a leader append just wrote (``first`` on, ``sizes``
-        bytes each, laid end to end in ``data``, all in one data file): its followers
-        are about to ask for exactly these, and read_entries serves them from here
-        instead of reading back what it wrote. The newest TAIL_BYTES are kept."""
-        ends = list(itertools.accumulate(sizes))
+    def _remember(self, first: int, ends: list[int], data) -> None:
+        """Keep the encoded entries a leader append just wrote (``first`` on, laid end to
+        end in ``data``, entry k ending at ``ends[k]``, all in one data file): its
+        followers are about to ask for exactly these, and read_entries serves them from
+        here instead of reading back what it wrote. The newest TAIL_BYTES are kept."""
         self._tail.append((first, ends, data if isinstance(data, bytes) else bytes(data)))
         self._tail_bytes += ends[-1]
         while self._tail_bytes > TAIL_BYTES and len(self._tail) > 1:

@@ -1,8 +1,9 @@
 """The run lanes of the write and replication paths (store/batch.py) must agree with the
-per-entry lanes of store/filestore.py.
+per-entry lanes of store/filestore.py, compiled (store/_lanes.c) and in Python.
 
-Each test does the same work twice, once with the run lanes forced on for every stretch of
-four or more entries and once with them off, and compares everything observable: the
+Each test does the same work three times: with the run lanes forced on for every stretch of
+four or more entries (and the Python per-entry lanes for the rest), with the compiled
+per-entry lanes, and with the Python ones alone; it compares everything observable: the
 bytes of every data and index file, what the calls return, and the errors they raise
 (type and message) on damaged input. Data files are small, so batches cross file ends and
 BLANK padding falls inside them.
@@ -27,12 +28,22 @@ from store.filestore import FileStore
 from store.format import ENTRY_HEADER, HEADER_SIZE, MAGIC_NOOP, encode_entry
 
 DSIZE, ISIZE = 8192, 1024
-LANES = {"run": 4, "per-entry": 1 << 30}
+# name: (RUN_MIN, compiled per-entry lanes)
+# (the run lanes serve only stores without the compiled lanes, which are faster at any length)
+LANES = {"run": (4, False), "compiled": (1 << 30, True), "python": (1 << 30, False)}
+COMPILED = filestore_mod._lanes  # None when store._lanes is not built (test_store_lanes says so)
 
 
 def set_lane(monkeypatch, name: str) -> None:
-    monkeypatch.setattr(batch_mod, "RUN_MIN", LANES[name])
-    monkeypatch.setattr(filestore_mod, "RUN_MIN", LANES[name])
+    run_min, compiled = LANES[name]
+    monkeypatch.setattr(batch_mod, "RUN_MIN", run_min)
+    monkeypatch.setattr(filestore_mod, "RUN_MIN", run_min)
+    monkeypatch.setattr(filestore_mod, "_lanes", COMPILED if compiled else None)
+
+
+def all_same(results: dict) -> bool:
+    first = next(iter(results.values()))
+    return len(results) == len(LANES) and all(r == first for r in results.values())
 
 
 def open_store(path, **kw) -> FileStore:
@@ -72,7 +83,7 @@ def test_leader_lanes_write_identical_files(tmp_path, monkeypatch, with_crc):
             results[name] = ([list(a) for a in fill(s, plan)], s.end_index, s.write_pos, s.last_chain)
             s.append_leader([b""], s.end_term + 1, MAGIC_NOOP)
         results[name] += (all_digests(node),)
-    assert results["run"] == results["per-entry"]
+    assert all_same(results)
     assert len([k for k in results["run"][-1] if k.startswith("data/")]) >= 5
 
 
@@ -101,7 +112,7 @@ def test_read_entries_lanes_agree(tmp_path, monkeypatch):
         set_lane(monkeypatch, name)
         with open_store(node, read_only=True) as s:
             got[name] = [s.read_entries(*q) for q in queries]
-    assert got["run"] == got["per-entry"]
+    assert all_same(got)
     assert any(count >= 4 for _raw, count in got["run"])
 
 
@@ -162,7 +173,7 @@ def test_read_entries_with_a_damaged_index_record_fails_alike(tmp_path, monkeypa
                 except StoreError as exc:
                     out.append((type(exc).__name__, str(exc)))
             outcomes[name] = out
-    assert outcomes["run"] == outcomes["per-entry"]
+    assert all_same(outcomes)
 
 
 def _leader_raw(tmp_path, count=60, seed=4):
@@ -191,9 +202,8 @@ def _follow(tmp_path, monkeypatch, name, prefix: bytes, batch: bytes, max_term=N
 def test_follower_lanes_agree_on_a_clean_batch(tmp_path, monkeypatch):
     raw = _leader_raw(tmp_path)
     first = _split_point(raw, 7)
-    a = _follow(tmp_path, monkeypatch, "run", raw[:first], raw[first:])
-    b = _follow(tmp_path, monkeypatch, "per-entry", raw[:first], raw[first:])
-    assert a == b and len(a[0]) == 53
+    got = {name: _follow(tmp_path, monkeypatch, name, raw[:first], raw[first:]) for name in LANES}
+    assert all_same(got) and len(got["run"][0]) == 53
 
 
 def _split_point(raw: bytes, k: int) -> int:
@@ -231,17 +241,15 @@ def test_follower_lanes_agree_on_damaged_batches(tmp_path_factory, monkeypatch, 
     elif kind == "cut":
         batch = batch[: data.draw(st.integers(0, len(batch)))]
     max_term = data.draw(st.sampled_from([None, 1, 2, 100]))
-    a = _follow(tmp, monkeypatch, "run", prefix, bytes(batch), max_term)
-    b = _follow(tmp, monkeypatch, "per-entry", prefix, bytes(batch), max_term)
-    assert a == b
+    assert all_same({name: _follow(tmp, monkeypatch, name, prefix, bytes(batch), max_term) for name in LANES})
 
 
 def test_follower_run_lane_crosses_file_ends(tmp_path, monkeypatch):
     raw = _leader_raw(tmp_path, count=90, seed=1)
-    got = _follow(tmp_path, monkeypatch, "run", b"", raw)
-    assert got == _follow(tmp_path, monkeypatch, "per-entry", b"", raw)
-    assert len(got[0]) == 90
-    assert sum(1 for k in got[2] if k.startswith("data/")) >= 3
+    got = {name: _follow(tmp_path, monkeypatch, name, b"", raw) for name in LANES}
+    assert all_same(got)
+    assert len(got["run"][0]) == 90
+    assert sum(1 for k in got["run"][2] if k.startswith("data/")) >= 3
 
 
 def test_pushed_run_refuses_bad_first_entry():

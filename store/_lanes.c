@@ -1,0 +1,469 @@
+/* store._lanes: the file store's per-entry lanes, compiled.
+ *
+ * Two loops run for every entry a node stores, and in Python they cost a few
+ * microseconds an entry: the leader's encoding of new entries (header, CRCs, index
+ * record) and the follower's checking of pushed ones. This module does exactly what
+ * the Python lanes in store/filestore.py do (FileStore._append_entries and
+ * FileStore._follow_entries), and the store uses it when it was built; the Python
+ * lanes stay the reference, and tests/test_store_lanes.py holds the two to the same
+ * bytes, answers and errors.
+ *
+ * Rules this module keeps:
+ * - It decides nothing the Python lanes do not: same checks in the same order, same
+ *   stopping points. Errors are returned as data (a tuple naming the check and its
+ *   values); the store turns them into its exceptions and messages.
+ * - It never writes to a file: it returns bytes (entries, index records) that the
+ *   store writes.
+ * - CRC-32 is zlib's (reflected polynomial 0xEDB88320), computed with carry-less
+ *   multiplication where the CPU has it (the folding method of Intel's paper "Fast CRC
+ *   Computation for Generic Polynomials Using PCLMULQDQ Instruction") and with
+ *   slicing-by-8 tables elsewhere.
+ *
+ * Entry header (store/format.py ENTRY_HEADER, big-endian): magic i32, size i32, index
+ * i64, term i64, pos i64, channel i32, chainCrc i32, bodyCrc i32, bodySize i32.
+ * Index record (INDEX_RECORD): magic i32, pos i64, size i32, index i64, term i64.
+ * Chain input (CHAIN_INPUT): prevChain i32, index i64, term i64, bodyCrc i32.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_CLMUL_PATH 1
+#endif
+
+#define HEADER_SIZE 48
+#define RECORD_SIZE 32
+#define MIN_BLANK_LEN 8
+#define CRC_MASK 0x7FFFFFFFu
+
+/* -- CRC-32 ------------------------------------------------------------------------- */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][n] = (crc_table[t - 1][n] >> 8) ^ crc_table[0][crc_table[t - 1][n] & 0xFF];
+}
+
+/* on the inverted register (~crc in, ~crc out) */
+static uint32_t crc_tables(uint32_t c, const unsigned char *p, size_t n) {
+    while (n >= 8) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + 4, 4);
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+        lo = __builtin_bswap32(lo);
+        hi = __builtin_bswap32(hi);
+#endif
+        lo ^= c;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
+            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c;
+}
+
+#ifdef HAVE_CLMUL_PATH
+static int have_clmul;
+
+/* Folding constants for the reflected polynomial: x^(4*128+32), x^(4*128-32) mod P
+ * (four lanes of 128 bits), x^(128+32), x^(128-32) mod P (one lane), x^64 mod P, and
+ * for the Barrett reduction P' and mu. Processes ``n`` bytes, a multiple of 16 and at
+ * least 64, on the inverted register. */
+__attribute__((target("pclmul,sse4.1")))
+static uint32_t crc_clmul(uint32_t c, const unsigned char *p, size_t n) {
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x1 = _mm_loadu_si128((const __m128i *)(p + 0));
+    __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32));
+    __m128i x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+    __m128i a, b, d, e;
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
+    p += 64;
+    n -= 64;
+    while (n >= 64) {  /* four lanes, each folded 512 bits forward */
+        a = _mm_clmulepi64_si128(x1, k1k2, 0x00);
+        b = _mm_clmulepi64_si128(x2, k1k2, 0x00);
+        d = _mm_clmulepi64_si128(x3, k1k2, 0x00);
+        e = _mm_clmulepi64_si128(x4, k1k2, 0x00);
+        x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
+        x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
+        x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
+        x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
+        x1 = _mm_xor_si128(_mm_xor_si128(x1, a), _mm_loadu_si128((const __m128i *)(p + 0)));
+        x2 = _mm_xor_si128(_mm_xor_si128(x2, b), _mm_loadu_si128((const __m128i *)(p + 16)));
+        x3 = _mm_xor_si128(_mm_xor_si128(x3, d), _mm_loadu_si128((const __m128i *)(p + 32)));
+        x4 = _mm_xor_si128(_mm_xor_si128(x4, e), _mm_loadu_si128((const __m128i *)(p + 48)));
+        p += 64;
+        n -= 64;
+    }
+    /* the four lanes into one */
+    a = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x2), a);
+    a = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x3), a);
+    a = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x4), a);
+    while (n >= 16) {  /* the rest, 128 bits at a time */
+        a = _mm_clmulepi64_si128(x1, k3k4, 0x00);
+        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11),
+                                         _mm_loadu_si128((const __m128i *)p)), a);
+        p += 16;
+        n -= 16;
+    }
+    /* 128 bits to 64 */
+    a = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), a);
+    a = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5k0, 0x00), a);
+    /* Barrett reduction to 32 bits */
+    a = _mm_and_si128(x1, low32);
+    a = _mm_clmulepi64_si128(a, poly, 0x10);
+    a = _mm_and_si128(a, low32);
+    a = _mm_clmulepi64_si128(a, poly, 0x00);
+    x1 = _mm_xor_si128(x1, a);
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
+/* zlib's crc32(value, p, n) */
+static uint32_t crc32_update(uint32_t value, const unsigned char *p, size_t n) {
+    uint32_t c = ~value;
+#ifdef HAVE_CLMUL_PATH
+    if (have_clmul && n >= 64) {
+        size_t k = n & ~(size_t)15;
+        c = crc_clmul(c, p, k);
+        p += k;
+        n -= k;
+    }
+#endif
+    return ~crc_tables(c, p, n);
+}
+
+/* -- big-endian fields ----------------------------------------------------------------- */
+
+static inline void put32(unsigned char *p, uint32_t v) { v = __builtin_bswap32(v); memcpy(p, &v, 4); }
+static inline void put64(unsigned char *p, uint64_t v) { v = __builtin_bswap64(v); memcpy(p, &v, 8); }
+static inline int32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return (int32_t)__builtin_bswap32(v); }
+static inline int64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return (int64_t)__builtin_bswap64(v); }
+
+static uint32_t chain_crc(uint32_t prev, int64_t index, int64_t term, uint32_t bcrc) {
+    unsigned char in[24];
+    put32(in, prev);
+    put64(in + 4, (uint64_t)index);
+    put64(in + 12, (uint64_t)term);
+    put32(in + 20, bcrc);
+    return crc32_update(0, in, 24) & CRC_MASK;
+}
+
+static void put_record(unsigned char *r, int32_t magic, int64_t pos, int32_t size, int64_t index, int64_t term) {
+    put32(r, (uint32_t)magic);
+    put64(r + 4, (uint64_t)pos);
+    put32(r + 12, (uint32_t)size);
+    put64(r + 16, (uint64_t)index);
+    put64(r + 24, (uint64_t)term);
+}
+
+/* -- crc32(data, value=0) -------------------------------------------------------------- */
+
+static PyObject *lanes_crc32(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    unsigned long value = 0;
+    if (!PyArg_ParseTuple(args, "y*|k:crc32", &data, &value))
+        return NULL;
+    uint32_t c = crc32_update((uint32_t)value, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(c);
+}
+
+/* -- encode_entries ---------------------------------------------------------------------- */
+
+PyDoc_STRVAR(encode_doc,
+"encode_entries(bodies, start, first_index, term, magic, pos, chain, with_crc, room)\n"
+"-> (entries, records, ends, stop, chain)\n\n"
+"Encode bodies[start:] as consecutive entries from ``first_index`` at ``pos``, as many\n"
+"as fit ``room`` bytes (the first always; each later one only with MIN_BLANK_LEN bytes\n"
+"to spare after it), chaining CRCs from ``chain`` when ``with_crc``. Returns the\n"
+"entries' bytes, their index records, each entry's end offset in the entries' bytes,\n"
+"the index of the first body not encoded, and the last chain CRC.");
+
+static PyObject *lanes_encode(PyObject *self, PyObject *args) {
+    PyObject *bodies_obj;
+    Py_ssize_t start;
+    long long first_index, term, pos, room;
+    int magic, with_crc;
+    long long chain_in;
+    if (!PyArg_ParseTuple(args, "OnLLiLLpL:encode_entries", &bodies_obj, &start, &first_index, &term, &magic,
+                          &pos, &chain_in, &with_crc, &room))
+        return NULL;
+    PyObject *bodies = PySequence_Fast(bodies_obj, "bodies must be a sequence");
+    if (bodies == NULL)
+        return NULL;
+    Py_ssize_t nb = PySequence_Fast_GET_SIZE(bodies);
+    PyObject **items = PySequence_Fast_ITEMS(bodies);
+    PyObject *result = NULL, *seg = NULL, *records = NULL, *ends = NULL;
+    Py_buffer *views = NULL;
+    Py_ssize_t got = 0, count = 0;
+    if (start < 0 || start > nb) {
+        PyErr_SetString(PyExc_ValueError, "start is outside bodies");
+        goto done;
+    }
+    views = PyMem_Malloc(sizeof(Py_buffer) * (size_t)(nb - start > 0 ? nb - start : 1));
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    long long used = 0;
+    for (Py_ssize_t i = start; i < nb; i++) {
+        if (PyObject_GetBuffer(items[i], &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        got++;
+        long long size = HEADER_SIZE + (long long)views[got - 1].len;
+        if (size > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "an entry is larger than 2 GiB");
+            goto done;
+        }
+        if (used && size + MIN_BLANK_LEN > room - used)
+            break;  /* the next data file */
+        used += size;
+        count++;
+    }
+    seg = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)used);
+    records = PyBytes_FromStringAndSize(NULL, count * RECORD_SIZE);
+    ends = PyList_New(count);
+    if (seg == NULL || records == NULL || ends == NULL)
+        goto done;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(seg);
+    unsigned char *rec = (unsigned char *)PyBytes_AS_STRING(records);
+    uint32_t chain = (uint32_t)chain_in;
+    long long off = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        const unsigned char *body = views[k].buf;
+        int32_t bsize = (int32_t)views[k].len;
+        int32_t size = HEADER_SIZE + bsize;
+        int64_t index = first_index + k;
+        uint32_t bcrc = 0;
+        if (with_crc) {
+            bcrc = crc32_update(0, body, (size_t)bsize) & CRC_MASK;
+            chain = chain_crc(chain, index, term, bcrc);
+        } else {
+            chain = 0;
+        }
+        unsigned char *h = out + off;
+        put32(h, (uint32_t)magic);
+        put32(h + 4, (uint32_t)size);
+        put64(h + 8, (uint64_t)index);
+        put64(h + 16, (uint64_t)term);
+        put64(h + 24, (uint64_t)(pos + off));
+        put32(h + 32, 0);
+        put32(h + 36, chain);
+        put32(h + 40, bcrc);
+        put32(h + 44, (uint32_t)bsize);
+        memcpy(h + HEADER_SIZE, body, (size_t)bsize);
+        put_record(rec + k * RECORD_SIZE, magic, pos + off, size, index, term);
+        off += size;
+        PyObject *end = PyLong_FromLongLong(off);
+        if (end == NULL)
+            goto done;
+        PyList_SET_ITEM(ends, k, end);
+    }
+    /* the chain CRC as the header field reads (a signed int32), or as given when nothing was encoded */
+    result = Py_BuildValue("OOOnL", seg, records, ends, start + count, count ? (long long)(int32_t)chain : chain_in);
+done:
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    Py_XDECREF(seg);
+    Py_XDECREF(records);
+    Py_XDECREF(ends);
+    Py_DECREF(bodies);
+    return result;
+}
+
+/* -- check_entries ----------------------------------------------------------------------- */
+
+PyDoc_STRVAR(check_doc,
+"check_entries(buf, off, limit, end_index, end_term, max_term, write_pos, file_size)\n"
+"-> (stop, ends, terms, records, chain, first_pos, error)\n\n"
+"Check at most ``limit`` pushed entries of ``buf`` from ``off`` against a log that ends\n"
+"at ``end_index`` / ``end_term`` / ``write_pos``, within one data file (the first\n"
+"entry may start the next file; a later one that does ends the run). Returns where it\n"
+"stopped, each accepted entry's end offset from ``off`` and its term, their index\n"
+"records, the last accepted entry's chain CRC (None when none was), the first one's\n"
+"pos, and None or the check that stopped it: (name, values...).");
+
+static PyObject *lanes_check(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t off, limit;
+    long long end_index, end_term, write_pos, fsize;
+    PyObject *max_term_obj;
+    if (!PyArg_ParseTuple(args, "y*nnLLOLL:check_entries", &buf, &off, &limit, &end_index, &end_term,
+                          &max_term_obj, &write_pos, &fsize))
+        return NULL;
+    PyObject *result = NULL, *ends = NULL, *terms = NULL, *records = NULL, *error = NULL, *chain_obj = NULL;
+    unsigned char *rec = NULL;
+    int has_max = max_term_obj != Py_None;
+    long long max_term = 0;
+    if (has_max) {
+        max_term = PyLong_AsLongLong(max_term_obj);
+        if (max_term == -1 && PyErr_Occurred())
+            goto done;
+    }
+    if (fsize <= 0 || off < 0 || off > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "bad file size or offset");
+        goto done;
+    }
+    const unsigned char *p = buf.buf;
+    Py_ssize_t n = buf.len, seg_off = off;
+    ends = PyList_New(0);
+    terms = PyList_New(0);
+    Py_ssize_t cap = 64, count = 0;
+    rec = PyMem_Malloc(cap * RECORD_SIZE);
+    if (ends == NULL || terms == NULL || rec == NULL) {
+        if (rec == NULL)
+            PyErr_NoMemory();
+        goto done;
+    }
+    long long idx = end_index, last_term = end_term, first_pos = -1;
+    uint32_t chain = 0;
+    while (off < n && count < limit) {
+        if (n - off < HEADER_SIZE) {
+            error = Py_BuildValue("(sn)", "trailing", n - off);
+            break;
+        }
+        const unsigned char *h = p + off;
+        int32_t magic = get32(h), size = get32(h + 4);
+        int64_t eidx = get64(h + 8), term = get64(h + 16), pos = get64(h + 24);
+        uint32_t echain = (uint32_t)get32(h + 36), bcrc = (uint32_t)get32(h + 40);
+        int32_t bsize = get32(h + 44);
+        if (magic < 1 || magic > 3 || bsize < 0 || (long long)size != HEADER_SIZE + (long long)bsize ||
+            (long long)off + size > n) {
+            error = Py_BuildValue("(snii)", "malformed", off, magic, size);
+            break;
+        }
+        if (eidx != idx + 1) {
+            error = Py_BuildValue("(sLL)", "index", (long long)eidx, idx);
+            break;
+        }
+        if (term < last_term) {
+            error = Py_BuildValue("(sLLL)", "term_low", (long long)eidx, (long long)term, last_term);
+            break;
+        }
+        if (has_max && term > max_term) {
+            error = Py_BuildValue("(sLLL)", "term_high", (long long)eidx, (long long)term, max_term);
+            break;
+        }
+        if ((bcrc || echain) && (crc32_update(0, h + HEADER_SIZE, (size_t)bsize) & CRC_MASK) != bcrc) {
+            error = Py_BuildValue("(sL)", "crc", (long long)eidx);
+            break;
+        }
+        if ((long long)size + MIN_BLANK_LEN > fsize) {
+            error = Py_BuildValue("(sLiL)", "too_big", (long long)eidx, size, fsize);
+            break;
+        }
+        long long rel = write_pos % fsize;
+        long long expected = (long long)size + MIN_BLANK_LEN <= fsize - rel ? write_pos : write_pos + fsize - rel;
+        if (pos != expected) {
+            error = Py_BuildValue("(sLLL)", "pos", (long long)eidx, (long long)pos, expected);
+            break;
+        }
+        if (count && pos != write_pos)
+            break;  /* the next data file: a new run */
+        if (count == cap) {
+            unsigned char *grown = PyMem_Realloc(rec, (size_t)cap * 2 * RECORD_SIZE);
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            rec = grown;
+            cap *= 2;
+        }
+        put_record(rec + count * RECORD_SIZE, magic, pos, size, eidx, term);
+        PyObject *end = PyLong_FromSsize_t(off + size - seg_off), *t = PyLong_FromLongLong(term);
+        int bad = end == NULL || t == NULL || PyList_Append(ends, end) < 0 || PyList_Append(terms, t) < 0;
+        Py_XDECREF(end);
+        Py_XDECREF(t);
+        if (bad)
+            goto done;
+        if (count == 0)
+            first_pos = pos;
+        count++;
+        idx = eidx;
+        last_term = term;
+        write_pos = pos + size;
+        chain = echain;
+        off += size;
+    }
+    if (error == NULL && PyErr_Occurred())
+        goto done;
+    records = PyBytes_FromStringAndSize((const char *)rec, count * RECORD_SIZE);
+    if (records == NULL)
+        goto done;
+    if (count) {
+        chain_obj = PyLong_FromLong((int32_t)chain);  /* as the header field reads: a signed int32 */
+        if (chain_obj == NULL)
+            goto done;
+    } else {
+        chain_obj = Py_NewRef(Py_None);
+    }
+    result = Py_BuildValue("nOOOOLO", off, ends, terms, records, chain_obj, first_pos, error ? error : Py_None);
+done:
+    PyBuffer_Release(&buf);
+    PyMem_Free(rec);
+    Py_XDECREF(ends);
+    Py_XDECREF(terms);
+    Py_XDECREF(records);
+    Py_XDECREF(chain_obj);
+    Py_XDECREF(error);
+    return result;
+}
+
+static PyMethodDef lanes_methods[] = {
+    {"crc32", lanes_crc32, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32 of data, continued from value."},
+    {"encode_entries", lanes_encode, METH_VARARGS, encode_doc},
+    {"check_entries", lanes_check, METH_VARARGS, check_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef lanes_module = {
+    PyModuleDef_HEAD_INIT, "store._lanes", "The file store's per-entry lanes, compiled (see store/_lanes.c).", -1,
+    lanes_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__lanes(void) {
+    crc_init();
+#ifdef HAVE_CLMUL_PATH
+    __builtin_cpu_init();
+    have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+#endif
+    PyObject *m = PyModule_Create(&lanes_module);
+    if (m == NULL)
+        return NULL;
+#ifdef HAVE_CLMUL_PATH
+    if (PyModule_AddIntConstant(m, "CLMUL", have_clmul) < 0) {
+#else
+    if (PyModule_AddIntConstant(m, "CLMUL", 0) < 0) {
+#endif
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
