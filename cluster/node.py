@@ -45,7 +45,9 @@ from .wire import (
     decode_response,
     error_frame,
     request_code_of,
+    json_body,
     request_frame,
+    response_bytes,
     response_frame,
     unpack_bodies,
 )
@@ -174,9 +176,7 @@ class Node:
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
         for p, waiters in self._waiting.values():
-            for reply, opaque, start, n in waiters:
-                if not reply.done:
-                    reply.send(self._append_answer(p, opaque, start, n, Code.TERM_CHANGED, "node is shutting down"))
+            self._answer_appends(p, waiters, Code.TERM_CHANGED, "node is shutting down")
         self.store.close()  # flush + checkpoint
 
     async def _tick_loop(self) -> None:
@@ -237,9 +237,7 @@ class Node:
         entry = self._waiting.pop(id(p), None)
         if entry is None:
             return
-        rows = appended_rows(p.appended) if p.code == Code.SUCCESS else None  # once, not per request
-        for reply, opaque, start, n in entry[1]:
-            reply.send(self._append_answer(p, opaque, start, n, p.code, p.remark, rows))
+        self._answer_appends(p, entry[1], p.code, p.remark)
         for conn in {reply.conn for reply, *_ in entry[1]}:  # the answers leave now (see _process)
             if conn is not None:
                 conn.flush()
@@ -389,15 +387,22 @@ class Node:
         self._batch.append((bodies, f.opaque, reply))
         return reply
 
-    def _append_answer(self, p: Proposal, opaque: int, start: int, n: int, code: Code, remark: str,
-                       rows: list | None = None) -> Frame:
-        """The answer to one APPEND of a proposal; on SUCCESS its ``n`` entries from ``start``
-        of ``rows`` (``appended_rows(p.appended)``, made once per proposal by the caller)."""
-        out = {"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
-               "remark": remark}
-        if code == Code.SUCCESS:
-            out["entries"] = rows[start:start + n]
-        return response_frame(out, opaque, APPEND)
+    def _answer_appends(self, p: Proposal, waiters: list, code: Code, remark: str) -> None:
+        """Answer the APPENDs of a proposal (``waiters``: reply, opaque, start, n) that are
+        not answered yet: ``{"code", "term", "leaderId", "remark"}``, and on SUCCESS
+        ``"entries"``, each request's ``n`` rows from ``start``. Each answer is encoded
+        whole (wire.response_bytes) around JSON that is made once per proposal up to the
+        entries: this runs once per client append."""
+        body = json_body({"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
+                          "remark": remark})
+        if code != Code.SUCCESS:
+            for reply, opaque, _start, _n in waiters:
+                reply.send_bytes(response_bytes(opaque, body))
+            return
+        rows = appended_rows(p.appended)
+        head = body[:-1] + b',"entries":'
+        for reply, opaque, start, n in waiters:
+            reply.send_bytes(response_bytes(opaque, head + json_body(rows[start:start + n]) + b"}"))
 
     def _propose_batch(self) -> None:
         batch, self._batch = self._batch, []

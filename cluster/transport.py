@@ -59,7 +59,7 @@ class Reply:
     def __init__(self) -> None:
         self.conn: _ServerConnection | None = None
         self.request: Frame | None = None
-        self.frame: Frame | None = None
+        self.frame: Frame | bytes | None = None
         self.done = False
 
     def send(self, frame: Frame | None) -> None:
@@ -71,9 +71,22 @@ class Reply:
         else:
             self.frame = frame
 
+    def send_bytes(self, data: bytes) -> None:
+        """Send an answer encoded whole, opaque included (cluster.wire.response_bytes)."""
+        if self.done:
+            return
+        self.done = True
+        if self.conn is not None:
+            self.conn.send_bytes(data)
+        else:
+            self.frame = data
+
     def _bind(self, conn: _ServerConnection, request: Frame) -> None:
         if self.done:  # answered before the server saw it
-            conn._answer(request, self.frame)
+            if isinstance(self.frame, bytes):
+                conn.send_bytes(self.frame)
+            else:
+                conn._answer(request, self.frame)
         else:
             self.conn, self.request = conn, request
 
@@ -163,6 +176,15 @@ class _FrameConnection(asyncio.BufferedProtocol):
         else:
             self._parts.append(head)
             self._parts.append(body)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_at_end)
+
+    def send_bytes(self, data: bytes) -> None:
+        """Queue a frame already encoded whole, like :meth:`send_frame`."""
+        if self.closed:
+            return
+        self._parts.append(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_at_end)

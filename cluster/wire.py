@@ -111,7 +111,7 @@ _header_decoder = msgspec.json.Decoder(_Header)
 _encoder = msgspec.json.Encoder()
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
     code: int
     opaque: int = 0
@@ -138,6 +138,20 @@ def frame_head(f: Frame) -> bytes:
 
 def encode_frame(f: Frame) -> bytes:
     return frame_head(f) + f.body if f.body else frame_head(f)
+
+
+# frame_head's header of a response that carries neither remark nor extFields
+_RESPONSE_HEADER = b'{"code":%d,"flag":%d,"opaque":%d,"language":"PYTHON","version":0}' % (
+    REMOTING_SUCCESS, FLAG_RESPONSE, 0)
+_RESPONSE_HEADER = _RESPONSE_HEADER.replace(b'"opaque":0', b'"opaque":%d')
+
+
+def response_bytes(opaque: int, body: bytes) -> bytes:
+    """A whole successful response frame around a JSON ``body``: the bytes
+    ``encode_frame(Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=body))`` gives, made
+    without a Frame or a header dict (a leader makes one per client append)."""
+    header = _RESPONSE_HEADER % opaque
+    return _HDR.pack(4 + len(header) + len(body), (SERIALIZE_JSON << 24) | len(header)) + header + body
 
 
 class FrameReceiver:

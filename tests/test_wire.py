@@ -39,6 +39,7 @@ from cluster.wire import (
     pack_bodies,
     request_code_of,
     request_frame,
+    response_bytes,
     response_frame,
     unpack_bodies,
 )
@@ -147,6 +148,16 @@ def test_client_append_bodies():
     for data, n in ((pack_bodies(bodies), 2), (pack_bodies(bodies)[:-1], 3), (b"\xff\xff\xff\xff", 1), (b"\0\0", 1)):
         with pytest.raises(BadMessage):
             unpack_bodies(data, n)
+
+
+@given(opaque=st.integers(-(1 << 31), (1 << 31) - 1), entries=st.lists(st.lists(st.integers(0, 1 << 40),
+       min_size=4, max_size=4), max_size=5), leader=st.sampled_from(["n0", None, 'x"\\y']))
+def test_response_bytes_equal_an_encoded_response_frame(opaque, entries, leader):
+    body = {"code": 200, "term": 3, "leaderId": leader, "remark": "", "entries": entries}
+    frame = response_frame(body, opaque, 50001)
+    assert response_bytes(opaque, frame.body) == encode_frame(frame)
+    got = FrameDecoder().feed(response_bytes(opaque, frame.body))[0]
+    assert (got.opaque, got.is_response, json.loads(got.body)) == (opaque, True, body)
 
 
 def _decode_everything(data: bytes) -> None:
