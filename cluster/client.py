@@ -133,7 +133,7 @@ class Client:
                 except ClientError as exc:
                     raise _append_error(str(exc), unknown, code) from None
             try:  # (the hot path of every append: no coroutine of its own)
-                resp = decode_response(await self.channels[leader].request(
+                resp = decode_response(await self.channels[leader].call(
                     Frame(APPEND, ext=ext, body=frame_body), max(0.05, deadline - loop.time())), APPEND)
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None

@@ -26,6 +26,7 @@ import asyncio
 import functools
 import itertools
 import logging
+from typing import Awaitable
 
 from .wire import DEFAULT_MAX_FRAME, FLAG_RESPONSE, Frame, FrameReceiver, ProtocolError, frame_head
 
@@ -452,6 +453,15 @@ class Channel:
             return None
         target = self._issue(conn, frame, timeout, callback)
         return True if callback is not None else target
+
+    def call(self, frame: Frame, timeout: float) -> Awaitable[Frame]:
+        """What :meth:`request` does, as an awaitable that is the response's future itself
+        when the channel is connected and its socket keeps up (no coroutine: a client
+        making one request per append spent a tenth of its CPU on the coroutine)."""
+        conn = self._live()
+        if self.closed or conn is None or conn.unsent() > _DRAIN_ABOVE:
+            return self.request(frame, timeout)
+        return self._issue(conn, frame, timeout)
 
     async def request(self, frame: Frame, timeout: float) -> Frame:
         """Send ``frame`` (its opaque is assigned here) and wait for its response."""

@@ -160,6 +160,20 @@ def test_response_bytes_equal_an_encoded_response_frame(opaque, entries, leader)
     assert (got.opaque, got.is_response, json.loads(got.body)) == (opaque, True, body)
 
 
+@given(code=st.integers(0, 60000), opaque=st.integers(-(1 << 31), (1 << 31) - 1), flag=st.integers(0, 3),
+       remark=st.sampled_from(["", 'bad "input"\n']), ext=st.dictionaries(st.text(max_size=5), st.text(max_size=5),
+       max_size=3), body=st.binary(max_size=20))
+def test_frame_head_is_the_header_dict_encoded(code, opaque, flag, remark, ext, body):
+    f = Frame(code, opaque, flag, remark, ext, body)
+    h = {"code": code, "flag": flag, "opaque": opaque, "language": "PYTHON", "version": 0}
+    if remark:
+        h["remark"] = remark
+    if ext:
+        h["extFields"] = ext
+    header = json.dumps(h, separators=(",", ":"), ensure_ascii=False).encode()
+    assert encode_frame(f) == struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
 def _decode_everything(data: bytes) -> None:
     for f in FrameDecoder(max_frame=1 << 16).feed(data):
         try:
