@@ -67,7 +67,7 @@ def test_run_lane_is_used_and_returns_columns(tmp_path, monkeypatch):
         assert isinstance(got, AppendedBatch)
         assert got == [Appended(i, 3, i * 58, 58) for i in range(6)]
         assert got[1:3] == [Appended(1, 3, 58, 58), Appended(2, 3, 116, 58)]
-        assert appended_rows(got[4:]) == [[4, 3, 232, 58], [5, 3, 290, 58]]
+        assert appended_rows(got[4:]) == [(4, 3, 232, 58), (5, 3, 290, 58)]
         raw, count = s.read_entries(0, 100, 1 << 20)
         assert count == 6 and raw == b"".join(s.get_bytes(i) for i in range(6))
 

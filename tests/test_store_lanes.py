@@ -183,8 +183,8 @@ def test_appended_run_is_a_sequence_of_appended():
     want = [Appended(10, 4, 500, 60), Appended(11, 4, 560, 100), Appended(12, 5, 660, 10)]
     assert run == want and list(run) == want and len(run) == 3
     assert run[-1] == want[-1] and run[1:] == want[1:]
-    assert appended_rows(run) == [list(a) for a in want]
+    assert appended_rows(run) == [tuple(a) for a in want]
     one_term = AppendedRun(0, 0, [50, 100], 7)
-    assert one_term.rows() == [[0, 7, 0, 50], [1, 7, 50, 50]]
+    assert one_term.rows() == [(0, 7, 0, 50), (1, 7, 50, 50)]
     with pytest.raises(IndexError):
         run[3]
