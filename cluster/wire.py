@@ -25,7 +25,6 @@ from __future__ import annotations
 import base64
 import itertools
 import struct
-from dataclasses import dataclass, field
 
 import msgspec
 import numpy as np
@@ -96,33 +95,31 @@ class BadMessage(ProtocolError):
     """The frame is well formed but its fields are not the message its code names."""
 
 
-class _Header(msgspec.Struct):
-    code: int
-    flag: int = 0
-    opaque: int = 0
-    remark: str | None = None
-    extFields: dict[str, str] | None = None
-    language: str = "PYTHON"
-    version: int = 0
-    serializeTypeCurrentRPC: str | None = None
-
-
-_header_decoder = msgspec.json.Decoder(_Header)
 _encoder = msgspec.json.Encoder()
 
 
-@dataclass(slots=True)
-class Frame:
+class Frame(msgspec.Struct):
+    """A frame. Decoding its header JSON makes it (msgspec), so a received frame costs one
+    C call and no copy of the header's fields; ``body`` is set after (its JSON name is one
+    no header holds). ``remark`` and ``ext`` are never None once decoded."""
+
     code: int
     opaque: int = 0
     flag: int = 0
-    remark: str = ""
-    ext: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""  # or a memoryview, for frames received into a buffer of their own
+    remark: str | None = ""
+    ext: dict[str, str] | None = msgspec.field(default_factory=dict, name="extFields")
+    body: bytes = msgspec.field(default=b"", name="__dledgerctl_body__")  # or a memoryview, for frames received
+    # into a buffer of their own
+    language: str = "PYTHON"  # (header fields of RocketMQ remoting that dledgerctl does not use)
+    version: int = 0
+    serializeTypeCurrentRPC: str | None = None
 
     @property
     def is_response(self) -> bool:
         return bool(self.flag & FLAG_RESPONSE)
+
+
+_frame_decoder = msgspec.json.Decoder(Frame)
 
 
 _HEADER = b'{"code":%d,"flag":%d,"opaque":%d,"language":"PYTHON","version":0'
@@ -252,11 +249,16 @@ def decode_frame_body(data, *, copy: bool = True) -> Frame:
     if hlen > len(data) - 4:
         raise MalformedFrame(f"header length {hlen} exceeds the frame ({len(data) - 4} bytes)")
     try:
-        h = _header_decoder.decode(data[4 : 4 + hlen])
+        f = _frame_decoder.decode(data[4 : 4 + hlen])
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"bad header: {exc}") from None
+    if f.remark is None:
+        f.remark = ""
+    if f.ext is None:
+        f.ext = {}
     body = data[4 + hlen :]
-    return Frame(h.code, h.opaque, h.flag, h.remark or "", h.extFields or {}, bytes(body) if copy else body)
+    f.body = bytes(body) if copy else body
+    return f
 
 
 # -- messages <-> frames ------------------------------------------------------------------
