@@ -133,10 +133,10 @@ def test_read_entries_serves_a_leaders_latest_appends_as_written(tmp_path, monke
             s._last_read = None
             served += s._from_tail(*q) is not None
             got = s.read_entries(*q)
-            remembered = s._tail, s._tail_bytes
+            remembered = s._tail, s._tail_head, s._tail_bytes
             s._forget_reads()
             assert s.read_entries(*q) == got, q
-            s._tail, s._tail_bytes = remembered
+            s._tail, s._tail_head, s._tail_bytes = remembered
             fill(s, [rng.choice((1, 4, 30))], term=s.end_term, seed=rng.randrange(1 << 30))
         assert served > 100
         # a cut forgets; reads after it come from the files and stop at the new end
