@@ -243,7 +243,7 @@ class FileStore(LogStore):
         self.closed = False
         self._reached = self._index_reached = 0  # how far the call under way wrote (see _undo)
         self._last_read = None  # (arguments, end_index), answer: see read_entries
-        self._tail: list[tuple[int, list[int], bytes]] = []  # the leader's latest writes: see read_entries
+        self._tail: list[tuple[int, list[int], bytes] | None] = []  # the leader's latest writes: see read_entries
         self._tail_head = 0  # _tail[:_tail_head] are dropped (deleted in bulk: dropping one at a time was O(n))
         self._tail_bytes = 0
 
@@ -725,6 +725,7 @@ class FileStore(LogStore):
         head = self._tail_head
         while self._tail_bytes > TAIL_BYTES and len(tail) - head > 1:
             self._tail_bytes -= tail[head][1][-1]
+            tail[head] = None  # its bytes go now (bisection never looks before the head)
             head += 1
         if head > 1024 and head * 2 > len(tail):
             del tail[:head]

@@ -150,6 +150,21 @@ def test_read_entries_serves_a_leaders_latest_appends_as_written(tmp_path, monke
         assert s._tail == []
 
 
+def test_a_leader_keeps_no_more_of_its_writes_than_it_says(tmp_path, monkeypatch):
+    """TAIL_BYTES bounds the bytes kept for read_entries, however many writes went by
+    (the kept writes had once been dropped from the lookup but not from memory)."""
+    monkeypatch.setattr(filestore_mod, "TAIL_BYTES", 20_000)
+    with FileStore.open(str(tmp_path / "dledger-n0"), data_file_size=1 << 20, index_file_size=ISIZE * 64) as s:
+        for k in range(3000):
+            s.append_leader([bytes([k % 256]) * 3000] * (1 + k % 3), 1)
+            kept = [w for w in s._tail if w is not None]
+            assert sum(len(w[2]) for w in kept) <= 20_000 + 3 * 3048
+            assert len(s._tail) <= 2 * len(kept) + 1025
+        last = s.end_index
+        assert s._from_tail(last, 1, 1 << 20) == (s.get_bytes(last), 1)
+        assert s._from_tail(last - 200, 1, 1 << 20) is None  # long dropped: the files answer
+
+
 @pytest.mark.parametrize("field,offset", [("pos", 4), ("size", 12), ("index", 16), ("term", 24)])
 def test_read_entries_with_a_damaged_index_record_fails_alike(tmp_path, monkeypatch, field, offset):
     node = tmp_path / "dledger-n0"
