@@ -143,10 +143,9 @@ def encode_frame(f: Frame) -> bytes:
     return frame_head(f) + f.body if f.body else frame_head(f)
 
 
-# frame_head's header of a response that carries neither remark nor extFields
-_RESPONSE_HEADER = b'{"code":%d,"flag":%d,"opaque":%d,"language":"PYTHON","version":0}' % (
-    REMOTING_SUCCESS, FLAG_RESPONSE, 0)
-_RESPONSE_HEADER = _RESPONSE_HEADER.replace(b'"opaque":0', b'"opaque":%d')
+# frame_head's header of a response that carries neither remark nor extFields, but the opaque
+_RESPONSE_HEADER = b'{"code":%d,"flag":%d,"opaque":%%d,"language":"PYTHON","version":0}' % (
+    REMOTING_SUCCESS, FLAG_RESPONSE)
 
 
 def response_bytes(opaque: int, body: bytes) -> bytes:

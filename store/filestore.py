@@ -59,14 +59,14 @@ from .format import (
     MIN_BLANK_LEN,
     crc32,
 )
+from .layout import NodeLayout
+from .metafiles import read_checkpoint, write_checkpoint
+from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
 
 try:  # the per-entry lanes, compiled (store/_lanes.c); the Python lanes below when not built
     from . import _lanes
 except ImportError:  # pragma: no cover - an install without a C compiler
     _lanes = None
-from .layout import NodeLayout
-from .metafiles import read_checkpoint, write_checkpoint
-from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
 
 FLUSH_POLICIES = ("async", "sync")
 TAIL_BYTES = 8 << 20  # how much of its latest appends a leader keeps for read_entries
