@@ -35,12 +35,26 @@ class Appended(NamedTuple):
     size: int
 
 
-class AppendedBatch(Sequence):
-    """What one append stored, as columns (int64 arrays) instead of one tuple per entry.
+class _AppendedColumns(Sequence):
+    """What AppendedBatch and AppendedRun share: each is a read-only sequence of
+    :class:`Appended` without a tuple per entry, equal to any sequence of the same entries,
+    and ``rows()`` gives ``(index, term, pos, size)`` tuples for answers to clients."""
 
-    A read-only sequence of :class:`Appended`; equal to any sequence of the same
-    entries. The run lanes return it; ``rows()`` gives ``[index, term, pos, size]`` lists
-    without building a tuple per entry."""
+    __slots__ = ()
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self)!r})"
+
+
+class AppendedBatch(_AppendedColumns):
+    """What one append stored, as columns (int64 arrays): the run lanes return it."""
 
     __slots__ = ("index", "term", "pos", "size")
 
@@ -70,26 +84,16 @@ class AppendedBatch(Sequence):
             return AppendedBatch(self.index[i], self.term[i], self.pos[i], self.size[i])
         return Appended(int(self.index[i]), int(self.term[i]), int(self.pos[i]), int(self.size[i]))
 
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(self) == len(other) and list(self) == list(other)
-
-    __hash__ = None
-
     def rows(self) -> list[tuple[int, int, int, int]]:
         return list(zip(self.index.tolist(), self.term.tolist(), self.pos.tolist(), self.size.tolist()))
 
-    def __repr__(self) -> str:
-        return f"AppendedBatch({list(self)!r})"
 
 
-class AppendedRun(Sequence):
+class AppendedRun(_AppendedColumns):
     """What one append stored in one data file, without a tuple per entry: entries
     ``first``, ``first + 1``, ... laid end to end from ``pos``, entry k ending ``ends[k]``
     bytes after ``pos``, of term ``terms`` (one int for all, or a list with one per
-    entry). A read-only sequence of :class:`Appended`, equal to any sequence of the same
-    entries; the compiled lanes (store/_lanes.c) give what they store as one."""
+    entry). The compiled lanes (store/_lanes.c) give what they store as one."""
 
     __slots__ = ("first", "pos", "ends", "terms")
 
@@ -111,13 +115,6 @@ class AppendedRun(Sequence):
         term = self.terms if isinstance(self.terms, int) else self.terms[i]
         return Appended(self.first + i, term, self.pos + start, self.ends[i] - start)
 
-    def __eq__(self, other) -> bool:
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(self) == len(other) and list(self) == list(other)
-
-    __hash__ = None
-
     def rows(self) -> list[tuple[int, int, int, int]]:
         # (every loop here runs in C: a batched append answers for a thousand entries at a time)
         starts = [0, *self.ends[:-1]]
@@ -125,13 +122,11 @@ class AppendedRun(Sequence):
         return list(zip(range(self.first, self.first + len(self.ends)), terms, map(self.pos.__add__, starts),
                         map(operator.sub, self.ends, starts)))
 
-    def __repr__(self) -> str:
-        return f"AppendedRun({list(self)!r})"
 
 
 def appended_rows(appended: Sequence[Appended]) -> list[tuple[int, int, int, int]]:
     """``(index, term, pos, size)`` per entry (plain tuples), for answers to clients."""
-    if isinstance(appended, (AppendedBatch, AppendedRun)):
+    if isinstance(appended, _AppendedColumns):
         return appended.rows()
     return [tuple(a) for a in appended]
 

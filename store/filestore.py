@@ -196,26 +196,22 @@ def _first_index(write: tuple) -> int:
     return write[0]
 
 
-def _check_failure(kind: str, *v) -> str:
-    """The message of a pushed entry that failed a check of FileStore._check_entries
-    (or of store._lanes.check_entries, which names its failures the same way)."""
-    if kind == "trailing":
-        return f"{v[0]} trailing bytes are not an entry header"
-    if kind == "malformed":
-        return f"malformed entry at byte {v[0]} of the batch (magic {v[1]}, size {v[2]})"
-    if kind == "index":
-        return f"entry index {v[0]} does not follow the local end {v[1]}"
-    if kind == "term_low":
-        return f"entry {v[0]} has term {v[1]} below the local last term {v[2]}"
-    if kind == "term_high":
-        return f"entry {v[0]} has term {v[1]} above the leader's term {v[2]}"
-    if kind == "crc":
-        return f"entry {v[0]}: body checksum does not match"
-    if kind == "too_big":
-        return f"entry {v[0]} of {v[1]} bytes does not fit a {v[2]}-byte data file"
-    if kind == "pos":
-        return f"entry {v[0]} is at pos {v[1]}, the local log continues at {v[2]}"
-    return f"pushed entries failed the check {kind!r} {v}"
+# The messages of the checks of FileStore._check_entries (and of store._lanes.check_entries,
+# which names its failures the same way), by name; the values follow the name in a failure.
+_CHECK_FAILURES = {
+    "trailing": "{} trailing bytes are not an entry header",
+    "malformed": "malformed entry at byte {} of the batch (magic {}, size {})",
+    "index": "entry index {} does not follow the local end {}",
+    "term_low": "entry {} has term {} below the local last term {}",
+    "term_high": "entry {} has term {} above the leader's term {}",
+    "crc": "entry {}: body checksum does not match",
+    "too_big": "entry {} of {} bytes does not fit a {}-byte data file",
+    "pos": "entry {} is at pos {}, the local log continues at {}",
+}
+
+
+def _check_failure(kind: str, *values) -> str:
+    return _CHECK_FAILURES[kind].format(*values)
 
 
 class FileStore(LogStore):
