@@ -380,6 +380,8 @@ static PyObject *lanes_check(PyObject *self, PyObject *args) {
             break;
         }
         long long rel = write_pos % fsize;
+        if (rel < 0)
+            rel += fsize;  /* Python's modulo, which the Python lane uses */
         long long expected = (long long)size + MIN_BLANK_LEN <= fsize - rel ? write_pos : write_pos + fsize - rel;
         if (pos != expected) {
             error = Py_BuildValue("(sLLL)", "pos", (long long)eidx, (long long)pos, expected);

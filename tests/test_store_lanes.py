@@ -118,6 +118,10 @@ def test_check_entries_ends_a_run_where_the_next_data_file_starts():
     d = encode_entry(b"dd", index=6, term=2, pos=300)  # 50 bytes would fit 250..300, but not with 8 to spare
     got, want = _both(a + d, 0, 100, 4, 2, None, 150, fsize)
     assert got == want and got[:3] == (100, [100], [2]) and got[6] is None
+    # a log position below 0 counts from the file end, as Python's modulo does
+    lone = encode_entry(b"e" * 52, index=0, term=1, pos=0)
+    got, want = _both(lone, 0, 10, -1, 0, None, -5, fsize)
+    assert got == want and got[6] is None
     got, want = _both(push, 0, 100, 4, 3, None, 150, fsize)  # a term below the log's last term
     assert got == want and got[1] == [] and got[6] == ("term_low", 5, 2, 3)
 
@@ -125,7 +129,7 @@ def test_check_entries_ends_a_run_where_the_next_data_file_starts():
 @compiled
 @settings(max_examples=300, deadline=None)
 @given(buf=st.binary(max_size=400), off=st.integers(0, 400), end_index=st.integers(-2, 3),
-       write_pos=st.integers(0, 1 << 40), fsize=st.integers(1, 1 << 62))
+       write_pos=st.integers(-(1 << 40), 1 << 40), fsize=st.integers(1, 1 << 62))
 def test_check_entries_takes_any_bytes(buf, off, end_index, write_pos, fsize):
     off = min(off, len(buf))
     got, want = _both(buf, off, 1 << 30, end_index, 0, None, write_pos, fsize)
