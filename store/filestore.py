@@ -19,6 +19,7 @@ import errno
 import fcntl
 import itertools
 import os
+from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
@@ -190,10 +191,6 @@ def lock_node_dir(layout: NodeLayout) -> int:
     except OSError:
         pass  # the pid is informational
     return fd
-
-
-def _first_index(write: tuple) -> int:
-    return write[0]
 
 
 # The messages of the checks of FileStore._check_entries (and of store._lanes.check_entries,
@@ -732,7 +729,7 @@ class FileStore(LogStore):
         """read_entries' answer from the remembered writes, when one of them holds it
         whole: ``first`` is in it, and the answer stops inside it or at the log's end.
         None otherwise (the files answer)."""
-        k = bisect.bisect_right(self._tail, first, self._tail_head, key=_first_index) - 1
+        k = bisect.bisect_right(self._tail, first, self._tail_head, key=itemgetter(0)) - 1
         if k < self._tail_head:
             return None
         f0, ends, data = self._tail[k]
