@@ -197,24 +197,19 @@ class FrameReceiver:
             big, self._big = self._big, None
             return [decode_frame_body(big, copy=False)]
         self._end += n
-        out = []
-        buf, view, start, end = self._buf, self._view, self._start, self._end
-        while end - start >= 4:
-            (length,) = _LEN.unpack_from(buf, start)
-            if length > self.max_frame:
-                raise FrameTooLarge(f"frame of {length} bytes is above the {self.max_frame}-byte limit")
-            if length < 4:
-                raise MalformedFrame(f"frame length {length} is too small")
-            if end - start < 4 + length:
-                if length > self.BIG:  # the rest goes straight into a buffer of the frame's size
-                    have = end - start - 4
-                    big = memoryview(np.empty(length, np.uint8)).cast("B")
-                    big[:have] = view[start + 4 : end]
-                    self._big, self._have = big, have
-                    start = end = 0
-                break
-            out.append(decode_frame_body(view[start + 4 : start + 4 + length]))
-            start += 4 + length
+        out, start, error, length = _split(self._buf, self._view, self._start, self._end, self.max_frame,
+                                           Frame, decode_frame_body)
+        end = self._end
+        if error == 1:
+            raise FrameTooLarge(f"frame of {length} bytes is above the {self.max_frame}-byte limit")
+        if error == 2:
+            raise MalformedFrame(f"frame length {length} is too small")
+        if length > self.BIG:  # the rest goes straight into a buffer of the frame's size
+            have = end - start - 4
+            big = memoryview(np.empty(length, np.uint8)).cast("B")
+            big[:have] = self._view[start + 4 : end]
+            self._big, self._have = big, have
+            start = end = 0
         if start == end:
             start = end = 0
         self._start, self._end = start, end
@@ -258,6 +253,33 @@ def decode_frame_body(data, *, copy: bool = True) -> Frame:
     body = data[4 + hlen :]
     f.body = bytes(body) if copy else body
     return f
+
+
+def split_frames(buf, view, start: int, end: int, max_frame: int, frame_type=None, decode=None):
+    """The frames complete in ``buf[start:end]`` (``view``: a memoryview of ``buf``), as
+    ``(frames, start, error, length)``: where the unread bytes now start; error 0 with the
+    length of the incomplete frame there (-1 when fewer than 4 bytes are left), error 1 when
+    that length is above ``max_frame``, error 2 when it is below 4. The reference of
+    cluster/_frames.c split, which FrameReceiver uses when it is built (the signature is
+    that one's; ``frame_type`` and ``decode`` are Frame and decode_frame_body)."""
+    out = []
+    while end - start >= 4:
+        (length,) = _LEN.unpack_from(buf, start)
+        if length > max_frame:
+            return out, start, 1, length
+        if length < 4:
+            return out, start, 2, length
+        if end - start < 4 + length:
+            return out, start, 0, length
+        out.append(decode_frame_body(view[start + 4 : start + 4 + length]))
+        start += 4 + length
+    return out, start, 0, -1
+
+
+try:  # the same loop compiled (cluster/_frames.c), when built
+    from ._frames import split as _split
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _split = split_frames
 
 
 # -- messages <-> frames ------------------------------------------------------------------
