@@ -328,7 +328,8 @@ def request_frame(req, opaque: int) -> Frame:
         ext = {"group": req.group, "leaderId": req.leader_id, "term": str(req.term), "type": str(req.type),
                "commitIndex": str(req.commit_index), "firstEntryIndex": str(req.first_index),
                "count": str(req.count)}
-        return Frame(PUSH, opaque, ext=ext, body=bytes(req.entries))
+        body = req.entries  # (a view of a leader's remembered writes is sent as it is)
+        return Frame(PUSH, opaque, ext=ext, body=body if isinstance(body, (bytes, memoryview)) else bytes(body))
     if isinstance(req, VoteRequest):
         return Frame(VOTE, opaque, body=json_body({
             "group": req.group, "leaderId": req.leader_id, "term": req.term,

@@ -175,12 +175,13 @@ class LogStore(abc.ABC):
         last = min(self.end_index, first + count - 1)
         return [self.get(i) for i in range(first, last + 1)]
 
-    def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes:
-        """Encoded entries from ``first`` on, at least one, at most max_count/max_bytes."""
+    def get_raw(self, first: int, max_count: int, max_bytes: int) -> bytes | memoryview:
+        """Encoded entries from ``first`` on, at least one, at most max_count/max_bytes:
+        bytes, or a read-only view of bytes (entries a leader has just written)."""
         return self.read_entries(first, max_count, max_bytes)[0]
 
     @abc.abstractmethod
-    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int]:
+    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
         """Like :meth:`get_raw`, with the number of entries read."""
 
     @abc.abstractmethod

@@ -725,7 +725,7 @@ class FileStore(LogStore):
             head = 0
         self._tail_head = head
 
-    def _from_tail(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int] | None:
+    def _from_tail(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes | memoryview, int] | None:
         """read_entries' answer from the remembered writes, when one of them holds it
         whole: ``first`` is in it, and the answer stops inside it or at the log's end.
         None otherwise (the files answer)."""
@@ -741,9 +741,13 @@ class FileStore(LogStore):
         j = max(i + 1, bisect.bisect_right(ends, start + max_bytes, i + 1, stop))
         if j == len(ends) and j - i < max_count and f0 + j - 1 < self.end_index:
             return None  # it may go on into the next write: one read from the files says
-        return data[start : ends[j - 1]], j - i
+        if start == 0 and j == len(ends):
+            return data, j - i
+        # a view, not a copy: with batches of 1,024 entries of 1 KiB, the copies of the
+        # pushes' megabytes were a tenth of a leader's CPU per entry (the bytes are immutable)
+        return memoryview(data)[start : ends[j - 1]], j - i
 
-    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int]:
+    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
         """Encoded entries from ``first`` on: at least one entry, at most ``max_count``
         entries and (beyond the first) ``max_bytes`` bytes, with their count. Entries within
         one data file are contiguous, so each file's share is one read; every header read
