@@ -1,15 +1,17 @@
-/* cluster._frames: cutting received bytes into frames, compiled.
+/* cluster._frames: the wire codec's per-frame loops, compiled.
  *
  * Every request and every answer a node or a client receives passes through
  * wire.FrameReceiver.received: read the length, check it, decode the header JSON into a
  * wire.Frame, copy the body. In Python that is about 3 us a frame, and a leader taking
  * single appends from 64 clients does it once per append (and each client once per
- * answer). split() below does the same loop in C.
+ * answer). split() below does the same loop in C. append_answers() makes a leader's
+ * answers to the APPENDs of a proposal (wire.append_answers), with their rows of
+ * [index, term, pos, size] written straight from the stored run's columns.
  *
  * Rules this module keeps:
- * - It decides nothing FrameReceiver.received does not (wire.py holds the Python loop,
- *   which stays the reference; tests/test_wire_frames.py holds the two to the same
- *   frames and errors).
+ * - It decides nothing the Python code in wire.py does not (split_frames and the Python
+ *   half of append_answers stay the reference; tests/test_wire_frames.py holds the two
+ *   to the same frames, bytes and errors).
  * - It parses only the plain form of a header: JSON with no whitespace, keys that a
  *   wire.Frame has (each at most once), integers of at most 18 digits, strings of
  *   printable ASCII without escapes, extFields an object of such strings. frame_head
@@ -337,8 +339,124 @@ done:
     return NULL;
 }
 
+/* -- APPEND answers ------------------------------------------------------------------ */
+
+static char *put_i64(char *w, long long v) {
+    char tmp[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    if (v < 0)
+        *w++ = '-';
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    while (n)
+        *w++ = tmp[--n];
+    return w;
+}
+
+static char *put_bytes(char *w, const char *s, Py_ssize_t n) {
+    memcpy(w, s, (size_t)n);
+    return w + n;
+}
+
+static void put_be32(char *w, uint32_t v) {
+    w[0] = (char)(v >> 24);
+    w[1] = (char)(v >> 16);
+    w[2] = (char)(v >> 8);
+    w[3] = (char)v;
+}
+
+static int long_at(PyObject *seq, Py_ssize_t i, long long *out) {
+    *out = PyLong_AsLongLong(PyTuple_Check(seq) ? PyTuple_GET_ITEM(seq, i) : PyList_GET_ITEM(seq, i));
+    return !(*out == -1 && PyErr_Occurred());
+}
+
+static const char answers_doc[] =
+    "append_answers(pre, post, head, waiters, first, term, pos, ends) -> list of bytes\n\n"
+    "The whole answer frame of each APPEND in waiters ((reply, opaque, start, n) each), for a\n"
+    "proposal stored as one run (store.base.AppendedRun: entries first, first + 1, ... of one\n"
+    "term, laid end to end from pos, entry k ending ends[k] bytes after pos). Each frame's\n"
+    "header is pre + opaque + post, its body head + the rows [[index,term,pos,size],...] of\n"
+    "entries start .. start + n - 1 of the run + '}': what wire.response_bytes gives around\n"
+    "head + json_body(rows[start:start + n]) + b'}'.";
+
+static PyObject *frames_append_answers(PyObject *self, PyObject *args) {
+    const char *pre, *post, *head;
+    Py_ssize_t npre, npost, nhead;
+    PyObject *waiters, *ends;
+    long long first, term, pos;
+    if (!PyArg_ParseTuple(args, "y#y#y#O!LLLO!", &pre, &npre, &post, &npost, &head, &nhead, &PyList_Type, &waiters,
+                          &first, &term, &pos, &PyList_Type, &ends))
+        return NULL;
+    Py_ssize_t nends = PyList_GET_SIZE(ends), nw = PyList_GET_SIZE(waiters);
+    PyObject *out = PyList_New(nw);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t w = 0; w < nw; w++) {
+        PyObject *t = PyList_GET_ITEM(waiters, w);
+        long long opaque, start, n;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a waiter is a (reply, opaque, start, n) tuple");
+            goto fail;
+        }
+        if (!long_at(t, 1, &opaque) || !long_at(t, 2, &start) || !long_at(t, 3, &n))
+            goto fail;
+        if (start < 0 || n < 0 || start + n > nends) {
+            PyErr_SetString(PyExc_ValueError, "a waiter's entries lie outside the run");
+            goto fail;
+        }
+        /* 8 bytes of lengths, the header (an opaque of at most 20 characters), the body
+         * (each row at most 4 numbers of 20 characters, 3 commas and 2 brackets, one comma
+         * between rows, and the brackets of the list and the closing brace) */
+        Py_ssize_t cap = 8 + npre + 20 + npost + nhead + 3 + n * 86;
+        PyObject *b = PyBytes_FromStringAndSize(NULL, cap);
+        if (b == NULL)
+            goto fail;
+        char *base = PyBytes_AS_STRING(b), *wp = base + 8;
+        wp = put_bytes(wp, pre, npre);
+        wp = put_i64(wp, opaque);
+        wp = put_bytes(wp, post, npost);
+        char *body = wp;
+        wp = put_bytes(wp, head, nhead);
+        *wp++ = '[';
+        for (long long k = start; k < start + n; k++) {
+            long long end_k, prev = 0;
+            if (!long_at(ends, (Py_ssize_t)k, &end_k) || (k > 0 && !long_at(ends, (Py_ssize_t)(k - 1), &prev))) {
+                Py_DECREF(b);
+                goto fail;
+            }
+            if (k > start)
+                *wp++ = ',';
+            *wp++ = '[';
+            wp = put_i64(wp, first + k);
+            *wp++ = ',';
+            wp = put_i64(wp, term);
+            *wp++ = ',';
+            wp = put_i64(wp, pos + prev);
+            *wp++ = ',';
+            wp = put_i64(wp, end_k - prev);
+            *wp++ = ']';
+        }
+        *wp++ = ']';
+        *wp++ = '}';
+        Py_ssize_t total = wp - base;
+        put_be32(base, (uint32_t)(total - 4));
+        put_be32(base + 4, (uint32_t)(body - base - 8)); /* serialize type 0 (JSON) | header length */
+        if (_PyBytes_Resize(&b, total) < 0)
+            goto fail;
+        PyList_SET_ITEM(out, w, b);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef frames_methods[] = {
     {"split", frames_split, METH_VARARGS, split_doc},
+    {"append_answers", frames_append_answers, METH_VARARGS, answers_doc},
     {NULL, NULL, 0, NULL},
 };
 

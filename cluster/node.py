@@ -17,7 +17,6 @@ import os
 import random
 import signal
 
-from store.base import appended_rows
 from store.errors import StoreError
 from store.filestore import FileStore
 from store.files import sync_fds
@@ -40,6 +39,7 @@ from .wire import (
     BadMessage,
     Frame,
     ProtocolError,
+    append_answers,
     b64,
     decode_request,
     decode_response,
@@ -392,18 +392,16 @@ class Node:
         """Answer the APPENDs of a proposal (``waiters``: reply, opaque, start, n) that are
         not answered yet: ``{"code", "term", "leaderId", "remark"}``, and on SUCCESS
         ``"entries"``, each request's ``n`` rows from ``start``. Each answer is encoded
-        whole (wire.response_bytes) around JSON that is made once per proposal up to the
-        entries: this runs once per client append."""
+        whole (wire.response_bytes, wire.append_answers) around JSON that is made once per
+        proposal up to the entries: this runs once per client append."""
         body = json_body({"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
                           "remark": remark})
         if code != Code.SUCCESS:
             for reply, opaque, _start, _n in waiters:
                 reply.send_bytes(response_bytes(opaque, body))
             return
-        rows = appended_rows(p.appended)
-        head = body[:-1] + b',"entries":'
-        for reply, opaque, start, n in waiters:
-            reply.send_bytes(response_bytes(opaque, head + json_body(rows[start:start + n]) + b"}"))
+        for (reply, *_), data in zip(waiters, append_answers(body[:-1] + b',"entries":', waiters, p.appended)):
+            reply.send_bytes(data)
 
     def _propose_batch(self) -> None:
         batch, self._batch = self._batch, []

@@ -29,6 +29,13 @@ import struct
 import msgspec
 import numpy as np
 
+from store.base import AppendedRun, appended_rows
+
+try:  # the compiled loops of this module (cluster/_frames.c), when built
+    from . import _frames
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _frames = None
+
 from .rpc import (
     Code,
     HeartBeatRequest,
@@ -143,9 +150,10 @@ def encode_frame(f: Frame) -> bytes:
     return frame_head(f) + f.body if f.body else frame_head(f)
 
 
-# frame_head's header of a response that carries neither remark nor extFields, but the opaque
-_RESPONSE_HEADER = b'{"code":%d,"flag":%d,"opaque":%%d,"language":"PYTHON","version":0}' % (
-    REMOTING_SUCCESS, FLAG_RESPONSE)
+# frame_head's header of a response that carries neither remark nor extFields, around its opaque
+_RESPONSE_PRE = b'{"code":%d,"flag":%d,"opaque":' % (REMOTING_SUCCESS, FLAG_RESPONSE)
+_RESPONSE_POST = b',"language":"PYTHON","version":0}'
+_RESPONSE_HEADER = _RESPONSE_PRE + b"%d" + _RESPONSE_POST
 
 
 def response_bytes(opaque: int, body: bytes) -> bytes:
@@ -154,6 +162,21 @@ def response_bytes(opaque: int, body: bytes) -> bytes:
     without a Frame or a header dict (a leader makes one per client append)."""
     header = _RESPONSE_HEADER % opaque
     return _HDR.pack(4 + len(header) + len(body), (SERIALIZE_JSON << 24) | len(header)) + header + body
+
+
+def append_answers(head: bytes, waiters: list, appended) -> list[bytes]:
+    """The whole answer frame of each APPEND of a proposal: ``waiters`` are (reply, opaque,
+    start, n), ``appended`` what the store says it stored, and each answer's body is
+    ``head`` (the JSON object up to ``"entries":``), the rows ``[index, term, pos, size]``
+    of entries ``start`` to ``start + n - 1``, and ``}``. A leader makes one per client
+    append: a proposal the compiled lanes stored as one run (AppendedRun, one term) is
+    answered by cluster/_frames.c without a tuple or an int object per entry; the Python
+    below is what it does."""
+    if _frames is not None and type(appended) is AppendedRun and type(appended.terms) is int:
+        return _frames.append_answers(_RESPONSE_PRE, _RESPONSE_POST, head, waiters, appended.first,
+                                      appended.terms, appended.pos, appended.ends)
+    rows = appended_rows(appended)
+    return [response_bytes(opaque, head + json_body(rows[start:start + n]) + b"}") for _r, opaque, start, n in waiters]
 
 
 class FrameReceiver:
@@ -276,10 +299,7 @@ def split_frames(buf, view, start: int, end: int, max_frame: int, frame_type=Non
     return out, start, 0, -1
 
 
-try:  # the same loop compiled (cluster/_frames.c), when built
-    from ._frames import split as _split
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _split = split_frames
+_split = split_frames if _frames is None else _frames.split  # compiled (cluster/_frames.c) when built
 
 
 # -- messages <-> frames ------------------------------------------------------------------

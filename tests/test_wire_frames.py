@@ -6,6 +6,7 @@ unicode, nulls, unknown or repeated keys, numbers out of range) and for arbitrar
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
@@ -18,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster import wire
+from store.base import AppendedRun
+
 from cluster.wire import APPEND, Frame, FrameReceiver, ProtocolError, decode_frame_body, encode_frame, split_frames
 
 try:
@@ -221,3 +224,44 @@ def test_framing_errors_are_those_of_the_python_loop():
         FrameReceiver().feed(struct.pack(">i", 2) + b"\0\0")
     with pytest.raises(wire.MalformedFrame, match="serialize type 1"):
         FrameReceiver().feed(_frame(b'{"code":1}', b"", 1))
+
+
+@st.composite
+def _runs(draw):
+    sizes = draw(st.lists(st.integers(48, 1 << 20), min_size=1, max_size=40))
+    ends = list(itertools.accumulate(sizes))
+    cuts = sorted(draw(st.lists(st.integers(0, len(ends)), max_size=6)))
+    bounds = [0, *cuts, len(ends)]
+    waiters = [(None, draw(st.integers(0, (1 << 63) - 1)), a, b - a) for a, b in zip(bounds, bounds[1:])]
+    first = draw(st.integers(0, (1 << 62)))
+    term = draw(st.one_of(st.integers(0, 5), st.integers(0, (1 << 63) - 1)))
+    pos = draw(st.integers(0, 1 << 62))
+    return AppendedRun(first, pos, ends, term), waiters
+
+
+@compiled
+@settings(max_examples=400, deadline=None)
+@given(run_waiters=_runs(), remark=_texts)
+def test_append_answers_are_the_python_ones(run_waiters, remark):
+    run, waiters = run_waiters
+    head = wire.json_body({"code": 200, "term": run.terms, "leaderId": "n0", "remark": remark})[:-1] + b',"entries":'
+    got = wire.append_answers(head, waiters, run)
+    saved, wire._frames = wire._frames, None
+    try:
+        want = wire.append_answers(head, waiters, run)
+    finally:
+        wire._frames = saved
+    assert got == want
+    for data, (_r, opaque, start, n) in zip(got, waiters):
+        (f,) = FrameReceiver().feed(data)
+        assert f.opaque == opaque and f.is_response
+        assert msgspec.json.decode(f.body)["entries"] == [list(r) for r in run.rows()[start:start + n]]
+
+
+@compiled
+def test_append_answers_refuse_waiters_outside_the_run():
+    run = AppendedRun(0, 0, [100, 200], 1)
+    with pytest.raises(ValueError, match="outside the run"):
+        _frames.append_answers(b"", b"", b"{", [(None, 1, 1, 2)], 0, 1, 0, run.ends)
+    with pytest.raises(TypeError, match="waiter"):
+        _frames.append_answers(b"", b"", b"{", [(None, 1, 1)], 0, 1, 0, run.ends)
