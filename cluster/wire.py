@@ -505,6 +505,10 @@ def unpack_bodies(data, count: int) -> list:
             raise BadMessage(f"APPEND body size {_BODY_LEN.unpack_from(data)[0]} does not match the "
                              f"{len(data) - 4} bytes the frame carries")
         return [memoryview(data)[4:]]
+    if _frames is not None:  # compiled (cluster/_frames.c); None when the sizes do not fit: said below
+        bodies = _frames.unpack_bodies(data, count)
+        if bodies is not None:
+            return bodies
     if len(data) < table:
         raise BadMessage(f"APPEND of {count} bodies has {len(data)} bytes, too few for its size table")
     sizes = struct.unpack_from(f">{count}i", data)

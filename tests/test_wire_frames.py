@@ -265,3 +265,46 @@ def test_append_answers_refuse_waiters_outside_the_run():
         _frames.append_answers(b"", b"", b"{", [(None, 1, 1, 2)], 0, 1, 0, run.ends)
     with pytest.raises(TypeError, match="waiter"):
         _frames.append_answers(b"", b"", b"{", [(None, 1, 1)], 0, 1, 0, run.ends)
+
+
+def _unpacked(data, count):
+    try:
+        return [bytes(b) for b in wire.unpack_bodies(data, count)]
+    except wire.BadMessage as exc:
+        return "refused", str(exc)
+
+
+@compiled
+@settings(max_examples=600, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=20), min_size=0, max_size=12), extra=st.integers(-3, 3),
+       damage=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3), as_view=st.booleans())
+def test_batched_bodies_are_unpacked_as_the_python_loop_does(bodies, extra, damage, as_view):
+    data = bytearray(wire.pack_bodies(bodies) if bodies else b"")
+    for at, value in damage:
+        if at < len(data):
+            data[at] = value
+    data = bytes(data)
+    for count in {len(bodies) + extra, len(bodies), 2}:
+        got = _unpacked(memoryview(data) if as_view else data, count)
+        saved, wire._frames = wire._frames, None
+        try:
+            want = _unpacked(data, count)
+        finally:
+            wire._frames = saved
+        assert got == want
+    if not damage and len(bodies) > 1:
+        assert _unpacked(data, len(bodies)) == bodies
+        assert _frames.unpack_bodies(data, len(bodies)) is not None  # (the compiled path answered)
+
+
+@compiled
+@pytest.mark.parametrize("sizes, rest", [([-1, 2], b"x"), ([3, -3], b""), ([1, 1], b"x"), ([1, 1], b"xyz"),
+                                         ([0, 0], b""), ([-2147483648, 5], b"abcde"), ([2, 2], b"abcd")])
+def test_batched_bodies_with_sizes_that_do_not_fit(sizes, rest):
+    data = struct.pack(f">{len(sizes)}i", *sizes) + rest
+    got = _unpacked(data, len(sizes))
+    saved, wire._frames = wire._frames, None
+    try:
+        assert got == _unpacked(data, len(sizes))
+    finally:
+        wire._frames = saved
