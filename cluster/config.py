@@ -88,6 +88,9 @@ class NodeConfig:
     checkpoint_interval_ms: int = 3000  # DLedgerConfig.checkPointInterval
     data_file_size: int | None = None  # None: detect from the files, else DLedger's 1 GiB
     index_file_size: int | None = None
+    # flushed data more than this many bytes behind the log's end leaves the page cache
+    # (store.files.FileList.take_dirty); 0 leaves it to the kernel, as DLedger does
+    drop_behind: int = 256 << 20
     max_frame_bytes: int = 64 << 20
     extra: dict = field(default_factory=dict)
 
@@ -103,6 +106,8 @@ class NodeConfig:
                      "max_pending_requests", "flush_interval_ms", "checkpoint_interval_ms", "max_frame_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
+        if self.drop_behind < 0:
+            raise ConfigError("drop_behind must not be negative")
         if self.max_vote_interval_ms < self.min_vote_interval_ms:
             raise ConfigError("max_vote_interval_ms is below min_vote_interval_ms")
 

@@ -70,7 +70,8 @@ class Node:
         # The core decides when to flush (flush=sync: before acknowledging); the store itself
         # never flushes inline.
         self.store = FileStore.open(self.dir, data_file_size=cfg.data_file_size,
-                                    index_file_size=cfg.index_file_size, flush="async")
+                                    index_file_size=cfg.index_file_size, flush="async",
+                                    drop_behind=cfg.drop_behind)
         self.terms = FileTermStore(self.dir)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.core: RaftCore | None = None

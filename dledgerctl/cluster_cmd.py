@@ -16,7 +16,7 @@ from cluster.client import Client, ClientError
 from cluster.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_peers
 from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
 
-from .common import BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail
+from .common import BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail
 from .render import Format, render
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
@@ -65,6 +65,7 @@ def node_start(
                                              "new ones get LEADER_PENDING_FULL.")] = 10000,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
+    drop_behind: DropBehindOpt = None,
     event_loop: Annotated[str, typer.Option("--event-loop", help="auto: uvloop when installed, else asyncio's own "
                                             "loop; uvloop; asyncio.")] = "auto",
 ) -> None:
@@ -76,7 +77,8 @@ def node_start(
                          flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
                          min_vote_interval_ms=min_vote_ms, max_vote_interval_ms=max_vote_ms,
                          preferred_leader=preferred_leader, max_pending_requests=max_pending,
-                         data_file_size=data_file_size, index_file_size=index_file_size)
+                         data_file_size=data_file_size, index_file_size=index_file_size,
+                         **({} if drop_behind is None else {"drop_behind": drop_behind}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
     try:
@@ -147,6 +149,7 @@ def cluster_up(
                                                            "(default 3).")] = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
+    drop_behind: DropBehindOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start N nodes in the background, wait for a leader, print the peers and a status table."""
@@ -163,6 +166,8 @@ def cluster_up(
         extra += ["--data-file-size", str(data_file_size)]
     if index_file_size:
         extra += ["--index-file-size", str(index_file_size)]
+    if drop_behind is not None:
+        extra += ["--drop-behind", str(drop_behind)]
     try:
         rec, procs = up(base_dir, nodes, port_base, group, flush, extra)
     except (LauncherError, OSError) as exc:

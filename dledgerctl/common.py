@@ -22,23 +22,31 @@ _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def parse_size(text) -> int | None:
-    """'65536', '64k', '64KiB', '1g', '1GiB' -> bytes (binary units)."""
+def parse_size(text, *, zero: bool = False) -> int | None:
+    """'65536', '64k', '64KiB', '1g', '1GiB' -> bytes (binary units); 0 only with ``zero``."""
     if text is None or isinstance(text, int):
         return text
     m = _SIZE.match(text)
     if not m:
         raise typer.BadParameter(f"{text!r} is not a size (examples: 65536, 64KiB, 1GiB)")
     value = int(m.group(1)) * _UNITS[m.group(2).lower()]
-    if value <= 0:
+    if value <= 0 and not zero:
         raise typer.BadParameter("size must be positive")
     return value
+
+
+def parse_size_or_zero(text) -> int | None:
+    return parse_size(text, zero=True)
 
 
 DataSizeOpt = Annotated[int | None, typer.Option("--data-file-size", parser=parse_size, metavar="SIZE", help="Data file size (default: detected from "
                                                  "the files, else 1GiB). Accepts 65536, 64KiB, 1GiB.")]
 IndexSizeOpt = Annotated[int | None, typer.Option("--index-file-size", parser=parse_size, metavar="SIZE", help="Index file size (default: detected, "
                                                   "else 160MiB = 32 x 5Mi).")]
+DropBehindOpt = Annotated[int | None, typer.Option(
+    "--drop-behind", parser=parse_size_or_zero, metavar="SIZE",
+    help="Flushed data further than SIZE behind the log's end leaves the page cache (default 256MiB; 0 leaves it to "
+         "the kernel, as DLedger does).")]
 SelfIdOpt = Annotated[str | None, typer.Option("--self-id", help="Node id when DIR is a base directory holding "
                                                "several dledger-<id> directories.")]
 

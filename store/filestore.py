@@ -43,7 +43,7 @@ from .errors import (
     StoreIOError,
     StoreUsageError,
 )
-from .files import FileList, MappedFile
+from .files import FileList, MappedFile, SyncJob
 from .format import (
     BLANK_HEADER,
     BLANK_MAGIC,
@@ -252,13 +252,15 @@ class FileStore(LogStore):
         read_only: bool = False,
         with_crc: bool = True,
         lock_fd: int | None = None,
+        drop_behind: int = 0,
     ) -> "FileStore":
         """Open (creating it if writable) and recover a node directory.
 
         Read-only stores plan recovery but change nothing on disk; they serve reads up to
         the end the plan found. A writable store holds the directory's lock while open;
         a caller that already holds it (``lock_node_dir``) passes ``lock_fd`` and keeps
-        ownership: the store then neither takes nor releases the lock.
+        ownership: the store then neither takes nor releases the lock. ``drop_behind``
+        (bytes, 0 for none): see :meth:`take_dirty`.
         """
         layout = NodeLayout(node_dir)
         if read_only and not os.path.isdir(node_dir):
@@ -269,6 +271,9 @@ class FileStore(LogStore):
         list_cls = FileList if read_only else _PreallocatingFileList
         data = list_cls(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE, writable=not read_only)
         index = list_cls(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE, writable=not read_only)
+        if drop_behind < 0:
+            raise StoreUsageError("drop-behind must not be negative")
+        data.drop_behind = drop_behind
         try:
             load_file_lists(data, index, data_file_size, index_file_size)
             if data.file_size < HEADER_SIZE + MIN_BLANK_LEN:
@@ -357,9 +362,12 @@ class FileStore(LogStore):
             if index:
                 self.index.flush()
 
-    def take_dirty(self, *, index: bool = True) -> list[int]:
-        """For a background flush: fds to hand to :func:`store.files.sync_fds` in a thread
-        (data files first; index files too unless ``index=False``, see :meth:`flush`)."""
+    def take_dirty(self, *, index: bool = True) -> list[SyncJob]:
+        """For a background flush: jobs to hand to :func:`store.files.sync_fds` in a thread
+        (data files first; index files too unless ``index=False``, see :meth:`flush`).
+        Data files drop flushed pages from the page cache behind the last ``drop_behind``
+        bytes written (:meth:`store.files.FileList.take_dirty`); index files keep theirs
+        (32 bytes an entry, read at random by GETs)."""
         if self.read_only:
             return []
         return self.data.take_dirty() + (self.index.take_dirty() if index else [])
