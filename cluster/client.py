@@ -22,9 +22,10 @@ from .wire import (
     METADATA,
     Frame,
     ProtocolError,
+    append_ext,
+    append_request,
     decode_response,
     json_body,
-    pack_bodies,
 )
 
 
@@ -65,6 +66,7 @@ class Client:
         self.peers, self.group, self.timeout = peers, group, timeout
         self.channels = {p: Channel(peer.host, peer.port, connect_timeout=min(1.0, timeout)) for p, peer in peers.items()}
         self.leader: str | None = None
+        self._exts: dict[int, bytes] = {}  # extFields JSON of an APPEND, by body count
 
     async def close(self) -> None:
         for ch in self.channels.values():
@@ -121,20 +123,25 @@ class Client:
         ``resend_unknown`` (the default): they may then be in the log twice. Without it
         the call ends there with AppendError(outcome="unknown")."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
-        frame_body = pack_bodies(bodies)
-        ext = {"group": self.group, "count": str(len(bodies))}
+        now = loop.time()
+        deadline = now + self.timeout
+        ext = self._exts.get(len(bodies))
+        if ext is None:
+            if len(self._exts) > 256:
+                self._exts.clear()
+            ext = self._exts[len(bodies)] = append_ext(self.group, len(bodies))
         last_error, unknown, code = "no answer", False, None
-        while loop.time() < deadline:
+        while now < deadline:
             leader = self.leader
             if leader is None:
                 try:
                     leader = await self.find_leader(deadline)
                 except ClientError as exc:
                     raise _append_error(str(exc), unknown, code) from None
-            try:  # (the hot path of every append: no coroutine of its own)
+                now = loop.time()
+            try:  # (the hot path of every append: no Frame and no coroutine of its own)
                 resp = decode_response(await self.channels[leader].call(
-                    Frame(APPEND, ext=ext, body=frame_body), max(0.05, deadline - loop.time())), APPEND)
+                    append_request, (ext, bodies), max(0.05, deadline - now)), APPEND)
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None
                 self.leader = None
@@ -143,6 +150,7 @@ class Client:
                     if not resend_unknown:
                         raise _append_error(last_error, unknown, code) from None
                 await asyncio.sleep(0.05)
+                now = loop.time()
                 continue
             rc = resp.get("code", -1)
             if rc == _SUCCESS:
@@ -156,6 +164,7 @@ class Client:
             hint = resp.get("leaderId")
             self.leader = hint if hint in self.peers and hint != leader else None
             await asyncio.sleep(0.02)
+            now = loop.time()
         raise _append_error(f"append not committed within {self.timeout:g} s ({last_error})", unknown, code)
 
     async def operator(self, code: int, body: dict) -> dict:

@@ -21,7 +21,7 @@ from cluster.transport import (
     TransportError,
     Unreachable,
 )
-from cluster.wire import FLAG_RESPONSE, Frame, response_bytes
+from cluster.wire import FLAG_RESPONSE, Frame, append_ext, append_request, response_bytes, unpack_bodies
 
 HOST = "127.0.0.1"
 
@@ -220,5 +220,44 @@ def test_replies_callbacks_and_deadlines(loop):
         finally:
             await ch.close()
             await server.close()
+
+    runtime.run(main, loop)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_call_sends_encoded_requests_connected_or_not(loop):
+    """Channel.call (the client's APPEND path, wire.append_request) connects when it has
+    to, matches answers by the opaque it assigns, leaves large bodies as they are, and
+    times out like request does."""
+    async def main():
+        port = _free_port()
+        seen: list[Frame] = []
+
+        def handler(f: Frame):
+            seen.append(f)
+            if f.ext.get("group") == "slow":
+                return asyncio.get_running_loop().create_future()  # never answered
+            n = int(f.ext["count"])
+            return Frame(0, body=b"".join(bytes(b) for b in unpack_bodies(f.body, n)))
+
+        server = FrameServer(handler)
+        await server.start(HOST, port)
+        ch = Channel(HOST, port)
+        try:
+            ext = append_ext("g", 1)
+            first = await ch.call(append_request, (ext, [b"before connecting"]), 5.0)  # (a coroutine)
+            assert bytes(first.body) == b"before connecting"
+            batches = [[bytes([k]) * n for n in sizes] for k, sizes in
+                       enumerate([(1,), (10, 20), (40_000,), (20_000, 30_000), (100,) * 70, (300,) * 65])]
+            got = await asyncio.gather(*(ch.call(append_request, (append_ext("g", len(b)), b), 5.0) for b in batches))
+            assert [bytes(g.body) for g in got] == [b"".join(b) for b in batches]
+            assert len({f.opaque for f in seen}) == len(seen) == 1 + len(batches)
+            with pytest.raises(RequestTimeout):
+                await ch.call(append_request, (append_ext("slow", 1), [b"x"]), 0.2)
+        finally:
+            await ch.close()
+            await server.close()
+        with pytest.raises(ConnectionLost):
+            await ch.call(append_request, (ext, [b"closed"]), 1.0)
 
     runtime.run(main, loop)

@@ -24,6 +24,7 @@ from cluster.rpc import (
     split_entries,
 )
 from cluster.wire import (
+    APPEND,
     PUSH,
     VOTE,
     BadMessage,
@@ -33,6 +34,8 @@ from cluster.wire import (
     FrameTooLarge,
     MalformedFrame,
     ProtocolError,
+    append_ext,
+    append_request,
     decode_request,
     decode_response,
     encode_frame,
@@ -148,6 +151,25 @@ def test_client_append_bodies():
     for data, n in ((pack_bodies(bodies), 2), (pack_bodies(bodies)[:-1], 3), (b"\xff\xff\xff\xff", 1), (b"\0\0", 1)):
         with pytest.raises(BadMessage):
             unpack_bodies(data, n)
+
+
+@given(opaque=st.integers(-(1 << 31), (1 << 31) - 1), group=st.text(max_size=20),
+       sizes=st.lists(st.sampled_from([0, 1, 100, 1024, 16 << 10, 40 << 10]), max_size=70),
+       kind=st.sampled_from([bytes, bytearray, memoryview]))
+@settings(max_examples=150, deadline=None)
+def test_append_request_parts_equal_an_encoded_append_frame(opaque, group, sizes, kind):
+    """wire.append_request (the client's hot path) writes the bytes the Frame path writes,
+    for one body, many, small and large ones (joined, or left as they are), any group."""
+    bodies = [kind(bytes([i % 251]) * n) for i, n in enumerate(sizes)]
+    ext = {"group": group, "count": str(len(bodies))}
+    parts = append_request(opaque, append_ext(group, len(bodies)), bodies)
+    frame = Frame(APPEND, opaque, ext=ext, body=pack_bodies([bytes(b) for b in bodies]))
+    assert b"".join(bytes(p) for p in parts) == encode_frame(frame)
+    assert len(parts) == (1 if sum(sizes) < 16 << 10 else 2 if len(bodies) > 64 else 1 + len(bodies))
+    got = FrameDecoder().feed(b"".join(bytes(p) for p in parts))[0]
+    assert (got.code, got.opaque, got.ext) == (APPEND, opaque, ext)
+    if bodies:
+        assert [bytes(b) for b in unpack_bodies(got.body, len(bodies))] == [bytes(b) for b in bodies]
 
 
 @given(opaque=st.integers(-(1 << 31), (1 << 31) - 1), entries=st.lists(st.lists(st.integers(0, 1 << 40),
