@@ -320,9 +320,10 @@ class FileList:
         is written once and read near its end (pushes, recent GETs), so without this every
         byte ever written stays cached until memory runs short and the cache grows over
         everything else on the machine. With it, the same few hundred MiB of page cache are
-        reused; on this project's virtual machines, where page-cache memory not touched
-        lately costs the writer about 2.5 ns per byte to fault back in, that keeps a node's
-        write cost flat instead of rising several-fold once its first gigabytes are cached."""
+        reused. On a virtual machine whose host backs guest memory lazily (the 2-core test
+        machine of benchmarks/: about 2.5 ns per byte, in pwrite's copy, for memory not
+        touched lately) that keeps a node's write cost flat instead of rising several-fold
+        once its first gigabytes are cached."""
         jobs = []
         window = self.drop_behind if hasattr(os, "posix_fadvise") else 0
         front = max((f.start + f.dirty_to for f in self.files if f.dirty_from is not None), default=None)

@@ -11,10 +11,12 @@ import mmap
 import os
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from cluster.config import ConfigError, NodeConfig, parse_peers
 from dledgerctl.app import app
+from dledgerctl.common import parse_size, parse_size_or_zero
 from store.errors import StoreUsageError
 from store.filestore import FileStore
 from store.files import DROP_ALIGN, PAGE, FileList, sync_fds
@@ -206,3 +208,6 @@ def test_node_start_takes_drop_behind_and_refuses_a_bad_size():
     assert "is not a size" in res.output
     help_text = runner.invoke(app, ["node", "start", "--help"], terminal_width=200).output
     assert "--drop-behind" in help_text
+    assert parse_size_or_zero("0") == 0 and parse_size_or_zero("256MiB") == 256 << 20
+    with pytest.raises(typer.BadParameter):
+        parse_size("0")  # (file sizes stay positive)
