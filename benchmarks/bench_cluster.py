@@ -11,7 +11,10 @@ acknowledged) runs for a fixed time per case:
 
 It prints entries/s, p50 and p99 latency per case, the CPU time (user + system, from
 /proc) each process spent per acknowledged entry, the load generator's included, and the
-ratio of dledgerctl's throughput to each peer's on the same case.
+ratio of dledgerctl's throughput to each peer's on the same case. ``--repeat N`` runs
+every case N times, in rounds on the same cluster, and reports the run with the median
+throughput (the lower of the middle two for an even N) with every run's entries/s: the
+shared 2-core machine's speed changes by a third from one minute to the next.
 
 Peers:
 - etcd 3.4 (Debian's ``etcd-server``; ``--install`` runs apt-get), driven through its v3
@@ -33,7 +36,7 @@ Peers:
   only, survives a process crash but not a power loss), so compare it with dledgerctl
   ``flush=async``.
 
-Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--no-etcd] [--no-pysyncobj]
+Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--repeat N] [--no-etcd] [--no-pysyncobj]
                                           [--pysyncobj-conf KEY=VALUE] [--install] [--json]
 """
 
@@ -143,9 +146,29 @@ async def drive(make_call, clients: int, batch: int, seconds: float, members: di
     return out
 
 
+async def run_cases(name: str, make_call, seconds: float, members: dict[str, int], repeat: int) -> dict:
+    """Every case ``repeat`` times, in rounds (each round runs every case once, so a
+    slow minute falls on every case alike); per case the run with the median throughput
+    (the lower middle one for an even count; with its latency and CPU figures) and,
+    under ``runs``, every run's entries/s in the order run."""
+    runs: dict[str, list[dict]] = {f"{c}x{b}": [] for c, b in CASES}
+    for rnd in range(repeat):
+        for clients, batch in CASES:
+            key = f"{clients}x{batch}"
+            r = await drive(make_call, clients, batch, seconds, members)
+            runs[key].append(r)
+            log(f"  {name} {clients} clients x {batch}: {r['entries_per_s']:,.0f} entries/s"
+                + (f" (round {rnd + 1} of {repeat})" if repeat > 1 else ""))
+    out = {}
+    for key, rs in runs.items():
+        ranked = sorted(rs, key=lambda r: r["entries_per_s"])
+        out[key] = {**ranked[(len(ranked) - 1) // 2], "runs": [r["entries_per_s"] for r in rs]}
+    return out
+
+
 # -- dledgerctl -----------------------------------------------------------------------------
 
-def bench_dledger(flush: str, seconds: float, tmp: str) -> dict:
+def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1) -> dict:
     base = os.path.join(tmp, f"dledger-{flush}")
     rec, _procs = up(base, 3, free_ports(3), "bench", flush, ["--data-file-size", "512MiB"])
     peers = parse_peers(rec["peers"])
@@ -161,11 +184,7 @@ def bench_dledger(flush: str, seconds: float, tmp: str) -> dict:
                     await client.append([BODY] * batch)
                 return call
 
-            out = {}
-            for clients, batch in CASES:
-                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds, members)
-                log(f"  dledgerctl flush={flush} {clients} clients x {batch}: "
-                    f"{out[f'{clients}x{batch}']['entries_per_s']:,.0f} entries/s")
+            out = await run_cases(f"dledgerctl flush={flush}", make_call, seconds, members, repeat)
             await client.close()
             return out
 
@@ -209,7 +228,7 @@ class Http:
         return json.loads(data) if data else {}
 
 
-def bench_etcd(seconds: float, tmp: str) -> dict | None:
+def bench_etcd(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
     exe = shutil.which("etcd")
     if exe is None:
         log("  etcd: not installed (apt-get install etcd-server, or run with --install)")
@@ -254,12 +273,8 @@ def bench_etcd(seconds: float, tmp: str) -> dict | None:
                                                                    for k in range(batch)]})
                 return call
 
-            out = {}
-            for clients, batch in CASES:
-                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds,
-                                                        {f"member {i}": p.pid for i, p in enumerate(procs)})
-                log(f"  etcd {clients} clients x {batch}: {out[f'{clients}x{batch}']['entries_per_s']:,.0f} entries/s")
-            return out
+            return await run_cases("etcd", make_call, seconds, {f"member {i}": p.pid for i, p in enumerate(procs)},
+                                   repeat)
 
         return runtime.run(run)
     finally:
@@ -333,7 +348,7 @@ def pack_append(bodies: list[bytes]) -> bytes:
     return struct.pack("<I", len(bodies)) + b"".join(struct.pack("<I", len(b)) + b for b in bodies)
 
 
-def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = ()) -> dict | None:
+def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = (), repeat: int = 1) -> dict | None:
     """``conf``: extra SyncObjConf settings as KEY=VALUE, passed to every node."""
     try:
         importlib.invalidate_caches()
@@ -392,11 +407,8 @@ def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = ()) -> dict | No
                     acked += batch
                 return call
 
-            out = {}
-            for clients, batch in CASES:
-                out[f"{clients}x{batch}"] = await drive(make_call, clients, batch, seconds,
-                                                        {f"member {i}": p.pid for i, p in enumerate(procs)})
-                log(f"  pysyncobj {clients} clients x {batch}: {out[f'{clients}x{batch}']['entries_per_s']:,.0f} entries/s")
+            out = await run_cases("pysyncobj", make_call, seconds, {f"member {i}": p.pid for i, p in enumerate(procs)},
+                                  repeat)
             # every acknowledged entry must be in the leader's state machine, and the
             # followers must catch up to it
             deadline = time.monotonic() + 10
@@ -452,6 +464,13 @@ def table(results: dict, conf: list[str] = ()) -> str:
                 ratio_lines.append(f"{s} / {peer}: " + "  ".join(ratios))
     if ratio_lines:
         lines += [""] + ratio_lines
+    if any(len(r.get("runs", ())) > 1 for res in results.values() if res for r in res.values()):
+        lines += ["", "entries/s of every run, in the order run (the table shows the median run's figures):"]
+        for s in systems:
+            for clients, batch in CASES:
+                r = (results[s] or {}).get(f"{clients}x{batch}")
+                if r:
+                    lines.append(f"{s:<18} {clients:>2} x {batch:<3} " + "  ".join(f"{v:>9,.0f}" for v in r["runs"]))
     lines += ["", "CPU time per acknowledged entry, us (user + system, from /proc): dledgerctl's leader, its",
               "followers (each, on average) and the load generator; for the peers all three members together."]
     lines.append(f"{'case':<22}" + "".join(f"{s:>27}" for s in systems))
@@ -483,6 +502,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each case (default 5)")
     ap.add_argument("--quick", action="store_true", help="2 s per case")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="run every case N times, in rounds, and report the run with the median throughput "
+                         "(the table then lists every run's entries/s too)")
     ap.add_argument("--no-etcd", action="store_true", help="skip etcd")
     ap.add_argument("--no-pysyncobj", action="store_true", help="skip PySyncObj")
     ap.add_argument("--pysyncobj-conf", action="append", default=[], metavar="KEY=VALUE",
@@ -491,6 +513,8 @@ def main() -> int:
                     help="apt-get install etcd-server and pip install pysyncobj if they are missing")
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
     seconds = 2.0 if args.quick else args.seconds
     if args.install and shutil.which("etcd") is None and not args.no_etcd:
         subprocess.run(["apt-get", "update", "-q"], check=False)
@@ -501,13 +525,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench_cluster.") as tmp:
         for flush in ("async", "sync"):
             log(f"dledgerctl flush={flush}")
-            results[f"dledgerctl {flush}"] = bench_dledger(flush, seconds, tmp)
+            results[f"dledgerctl {flush}"] = bench_dledger(flush, seconds, tmp, args.repeat)
         if not args.no_etcd:
             log("etcd")
-            results["etcd"] = bench_etcd(seconds, tmp)
+            results["etcd"] = bench_etcd(seconds, tmp, args.repeat)
         if not args.no_pysyncobj:
             log("pysyncobj")
-            results["pysyncobj"] = bench_pysyncobj(seconds, tmp, args.pysyncobj_conf)
+            results["pysyncobj"] = bench_pysyncobj(seconds, tmp, args.pysyncobj_conf, args.repeat)
     print(json.dumps(results, indent=2) if args.json else table(results, args.pysyncobj_conf))
     return 0
 
