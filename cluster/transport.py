@@ -28,7 +28,7 @@ import itertools
 import logging
 from typing import Awaitable
 
-from .wire import DEFAULT_MAX_FRAME, FLAG_RESPONSE, Frame, FrameReceiver, ProtocolError, frame_head
+from .wire import DEFAULT_MAX_FRAME, FLAG_RESPONSE, JOIN_BELOW, Frame, FrameReceiver, ProtocolError, frame_head
 
 log = logging.getLogger("dledgerctl.transport")
 
@@ -108,7 +108,6 @@ def _settle(target, frame: Frame | None, exc: BaseException | None) -> None:
 
 
 _DRAIN_ABOVE = 1 << 20  # a request waits for the socket only when this much is unsent
-_JOIN_BELOW = 16 << 10  # bodies smaller than this are copied behind their head; larger go as they are
 
 
 class _FrameConnection(asyncio.BufferedProtocol):
@@ -172,7 +171,7 @@ class _FrameConnection(asyncio.BufferedProtocol):
         body = f.body
         if not body:
             self._parts.append(head)
-        elif len(body) < _JOIN_BELOW:
+        elif len(body) < JOIN_BELOW:
             self._parts.append(head + body)
         else:
             self._parts.append(head)

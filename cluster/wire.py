@@ -496,7 +496,7 @@ def pack_bodies(bodies) -> bytes:
 
 _APPEND_HEAD = b'{"code":%d,"flag":0,"opaque":' % APPEND
 _APPEND_MID = b',"language":"PYTHON","version":0,"extFields":'
-_JOIN_BELOW = 16 << 10  # (as in the transport) bodies this small are copied behind their head
+JOIN_BELOW = 16 << 10  # bodies smaller than this are copied behind their head; larger are written as they are
 _PARTS_MAX = 64  # more bodies than this are joined into one part (one copy, as pack_bodies makes)
 
 
@@ -520,7 +520,7 @@ def append_request(opaque: int, ext_json: bytes, bodies) -> list:
         sizes = struct.pack(f">{n}i", *lens)
     header = b"%b%d%b%b}" % (_APPEND_HEAD, opaque, _APPEND_MID, ext_json)
     head = _HDR.pack(4 + len(header) + len(sizes) + blen, (SERIALIZE_JSON << 24) | len(header)) + header + sizes
-    if blen < _JOIN_BELOW:
+    if blen < JOIN_BELOW:
         return [b"".join([head, *bodies])]
     if n > _PARTS_MAX:
         return [head, b"".join(bodies)]
