@@ -240,7 +240,7 @@ class Node:
         if entry is None:
             return
         self._answer_appends(p, entry[1], p.code, p.remark)
-        for conn in {reply.conn for reply, *_ in entry[1]}:  # the answers leave now (see _process)
+        for conn in {w[0].conn for w in entry[1]}:  # the answers leave now (see _process)
             if conn is not None:
                 conn.flush()
 
@@ -401,8 +401,8 @@ class Node:
             for reply, opaque, _start, _n in waiters:
                 reply.send_bytes(response_bytes(opaque, body))
             return
-        for (reply, *_), data in zip(waiters, append_answers(body[:-1] + b',"entries":', waiters, p.appended)):
-            reply.send_bytes(data)
+        for w, data in zip(waiters, append_answers(body[:-1] + b',"entries":', waiters, p.appended)):
+            w[0].send_bytes(data)
 
     def _propose_batch(self) -> None:
         batch, self._batch = self._batch, []
