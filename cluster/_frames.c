@@ -513,7 +513,39 @@ done:
     return out;
 }
 
+static const char check_doc[] =
+    "check_bodies(data, count) -> int\n\n"
+    "The largest body of a batched APPEND (data as for unpack_bodies), or -1 when the sizes\n"
+    "are not exactly count non-negative sizes adding up to the rest of data.";
+
+static PyObject *frames_check_bodies(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "y*n", &buf, &count))
+        return NULL;
+    const unsigned char *p = buf.buf;
+    long long largest = -1;
+    if (count > 0 && count <= buf.len / 4) {
+        long long total = 0, most = 0;
+        Py_ssize_t k = 0;
+        for (; k < count; k++) {
+            const unsigned char *q = p + 4 * k;
+            int32_t n = (int32_t)(((uint32_t)q[0] << 24) | ((uint32_t)q[1] << 16) | ((uint32_t)q[2] << 8) | q[3]);
+            if (n < 0)
+                break;
+            total += n;
+            if (n > most)
+                most = n;
+        }
+        if (k == count && total == buf.len - 4 * count)
+            largest = most;
+    }
+    PyBuffer_Release(&buf);
+    return PyLong_FromLongLong(largest);
+}
+
 static PyMethodDef frames_methods[] = {
+    {"check_bodies", frames_check_bodies, METH_VARARGS, check_doc},
     {"split", frames_split, METH_VARARGS, split_doc},
     {"append_answers", frames_append_answers, METH_VARARGS, answers_doc},
     {"unpack_bodies", frames_unpack_bodies, METH_VARARGS, unpack_doc},

@@ -34,6 +34,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from store.errors import StoreError, StoreIOError, is_disk_full
 from store.format import MAGIC_NOOP, MAGIC_NORMAL
@@ -488,7 +489,8 @@ class RaftCore:
             p.code, p.remark = Code.LEADER_PENDING_FULL, f"{len(self.pending)} appends wait for the quorum"
             return p
         try:
-            appended = self.store.append_leader(list(bodies), m.term, MAGIC_NORMAL)
+            appended = self.store.append_leader(bodies if isinstance(bodies, Sequence) else list(bodies), m.term,
+                                                MAGIC_NORMAL)
         except StoreIOError as exc:
             # the store keeps a batch whole or not at all: a full disk refuses it cleanly
             full = is_disk_full(exc)

@@ -20,6 +20,7 @@ import signal
 from store.errors import StoreError
 from store.filestore import FileStore
 from store.files import sync_fds
+from store.packed import PackedBodies
 
 from .config import NodeConfig
 from .core import Proposal, RaftCore
@@ -41,6 +42,7 @@ from .wire import (
     ProtocolError,
     append_answers,
     b64,
+    check_bodies,
     decode_request,
     decode_response,
     error_frame,
@@ -49,7 +51,6 @@ from .wire import (
     request_frame,
     response_bytes,
     response_frame,
-    unpack_bodies,
 )
 from .wire import get_field, json_object
 
@@ -382,11 +383,11 @@ class Node:
         if f.ext.get("group", self.cfg.group) != self.cfg.group:
             return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {self.cfg.group!r}"},
                                   f.opaque, APPEND)
-        bodies = unpack_bodies(f.body, count)
+        largest = check_bodies(f.body, count)
         reply = Reply()
         if not self._batch:
             self.loop.call_soon(self._propose_batch)
-        self._batch.append((bodies, f.opaque, reply))
+        self._batch.append((f.body, count, largest, f.opaque, reply))
         return reply
 
     def _answer_appends(self, p: Proposal, waiters: list, code: Code, remark: str) -> None:
@@ -405,13 +406,16 @@ class Node:
             w[0].send_bytes(data)
 
     def _propose_batch(self) -> None:
+        """Propose the APPENDs that arrived since the last call as one batch: their frames'
+        bodies go to the store as they are (store.packed), without an object per body."""
         batch, self._batch = self._batch, []
-        bodies = [b for part, _o, _f in batch for b in part]
-        p = self.core.propose(bodies, self.now())
+        bodies = PackedBodies()
         waiters, start = [], 0
-        for part, opaque, reply in batch:
-            waiters.append((reply, opaque, start, len(part)))
-            start += len(part)
+        for data, count, largest, opaque, reply in batch:
+            bodies.add(data, count, largest)
+            waiters.append((reply, opaque, start, count))
+            start += count
+        p = self.core.propose(bodies, self.now())
         self._waiting[id(p)] = (p, waiters)
         if p.done:
             self._finish(p)

@@ -542,15 +542,41 @@ def unpack_bodies(data, count: int) -> list:
         bodies = _frames.unpack_bodies(data, count)
         if bodies is not None:
             return bodies
+    sizes = _body_sizes(data, count)
+    ends = list(itertools.accumulate(sizes, initial=table))
+    view = memoryview(data)
+    return list(map(view.__getitem__, map(slice, ends[:-1], ends[1:])))
+
+
+def check_bodies(data, count: int) -> int:
+    """The largest body of an APPEND whose ``data`` holds ``count`` bodies (their sizes,
+    then the bodies: a packed run, store.packed); BadMessage, as :func:`unpack_bodies`
+    says it, if they do not add up to exactly ``count`` bodies filling the frame. Makes
+    nothing per body: a leader hands the frame to the store as it is."""
+    if not 0 < count <= MAX_APPEND_COUNT:
+        raise BadMessage(f"APPEND count {count} is not 1-{MAX_APPEND_COUNT}")
+    if count == 1 and len(data) >= 4:
+        size = _BODY_LEN.unpack_from(data)[0]
+        if size != len(data) - 4:
+            raise BadMessage(f"APPEND body size {size} does not match the {len(data) - 4} bytes the frame carries")
+        return size
+    if _frames is not None:
+        largest = _frames.check_bodies(data, count)
+        if largest >= 0:
+            return largest
+    return max(_body_sizes(data, count))
+
+
+def _body_sizes(data, count: int) -> tuple:
+    """The size table of an APPEND of ``count`` (> 1) bodies, or BadMessage saying what is wrong with it."""
+    table = 4 * count
     if len(data) < table:
         raise BadMessage(f"APPEND of {count} bodies has {len(data)} bytes, too few for its size table")
     sizes = struct.unpack_from(f">{count}i", data)
     if min(sizes) < 0 or sum(sizes) != len(data) - table:
         raise BadMessage(f"APPEND body sizes add up to {sum(sizes)}, the frame carries {len(data) - table} "
                          f"bytes of bodies" if min(sizes) >= 0 else "APPEND has a negative body size")
-    ends = list(itertools.accumulate(sizes, initial=table))
-    view = memoryview(data)
-    return list(map(view.__getitem__, map(slice, ends[:-1], ends[1:])))
+    return sizes
 
 
 def b64(data: bytes) -> str:

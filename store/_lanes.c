@@ -194,58 +194,19 @@ static PyObject *lanes_crc32(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(c);
 }
 
-/* -- encode_entries ---------------------------------------------------------------------- */
+/* -- encode_entries, encode_packed --------------------------------------------------------- */
 
-PyDoc_STRVAR(encode_doc,
-"encode_entries(bodies, start, first_index, term, magic, pos, chain, with_crc, room)\n"
-"-> (entries, records, ends, stop, chain)\n\n"
-"Encode bodies[start:] as consecutive entries from ``first_index`` at ``pos``, as many\n"
-"as fit ``room`` bytes (the first always; each later one only with MIN_BLANK_LEN bytes\n"
-"to spare after it), chaining CRCs from ``chain`` when ``with_crc``. Returns the\n"
-"entries' bytes, their index records, each entry's end offset in the entries' bytes,\n"
-"the index of the first body not encoded, and the last chain CRC.");
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+} span;
 
-static PyObject *lanes_encode(PyObject *self, PyObject *args) {
-    PyObject *bodies_obj;
-    Py_ssize_t start;
-    long long first_index, term, pos, room;
-    int magic, with_crc;
-    long long chain_in;
-    if (!PyArg_ParseTuple(args, "OnLLiLLpL:encode_entries", &bodies_obj, &start, &first_index, &term, &magic,
-                          &pos, &chain_in, &with_crc, &room))
-        return NULL;
-    PyObject *bodies = PySequence_Fast(bodies_obj, "bodies must be a sequence");
-    if (bodies == NULL)
-        return NULL;
-    Py_ssize_t nb = PySequence_Fast_GET_SIZE(bodies);
-    PyObject **items = PySequence_Fast_ITEMS(bodies);
+/* Encode bodies[0:count] (already cut to what fits) as entries from first_index at pos:
+ * (entries, records, ends, stop, chain), where stop = start + count. */
+static PyObject *encode_spans(const span *bodies, Py_ssize_t count, Py_ssize_t start, long long used,
+                              long long first_index, long long term, int magic, long long pos, long long chain_in,
+                              int with_crc) {
     PyObject *result = NULL, *seg = NULL, *records = NULL, *ends = NULL;
-    Py_buffer *views = NULL;
-    Py_ssize_t got = 0, count = 0;
-    if (start < 0 || start > nb) {
-        PyErr_SetString(PyExc_ValueError, "start is outside bodies");
-        goto done;
-    }
-    views = PyMem_Malloc(sizeof(Py_buffer) * (size_t)(nb - start > 0 ? nb - start : 1));
-    if (views == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    long long used = 0;
-    for (Py_ssize_t i = start; i < nb; i++) {
-        if (PyObject_GetBuffer(items[i], &views[got], PyBUF_SIMPLE) < 0)
-            goto done;
-        got++;
-        long long size = HEADER_SIZE + (long long)views[got - 1].len;
-        if (size > INT32_MAX) {
-            PyErr_SetString(PyExc_ValueError, "an entry is larger than 2 GiB");
-            goto done;
-        }
-        if (used && size + MIN_BLANK_LEN > room - used)
-            break;  /* the next data file */
-        used += size;
-        count++;
-    }
     seg = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)used);
     records = PyBytes_FromStringAndSize(NULL, count * RECORD_SIZE);
     ends = PyList_New(count);
@@ -256,8 +217,8 @@ static PyObject *lanes_encode(PyObject *self, PyObject *args) {
     uint32_t chain = (uint32_t)chain_in;
     long long off = 0;
     for (Py_ssize_t k = 0; k < count; k++) {
-        const unsigned char *body = views[k].buf;
-        int32_t bsize = (int32_t)views[k].len;
+        const unsigned char *body = bodies[k].p;
+        int32_t bsize = (int32_t)bodies[k].n;
         int32_t size = HEADER_SIZE + bsize;
         int64_t index = first_index + k;
         uint32_t bcrc = 0;
@@ -288,13 +249,187 @@ static PyObject *lanes_encode(PyObject *self, PyObject *args) {
     /* the chain CRC as the header field reads (a signed int32), or as given when nothing was encoded */
     result = Py_BuildValue("OOOnL", seg, records, ends, start + count, count ? (long long)(int32_t)chain : chain_in);
 done:
-    for (Py_ssize_t i = 0; i < got; i++)
-        PyBuffer_Release(&views[i]);
-    PyMem_Free(views);
     Py_XDECREF(seg);
     Py_XDECREF(records);
     Py_XDECREF(ends);
+    return result;
+}
+
+/* Take the next body of size n into the entries when it fits: 1 taken, 0 not (the next
+ * data file), -1 an error set. */
+static int take_body(long long n, long long room, long long *used) {
+    long long size = HEADER_SIZE + n;
+    if (size > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "an entry is larger than 2 GiB");
+        return -1;
+    }
+    if (*used && size + MIN_BLANK_LEN > room - *used)
+        return 0;
+    *used += size;
+    return 1;
+}
+
+PyDoc_STRVAR(encode_doc,
+"encode_entries(bodies, start, first_index, term, magic, pos, chain, with_crc, room)\n"
+"-> (entries, records, ends, stop, chain)\n\n"
+"Encode bodies[start:] as consecutive entries from ``first_index`` at ``pos``, as many\n"
+"as fit ``room`` bytes (the first always; each later one only with MIN_BLANK_LEN bytes\n"
+"to spare after it), chaining CRCs from ``chain`` when ``with_crc``. Returns the\n"
+"entries' bytes, their index records, each entry's end offset in the entries' bytes,\n"
+"the index of the first body not encoded, and the last chain CRC.");
+
+static PyObject *lanes_encode(PyObject *self, PyObject *args) {
+    PyObject *bodies_obj;
+    Py_ssize_t start;
+    long long first_index, term, pos, room;
+    int magic, with_crc;
+    long long chain_in;
+    if (!PyArg_ParseTuple(args, "OnLLiLLpL:encode_entries", &bodies_obj, &start, &first_index, &term, &magic,
+                          &pos, &chain_in, &with_crc, &room))
+        return NULL;
+    PyObject *bodies = PySequence_Fast(bodies_obj, "bodies must be a sequence");
+    if (bodies == NULL)
+        return NULL;
+    Py_ssize_t nb = PySequence_Fast_GET_SIZE(bodies);
+    PyObject **items = PySequence_Fast_ITEMS(bodies);
+    PyObject *result = NULL;
+    Py_buffer *views = NULL;
+    span *spans = NULL;
+    Py_ssize_t got = 0, count = 0;
+    if (start < 0 || start > nb) {
+        PyErr_SetString(PyExc_ValueError, "start is outside bodies");
+        goto done;
+    }
+    size_t most = (size_t)(nb - start > 0 ? nb - start : 1);
+    views = PyMem_Malloc(sizeof(Py_buffer) * most);
+    spans = PyMem_Malloc(sizeof(span) * most);
+    if (views == NULL || spans == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    long long used = 0;
+    for (Py_ssize_t i = start; i < nb; i++) {
+        if (PyObject_GetBuffer(items[i], &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        got++;
+        int took = take_body(views[got - 1].len, room, &used);
+        if (took < 0)
+            goto done;
+        if (!took)
+            break;
+        spans[count].p = views[count].buf;
+        spans[count].n = views[count].len;
+        count++;
+    }
+    result = encode_spans(spans, count, start, used, first_index, term, magic, pos, chain_in, with_crc);
+done:
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(spans);
     Py_DECREF(bodies);
+    return result;
+}
+
+PyDoc_STRVAR(packed_doc,
+"encode_packed(runs, start, first_index, term, magic, pos, chain, with_crc, room)\n"
+"-> (entries, records, ends, stop, chain)\n\n"
+"encode_entries for bodies given as packed runs (store.packed.PackedBodies.runs): a list\n"
+"of (buffer, count), each buffer ``count`` big-endian int32 sizes and then the bodies.\n"
+"``start`` counts bodies across the runs. ValueError when a run's sizes do not fit its\n"
+"buffer.");
+
+static PyObject *lanes_encode_packed(PyObject *self, PyObject *args) {
+    PyObject *runs_obj;
+    Py_ssize_t start;
+    long long first_index, term, pos, room;
+    int magic, with_crc;
+    long long chain_in;
+    if (!PyArg_ParseTuple(args, "O!nLLiLLpL:encode_packed", &PyList_Type, &runs_obj, &start, &first_index, &term,
+                          &magic, &pos, &chain_in, &with_crc, &room))
+        return NULL;
+    Py_ssize_t nruns = PyList_GET_SIZE(runs_obj);
+    PyObject *result = NULL;
+    Py_buffer *views = NULL;
+    span *spans = NULL;
+    Py_ssize_t got = 0, count = 0, cap = 0, skip = start;
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "start is outside bodies");
+        return NULL;
+    }
+    views = PyMem_Malloc(sizeof(Py_buffer) * (size_t)(nruns ? nruns : 1));
+    if (views == NULL)
+        return PyErr_NoMemory();
+    long long used = 0;
+    int full = 0;
+    for (Py_ssize_t r = 0; r < nruns && !full; r++) {
+        PyObject *run = PyList_GET_ITEM(runs_obj, r);
+        PyObject *buf_obj;
+        Py_ssize_t n;
+        if (!PyTuple_Check(run) || !PyArg_ParseTuple(run, "On:encode_packed", &buf_obj, &n)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "a run must be a (buffer, count) tuple");
+            goto done;
+        }
+        if (n <= 0) {
+            PyErr_SetString(PyExc_ValueError, "a run must hold at least one body");
+            goto done;
+        }
+        if (skip >= n) {  /* before start: only its count matters */
+            skip -= n;
+            continue;
+        }
+        if (PyObject_GetBuffer(buf_obj, &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        const unsigned char *b = views[got].buf;
+        Py_ssize_t blen = views[got].len;
+        got++;
+        if (n > blen / 4) {
+            PyErr_SetString(PyExc_ValueError, "a run's size table does not fit its buffer");
+            goto done;
+        }
+        Py_ssize_t off = 4 * n;
+        for (Py_ssize_t k = 0; k < n; k++) {  /* every size is checked, also those skipped */
+            int32_t size = get32(b + 4 * k);
+            if (size < 0 || size > blen - off) {
+                PyErr_SetString(PyExc_ValueError, "a run's body sizes run past its buffer");
+                goto done;
+            }
+            if (k >= skip && !full) {
+                int took = take_body(size, room, &used);
+                if (took < 0)
+                    goto done;
+                if (took) {
+                    if (count == cap) {
+                        cap = cap ? 2 * cap : 256;
+                        span *grown = PyMem_Realloc(spans, sizeof(span) * (size_t)cap);
+                        if (grown == NULL) {
+                            PyErr_NoMemory();
+                            goto done;
+                        }
+                        spans = grown;
+                    }
+                    spans[count].p = b + off;
+                    spans[count].n = size;
+                    count++;
+                } else {
+                    full = 1;
+                }
+            }
+            off += size;
+        }
+        skip = 0;
+    }
+    if (skip > 0) {
+        PyErr_SetString(PyExc_ValueError, "start is outside bodies");
+        goto done;
+    }
+    result = encode_spans(spans, count, start, used, first_index, term, magic, pos, chain_in, with_crc);
+done:
+    for (Py_ssize_t i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    PyMem_Free(spans);
     return result;
 }
 
@@ -441,6 +576,7 @@ done:
 static PyMethodDef lanes_methods[] = {
     {"crc32", lanes_crc32, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32 of data, continued from value."},
     {"encode_entries", lanes_encode, METH_VARARGS, encode_doc},
+    {"encode_packed", lanes_encode_packed, METH_VARARGS, packed_doc},
     {"check_entries", lanes_check, METH_VARARGS, check_doc},
     {NULL, NULL, 0, NULL},
 };

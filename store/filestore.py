@@ -61,6 +61,7 @@ from .format import (
     crc32,
 )
 from .layout import NodeLayout
+from .packed import PackedBodies
 from .metafiles import read_checkpoint, write_checkpoint
 from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
 
@@ -430,7 +431,12 @@ class FileStore(LogStore):
         if magic not in ENTRY_MAGICS:
             raise StoreUsageError(f"magic {magic} is not an entry magic")
         # Refuse the whole batch before writing any of it: a batch is appended entirely or not at all.
-        largest = max(map(len, bodies), default=0)
+        if isinstance(bodies, PackedBodies):
+            largest = bodies.largest
+            if _lanes is None:
+                bodies = list(bodies)  # (the Python lanes take a list of views)
+        else:
+            largest = max(map(len, bodies), default=0)
         if HEADER_SIZE + largest + MIN_BLANK_LEN > self.data.file_size:
             raise StoreUsageError(f"entry of {HEADER_SIZE + largest} bytes does not fit a {self.data.file_size}-byte data file")
         undo = self._undo_point()
@@ -484,7 +490,11 @@ class FileStore(LogStore):
         Compiled when store._lanes is built (the loop below is what it does)."""
         if _lanes is not None:
             pos, first = self.write_pos, self.end_index + 1
-            seg, records, ends, i, chain = _lanes.encode_entries(
+            if isinstance(bodies, PackedBodies):
+                encode, bodies = _lanes.encode_packed, bodies.runs
+            else:
+                encode = _lanes.encode_entries
+            seg, records, ends, i, chain = encode(
                 bodies, i, first, term, magic, pos, self.last_chain, self.with_crc, self.data.file_size - seg_rel)
             self._write_segment(dfile, seg_rel, seg, first, records, first + len(ends) - 1, term, chain)
             self._remember(first, ends, seg)

@@ -26,6 +26,7 @@ from store.base import Appended, AppendedBatch, appended_rows
 from store.errors import StoreError
 from store.filestore import FileStore
 from store.format import ENTRY_HEADER, HEADER_SIZE, MAGIC_NOOP, encode_entry
+from store.packed import PackedBodies
 
 DSIZE, ISIZE = 8192, 1024
 # name: (RUN_MIN, compiled per-entry lanes)
@@ -85,6 +86,51 @@ def test_leader_lanes_write_identical_files(tmp_path, monkeypatch, with_crc):
         results[name] += (all_digests(node),)
     assert all_same(results)
     assert len([k for k in results["run"][-1] if k.startswith("data/")]) >= 5
+
+
+def packed(bodies, rng: random.Random) -> PackedBodies:
+    """``bodies`` as a PackedBodies of runs of random lengths (as APPENDs of many clients make)."""
+    out, i = PackedBodies(), 0
+    while i < len(bodies):
+        k = rng.randint(1, len(bodies) - i)
+        run = bodies[i:i + k]
+        out.add(struct.pack(f">{k}i", *map(len, run)) + b"".join(run), k)
+        i += k
+    return out
+
+
+@pytest.mark.parametrize("with_crc", [True, False])
+def test_packed_bodies_are_written_as_a_list_of_them_is(tmp_path, monkeypatch, with_crc):
+    plan = [1, 5, 37, 2, 64, 4, 4, 120]
+    results = {}
+    for name in LANES:
+        set_lane(monkeypatch, name)
+        for form in ("list", "packed"):
+            node = tmp_path / f"{name}-{form}" / "dledger-n0"
+            rng, shape = random.Random(1), random.Random(2)
+            got = []
+            with open_store(node, with_crc=with_crc) as s:
+                term = 1
+                for n in plan:
+                    bodies = [rng.randbytes(rng.choice((0, 1, 7, 100, 333, 900))) for _ in range(n)]
+                    got.append(list(s.append_leader(packed(bodies, shape) if form == "packed" else bodies, term)))
+                    term += rng.choice((0, 0, 1))
+                results[name, form] = (got, s.end_index, s.write_pos, s.last_chain)
+            results[name, form] += (all_digests(node),)
+    first = next(iter(results.values()))
+    assert len(results) == 2 * len(LANES) and all(r == first for r in results.values())
+    assert len([k for k in first[-1] if k.startswith("data/")]) >= 5
+
+
+def test_packed_bodies_too_big_for_a_data_file_are_refused_whole(tmp_path, monkeypatch):
+    for name in LANES:
+        set_lane(monkeypatch, name)
+        with open_store(tmp_path / name) as s:
+            s.append_leader([b"a"], 1)
+            bodies = packed([b"x" * 10, b"y" * DSIZE, b"z"], random.Random(0))
+            with pytest.raises(StoreError, match="does not fit"):
+                s.append_leader(bodies, 1)
+            assert s.end_index == 0
 
 
 def test_leader_run_lane_bytes_equal_encode_entry(tmp_path, monkeypatch):

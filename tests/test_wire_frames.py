@@ -297,14 +297,48 @@ def test_batched_bodies_are_unpacked_as_the_python_loop_does(bodies, extra, dama
         assert _frames.unpack_bodies(data, len(bodies)) is not None  # (the compiled path answered)
 
 
+def _checked(data, count):
+    try:
+        return wire.check_bodies(data, count)
+    except wire.BadMessage as exc:
+        return "refused", str(exc)
+
+
+@compiled
+@settings(max_examples=600, deadline=None)
+@given(bodies=st.lists(st.binary(max_size=20), min_size=0, max_size=12), extra=st.integers(-3, 3),
+       damage=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3), as_view=st.booleans())
+def test_batched_bodies_are_checked_as_they_are_unpacked(bodies, extra, damage, as_view):
+    """check_bodies (a leader's hot path: it hands the frame to the store as it is)
+    refuses exactly what unpack_bodies refuses, with the same words, compiled or not,
+    and otherwise gives the largest body."""
+    data = bytearray(wire.pack_bodies(bodies) if bodies else b"")
+    for at, value in damage:
+        if at < len(data):
+            data[at] = value
+    data = bytes(data)
+    for count in {len(bodies) + extra, len(bodies), 1, 2}:
+        unpacked = _unpacked(data, count)
+        want = max(map(len, unpacked)) if isinstance(unpacked, list) else unpacked
+        assert _checked(memoryview(data) if as_view else data, count) == want
+        saved, wire._frames = wire._frames, None
+        try:
+            assert _checked(data, count) == want
+        finally:
+            wire._frames = saved
+
+
 @compiled
 @pytest.mark.parametrize("sizes, rest", [([-1, 2], b"x"), ([3, -3], b""), ([1, 1], b"x"), ([1, 1], b"xyz"),
                                          ([0, 0], b""), ([-2147483648, 5], b"abcde"), ([2, 2], b"abcd")])
 def test_batched_bodies_with_sizes_that_do_not_fit(sizes, rest):
     data = struct.pack(f">{len(sizes)}i", *sizes) + rest
     got = _unpacked(data, len(sizes))
+    checked = _checked(data, len(sizes))
+    assert checked == (max(map(len, got)) if isinstance(got, list) else got)
     saved, wire._frames = wire._frames, None
     try:
         assert got == _unpacked(data, len(sizes))
+        assert checked == _checked(data, len(sizes))
     finally:
         wire._frames = saved
