@@ -16,7 +16,6 @@ from .config import Peer
 from .rpc import Code
 from .transport import Channel, TransportError, Unreachable
 from .wire import (
-    APPEND,
     GET,
     LEADERSHIP_TRANSFER,
     METADATA,
@@ -24,6 +23,7 @@ from .wire import (
     ProtocolError,
     append_ext,
     append_request,
+    decode_append_answer,
     decode_response,
     json_body,
 )
@@ -116,7 +116,8 @@ class Client:
             await asyncio.sleep(0.05)
 
     async def append(self, bodies: list[bytes], *, resend_unknown: bool = True) -> dict:
-        """Append on the leader; returns its answer (entries: [index, term, pos, size]).
+        """Append on the leader; returns its answer (code, term, leaderId, remark, and
+        entries: [index, term, pos, size] per body, read when first used: wire.AnswerRows).
 
         Follows NOT_LEADER and retries until the timeout. After an attempt whose outcome
         is unknown (no answer, TERM_CHANGED), the bodies are sent again only with
@@ -140,8 +141,8 @@ class Client:
                     raise _append_error(str(exc), unknown, code) from None
                 now = loop.time()
             try:  # (the hot path of every append: no Frame and no coroutine of its own)
-                resp = decode_response(await self.channels[leader].call(
-                    append_request, (ext, bodies), max(0.05, deadline - now)), APPEND)
+                resp = decode_append_answer(await self.channels[leader].call(
+                    append_request, (ext, bodies), max(0.05, deadline - now)))
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None
                 self.leader = None

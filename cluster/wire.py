@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import itertools
 import struct
+from typing import Sequence
 
 import msgspec
 import numpy as np
@@ -465,6 +466,75 @@ def decode_response(f: Frame, request_code: int):
                               get_field(o, "endIndex", int, -1), get_field(o, "committedIndex", int, -1),
                               get_field(o, "remark", str, ""))
     return o
+
+
+class _AppendAnswer(msgspec.Struct):
+    code: int = -1
+    term: int = -1
+    leaderId: str | None = None
+    remark: str | None = ""
+    entries: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_append_answer_decoder = msgspec.json.Decoder(_AppendAnswer)
+_rows_decoder = msgspec.json.Decoder(list[list[int]])
+
+
+class AnswerRows(Sequence):
+    """The ``entries`` of an APPEND answer, ``[index, term, pos, size]`` per body, read
+    from their JSON when first used. A client that only waits for the acknowledgement
+    (a producer, the benchmark) never builds the rows: at 64 bodies an answer that is
+    most of its decoding, ~12 of ~15 us. Equal to the list of rows."""
+
+    __slots__ = ("_raw", "_rows")
+
+    def __init__(self, raw: bytes) -> None:
+        self._raw, self._rows = raw, None
+
+    def _list(self) -> list:
+        if self._rows is None:
+            try:
+                rows = _rows_decoder.decode(self._raw)
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+                raise BadMessage(f"APPEND answer: entries do not fit: {exc}") from None
+            if any(len(r) != 4 for r in rows):
+                raise BadMessage("APPEND answer: an entry is not [index, term, pos, size]")
+            self._rows = rows
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self._list())
+
+    def __getitem__(self, i):
+        return self._list()[i]
+
+    def __iter__(self):
+        return iter(self._list())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, AnswerRows):
+            other = other._list()
+        return self._list() == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self._list())
+
+
+def decode_append_answer(f: Frame) -> dict:
+    """The answer to an APPEND: ``code``, ``term``, ``leaderId``, ``remark`` and, when the
+    leader sent them, ``entries`` (:class:`AnswerRows`); BadMessage if it does not fit."""
+    if f.code != REMOTING_SUCCESS:
+        raise BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
+    try:
+        a = _append_answer_decoder.decode(f.body or b"{}")
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise BadMessage(f"APPEND answer does not fit: {exc}") from None
+    out = {"code": a.code, "term": a.term, "leaderId": a.leaderId, "remark": a.remark}
+    if a.entries is not msgspec.UNSET:
+        out["entries"] = AnswerRows(a.entries)
+    return out
 
 
 def error_frame(opaque: int, code: int, remark: str) -> Frame:

@@ -15,6 +15,7 @@ from cluster import runtime
 from cluster.client import Client, ClientError
 from cluster.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_peers
 from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
+from cluster.wire import ProtocolError
 
 from .common import BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail
 from .render import Format, render
@@ -243,7 +244,13 @@ def append_cmd(
         out = []
         for k in range(0, len(bodies), batch):
             resp = await c.append(bodies[k:k + batch])
-            out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in resp["entries"]]
+            try:
+                rows = list(resp["entries"])
+            except KeyError:
+                raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
+            except ProtocolError as exc:  # (read only now: cluster.wire.AnswerRows)
+                raise ClientError(f"{c.leader}: {exc}") from None
+            out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
         return out
 
     render(_with_client(parsed, rec_group or group, timeout, work), fmt)

@@ -36,6 +36,7 @@ from cluster.wire import (
     ProtocolError,
     append_ext,
     append_request,
+    decode_append_answer,
     decode_request,
     decode_response,
     encode_frame,
@@ -234,3 +235,38 @@ def test_mutated_frames_raise_only_protocol_errors(edits):
         _decode_everything(bytes(data))
     except ProtocolError:
         pass
+
+
+def _answer(body: bytes, code: int = 0) -> Frame:
+    return Frame(code, 9, 1, body=body)
+
+
+def test_an_append_answer_reads_its_rows_when_they_are_used():
+    a = decode_append_answer(_answer(b'{"code":200,"term":3,"leaderId":"n1","remark":"",'
+                                     b'"entries":[[5,3,0,60],[6,3,60,52]],"extra":1}'))
+    assert {k: a[k] for k in ("code", "term", "leaderId", "remark")} == {"code": 200, "term": 3, "leaderId": "n1",
+                                                                        "remark": ""}
+    rows = a["entries"]
+    assert rows == [[5, 3, 0, 60], [6, 3, 60, 52]] and rows[1][2] == 60 and len(rows) == 2
+    assert [i for i, _t, _p, _s in rows] == [5, 6] and rows != [[5, 3, 0, 60]]
+    assert "entries" not in decode_append_answer(_answer(b'{"code":200,"term":1}'))
+    refused = decode_append_answer(_answer(b'{"code":200001,"leaderId":null,"remark":"leader is n2"}'))
+    assert refused == {"code": 200001, "term": -1, "leaderId": None, "remark": "leader is n2"}
+
+
+@pytest.mark.parametrize("entries", [b'"x"', b"[[1,2,3]]", b'[[1,2,3,"4"]]', b"[1,2]", b"{}"])
+def test_append_answer_rows_that_do_not_fit_are_refused_when_read(entries):
+    a = decode_append_answer(_answer(b'{"code":200,"term":1,"entries":' + entries + b"}"))
+    with pytest.raises(BadMessage, match="APPEND answer"):
+        list(a["entries"])
+
+
+@pytest.mark.parametrize("frame", [
+    _answer(b'{"code":"200","entries":[]}'),  # a field of the wrong type
+    _answer(b"not json"),
+    _answer(b"[1]"),
+    _answer(b'{"code":200,"entries":[]}', code=1),  # refused by the remoting layer
+])
+def test_append_answers_that_do_not_fit_are_refused(frame):
+    with pytest.raises(BadMessage):
+        decode_append_answer(frame)

@@ -255,7 +255,11 @@ def test_append_answers_are_the_python_ones(run_waiters, remark):
     for data, (_r, opaque, start, n) in zip(got, waiters):
         (f,) = FrameReceiver().feed(data)
         assert f.opaque == opaque and f.is_response
-        assert msgspec.json.decode(f.body)["entries"] == [list(r) for r in run.rows()[start:start + n]]
+        rows = [list(r) for r in run.rows()[start:start + n]]
+        assert msgspec.json.decode(f.body)["entries"] == rows
+        answer = wire.decode_append_answer(f)  # what a client reads
+        assert (answer["code"], answer["term"], answer["leaderId"], answer["remark"]) == (200, run.terms, "n0", remark)
+        assert answer["entries"] == rows and list(answer["entries"]) == rows and len(answer["entries"]) == n
 
 
 @compiled
