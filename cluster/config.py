@@ -79,7 +79,10 @@ class NodeConfig:
     max_push_timeout_ms: int = 1000  # DLedgerConfig.maxPushTimeOutMs: a push unanswered this long is resent
     push_batch_bytes: int = 4 << 20  # one PUSH carries at most this many bytes of entries (see README)
     push_batch_entries: int = 4096
-    push_window: int = 16  # pushes in flight per follower
+    push_window: int = 16  # pushes in flight per follower ...
+    # ... and at most this many bytes of them: with 4 MiB pushes, 16 in flight would be
+    # 64 MiB queued on a link, longer than max_push_timeout_ms at 1 Gb/s
+    push_window_bytes: int = 16 << 20
     peer_push_throttle_point: int = 300 << 20  # DLedgerConfig.peerPushThrottlePoint: lag (bytes) ...
     peer_push_quota: int = 20 << 20  # DLedgerConfig.peerPushQuota: ... above which a follower gets this many bytes/s
     # durability
@@ -103,6 +106,7 @@ class NodeConfig:
             raise ConfigError(f"flush must be 'async' or 'sync', not {self.flush!r}")
         for name in ("heartbeat_interval_ms", "max_heartbeat_leak", "min_vote_interval_ms", "max_wait_ack_ms",
                      "max_push_timeout_ms", "push_batch_bytes", "push_batch_entries", "push_window",
+                     "push_window_bytes",
                      "max_pending_requests", "flush_interval_ms", "checkpoint_interval_ms", "max_frame_bytes"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")

@@ -10,7 +10,8 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
   deposed leader's). Entries after the match but within our log are not truncated up
   front: APPEND overwrites them from the first one that differs, so nothing the follower
   holds equal to ours is ever cut (it may be committed there).
-- APPEND: batches bounded by bytes and entries, up to ``push_window`` in flight. Each batch
+- APPEND: batches bounded by bytes and entries, up to ``push_window`` of them and
+  ``push_window_bytes`` in flight (the one that crosses the byte bound still goes). Each batch
   is in a pending map with its send time; one unanswered for ``max_push_timeout_ms``, or
   a failure, makes the dispatcher resend everything from the watermark + 1.
 - COMMIT: nothing to append; the commit index goes out when it moved (once no push has
@@ -102,7 +103,9 @@ class Dispatcher:
             self._resend_from_watermark("pushed entries were neither acknowledged nor in flight")
         out = []
         store, cfg = self.store, self.config
-        while len(self.inflight) < cfg.push_window and self.next_index <= store.end_index:
+        in_flight_bytes = sum(f.nbytes for f in self.inflight.values())
+        while (len(self.inflight) < cfg.push_window and in_flight_bytes < cfg.push_window_bytes
+               and self.next_index <= store.end_index):
             if not self._quota_allows(now):
                 break
             raw, count = store.read_entries(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
@@ -110,6 +113,7 @@ class Dispatcher:
                               self.next_index, count, raw)
             self.inflight[self.next_index] = InFlight(req, self.next_index + count - 1, len(raw), now)
             self.quota_used += len(raw)
+            in_flight_bytes += len(raw)
             self.next_index += count
             out.append(req)
         self.state = DispatchState.APPEND if self.inflight or self.next_index <= store.end_index else DispatchState.COMMIT

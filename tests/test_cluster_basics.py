@@ -103,3 +103,31 @@ def test_quorum_sizes(n, acks, want):
     for p, i in acks:
         q.ack(p, 1, i)
     assert q.advance() == want
+
+
+def test_pushes_in_flight_are_bounded_by_count_and_by_bytes():
+    from cluster.dispatcher import Dispatcher
+    from cluster.rpc import Code, PushResponse
+    from store.memstore import MemoryStore
+
+    store = MemoryStore()
+    store.append_leader([b"x" * 952] * 40, 1)  # 1,000-byte entries
+    peers = parse_peers("n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3")
+
+    def pushed(**limits) -> list[int]:
+        cfg = NodeConfig(group="g", self_id="n0", peers=peers, push_batch_bytes=3000, **limits)
+        d = Dispatcher("n1", "g", "n0", 1, store, cfg, Quorum(list(peers), "n0", 1, 0), now=0)
+        d._start_append(-1)
+        return [r.count for r in d.poll(0, -1)]
+
+    assert pushed(push_window=4) == [3, 3, 3, 3]  # 4 pushes of 3 entries
+    assert pushed(push_window=100, push_window_bytes=7000) == [3, 3, 3]  # the third crosses 7,000 bytes and goes
+    assert sum(pushed(push_window=100)) == 40  # 40,000 bytes: under the default byte bound
+    # an answer makes room for the next push
+    cfg = NodeConfig(group="g", self_id="n0", peers=peers, push_batch_bytes=3000, push_window_bytes=5000)
+    d = Dispatcher("n1", "g", "n0", 1, store, cfg, Quorum(list(peers), "n0", 1, 0), now=0)
+    d._start_append(-1)
+    first = d.poll(0, -1)
+    assert [r.first_index for r in first] == [0, 3] and d.poll(1, -1) == []
+    d.on_response(first[0], PushResponse(1, Code.SUCCESS, 0, 3, 0, 2), 2)
+    assert [r.first_index for r in d.poll(3, -1)] == [6]
