@@ -201,11 +201,23 @@ typedef struct {
     Py_ssize_t n;
 } span;
 
+/* The arguments after the bodies, which encode_entries and encode_packed share. */
+typedef struct {
+    Py_ssize_t start;
+    long long first_index, term, pos, chain, room;
+    int magic, with_crc;
+} encode_args;
+
+static int parse_encode_args(PyObject *args, const char *format, PyObject **bodies, encode_args *a) {
+    return PyArg_ParseTuple(args, format, bodies, &a->start, &a->first_index, &a->term, &a->magic, &a->pos,
+                            &a->chain, &a->with_crc, &a->room);
+}
+
 /* Encode bodies[0:count] (already cut to what fits) as entries from first_index at pos:
  * (entries, records, ends, stop, chain), where stop = start + count. */
-static PyObject *encode_spans(const span *bodies, Py_ssize_t count, Py_ssize_t start, long long used,
-                              long long first_index, long long term, int magic, long long pos, long long chain_in,
-                              int with_crc) {
+static PyObject *encode_spans(const span *bodies, Py_ssize_t count, long long used, const encode_args *a) {
+    long long first_index = a->first_index, term = a->term, pos = a->pos, chain_in = a->chain;
+    int magic = a->magic, with_crc = a->with_crc;
     PyObject *result = NULL, *seg = NULL, *records = NULL, *ends = NULL;
     seg = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)used);
     records = PyBytes_FromStringAndSize(NULL, count * RECORD_SIZE);
@@ -247,7 +259,7 @@ static PyObject *encode_spans(const span *bodies, Py_ssize_t count, Py_ssize_t s
         PyList_SET_ITEM(ends, k, end);
     }
     /* the chain CRC as the header field reads (a signed int32), or as given when nothing was encoded */
-    result = Py_BuildValue("OOOnL", seg, records, ends, start + count, count ? (long long)(int32_t)chain : chain_in);
+    result = Py_BuildValue("OOOnL", seg, records, ends, a->start + count, count ? (long long)(int32_t)chain : chain_in);
 done:
     Py_XDECREF(seg);
     Py_XDECREF(records);
@@ -280,13 +292,10 @@ PyDoc_STRVAR(encode_doc,
 
 static PyObject *lanes_encode(PyObject *self, PyObject *args) {
     PyObject *bodies_obj;
-    Py_ssize_t start;
-    long long first_index, term, pos, room;
-    int magic, with_crc;
-    long long chain_in;
-    if (!PyArg_ParseTuple(args, "OnLLiLLpL:encode_entries", &bodies_obj, &start, &first_index, &term, &magic,
-                          &pos, &chain_in, &with_crc, &room))
+    encode_args a;
+    if (!parse_encode_args(args, "OnLLiLLpL:encode_entries", &bodies_obj, &a))
         return NULL;
+    Py_ssize_t start = a.start;
     PyObject *bodies = PySequence_Fast(bodies_obj, "bodies must be a sequence");
     if (bodies == NULL)
         return NULL;
@@ -312,7 +321,7 @@ static PyObject *lanes_encode(PyObject *self, PyObject *args) {
         if (PyObject_GetBuffer(items[i], &views[got], PyBUF_SIMPLE) < 0)
             goto done;
         got++;
-        int took = take_body(views[got - 1].len, room, &used);
+        int took = take_body(views[got - 1].len, a.room, &used);
         if (took < 0)
             goto done;
         if (!took)
@@ -321,7 +330,7 @@ static PyObject *lanes_encode(PyObject *self, PyObject *args) {
         spans[count].n = views[count].len;
         count++;
     }
-    result = encode_spans(spans, count, start, used, first_index, term, magic, pos, chain_in, with_crc);
+    result = encode_spans(spans, count, used, &a);
 done:
     for (Py_ssize_t i = 0; i < got; i++)
         PyBuffer_Release(&views[i]);
@@ -341,13 +350,14 @@ PyDoc_STRVAR(packed_doc,
 
 static PyObject *lanes_encode_packed(PyObject *self, PyObject *args) {
     PyObject *runs_obj;
-    Py_ssize_t start;
-    long long first_index, term, pos, room;
-    int magic, with_crc;
-    long long chain_in;
-    if (!PyArg_ParseTuple(args, "O!nLLiLLpL:encode_packed", &PyList_Type, &runs_obj, &start, &first_index, &term,
-                          &magic, &pos, &chain_in, &with_crc, &room))
+    encode_args a;
+    if (!parse_encode_args(args, "OnLLiLLpL:encode_packed", &runs_obj, &a))
         return NULL;
+    if (!PyList_Check(runs_obj)) {
+        PyErr_SetString(PyExc_TypeError, "runs must be a list");
+        return NULL;
+    }
+    Py_ssize_t start = a.start;
     Py_ssize_t nruns = PyList_GET_SIZE(runs_obj);
     PyObject *result = NULL;
     Py_buffer *views = NULL;
@@ -396,7 +406,7 @@ static PyObject *lanes_encode_packed(PyObject *self, PyObject *args) {
                 goto done;
             }
             if (k >= skip && !full) {
-                int took = take_body(size, room, &used);
+                int took = take_body(size, a.room, &used);
                 if (took < 0)
                     goto done;
                 if (took) {
@@ -424,7 +434,7 @@ static PyObject *lanes_encode_packed(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "start is outside bodies");
         goto done;
     }
-    result = encode_spans(spans, count, start, used, first_index, term, magic, pos, chain_in, with_crc);
+    result = encode_spans(spans, count, used, &a);
 done:
     for (Py_ssize_t i = 0; i < got; i++)
         PyBuffer_Release(&views[i]);
