@@ -7,11 +7,11 @@
  * answer). split() below does the same loop in C. append_answers() makes a leader's
  * answers to the APPENDs of a proposal (wire.append_answers), with their rows of
  * [index, term, pos, size] written straight from the stored run's columns, and
- * unpack_bodies() cuts a batched APPEND into its bodies (wire.unpack_bodies).
+ * check_bodies() checks the size table of a batched APPEND (wire.check_bodies).
  *
  * Rules this module keeps:
  * - It decides nothing the Python code in wire.py does not (split_frames and the Python
- *   halves of append_answers and unpack_bodies stay the reference; tests/test_wire_frames.py holds the two
+ *   halves of append_answers and check_bodies stay the reference; tests/test_wire_frames.py holds the two
  *   to the same frames, bytes and errors).
  * - It parses only the plain form of a header: JSON with no whitespace, keys that a
  *   wire.Frame has (each at most once), integers of at most 18 digits, strings of
@@ -457,66 +457,11 @@ fail:
 
 /* -- APPEND bodies ------------------------------------------------------------------- */
 
-static const char unpack_doc[] =
-    "unpack_bodies(data, count) -> list of memoryviews, or None\n\n"
-    "The bodies of a batched APPEND: data holds count int32 sizes, then the bodies one after\n"
-    "another; each body is a view of data. None when the sizes are not exactly count\n"
-    "non-negative sizes adding up to the rest of data (wire.unpack_bodies then says why).";
-
-static PyObject *frames_unpack_bodies(PyObject *self, PyObject *args) {
-    PyObject *data;
-    Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "On", &data, &count))
-        return NULL;
-    Py_buffer buf;
-    if (PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const unsigned char *p = buf.buf;
-    PyObject *mv = NULL, *out = NULL;
-    if (count <= 0 || count > buf.len / 4)
-        goto none;
-    Py_ssize_t total = 0;
-    for (Py_ssize_t k = 0; k < count; k++) {
-        const unsigned char *q = p + 4 * k;
-        int32_t n = (int32_t)(((uint32_t)q[0] << 24) | ((uint32_t)q[1] << 16) | ((uint32_t)q[2] << 8) | q[3]);
-        if (n < 0)
-            goto none;
-        total += n;
-    }
-    if (total != buf.len - 4 * count)
-        goto none;
-    mv = PyMemoryView_FromObject(data);
-    if (mv == NULL)
-        goto done;
-    out = PyList_New(count);
-    if (out == NULL)
-        goto done;
-    Py_ssize_t off = 4 * count;
-    for (Py_ssize_t k = 0; k < count; k++) {
-        const unsigned char *q = p + 4 * k;
-        Py_ssize_t n = (Py_ssize_t)(((uint32_t)q[0] << 24) | ((uint32_t)q[1] << 16) | ((uint32_t)q[2] << 8) | q[3]);
-        PyObject *v = PySequence_GetSlice(mv, off, off + n);
-        if (v == NULL) {
-            Py_CLEAR(out);
-            goto done;
-        }
-        PyList_SET_ITEM(out, k, v);
-        off += n;
-    }
-    goto done;
-none:
-    out = Py_None;
-    Py_INCREF(out);
-done:
-    Py_XDECREF(mv);
-    PyBuffer_Release(&buf);
-    return out;
-}
-
 static const char check_doc[] =
     "check_bodies(data, count) -> int\n\n"
-    "The largest body of a batched APPEND (data as for unpack_bodies), or -1 when the sizes\n"
-    "are not exactly count non-negative sizes adding up to the rest of data.";
+    "The largest body of a batched APPEND, or -1 when data does not hold count int32 sizes\n"
+    "and then the bodies one after another: count non-negative sizes adding up to the rest\n"
+    "of data (wire.check_bodies then says what is wrong).";
 
 static PyObject *frames_check_bodies(PyObject *self, PyObject *args) {
     Py_buffer buf;
@@ -548,7 +493,6 @@ static PyMethodDef frames_methods[] = {
     {"check_bodies", frames_check_bodies, METH_VARARGS, check_doc},
     {"split", frames_split, METH_VARARGS, split_doc},
     {"append_answers", frames_append_answers, METH_VARARGS, answers_doc},
-    {"unpack_bodies", frames_unpack_bodies, METH_VARARGS, unpack_doc},
     {NULL, NULL, 0, NULL},
 };
 

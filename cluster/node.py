@@ -79,7 +79,7 @@ class Node:
         self.channels = {p: Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes)
                          for p, peer in cfg.peers.items() if p != cfg.self_id}
         self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes)
-        self._batch: list[tuple[list, int, Reply]] = []
+        self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, Reply)
         self._waiting: dict[int, tuple[Proposal, list]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()

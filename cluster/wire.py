@@ -598,31 +598,22 @@ def append_request(opaque: int, ext_json: bytes, bodies) -> list:
 
 
 def unpack_bodies(data, count: int) -> list:
-    """The bodies of an APPEND (zero-copy views of ``data``); BadMessage if they do not
-    add up to exactly ``count`` bodies filling the frame."""
-    if not 0 < count <= MAX_APPEND_COUNT:
-        raise BadMessage(f"APPEND count {count} is not 1-{MAX_APPEND_COUNT}")
-    table = 4 * count
-    if count == 1 and len(data) >= 4:  # the common single append, without the table machinery
-        if _BODY_LEN.unpack_from(data)[0] != len(data) - 4:
-            raise BadMessage(f"APPEND body size {_BODY_LEN.unpack_from(data)[0]} does not match the "
-                             f"{len(data) - 4} bytes the frame carries")
-        return [memoryview(data)[4:]]
-    if _frames is not None:  # compiled (cluster/_frames.c); None when the sizes do not fit: said below
-        bodies = _frames.unpack_bodies(data, count)
-        if bodies is not None:
-            return bodies
-    sizes = _body_sizes(data, count)
-    ends = list(itertools.accumulate(sizes, initial=table))
+    """The bodies of an APPEND (zero-copy views of ``data``); BadMessage, as
+    :func:`check_bodies` says it, if they do not add up to exactly ``count`` bodies
+    filling the frame. (A leader does not cut them: it hands the frame to the store.)"""
+    check_bodies(data, count)
     view = memoryview(data)
+    if count == 1:
+        return [view[4:]]
+    ends = list(itertools.accumulate(struct.unpack_from(f">{count}i", data), initial=4 * count))
     return list(map(view.__getitem__, map(slice, ends[:-1], ends[1:])))
 
 
 def check_bodies(data, count: int) -> int:
     """The largest body of an APPEND whose ``data`` holds ``count`` bodies (their sizes,
-    then the bodies: a packed run, store.packed); BadMessage, as :func:`unpack_bodies`
-    says it, if they do not add up to exactly ``count`` bodies filling the frame. Makes
-    nothing per body: a leader hands the frame to the store as it is."""
+    then the bodies: a packed run, store.packed); BadMessage saying what is wrong if they
+    do not add up to exactly ``count`` bodies filling the frame. Makes nothing per body:
+    a leader hands the frame to the store as it is."""
     if not 0 < count <= MAX_APPEND_COUNT:
         raise BadMessage(f"APPEND count {count} is not 1-{MAX_APPEND_COUNT}")
     if count == 1 and len(data) >= 4:

@@ -61,8 +61,8 @@ from .format import (
     crc32,
 )
 from .layout import NodeLayout
-from .packed import PackedBodies
 from .metafiles import read_checkpoint, write_checkpoint
+from .packed import PackedBodies
 from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
 
 try:  # the per-entry lanes, compiled (store/_lanes.c); the Python lanes below when not built

@@ -311,8 +311,7 @@ def test_batched_bodies_are_unpacked_and_checked_as_the_python_loop_does(bodies,
         assert checked == (max(map(len, want)) if isinstance(want, list) else want)
     if not damage and len(bodies) > 1:
         assert _unpacked(data, len(bodies)) == bodies
-        assert _frames.unpack_bodies(data, len(bodies)) is not None  # (the compiled path answered)
-        assert _frames.check_bodies(data, len(bodies)) == max(map(len, bodies))
+        assert _frames.check_bodies(data, len(bodies)) == max(map(len, bodies))  # (the compiled path answered)
 
 
 @compiled
