@@ -1,8 +1,10 @@
-"""Builds the compiled parts; everything else is in pyproject.toml. Both extensions are
+"""Builds the compiled parts; everything else is in pyproject.toml. Every extension is
 optional: without a C compiler the install goes on and the Python code they mirror runs
 instead (the tests say which one a run has).
 
 - store._lanes: the store's per-entry lanes (store/_lanes.c; tests/test_store_lanes.py);
+- store._flusher: a node's flush thread, which never takes the interpreter lock
+  (store/_flusher.c, Linux only; tests/test_store_flusher.py);
 - cluster._frames: cutting received bytes into frames (cluster/_frames.c;
   tests/test_wire_frames.py).
 """
@@ -12,4 +14,5 @@ from setuptools import Extension, setup
 FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(ext_modules=[Extension("store._lanes", ["store/_lanes.c"], optional=True, extra_compile_args=FLAGS),
+                   Extension("store._flusher", ["store/_flusher.c"], optional=True, extra_compile_args=FLAGS),
                    Extension("cluster._frames", ["cluster/_frames.c"], optional=True, extra_compile_args=FLAGS)])

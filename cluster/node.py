@@ -19,7 +19,7 @@ import signal
 
 from store.errors import StoreError
 from store.filestore import FileStore
-from store.files import sync_fds
+from store.files import Flusher, SyncJob, flush_error, sync_fds
 from store.packed import PackedBodies
 
 from .config import NodeConfig
@@ -60,6 +60,59 @@ MAX_GET_COUNT = 1024
 MAX_GET_BYTES = 16 << 20
 
 
+class BackgroundSync:
+    """Runs the store's sync jobs (store.files.SyncJob) off the event loop, one batch at a
+    time; :meth:`run` returns a future of the batch, failing with StoreIOError.
+
+    With store._flusher built, a thread of its own runs them without ever taking the
+    interpreter lock and wakes the loop through an eventfd. Otherwise sync_fds runs in the
+    loop's default executor: a pool thread is woken through a queue, takes the interpreter
+    lock around each syscall and to hand back its result, and the loop is woken through
+    call_soon_threadsafe. At 100 flushes a second that way cost each node of a 3-node
+    cluster about a tenth of its CPU (benchmarks/bench_cluster.py, 64 clients: 51.7 ->
+    45.7 us of CPU per append for the whole cluster and its load generator)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, compiled: bool = True) -> None:
+        self.loop = loop
+        self._flusher = None
+        self._waiter: asyncio.Future | None = None
+        if compiled and Flusher is not None:
+            self._flusher = Flusher()
+            loop.add_reader(self._flusher.fileno(), self._collect)
+
+    @property
+    def compiled(self) -> bool:
+        return self._flusher is not None
+
+    def run(self, jobs: list[SyncJob]) -> asyncio.Future:
+        if self._flusher is None:
+            return self.loop.run_in_executor(None, sync_fds, jobs)
+        if self._waiter is not None:
+            raise RuntimeError("a sync is already running")
+        fut = self.loop.create_future()
+        self._flusher.submit(jobs)
+        self._waiter = fut
+        return fut
+
+    def _collect(self) -> None:
+        code = self._flusher.collect()
+        if code < 0 or self._waiter is None:  # (woken early: not done yet)
+            return
+        fut, self._waiter = self._waiter, None
+        if not fut.done():
+            if code:
+                fut.set_exception(flush_error(code))
+            else:
+                fut.set_result(None)
+
+    def close(self) -> None:
+        """Stop the thread (after a batch under way); await :meth:`run`'s future first."""
+        if self._flusher is not None:
+            self.loop.remove_reader(self._flusher.fileno())
+            self._flusher.close()
+            self._flusher = None
+
+
 def node_dir(cfg: NodeConfig) -> str:
     return os.path.join(cfg.store_base_dir, f"dledger-{cfg.self_id}")
 
@@ -84,6 +137,7 @@ class Node:
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
         self._flushing = None
+        self._syncer: BackgroundSync | None = None
         self._sync_waiters: list = []
         self._index_due = False  # the next flush syncs the index files too (the periodic one does)
 
@@ -96,10 +150,12 @@ class Node:
         self.loop = asyncio.get_running_loop()
         self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(),
                              self._flush_in_background, self._sync_then)
+        self._syncer = BackgroundSync(self.loop)
         me = self.cfg.peers[self.cfg.self_id]
         try:
             await self.server.start(me.host, me.port)
         except OSError as exc:
+            self._syncer.close()
             self.store.close()
             raise OSError(exc.errno, f"cannot listen on {me.address}: {exc.strerror}") from exc
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -120,14 +176,14 @@ class Node:
             await self._shutdown()
 
     def _flush_in_background(self) -> None:
-        """The periodic flush: fdatasync in a worker thread, so the loop keeps serving while
-        the disk writes."""
+        """The periodic flush: fdatasync in a thread (BackgroundSync), so the loop keeps
+        serving while the disk writes."""
         self._index_due = True
         if self._flushing is None:
             self._sync_then(None)
 
     def _sync_then(self, done) -> None:
-        """Make everything written so far durable in a worker thread, then call ``done()``
+        """Make everything written so far durable in a thread (BackgroundSync), then call ``done()``
         on the loop. One flush at a time: callers that arrive meanwhile share the next one
         (group commit), which covers everything written before it starts."""
         if done is not None:
@@ -142,7 +198,7 @@ class Node:
         index, self._index_due = self._index_due or not waiters, False
         fds = self.store.take_dirty(index=index)
         if fds:
-            fut = self.loop.run_in_executor(None, sync_fds, fds)
+            fut = self._syncer.run(fds)
         else:  # nothing written since the last flush: done, without waking a thread (an idle
             fut = self.loop.create_future()  # node flushes every 10 ms)
             fut.set_result(None)
@@ -177,6 +233,8 @@ class Node:
             await ch.close()
         if self._flushing is not None:
             await asyncio.gather(self._flushing, return_exceptions=True)
+        if self._syncer is not None:
+            self._syncer.close()
         for p, waiters in self._waiting.values():
             self._answer_appends(p, waiters, Code.TERM_CHANGED, "node is shutting down")
         self.store.close()  # flush + checkpoint

@@ -22,7 +22,10 @@ import numpy as np
 from .errors import StoreCorruptError, StoreIOError
 from .format import file_name, parse_file_name
 
-
+try:  # sync_fds in a thread of its own that never takes the interpreter lock (store/_flusher.c)
+    from ._flusher import Flusher
+except ImportError:  # pragma: no cover - a build without a C compiler, or not Linux (eventfd)
+    Flusher = None
 
 
 @dataclass
@@ -454,4 +457,10 @@ def sync_fds(jobs: list[SyncJob]) -> None:
         finally:
             os.close(fd)
     if error is not None:
-        raise StoreIOError(f"flush failed: {error.strerror}") from error
+        raise flush_error(error.errno or errno.EIO) from error
+
+
+def flush_error(code: int) -> StoreIOError:
+    """What a flush that failed with errno ``code`` raises: from sync_fds, and from a
+    node whose store._flusher reported ``code``."""
+    return StoreIOError(f"flush failed: {os.strerror(code)}")
