@@ -376,7 +376,7 @@ static int long_at(PyObject *seq, Py_ssize_t i, long long *out) {
 
 static const char answers_doc[] =
     "append_answers(pre, post, head, waiters, first, term, pos, ends) -> list of bytes\n\n"
-    "The whole answer frame of each APPEND in waiters ((reply, opaque, start, n) each), for a\n"
+    "The whole answer frame of each APPEND in waiters ((conn, opaque, start, n) each), for a\n"
     "proposal stored as one run (store.base.AppendedRun: entries first, first + 1, ... of one\n"
     "term, laid end to end from pos, entry k ending ends[k] bytes after pos). Each frame's\n"
     "header is pre + opaque + post, its body head + the rows [[index,term,pos,size],...] of\n"
@@ -399,7 +399,7 @@ static PyObject *frames_append_answers(PyObject *self, PyObject *args) {
         PyObject *t = PyList_GET_ITEM(waiters, w);
         long long opaque, start, n;
         if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) {
-            PyErr_SetString(PyExc_TypeError, "a waiter is a (reply, opaque, start, n) tuple");
+            PyErr_SetString(PyExc_TypeError, "a waiter is a (conn, opaque, start, n) tuple");
             goto fail;
         }
         if (!long_at(t, 1, &opaque) || !long_at(t, 2, &start) || !long_at(t, 3, &n))

@@ -27,7 +27,7 @@ from .core import Proposal, RaftCore
 from .divergence import DivergenceSearch
 from .member import FileTermStore
 from .rpc import Code, ProbeRequest, RepairRequest
-from .transport import Channel, FrameServer, Reply, TransportError
+from .transport import Channel, FrameServer, TransportError
 from .wire import (
     APPEND,
     FORCE_COMPARE,
@@ -132,7 +132,7 @@ class Node:
         self.channels = {p: Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes)
                          for p, peer in cfg.peers.items() if p != cfg.self_id}
         self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes)
-        self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, Reply)
+        self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
         self._waiting: dict[int, tuple[Proposal, list]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
@@ -299,16 +299,16 @@ class Node:
         if entry is None:
             return
         self._answer_appends(p, entry[1], p.code, p.remark)
-        for conn in {w[0].conn for w in entry[1]}:  # the answers leave now (see _process)
-            if conn is not None:
-                conn.flush()
+        for conn in {w[0] for w in entry[1]}:  # the answers leave now (see _process)
+            conn.flush()
 
     # -- serving ----------------------------------------------------------------------
-    def _serve(self, f: Frame):
-        """The answer to a frame: a Frame now, a Reply (APPEND) or an awaitable of one (operator requests)."""
+    def _serve(self, f: Frame, conn):
+        """The answer to a frame: a Frame now, None when it comes later through ``conn``
+        (APPEND), or an awaitable of one (operator requests)."""
         try:
             if f.code == APPEND:
-                return self._append(f)
+                return self._append(f, conn)
             if f.code == GET:
                 return self._get(f)
             if f.code in (METADATA, STATUS):
@@ -431,9 +431,10 @@ class Node:
         d["flush_interval_ms"] = self.cfg.flush_interval_ms
         return d
 
-    def _append(self, f: Frame):
-        """Checks the request now (BadMessage); returns a Reply, sent once the entries
-        commit or fail (neither a task nor a future: appends are the hot path)."""
+    def _append(self, f: Frame, conn):
+        """Checks the request now (BadMessage) and queues it for the next proposal; its
+        answer goes to ``conn`` once the entries commit or fail (_answer_appends). Nothing
+        is made per request but the queued tuple: appends are the hot path."""
         try:
             count = int(f.ext.get("count", "1"))
         except ValueError:
@@ -442,25 +443,29 @@ class Node:
             return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {self.cfg.group!r}"},
                                   f.opaque, APPEND)
         largest = check_bodies(f.body, count)
-        reply = Reply()
         if not self._batch:
             self.loop.call_soon(self._propose_batch)
-        self._batch.append((f.body, count, largest, f.opaque, reply))
-        return reply
+        self._batch.append((f.body, count, largest, f.opaque, conn))
+        return None
 
     def _answer_appends(self, p: Proposal, waiters: list, code: Code, remark: str) -> None:
-        """Answer the APPENDs of a proposal (``waiters``: reply, opaque, start, n) that are
-        not answered yet: ``{"code", "term", "leaderId", "remark"}``, and on SUCCESS
-        ``"entries"``, each request's ``n`` rows from ``start``. Each answer is encoded
-        whole (wire.response_bytes, wire.append_answers) around JSON that is made once per
-        proposal up to the entries: this runs once per client append."""
+        """Answer the APPENDs of a proposal (``waiters``: connection, opaque, start, n), once:
+        the caller has taken the proposal out of _waiting. Each answer is
+        ``{"code", "term", "leaderId", "remark"}``, and on SUCCESS ``"entries"``, the
+        request's ``n`` rows from ``start``, encoded whole (wire.response_bytes,
+        wire.append_answers) around JSON that is made once per proposal up to the entries;
+        the answers for one connection go to it in one call."""
         body = json_body({"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
                           "remark": remark})
         if code != Code.SUCCESS:
-            for reply, opaque, _start, _n in waiters:
-                reply.send_bytes(response_bytes(opaque, body))
+            answers = [response_bytes(opaque, body) for _conn, opaque, _start, _n in waiters]
+        else:
+            answers = append_answers(body[:-1] + b',"entries":', waiters, p.appended)
+        conn = waiters[0][0]
+        if all(w[0] is conn for w in waiters):  # (the usual case: one client connection)
+            conn.send_parts(answers)
             return
-        for w, data in zip(waiters, append_answers(body[:-1] + b',"entries":', waiters, p.appended)):
+        for w, data in zip(waiters, answers):
             w[0].send_bytes(data)
 
     def _propose_batch(self) -> None:
@@ -469,9 +474,9 @@ class Node:
         batch, self._batch = self._batch, []
         bodies = PackedBodies()
         waiters, start = [], 0
-        for data, count, largest, opaque, reply in batch:
+        for data, count, largest, opaque, conn in batch:
             bodies.add(data, count, largest)
-            waiters.append((reply, opaque, start, count))
+            waiters.append((conn, opaque, start, count))
             start += count
         p = self.core.propose(bodies, self.now())
         self._waiting[id(p)] = (p, waiters)

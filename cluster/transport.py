@@ -5,9 +5,10 @@ kernel copies received bytes straight into the receiver's buffer (a frame of meg
 a buffer of its own), and frames are handled in the callback that completes them, with no
 reader task and no stream buffer in between.
 
-Server: the handler answers a request frame at once (a Frame), later (a :class:`Reply`
-it sends when it is ready), or through an awaitable (run in its own task, so a slow
-request does not hold up the ones behind it on the connection). Frames written in one loop
+Server: the handler answers a request frame at once (a Frame), later (it keeps the
+connection it is given and writes the answer, encoded whole, when it is ready: no future
+or object per request), or through an awaitable (run in its own task, so a slow request
+does not hold up the ones behind it on the connection). Frames written in one loop
 iteration leave in one vectored write. A connection whose peer does not read its answers
 stops being read (back-pressure) until they drain. A frame that cannot be decoded closes
 that connection; nothing a peer sends can stop the server.
@@ -47,49 +48,6 @@ class ConnectionLost(TransportError):
 
 class Unreachable(TransportError):
     pass
-
-
-class Reply:
-    """An answer a server handler gives later, without a future: the handler returns it,
-    the server binds it to the request's connection, and :meth:`send` puts the answer on
-    the wire then and there (a future would cost a done-callback through the loop per
-    request). Sending on a connection lost meanwhile does nothing; a second send neither."""
-
-    __slots__ = ("conn", "request", "frame", "done")
-
-    def __init__(self) -> None:
-        self.conn: _ServerConnection | None = None
-        self.request: Frame | None = None
-        self.frame: Frame | bytes | None = None
-        self.done = False
-
-    def send(self, frame: Frame | None) -> None:
-        if self.done:
-            return
-        self.done = True
-        if self.conn is not None:
-            self.conn._answer(self.request, frame)
-        else:
-            self.frame = frame
-
-    def send_bytes(self, data: bytes) -> None:
-        """Send an answer encoded whole, opaque included (cluster.wire.response_bytes)."""
-        if self.done:
-            return
-        self.done = True
-        if self.conn is not None:
-            self.conn.send_bytes(data)
-        else:
-            self.frame = data
-
-    def _bind(self, conn: _ServerConnection, request: Frame) -> None:
-        if self.done:  # answered before the server saw it
-            if isinstance(self.frame, bytes):
-                conn.send_bytes(self.frame)
-            else:
-                conn._answer(request, self.frame)
-        else:
-            self.conn, self.request = conn, request
 
 
 def _settle(target, frame: Frame | None, exc: BaseException | None) -> None:
@@ -264,15 +222,12 @@ class _ServerConnection(_FrameConnection):
         if f.is_response:
             return  # nobody here asked
         try:
-            resp = self.server.handler(f)
+            resp = self.server.handler(f, self)
         except Exception:  # noqa: BLE001 - a handler bug must not take the server down
             log.exception("request code %s failed", f.code)
             resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
         if resp is None or isinstance(resp, Frame):
             self._answer(f, resp)
-            return
-        if isinstance(resp, Reply):
-            resp._bind(self, f)
             return
         if not isinstance(resp, asyncio.Future):  # an awaitable: a task of its own
             resp = asyncio.ensure_future(resp)
@@ -299,8 +254,11 @@ class _ServerConnection(_FrameConnection):
 
 class FrameServer:
     def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        """``handler(frame)`` returns the response (a Frame), None for no response, a
-        :class:`Reply` it sends later, or an awaitable of a Frame or None."""
+        """``handler(frame, conn)`` returns the response (a Frame), an awaitable of a Frame
+        or None, or None for no response now. A handler that answers later keeps ``conn``
+        and writes the whole answer frame, opaque included, with ``conn.send_bytes`` or
+        ``conn.send_parts`` (and ``conn.flush()`` to send it before the loop iteration
+        ends); on a connection lost meanwhile that does nothing."""
         self.handler = handler
         self.max_frame = max_frame
         self.server: asyncio.base_events.Server | None = None

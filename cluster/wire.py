@@ -166,7 +166,7 @@ def response_bytes(opaque: int, body: bytes) -> bytes:
 
 
 def append_answers(head: bytes, waiters: list, appended) -> list[bytes]:
-    """The whole answer frame of each APPEND of a proposal: ``waiters`` are (reply, opaque,
+    """The whole answer frame of each APPEND of a proposal: ``waiters`` are (conn, opaque,
     start, n), ``appended`` what the store says it stored, and each answer's body is
     ``head`` (the JSON object up to ``"entries":``), the rows ``[index, term, pos, size]``
     of entries ``start`` to ``start + n - 1``, and ``}``. A leader makes one per client

@@ -217,7 +217,7 @@ class FakeLeader:
         self.appends = 0
         self.server = FrameServer(self._serve)
 
-    def _serve(self, f: Frame):
+    def _serve(self, f: Frame, conn):
         if f.code == METADATA:
             return response_frame({"code": 200, "role": "leader", "id": "n0", "term": 1}, f.opaque, METADATA)
         self.appends += 1

@@ -16,7 +16,6 @@ from cluster.transport import (
     Channel,
     ConnectionLost,
     FrameServer,
-    Reply,
     RequestTimeout,
     TransportError,
     Unreachable,
@@ -32,7 +31,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _echo(f: Frame):
+def _echo(f: Frame, conn=None):
     return Frame(0, f.opaque, FLAG_RESPONSE, body=bytes(f.body))
 
 
@@ -99,7 +98,7 @@ def test_requests_in_flight_fail_when_the_server_goes_and_work_when_it_returns(l
         port = _free_port()
         hold: list[asyncio.Future] = []
 
-        def handler(f: Frame):
+        def handler(f: Frame, conn):
             if f.code == 2:  # answered only when the test says so
                 fut = asyncio.get_running_loop().create_future()
                 hold.append(fut)
@@ -140,49 +139,50 @@ def test_requests_in_flight_fail_when_the_server_goes_and_work_when_it_returns(l
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
-def test_replies_callbacks_and_deadlines(loop):
-    """A handler's Reply answers when it is sent, before or after the server saw it; one
-    sent after its connection is gone is dropped. A callback gets the answer or the
-    timeout. Deadlines are kept by one timer per connection: a short request issued after
-    a long one still times out first, and the long one when its own time comes."""
+def test_answers_later_callbacks_and_deadlines(loop):
+    """A handler may answer later through the connection it was given, encoded whole, or
+    in the handler itself; a stray second answer to one opaque is ignored by the client;
+    an answer written after the client went away goes nowhere. A callback gets the answer
+    or the timeout. Deadlines are kept by one timer per connection: a short request
+    issued after a long one still times out first, and the long one when its own time
+    comes."""
     async def main():
         lp = asyncio.get_running_loop()
         port = _free_port()
-        later: list[tuple[Reply, Frame]] = []
+        later: list[tuple[object, Frame]] = []
 
-        def handler(f: Frame):
-            r = Reply()
-            if f.code == 3:  # answered before the server binds it
-                r.send(_echo(f))
-            elif f.code == 5:  # ... encoded whole
-                r.send_bytes(response_bytes(f.opaque, b'{"early":1}'))
+        def handler(f: Frame, conn):
+            if f.code == 3:  # answered in the handler itself
+                conn.send_bytes(response_bytes(f.opaque, b'{"early":%d}' % len(f.body)))
+            elif f.code == 5:  # ... in parts
+                conn.send_parts([response_bytes(f.opaque, b'{"parts":1}')])
             elif f.code in (4, 6):  # answered when the test says so
-                later.append((r, f))
-            return r
+                later.append((conn, f))
+            return None
 
         server = FrameServer(handler)
         await server.start(HOST, port)
         ch = Channel(HOST, port)
         try:
-            assert bytes((await ch.request(Frame(3, body=b"early"), 5.0)).body) == b"early"
+            assert bytes((await ch.request(Frame(3, body=b"early"), 5.0)).body) == b'{"early":5}'
 
             got = lp.create_future()
             assert ch.send(Frame(4, body=b"cb"), 5.0, lambda frame, exc: got.set_result((frame, exc))) is True
             while not later:
                 await asyncio.sleep(0.001)
-            reply, req = later.pop()
-            reply.send(_echo(req))
-            reply.send(Frame(0, body=b"twice"))  # a second answer is ignored
+            conn, req = later.pop()
+            conn.send_bytes(response_bytes(req.opaque, b'{"cb":1}'))
+            conn.send_bytes(response_bytes(req.opaque, b'{"twice":1}'))  # a stray second answer
             frame, exc = await asyncio.wait_for(got, 5.0)
-            assert exc is None and bytes(frame.body) == b"cb"
+            assert exc is None and bytes(frame.body) == b'{"cb":1}'
 
-            assert bytes((await ch.request(Frame(5), 5.0)).body) == b'{"early":1}'
+            assert bytes((await ch.request(Frame(5), 5.0)).body) == b'{"parts":1}'
             fut = ch.send(Frame(6), 5.0)
             while not later:
                 await asyncio.sleep(0.001)
-            reply, req = later.pop()
-            reply.send_bytes(response_bytes(req.opaque, b'{"later":1}'))
-            reply.send_bytes(response_bytes(req.opaque, b'{"twice":1}'))
+            conn, req = later.pop()
+            conn.send_bytes(response_bytes(req.opaque, b'{"later":1}'))
+            conn.flush()
             frame = await asyncio.wait_for(fut, 5.0)
             assert frame.is_response and bytes(frame.body) == b'{"later":1}'
 
@@ -210,11 +210,17 @@ def test_replies_callbacks_and_deadlines(loop):
             assert len(later) == 2
             await ch.close()
             await asyncio.sleep(0.05)
-            for reply, req in later:
-                reply.send(_echo(req))
+            deadline = lp.time() + 5.0
+            while not all(conn.closed for conn, _req in later):
+                assert lp.time() < deadline, "the server never saw the client go"
+                await asyncio.sleep(0.01)
+            for conn, req in later:
+                conn.send_bytes(response_bytes(req.opaque, b"{}"))
+                conn.send_parts([response_bytes(req.opaque, b"{}")])
+                conn.flush()
             ch2 = Channel(HOST, port)
             try:
-                assert bytes((await ch2.request(Frame(3, body=b"after"), 5.0)).body) == b"after"
+                assert bytes((await ch2.request(Frame(3, body=b"after"), 5.0)).body) == b'{"early":5}'
             finally:
                 await ch2.close()
         finally:
@@ -233,7 +239,7 @@ def test_call_sends_encoded_requests_connected_or_not(loop):
         port = _free_port()
         seen: list[Frame] = []
 
-        def handler(f: Frame):
+        def handler(f: Frame, conn):
             seen.append(f)
             if f.ext.get("group") == "slow":
                 return asyncio.get_running_loop().create_future()  # never answered
