@@ -68,9 +68,9 @@ class BackgroundSync:
     interpreter lock and wakes the loop through an eventfd. Otherwise sync_fds runs in the
     loop's default executor: a pool thread is woken through a queue, takes the interpreter
     lock around each syscall and to hand back its result, and the loop is woken through
-    call_soon_threadsafe. At 100 flushes a second that way cost each node of a 3-node
-    cluster about a tenth of its CPU (benchmarks/bench_cluster.py, 64 clients: 51.7 ->
-    45.7 us of CPU per append for the whole cluster and its load generator)."""
+    call_soon_threadsafe. With the loop busy in Python, that cost 1.2-1.8 ms of CPU per
+    flush outside the loop thread, against 0.12-0.14 ms for the compiled thread
+    (benchmarks/bench_flush.py), and a node flushes 100 times a second."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, compiled: bool = True) -> None:
         self.loop = loop
