@@ -27,7 +27,6 @@ import asyncio
 import json
 import os
 import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -104,7 +103,7 @@ def main() -> None:
         print(f"{w:10s} {r['work_m']:20.1f} {r['flushes']:8d} {r['other_cpu_us_per_flush']:21.0f} us")
     print(f"ratio: loop work x{out['ratio_work']:.2f}, CPU per flush outside the loop x{out['ratio_cpu']:.1f} less "
           f"(compiled against pool; medians of {a.rounds} rounds)")
-    print(f"work per round (M steps): " + "; ".join(f"{w} " + " ".join(f"{r['work_m']:.0f}" for r in rs)
+    print("work per round (M steps): " + "; ".join(f"{w} " + " ".join(f"{r['work_m']:.0f}" for r in rs)
                                              for w, rs in runs.items()))
 
 

@@ -25,7 +25,6 @@ from store.errors import StoreIOError
 from store.files import SyncJob, sync_fds
 
 Flusher = files_mod.Flusher
-compiled = pytest.mark.skipif(Flusher is None, reason="store._flusher is not built")
 
 
 def test_the_flusher_is_built_on_linux_where_there_is_a_compiler():
@@ -67,6 +66,31 @@ def _jobs(tmp_path, n: int = 2):
     return jobs, fds
 
 
+@pytest.fixture
+def flusher():
+    if Flusher is None:
+        pytest.skip("store._flusher is not built")
+    fl = Flusher()
+    yield fl
+    fl.close()
+
+
+@pytest.fixture
+def files(tmp_path):
+    """make(n): n files with data written and a job per file, as _jobs; the files' own
+    fds are closed after the test."""
+    opened: list[int] = []
+
+    def make(n: int):
+        jobs, fds = _jobs(tmp_path, n)
+        opened.extend(fds)
+        return jobs, fds
+
+    yield make
+    for fd in opened:
+        os.close(fd)
+
+
 def _bad_job():
     """A job whose fdatasync fails: a pipe cannot be synced (EINVAL)."""
     r, w = os.pipe()
@@ -74,81 +98,59 @@ def _bad_job():
     return SyncJob(r, True, 0, 4096)
 
 
-@compiled
-def test_a_batch_is_synced_and_its_fds_closed(tmp_path):
-    fl = Flusher()
-    try:
-        jobs, fds = _jobs(tmp_path, 3)
-        assert not fl.busy
-        fl.submit(jobs)
-        assert fl.busy
-        assert _wait_done(fl) == 0
-        assert not fl.busy
-        assert not any(_is_open(j.fd) for j in jobs)
-        assert all(_is_open(fd) for fd in fds)  # only the duplicates are the flusher's
-        assert fl.collect() == -1  # nothing more to report
-        fl.submit([])  # an empty batch is done at once
-        assert _wait_done(fl) == 0
-    finally:
-        fl.close()
-        for fd in fds:
-            os.close(fd)
+def test_a_batch_is_synced_and_its_fds_closed(flusher, files):
+    fl = flusher
+    jobs, fds = files(3)
+    assert not fl.busy
+    fl.submit(jobs)
+    assert fl.busy
+    assert _wait_done(fl) == 0
+    assert not fl.busy
+    assert not any(_is_open(j.fd) for j in jobs)
+    assert all(_is_open(fd) for fd in fds)  # only the duplicates are the flusher's
+    assert fl.collect() == -1  # nothing more to report
+    fl.submit([])  # an empty batch is done at once
+    assert _wait_done(fl) == 0
 
 
-@compiled
-def test_a_failure_is_reported_by_errno_and_every_fd_is_still_closed(tmp_path):
-    fl = Flusher()
-    try:
-        good, fds = _jobs(tmp_path, 2)
-        bad = _bad_job()
-        fl.submit([good[0], bad, good[1]])
-        assert _wait_done(fl) == errno.EINVAL
-        assert not any(_is_open(j.fd) for j in (*good, bad))
-    finally:
-        fl.close()
-        for fd in fds:
-            os.close(fd)
+def test_a_failure_is_reported_by_errno_and_every_fd_is_still_closed(flusher, files):
+    good, _fds = files(2)
+    bad = _bad_job()
+    flusher.submit([good[0], bad, good[1]])
+    assert _wait_done(flusher) == errno.EINVAL
+    assert not any(_is_open(j.fd) for j in (*good, bad))
 
 
-def test_sync_fds_reports_the_same_failure(tmp_path):
-    good, fds = _jobs(tmp_path, 2)
+def test_sync_fds_reports_the_same_failure(files):
+    good, _fds = files(2)
     bad = _bad_job()
     with pytest.raises(StoreIOError, match=f"^flush failed: {os.strerror(errno.EINVAL)}$"):
         sync_fds([good[0], bad, good[1]])
     assert not any(_is_open(j.fd) for j in (*good, bad))
-    for fd in fds:
-        os.close(fd)
 
 
-@compiled
-def test_one_batch_at_a_time_and_bad_jobs_are_refused_with_their_fds_closed(tmp_path):
-    fl = Flusher()
-    try:
-        jobs, fds = _jobs(tmp_path, 2)
-        fl.submit(jobs[:1])
-        with pytest.raises(RuntimeError, match="in progress"):
-            fl.submit(jobs[1:])
-        assert _is_open(jobs[1].fd)  # refused before it took anything
-        assert _wait_done(fl) == 0
-        extra = os.dup(fds[0])
-        with pytest.raises(TypeError):
-            fl.submit([SyncJob(extra, True, 0, 0), (jobs[1].fd, True, "lo", 0)])
-        assert not _is_open(extra)  # taken before the bad job: closed, as submit promises
-        assert not fl.busy
-        with pytest.raises(TypeError):
-            fl.submit(None)
+def test_one_batch_at_a_time_and_bad_jobs_are_refused_with_their_fds_closed(flusher, files):
+    fl = flusher
+    jobs, fds = files(2)
+    fl.submit(jobs[:1])
+    with pytest.raises(RuntimeError, match="in progress"):
         fl.submit(jobs[1:])
-        assert _wait_done(fl) == 0
-    finally:
-        fl.close()
-        for fd in fds:
-            os.close(fd)
+    assert _is_open(jobs[1].fd)  # refused before it took anything
+    assert _wait_done(fl) == 0
+    extra = os.dup(fds[0])
+    with pytest.raises(TypeError):
+        fl.submit([SyncJob(extra, True, 0, 0), (jobs[1].fd, True, "lo", 0)])
+    assert not _is_open(extra)  # taken before the bad job: closed, as submit promises
+    assert not fl.busy
+    with pytest.raises(TypeError):
+        fl.submit(None)
+    fl.submit(jobs[1:])
+    assert _wait_done(fl) == 0
 
 
-@compiled
-def test_close_finishes_the_batch_under_way_and_refuses_more(tmp_path):
-    fl = Flusher()
-    jobs, fds = _jobs(tmp_path, 4)
+def test_close_finishes_the_batch_under_way_and_refuses_more(flusher, files):
+    fl = flusher
+    jobs, _fds = files(4)
     fl.submit(jobs)
     fl.close()  # joins the thread: the batch ran to its end
     assert not any(_is_open(j.fd) for j in jobs)
@@ -157,12 +159,10 @@ def test_close_finishes_the_batch_under_way_and_refuses_more(tmp_path):
     with pytest.raises(ValueError, match="closed"):
         fl.fileno()
     fl.close()  # twice is harmless
-    for fd in fds:
-        os.close(fd)
 
 
 @pytest.mark.parametrize("use_compiled", [True, False], ids=["compiled", "pool-thread"])
-def test_background_sync_gives_a_future_per_batch(tmp_path, use_compiled):
+def test_background_sync_gives_a_future_per_batch(files, use_compiled):
     if use_compiled and Flusher is None:
         pytest.skip("store._flusher is not built")
 
@@ -170,7 +170,7 @@ def test_background_sync_gives_a_future_per_batch(tmp_path, use_compiled):
         bs = BackgroundSync(asyncio.get_running_loop(), compiled=use_compiled)
         assert bs.compiled is use_compiled
         try:
-            jobs, fds = _jobs(tmp_path, 2)
+            jobs, fds = files(2)
             await asyncio.wait_for(bs.run(jobs), 10)
             assert not any(_is_open(j.fd) for j in jobs)
             bad = _bad_job()
@@ -180,8 +180,6 @@ def test_background_sync_gives_a_future_per_batch(tmp_path, use_compiled):
             for _ in range(50):  # batch after batch, each reported once
                 again = [SyncJob(os.dup(fd), True, 0, 0) for fd in fds]
                 await asyncio.wait_for(bs.run(again), 10)
-            for fd in fds:
-                os.close(fd)
         finally:
             bs.close()
 
