@@ -87,10 +87,8 @@ class BackgroundSync:
     def run(self, jobs: list[SyncJob]) -> asyncio.Future:
         if self._flusher is None:
             return self.loop.run_in_executor(None, sync_fds, jobs)
-        if self._waiter is not None:
-            raise RuntimeError("a sync is already running")
         fut = self.loop.create_future()
-        self._flusher.submit(jobs)
+        self._flusher.submit(jobs)  # (RuntimeError while the batch before is not collected)
         self._waiter = fut
         return fut
 
