@@ -16,7 +16,7 @@ import stat
 
 import pytest
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "dledger-0.2.7")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "dledger-0.2.7")
 
 # folder -> (node dir, data file size, index file size), as the fixtures' README lists them
 FIXTURE_STORES = {
