@@ -33,6 +33,21 @@ class ClientError(Exception):
     """The request could not be served: one line says why."""
 
 
+class OutOfRange(ClientError):
+    """GET of an index outside the node's committed log ``[begin, committed]`` (DLedger's
+    INDEX_OUT_OF_RANGE). ``begin``/``committed``: the node's, asked right after; None when
+    it did not say."""
+
+    def __init__(self, message: str, peer: str, begin: int | None, committed: int | None) -> None:
+        super().__init__(message)
+        self.peer, self.begin, self.committed = peer, begin, committed
+
+
+# Entries asked for per GET while paging: a node answers at most this many
+# (cluster/node.py MAX_GET_COUNT); asking for more would only be cut.
+MAX_PAGE = 1024
+
+
 # Answers a leader gives before it appends anything (core.propose, node._append): the
 # entries of such an attempt are not in any log. Every other answer to an APPEND that is
 # not SUCCESS may come after the append (TERM_CHANGED, WAIT_QUORUM_ACK_TIMEOUT, DISK_ERROR).
@@ -216,7 +231,9 @@ class Client:
         return leader, resp.term
 
     async def get(self, index: int, count: int = 1, peer: str | None = None) -> list[dict]:
-        """Committed entries from ``index``; bodies decoded."""
+        """Committed entries from ``index``, as many as the node gives in one answer (at
+        most ``count``; a node caps an answer, cluster/node.py MAX_GET_COUNT/BYTES); bodies
+        decoded. An index outside the node's committed log raises :class:`OutOfRange`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         target = peer or await self.find_leader(deadline)
@@ -225,10 +242,67 @@ class Client:
                                     GET, self.timeout)
         except (TransportError, ProtocolError) as exc:
             raise ClientError(f"{target}: {exc}") from None
-        if resp.get("code") != Code.SUCCESS:
-            code = resp.get("code")
+        code = resp.get("code")
+        if code == Code.INDEX_OUT_OF_RANGE:
+            try:
+                md = await self.metadata(target)
+                begin, committed = int(md["begin_index"]), int(md["committed_index"])
+            except (TransportError, ProtocolError, KeyError, TypeError, ValueError):
+                begin = committed = None
+            raise OutOfRange(f"{target}: {resp.get('remark') or 'index out of range'}", target, begin, committed)
+        if code != Code.SUCCESS:
             name = Code(code).name if code in Code._value2member_map_ else str(code)
             raise ClientError(f"{target}: {name} {resp.get('remark') or ''}".strip())
         for e in resp["entries"]:
             e["body"] = base64.b64decode(e["body"])
         return resp["entries"]
+
+    async def read(self, index: int, last: int | None = None, *, follow: bool = False, poll: float = 0.1,
+                   on_wait=None):
+        """Committed entries ``index..last`` (``last`` None: no end), one list per answer, in
+        order, each index exactly once, paging through the node's per-answer caps.
+
+        Without ``follow`` it ends at the commit index (the caller compares what it got
+        with what it asked for). With ``follow`` it waits for entries to commit, polling
+        every ``poll`` seconds while the log is idle, and rides through leader changes and
+        unreachable nodes (``on_wait(text)`` is called once per outage with the reason):
+        an entry at or below a node's commit index never changes, so whichever member
+        answers next continues exactly after the last entry given. Entries the log no longer
+        holds (before its begin index) raise :class:`OutOfRange`, and so does an ``index``
+        past the commit index without ``follow``; without ``follow`` unreachable members
+        raise ClientError."""
+        loop = asyncio.get_running_loop()
+        nxt, waiting = index, None
+        while last is None or nxt <= last:
+            want = MAX_PAGE if last is None else min(MAX_PAGE, last - nxt + 1)
+            try:
+                page = await self.get(nxt, want)
+            except OutOfRange as exc:
+                if exc.begin is not None and nxt < exc.begin:
+                    raise OutOfRange(f"{exc.peer}: entry {nxt} is no longer in the log, which now begins at "
+                                     f"index {exc.begin}", exc.peer, exc.begin, exc.committed) from None
+                if not follow:
+                    if nxt == index or exc.committed is None:
+                        raise  # nothing at all from there: an error, as a single GET is
+                    return
+                page = []
+            except ClientError as exc:
+                if not follow:
+                    raise
+                self.leader = None
+                if waiting is None and on_wait is not None:
+                    on_wait(f"{exc}; waiting for a leader")
+                waiting = loop.time()
+                await asyncio.sleep(min(1.0, self.timeout))
+                continue
+            waiting = None
+            if page:
+                first = page[0].get("index")
+                if first != nxt:
+                    raise ClientError(f"{self.leader}: asked for entries from {nxt}, got {first}")
+                nxt += len(page)
+                yield page
+            elif follow:
+                await asyncio.sleep(poll)
+            else:
+                return

@@ -1,8 +1,11 @@
 """Local clusters for trying things out: start N node processes, record them, stop exactly those.
 
-The record is ``<base-dir>/cluster.json``: group, peers and, per node, its pid, address, log
-file and command line. ``down`` signals only processes that are still alive *and* whose
-command line is the one recorded, so a reused pid is never killed.
+The record is ``<base-dir>/cluster.json``: group, peers and, per node, its pid, start time,
+address, log file and command line. Members are stopped and started one by one
+(:func:`stop`, :func:`start`) with their recorded command lines, so a restarted member is
+the same member on the same store; :func:`up` on a record with members down starts exactly
+those. Nothing is ever signalled unless it is alive *and* has the recorded command line,
+so a reused pid is never killed. ``down`` stops them all and removes the record.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
        host: str = "127.0.0.1") -> tuple[dict, list[subprocess.Popen]]:
     """Start the processes and write the record; returns it and the processes (poll them
     to see one exit: right after the fork the /proc check of :func:`alive` still sees the
-    parent's command line). Does not wait for a leader."""
+    parent's command line). Does not wait for a leader. Refused when a record is there:
+    :func:`restart_down` is for that."""
     if not 1 <= nodes <= 9:
         raise LauncherError("--nodes must be between 1 and 9")
     if not 1024 <= port_base <= 65535 - nodes:
@@ -74,26 +78,111 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
     if old is not None and any(alive(n) for n in old["nodes"]):
         running = ", ".join(f"{n['id']} (pid {n['pid']})" for n in old["nodes"] if alive(n))
         raise LauncherError(f"a cluster started from {base_dir} is still running: {running}; run 'cluster down' first")
-    peers = format_peers(parse_peers(";".join(f"n{i}-{host}:{port_base + i}" for i in range(nodes))))
-    logs = os.path.join(base_dir, "logs")
-    os.makedirs(logs, exist_ok=True)
+    peers = _peers(nodes, port_base, host)
+    os.makedirs(os.path.join(base_dir, "logs"), exist_ok=True)
     rec = {"group": group, "peers": peers, "base_dir": os.path.abspath(base_dir), "started": time.time(), "nodes": []}
-    procs = []
     for i in range(nodes):
         nid = f"n{i}"
-        cmd = node_command(group, nid, peers, os.path.abspath(base_dir), flush, extra or [])
-        log_path = os.path.join(logs, f"{nid}.log")
-        with open(log_path, "ab") as out:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, cwd=base_dir)
-        procs.append(proc)
-        rec["nodes"].append({"id": nid, "pid": proc.pid, "address": f"{host}:{port_base + i}", "log": log_path,
-                             "cmd": cmd})
+        rec["nodes"].append({"id": nid, "pid": None, "address": f"{host}:{port_base + i}",
+                             "log": os.path.join(base_dir, "logs", f"{nid}.log"),
+                             "cmd": node_command(group, nid, peers, os.path.abspath(base_dir), flush, extra or [])})
+    procs = [_spawn(base_dir, n) for n in rec["nodes"]]
+    write_record(base_dir, rec)
+    return rec, procs
+
+
+def _peers(nodes: int, port_base: int, host: str) -> str:
+    return format_peers(parse_peers(";".join(f"n{i}-{host}:{port_base + i}" for i in range(nodes))))
+
+
+def planned_commands(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra: list[str] | None = None,
+                     host: str = "127.0.0.1") -> list[list[str]]:
+    """The command lines :func:`up` would record for these settings (to compare with a record)."""
+    peers = _peers(nodes, port_base, host)
+    return [node_command(group, f"n{i}", peers, os.path.abspath(base_dir), flush, extra or []) for i in range(nodes)]
+
+
+def _spawn(base_dir: str, node: dict) -> subprocess.Popen:
+    """Start a recorded member with its recorded command line; sets its pid and start time."""
+    with open(node["log"], "ab") as out:
+        proc = subprocess.Popen(node["cmd"], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=base_dir)
+    node["pid"], node["started"] = proc.pid, time.time()
+    return proc
+
+
+def write_record(base_dir: str, rec: dict) -> None:
     tmp = record_path(base_dir) + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(rec, fh, indent=2)
     os.replace(tmp, record_path(base_dir))
-    return rec, procs
+
+
+def _recorded(base_dir: str) -> dict:
+    rec = read_record(base_dir)
+    if rec is None:
+        raise LauncherError(f"no cluster record in {base_dir} (nothing was started there by 'cluster up')")
+    return rec
+
+
+def _members(rec: dict, ids: list[str] | None) -> list[dict]:
+    """The recorded members named by ``ids`` (all when None), in the order asked."""
+    by_id = {n["id"]: n for n in rec["nodes"]}
+    if ids is None:
+        return list(rec["nodes"])
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise LauncherError(f"no member {', '.join(unknown)} in the cluster recorded in {rec.get('base_dir')} "
+                            f"(members: {', '.join(by_id)})")
+    return [by_id[i] for i in dict.fromkeys(ids)]
+
+
+def start(base_dir: str, ids: list[str] | None = None) -> tuple[list[dict], list[tuple[dict, subprocess.Popen]]]:
+    """Start the named recorded members (all when None) that are not running, each with its
+    recorded command line; one row per member named ("started" with the new pid, or
+    "already running"), and (member, process) for each started one. Does not wait."""
+    rec = _recorded(base_dir)
+    rows, started = [], []
+    for n in _members(rec, ids):
+        if alive(n):
+            rows.append({"id": n["id"], "pid": n["pid"], "result": "already running"})
+            continue
+        proc = _spawn(base_dir, n)
+        started.append((n, proc))
+        rows.append({"id": n["id"], "pid": proc.pid, "result": "started"})
+    if started:
+        write_record(base_dir, rec)
+    return rows, started
+
+
+def stop(base_dir: str, ids: list[str] | None = None, *, kill: bool = False, timeout: float = 10.0) -> list[dict]:
+    """Stop the named recorded members (all when None): SIGTERM and wait up to ``timeout``
+    for each to exit, then SIGKILL; SIGKILL at once with ``kill``. The record stays, so
+    :func:`start` can start them again. One row per member: stopped, killed or not running."""
+    rec = _recorded(base_dir)
+    members = _members(rec, ids)
+    rows = []
+    for n in members:
+        row = {"id": n["id"], "pid": n.get("pid"), "result": "not running"}
+        if alive(n):
+            try:
+                os.kill(n["pid"], signal.SIGKILL if kill else signal.SIGTERM)
+                row["result"] = "killed" if kill else "stopping"
+            except ProcessLookupError:
+                pass
+        rows.append(row)
+    deadline = time.monotonic() + timeout
+    for row, n in zip(rows, members):
+        if row["result"] not in ("stopping", "killed"):
+            continue
+        while alive(n) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if alive(n):
+            os.kill(n["pid"], signal.SIGKILL)
+            row["result"] = "killed"
+        elif row["result"] == "stopping":
+            row["result"] = "stopped"
+    return rows
 
 
 def log_tail(node: dict, lines: int = 5) -> str:
@@ -108,30 +197,15 @@ def log_tail(node: dict, lines: int = 5) -> str:
 
 
 def down(base_dir: str, timeout: float = 10.0) -> list[dict]:
-    """SIGTERM every recorded live node, SIGKILL what is left after ``timeout``; one row each."""
-    rec = read_record(base_dir)
-    if rec is None:
-        raise LauncherError(f"no cluster record in {base_dir} (nothing was started there by 'cluster up')")
-    rows = []
-    for n in rec["nodes"]:
-        if alive(n):
-            try:
-                os.kill(n["pid"], signal.SIGTERM)
-                rows.append({"id": n["id"], "pid": n["pid"], "result": "stopping"})
-            except ProcessLookupError:
-                rows.append({"id": n["id"], "pid": n["pid"], "result": "not running"})
-        else:
-            rows.append({"id": n["id"], "pid": n["pid"], "result": "not running"})
-    deadline = time.monotonic() + timeout
-    for row, n in zip(rows, rec["nodes"]):
-        if row["result"] != "stopping":
-            continue
-        while alive(n) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if alive(n):
-            os.kill(n["pid"], signal.SIGKILL)
-            row["result"] = "killed"
-        else:
-            row["result"] = "stopped"
+    """Stop every recorded member (SIGTERM, SIGKILL what is left after ``timeout``) and
+    remove the record; one row each."""
+    rows = stop(base_dir, None, timeout=timeout)
     os.unlink(record_path(base_dir))
     return rows
+
+
+def uptime(node: dict, now: float | None = None) -> float | None:
+    """Seconds since a running member was started, None when it is not running."""
+    if not alive(node) or not isinstance(node.get("started"), (int, float)):
+        return None
+    return max(0.0, (now or time.time()) - node["started"])

@@ -14,11 +14,13 @@ import typer
 from cluster import runtime
 from cluster.client import Client, ClientError
 from cluster.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_peers
+from cluster import launcher
 from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
+from cluster.transport import TransportError
 from cluster.wire import ProtocolError
 
-from .common import BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail
-from .render import Format, render
+from .common import BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail, plural
+from .render import Format, RowStream, render
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 cluster_app = typer.Typer(help="Start, stop and look at a local cluster of node processes.", no_args_is_help=True)
@@ -92,6 +94,7 @@ def node_start(
 
 
 STATUS_COLUMNS = ["id", "address", "state", "role", "term", "leader", "begin_index", "end_index", "committed_index"]
+PROCESS_COLUMNS = ["pid", "uptime"]  # with a cluster record: the member's process
 
 
 def _with_client(peers: dict, group: str, timeout: float, work):
@@ -110,31 +113,99 @@ def _with_client(peers: dict, group: str, timeout: float, work):
         raise fail(str(exc)) from None
 
 
-def _status_rows(peers: dict, group: str, timeout: float) -> list[dict]:
+def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = None) -> list[dict]:
+    """One row per member from its METADATA; with the cluster record, also the pid of its
+    process and its uptime in seconds (both None when it is not running)."""
+    procs = {n["id"]: n for n in rec["nodes"]} if rec else {}
     rows = []
     for pid, md in _with_client(peers, group, timeout, lambda c: c.status()).items():
         row = {"id": pid, "address": peers[pid].address}
         if isinstance(md, dict):
             row.update({"state": "up", **{k: md.get(k) for k in STATUS_COLUMNS[3:]}})
         else:
-            row.update({"state": "down", "error": md})
+            row.update({"state": "down", **{k: None for k in STATUS_COLUMNS[3:]}, "error": md})
+        if pid in procs:
+            up_s = launcher.uptime(procs[pid])
+            row["pid"] = procs[pid].get("pid") if up_s is not None else None
+            row["uptime_s"] = None if up_s is None else round(up_s, 1)
         rows.append(row)
     return rows
+
+
+def _duration(seconds: float | None) -> str | None:
+    """45s, 3m12s, 2h05m, 3d04h."""
+    if seconds is None:
+        return None
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def _render_status(rows: list[dict], fmt: Format, extra: list[str] = ()) -> None:
+    """Status rows: the table shows uptime as a duration; json, jsonl and csv keep uptime_s."""
+    with_proc = any("uptime_s" in r for r in rows)
+    if fmt == Format.table:
+        rows = [{**r, "uptime": _duration(r.get("uptime_s"))} for r in rows]
+        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(PROCESS_COLUMNS if with_proc else [])])
+    elif fmt == Format.csv:
+        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(["pid", "uptime_s"] if with_proc else [])])
+    else:
+        render(rows, fmt)
+
+
+def _record(base_dir: str) -> dict | None:
+    try:
+        return read_record(base_dir)
+    except LauncherError as exc:
+        raise fail(str(exc)) from None
 
 
 @cluster_app.command("status")
 def cluster_status(peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
                    timeout: TimeoutOpt = 2.0, fmt: FormatOpt = Format.table) -> None:
-    """Per node: address, up/down, role, term, leader, begin/end/committed index. Exit 1 if any node is down."""
+    """Per node: address, up/down, role, term, leader, begin/end/committed index, and for a cluster started by
+    'cluster up' the pid and uptime of each member's process. Exit 1 if any node is down."""
     parsed, rec_group = _peers(peers, base_dir)
-    rows = _status_rows(parsed, rec_group or group, timeout)
-    render(rows, fmt, columns=STATUS_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    rec = None if peers else _record(base_dir)
+    rows = _status_rows(parsed, rec_group or group, timeout, rec)
+    _render_status(rows, fmt)
     if any(r["state"] != "up" for r in rows):
         raise typer.Exit(1)
 
 
+def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_leader: bool) -> list[dict]:
+    """Status rows once every member answers (and, with ``need_leader``, one leads), polled
+    under the ``wait`` deadline; a started process that exits ends it with its log's tail."""
+    peers = parse_peers(rec["peers"])
+    deadline = time.monotonic() + wait
+    rows = []
+    while True:
+        dead = [n for n, proc in started if proc.poll() is not None]
+        if dead:
+            n = dead[0]
+            raise fail(f"node {n['id']} exited at start: {log_tail(n) or 'see ' + n['log']}")
+        rows = _status_rows(peers, group, 1.0, rec)
+        if all(r["state"] == "up" for r in rows) and (not need_leader or any(r.get("role") == "leader" for r in rows)):
+            return rows
+        if time.monotonic() >= deadline:
+            return rows
+        time.sleep(0.1)
+
+
+# cluster up's options that shape the nodes: given explicitly on a base directory that already
+# has a cluster record, they must match it (cluster up there only starts members that are down).
+_SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
+            "index_file_size", "drop_behind")
+
+
 @cluster_app.command("up")
 def cluster_up(
+    ctx: typer.Context,
     nodes: Annotated[int, typer.Option("--nodes", "-n", min=1, max=9, help="How many node processes.")] = 3,
     base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     port_base: Annotated[int, typer.Option("--port-base", help="Port of n0; n1 gets the next one, and so on.")] = DEFAULT_PORT_BASE,
@@ -153,7 +224,8 @@ def cluster_up(
     drop_behind: DropBehindOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Start N nodes in the background, wait for a leader, print the peers and a status table."""
+    """Start N nodes in the background, wait for a leader, print the peers and a status table. On a base directory
+    whose cluster is recorded already, start exactly its members that are down (with their recorded settings)."""
     if flush not in ("async", "sync"):
         raise fail(f"--flush must be async or sync, not {flush!r}", 2)
     extra = []
@@ -169,37 +241,95 @@ def cluster_up(
         extra += ["--index-file-size", str(index_file_size)]
     if drop_behind is not None:
         extra += ["--drop-behind", str(drop_behind)]
+    rec = _record(base_dir)
     try:
-        rec, procs = up(base_dir, nodes, port_base, group, flush, extra)
+        if rec is None:
+            rec, procs = up(base_dir, nodes, port_base, group, flush, extra)
+            started, actions = list(zip(rec["nodes"], procs)), {n["id"]: "started" for n in rec["nodes"]}
+        else:
+            given = [p for p in _SHAPING if ctx.get_parameter_source(p).name not in ("DEFAULT", "DEFAULT_MAP")]
+            if given:
+                want = launcher.planned_commands(base_dir, nodes, port_base, group, flush, extra)
+                if [c[1:] for c in want] != [n["cmd"][1:] for n in rec["nodes"]]:
+                    opts = ", ".join("--" + p.replace("_ms", "-interval").replace("_", "-") for p in given)
+                    raise fail(f"the cluster recorded in {base_dir} was started with other settings than the "
+                               f"{opts} given here; 'cluster up' there only starts its members that are down "
+                               "(run 'cluster down' first to start another)", 2)
+            done, started = launcher.start(base_dir, None)
+            rec = _record(base_dir)  # with the new pids
+            actions = {r["id"]: r["result"] for r in done}
     except (LauncherError, OSError) as exc:
         raise fail(str(exc)) from None
-    peers = parse_peers(rec["peers"])
-    deadline = time.monotonic() + wait
-    rows = []
-    while time.monotonic() < deadline:
-        dead = [n for n, proc in zip(rec["nodes"], procs) if proc.poll() is not None]
-        if dead:
-            n = dead[0]
-            raise fail(f"node {n['id']} exited at start: {log_tail(n) or 'see ' + n['log']}")
-        rows = _status_rows(peers, group, 1.0)
-        if any(r.get("role") == "leader" for r in rows) and all(r["state"] == "up" for r in rows):
-            break
-        time.sleep(0.2)
-    else:
-        render(rows, fmt, columns=STATUS_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    rows = _wait_until_serving(rec, started, rec.get("group", group), wait, need_leader=True)
+    rows = [{**r, "action": actions.get(r["id"])} for r in rows]
+    if not (any(r.get("role") == "leader" for r in rows) and all(r["state"] == "up" for r in rows)):
+        _render_status(rows, fmt, ["action"])
         raise fail(f"no leader elected within {wait:g} s; logs are in {os.path.join(base_dir, 'logs')}")
     if fmt == Format.table:
         typer.echo(f"peers: {rec['peers']}")
-    render(rows, fmt, columns=STATUS_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    _render_status(rows, fmt, ["action"])
     if fmt == Format.table:
         at = "" if base_dir == DEFAULT_BASE_DIR else f" --base-dir {base_dir}"
-        typer.echo(f"\nlogs in {os.path.join(base_dir, 'logs')}; try next:\n"
-                   f"  dledgerctl append{at} -d hello -d world      # commit two entries\n"
-                   f"  dledgerctl get{at} -i 1 -c 2                 # read them back\n"
-                   f"  dledgerctl cluster status{at}               # roles, terms, indexes\n"
-                   f"  dledgerctl peer watermarks{at}              # how far each follower lags\n"
-                   f"  dledgerctl store verify {os.path.join(base_dir, 'dledger-n0')}   # check a replica's files\n"
-                   f"  dledgerctl cluster down{at}                 # stop the nodes")
+        tips = [(f"append{at} -d hello -d world", "commit two entries"),
+                (f"get{at} -i 1 -c 2", "read them back"),
+                (f"cluster status{at}", "roles, terms, indexes, pids"),
+                (f"peer watermarks{at}", "how far each follower lags"),
+                (f"cluster stop{at} n0", "stop one member (then: cluster start n0)"),
+                (f"store verify {os.path.join(base_dir, 'dledger-n0')}", "check a replica's files"),
+                (f"cluster down{at}", "stop every member")]
+        width = max(len(t) for t, _ in tips)
+        typer.echo(f"\nlogs in {os.path.join(base_dir, 'logs')}; try next:\n" +
+                   "\n".join(f"  dledgerctl {t.ljust(width)}  # {why}" for t, why in tips))
+
+
+NodeIdsArg = Annotated[list[str], typer.Argument(help="Member ids as recorded by 'cluster up' (n0, n1, ...).",
+                                                 show_default=False)]
+
+
+@cluster_app.command("start")
+def cluster_start(
+    node_ids: NodeIdsArg,
+    base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    wait: Annotated[float, typer.Option("--wait", min=0.1, help="Seconds to wait for the started members to "
+                                        "answer.")] = 15.0,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Start members of the cluster 'cluster up' recorded in --base-dir again, each with its recorded command line
+    and store; waits until they answer. Members already running are left alone."""
+    try:
+        rows, started = launcher.start(base_dir, node_ids)
+    except LauncherError as exc:
+        raise fail(str(exc)) from None
+    rec = _record(base_dir)
+    status = {r["id"]: r for r in _wait_until_serving(rec, started, rec.get("group", DEFAULT_GROUP), wait,
+                                                      need_leader=False)}
+    for r in rows:
+        st = status.get(r["id"], {})
+        r.update(state=st.get("state"), role=st.get("role"), term=st.get("term"))
+    render(rows, fmt)
+    late = [r["id"] for r in rows if r["state"] != "up"]
+    if late:
+        raise fail(f"{', '.join(late)} started but did not answer within {wait:g} s; logs are in "
+                   f"{os.path.join(base_dir, 'logs')}")
+
+
+@cluster_app.command("stop")
+def cluster_stop(
+    node_ids: NodeIdsArg,
+    base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    kill: Annotated[bool, typer.Option("--kill", help="SIGKILL at once (a crash) instead of SIGTERM (a clean "
+                                                      "shutdown).")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait after SIGTERM before "
+                                           "SIGKILL.")] = 10.0,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Stop members of the cluster 'cluster up' recorded in --base-dir; the record stays, so 'cluster start' or
+    'cluster up' starts them again."""
+    try:
+        rows = launcher.stop(base_dir, node_ids, kill=kill, timeout=timeout)
+    except LauncherError as exc:
+        raise fail(str(exc)) from None
+    render(rows, fmt)
 
 
 @cluster_app.command("down")
@@ -207,7 +337,8 @@ def cluster_down(base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
                  timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait after SIGTERM "
                                                         "before SIGKILL.")] = 10.0,
                  fmt: FormatOpt = Format.table) -> None:
-    """Stop exactly the processes 'cluster up' started from --base-dir (SIGTERM, then SIGKILL)."""
+    """Stop every member 'cluster up' started from --base-dir (SIGTERM, then SIGKILL) and forget the cluster (its
+    stores and logs stay)."""
     try:
         rows = down(base_dir, timeout)
     except LauncherError as exc:
@@ -257,26 +388,104 @@ def append_cmd(
 
 
 def get_cmd(
-    index: Annotated[int, typer.Option("--index", "-i", min=0, help="First entry index.")],
-    count: Annotated[int, typer.Option("--count", "-c", min=1, help="How many entries.")] = 1,
+    index: Annotated[Optional[int], typer.Option("--index", "-i", min=0, help="First entry index (with --follow, "
+                                                 "default: the next entry to commit).")] = None,
+    count: Annotated[Optional[int], typer.Option("--count", "-c", min=1, help="How many entries (default 1; with "
+                                                 "--follow, no limit).")] = None,
+    to_index: Annotated[Optional[int], typer.Option("--to-index", min=0, help="Last entry index, instead of "
+                                                    "--count.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="Keep printing entries as they commit, like tail -f, "
+                                                          "through leader changes, until Ctrl-C or --count/--to-index "
+                                                          "is reached.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.01, help="With --follow: seconds between polls "
+                                            "while no new entry commits.")] = 0.2,
     body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies as utf8, hex, base64 or none.",
                                              case_sensitive=False)] = BodyFormat.utf8,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
-    """Read committed entries from the leader."""
+    """Read committed entries from the leader: exactly --count (or up to --to-index), paging through a node's
+    per-answer limit; fewer only when the log is not committed that far, which is said on stderr."""
     import base64
 
+    if count is not None and to_index is not None:
+        raise fail("give --count or --to-index, not both", 2)
+    if index is None and not follow:
+        raise fail("give --index/-i, the first entry to read (or --follow for entries as they commit)", 2)
+    if to_index is not None and index is not None and to_index < index:
+        raise fail(f"--to-index {to_index} is before --index {index}", 2)
+    if follow and fmt == Format.json and count is None and to_index is None:
+        raise fail("--follow without --count or --to-index never ends: use --format jsonl (one line per entry)", 2)
     shows = {"utf8": lambda b: b.decode("utf-8", "replace"), "hex": bytes.hex,
              "base64": lambda b: base64.b64encode(b).decode(), "none": None}
-    body = body.value
+    show = shows[body.value]
+    columns = ["index", "term", "pos", "size", "magic"] + ([] if show is None else ["body"])
     parsed, rec_group = _peers(peers, base_dir)
+    out = RowStream(fmt, columns, live=follow)
+    told = {"first": index, "last": None}
 
-    entries = _with_client(parsed, rec_group or group, timeout, lambda c: c.get(index, count))
-    rows = []
-    for e in entries:
-        row = {k: e[k] for k in ("index", "term", "pos", "size", "magic")}
-        if shows[body] is not None:
-            row["body"] = shows[body](e["body"])
-        rows.append(row)
-    render(rows, fmt)
+    async def pages(c: Client):
+        first = index
+        if first is None:
+            leader = await c.find_leader(asyncio.get_running_loop().time() + timeout)
+            try:
+                first = int((await c.metadata(leader))["committed_index"]) + 1
+            except (TransportError, ProtocolError, KeyError, TypeError, ValueError) as exc:
+                raise ClientError(f"{leader}: cannot read its commit index: {exc}") from None
+        last = to_index if to_index is not None else first + count - 1 if count is not None else (
+            None if follow else first)
+        told.update(first=first, last=last)
+        async for page in c.read(first, last, follow=follow, poll=interval,
+                                 on_wait=lambda why: typer.echo(f"Note: {why}", err=True)):
+            yield page
+
+    def rows(page: list[dict]) -> list[dict]:
+        if show is None:
+            return [{k: e[k] for k in columns} for e in page]
+        return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
+                 "body": show(e["body"])} for e in page]
+
+    try:
+        for page in _stream(parsed, rec_group or group, timeout, pages):
+            out.write(rows(page))
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        _quiet_stdout()
+        return
+    out.close()
+    first, last = told["first"], told["last"]
+    if last is not None and out.count < last - first + 1:
+        asked = last - first + 1
+        typer.echo(f"Note: {plural(out.count, 'entry', 'entries')} of {asked} asked for: the log is committed up "
+                   f"to index {first + out.count - 1}", err=True)
+
+
+def _stream(peers: dict, group: str, timeout: float, pages):
+    """Iterate ``pages(client)``, an async generator of lists, from synchronous code (so each
+    page is printed as it arrives); the client is closed at the end. A ClientError becomes
+    the one-line error and exit 1 (an index the log does not hold: OutOfRange, too)."""
+    with asyncio.Runner() as runner:
+        client = Client(peers, group, timeout=timeout)
+        agen = pages(client)
+        try:
+            while True:
+                try:
+                    page = runner.run(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+                except ClientError as exc:
+                    raise fail(str(exc)) from None
+                yield page
+        finally:
+            try:
+                runner.run(agen.aclose())
+            finally:
+                runner.run(client.close())
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe (``get --follow | head``): send what is left of stdout nowhere, so
+    the interpreter's final flush does not complain."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -74,3 +74,71 @@ def render_object(obj: dict, fmt: Format, out=None) -> None:
         out.write(buf.getvalue())
     else:
         out.write(tabulate([[k, _cell(v)] for k, v in obj.items()], tablefmt="plain", disable_numparse=True) + "\n")
+
+
+class StreamTable:
+    """A table written as its rows arrive (``get --follow``): the header once, then each
+    batch of rows at once. Columns are as wide as the header and the first batch need; a
+    wider value later widens its column from that row on (nothing printed is redrawn).
+    Cells are left-aligned, as :func:`render` aligns them; the last column is not padded."""
+
+    def __init__(self, columns: list[str], out=None) -> None:
+        self.columns, self.out = columns, out or sys.stdout
+        self.widths: list[int] | None = None
+
+    def write(self, rows: list[dict]) -> None:
+        if not rows:
+            return
+        cells = [["" if r.get(c) is None else str(r.get(c)) for c in self.columns] for r in rows]
+        lines = []
+        if self.widths is None:
+            self.widths = [max([len(c)] + [len(row[k][0]) for row in cells]) for k, c in enumerate(self.columns)]
+            lines.append(self._line(list(self.columns)))
+            lines.append(self._line(["-" * w for w in self.widths]))
+        for row in cells:
+            self.widths = [max(w, len(text)) for w, text in zip(self.widths, row)]
+            lines.append(self._line(row))
+        self.out.write("\n".join(lines) + "\n")
+        self.out.flush()
+
+    def _line(self, row: list[str]) -> str:
+        return "  ".join(text.ljust(w) for text, w in zip(row[:-1], self.widths)) + "  " + row[-1]
+
+
+class RowStream:
+    """Rows written batch by batch as they arrive: jsonl one line per row and csv one
+    header then lines, flushed after every batch; table as a :class:`StreamTable` when
+    ``live`` (rows as they come), else one aligned table at :meth:`close`; json one array
+    at :meth:`close`."""
+
+    def __init__(self, fmt: Format, columns: list[str], *, live: bool = False, out=None) -> None:
+        self.fmt, self.columns, self.out = fmt, columns, out or sys.stdout
+        self.count = 0
+        self._held: list[dict] = []
+        self._csv = None
+        self._table = StreamTable(columns, self.out) if live and fmt == Format.table else None
+
+    def write(self, rows: list[dict]) -> None:
+        self.count += len(rows)
+        if self._table is not None:
+            self._table.write(rows)
+            return
+        if self.fmt == Format.jsonl:
+            self.out.write("".join(to_json(r) + "\n" for r in rows))
+        elif self.fmt == Format.csv:
+            if self._csv is None:
+                self._csv = csv.DictWriter(self.out, fieldnames=self.columns, extrasaction="ignore",
+                                           lineterminator="\n")
+                self._csv.writeheader()
+            self._csv.writerows({k: _cell(v) for k, v in r.items()} for r in rows)
+        else:
+            self._held.extend(rows)
+            return
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.fmt in (Format.json, Format.table) and self._table is None:
+            render(self._held, self.fmt, columns=self.columns)
+        elif self.count == 0 and self.fmt == Format.table:
+            self.out.write("(no rows)\n")
+        self.out.flush()

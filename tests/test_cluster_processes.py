@@ -229,16 +229,11 @@ def _pid(base, node_id):
 
 
 def restart(base, node_id):
-    """Start a recorded node again with its recorded command; the record gets the new pid."""
-    rec = _record(base)
-    n = next(n for n in rec["nodes"] if n["id"] == node_id)
-    with open(n["log"], "ab") as out:
-        proc = subprocess.Popen(n["cmd"], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=dict(os.environ, PYTHONPATH=ROOT))
-    n["pid"] = proc.pid
-    with open(os.path.join(base, "cluster.json"), "w") as fh:
-        json.dump(rec, fh)
-    return proc
+    """Start a recorded node again with its recorded command, through 'cluster start'."""
+    r = cli("cluster", "start", "--base-dir", base, node_id, "--wait", "30", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    row, = json.loads(r.stdout)
+    assert row["id"] == node_id and row["result"] == "started" and row["state"] == "up", row
 
 
 def leader_of(base):
