@@ -133,3 +133,73 @@ def test_command_has_help_and_man_section(page, label, cmd):
 def test_page_formats_without_warnings(page):
     run = subprocess.run(["groff", "-man", "-ww", "-z", page], capture_output=True, text=True)
     assert run.returncode == 0 and not run.stderr.strip(), run.stderr
+
+
+# --- the README: every command it shows is one the command line accepts -----------------
+
+PROJECT = os.path.dirname(MAN)
+README = os.path.join(PROJECT, "README.md")
+
+
+def _readme_commands() -> list[list[str]]:
+    """Every ``dledgerctl ...`` command in the README's fenced blocks, as argument lists:
+    comments dropped, continuation lines joined, the dledgerctl part of a pipeline taken."""
+    import shlex
+
+    with open(README, encoding="utf-8") as fh:
+        blocks = re.findall(r"^```[^\n]*\n(.*?)^```", fh.read(), re.S | re.M)
+    out = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").split("\n"):
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError as exc:
+                raise AssertionError(f"README: cannot split {line!r}: {exc}") from None
+            segment: list[str] = []
+            for tok in tokens + ["|"]:
+                if tok != "|":
+                    segment.append(tok)
+                    continue
+                if segment[:1] == ["dledgerctl"]:
+                    out.append(segment[1:])
+                segment = []
+    return out
+
+
+README_COMMANDS = _readme_commands()
+
+
+def test_the_readme_shows_commands():
+    assert len(README_COMMANDS) >= 15
+    groups = {args[0] for args in README_COMMANDS}
+    assert {"cluster", "append", "get", "peer", "store", "spark"} <= groups
+
+
+@pytest.mark.parametrize("args", README_COMMANDS, ids=[" ".join(a)[:60] for a in README_COMMANDS])
+def test_every_readme_command_parses(args):
+    """The command and its options exist, and its arguments are valid for it: the real
+    command's parser takes them (types, ranges, required options), without running it."""
+    cmd, path, rest = ROOT, ["dledgerctl"], list(args)
+    while _is_group(cmd):
+        while rest and rest[0].startswith("-"):
+            assert rest[0] in _options(cmd), f"{' '.join(path)} has no option {rest[0]}"
+            rest.pop(0)
+        assert rest, f"README: {' '.join(path)} without a command"
+        name = rest.pop(0)
+        assert name in cmd.commands, f"README: {' '.join(path)} has no command {name!r}"
+        cmd = cmd.commands[name]
+        path.append(name)
+    try:
+        cmd.make_context(" ".join(path), rest)
+    except Exception as exc:  # the parser's own error says what is wrong
+        raise AssertionError(f"README: dledgerctl {' '.join(args)}: {exc}") from None
+
+
+def test_the_readme_test_command_is_what_ci_runs():
+    with open(README, encoding="utf-8") as fh:
+        readme = fh.read()
+    with open(os.path.join(PROJECT, ".ci", "run"), encoding="utf-8") as fh:
+        ci_last = [line for line in fh.read().split("\n") if line.strip()][-1].strip()
+    assert f"```\n{ci_last}\n```" in readme, f"the README does not show CI's command: {ci_last}"
+    assert "```\nbash scripts/cluster.sh\n```" in readme and os.path.exists(os.path.join(PROJECT, "scripts",
+                                                                                           "cluster.sh"))
