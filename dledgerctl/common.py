@@ -35,6 +35,20 @@ def parse_size(text, *, zero: bool = False) -> int | None:
     return value
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text) -> float | None:
+    """'90s', '30m', '72h', '3d', '1w', or plain seconds -> seconds."""
+    if text is None or isinstance(text, (int, float)):
+        return text
+    m = _DURATION.match(text)
+    if not m:
+        raise typer.BadParameter(f"{text!r} is not a duration (examples: 90s, 30m, 72h, 3d)")
+    return float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "s").lower()]
+
+
 def parse_size_or_zero(text) -> int | None:
     return parse_size(text, zero=True)
 

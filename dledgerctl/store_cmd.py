@@ -12,10 +12,11 @@ from store.errors import StoreUsageError
 from store.filestore import FileStore, lock_node_dir
 from store.inspect import Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
 from store.layout import NodeLayout, resolve_node_dir
+from store.retention import head_files, plan_head_deletion
 from store.verify import verify_store
 
-from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail, plural,
-                     progress_bar)
+from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail,
+                     parse_duration, plural, progress_bar)
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Inspect, verify and repair a node's files offline.", no_args_is_help=True)
@@ -170,7 +171,7 @@ def diff_cmd(
     index_file_size: IndexSizeOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Find the last common index and the first index where two replicas differ.
+    """Find the last common index and the first index where two replicas differ, over the entries both hold.
 
     Exit 0 when the logs are identical, 1 when they differ.
     """
@@ -178,6 +179,9 @@ def diff_cmd(
         result = diff_stores(_node(dir_a, self_id_a), _node(dir_b, self_id_b), data_file_size=data_file_size,
                              index_file_size=index_file_size)
     render_object(result, fmt)
+    if result["a_begin"] != result["b_begin"] and result["compared_from"] is not None:
+        typer.echo(f"Note: the logs begin at {result['a_begin']} and {result['b_begin']}; compared the entries both "
+                   f"hold, {result['compared_from']}..{result['compared_to']}", err=True)
     if not result["identical"]:
         raise typer.Exit(1)
 
@@ -256,3 +260,79 @@ def _truncate(node, lock, from_index, yes, force, backup, dsize, isize, fmt) -> 
         new_end, new_committed = rw.end_index, rw.committed_index
     render_object({"node_dir": node, "from_index": from_index, "entries_cut": dropped, "bytes_cut": cut_bytes,
                    "end_index": new_end, "committed_index": new_committed, "backup": backup_path}, fmt)
+
+
+@app.command("purge")
+def purge_cmd(
+    dir: DirArg,
+    before_index: Annotated[Optional[int], typer.Option("--before-index", min=0, help="Delete the data files whose "
+                                                        "entries all lie before this index.")] = None,
+    older_than: Annotated[Optional[float], typer.Option("--older-than", parser=parse_duration, metavar="DURATION",
+                                                        help="Delete the data files last written longer ago than "
+                                                             "this (90m, 72h, 3d), as DLedger's fileReservedHours "
+                                                             "does.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be deleted.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Delete whole data files from the head of a stopped node's log (and the index files below them), as a node's
+    retention does: never the last file, never past the commit index; the log then begins later."""
+    if (before_index is None) == (older_than is None):
+        raise fail("give one of --before-index or --older-than", 2)
+    with errors_as_exit():
+        node = _node(dir, self_id)
+        lock = lock_node_dir(NodeLayout(node))  # a running node is refused before anything is read
+        try:
+            _purge(node, lock, before_index, older_than, dry_run, yes, data_file_size, index_file_size, fmt)
+        finally:
+            os.close(lock)
+
+
+def _purge(node, lock, before_index, older_than, dry_run, yes, dsize, isize, fmt) -> None:
+    """store purge, with the node's lock held by the caller."""
+    with FileStore.open(node, read_only=True, data_file_size=dsize, index_file_size=isize) as ro:
+        begin, end, committed = ro.begin_index, ro.end_index, ro.committed_index
+        if end < 0:
+            raise fail(f"{node}: the log is empty; nothing to delete")
+        if before_index is not None and before_index - 1 > committed:
+            raise fail(f"refusing to delete entries up to {before_index - 1}: the log is committed up to {committed}")
+        now = time.time()
+        plan = plan_head_deletion(head_files(ro), committed=committed, now=now, reserved_s=older_than,
+                                  before_index=before_index)
+        sizes = {f.name: f.actual_size for f in ro.data.files}
+    rows = [{"file": f"data/{f.name}", "first_index": f.first_index, "last_index": f.last_index,
+             "age_s": round(now - f.mtime), "bytes": sizes.get(f.name, 0),
+             "result": "would delete" if dry_run else "deleted"} for f in plan.files]
+    typer.echo(f"{node}: log {begin}..{end}, committed {committed}", err=True)
+    if not plan.files:
+        typer.echo(f"nothing to delete: {plan.kept_because}", err=True)
+        render(rows, fmt)
+        return
+    total = sum(r["bytes"] for r in rows)
+    typer.echo(f"{'would delete' if dry_run else 'will delete'} {plural(len(rows), 'data file')} "
+               f"({plural(total, 'byte')}): entries {begin}..{plan.new_begin - 1}; the log will begin at "
+               f"{plan.new_begin}; kept from there: {plan.kept_because}", err=True)
+    if dry_run:
+        render(rows, fmt)
+        return
+    if not yes:
+        try:
+            confirmed = typer.confirm("Proceed?", default=False, err=True)
+        except typer.Abort:
+            typer.echo("", err=True)
+            confirmed = False
+        if not confirmed:
+            raise fail("not confirmed; nothing was deleted (use --yes to skip the question)")
+    with FileStore.open(node, data_file_size=dsize, index_file_size=isize, lock_fd=lock) as rw:
+        if rw.begin_index != begin or rw.end_index != end:
+            raise StoreUsageError(f"the log changed while purging (now {rw.begin_index}..{rw.end_index})")
+        data_removed, index_removed = rw.delete_head(len(plan.files))
+        new_begin = rw.begin_index
+    rows += [{"file": f"index/{n}", "first_index": None, "last_index": None, "age_s": None, "bytes": None,
+              "result": "deleted"} for n in index_removed]
+    render(rows, fmt)
+    typer.echo(f"deleted {plural(len(data_removed), 'data file')} and {plural(len(index_removed), 'index file')}; "
+               f"the log begins at {new_begin}", err=True)

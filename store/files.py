@@ -296,6 +296,23 @@ class FileList:
         self.files = keep
         return removed
 
+    def remove_head(self, count: int) -> list[str]:
+        """Delete the first ``count`` files, oldest first (a crash part way leaves the later
+        ones, still a contiguous list); returns their names. A sync job under way keeps
+        its own duplicate descriptor, so deleting a file it syncs is safe."""
+        removed = []
+        for f in list(self.files[:count]):
+            self._unmap(f)
+            try:
+                os.unlink(f.path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StoreIOError(f"cannot remove {f.path}: {exc.strerror}") from exc
+            self.files.remove(f)
+            removed.append(f.name)
+        return removed
+
     def restore_size(self, f: MappedFile) -> None:
         """Grow a truncated file back to the configured size (the gap reads as zeros)."""
         if f.actual_size == f.size:

@@ -877,6 +877,34 @@ class FileStore(LogStore):
         return raw, take
 
     # -- truncating -------------------------------------------------------------------
+    def delete_head(self, count: int) -> tuple[list[str], list[str]]:
+        """Delete the first ``count`` data files (never the last one, never one holding an
+        entry past the commit index) and then the index files wholly below the new first
+        entry's record, as DLedger's clean-space service does; the log then begins at the
+        first entry of the new first data file. Returns (data files, index files) deleted.
+        The rules of which files may go are store.retention's; this only checks the two
+        that keep the log whole."""
+        self._writable()
+        files = self.data.files
+        if count <= 0:
+            return [], []
+        if count >= len(files):
+            raise StoreUsageError(f"cannot delete {count} data files of {len(files)}: the last one is being written")
+        nxt = files[count]
+        if nxt.mm is None or nxt.actual_size < HEADER_SIZE:
+            raise StoreCorruptError(f"data file {nxt.name} has no entry to begin the log at")
+        magic, size, new_begin = ENTRY_HEADER.unpack_from(nxt.mm, 0)[:3]
+        if magic <= 0 or size < HEADER_SIZE or not self.begin_index < new_begin <= self.end_index + 1:
+            raise StoreCorruptError(f"data file {nxt.name} does not begin with an entry of this log")
+        if new_begin - 1 > self._committed:
+            raise StoreUsageError(f"cannot delete entries up to {new_begin - 1}: the commit index is {self._committed}")
+        removed = self.data.remove_head(count)
+        self.begin_index = new_begin
+        below = new_begin * INDEX_UNIT_SIZE
+        index_removed = self.index.remove_head(sum(1 for f in self.index.files if f.end <= below))
+        self._last_read = None
+        return removed, index_removed
+
     def truncate(self, from_index: int, *, force: bool = False) -> int:
         self._writable()
         self._forget_reads()

@@ -238,6 +238,8 @@ def checkpoint_report(node_dir: str, *, data_file_size: int | None = None,
 def diff_stores(dir_a: str, dir_b: str, *, data_file_size: int | None = None,
                 index_file_size: int | None = None) -> dict:
     """Last common index and first differing index of two replicas, both sides shown.
+    Only the entries both hold are compared (``compared_from``..``compared_to``): replicas
+    whose heads were deleted at different points begin apart.
 
     Replicas keep entries at the same positions, so the data files are compared in large
     blocks first and only the entry holding the first differing byte is decoded.
@@ -249,6 +251,9 @@ def diff_stores(dir_a: str, dir_b: str, *, data_file_size: int | None = None,
         result = {
             "a": dir_a, "b": dir_b,
             "a_begin": a.begin_index, "a_end": a.end_index, "b_begin": b.begin_index, "b_end": b.end_index,
+            # the range both logs hold, which is what is compared (a log's beginning moves
+            # when its head files are deleted; entries before the later begin are not compared)
+            "compared_from": lo if 0 <= lo <= hi else None, "compared_to": hi if 0 <= lo <= hi else None,
             "last_common_index": None, "first_diff_index": None, "field": None,
             "a_term": None, "b_term": None, "a_size": None, "b_size": None,
             "a_body_crc": None, "b_body_crc": None, "a_chain_crc": None, "b_chain_crc": None,

@@ -513,6 +513,33 @@ def test_project_store_after_cli_truncate_and_new_term(dledger, tmp_path):
     assert file_digests(node2) == before
 
 
+def test_project_store_after_purge_of_head_files(dledger, tmp_path):
+    """Head data files deleted by ``store purge`` (and the index files below the new first
+    entry): DLedger begins the log where the project does, at the first entry of the first
+    data file left, and reads the rest the same, before and after more appends."""
+    from dledgerctl.app import app
+    from store.filestore import FileStore
+
+    node = tmp_path / "dledger-n0"
+    write_project_store(node, count=120, data_file_size=DSIZE, index_file_size=ISIZE, committed=100)
+    r = CliRunner().invoke(app, ["store", "purge", str(node), "--before-index", "57", "--yes",
+                                 "--data-file-size", str(DSIZE), "--index-file-size", str(ISIZE)])
+    assert r.exit_code == 0, r.output
+    want = project_view(node, DSIZE, ISIZE)
+    begin = int(want[0].split()[4])
+    assert 0 < begin <= 57 and not os.path.exists(node / "data" / f"{0:020d}")
+    assert min(int(n) for n in os.listdir(node / "index")) + ISIZE > begin * 32  # none wholly below
+    got = dledger.read(node, DSIZE, ISIZE)
+    assert_same(got, dledger.expected(want), f"DLedger {dledger.ref} after store purge")
+
+    with FileStore.open(str(node), data_file_size=DSIZE, index_file_size=ISIZE) as s:
+        s.append_leader(sample_bodies(40, seed=11, max_size=900), term=9)
+    want = project_view(node, DSIZE, ISIZE)
+    assert want[0].split()[4] == str(begin) and len(want) == 1 + 160 - begin
+    got = dledger.read(node, DSIZE, ISIZE)
+    assert_same(got, dledger.expected(want), f"DLedger {dledger.ref} after purge and new appends")
+
+
 @pytest.mark.parametrize("damage", ["body-crc", "torn-tail", "bad-header"])
 def test_project_store_after_recovery_cut(dledger, tmp_path, damage):
     from store.filestore import FileStore
