@@ -230,8 +230,9 @@ def test_audit_rows_of_clean_stores(spark, tmp_path):
 
 @pytest.fixture(scope="module")
 def replicas(tmp_path_factory):
-    """A group of four replicas of one log: n0 (reference), n1 identical, n2 diverging at a
-    known index, n3 a shorter copy; and two 0.2.7 copies whose bodies differ at one entry."""
+    """A group of five replicas of one log: n0 (reference), n1 identical, n2 diverging at a
+    known index, n3 a shorter copy, n4 a copy whose head files were deleted; and two 0.2.7
+    copies whose bodies differ at one entry."""
     root = tmp_path_factory.mktemp("replicas")
     group = root / "group"
     n0 = group / "dledger-n0"
@@ -244,6 +245,10 @@ def replicas(tmp_path_factory):
         s.append_leader([b"other-%d" % i for i in range(20)], term=3)
     with FileStore.open(str(group / "dledger-n3")) as s:
         s.truncate(140, force=True)
+    shutil.copytree(n0, group / "dledger-n4")
+    with FileStore.open(str(group / "dledger-n4")) as s:  # its head files deleted: it begins past 0
+        s.delete_head(3)
+        assert s.begin_index > 0
     old = root / "old"
     a = copy_fixture(old / "a", "leader")
     b = copy_fixture(old / "b", "leader")
@@ -258,8 +263,8 @@ def test_diverge_finds_the_index_store_diff_finds(spark, replicas):
     group, a, b, body_index = replicas
     rows = jobs.diverge(spark, [str(group)]).collect()
     got = {(r["a"], r["b"]): r.asDict() for r in rows}
-    assert len(got) == 6  # every pair of the four replicas
-    fields = ["last_common_index", "first_diff_index", "field", "a_term", "b_term", "a_size", "b_size",
+    assert len(got) == 10  # every pair of the five replicas
+    fields = ["compared_from", "compared_to", "last_common_index", "first_diff_index", "field", "a_term", "b_term", "a_size", "b_size",
               "a_body_crc", "b_body_crc", "a_chain_crc", "b_chain_crc", "identical"]
     for (x, y), row in got.items():
         want = diff_stores(str(group / x), str(group / y))
@@ -269,6 +274,17 @@ def test_diverge_finds_the_index_store_diff_finds(spark, replicas):
     assert got[("dledger-n0", "dledger-n1")]["identical"] is True
     assert (got[("dledger-n0", "dledger-n2")]["first_diff_index"], got[("dledger-n0", "dledger-n2")]["last_common_index"]) == (97, 96)
     assert got[("dledger-n0", "dledger-n3")]["field"] == "missing-on-b"
+    late = got[("dledger-n0", "dledger-n4")]  # the overlap is compared, and it is equal
+    assert late["identical"] is True and late["compared_from"] == late["b_begin"] > 0 == late["a_begin"]
+    # audit and stats read a log that begins past 0 as verify and the store do
+    n4 = str(group / "dledger-n4")
+    (row,) = audit_job.audit(spark, [n4]).collect()
+    want = verify_store(n4)
+    assert (row["verdict"], row["entries"], row["begin_index"], row["end_index"]) == (
+        "ok", want.entries, late["b_begin"], 149) and want.ok
+    per_term = jobs.stats(spark, [n4]).collect()
+    assert min(r["first_index"] for r in per_term) == late["b_begin"]
+    assert sum(r["entries"] for r in per_term) == 150 - late["b_begin"]
     # without checksums (DLedger 0.2.7), a body that differs at equal size is found too
     (row,) = jobs.diverge(spark, [str(a), str(b)], all_pairs=True).collect()
     want = diff_stores(str(a), str(b))

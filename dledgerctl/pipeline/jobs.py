@@ -70,8 +70,8 @@ _FP = ["index"] + [c for c, _ in DIFF_FIELDS]
 
 DIVERGE_SCHEMA = StructType([
     StructField("group", StringType()), StructField("a", StringType()), StructField("b", StringType()),
-    *[StructField(f, LongType()) for f in ("a_begin", "a_end", "b_begin", "b_end", "last_common_index",
-                                           "first_diff_index")],
+    *[StructField(f, LongType()) for f in ("a_begin", "a_end", "b_begin", "b_end", "compared_from", "compared_to",
+                                           "last_common_index", "first_diff_index")],
     StructField("field", StringType()),
     *[StructField(f, LongType()) for f in ("a_term", "b_term", "a_size", "b_size", "a_body_crc", "b_body_crc",
                                            "a_chain_crc", "b_chain_crc")],
@@ -117,6 +117,8 @@ def _diverge_rows(spark, fp: DataFrame, pairs) -> list[dict]:
                **{f"{s}_{c}": None for s in ("a", "b") for c in ("term", "size", "body_crc", "chain_crc")}}
         results.append(row)
         lo, hi = max(ab, bb), min(ae, be)
+        # what both hold is what is compared (store diff's compared_from/compared_to)
+        row["compared_from"], row["compared_to"] = (lo, hi) if 0 <= lo <= hi else (None, None)
         if ae < 0 and be < 0:
             row["identical"] = True  # two empty logs
         elif ae < 0 or be < 0 or lo > hi:
