@@ -95,6 +95,14 @@ class NodeConfig:
     # (store.files.FileList.take_dirty); 0 leaves it to the kernel, as DLedger does
     drop_behind: int = 256 << 20
     max_frame_bytes: int = 64 << 20
+    # retention: deleting data files from the head of the log (cluster/retention.py)
+    file_reserved_hours: float = 72  # DLedgerConfig.fileReservedHours (DLedger uses at least 1)
+    delete_when: str = "04"  # DLedgerConfig.deleteWhen: hours of the day, "04" or "03;04"
+    disk_ratio_check: float = 0.70  # DLedgerConfig.diskSpaceRatioToCheckExpired
+    disk_ratio_force: float = 0.85  # DLedgerConfig.diskSpaceRatioToForceClean
+    disk_full_ratio: float = 0.90  # DLedgerConfig.diskFullRatio: appends are refused above it
+    force_clean: bool = True  # DLedgerConfig.enableDiskForceClean
+    retention_check_ms: int = 1000  # how often the clean-space check runs (DLedger: every 100 ms)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -112,6 +120,17 @@ class NodeConfig:
                 raise ConfigError(f"{name} must be positive")
         if self.drop_behind < 0:
             raise ConfigError("drop_behind must not be negative")
+        if not self.file_reserved_hours > 0 or self.retention_check_ms <= 0:
+            raise ConfigError("file_reserved_hours and retention_check_ms must be positive")
+        for name in ("disk_ratio_check", "disk_ratio_force", "disk_full_ratio"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ConfigError(f"{name} must be a ratio above 0 and at most 1, not {getattr(self, name)}")
+        from .retention import parse_delete_when
+
+        try:
+            parse_delete_when(self.delete_when)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.max_vote_interval_ms < self.min_vote_interval_ms:
             raise ConfigError("max_vote_interval_ms is below min_vote_interval_ms")
 

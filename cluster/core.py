@@ -44,6 +44,7 @@ from .dispatcher import Dispatcher
 from .follower import FollowerLog
 from .member import MemberState, Role
 from .quorum import Quorum
+from .retention import Retention
 from .rpc import (
     Code,
     HeartBeatRequest,
@@ -110,11 +111,13 @@ class _Transfer:
 
 class RaftCore:
     def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None,
-                 syncer=None) -> None:
+                 syncer=None, clock=None, disk_usage=None) -> None:
         """``flusher()``: the periodic flush (default: the store's, inline). ``syncer(done)``:
         flush=sync only -- make everything appended so far durable, then call ``done()``
         (default: flush inline and call it at once; the node does it in a thread, so the
-        leader's fsync overlaps the followers')."""
+        leader's fsync overlaps the followers'). ``clock()`` (wall-clock seconds, the clock
+        of file modification times) and ``disk_usage()`` (a ratio, or None) drive retention
+        (cluster/retention.py); a store that cannot delete its head has none."""
         self.cfg = config
         self.store = store
         self.flusher = flusher or store.flush
@@ -141,6 +144,9 @@ class RaftCore:
         self.peer_ack_at: dict[str, int] = {}
         self.flush_at = now + config.flush_interval_ms
         self.checkpoint_at = now + config.checkpoint_interval_ms
+        self.retention = Retention(config, clock, disk_usage) if hasattr(store, "delete_head") else None
+        self.retention_at = now + config.retention_check_ms
+        self.disk_full: str | None = None  # why appends are refused for disk usage (the full ratio)
         self.disk_refusing = False  # the last append failed on the disk (noted once, and when it ends)
         self.term_error: StoreError | None = None  # why the last term or vote could not be persisted
         self._sends: list[Send] = []
@@ -176,6 +182,9 @@ class RaftCore:
         if now >= self.flush_at:
             self.flush_at = now + self._flush_period()
             self._flush()
+        if self.retention is not None and now >= self.retention_at:
+            self.retention_at = now + self.cfg.retention_check_ms
+            self._clean_space(now)
         if now >= self.checkpoint_at:
             self.checkpoint_at = now + self.cfg.checkpoint_interval_ms
             persist = getattr(self.store, "persist_checkpoint", None)
@@ -184,6 +193,42 @@ class RaftCore:
                     persist()
                 except StoreError as exc:
                     self._note(f"checkpoint not written: {exc}")
+
+    def _clean_space(self, now: int) -> None:
+        """The clean-space check (cluster/retention.py): refuse appends above the full
+        ratio; delete expired head files, keeping on a leader what live followers need
+        unless the disk forces it, and say whom that cut off."""
+        check = self.retention.check()
+        full = (f"disk usage {check.ratio:.2f} is above the full ratio {self.cfg.disk_full_ratio:.2f}"
+                if check.disk_full else None)
+        if (full is None) != (self.disk_full is None):
+            self._note(f"appends refused with DISK_FULL: {full}" if full else "disk usage is below the full ratio "
+                       "again; appends are taken")
+        self.disk_full = full
+        keep_from = None
+        if self.member.role == Role.LEADER:
+            keep_from = {p: d.watermark + 1 for p, d in self.dispatchers.items() if self._peer_alive(p, now)}
+        plan = self.retention.plan(self.store, check, keep_from)
+        if plan is None or not plan.files:
+            return
+        s = self.store
+        old_begin = s.begin_index
+        try:
+            data, index = s.delete_head(len(plan.files))
+        except StoreError as exc:
+            self._note(f"clean space: could not delete {plan.files[0].name}: {exc}")
+            return
+        why = ("disk usage above the force ratio" if check.force else "disk usage above the check ratio"
+               if check.check_expired else f"older than {self.cfg.file_reserved_hours:g} h")
+        self._note(f"clean space: deleted {len(data)} data and {len(index)} index files ({why}): entries "
+                   f"{old_begin}..{s.begin_index - 1}; the log now begins at {s.begin_index} "
+                   f"(kept: {plan.kept_because})")
+        for p in plan.cuts_off:
+            self._note(f"clean space: {p} needed entry {keep_from[p]}, now deleted; it will be cut back to "
+                       f"{s.begin_index}")
+            d = self.dispatchers.get(p)
+            if d is not None:
+                d.note = f"cut off by retention: needed {keep_from[p]}, the log now begins at {s.begin_index}"
 
     def _flush_period(self) -> int:
         """How often the periodic flush runs. With flush=sync every acknowledged entry is
@@ -488,6 +533,9 @@ class RaftCore:
         if len(self.pending) >= self.cfg.max_pending_requests:
             p.code, p.remark = Code.LEADER_PENDING_FULL, f"{len(self.pending)} appends wait for the quorum"
             return p
+        if self.disk_full is not None:
+            p.code, p.remark = Code.DISK_FULL, self.disk_full
+            return p
         try:
             appended = self.store.append_leader(bodies if isinstance(bodies, Sequence) else list(bodies), m.term,
                                                 MAGIC_NORMAL)
@@ -585,7 +633,7 @@ class RaftCore:
                   "committed_index": s.committed_index}
         rows = [{"peer": c.self_id, "address": c.peers[c.self_id].address, "alive": True, "state": "LEADER",
                  "watermark": s.end_index, "next_index": s.end_index + 1, "lag_entries": 0, "lag_bytes": 0,
-                 "in_flight": 0, "in_flight_bytes": 0, "ms_since_ack": 0, "last_error": "", **common}]
+                 "in_flight": 0, "in_flight_bytes": 0, "ms_since_ack": 0, "last_error": "", "note": "", **common}]
         for p, d in self.dispatchers.items():
             row = d.describe(now)
             row = {"peer": p, "address": c.peers[p].address, "alive": self._peer_alive(p, now), **row, **common}

@@ -88,6 +88,7 @@ class Dispatcher:
         self.quota_window = now
         self.quota_used = 0
         self.last_error = ""
+        self.note = ""  # what an operator should know of this follower now (a cut back, a cut off)
 
     # -- sending ----------------------------------------------------------------------
     def poll(self, now: int, commit_index: int) -> list[PushRequest]:
@@ -103,6 +104,12 @@ class Dispatcher:
             self._resend_from_watermark("pushed entries were neither acknowledged nor in flight")
         out = []
         store, cfg = self.store, self.config
+        if self.next_index < store.begin_index:
+            # what it needs next was deleted from our head (retention): compare again, which
+            # cuts it back to our first entry (_compared)
+            self.state, self.compare_index = DispatchState.COMPARE, store.end_index
+            self.inflight.clear()
+            return self._once(now, PushType.COMPARE, self.compare_index, commit_index)
         in_flight_bytes = sum(f.nbytes for f in self.inflight.values())
         while (len(self.inflight) < cfg.push_window and in_flight_bytes < cfg.push_window_bytes
                and self.next_index <= store.end_index):
@@ -117,6 +124,8 @@ class Dispatcher:
             self.next_index += count
             out.append(req)
         self.state = DispatchState.APPEND if self.inflight or self.next_index <= store.end_index else DispatchState.COMMIT
+        if self.state == DispatchState.COMMIT and self.note.startswith("cut back"):
+            self.note = ""  # caught up
         if commit_index == self.commit_sent:
             self.commit_moved_at = None
         elif self.commit_moved_at is None:
@@ -137,7 +146,8 @@ class Dispatcher:
                 return []
             self.outstanding = None  # unanswered: ask again
         raw = self.store.get_raw(index, 1, 1) if index >= 0 else b""
-        req = PushRequest(self.group, self.self_id, self.term, kind, commit_index, index, 1 if raw else 0, raw)
+        req = PushRequest(self.group, self.self_id, self.term, kind, commit_index, index, 1 if raw else 0, raw,
+                          self.store.begin_index)
         self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
         return [req]
 
@@ -219,10 +229,21 @@ class Dispatcher:
         nxt = min(c - 1, resp.end_index)
         if resp.x_term >= 0:
             nxt = min(nxt, self._last_index_with_term_at_most(resp.x_term))
-        self.compare_index = max(nxt, self.store.begin_index - 1, -1)
+        begin, end = self.store.begin_index, self.store.end_index
+        if begin > 0 and (nxt < begin or resp.begin_index > end):
+            # The follower's log does not meet ours: it ends before our first entry (we
+            # deleted those files while it was away), begins after our end, or differs all
+            # the way down. Cut it back to our first entry and fill it from there.
+            self.state, self.truncate_index = DispatchState.TRUNCATE, begin
+            self.note = (f"cutting back to {begin}: its log {resp.begin_index}..{resp.end_index} does not meet "
+                         f"ours {begin}..{end}")
+            return
+        self.compare_index = max(nxt, begin - 1, -1)
 
     def _truncated(self, req: PushRequest, resp: PushResponse) -> None:
         if resp.code == Code.SUCCESS:
+            if self.note.startswith("cutting back"):
+                self.note = f"cut back to {req.first_index}; filling it from there"
             self._start_append(req.first_index)
         else:
             self.state, self.compare_index = DispatchState.COMPARE, min(req.first_index, resp.end_index)
@@ -332,4 +353,5 @@ class Dispatcher:
             "in_flight_bytes": sum(f.nbytes for f in self.inflight.values()),
             "ms_since_ack": None if self.last_ack_at is None else now - self.last_ack_at,
             "last_error": self.last_error,
+            "note": self.note,
         }

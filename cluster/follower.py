@@ -136,10 +136,14 @@ class FollowerLog:
         return self._reply(req, Code.SUCCESS)
 
     def _truncate(self, req: PushRequest) -> PushResponse:
-        """Keep the log up to ``first_index`` (which must equal the leader's), drop the rest."""
+        """Keep the log up to ``first_index`` (which must equal the leader's), drop the rest.
+        At the leader's first entry (``begin_index``), a log that does not hold it is cut
+        back to it instead (:meth:`_cut_back`)."""
         raw = self._one_entry(req)
         s = self.store
         if raw is not None and not self._same_entry(req.first_index, raw):
+            if req.first_index == req.begin_index >= 0:
+                return self._cut_back(req, raw)
             return self._mismatch(req, req.first_index)
         if req.first_index < s.committed_index:
             return self._reply(req, Code.INCONSISTENT_STATE,
@@ -149,6 +153,25 @@ class FollowerLog:
             s.truncate(max(req.first_index + 1, s.begin_index if s.begin_index >= 0 else 0))
         self.matched = req.first_index
         return self._reply(req, Code.SUCCESS)
+
+    def _cut_back(self, req: PushRequest, raw) -> PushResponse:
+        """The leader's log begins at ``first_index`` and ours does not hold that entry: all
+        of ours lies before it (the leader deleted those files while we were away), or after
+        its end, or it differs there. Begin again with the leader's first entry (DLedger's
+        TRUNCATE does so too). Refused when a committed entry of ours at or after that index
+        would be replaced by another: committed entries never change."""
+        s = self.store
+        index = req.first_index
+        if s.begin_index <= index <= s.committed_index:
+            return self._reply(req, Code.INCONSISTENT_STATE,
+                               remark=f"entry {index} differs from a committed local entry")
+        if s.begin_index > index and s.committed_index >= s.begin_index:
+            return self._reply(req, Code.INCONSISTENT_STATE,
+                               remark=f"this log begins at {s.begin_index}, after the leader's first entry {index}, "
+                                      f"and is committed up to {s.committed_index}")
+        s.reset_to(bytes(raw))
+        self.matched = index
+        return self._reply(req, Code.SUCCESS, remark=f"cut back to the leader's first entry {index}")
 
     def _append(self, req: PushRequest) -> PushResponse:
         s = self.store

@@ -16,6 +16,7 @@ import logging
 import os
 import random
 import signal
+import time
 
 from store.errors import StoreError
 from store.filestore import FileStore
@@ -147,7 +148,7 @@ class Node:
         """Serve until stop() or SIGTERM/SIGINT; ``ready()`` is called once listening."""
         self.loop = asyncio.get_running_loop()
         self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(),
-                             self._flush_in_background, self._sync_then)
+                             self._flush_in_background, self._sync_then, time.time, self._disk_usage)
         self._syncer = BackgroundSync(self.loop)
         me = self.cfg.peers[self.cfg.self_id]
         try:
@@ -299,6 +300,19 @@ class Node:
         self._answer_appends(p, entry[1], p.code, p.remark)
         for conn in {w[0] for w in entry[1]}:  # the answers leave now (see _process)
             conn.flush()
+
+    def _disk_usage(self) -> float | None:
+        """The store's file system usage as a ratio, as ``df`` shows it: used / (used +
+        available to us). DLedger (DLedgerUtils.getDiskPartitionSpaceUsedPercent) divides by
+        the whole size, which on a file system with reserved or quota'd space says there is
+        room where writes already fail. None when it cannot be read."""
+        try:
+            st = os.statvfs(self.store.layout.data_dir)
+        except OSError:
+            return None
+        used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        room = used + st.f_bavail * st.f_frsize
+        return None if room <= 0 else used / room
 
     # -- serving ----------------------------------------------------------------------
     def _serve(self, f: Frame, conn):

@@ -116,7 +116,9 @@ class PushRequest:
     """A push from the leader. ``first_index``/``count``/``entries``: for APPEND the batch
     (raw on-disk bytes of ``count`` entries starting at ``first_index``); for COMPARE and
     TRUNCATE one entry, the one compared or kept as the new end (``first_index`` -1 and no
-    bytes: the follower's log should be empty); for COMMIT nothing."""
+    bytes: the follower's log should be empty); for COMMIT nothing. ``begin_index``: the
+    leader's first entry (-1 when not said); a TRUNCATE at it cuts a follower whose log
+    does not meet the leader's back to that entry (FollowerLog._truncate)."""
 
     group: str
     leader_id: str
@@ -126,6 +128,7 @@ class PushRequest:
     first_index: int = -1
     count: int = 0
     entries: bytes = b""
+    begin_index: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -349,6 +349,8 @@ def request_frame(req, opaque: int) -> Frame:
         ext = {"group": req.group, "leaderId": req.leader_id, "term": str(req.term), "type": str(req.type),
                "commitIndex": str(req.commit_index), "firstEntryIndex": str(req.first_index),
                "count": str(req.count)}
+        if req.begin_index >= 0:
+            ext["beginIndex"] = str(req.begin_index)
         body = req.entries  # (a view of a leader's remembered writes is sent as it is)
         return Frame(PUSH, opaque, ext=ext, body=body if isinstance(body, (bytes, memoryview)) else bytes(body))
     if isinstance(req, VoteRequest):
@@ -380,7 +382,8 @@ def decode_request(f: Frame):
         except ValueError:
             raise BadMessage(f"unknown push type {e.get('type')!r}") from None
         return PushRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"), kind,
-                           _ext_int(e, "commitIndex"), _ext_int(e, "firstEntryIndex"), _ext_int(e, "count"), f.body)
+                           _ext_int(e, "commitIndex"), _ext_int(e, "firstEntryIndex"), _ext_int(e, "count"), f.body,
+                           _ext_int(e, "beginIndex") if "beginIndex" in e else -1)
     o = json_object(f.body)
     if f.code == VOTE:
         return VoteRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),

@@ -32,6 +32,19 @@ PeersOpt = Annotated[Optional[str], typer.Option(
 BaseDirOpt = Annotated[str, typer.Option("--base-dir", help="Base directory of a local cluster (its stores, logs "
                                                             "and cluster.json).")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for an answer.")]
+# retention (cluster/retention.py), with DLedger's defaults and names
+ReservedOpt = Annotated[float, typer.Option("--file-reserved-hours", min=0.0001, help="Delete data files "
+                                            "last written longer ago than this, hours (DLedger's "
+                                            "fileReservedHours).")]
+DeleteWhenOpt = Annotated[str, typer.Option("--delete-when", help="Hours of the day when expired files are deleted, "
+                                            "'04' or '03;04' (DLedger's deleteWhen).")]
+RatioCheckOpt = Annotated[float, typer.Option("--disk-ratio-check", min=0, max=1, help="Disk usage above which expired "
+                                              "files are deleted at any hour (diskSpaceRatioToCheckExpired).")]
+RatioForceOpt = Annotated[float, typer.Option("--disk-ratio-force", min=0, max=1, help="Disk usage above which the "
+                                              "oldest files are deleted whatever their age, even ones a live "
+                                              "follower still needs (diskSpaceRatioToForceClean).")]
+RatioFullOpt = Annotated[float, typer.Option("--disk-full-ratio", min=0, max=1, help="Disk usage above which appends "
+                                             "are refused with DISK_FULL (diskFullRatio).")]
 
 
 def _peers(peers: str | None, base_dir: str) -> tuple[dict, str | None]:
@@ -71,6 +84,16 @@ def node_start(
     drop_behind: DropBehindOpt = None,
     event_loop: Annotated[str, typer.Option("--event-loop", help="auto: uvloop when installed, else asyncio's own "
                                             "loop; uvloop; asyncio.")] = "auto",
+    file_reserved_hours: ReservedOpt = 72.0,
+    delete_when: DeleteWhenOpt = "04",
+    disk_ratio_check: RatioCheckOpt = 0.70,
+    disk_ratio_force: RatioForceOpt = 0.85,
+    disk_full_ratio: RatioFullOpt = 0.90,
+    force_clean: Annotated[bool, typer.Option("--force-clean/--no-force-clean", help="Above --disk-ratio-force, "
+                                              "delete the oldest files whatever their age (DLedger's "
+                                              "enableDiskForceClean).")] = True,
+    retention_check_ms: Annotated[int, typer.Option("--retention-check-interval", min=1, help="How often the "
+                                                    "clean-space check runs, ms.")] = 1000,
 ) -> None:
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v)."""
     from cluster.node import Node
@@ -81,6 +104,10 @@ def node_start(
                          min_vote_interval_ms=min_vote_ms, max_vote_interval_ms=max_vote_ms,
                          preferred_leader=preferred_leader, max_pending_requests=max_pending,
                          data_file_size=data_file_size, index_file_size=index_file_size,
+                         file_reserved_hours=file_reserved_hours, delete_when=delete_when,
+                         disk_ratio_check=disk_ratio_check, disk_ratio_force=disk_ratio_force,
+                         disk_full_ratio=disk_full_ratio, force_clean=force_clean,
+                         retention_check_ms=retention_check_ms,
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
@@ -200,7 +227,8 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
 # cluster up's options that shape the nodes: given explicitly on a base directory that already
 # has a cluster record, they must match it (cluster up there only starts members that are down).
 _SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
-            "index_file_size", "drop_behind")
+            "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
+            "disk_ratio_force", "disk_full_ratio")
 
 
 @cluster_app.command("up")
@@ -222,6 +250,11 @@ def cluster_up(
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
     drop_behind: DropBehindOpt = None,
+    file_reserved_hours: Annotated[Optional[float], ReservedOpt.__metadata__[0]] = None,
+    delete_when: Annotated[Optional[str], DeleteWhenOpt.__metadata__[0]] = None,
+    disk_ratio_check: Annotated[Optional[float], RatioCheckOpt.__metadata__[0]] = None,
+    disk_ratio_force: Annotated[Optional[float], RatioForceOpt.__metadata__[0]] = None,
+    disk_full_ratio: Annotated[Optional[float], RatioFullOpt.__metadata__[0]] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start N nodes in the background, wait for a leader, print the peers and a status table. On a base directory
@@ -241,6 +274,11 @@ def cluster_up(
         extra += ["--index-file-size", str(index_file_size)]
     if drop_behind is not None:
         extra += ["--drop-behind", str(drop_behind)]
+    for opt, value in (("--file-reserved-hours", file_reserved_hours), ("--delete-when", delete_when),
+                       ("--disk-ratio-check", disk_ratio_check), ("--disk-ratio-force", disk_ratio_force),
+                       ("--disk-full-ratio", disk_full_ratio)):
+        if value is not None:
+            extra += [opt, str(value)]
     rec = _record(base_dir)
     try:
         if rec is None:

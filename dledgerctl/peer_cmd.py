@@ -22,7 +22,7 @@ app = typer.Typer(help="Operator requests to a running cluster: replication wate
                        "truncation of a follower, leadership transfer.", no_args_is_help=True)
 
 WATERMARK_COLUMNS = ["peer", "address", "alive", "state", "watermark", "next_index", "lag_entries", "lag_bytes",
-                     "in_flight", "ms_since_ack", "leader_end_index", "committed_index"]
+                     "in_flight", "ms_since_ack", "leader_end_index", "committed_index", "note"]
 PeerOpt = Annotated[str, typer.Option("--peer", help="The follower's id.", show_default=False)]
 
 

@@ -905,6 +905,33 @@ class FileStore(LogStore):
         self._last_read = None
         return removed, index_removed
 
+    def reset_to(self, raw) -> Sequence[Appended]:
+        """Drop the whole log and begin it again with the one encoded entry ``raw`` at its
+        own index and position: a follower whose log no longer meets its leader's (all of it
+        lies before the leader's first entry, or after its last) is cut back to the leader's
+        first entry, as DLedger's TRUNCATE does (DLedgerMmapFileStore.rebuildWithPos). The
+        entry must start a data file, as every log's first entry does (head deletion removes
+        whole files; a reset log begins where its leader's begins), so a later recovery
+        finds it. Committed entries are the caller's to check; afterwards the commit index is
+        just below the new entry."""
+        self._writable()
+        self._forget_reads()
+        magic, size, idx, _term, pos = ENTRY_HEADER.unpack_from(raw)[:5]
+        if size != len(raw) or idx < 0 or pos < 0:
+            raise StoreUsageError(f"reset needs exactly one encoded entry (got {len(raw)} bytes, size {size})")
+        if pos % self.data.file_size:
+            raise StoreUsageError(f"entry {idx} at pos {pos} does not start a data file of {self.data.file_size} "
+                                  "bytes: a log cannot begin there")
+        self.data.remove_from(0)
+        self.index.remove_from(0)
+        self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain = -1, idx - 1, 0, pos, 0
+        self._committed = idx - 1
+        try:
+            out = self.append_follower(raw)
+        finally:
+            self.flush()  # like a truncation, a reset is made durable at once
+        return out
+
     def truncate(self, from_index: int, *, force: bool = False) -> int:
         self._writable()
         self._forget_reads()

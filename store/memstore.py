@@ -25,9 +25,13 @@ from .format import (
 
 
 class MemoryStore(LogStore):
-    def __init__(self, *, data_file_size: int = DEFAULT_DATA_FILE_SIZE, with_crc: bool = True) -> None:
+    def __init__(self, *, data_file_size: int = DEFAULT_DATA_FILE_SIZE, with_crc: bool = True, clock=None) -> None:
+        """``clock()``: seconds, the "modification time" of the data file an entry goes to
+        (for retention by age: :meth:`head_files`); the wall clock when None."""
         self.data_file_size = data_file_size
         self.with_crc = with_crc
+        self.clock = clock
+        self._written_at: dict[int, float] = {}  # data file start -> when it was last written
         self._entries: list[Entry] = []  # entries begin_index..end_index
         self.begin_index = -1
         self.end_index = -1
@@ -58,6 +62,7 @@ class MemoryStore(LogStore):
 
     def _add(self, entry: Entry) -> Appended:
         self._entries.append(entry)
+        self._written_at[entry.pos - entry.pos % self.data_file_size] = self._now()
         self.write_pos = entry.pos + entry.size
         self.end_index, self.end_term = entry.index, entry.term
         if self.begin_index < 0:
@@ -110,6 +115,57 @@ class MemoryStore(LogStore):
             out.append(self._add(Entry(idx, term, pos, magic, body, bcrc, chain, ch)))
             off += size
         return out
+
+    def _now(self) -> float:
+        if self.clock is not None:
+            return self.clock()
+        import time
+
+        return time.time()
+
+    # -- the log's beginning moves (FileStore.delete_head / reset_to, on "files" of entries) --
+    def head_files(self):
+        """The data files the file store would have, oldest first (store.retention)."""
+        from .retention import HeadFile
+
+        fsize, out = self.data_file_size, []
+        for e in self._entries:
+            start = e.pos - e.pos % fsize
+            if out and out[-1][0] == start:
+                out[-1][2] = e.index
+            else:
+                out.append([start, e.index, e.index])
+        return [HeadFile(f"{start:020d}", start, first, last, self._written_at.get(start, 0.0))
+                for start, first, last in out]
+
+    def delete_head(self, count: int) -> tuple[list[str], list[str]]:
+        """As FileStore.delete_head: drop the entries of the first ``count`` files."""
+        files = self.head_files()
+        if count <= 0:
+            return [], []
+        if count >= len(files):
+            raise StoreUsageError(f"cannot delete {count} data files of {len(files)}: the last one is being written")
+        new_begin = files[count].first_index
+        if new_begin - 1 > self._committed:
+            raise StoreUsageError(f"cannot delete entries up to {new_begin - 1}: the commit index is {self._committed}")
+        del self._entries[:new_begin - self.begin_index]
+        self.begin_index = new_begin
+        for f in files[:count]:
+            self._written_at.pop(f.start, None)
+        return [f.name for f in files[:count]], []
+
+    def reset_to(self, raw) -> list[Appended]:
+        """As FileStore.reset_to: the log begins again with the one entry ``raw``."""
+        magic, size, idx, _term, pos = ENTRY_HEADER.unpack_from(raw)[:5]
+        if size != len(raw) or idx < 0 or pos < 0:
+            raise StoreUsageError(f"reset needs exactly one encoded entry (got {len(raw)} bytes, size {size})")
+        if pos % self.data_file_size:
+            raise StoreUsageError(f"entry {idx} at pos {pos} does not start a data file of {self.data_file_size} "
+                                  "bytes: a log cannot begin there")
+        self._entries, self._written_at = [], {}
+        self.begin_index, self.end_index, self.end_term, self.write_pos = -1, idx - 1, 0, pos
+        self._committed = idx - 1
+        return self.append_follower(raw)
 
     def get(self, index: int) -> Entry:
         self.check_range(index)

@@ -56,9 +56,12 @@ class HeadDeletion:
 
 
 def head_files(store) -> list[HeadFile]:
-    """The data files of an open FileStore, oldest first, with the entries each holds (the
+    """The data files of an open store, oldest first, with the entries each holds (the
     first entry's header is read from each file; a file's last entry is the one before the
-    next file's first)."""
+    next file's first). A memory store answers for itself."""
+    own = getattr(store, "head_files", None)
+    if own is not None:
+        return own()
     out: list[tuple[str, int, int, float]] = []
     for f in store.data.files:
         first = -1

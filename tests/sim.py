@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import time
 from dataclasses import dataclass, field
 
 from cluster.config import NodeConfig, parse_peers
@@ -34,6 +35,9 @@ from cluster.rpc import RepairRequest
 from store.memstore import MemoryStore
 
 
+SIM_EPOCH = time.mktime((2026, 1, 1, 12, 0, 0, 0, 0, -1))  # local noon: no default deleteWhen hour (04)
+
+
 class InvariantBroken(AssertionError):
     pass
 
@@ -41,8 +45,8 @@ class InvariantBroken(AssertionError):
 class SimStore(MemoryStore):
     """A memory store that knows what it flushed, so a crash can lose the rest."""
 
-    def __init__(self, sync: bool) -> None:
-        super().__init__(data_file_size=1 << 20)
+    def __init__(self, sync: bool, data_file_size: int = 1 << 20, clock=None) -> None:
+        super().__init__(data_file_size=data_file_size, clock=clock)
         self.sync = sync
         self.durable = -1  # entries up to here survive a crash
 
@@ -90,20 +94,25 @@ class _Event:
 
 
 class Sim:
-    def __init__(self, n: int = 3, seed: int = 1, net: NetConfig | None = None, tick_ms: int = 2, **cfg) -> None:
+    def __init__(self, n: int = 3, seed: int = 1, net: NetConfig | None = None, tick_ms: int = 2,
+                 data_file_size: int = 1 << 20, **cfg) -> None:
         self.rng = random.Random(seed)
         self.net = net or NetConfig()
         self.ids = [f"n{i}" for i in range(n)]
         peers = parse_peers(";".join(f"{i}-127.0.0.1:{20911 + k}" for k, i in enumerate(self.ids)))
         self.configs = {i: NodeConfig("sim", i, peers, **cfg) for i in self.ids}
-        self.stores = {i: SimStore(cfg.get("flush", "async") == "sync") for i in self.ids}
+        # The wall clock of a simulation: SIM_EPOCH + simulated time. Retention reads it (the
+        # hour of day, file ages: the stores' "files" age with it) and each node's disk
+        # usage comes from disk_usage (None: unknown, as when statvfs fails).
+        self.disk_usage: dict[str, float | None] = {i: None for i in self.ids}
+        self.stores = {i: SimStore(cfg.get("flush", "async") == "sync", data_file_size, self.wall)
+                       for i in self.ids}
         self.terms = {i: MemoryTermStore() for i in self.ids}
         self.now = 0
         self.tick_ms = tick_ms
         self.nodes: dict[str, RaftCore | None] = {}
         for i in self.ids:
-            self.nodes[i] = RaftCore(self.configs[i], self.stores[i], self.terms[i],
-                                     random.Random(self.rng.random()), self.now)
+            self.nodes[i] = self._core(i)
         self.queue: list[_Event] = []
         self.seq = itertools.count()
         self.pending: set[int] = set()  # request ids awaiting a response
@@ -186,8 +195,15 @@ class Sim:
             self.seen_committed[node] = min(self.seen_committed[node], self.stores[node].committed_index)
 
     def restart(self, node: str) -> None:
-        self.nodes[node] = RaftCore(self.configs[node], self.stores[node], self.terms[node],
-                                    random.Random(self.rng.random()), self.now)
+        self.nodes[node] = self._core(node)
+
+    def _core(self, i: str) -> RaftCore:
+        return RaftCore(self.configs[i], self.stores[i], self.terms[i], random.Random(self.rng.random()), self.now,
+                        clock=self.wall, disk_usage=lambda: self.disk_usage[i])
+
+    def wall(self) -> float:
+        """Wall-clock seconds in the simulation (local noon of a fixed day, plus its time)."""
+        return SIM_EPOCH + self.now / 1000
 
     def lose_entries(self, node: str, from_index: int) -> None:
         """A crashed node comes back from an older disk state: entries from ``from_index``
@@ -297,7 +313,7 @@ class Sim:
                 raise InvariantBroken(f"{i}: committed index {c} is past the log's end {store.end_index}")
             if c < self.seen_committed[i]:
                 raise InvariantBroken(f"{i}: committed index went back from {self.seen_committed[i]} to {c}")
-            for idx in range(self.seen_committed[i] + 1, c + 1):
+            for idx in range(max(self.seen_committed[i] + 1, store.begin_index), c + 1):
                 raw = store.get_bytes(idx)
                 first = self.committed.setdefault(idx, raw)
                 if first != raw:
@@ -310,7 +326,8 @@ class Sim:
         if len(ends) != 1:
             return False
         end = ends.pop() if upto is None else upto
-        return all(len({self.stores[i].get_bytes(k) for i in live}) == 1 for k in range(0, end + 1))
+        begin = max(max(self.stores[i].begin_index, 0) for i in live)  # the entries all of them hold
+        return all(len({self.stores[i].get_bytes(k) for i in live}) == 1 for k in range(begin, end + 1))
 
 
 def random_run(seed: int, *, verbose: bool = False) -> Sim:
