@@ -165,3 +165,57 @@ def test_diff_compares_the_overlap_of_replicas_that_begin_apart(tmp_path):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["identical"] and d["a_begin"] == 0 and d["b_begin"] > 0 and d["compared_from"] == d["b_begin"]
+
+
+# --- a follower cut back to its leader's first entry (reset_to), both stores alike -------------
+
+def _stores(tmp_path, count=120):
+    """The same entries in a FileStore and a MemoryStore."""
+    from store.memstore import MemoryStore
+
+    node = _store(tmp_path, count=count, committed=count - 1)
+    mem = MemoryStore(data_file_size=DSIZE, clock=lambda: 0.0)
+    with FileStore.open(str(node), read_only=True) as ro:
+        mem.append_follower(b"".join(ro.get_bytes(i) for i in range(count)))
+    mem.set_committed(count - 1)
+    return node, mem
+
+
+def test_both_stores_list_the_same_head_files_and_delete_alike(tmp_path):
+    node, mem = _stores(tmp_path)
+    with FileStore.open(str(node)) as s:
+        want = [(f.name, f.start, f.first_index, f.last_index) for f in head_files(s)]
+        assert [(f.name, f.start, f.first_index, f.last_index) for f in head_files(mem)] == want
+        s.delete_head(2)
+        mem.delete_head(2)
+        assert (s.begin_index, s.end_index) == (mem.begin_index, mem.end_index) == (want[2][2], 119)
+        assert [s.get_bytes(i) for i in range(s.begin_index, 120)] == [mem.get_bytes(i) for i in range(mem.begin_index, 120)]
+
+
+def test_reset_to_begins_the_log_again_at_a_leaders_first_entry(tmp_path):
+    node, mem = _stores(tmp_path)
+    leader = tmp_path / "leader" / "dledger-n0"
+    write_project_store(leader, count=300, data_file_size=DSIZE, index_file_size=ISIZE, committed=299,
+                        terms=(1, 2, 3), seed=7)
+    with FileStore.open(str(leader)) as ld:
+        ld.delete_head(8)
+        first = ld.get_bytes(ld.begin_index)
+        rest = b"".join(ld.get_bytes(i) for i in range(ld.begin_index + 1, 300))
+        begin = ld.begin_index
+        assert ld.locate(begin)[0] % DSIZE == 0  # a log's first entry starts a data file
+        middle = ld.get_bytes(begin + 1)
+    for store in (FileStore.open(str(node)), mem):
+        with pytest.raises(StoreUsageError, match="does not start a data file"):
+            store.reset_to(middle)
+        store.reset_to(first)
+        assert (store.begin_index, store.end_index, store.committed_index) == (begin, begin, begin - 1)
+        store.append_follower(rest)
+        assert store.end_index == 299 and store.get_bytes(begin) == first
+        if isinstance(store, FileStore):
+            store.close()
+    with FileStore.open(str(node)) as s:  # recovery finds the log where it now begins
+        assert (s.begin_index, s.end_index) == (begin, 299)
+        assert not s.recovery.changed
+    assert run("store", "verify", str(node)).exit_code == 0
+    r = run("store", "diff", str(leader), str(node), "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["identical"], r.output
