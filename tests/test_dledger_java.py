@@ -32,6 +32,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import time
 import io
 
 import pytest
@@ -538,6 +539,29 @@ def test_project_store_after_purge_of_head_files(dledger, tmp_path):
     assert want[0].split()[4] == str(begin) and len(want) == 1 + 160 - begin
     got = dledger.read(node, DSIZE, ISIZE)
     assert_same(got, dledger.expected(want), f"DLedger {dledger.ref} after purge and new appends")
+
+
+def test_head_files_deleted_by_dledger_read_by_project(dledger, tmp_path):
+    """The reverse of the purge test: DLedger's own clean-space deletion (files older than
+    the reserved time, oldest first, never the last; then its begin index and the index
+    files below) on a store, and the project reads what is left as DLedger does."""
+    node = tmp_path / "dledger-n0"
+    write_project_store(node, count=150, data_file_size=DSIZE, index_file_size=ISIZE, committed=149)
+    names = sorted(os.listdir(node / "data"))
+    now = time.time()
+    for k, name in enumerate(names):  # the first four "expired" a day ago, the rest are new
+        os.utime(node / "data" / name, (now - 86400, now - 86400) if k < 4 else (now + 3600, now + 3600))
+    proc = dledger.run("purge", node, DSIZE, ISIZE, str(3600 * 1000), "--magic")
+    assert "purge deleted 4 data files" in proc.stderr, proc.stderr[-2000:]
+    got = [line for line in proc.stdout.split("\n") if line]
+    assert sorted(os.listdir(node / "data")) == names[4:]
+    want = project_view(node, DSIZE, ISIZE)
+    assert int(want[0].split()[4]) > 0
+    assert_same(got, dledger.expected(want), f"dledgerctl reading a store DLedger {dledger.ref} purged")
+    from dledgerctl.app import app
+
+    r = CliRunner().invoke(app, ["store", "verify", str(node), "--format", "json"])
+    assert r.exit_code == 0, r.output
 
 
 @pytest.mark.parametrize("damage", ["body-crc", "torn-tail", "bad-header"])

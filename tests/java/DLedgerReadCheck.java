@@ -130,8 +130,8 @@ public class DLedgerReadCheck {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length < 5 || !(args[0].equals("read") || args[0].equals("write"))) {
-            System.err.println("usage: read|write <storeBaseDir> <selfId> <dataFileSize> <indexFileSize> [specFile] [--magic]");
+        if (args.length < 5 || !(args[0].equals("read") || args[0].equals("write") || args[0].equals("purge"))) {
+            System.err.println("usage: read|write|purge <storeBaseDir> <selfId> <dataFileSize> <indexFileSize> [specFile|reservedMs] [--magic]");
             System.exit(2);
         }
         String mode = args[0];
@@ -181,6 +181,20 @@ public class DLedgerReadCheck {
             store.flush();
             call(store, "persistCheckPoint");    // what 0.2.x shutdown() does last; 0.3+ has no checkpoint
             state.setCurrVoteFor(selfId);         // persists currterm (currTerm, voteLeader)
+        }
+        if (mode.equals("purge")) {
+            // What the clean-space service does once it is time to delete: data files (never
+            // the last) last modified more than reservedMs ago go, oldest first, then the
+            // ledger begin index moves to the new first file (0.2.x reviseLedgerBeginIndex,
+            // 0.3+ reviseLedgerBeforeBeginIndex), which also drops the index files below it.
+            int count = store.getDataFileList().deleteExpiredFileByTime(Long.parseLong(args[5]), 0, 0, false);
+            if (count > 0) {
+                Object r = call(store, "reviseLedgerBeginIndex");
+                if (r == NO_METHOD) {
+                    call(store, "reviseLedgerBeforeBeginIndex");
+                }
+            }
+            System.err.println("purge deleted " + count + " data files");
         }
         printManifest(store, state, withMagic);
         if (withMeta) {
