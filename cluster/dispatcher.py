@@ -95,6 +95,11 @@ class Dispatcher:
         """What to send now (possibly nothing)."""
         if now < self.retry_at or self.state == DispatchState.REPAIR:
             return []
+        begin = self.store.begin_index
+        if self.state == DispatchState.COMPARE and 0 <= self.compare_index < begin:
+            # an index we no longer hold (our head was deleted): nothing to compare there
+            self.state, self.truncate_index = DispatchState.TRUNCATE, begin
+            self.note = f"cutting back to {begin}: it needs entries before our first one"
         if self.state == DispatchState.COMPARE:
             return self._once(now, PushType.COMPARE, self.compare_index, commit_index)
         if self.state == DispatchState.TRUNCATE:

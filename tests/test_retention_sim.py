@@ -147,3 +147,25 @@ def test_deletion_racing_leader_changes_loses_no_committed_entry(seed):
         for index, b in acked.items():
             if index >= s.begin_index:
                 assert s.get(index).body == b, (i, index)
+
+
+def test_a_follower_that_lost_entries_below_the_leaders_beginning_is_cut_back():
+    """A follower restarted from an older disk state (its end now below what it acknowledged)
+    while the leader's log begins after that end: the compare it is sent back to would be
+    at an index the leader no longer holds; it is cut back instead."""
+    sim = Sim(3, seed=9, **RETAIN)
+    leader = elect(sim)
+    idx = fill(sim, 0, 300)
+    full_disks(sim, 0.75)
+    sim.run(3000)
+    lead = sim.stores[leader]
+    assert lead.begin_index > 40
+    victim = next(i for i in sim.ids if i != leader)
+    sim.crash(victim)
+    st = sim.stores[victim]
+    st._entries, st.end_index, st.write_pos = [], -1, 0  # its disk came back empty
+    st.begin_index, st._committed, st.durable = -1, -1, -1
+    sim.seen_committed[victim] = -1
+    sim.restart(victim)
+    sim.run_until(lambda: sim.logs_equal() and st.committed_index == lead.committed_index, 30_000)
+    assert st.begin_index >= lead.begin_index and st.end_index == lead.end_index == idx[-1] + 0
