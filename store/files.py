@@ -107,6 +107,11 @@ class FileList:
         if self.writable:
             os.makedirs(self.directory, exist_ok=True)
         found, self.ignored = list_store_files(self.directory)
+        if self.writable:  # files a remover had not unlinked when the last process ended
+            swept = [n for n in self.ignored if n.endswith(TRASH_SUFFIX) and parse_file_name(n[:-len(TRASH_SUFFIX)])
+                     is not None]
+            unlink_all([os.path.join(self.directory, n) for n in swept])
+            self.ignored = [n for n in self.ignored if n not in swept]
         for start, path in found:
             self.files.append(self._map(path, start))
 
@@ -296,22 +301,32 @@ class FileList:
         self.files = keep
         return removed
 
-    def remove_head(self, count: int) -> list[str]:
+    def remove_head(self, count: int, remover=None) -> list[str]:
         """Delete the first ``count`` files, oldest first (a crash part way leaves the later
         ones, still a contiguous list); returns their names. A sync job under way keeps
-        its own duplicate descriptor, so deleting a file it syncs is safe."""
-        removed = []
-        for f in list(self.files[:count]):
+        its own duplicate descriptor, so deleting a file it syncs is safe. ``remover(paths)``,
+        when given, unlinks the unmapped files elsewhere, in order (unlinking a 1 GiB file
+        whose pages are cached took half a second here: a node hands it to a thread)."""
+        gone = list(self.files[:count])
+        for f in gone:
             self._unmap(f)
-            try:
-                os.unlink(f.path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise StoreIOError(f"cannot remove {f.path}: {exc.strerror}") from exc
             self.files.remove(f)
-            removed.append(f.name)
-        return removed
+        paths = [f.path for f in gone]
+        if remover is not None:
+            # Renamed first (cheap, and at once): the name is free for a new file right away
+            # (a log cut back to a leader's first entry may reuse it), and what the remover
+            # has not unlinked yet when the process dies is swept at the next open.
+            trash = []
+            for path in paths:
+                try:
+                    os.rename(path, path + TRASH_SUFFIX)
+                except OSError as exc:
+                    raise StoreIOError(f"cannot remove {path}: {exc.strerror}") from exc
+                trash.append(path + TRASH_SUFFIX)
+            remover(trash)
+        else:
+            unlink_all(paths)
+        return [f.name for f in gone]
 
     def restore_size(self, f: MappedFile) -> None:
         """Grow a truncated file back to the configured size (the gap reads as zeros)."""
@@ -387,6 +402,20 @@ DROP_ALIGN = 2 << 20  # the largest page-cache folio on x86-64 (PMD order); see 
 MAPPED_WRITE_MAX = 8 << 10  # bytes: smaller writes go through the mapping (see FileList.write_at)
 PAGE = mmap.PAGESIZE
 MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", 4)
+
+
+TRASH_SUFFIX = ".deleted"  # a head file renamed for unlinking elsewhere (FileList.remove_head)
+
+
+def unlink_all(paths: list[str]) -> None:
+    """Unlink ``paths`` in order; one already gone is fine."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StoreIOError(f"cannot remove {path}: {exc.strerror}") from exc
 
 
 def release_pages(buf, lo: int, hi: int) -> None:

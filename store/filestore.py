@@ -240,6 +240,9 @@ class FileStore(LogStore):
         self._tail: list[tuple[int, list[int], bytes] | None] = []  # the leader's latest writes: see read_entries
         self._tail_head = 0  # _tail[:_tail_head] are dropped (deleted in bulk: dropping one at a time was O(n))
         self._tail_bytes = 0
+        # remover(paths): unlinks head files deleted by delete_head, in order, elsewhere (a
+        # node's thread); None unlinks them inline
+        self.remover = None
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -898,10 +901,12 @@ class FileStore(LogStore):
             raise StoreCorruptError(f"data file {nxt.name} does not begin with an entry of this log")
         if new_begin - 1 > self._committed:
             raise StoreUsageError(f"cannot delete entries up to {new_begin - 1}: the commit index is {self._committed}")
-        removed = self.data.remove_head(count)
+        # data files first, then the index files below: a crash between them (or before a
+        # remover got to them) leaves a store that opens at one of the two beginnings
+        removed = self.data.remove_head(count, self.remover)
         self.begin_index = new_begin
         below = new_begin * INDEX_UNIT_SIZE
-        index_removed = self.index.remove_head(sum(1 for f in self.index.files if f.end <= below))
+        index_removed = self.index.remove_head(sum(1 for f in self.index.files if f.end <= below), self.remover)
         self._last_read = None
         return removed, index_removed
 
@@ -922,8 +927,8 @@ class FileStore(LogStore):
         if pos % self.data.file_size:
             raise StoreUsageError(f"entry {idx} at pos {pos} does not start a data file of {self.data.file_size} "
                                   "bytes: a log cannot begin there")
-        self.data.remove_from(0)
-        self.index.remove_from(0)
+        self.data.remove_head(len(self.data.files), self.remover)
+        self.index.remove_head(len(self.index.files), self.remover)
         self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain = -1, idx - 1, 0, pos, 0
         self._committed = idx - 1
         try:

@@ -219,3 +219,22 @@ def test_reset_to_begins_the_log_again_at_a_leaders_first_entry(tmp_path):
     assert run("store", "verify", str(node)).exit_code == 0
     r = run("store", "diff", str(leader), str(node), "--format", "json")
     assert r.exit_code == 0 and json.loads(r.stdout)["identical"], r.output
+
+
+def test_a_remover_gets_renamed_files_in_order_and_leftovers_are_swept_at_open(tmp_path):
+    node = _store(tmp_path)
+    handed: list[str] = []
+    with FileStore.open(str(node)) as s:
+        s.remover = handed.extend  # a node's thread would unlink them; here nobody does
+        data, index = s.delete_head(3)
+        begin = s.begin_index
+    assert [os.path.basename(p) for p in handed] == [n + ".deleted" for n in data] + [n + ".deleted" for n in index]
+    assert all(os.path.exists(p) for p in handed)  # renamed, not yet unlinked: the names are free
+    assert not any(os.path.exists(node / "data" / n) for n in data)
+    with FileStore.open(str(node), read_only=True) as ro:  # a reader ignores them
+        assert ro.begin_index == begin
+    with FileStore.open(str(node)) as s:  # the next writable open sweeps them
+        assert s.begin_index == begin
+    assert not any(os.path.exists(p) for p in handed)
+    r = run("store", "verify", str(node), "--format", "json")
+    assert r.exit_code == 0, r.output
