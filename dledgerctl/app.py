@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Annotated
 
@@ -25,6 +26,24 @@ app.add_typer(peer_cmd.app, name="peer")
 app.add_typer(spark_cmd.app, name="spark")
 app.command("append")(cluster_cmd.append_cmd)
 app.command("get")(cluster_cmd.get_cmd)
+
+
+def _unwrap(text: str) -> str:
+    """A docstring's paragraphs with their source line breaks joined, so ``--help`` wraps
+    them to the terminal instead of breaking lines where the source did."""
+    return "\n\n".join(" ".join(line.strip() for line in para.splitlines())
+                        for para in inspect.cleandoc(text).split("\n\n"))
+
+
+def _unwrap_help(typer_app: typer.Typer) -> None:
+    for info in typer_app.registered_commands:
+        if info.callback is not None and info.callback.__doc__:
+            info.callback.__doc__ = _unwrap(info.callback.__doc__)
+    for group in typer_app.registered_groups:
+        _unwrap_help(group.typer_instance)
+
+
+_unwrap_help(app)
 
 
 @app.callback()
