@@ -145,7 +145,10 @@ class FileList:
     @staticmethod
     def _unmap(f: MappedFile) -> None:
         if f.mm is not None:
-            f.mm.close()
+            try:
+                f.mm.close()
+            except BufferError:
+                pass  # a view of it is still alive somewhere: the mapping goes with the last one
             f.mm = None
         if f.fd >= 0:
             os.close(f.fd)
