@@ -12,11 +12,14 @@ from __future__ import annotations
 import asyncio
 import base64
 
+from . import dialect
 from .config import Peer
 from .rpc import Code
 from .transport import Channel, TransportError, Unreachable
 from .wire import (
+    APPEND,
     GET,
+    HEART_BEAT,
     LEADERSHIP_TRANSFER,
     METADATA,
     Frame,
@@ -46,6 +49,8 @@ class OutOfRange(ClientError):
 # Entries asked for per GET while paging: a node answers at most this many
 # (cluster/node.py MAX_GET_COUNT); asking for more would only be cut.
 MAX_PAGE = 1024
+# GETs in flight at once while paging a Java DLedger node (one entry per GET)
+JAVA_PAGE = 64
 
 
 # Answers a leader gives before it appends anything (core.propose, node._append): the
@@ -82,6 +87,9 @@ class Client:
         self.channels = {p: Channel(peer.host, peer.port, connect_timeout=min(1.0, timeout)) for p, peer in peers.items()}
         self.leader: str | None = None
         self._exts: dict[int, bytes] = {}  # extFields JSON of an APPEND, by body count
+        # What each peer is, from its METADATA answer: True for a Java DLedger node (spoken to
+        # in DLedger's own form: one body per APPEND, one entry per GET), False for dledgerctl.
+        self.java: dict[str, bool] = {}
 
     async def close(self) -> None:
         for ch in self.channels.values():
@@ -92,16 +100,49 @@ class Client:
         return decode_response(resp, code)
 
     async def metadata(self, peer: str, timeout: float | None = None) -> dict:
-        return await self._call(peer, Frame(METADATA, body=json_body({"group": self.group})), METADATA,
-                                timeout or self.timeout)
+        """The peer's METADATA answer. A Java DLedger node says only its group, leader and
+        peers: its answer is completed with ``id``, ``role`` (leader when it names itself,
+        follower when it names another, candidate when none) and ``impl`` "dledger";
+        dledgerctl nodes' answers get ``impl`` "dledgerctl"."""
+        md = await self._call(peer, Frame(METADATA, body=json_body({"group": self.group, "remoteId": peer})), METADATA,
+                              timeout or self.timeout)
+        java = "role" not in md
+        self.java[peer] = java
+        if java:
+            leader = md.get("leaderId")
+            md.update(id=peer, leader=leader, impl="dledger",
+                      role="leader" if leader == peer else "follower" if leader else "candidate")
+        else:
+            md["impl"] = "dledgerctl"
+        return md
+
+    async def java_term(self, peer: str, timeout: float | None = None) -> int | None:
+        """A Java DLedger node's current term, which its METADATA does not say: a HEART_BEAT
+        of term -1 changes nothing and is answered EXPIRED_TERM with the node's term. None
+        when it does not answer so."""
+        others = [p for p in self.peers if p != peer]
+        if not others:
+            return None
+        body = json_body({"group": self.group, "remoteId": peer, "leaderId": others[0], "localId": others[0],
+                          "term": -1, "code": 200})
+        try:
+            o = await self._call(peer, Frame(HEART_BEAT, body=body), METADATA, timeout or self.timeout)
+        except (TransportError, ProtocolError):
+            return None
+        term = o.get("term")
+        return term if o.get("code") == Code.EXPIRED_TERM and isinstance(term, int) else None
 
     async def status(self) -> dict[str, dict | str]:
-        """METADATA of every peer at once; an unreachable peer maps to the error text."""
+        """METADATA of every peer at once (a Java node's with its term, java_term); an
+        unreachable peer maps to the error text."""
         async def one(p):
             try:
-                return p, await self.metadata(p)
+                md = await self.metadata(p)
             except (TransportError, ProtocolError) as exc:
                 return p, str(exc)
+            if md["impl"] == "dledger":
+                md["term"] = await self.java_term(p)
+            return p, md
         return dict(await asyncio.gather(*(one(p) for p in self.peers)))
 
     async def find_leader(self, deadline: float) -> str:
@@ -156,8 +197,13 @@ class Client:
                     raise _append_error(str(exc), unknown, code) from None
                 now = loop.time()
             try:  # (the hot path of every append: no Frame and no coroutine of its own)
-                resp = decode_append_answer(await self.channels[leader].call(
-                    append_request, (ext, bodies), max(0.05, deadline - now)))
+                if leader not in self.java:  # learn what it is first
+                    await self.metadata(leader, max(0.05, deadline - now))
+                if self.java[leader]:
+                    resp = await self._append_java(leader, bodies, deadline)
+                else:
+                    resp = decode_append_answer(await self.channels[leader].call(
+                        append_request, (ext, bodies), max(0.05, deadline - now)))
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None
                 self.leader = None
@@ -183,6 +229,29 @@ class Client:
             now = loop.time()
         raise _append_error(f"append not committed within {self.timeout:g} s ({last_error})", unknown, code)
 
+    async def _append_java(self, leader: str, bodies: list[bytes], deadline: float) -> dict:
+        """Append on a Java DLedger leader, which takes one body per APPEND: the bodies are
+        sent one after another (so they land in order) and the answer looks like a
+        dledgerctl leader's (code, term, leaderId, remark, entries). A refusal of the first
+        is returned as it is; of a later one, AppendError ("unknown": some are in)."""
+        loop = asyncio.get_running_loop()
+        rows, resp = [], {}
+        for body in bodies:
+            frame = Frame(APPEND, body=dialect.encode({"body": body, "code": 200, "group": self.group,
+                                                       "remoteId": leader, "term": -1}))
+            resp = await self._call(leader, frame, APPEND, max(0.05, deadline - loop.time()))
+            if resp.get("code") != _SUCCESS and rows:  # some are in: neither a retry nor "failed" is right
+                rc = resp.get("code", -1)
+                code = Code(rc) if rc in Code._value2member_map_ else Code.UNKNOWN
+                raise AppendError(f"{leader}: {len(rows)} of {len(bodies)} entries appended (the last at index "
+                                  f"{rows[-1][0]}), then {code.name} {resp.get('remark') or ''}".strip(), "unknown",
+                                  code)
+            if resp.get("code") != _SUCCESS:
+                return resp
+            rows.append([resp.get("index", -1), resp.get("term", -1), resp.get("pos", -1), 48 + len(body)])
+        resp["entries"] = rows
+        return resp
+
     async def operator(self, code: int, body: dict) -> dict:
         """An operator request (cluster/wire.py OPERATOR_CODES) on the leader, following
         NOT_LEADER; the leader's answer, or ClientError naming why there is none."""
@@ -191,6 +260,8 @@ class Client:
         last_error = "no answer"
         for _attempt in range(len(self.peers) + 3):
             leader = await self.find_leader(deadline)
+            if self.java.get(leader):
+                raise ClientError(f"{leader} is a Java DLedger node: this request needs a dledgerctl leader")
             try:
                 resp = await self._call(leader, Frame(code, body=json_body({"group": self.group, **body})), code,
                                         max(0.05, deadline - loop.time()))
@@ -220,8 +291,10 @@ class Client:
         leader = await self.find_leader(loop.time() + self.timeout)
         try:
             md = await self.metadata(leader)
-            body = {"group": self.group, "leaderId": leader, "transfereeId": target, "term": md.get("term", -1),
-                    "take": False}
+            term = await self.java_term(leader) if self.java[leader] else md.get("term", -1)
+            # (DLedger's LeadershipTransferRequest, which dledgerctl nodes read too)
+            body = {"group": self.group, "remoteId": leader, "leaderId": leader, "transferId": leader,
+                    "transfereeId": target, "term": -1 if term is None else term, "take": False}
             resp = await self._call(leader, Frame(LEADERSHIP_TRANSFER, body=json_body(body)), LEADERSHIP_TRANSFER,
                                     self.timeout)
         except (TransportError, ProtocolError) as exc:
@@ -238,8 +311,13 @@ class Client:
         deadline = loop.time() + self.timeout
         target = peer or await self.find_leader(deadline)
         try:
-            resp = await self._call(target, Frame(GET, body=json_body({"group": self.group, "index": index, "count": count})),
-                                    GET, self.timeout)
+            if target not in self.java:
+                await self.metadata(target)
+            if self.java[target]:
+                resp = await self._get_java(target, index, min(count, JAVA_PAGE))
+            else:
+                resp = await self._call(target, Frame(GET, body=json_body({
+                    "group": self.group, "remoteId": target, "index": index, "count": count})), GET, self.timeout)
         except (TransportError, ProtocolError) as exc:
             raise ClientError(f"{target}: {exc}") from None
         code = resp.get("code")
@@ -256,6 +334,27 @@ class Client:
         for e in resp["entries"]:
             e["body"] = base64.b64decode(e["body"])
         return resp["entries"]
+
+    async def _get_java(self, peer: str, index: int, count: int) -> dict:
+        """Entries ``index..index + count - 1`` from a Java DLedger node, which answers one
+        per GET (GetEntriesRequest): asked all at once, the answer is the run of entries up
+        to the first that is refused, or the first refusal when it is the first entry.
+        (A Java node answers with entries it holds, committed or not, and only as leader.)"""
+        async def one(i):
+            body = dialect.encode({"beginIndex": i, "code": 200, "group": self.group, "maxSize": 0,
+                                   "remoteId": peer, "term": -1})
+            return await self._call(peer, Frame(GET, body=body), GET, self.timeout)
+
+        answers = await asyncio.gather(*(one(index + k) for k in range(count)))
+        entries = []
+        for k, a in enumerate(answers):
+            got = a.get("entries") or []
+            if a.get("code") != _SUCCESS or len(got) != 1 or got[0].get("index") != index + k:
+                if not entries:
+                    return a if a.get("code") != _SUCCESS else {**a, "code": int(Code.INDEX_OUT_OF_RANGE)}
+                break
+            entries.append(got[0])
+        return {"code": _SUCCESS, "entries": entries}
 
     async def read(self, index: int, last: int | None = None, *, follow: bool = False, poll: float = 0.1,
                    on_wait=None):
@@ -282,9 +381,9 @@ class Client:
                     raise OutOfRange(f"{exc.peer}: entry {nxt} is no longer in the log, which now begins at "
                                      f"index {exc.begin}", exc.peer, exc.begin, exc.committed) from None
                 if not follow:
-                    if nxt == index or exc.committed is None:
+                    if nxt == index:
                         raise  # nothing at all from there: an error, as a single GET is
-                    return
+                    return  # (the end of the log; a Java node does not say where it commits)
                 page = []
             except ClientError as exc:
                 if not follow:

@@ -19,11 +19,13 @@ import random
 import signal
 import time
 
+from store.base import appended_rows
 from store.errors import StoreError
 from store.filestore import FileStore
 from store.files import Flusher, SyncJob, flush_error, sync_fds, unlink_all
 from store.packed import PackedBodies
 
+from . import dialect
 from .config import NodeConfig
 from .core import Proposal, RaftCore
 from .divergence import DivergenceSearch
@@ -43,7 +45,6 @@ from .wire import (
     Frame,
     ProtocolError,
     append_answers,
-    b64,
     check_bodies,
     decode_request,
     decode_response,
@@ -246,8 +247,8 @@ class Node:
             await asyncio.gather(self._flushing, return_exceptions=True)
         if self._syncer is not None:
             self._syncer.close()
-        for p, waiters in self._waiting.values():
-            self._answer_appends(p, waiters, Code.TERM_CHANGED, "node is shutting down")
+        for p, waiters, dledger in self._waiting.values():
+            self._answer_appends(p, waiters, Code.TERM_CHANGED, "node is shutting down", dledger)
         self._unlinker.shutdown(wait=True)
         self.store.close()  # flush + checkpoint
 
@@ -310,8 +311,8 @@ class Node:
         entry = self._waiting.pop(id(p), None)
         if entry is None:
             return
-        self._answer_appends(p, entry[1], p.code, p.remark)
-        for conn in {w[0] for w in entry[1]}:  # the answers leave now (see _process)
+        self._answer_appends(p, entry[1], p.code, p.remark, entry[2])
+        for conn in {w[0] for w in entry[1] + entry[2]}:  # the answers leave now (see _process)
             conn.flush()
 
     def _disk_usage(self) -> float | None:
@@ -337,7 +338,8 @@ class Node:
             if f.code == GET:
                 return self._get(f)
             if f.code in (METADATA, STATUS):
-                return response_frame(self._metadata(), f.opaque, f.code)
+                refused = self._check_addressee(f)
+                return refused or response_frame(self._metadata(), f.opaque, f.code)
             if f.code in OPERATOR_CODES:
                 return self._operator(f)
             req = decode_request(f)
@@ -446,9 +448,21 @@ class Node:
             return self._refusal(f, resp.code, f"{peer} refused the truncation: {resp.remark}")
         return resp
 
+    def _check_addressee(self, f: Frame) -> Frame | None:
+        """UNKNOWN_MEMBER when a client request names another member in ``remoteId`` (as
+        DLedger answers it: the client's idea of who is where is wrong); None when it names
+        this node or no one (dledgerctl clients before 0.4 did not say)."""
+        remote = dialect.client_request(f.body).remoteId if f.body[:1] == b"{" else None
+        if remote is None or remote == self.cfg.self_id:
+            return None
+        return response_frame({"code": int(Code.UNKNOWN_MEMBER), "group": self.cfg.group,
+                               "leaderId": self.core.member.leader_id,
+                               "remark": f"this is {self.cfg.self_id}, not {remote}"}, f.opaque, f.code)
+
     def _metadata(self) -> dict:
         d = self.core.describe()
         d["replication"] = d.pop("peers", [])
+        d["leaderId"] = d["leader"]  # (DLedger's MetadataResponse: group, leaderId, peers)
         d["code"] = int(Code.SUCCESS)
         d["address"] = self.cfg.peers[self.cfg.self_id].address
         d["peers"] = {p: peer.address for p, peer in self.cfg.peers.items()}
@@ -460,8 +474,10 @@ class Node:
         """Checks the request now (BadMessage) and queues it for the next proposal; its
         answer goes to ``conn`` once the entries commit or fail (_answer_appends). Nothing
         is made per request but the queued tuple: appends are the hot path."""
+        if "count" not in f.ext:  # DLedger's own client: one body, base64 in a JSON object
+            return self._append_dledger(f, conn)
         try:
-            count = int(f.ext.get("count", "1"))
+            count = int(f.ext["count"])
         except ValueError:
             raise BadMessage("extField 'count' is not an integer") from None
         if f.ext.get("group", self.cfg.group) != self.cfg.group:
@@ -470,18 +486,48 @@ class Node:
         largest = check_bodies(f.body, count)
         if not self._batch:
             self.loop.call_soon(self._propose_batch)
-        self._batch.append((f.body, count, largest, f.opaque, conn))
+        self._batch.append((f.body, count, largest, f.opaque, conn, False))
         return None
 
-    def _answer_appends(self, p: Proposal, waiters: list, code: Code, remark: str) -> None:
+    def _append_dledger(self, f: Frame, conn):
+        """An APPEND in DLedger's form (AppendEntryRequest): queued like ours, answered as
+        DLedger answers (AppendEntryResponse: code, group, index, leaderId, pos, term)."""
+        req = dialect.client_request(f.body)
+        refusal = None
+        if req.group != self.cfg.group:
+            refusal = (Code.UNKNOWN_GROUP, f"{req.group} != {self.cfg.group}")
+        elif req.remoteId is not None and req.remoteId != self.cfg.self_id:
+            refusal = (Code.UNKNOWN_MEMBER, f"{req.remoteId} != {self.cfg.self_id}")
+        elif req.body is None:
+            refusal = (Code.REQUEST_WITH_EMPTY_BODYS, "the request carries no body")
+        if refusal is not None:
+            return response_frame({"code": int(refusal[0]), "group": self.cfg.group, "index": -1, "pos": -1,
+                                   "leaderId": self.core.member.leader_id, "term": self.core.member.term,
+                                   "remark": refusal[1]}, f.opaque, APPEND)
+        if not self._batch:
+            self.loop.call_soon(self._propose_batch)
+        self._batch.append((dialect.packed_one(req.body), 1, len(req.body), f.opaque, conn, True))
+        return None
+
+    def _answer_appends(self, p: Proposal, waiters: list, code: Code, remark: str, dledger: list = ()) -> None:
         """Answer the APPENDs of a proposal (``waiters``: connection, opaque, start, n), once:
         the caller has taken the proposal out of _waiting. Each answer is
         ``{"code", "term", "leaderId", "remark"}``, and on SUCCESS ``"entries"``, the
         request's ``n`` rows from ``start``, encoded whole (wire.response_bytes,
         wire.append_answers) around JSON that is made once per proposal up to the entries;
-        the answers for one connection go to it in one call."""
-        body = json_body({"code": int(code), "term": p.term, "leaderId": p.leader_id or self.core.member.leader_id,
-                          "remark": remark})
+        the answers for one connection go to it in one call. ``dledger``: (connection,
+        opaque, start) of APPENDs from DLedger's own client, answered in its form."""
+        leader = p.leader_id or self.core.member.leader_id
+        if dledger:
+            rows = appended_rows(p.appended) if code == Code.SUCCESS else None
+            for conn, opaque, start in dledger:
+                index, term, pos, _size = rows[start] if rows is not None else (-1, p.term, -1, 0)
+                conn.send_bytes(response_bytes(opaque, dialect.encode({
+                    "code": int(code), "group": self.cfg.group, "index": index, "leaderId": leader, "pos": pos,
+                    "term": term, **({"remark": remark} if remark else {})})))
+            if not waiters:
+                return
+        body = json_body({"code": int(code), "term": p.term, "leaderId": leader, "remark": remark})
         if code != Code.SUCCESS:
             answers = [response_bytes(opaque, body) for _conn, opaque, _start, _n in waiters]
         else:
@@ -498,23 +544,37 @@ class Node:
         bodies go to the store as they are (store.packed), without an object per body."""
         batch, self._batch = self._batch, []
         bodies = PackedBodies()
-        waiters, start = [], 0
-        for data, count, largest, opaque, conn in batch:
+        waiters, dledger, start = [], [], 0
+        for data, count, largest, opaque, conn, theirs in batch:
             bodies.add(data, count, largest)
-            waiters.append((conn, opaque, start, count))
+            if theirs:
+                dledger.append((conn, opaque, start))
+            else:
+                waiters.append((conn, opaque, start, count))
             start += count
         p = self.core.propose(bodies, self.now())
-        self._waiting[id(p)] = (p, waiters)
+        self._waiting[id(p)] = (p, waiters, dledger)
         if p.done:
             self._finish(p)
         self._process()
 
     def _get(self, f: Frame) -> Frame:
+        """Committed entries from ``index`` (up to ``count``, MAX_GET_COUNT, MAX_GET_BYTES),
+        each as DLedger's entry object. DLedger's own client asks with ``beginIndex`` for one
+        entry (GetEntriesRequest) and is answered in its form (GetEntriesResponse)."""
         o = json_object(f.body)
-        index, count = get_field(o, "index", int), get_field(o, "count", int, 1)
         s = self.store
+        theirs = "index" not in o and "beginIndex" in o
+        if theirs:
+            refused = self._check_addressee(f)
+            if refused is not None:
+                return refused
+            index, count = get_field(o, "beginIndex", int), 1
+        else:
+            index, count = get_field(o, "index", int), get_field(o, "count", int, 1)
+        base = {"group": self.cfg.group, "leaderId": self.core.member.leader_id, "term": self.core.member.term}
         if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
-            return response_frame({"code": int(Code.INDEX_OUT_OF_RANGE),
+            return response_frame({**base, "code": int(Code.INDEX_OUT_OF_RANGE),
                                    "remark": f"index {index} is outside the committed log "
                                              f"[{s.begin_index}, {s.committed_index}]"}, f.opaque, GET)
         last = min(s.committed_index, index + max(1, min(count, MAX_GET_COUNT)) - 1)
@@ -525,8 +585,7 @@ class Node:
                 if entries and total + e.size > MAX_GET_BYTES:
                     break
                 total += e.size
-                entries.append({"index": e.index, "term": e.term, "pos": e.pos, "magic": e.magic,
-                                "size": e.size, "body": b64(e.body)})
+                entries.append(dialect.store_entry_object(e))
         except StoreError as exc:
-            return response_frame({"code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
-        return response_frame({"code": int(Code.SUCCESS), "entries": entries}, f.opaque, GET)
+            return response_frame({**base, "code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
+        return response_frame({**base, "code": int(Code.SUCCESS), "entries": entries}, f.opaque, GET)

@@ -430,6 +430,11 @@ def response_frame(resp, opaque: int, request_code: int) -> Frame:
     return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=json_body(body))
 
 
+# Header codes of a handled request: dledgerctl answers 0 (RemotingSysResponseCode.SUCCESS),
+# Java DLedger 200 (its DLedgerResponseCode.SUCCESS); either way the body holds the outcome.
+HANDLED = (REMOTING_SUCCESS, 200)
+
+
 def _code(o: dict) -> Code:
     try:
         return Code(get_field(o, "code", int))
@@ -439,7 +444,7 @@ def _code(o: dict) -> Code:
 
 def decode_response(f: Frame, request_code: int):
     """The response to a request of ``request_code``; BadMessage if it does not fit."""
-    if f.code != REMOTING_SUCCESS:
+    if f.code not in HANDLED:
         raise BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
     o = json_object(f.body)
     if request_code == VOTE:
@@ -528,7 +533,7 @@ class AnswerRows(Sequence):
 def decode_append_answer(f: Frame) -> dict:
     """The answer to an APPEND: ``code``, ``term``, ``leaderId``, ``remark`` and, when the
     leader sent them, ``entries`` (:class:`AnswerRows`); BadMessage if it does not fit."""
-    if f.code != REMOTING_SUCCESS:
+    if f.code not in HANDLED:
         raise BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
     try:
         a = _append_answer_decoder.decode(f.body or b"{}")

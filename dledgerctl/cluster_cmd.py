@@ -120,7 +120,7 @@ def node_start(
         runtime.run(node.run, event_loop)
 
 
-STATUS_COLUMNS = ["id", "address", "state", "role", "term", "leader", "begin_index", "end_index", "committed_index"]
+STATUS_COLUMNS = ["id", "address", "state", "impl", "role", "term", "leader", "begin_index", "end_index", "committed_index"]
 PROCESS_COLUMNS = ["pid", "uptime"]  # with a cluster record: the member's process
 
 

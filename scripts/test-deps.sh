@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Debian packages the tests against the real Java DLedger need (tests/javadledger.py): a JDK
+# to compile it, and the jars it runs on. Installs those missing when apt-get can (root, or
+# sudo without a password); otherwise says what is missing and goes on: those tests then
+# skip, saying why. Java 17 is what PySpark needs too.
+set -uo pipefail
+pkgs=(default-jdk-headless libnetty-java libslf4j-java libjcommander-java libguava-java libjoda-time-java
+      libjaxb-api-java)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# a JDK installed some other way will do
+if command -v javac >/dev/null; then
+  missing=("${missing[@]/default-jdk-headless}")
+fi
+read -ra missing <<< "${missing[*]}"
+[ ${#missing[@]} -eq 0 ] && exit 0
+if ! command -v apt-get >/dev/null; then
+  echo "test-deps: no apt-get; the Java DLedger tests need: ${missing[*]}" >&2
+  exit 0
+fi
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if sudo -n true 2>/dev/null; then sudo=(sudo -n); else
+    echo "test-deps: not root; install ${missing[*]} to run the Java DLedger tests" >&2
+    exit 0
+  fi
+fi
+echo "test-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
+  || { "${sudo[@]}" apt-get update -q >/dev/null && "${sudo[@]}" apt-get install -y -q --no-install-recommends \
+       "${missing[@]}" >/dev/null; } \
+  || echo "test-deps: could not install ${missing[*]}; the Java DLedger tests will skip" >&2
+exit 0
