@@ -301,7 +301,9 @@ class Client:
             raise ClientError(f"{leader}: {exc}") from None
         if resp.code != Code.SUCCESS:
             raise ClientError(f"{leader} refused to hand leadership to {target}: {resp.code.name} {resp.remark}".strip())
-        return leader, resp.term
+        # (the term asked in: a Java leader answers with its transferee's answer, given once
+        # that one has started its election in the next term)
+        return leader, body["term"] if body["term"] >= 0 else resp.term
 
     async def get(self, index: int, count: int = 1, peer: str | None = None) -> list[dict]:
         """Committed entries from ``index``, as many as the node gives in one answer (at

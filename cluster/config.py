@@ -73,6 +73,8 @@ class NodeConfig:
     min_vote_interval_ms: int = 300  # DLedgerConfig.minVoteIntervalMs
     max_vote_interval_ms: int = 1000  # DLedgerConfig.maxVoteIntervalMs
     preferred_leader: str | None = None  # DLedgerConfig.preferredLeaderIds (one id)
+    # members that are Java DLedger nodes (more are recognised from their messages)
+    dledger_peers: tuple = ()
     # replication
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this
@@ -110,6 +112,9 @@ class NodeConfig:
             raise ConfigError(f"self id {self.self_id!r} is not in peers ({', '.join(self.peers)})")
         if self.preferred_leader is not None and self.preferred_leader not in self.peers:
             raise ConfigError(f"preferred leader {self.preferred_leader!r} is not in peers")
+        for p in self.dledger_peers:
+            if p not in self.peers or p == self.self_id:
+                raise ConfigError(f"Java DLedger member {p!r} is not one of the other peers")
         if self.flush not in ("async", "sync"):
             raise ConfigError(f"flush must be 'async' or 'sync', not {self.flush!r}")
         for name in ("heartbeat_interval_ms", "max_heartbeat_leak", "min_vote_interval_ms", "max_wait_ack_ms",

@@ -63,6 +63,7 @@ from .rpc import (
     VoteResult,
 )
 
+VOTE_AGAIN_MS = 20  # a Java voter that answered REJECT_TERM_NOT_READY is asked again after this
 SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._flush_period)
 
 
@@ -100,6 +101,10 @@ class _Round:
     take_leadership: bool = False
     accepts: set = field(default_factory=set)
     rejects: set = field(default_factory=set)
+    # Java DLedger voters answer a vote for a term above theirs REJECT_TERM_NOT_READY and
+    # move to that term: asked again a moment later, they vote (peer -> when to ask again)
+    again: dict = field(default_factory=dict)
+    request: object = None
 
 
 @dataclass
@@ -149,6 +154,10 @@ class RaftCore:
         self.disk_full: str | None = None  # why appends are refused for disk usage (the full ratio)
         self.disk_refusing = False  # the last append failed on the disk (noted once, and when it ends)
         self.term_error: StoreError | None = None  # why the last term or vote could not be persisted
+        # Members that are Java DLedger nodes (configured, or learnt from their messages):
+        # no no-op entries while there are any (DLedger 0.2.7 cannot read magic 2 back),
+        # and their dispatchers speak as DLedger's leader does (cluster/dispatcher.py).
+        self.java_peers: set[str] = set(config.dledger_peers)
         self._sends: list[Send] = []
         self._done: list[Proposal] = []
         self._notes: list[str] = []
@@ -251,8 +260,23 @@ class RaftCore:
             self._start_round(now, pre=True)
 
     def _tick_candidate(self, now: int) -> None:
-        if self.round is None or now >= self.round.deadline:
+        r = self.round
+        if r is None or now >= r.deadline:
             self._start_round(now, pre=True)
+            return
+        for p, at in list(r.again.items()):
+            if now >= at:
+                del r.again[p]
+                self._send(p, r.request)
+
+    def mark_java(self, peer: str) -> None:
+        """``peer`` is a Java DLedger node (it sent or answered as one)."""
+        if peer in self.cfg.others and peer not in self.java_peers:
+            self.java_peers.add(peer)
+            self._note(f"{peer} is a Java DLedger node: speaking DLedger's own push to it")
+            d = self.dispatchers.get(peer)
+            if d is not None:
+                d.java = True
 
     def _tick_leader(self, now: int) -> None:
         c = self.cfg
@@ -276,8 +300,8 @@ class RaftCore:
             self._become_follower(now, m.term, None)  # no election it cannot remember
             return
         m.role, m.leader_id = Role.CANDIDATE, None
-        self.round = _Round(pre, term, now + self._vote_round_timeout(), take_leadership, {c.self_id})
         req = VoteRequest(c.group, c.self_id, term, self.store.end_index, self.store.end_term, pre, take_leadership)
+        self.round = _Round(pre, term, now + self._vote_round_timeout(), take_leadership, {c.self_id}, request=req)
         for p in c.others:
             self._send(p, req)
         self._count_round(now)
@@ -301,7 +325,10 @@ class RaftCore:
         m, s = self.member, self.store
         if req.term < m.term or (req.pre_vote and req.term <= m.term and m.voted_for not in (None, req.leader_id)):
             return VoteResponse(m.term, VoteResult.REJECT_EXPIRED_VOTE_TERM)
-        if not req.take_leadership and self._leader_alive(now) and m.leader_id != req.leader_id:
+        # (the member we asked to take over is let in: a Java one does not say it is taking over)
+        taking = req.take_leadership or (self.transfer is not None and self.transfer.asked
+                                         and self.transfer.target == req.leader_id)
+        if not taking and self._leader_alive(now) and m.leader_id != req.leader_id:
             return VoteResponse(m.term, VoteResult.REJECT_ALREADY_HAS_LEADER)
         if req.ledger_end_term < s.end_term:
             rejection = VoteResult.REJECT_EXPIRED_LEDGER_TERM
@@ -333,6 +360,17 @@ class RaftCore:
             return
         if r is None or r.term != req.term or r.pre != req.pre_vote or self.member.role != Role.CANDIDATE:
             return  # an answer to an earlier round
+        if resp.vote_result == VoteResult.REJECT_TERM_NOT_READY and resp.code == Code.SUCCESS:
+            # A Java voter whose term is below ours: it checked our log first (it answers so
+            # only to a log at least as new as its own) and is moving to our term now. As a
+            # pre-vote that is a yes (Java has no pre-vote: it took ours for a vote); as a
+            # vote, ask it again in a moment.
+            if r.pre:
+                r.accepts.add(peer)
+                self._count_round(now)
+            else:
+                r.again[peer] = now + VOTE_AGAIN_MS
+            return
         (r.accepts if resp.vote_result == VoteResult.ACCEPT else r.rejects).add(peer)
         self._count_round(now)
 
@@ -341,18 +379,25 @@ class RaftCore:
         m, c, s = self.member, self.cfg, self.store
         m.role, m.leader_id = Role.LEADER, c.self_id
         self.round = None
-        try:
-            noop = s.append_leader([b""], m.term, MAGIC_NOOP)[0]
-        except StoreError as exc:
-            self._note(f"cannot append the no-op entry ({exc}); stepping down")
-            self._become_follower(now, m.term, None)
-            return
-        self.quorum = Quorum(list(c.peers), c.self_id, m.term, noop.index, s.committed_index)
+        if self.java_peers:
+            # DLedger 0.2.7 stops reading its log at a no-op (magic 2): none while Java members
+            # are in the group; earlier terms' entries commit with this term's first append
+            first, said = s.end_index + 1, "no no-op: Java DLedger members"
+        else:
+            try:
+                first = s.append_leader([b""], m.term, MAGIC_NOOP)[0].index
+            except StoreError as exc:
+                self._note(f"cannot append the no-op entry ({exc}); stepping down")
+                self._become_follower(now, m.term, None)
+                return
+            said = f"no-op at {first}"
+        self.quorum = Quorum(list(c.peers), c.self_id, m.term, first, s.committed_index)
         self._ack_self()
-        self.dispatchers = {p: Dispatcher(p, c.group, c.self_id, m.term, s, c, self.quorum, now) for p in c.others}
+        self.dispatchers = {p: Dispatcher(p, c.group, c.self_id, m.term, s, c, self.quorum, now,
+                                          java=p in self.java_peers) for p in c.others}
         self.peer_ack_at = {p: now for p in c.others}
         self.heartbeat_due = {p: now for p in c.others}
-        self._note(f"leader of term {m.term} (no-op at {noop.index})")
+        self._note(f"leader of term {m.term} ({said})")
         self._advance_commit()
         self._tick_leader(now)
 
@@ -454,6 +499,9 @@ class RaftCore:
             return
         if getattr(resp, "code", None) in (Code.SUCCESS, Code.INCONSISTENT_STATE, Code.INCONSISTENT_INDEX):
             self.peer_ack_at[peer] = now
+        if isinstance(req, HeartBeatRequest) and resp.code == Code.TERM_NOT_READY:
+            # a Java member still moving to our term (it voted for us as a candidate): beat again soon
+            self.heartbeat_due[peer] = min(self.heartbeat_due.get(peer, now), now + VOTE_AGAIN_MS)
         if isinstance(req, PushRequest):
             d = self.dispatchers.get(peer)
             if d is not None:
@@ -605,7 +653,7 @@ class RaftCore:
         if not t.asked and d.watermark == self.store.end_index:
             t.asked = True
             self._send(t.target, LeadershipTransferRequest(self.cfg.group, self.cfg.self_id, t.target,
-                                                           self.member.term, take=True))
+                                                           self.member.term, take=True, end_index=self.store.end_index))
 
     # -- for operators ----------------------------------------------------------------
     def _peer_alive(self, peer: str, now: int) -> bool:

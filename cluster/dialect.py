@@ -98,3 +98,56 @@ _I32 = struct.Struct(">i")
 def packed_one(body: bytes) -> bytes:
     """One body as dledgerctl's packed APPEND body (its size, then the bytes)."""
     return _I32.pack(len(body)) + body
+
+
+# -- peer requests towards and from Java members -------------------------------------------
+
+class PushBody(msgspec.Struct):
+    """DLedger's PushEntryRequest as it arrives (fields it sends that say nothing new, such
+    as ``count`` or ``firstEntryIndex``, which it derives from the entries, are ignored)."""
+
+    group: str = ""
+    leaderId: str = ""
+    remoteId: str | None = None
+    term: int = -1
+    type: str = "APPEND"
+    commitIndex: int = -1
+    entry: Entry | None = None
+    batchEntry: list[Entry] = []
+
+
+_push_body = msgspec.json.Decoder(PushBody)
+
+
+def decode_push(body):
+    """A Java leader's PUSH as a cluster/rpc.py PushRequest: its JSON entries become the
+    on-disk bytes a dledgerctl follower writes. A TRUNCATE from DLedger makes its entry the
+    follower's last, writing it when the follower does not hold it: that is dledgerctl's cut
+    back (``begin_index`` = the entry). BadMessage when it is not a push."""
+    from .rpc import PushRequest, PushType
+    try:
+        p = _push_body.decode(body)
+        kind = PushType(p.type)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError) as exc:
+        raise BadMessage(f"not a DLedger push: {exc}") from None
+    entries = p.batchEntry or ([p.entry] if p.entry is not None else [])
+    if kind == PushType.COMMIT:
+        entries = []
+    raw = b"".join(entry_bytes(e) for e in entries)
+    first = entries[0].index if entries else -1
+    begin = first if kind == PushType.TRUNCATE else -1
+    return PushRequest(p.group, p.leaderId, p.term, kind, p.commitIndex, first, len(entries), raw, begin)
+
+
+def push_body(req, to: str, raw_entries: list) -> bytes:
+    """A PushRequest as DLedger's JSON for member ``to``: one entry as ``entry``, more as
+    ``batchEntry`` (which DLedger 0.2.x followers take whatever their own push setting);
+    ``raw_entries``: (offset, size) of each entry in ``req.entries``."""
+    out = {"code": 200, "commitIndex": req.commit_index, "group": req.group, "leaderId": req.leader_id,
+           "localId": req.leader_id, "remoteId": to, "term": req.term, "type": str(req.type)}
+    objs = [entry_object(req.entries, off) for off, _size in raw_entries]
+    if len(objs) == 1:
+        out["entry"] = objs[0]
+    elif objs:
+        out["batchEntry"] = objs
+    return encode(out)

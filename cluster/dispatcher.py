@@ -69,8 +69,13 @@ class InFlight:
 
 
 class Dispatcher:
-    def __init__(self, peer: str, group: str, self_id: str, term: int, store, config, quorum, now: int) -> None:
+    def __init__(self, peer: str, group: str, self_id: str, term: int, store, config, quorum, now: int,
+                 java: bool = False) -> None:
         self.peer, self.group, self.self_id, self.term = peer, group, self_id, term
+        # a Java DLedger follower: it compares and truncates only at an entry it is sent, so
+        # where dledgerctl would compare "nothing" (an empty log) it is cut back to our first
+        # entry instead, as DLedger's own leader does
+        self.java = java
         self.store, self.config, self.quorum = store, config, quorum
         self.state = DispatchState.COMPARE
         self.compare_index = store.end_index  # the first compare of a term: our last entry
@@ -100,6 +105,10 @@ class Dispatcher:
             # an index we no longer hold (our head was deleted): nothing to compare there
             self.state, self.truncate_index = DispatchState.TRUNCATE, begin
             self.note = f"cutting back to {begin}: it needs entries before our first one"
+        if self.state == DispatchState.COMPARE and self.java and self.compare_index < 0:
+            if self.store.end_index < 0:
+                return []  # nothing to compare or send yet
+            self.state, self.truncate_index = DispatchState.TRUNCATE, max(begin, 0)
         if self.state == DispatchState.COMPARE:
             return self._once(now, PushType.COMPARE, self.compare_index, commit_index)
         if self.state == DispatchState.TRUNCATE:
@@ -235,7 +244,7 @@ class Dispatcher:
         if resp.x_term >= 0:
             nxt = min(nxt, self._last_index_with_term_at_most(resp.x_term))
         begin, end = self.store.begin_index, self.store.end_index
-        if begin > 0 and (nxt < begin or resp.begin_index > end):
+        if (begin > 0 or (self.java and begin == 0)) and (nxt < begin or resp.begin_index > end):
             # The follower's log does not meet ours: it ends before our first entry (we
             # deleted those files while it was away), begins after our end, or differs all
             # the way down. Cut it back to our first entry and fill it from there.

@@ -30,7 +30,7 @@ from .config import NodeConfig
 from .core import Proposal, RaftCore
 from .divergence import DivergenceSearch
 from .member import FileTermStore
-from .rpc import Code, ProbeRequest, RepairRequest
+from .rpc import Code, ProbeRequest, PushRequest, RepairRequest, split_entries
 from .transport import Channel, FrameServer, TransportError
 from .wire import (
     APPEND,
@@ -38,6 +38,7 @@ from .wire import (
     GET,
     METADATA,
     OPERATOR_CODES,
+    PUSH,
     WATERMARKS,
     REMOTING_NOT_SUPPORTED,
     STATUS,
@@ -266,7 +267,7 @@ class Node:
         timeout = self.cfg.max_push_timeout_ms / 1000
         sent = set()
         for s in ready.sends:
-            if self.channels[s.to].send(request_frame(s.request, 0), timeout,
+            if self.channels[s.to].send(self._frame_for(s.to, s.request), timeout,
                                         functools.partial(self._feed, s.to, s.request)):
                 sent.add(s.to)
                 continue  # connected: the answer comes back through the callback, no task
@@ -283,10 +284,18 @@ class Node:
         for p in ready.done:
             self._finish(p)
 
+    def _frame_for(self, peer: str, req) -> Frame:
+        """A request to ``peer`` in its dialect: DLedger's JSON PUSH to a Java member, the
+        raw-bytes one to a dledgerctl member; every other request is read by both."""
+        if type(req) is PushRequest and peer in self.core.java_peers:
+            spans = [(off, size) for off, size, _i, _t in split_entries(req.entries)] if req.entries else []
+            return Frame(PUSH, 0, body=dialect.push_body(req, peer, spans))
+        return request_frame(req, 0, peer)
+
     async def _call(self, peer: str, req) -> None:
         """A request on a channel that must connect first."""
         try:
-            frame = await self.channels[peer].request(request_frame(req, 0), self.cfg.max_push_timeout_ms / 1000)
+            frame = await self.channels[peer].request(self._frame_for(peer, req), self.cfg.max_push_timeout_ms / 1000)
         except (TransportError, ProtocolError) as exc:
             self._feed(peer, req, None, exc)
         else:
@@ -297,6 +306,8 @@ class Node:
         if self.core is None or self._stop.is_set():
             return
         if frame is not None:
+            if frame.language == "JAVA":
+                self.core.mark_java(peer)
             try:
                 resp = decode_response(frame, request_code_of(req))
             except ProtocolError as err:
@@ -342,7 +353,12 @@ class Node:
                 return refused or response_frame(self._metadata(), f.opaque, f.code)
             if f.code in OPERATOR_CODES:
                 return self._operator(f)
-            req = decode_request(f)
+            if f.code == PUSH and "term" not in f.ext:  # a Java leader's: JSON, entries as objects
+                req = dialect.decode_push(f.body)
+            else:
+                req = decode_request(f)
+            if f.language == "JAVA":
+                self.core.mark_java(req.leader_id)
         except BadMessage as exc:
             return error_frame(f.opaque, REMOTING_NOT_SUPPORTED if "not a peer request" in str(exc) else 1, str(exc))
         resp = self.core.handle(req, self.now())
@@ -378,7 +394,7 @@ class Node:
 
     async def _ask(self, peer: str, req):
         """One request to a peer outside the core's own traffic; its decoded answer."""
-        frame = await self.channels[peer].request(request_frame(req, 0), self.cfg.max_push_timeout_ms / 1000 * 5)
+        frame = await self.channels[peer].request(self._frame_for(peer, req), self.cfg.max_push_timeout_ms / 1000 * 5)
         return decode_response(frame, request_code_of(req))
 
     async def _force_compare(self, f: Frame, peer: str, deep: bool, dry_run: bool) -> Frame:

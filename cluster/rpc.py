@@ -154,6 +154,7 @@ class LeadershipTransferRequest:
     transferee: str
     term: int
     take: bool = False
+    end_index: int = -1  # take: the leader's last index (DLedger's takeLeadershipLedgerIndex)
 
 
 @dataclass(frozen=True, slots=True)

@@ -343,8 +343,9 @@ def _ext_int(ext: dict, name: str) -> int:
         raise BadMessage(f"extField {name!r} is not an integer") from None
 
 
-def request_frame(req, opaque: int) -> Frame:
-    """A peer request (cluster/rpc.py) as a frame."""
+def request_frame(req, opaque: int, to: str | None = None) -> Frame:
+    """A peer request (cluster/rpc.py) as a frame; ``to``: the member it is for, named in
+    the body as ``remoteId`` (Java DLedger refuses a VOTE or HEART_BEAT that does not name it)."""
     if isinstance(req, PushRequest):
         ext = {"group": req.group, "leaderId": req.leader_id, "term": str(req.term), "type": str(req.type),
                "commitIndex": str(req.commit_index), "firstEntryIndex": str(req.first_index),
@@ -355,15 +356,18 @@ def request_frame(req, opaque: int) -> Frame:
         return Frame(PUSH, opaque, ext=ext, body=body if isinstance(body, (bytes, memoryview)) else bytes(body))
     if isinstance(req, VoteRequest):
         return Frame(VOTE, opaque, body=json_body({
-            "group": req.group, "leaderId": req.leader_id, "term": req.term,
+            "group": req.group, "remoteId": to, "leaderId": req.leader_id, "term": req.term,
             "ledgerEndIndex": req.ledger_end_index, "ledgerEndTerm": req.ledger_end_term,
             "preVote": req.pre_vote, "takeLeadership": req.take_leadership}))
     if isinstance(req, HeartBeatRequest):
-        return Frame(HEART_BEAT, opaque, body=json_body({"group": req.group, "leaderId": req.leader_id, "term": req.term}))
+        return Frame(HEART_BEAT, opaque, body=json_body({"group": req.group, "remoteId": to, "leaderId": req.leader_id,
+                                                          "term": req.term}))
     if isinstance(req, LeadershipTransferRequest):
-        return Frame(LEADERSHIP_TRANSFER, opaque, body=json_body({
-            "group": req.group, "leaderId": req.leader_id, "transfereeId": req.transferee, "term": req.term,
-            "take": req.take}))
+        body = {"group": req.group, "remoteId": to, "leaderId": req.leader_id, "transfereeId": req.transferee,
+                "term": req.term, "take": req.take}
+        if req.take:  # as DLedger's leader asks its transferee (LeadershipTransferRequest)
+            body.update(transferId=req.leader_id, localId=req.leader_id, takeLeadershipLedgerIndex=req.end_index)
+        return Frame(LEADERSHIP_TRANSFER, opaque, body=json_body(body))
     if isinstance(req, ProbeRequest):
         return Frame(PROBE, opaque, body=json_body({"group": req.group, "leaderId": req.leader_id, "term": req.term,
                                                     "first": req.first, "count": req.count}))
@@ -392,9 +396,12 @@ def decode_request(f: Frame):
     if f.code == HEART_BEAT:
         return HeartBeatRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int))
     if f.code == LEADERSHIP_TRANSFER:
+        # DLedger's leader asks its transferee with the same request, sent to the transferee
+        theirs = o.get("remoteId") is not None and o.get("remoteId") == o.get("transfereeId")
         return LeadershipTransferRequest(get_field(o, "group", str), get_field(o, "leaderId", str),
                                          get_field(o, "transfereeId", str), get_field(o, "term", int),
-                                         get_field(o, "take", bool, False))
+                                         get_field(o, "take", bool, theirs),
+                                         get_field(o, "takeLeadershipLedgerIndex", int, -1))
     if f.code == PROBE:
         return ProbeRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),
                             get_field(o, "first", int), get_field(o, "count", int))

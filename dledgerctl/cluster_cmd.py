@@ -79,6 +79,10 @@ def node_start(
                                                             "member whenever it is caught up.")] = None,
     max_pending: Annotated[int, typer.Option("--max-pending", min=1, help="Appends waiting for the quorum before "
                                              "new ones get LEADER_PENDING_FULL.")] = 10000,
+    dledger_peers: Annotated[Optional[str], typer.Option("--dledger-peers", help="Members that are Java DLedger "
+                             "nodes, comma-separated ids: spoken to in DLedger's own push from the start, and no "
+                             "no-op entries (DLedger 0.2.7 cannot read them). Others are recognised by their first "
+                             "message.")] = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
     drop_behind: DropBehindOpt = None,
@@ -103,6 +107,7 @@ def node_start(
                          flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
                          min_vote_interval_ms=min_vote_ms, max_vote_interval_ms=max_vote_ms,
                          preferred_leader=preferred_leader, max_pending_requests=max_pending,
+                         dledger_peers=tuple(p.strip() for p in (dledger_peers or "").split(",") if p.strip()),
                          data_file_size=data_file_size, index_file_size=index_file_size,
                          file_reserved_hours=file_reserved_hours, delete_when=delete_when,
                          disk_ratio_check=disk_ratio_check, disk_ratio_force=disk_ratio_force,

@@ -161,3 +161,108 @@ def test_dledger_java_client_against_a_dledgerctl_group(dledger_java, tmp_path):
         assert answer["code"] == 401 and other in answer["remark"]
     finally:
         down(base)
+
+
+# -- a mixed group: two Java DLedger members and one dledgerctl member ---------------------
+
+def _appended(peers: str, bodies: list[str]) -> list[dict]:
+    r = cli("append", "--peers", peers, "--group", GROUP, *sum((["-d", b] for b in bodies), []), "--format", "json",
+            "--timeout", "20", timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _transfer(peers: str, to: str) -> dict:
+    r = cli("peer", "transfer-leader", "--peers", peers, "--group", GROUP, "--to", to, "--format", "json",
+            "--timeout", "30", timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _identical(a: str, b: str) -> bool:
+    r = cli("store", "diff", a, b, "--format", "json")
+    return r.returncode == 0 and json.loads(r.stdout)["identical"]
+
+
+class DledgerctlMember:
+    def __init__(self, node: str, peers: str, base: str, *extra: str) -> None:
+        self.node, self.peers, self.base, self.extra = node, peers, base, extra
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        from test_cluster_processes import ROOT
+        import sys
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        log = open(os.path.join(self.base, f"{self.node}.log"), "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "dledgerctl", "-v", "node", "start", "--id", self.node,
+                                      "--peers", self.peers, "--group", GROUP, "--store-base-dir", self.base,
+                                      *self.extra], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            self.proc = None
+
+
+def test_mixed_group_elects_replicates_both_ways_and_ends_identical(dledger_java, tmp_path):
+    """n0 and n1 are Java DLedger 0.2.7, n2 is dledgerctl. Leadership moves Java -> dledgerctl ->
+    (leader killed) Java -> dledgerctl -> Java, with appends in between; every member ends with
+    the same bytes, and every entry is there once, in order."""
+    base = str(tmp_path / "mixed")
+    g = JavaGroup(dledger_java, base, ["n0", "n1"], free_port_base(3))
+    port_n2 = int(g.peers.rsplit(":", 1)[1]) + 1
+    g.peers += f";n2-127.0.0.1:{port_n2}"
+    ours = DledgerctlMember("n2", g.peers, base, "--heartbeat-interval", "2000", "--dledger-peers", "n0,n1")
+    dirs = {n: os.path.join(base, f"dledger-{n}") for n in ("n0", "n1", "n2")}
+    written: list[str] = []
+
+    def append(tag: str, n: int = 15) -> None:
+        bodies = [f"{tag}-{k}" for k in range(n)]
+        rows = _appended(g.peers, bodies)
+        assert len(rows) == n
+        written.extend(bodies)
+
+    try:
+        os.makedirs(base)
+        for n in ("n0", "n1"):
+            g.start(n)
+        ours.start()
+        wait_for(lambda: leader_of(g.peers), 60, "a leader in the mixed group")
+        append("first")
+        # to dledgerctl: it leads two Java followers with DLedger's own push
+        assert _transfer(g.peers, "n2")["leader"] == "n2"
+        append("under-n2")
+        rows = wait_for(lambda: (lambda r: r if r["n0"]["leader"] == r["n1"]["leader"] == "n2" else None)(
+            {r["id"]: r for r in statuses(g.peers)}), 30, "the Java members to follow n2")
+        assert rows["n2"]["impl"] == "dledgerctl" and rows["n0"]["impl"] == rows["n1"]["impl"] == "dledger"
+        wm = cli("peer", "watermarks", "--peers", g.peers, "--group", GROUP, "--format", "json")
+        assert wm.returncode == 0, wm.stderr
+        # the dledgerctl leader kills: the Java members elect one of theirs
+        ours.kill()
+        wait_for(lambda: leader_of(g.peers) in ("n0", "n1"), 60, "a Java leader after n2 was killed")
+        append("under-java")
+        # n2 comes back as a follower of the Java leader and catches up
+        ours.start()
+        wait_for(lambda: _identical(dirs[leader_of(g.peers) or "n0"], dirs["n2"]), 60, "n2 to catch up")
+        assert _transfer(g.peers, "n2")["leader"] == "n2"
+        append("n2-again")
+        java_next = "n1" if leader_of(g.peers) != "n1" else "n0"
+        assert _transfer(g.peers, java_next)["leader"] == java_next
+        append("last")
+        wait_for(lambda: _identical(dirs["n0"], dirs["n2"]) and _identical(dirs["n1"], dirs["n2"]), 60,
+                 "every member to hold the same log")
+        got = cli("get", "--peers", g.peers, "--group", GROUP, "-i", "0", "--count", "1000", "--format", "json")
+        assert got.returncode == 0, got.stderr
+        assert [e["body"] for e in json.loads(got.stdout)] == written
+        # the Java members read what dledgerctl wrote, also after a restart (recovery)
+        g.kill("n0")
+        g.start("n0")
+        wait_for(lambda: {r["id"]: r for r in statuses(g.peers)}["n0"].get("leader") == java_next, 60,
+                 "n0 back as a follower")
+        append("after-restart", 3)
+        wait_for(lambda: _identical(dirs["n0"], dirs["n2"]), 60, "n0 caught up after its restart")
+    finally:
+        ours.kill()
+        g.stop_all()
