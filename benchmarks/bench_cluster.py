@@ -35,9 +35,17 @@ Peers:
   PySyncObj cannot fsync: its journal is an mmap never msync'ed while running (page cache
   only, survives a process crash but not a power loss), so compare it with dledgerctl
   ``flush=async``.
+- Java DLedger 0.2.7 itself (``dledger 0.2.7``), built from sources by tests/javadledger.py
+  (the mirrors and Debian jars that README names; skipped, saying why, when missing): three
+  ``BossCommand server`` processes with DLedger's defaults (flush every 10 ms, page-cache
+  acknowledgement like dledgerctl ``flush=async``, ``enableBatchPush=false``), JIT warmed
+  for a few seconds first. Driven over DLedger's own client protocol (AppendEntryRequest:
+  one body per request, base64 in JSON), all clients pipelined over one connection to the
+  leader; it has no batched append on the wire, so "64 entries" = 64 appends in flight
+  per client, the call done when all 64 are acknowledged.
 
 Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--repeat N] [--no-etcd] [--no-pysyncobj]
-                                          [--pysyncobj-conf KEY=VALUE] [--install] [--json]
+                                          [--no-java] [--pysyncobj-conf KEY=VALUE] [--install] [--json]
 """
 
 from __future__ import annotations
@@ -191,6 +199,64 @@ def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1) -> dict
         return runtime.run(run)
     finally:
         down(base)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# -- Java DLedger 0.2.7 -------------------------------------------------------------------------
+
+def bench_java(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import javadledger
+    from cluster import dialect
+    from cluster.transport import Channel
+    from cluster.wire import APPEND, Frame, decode_response
+
+    try:
+        java = javadledger.build()
+    except javadledger.Unavailable as exc:
+        log(f"  skipped: {exc}")
+        return None
+    base = os.path.join(tmp, "dledger-java")
+    port = free_ports(3)
+    ids = ["n0", "n1", "n2"]
+    peers_text = ";".join(f"{n}-127.0.0.1:{port + k}" for k, n in enumerate(ids))
+    procs = []
+    for n in ids:
+        out = open(os.path.join(tmp, f"java-{n}.log"), "ab")
+        procs.append(subprocess.Popen(java.server_command("bench", n, peers_text, base, log_level="warn"),
+                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+    members = {n: p.pid for n, p in zip(ids, procs)}
+    try:
+        async def run():
+            client = Client(parse_peers(peers_text), "bench", timeout=60)
+            leader = await client.find_leader(asyncio.get_running_loop().time() + 60)
+            await client.close()
+            channel = Channel("127.0.0.1", port + ids.index(leader), connect_timeout=5)
+            body = dialect.encode({"body": BODY, "code": 200, "group": "bench", "remoteId": leader, "term": -1})
+
+            async def one():
+                answer = decode_response(await channel.request(Frame(APPEND, body=body), 30), APPEND)
+                if answer.get("code") != 200:
+                    raise RuntimeError(f"Java DLedger {leader} answered {answer}")
+
+            async def make_call():
+                async def call(batch):
+                    if batch == 1:
+                        await one()
+                    else:
+                        await asyncio.gather(*(one() for _ in range(batch)))
+                return call
+
+            log("  warming the JIT up (16 clients, 64 in flight each, 8 s)")
+            await drive(make_call, 16, 64, 8.0)
+            named = {("leader " if n == leader else "follower ") + n: pid for n, pid in members.items()}
+            out = await run_cases("dledger 0.2.7", make_call, seconds, named, repeat)
+            await channel.close()
+            return out
+
+        return runtime.run(run)
+    finally:
+        stop_processes(procs)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -456,7 +522,7 @@ def table(results: dict, conf: list[str] = ()) -> str:
             row += f"{r['entries_per_s']:>15,.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>10.2f}" if r else f"{'-':>34}"
         lines.append(row)
     ratio_lines = []
-    for peer in [p for p in ("etcd", "pysyncobj") if results.get(p)]:
+    for peer in [p for p in ("dledger 0.2.7", "etcd", "pysyncobj") if results.get(p)]:
         for s in systems:
             if s.startswith("dledgerctl") and results[s]:
                 ratios = [f"{results[s][f'{c}x{b}']['entries_per_s'] / results[peer][f'{c}x{b}']['entries_per_s']:.2f}"
@@ -471,10 +537,10 @@ def table(results: dict, conf: list[str] = ()) -> str:
                 r = (results[s] or {}).get(f"{clients}x{batch}")
                 if r:
                     lines.append(f"{s:<18} {clients:>2} x {batch:<3} " + "  ".join(f"{v:>9,.0f}" for v in r["runs"]))
-    lines += ["", "CPU time per acknowledged entry, us (user + system, from /proc): dledgerctl's leader, its",
-              "followers (each, on average) and the load generator; for the peers all three members together."]
+    lines += ["", "CPU time per acknowledged entry, us (user + system, from /proc): the leader, the followers",
+              "(each, on average) and the load generator; for etcd and PySyncObj all three members together."]
     lines.append(f"{'case':<22}" + "".join(f"{s:>27}" for s in systems))
-    lines.append(f"{'':<22}" + "".join(f"{'leader follower loadgen' if s.startswith('dledgerctl') else 'members loadgen':>27}"
+    lines.append(f"{'':<22}" + "".join(f"{'leader follower loadgen' if s.startswith('dledger') else 'members loadgen':>27}"
                                        for s in systems))
     for clients, batch in CASES:
         key = f"{clients}x{batch}"
@@ -485,7 +551,7 @@ def table(results: dict, conf: list[str] = ()) -> str:
                 row += f"{'-':>27}"
                 continue
             lg = cpu.get("loadgen", 0.0)
-            if s.startswith("dledgerctl"):
+            if s.startswith("dledger"):
                 lead = sum(v for k, v in cpu.items() if k.startswith("leader"))
                 fol = [v for k, v in cpu.items() if k.startswith("follower")]
                 row += f"{lead:>12.1f}{sum(fol) / max(1, len(fol)):>8.1f}{lg:>7.1f}"
@@ -507,6 +573,7 @@ def main() -> int:
                          "(the table then lists every run's entries/s too)")
     ap.add_argument("--no-etcd", action="store_true", help="skip etcd")
     ap.add_argument("--no-pysyncobj", action="store_true", help="skip PySyncObj")
+    ap.add_argument("--no-java", action="store_true", help="skip Java DLedger 0.2.7")
     ap.add_argument("--pysyncobj-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="override a SyncObjConf setting of the PySyncObj nodes (repeatable)")
     ap.add_argument("--install", action="store_true",
@@ -526,6 +593,9 @@ def main() -> int:
         for flush in ("async", "sync"):
             log(f"dledgerctl flush={flush}")
             results[f"dledgerctl {flush}"] = bench_dledger(flush, seconds, tmp, args.repeat)
+        if not args.no_java:
+            log("dledger 0.2.7 (Java)")
+            results["dledger 0.2.7"] = bench_java(seconds, tmp, args.repeat)
         if not args.no_etcd:
             log("etcd")
             results["etcd"] = bench_etcd(seconds, tmp, args.repeat)
