@@ -467,7 +467,7 @@ class Node:
     def _check_addressee(self, f: Frame) -> Frame | None:
         """UNKNOWN_MEMBER when a client request names another member in ``remoteId`` (as
         DLedger answers it: the client's idea of who is where is wrong); None when it names
-        this node or no one (dledgerctl clients before 0.4 did not say)."""
+        this node or no one (earlier dledgerctl clients did not say)."""
         remote = dialect.client_request(f.body).remoteId if f.body[:1] == b"{" else None
         if remote is None or remote == self.cfg.self_id:
             return None
