@@ -584,10 +584,11 @@ def main() -> int:
         ap.error("--repeat must be at least 1")
     seconds = 2.0 if args.quick else args.seconds
     if args.install and shutil.which("etcd") is None and not args.no_etcd:
-        subprocess.run(["apt-get", "update", "-q"], check=False)
-        subprocess.run(["apt-get", "install", "-y", "-q", "etcd-server"], check=False)
+        subprocess.run(["apt-get", "update", "-q"], check=False, stdout=sys.stderr)
+        subprocess.run(["apt-get", "install", "-y", "-q", "etcd-server"], check=False, stdout=sys.stderr)
     if args.install and not args.no_pysyncobj and importlib.util.find_spec("pysyncobj") is None:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pysyncobj>=0.3,<0.4"], check=False)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "pysyncobj>=0.3,<0.4"], check=False,
+                       stdout=sys.stderr)
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench_cluster.") as tmp:
         for flush in ("async", "sync"):

@@ -18,6 +18,7 @@ from .rpc import Code
 from .transport import Channel, TransportError, Unreachable
 from .wire import (
     APPEND,
+    BadMessage,
     GET,
     HEART_BEAT,
     LEADERSHIP_TRANSFER,
@@ -106,6 +107,10 @@ class Client:
         dledgerctl nodes' answers get ``impl`` "dledgerctl"."""
         md = await self._call(peer, Frame(METADATA, body=json_body({"group": self.group, "remoteId": peer})), METADATA,
                               timeout or self.timeout)
+        code = md.get("code", _SUCCESS)
+        if code != _SUCCESS:  # e.g. UNKNOWN_MEMBER: another member listens where the peers say it is
+            name = Code(code).name if code in Code._value2member_map_ else str(code)
+            raise BadMessage(f"METADATA refused: {name} {md.get('remark') or ''}".strip())
         java = "role" not in md
         self.java[peer] = java
         if java:

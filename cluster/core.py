@@ -22,8 +22,13 @@ Rules kept here:
   date (last term, then last index), at most once per term, and never while a live
   leader is known (heard from within ``leader_lost_ms``), unless the candidate is taking
   over through a leadership transfer.
-- A leader appends a no-op entry (magic 2) in its term before anything else; entries
-  commit only through an entry of the current term (quorum.py).
+- A leader appends a no-op entry (magic 2) in its term before anything else, except while
+  the group has Java DLedger members (0.2.7 cannot read magic 2 back); entries commit only
+  through an entry of the current term (quorum.py).
+- Java DLedger members have no pre-vote and answer a vote (or a heartbeat) for a term above
+  theirs REJECT_TERM_NOT_READY (TERM_NOT_READY) while they move to it, having checked the
+  candidate's log first: that answer passes a pre-vote, and the vote or heartbeat is sent
+  again ``VOTE_AGAIN_MS`` later.
 - A leader that has not heard from a majority within ``leader_lost_ms`` steps down
   ("check quorum"), so a partitioned leader stops accepting appends it cannot commit.
 - Role behaviour lives in ``_tick_<role>`` functions picked by role, not in scattered ifs.

@@ -12,7 +12,7 @@ Versions: ``dledger-0.2.7`` (the format the project must stay compatible with), 
 
 Needs: ``javac``/``java`` and the mirror (default ``<project parent>/.mirror/openmessaging+dledger/repo``,
 override with ``DLEDGER_MIRROR``); jars from the local Maven repository (``~/.m2/repository``
-or ``M2_REPO``): slf4j-api (+ slf4j-simple or slf4j-nop when present) and, for DLedger 0.3+,
+or ``M2_REPO``), else Debian's in /usr/share/java (scripts/test-deps.sh): slf4j-api (+ slf4j-simple or slf4j-nop when present) and, for DLedger 0.3+,
 commons-lang3. JCommander's ``@Parameter`` (0.2.7's DLedgerConfig) and netty's
 ``StringUtil.isNullOrEmpty`` (MultiPathMmapFileList) are replaced by the tiny stand-ins in
 tests/java/stubs/ when their jars are not there. Missing pieces skip the tests with the
@@ -76,8 +76,13 @@ def _version_key(path: str) -> tuple:
 
 
 def _jars(pattern: str) -> list[str]:
-    """Jars under the local Maven repository, newest version first."""
-    return sorted(glob.glob(os.path.join(M2, pattern)), key=_version_key, reverse=True)
+    """Jars under the local Maven repository, newest version first; else Debian's of the same
+    name (/usr/share/java, ``DEBIAN_JAVA_DIR``: what scripts/test-deps.sh installs)."""
+    found = sorted(glob.glob(os.path.join(M2, pattern)), key=_version_key, reverse=True)
+    if not found:
+        debian = os.environ.get("DEBIAN_JAVA_DIR", "/usr/share/java")
+        found = sorted(glob.glob(os.path.join(debian, os.path.basename(pattern))), reverse=True)
+    return found
 
 
 def _slf4j() -> tuple[str, list[str]]:
@@ -88,11 +93,12 @@ def _slf4j() -> tuple[str, list[str]]:
         pytest.skip(f"no slf4j-api jar under {M2}")
     apis.sort(key=lambda a: (os.path.basename(os.path.dirname(a)).startswith("1.7"), _version_key(a)), reverse=True)
     for api in apis:
-        ver = os.path.basename(os.path.dirname(api))
+        ver = os.path.basename(api)[len("slf4j-api-"):-len(".jar")]
         for binding in ("slf4j-simple", "slf4j-nop"):
-            jar = os.path.join(M2, "org/slf4j", binding, ver, f"{binding}-{ver}.jar")
-            if os.path.isfile(jar):
-                return api, [jar]
+            for jar in (os.path.join(M2, "org/slf4j", binding, ver, f"{binding}-{ver}.jar"),
+                        os.path.join(os.path.dirname(api), f"{binding}-{ver}.jar")):  # (Debian's, side by side)
+                if os.path.isfile(jar):
+                    return api, [jar]
     return apis[0], []  # no binding: slf4j falls back to no-op logging
 
 

@@ -117,6 +117,11 @@ def test_dledgerctl_commands_against_a_java_group(java_group):
     # the Java leader refuses what it does not have, in DLedger's code
     far = cli("get", "--peers", g.peers, "--group", GROUP, "-i", "5000")
     assert far.returncode == 1 and "out of range" in far.stderr.lower()
+    # a wrong group is DLedger's UNKNOWN_GROUP, shown as such rather than as a member without a leader
+    wrong = cli("cluster", "status", "--peers", g.peers, "--group", "other", "--format", "json", "--timeout", "2")
+    assert wrong.returncode == 1
+    assert {r["state"] for r in json.loads(wrong.stdout)} == {"down"}
+    assert all("UNKNOWN_GROUP" in r["error"] for r in json.loads(wrong.stdout))
     # dledgerctl's own requests are refused with a clear error, not a hang
     wm = cli("peer", "watermarks", "--peers", g.peers, "--group", GROUP, "--timeout", "5")
     assert wm.returncode == 1 and "Java DLedger" in wm.stderr
@@ -237,8 +242,11 @@ def test_mixed_group_elects_replicates_both_ways_and_ends_identical(dledger_java
         rows = wait_for(lambda: (lambda r: r if r["n0"]["leader"] == r["n1"]["leader"] == "n2" else None)(
             {r["id"]: r for r in statuses(g.peers)}), 30, "the Java members to follow n2")
         assert rows["n2"]["impl"] == "dledgerctl" and rows["n0"]["impl"] == rows["n1"]["impl"] == "dledger"
+        # the dledgerctl leader's watermarks show its Java followers
         wm = cli("peer", "watermarks", "--peers", g.peers, "--group", GROUP, "--format", "json")
         assert wm.returncode == 0, wm.stderr
+        followers = {r["peer"]: r for r in json.loads(wm.stdout) if r["peer"] != "n2"}
+        assert set(followers) == {"n0", "n1"} and all(r["alive"] for r in followers.values())
         # the dledgerctl leader kills: the Java members elect one of theirs
         ours.kill()
         wait_for(lambda: leader_of(g.peers) in ("n0", "n1"), 60, "a Java leader after n2 was killed")
