@@ -201,9 +201,15 @@ class Client:
                 except ClientError as exc:
                     raise _append_error(str(exc), unknown, code) from None
                 now = loop.time()
-            try:  # (the hot path of every append: no Frame and no coroutine of its own)
-                if leader not in self.java:  # learn what it is first
+            if leader not in self.java:  # learn what it is first (nothing is sent to append yet)
+                try:
                     await self.metadata(leader, max(0.05, deadline - now))
+                except (TransportError, ProtocolError) as exc:
+                    last_error, self.leader = f"{leader}: {exc}", None
+                    await asyncio.sleep(0.05)
+                    now = loop.time()
+                    continue
+            try:  # (the hot path of every append: no Frame and no coroutine of its own)
                 if self.java[leader]:
                     resp = await self._append_java(leader, bodies, deadline)
                 else:
@@ -352,7 +358,11 @@ class Client:
                                    "remoteId": peer, "term": -1})
             return await self._call(peer, Frame(GET, body=body), GET, self.timeout)
 
-        answers = await asyncio.gather(*(one(index + k) for k in range(count)))
+        # the first alone: at the end of the log (a follower polling) one GET is refused, not
+        # a page of them (Java DLedger logs each refusal with its stack trace)
+        first = await one(index)
+        answers = [first] + (await asyncio.gather(*(one(index + k) for k in range(1, count)))
+                             if count > 1 and first.get("code") == _SUCCESS else [])
         entries = []
         for k, a in enumerate(answers):
             got = a.get("entries") or []
@@ -408,7 +418,7 @@ class Client:
                     raise ClientError(f"{self.leader}: asked for entries from {nxt}, got {first}")
                 nxt += len(page)
                 yield page
-            elif follow:
-                await asyncio.sleep(poll)
+            elif follow:  # (a Java leader logs a stack trace for each GET past its end: ask it less often)
+                await asyncio.sleep(max(poll, 1.0) if self.java.get(self.leader) else poll)
             else:
                 return

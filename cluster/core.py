@@ -28,7 +28,10 @@ Rules kept here:
 - Java DLedger members have no pre-vote and answer a vote (or a heartbeat) for a term above
   theirs REJECT_TERM_NOT_READY (TERM_NOT_READY) while they move to it, having checked the
   candidate's log first: that answer passes a pre-vote, and the vote or heartbeat is sent
-  again ``VOTE_AGAIN_MS`` later.
+  again ``VOTE_AGAIN_MS`` later. Java members take a pre-vote for a vote and leave their
+  leader for its term, so a pre-vote asks them only once no dledgerctl member has said a
+  leader is alive (after ``PREVOTE_JAVA_WAIT_MS`` at most; at once when there is none):
+  such a group is disturbed no more than a group of Java members alone.
 - A leader that has not heard from a majority within ``leader_lost_ms`` steps down
   ("check quorum"), so a partitioned leader stops accepting appends it cannot commit.
 - Role behaviour lives in ``_tick_<role>`` functions picked by role, not in scattered ifs.
@@ -68,6 +71,8 @@ from .rpc import (
     VoteResult,
 )
 
+PREVOTE_JAVA_WAIT_MS = 100  # how long a pre-vote waits for dledgerctl members before asking Java ones
+TAKE_WAIT_MS = 1000  # DLedgerConfig.leadershipTransferWaitTimeout: a transferee catching up first
 VOTE_AGAIN_MS = 20  # a Java voter that answered REJECT_TERM_NOT_READY is asked again after this
 SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._flush_period)
 
@@ -110,6 +115,9 @@ class _Round:
     # move to that term: asked again a moment later, they vote (peer -> when to ask again)
     again: dict = field(default_factory=dict)
     request: object = None
+    # a pre-vote asks Java members (which take it for a vote, and leave their leader for its
+    # term) only after no dledgerctl member has said a leader is alive: when to ask them
+    java_at: int | None = None
 
 
 @dataclass
@@ -163,6 +171,7 @@ class RaftCore:
         # no no-op entries while there are any (DLedger 0.2.7 cannot read magic 2 back),
         # and their dispatchers speak as DLedger's leader does (cluster/dispatcher.py).
         self.java_peers: set[str] = set(config.dledger_peers)
+        self.pending_take: tuple | None = None  # a transfer to us waiting to catch up: leader, term, end, deadline
         self._sends: list[Send] = []
         self._done: list[Proposal] = []
         self._notes: list[str] = []
@@ -260,6 +269,17 @@ class RaftCore:
             self._note(f"flush failed: {exc}")
 
     def _tick_follower(self, now: int) -> None:
+        if self.pending_take is not None:
+            leader, term, end, deadline = self.pending_take
+            if self.member.term != term or self.member.leader_id != leader or now >= deadline:
+                self.pending_take = None
+                if now >= deadline:
+                    self._note(f"not taking leadership from {leader}: not caught up to {end} within {TAKE_WAIT_MS} ms")
+            elif self.store.end_index >= end:
+                self.pending_take = None
+                self._note(f"taking leadership from {leader}")
+                self._start_round(now, pre=False, take_leadership=True)
+                return
         if now >= self.election_at:
             self._note(f"no leader heard for {self.cfg.leader_lost_ms} ms; asking for a pre-vote")
             self._start_round(now, pre=True)
@@ -273,12 +293,14 @@ class RaftCore:
             if now >= at:
                 del r.again[p]
                 self._send(p, r.request)
+        self._ask_java(now)
 
     def mark_java(self, peer: str) -> None:
         """``peer`` is a Java DLedger node (it sent or answered as one)."""
         if peer in self.cfg.others and peer not in self.java_peers:
             self.java_peers.add(peer)
-            self._note(f"{peer} is a Java DLedger node: speaking DLedger's own push to it")
+            self._note(f"{peer} is a Java DLedger node: speaking DLedger's own push to it (name it in "
+                       f"--dledger-peers: a no-op entry written before it was heard from cannot reach it)")
             d = self.dispatchers.get(peer)
             if d is not None:
                 d.java = True
@@ -306,10 +328,24 @@ class RaftCore:
             return
         m.role, m.leader_id = Role.CANDIDATE, None
         req = VoteRequest(c.group, c.self_id, term, self.store.end_index, self.store.end_term, pre, take_leadership)
-        self.round = _Round(pre, term, now + self._vote_round_timeout(), take_leadership, {c.self_id}, request=req)
-        for p in c.others:
+        self.round = r = _Round(pre, term, now + self._vote_round_timeout(), take_leadership, {c.self_id},
+                                request=req)
+        first = [p for p in c.others if not (pre and p in self.java_peers)]
+        for p in first:
             self._send(p, req)
+        if len(first) < len(c.others):
+            r.java_at = now + PREVOTE_JAVA_WAIT_MS if first else now
+            self._ask_java(now)
         self._count_round(now)
+
+    def _ask_java(self, now: int) -> None:
+        """Send the pre-vote to the Java members once it is time (Round.java_at)."""
+        r = self.round
+        if r is not None and r.java_at is not None and now >= r.java_at:
+            r.java_at = None
+            for p in self.cfg.others:
+                if p in self.java_peers:
+                    self._send(p, r.request)
 
     def _count_round(self, now: int) -> None:
         r = self.round
@@ -377,6 +413,12 @@ class RaftCore:
                 r.again[peer] = now + VOTE_AGAIN_MS
             return
         (r.accepts if resp.vote_result == VoteResult.ACCEPT else r.rejects).add(peer)
+        if r.java_at is not None:
+            if resp.vote_result == VoteResult.REJECT_ALREADY_HAS_LEADER:
+                r.java_at = None  # a live leader: leave the Java members with it
+            elif all(p in r.accepts or p in r.rejects for p in self.cfg.others if p not in self.java_peers):
+                r.java_at = now
+                self._ask_java(now)
         self._count_round(now)
 
     # -- role changes -----------------------------------------------------------------
@@ -621,6 +663,12 @@ class RaftCore:
             # from our leader: we are caught up, take over now
             if req.term != m.term or m.leader_id != req.leader_id:
                 return LeadershipTransferResponse(m.term, Code.INCONSISTENT_LEADER, "not from the current leader")
+            if req.end_index > self.store.end_index:
+                # (a Java leader asks while we may still lack up to 1000 of its entries: wait
+                # for them, as DLedger's transferee does, or its voters would refuse us)
+                self.pending_take = (req.leader_id, req.term, req.end_index, now + TAKE_WAIT_MS)
+                self._note(f"taking leadership from {req.leader_id} once caught up to its entry {req.end_index}")
+                return LeadershipTransferResponse(m.term)
             self._note(f"taking leadership from {req.leader_id}")
             self._start_round(now, pre=False, take_leadership=True)
             return LeadershipTransferResponse(m.term)

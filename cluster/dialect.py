@@ -10,7 +10,8 @@ header code 200 (dledgerctl's carry 0); the outcome is the body's ``code``.
 dledgerctl's own client requests differ (APPEND: bodies packed in the frame's body, their
 count in extFields; GET: ``index``/``count``); a dledgerctl node tells DLedger's from its
 own by their fields and answers each in its own form. Towards a Java peer, a dledgerctl
-member speaks this dialect for VOTE, HEART_BEAT and PUSH (cluster/peers.py).
+member speaks this dialect for PUSH (cluster/node.py ``_frame_for``); its VOTE, HEART_BEAT
+and LEADERSHIP_TRANSFER bodies carry the fields both read (cluster/wire.py).
 """
 
 from __future__ import annotations
@@ -133,7 +134,10 @@ def decode_push(body):
     entries = p.batchEntry or ([p.entry] if p.entry is not None else [])
     if kind == PushType.COMMIT:
         entries = []
-    raw = b"".join(entry_bytes(e) for e in entries)
+    try:
+        raw = b"".join(entry_bytes(e) for e in entries)
+    except struct.error as exc:  # a field out of its on-disk type's range
+        raise BadMessage(f"not a DLedger push: an entry does not fit the on-disk format ({exc})") from None
     first = entries[0].index if entries else -1
     begin = first if kind == PushType.TRUNCATE else -1
     return PushRequest(p.group, p.leaderId, p.term, kind, p.commitIndex, first, len(entries), raw, begin)

@@ -39,6 +39,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from store.format import ENTRY_HEADER, MAGIC_NORMAL
+
 from .rpc import Code, PushRequest, PushResponse, PushType
 
 # A moved commit index waits this long for a push to carry it before it gets a COMMIT of
@@ -130,6 +132,11 @@ class Dispatcher:
             if not self._quota_allows(now):
                 break
             raw, count = store.read_entries(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
+            if self.java:
+                raw, count = _readable_by_java(raw, count)
+                if not count:
+                    self.note = _NOOP_NOTE.format(index=self.next_index, peer=self.peer)
+                    break
             req = PushRequest(self.group, self.self_id, self.term, PushType.APPEND, commit_index,
                               self.next_index, count, raw)
             self.inflight[self.next_index] = InFlight(req, self.next_index + count - 1, len(raw), now)
@@ -160,6 +167,9 @@ class Dispatcher:
                 return []
             self.outstanding = None  # unanswered: ask again
         raw = self.store.get_raw(index, 1, 1) if index >= 0 else b""
+        if self.java and kind == PushType.TRUNCATE and raw and not _readable_by_java(raw, 1)[1]:
+            self.note = _NOOP_NOTE.format(index=index, peer=self.peer)  # (a TRUNCATE would write it)
+            return []
         req = PushRequest(self.group, self.self_id, self.term, kind, commit_index, index, 1 if raw else 0, raw,
                           self.store.begin_index)
         self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
@@ -232,6 +242,11 @@ class Dispatcher:
     def _compared(self, req: PushRequest, resp: PushResponse) -> None:
         c = req.first_index
         if resp.code == Code.SUCCESS:
+            if self.java and resp.end_index != c:
+                # a Java follower appends only at its end: cut what it holds after the match
+                # first, as DLedger's own leader does (DLedgerEntryPusher.doCompare)
+                self.state, self.truncate_index = DispatchState.TRUNCATE, c
+                return
             # Append from the match on. The follower compares what it already holds after
             # c entry by entry and replaces from the first difference, so nothing it holds
             # equal to ours is cut (those may be committed there).
@@ -369,3 +384,20 @@ class Dispatcher:
             "last_error": self.last_error,
             "note": self.note,
         }
+
+
+_NOOP_NOTE = ("entry {index} is a no-op (magic 2), which DLedger 0.2.7 cannot read back: {peer} is not sent it "
+              "and cannot follow past it (start every dledgerctl member of a group with Java members with "
+              "--dledger-peers, so that none is written)")
+
+
+def _readable_by_java(raw, count: int):
+    """The entries of a push a Java DLedger 0.2.7 follower can keep: those before the first
+    that is not a normal entry (magic 1). Its recovery stops at any other magic, so a no-op
+    sent to it would cost it every entry after it at its next restart."""
+    off = 0
+    for k in range(count):
+        if ENTRY_HEADER.unpack_from(raw, off)[0] != MAGIC_NORMAL:
+            return raw[:off], k
+        off += ENTRY_HEADER.unpack_from(raw, off)[1]
+    return raw, count

@@ -81,8 +81,8 @@ def node_start(
                                              "new ones get LEADER_PENDING_FULL.")] = 10000,
     dledger_peers: Annotated[Optional[str], typer.Option("--dledger-peers", help="Members that are Java DLedger "
                              "nodes, comma-separated ids: spoken to in DLedger's own push from the start, and no "
-                             "no-op entries (DLedger 0.2.7 cannot read them). Others are recognised by their first "
-                             "message.")] = None,
+                             "no-op entries (DLedger 0.2.7 cannot read them). Name them on every dledgerctl member of "
+                             "such a group.")] = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
     drop_behind: DropBehindOpt = None,

@@ -22,6 +22,7 @@ from cluster.rpc import (
     HeartBeatResponse,
     LeadershipTransferRequest,
     PushRequest,
+    PushResponse,
     PushType,
     VoteRequest,
     VoteResponse,
@@ -159,3 +160,103 @@ def test_a_java_follower_is_cut_back_where_dledgerctl_would_compare_nothing():
     assert d2.java and "n2" in core.java_peers
     core.mark_java("n0")  # (itself: ignored)
     assert "n0" not in core.java_peers
+
+
+def _leader(java=("n1",), entries=0, noop=False):
+    """A leader of term 2 (elected by n1 and n2), with ``entries`` normal entries of term 1
+    and, with ``noop``, a no-op of term 1 after them."""
+    core, store = _core(java=java, entries=entries)
+    if noop:
+        store.append_leader([b""], 1, MAGIC_NOOP)
+        store.append_leader([b"after"], 1)
+    core.tick(10_000)
+    for _ in range(4):
+        for s in _sent(core, VoteRequest):
+            core.on_response(s.to, s.request, VoteResponse(s.request.term, VoteResult.ACCEPT), 10_001)
+        core.tick(10_000 + 200)
+    assert core.member.role == Role.LEADER
+    core.take()
+    return core, store
+
+
+def test_a_no_op_is_never_pushed_to_a_java_follower():
+    core, store = _leader(java=("n1",), entries=3, noop=True)  # entries 0-2, a no-op at 3, entry 4
+    d = core.dispatchers["n1"]
+    d._start_append(-1)
+    pushes = d.poll(20_000, -1)
+    sent = b"".join(bytes(p.entries) for p in pushes)
+    assert [p.first_index for p in pushes] == [0] and pushes[0].count == 3
+    assert [e[2] for e in split_entries(sent)] == [0, 1, 2]
+    d.on_response(pushes[0], PushResponse(2, Code.SUCCESS, 0, 3, 0, 2), 20_001)
+    later = d.poll(20_002, -1) + d.poll(20_600, 2)
+    assert all(p.type == PushType.COMMIT for p in later) and d.watermark == 2
+    assert "entry 3 is a no-op" in d.note and "--dledger-peers" in d.note
+    # a dledgerctl follower gets everything
+    d2 = core.dispatchers["n2"]
+    d2._start_append(-1)
+    assert sum(p.count for p in d2.poll(20_000, -1)) == 5
+
+
+def test_a_java_follower_holding_more_after_the_match_is_cut_there_first():
+    core, store = _leader(java=("n1",), entries=4)
+    d = core.dispatchers["n1"]
+    d.state, d.compare_index, d.outstanding = DispatchState.COMPARE, 3, None
+    (cmp,) = d.poll(20_000, 3)
+    assert cmp.type == PushType.COMPARE and cmp.first_index == 3
+    d.on_response(cmp, PushResponse(2, Code.SUCCESS, 3, 1, 0, 7), 20_001)  # it holds 4..7 of an old leader
+    (trunc,) = d.poll(20_002, 3)
+    assert (trunc.type, trunc.first_index) == (PushType.TRUNCATE, 3)
+    d.on_response(trunc, PushResponse(2, Code.SUCCESS, 3, 1, 0, 3), 20_003)
+    assert d.state == DispatchState.APPEND and d.next_index == 4
+
+
+def test_a_transferee_behind_the_java_leader_catches_up_before_taking_over():
+    core, store = _core(self_id="n2", java=("n0", "n1"), entries=2)
+    assert core.handle(HeartBeatRequest("g", "n0", 3), 100).code == Code.SUCCESS
+    take = LeadershipTransferRequest("g", "n0", "n2", 3, take=True, end_index=3)
+    assert core.handle(take, 110).code == Code.SUCCESS
+    core.tick(120)
+    assert not _sent(core, VoteRequest)  # entries 2 and 3 are still missing
+    store.append_leader([b"x", b"y"], 3)
+    core.tick(130)
+    votes = _sent(core, VoteRequest)
+    assert votes and all(v.request.take_leadership and v.request.term == 4 for v in votes)
+    # behind for too long: it gives up and stays a follower
+    core2, _ = _core(self_id="n2", java=("n0", "n1"), entries=2)
+    core2.handle(HeartBeatRequest("g", "n0", 3), 100)
+    core2.handle(take, 110)
+    core2.take()
+    core2.tick(110 + 1000)
+    ready = core2.take()
+    assert core2.member.role == Role.FOLLOWER and core2.pending_take is None
+    assert not [s for s in ready.sends if isinstance(s.request, VoteRequest)]
+    assert any("not caught up to 3" in n for n in ready.notes)
+
+
+def test_a_pre_vote_asks_java_members_only_when_no_dledgerctl_member_knows_a_leader():
+    core, _ = _core(java=("n2",), entries=1)
+    core.tick(10_000)
+    first = _sent(core, VoteRequest)
+    assert [s.to for s in first] == ["n1"]  # the dledgerctl member first
+    core.on_response("n1", first[0].request, VoteResponse(1, VoteResult.REJECT_ALREADY_HAS_LEADER), 10_001)
+    core.tick(10_500)
+    assert not [s for s in _sent(core, VoteRequest) if s.to == "n2"]  # a live leader: the Java member is left alone
+    # without that answer, the Java member is asked once n1 has answered (or after a moment)
+    core, _ = _core(java=("n2",), entries=1)
+    core.tick(10_000)
+    first = _sent(core, VoteRequest)
+    core.on_response("n1", first[0].request, VoteResponse(1, VoteResult.REJECT_SMALL_LEDGER_END_INDEX), 10_001)
+    assert [s.to for s in _sent(core, VoteRequest)] == ["n2"]
+    core, _ = _core(java=("n2",), entries=1)
+    core.tick(10_000)
+    core.take()
+    core.tick(10_099)
+    assert not _sent(core, VoteRequest)
+    core.tick(10_100)
+    assert [s.to for s in _sent(core, VoteRequest)] == ["n2"]
+
+
+def test_a_java_push_with_fields_out_of_range_is_a_bad_message():
+    body = json.dumps({"type": "APPEND", "term": 1, "entry": {"index": 1 << 70, "body": ""}}).encode()
+    with pytest.raises(BadMessage, match="on-disk format"):
+        dialect.decode_push(body)
