@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
+import ssl
 
 from . import dialect
 from .config import Peer
 from .rpc import Code
-from .transport import Channel, TransportError, Unreachable
+from .tls import expect_member
+from .transport import Channel, TransportError, Unreachable, WrongPeer
 from .wire import (
     APPEND,
     BadMessage,
@@ -23,6 +26,7 @@ from .wire import (
     HEART_BEAT,
     LEADERSHIP_TRANSFER,
     METADATA,
+    Forbidden,
     Frame,
     ProtocolError,
     append_ext,
@@ -83,9 +87,14 @@ _SUCCESS = int(Code.SUCCESS)
 
 
 class Client:
-    def __init__(self, peers: dict[str, Peer], group: str, *, timeout: float = 3.0) -> None:
+    def __init__(self, peers: dict[str, Peer], group: str, *, timeout: float = 3.0, tls=None) -> None:
+        """``tls``: a cluster/tls.py Tls for mutual TLS (each member must present its own
+        member certificate), None for plain TCP."""
         self.peers, self.group, self.timeout = peers, group, timeout
-        self.channels = {p: Channel(peer.host, peer.port, connect_timeout=min(1.0, timeout)) for p, peer in peers.items()}
+        ssl = {} if tls is None else {"ssl": tls.client}
+        self.channels = {p: Channel(peer.host, peer.port, connect_timeout=min(1.0, timeout),
+                                    expect=functools.partial(expect_member, group, p), **ssl)
+                         for p, peer in peers.items()}
         self.leader: str | None = None
         self._exts: dict[int, bytes] = {}  # extFields JSON of an APPEND, by body count
         # What each peer is, from its METADATA answer: True for a Java DLedger node (spoken to
@@ -121,6 +130,12 @@ class Client:
             md["impl"] = "dledgerctl"
         return md
 
+    async def _metadata_of(self, peer: str, timeout: float):
+        try:
+            return peer, await self.metadata(peer, timeout)
+        except (TransportError, ProtocolError) as exc:
+            return peer, exc
+
     async def java_term(self, peer: str, timeout: float | None = None) -> int | None:
         """A Java DLedger node's current term, which its METADATA does not say: a HEART_BEAT
         of term -1 changes nothing and is answered EXPIRED_TERM with the node's term. None
@@ -154,16 +169,21 @@ class Client:
         """The leader's id: asks every peer at once and takes the first that says it leads,
         without waiting for peers that do not answer (stopped or partitioned)."""
         loop = asyncio.get_running_loop()
+        # why a member did not answer (a TLS refusal first): the likely reason when no leader is found
+        refused, refused_tls = None, False
         while True:
             if self.leader is not None:
                 return self.leader
             wait = max(0.05, min(1.0, deadline - loop.time()))
-            tasks = [asyncio.ensure_future(self.metadata(p, wait)) for p in self.peers]
+            tasks = [asyncio.ensure_future(self._metadata_of(p, wait)) for p in self.peers]
             try:
                 for next_done in asyncio.as_completed(tasks):
-                    try:
-                        md = await next_done
-                    except (TransportError, ProtocolError):
+                    p, md = await next_done
+                    if isinstance(md, Exception):
+                        tls_problem = isinstance(md, (Forbidden, WrongPeer)) or (
+                            isinstance(md, Unreachable) and isinstance(md.__cause__, ssl.SSLError))
+                        if refused is None or (tls_problem and not refused_tls):
+                            refused, refused_tls = f"{p}: {md}", tls_problem
                         continue
                     if isinstance(md, dict) and md.get("role") == "leader" and md.get("id") in self.peers:
                         self.leader = md["id"]
@@ -173,7 +193,8 @@ class Client:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
             if loop.time() >= deadline:
-                raise ClientError(f"no leader among {', '.join(self.peers)} within {self.timeout:g} s")
+                raise ClientError(f"no leader among {', '.join(self.peers)} within {self.timeout:g} s"
+                                  + (f" ({refused})" if refused else ""))
             await asyncio.sleep(0.05)
 
     async def append(self, bodies: list[bytes], *, resend_unknown: bool = True) -> dict:
@@ -217,6 +238,8 @@ class Client:
                         append_request, (ext, bodies), max(0.05, deadline - now)))
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None
+                if isinstance(exc, Forbidden):  # (refused before anything was appended)
+                    raise _append_error(last_error, unknown, None) from None
                 self.leader = None
                 if not isinstance(exc, Unreachable):  # it was sent: it may have been appended
                     unknown = True
@@ -278,6 +301,8 @@ class Client:
                                         max(0.05, deadline - loop.time()))
             except (TransportError, ProtocolError) as exc:
                 last_error = f"{leader}: {exc}"
+                if isinstance(exc, Forbidden):
+                    raise ClientError(last_error) from None
                 self.leader = None
                 if loop.time() >= deadline:
                     break

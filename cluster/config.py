@@ -75,6 +75,8 @@ class NodeConfig:
     preferred_leader: str | None = None  # DLedgerConfig.preferredLeaderIds (one id)
     # members that are Java DLedger nodes (more are recognised from their messages)
     dledger_peers: tuple = ()
+    # mutual TLS on every connection (cluster/tls.py TlsFiles), None for plain TCP
+    tls: object = None
     # replication
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this

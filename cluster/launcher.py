@@ -59,13 +59,24 @@ def alive(node: dict) -> bool:
     return isinstance(pid, int) and _cmdline(pid) == node.get("cmd")
 
 
-def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str, extra: list[str]) -> list[str]:
+def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str, extra: list[str],
+                 tls_dir: str | None = None) -> list[str]:
+    tls = [] if tls_dir is None else ["--tls-cert", os.path.join(tls_dir, f"member-{node_id}.pem"),
+                                      "--tls-key", os.path.join(tls_dir, f"member-{node_id}.key"),
+                                      "--tls-ca", os.path.join(tls_dir, "ca.pem")]
     return [sys.executable, "-m", "dledgerctl", "-v", "node", "start", "--group", group, "--id", node_id,
-            "--peers", peers, "--store-base-dir", base_dir, "--flush", flush, *extra]
+            "--peers", peers, "--store-base-dir", base_dir, "--flush", flush, *extra, *tls]
+
+
+def tls_record(tls_dir: str) -> dict:
+    """The record's TLS part for certificates made by cluster/pki.py in ``tls_dir``."""
+    pair = lambda stem: {"cert": os.path.join(tls_dir, f"{stem}.pem"), "key": os.path.join(tls_dir, f"{stem}.key")}
+    return {"dir": tls_dir, "ca": os.path.join(tls_dir, "ca.pem"), "operator": pair("operator-admin"),
+            "client": pair("client-app")}
 
 
 def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra: list[str] | None = None,
-       host: str = "127.0.0.1") -> tuple[dict, list[subprocess.Popen]]:
+       host: str = "127.0.0.1", tls_dir: str | None = None) -> tuple[dict, list[subprocess.Popen]]:
     """Start the processes and write the record; returns it and the processes (poll them
     to see one exit: right after the fork the /proc check of :func:`alive` still sees the
     parent's command line). Does not wait for a leader. Refused when a record is there:
@@ -81,11 +92,14 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
     peers = _peers(nodes, port_base, host)
     os.makedirs(os.path.join(base_dir, "logs"), exist_ok=True)
     rec = {"group": group, "peers": peers, "base_dir": os.path.abspath(base_dir), "started": time.time(), "nodes": []}
+    if tls_dir is not None:
+        rec["tls"] = tls_record(os.path.abspath(tls_dir))
     for i in range(nodes):
         nid = f"n{i}"
         rec["nodes"].append({"id": nid, "pid": None, "address": f"{host}:{port_base + i}",
                              "log": os.path.join(base_dir, "logs", f"{nid}.log"),
-                             "cmd": node_command(group, nid, peers, os.path.abspath(base_dir), flush, extra or [])})
+                             "cmd": node_command(group, nid, peers, os.path.abspath(base_dir), flush, extra or [],
+                                                 tls_dir and os.path.abspath(tls_dir))})
     procs = [_spawn(base_dir, n) for n in rec["nodes"]]
     write_record(base_dir, rec)
     return rec, procs
@@ -96,10 +110,11 @@ def _peers(nodes: int, port_base: int, host: str) -> str:
 
 
 def planned_commands(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra: list[str] | None = None,
-                     host: str = "127.0.0.1") -> list[list[str]]:
+                     host: str = "127.0.0.1", tls_dir: str | None = None) -> list[list[str]]:
     """The command lines :func:`up` would record for these settings (to compare with a record)."""
     peers = _peers(nodes, port_base, host)
-    return [node_command(group, f"n{i}", peers, os.path.abspath(base_dir), flush, extra or []) for i in range(nodes)]
+    return [node_command(group, f"n{i}", peers, os.path.abspath(base_dir), flush, extra or [],
+                         tls_dir and os.path.abspath(tls_dir)) for i in range(nodes)]
 
 
 def _spawn(base_dir: str, node: dict) -> subprocess.Popen:

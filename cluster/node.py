@@ -30,15 +30,23 @@ from .config import NodeConfig
 from .core import Proposal, RaftCore
 from .divergence import DivergenceSearch
 from .member import FileTermStore
-from .rpc import Code, ProbeRequest, PushRequest, RepairRequest, split_entries
+from .tls import CLIENT, OPERATOR, PEER, Identity, Tls, TlsError, expect_member, refusal
+from .rpc import Code, LeadershipTransferRequest, ProbeRequest, PushRequest, RepairRequest, split_entries
 from .transport import Channel, FrameServer, TransportError
 from .wire import (
     APPEND,
     FORCE_COMPARE,
     GET,
     METADATA,
+    FORCE_TRUNCATE,
+    HEART_BEAT,
+    LEADERSHIP_TRANSFER,
     OPERATOR_CODES,
+    PROBE,
     PUSH,
+    REMOTING_NO_PERMISSION,
+    REPAIR,
+    VOTE,
     WATERMARKS,
     REMOTING_NOT_SUPPORTED,
     STATUS,
@@ -59,6 +67,21 @@ from .wire import (
 from .wire import get_field, json_object
 
 log = logging.getLogger("dledgerctl.node")
+
+# requests only members send each other (decoded, then checked against their sender)
+_PEER_CODES = frozenset({VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER, PROBE, REPAIR})
+
+
+def _client_need(f: Frame) -> str:
+    """What a client request needs under TLS: an operator for what changes a replica."""
+    if f.code == FORCE_TRUNCATE:
+        return OPERATOR
+    if f.code == FORCE_COMPARE:
+        try:
+            return CLIENT if json_object(f.body).get("dryRun") is True else OPERATOR
+        except BadMessage:
+            return OPERATOR
+    return CLIENT
 TICK_MS = 5
 MAX_GET_COUNT = 1024
 MAX_GET_BYTES = 16 << 20
@@ -142,9 +165,16 @@ class Node:
         self.terms = FileTermStore(self.dir)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.core: RaftCore | None = None
-        self.channels = {p: Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes)
+        self.tls = Tls(cfg.tls) if cfg.tls is not None else None  # TlsError when its files do not do
+        if self.tls is not None and self.tls.identity != Identity(cfg.group, "member", cfg.self_id):
+            raise TlsError(f"{cfg.tls.cert} names {self.tls.identity}, not member {cfg.self_id} of group {cfg.group}")
+        ssl_out = {} if self.tls is None else {"ssl": self.tls.client}
+        self.channels = {p: Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes,
+                                    expect=functools.partial(expect_member, cfg.group, p), **ssl_out)
                          for p, peer in cfg.peers.items() if p != cfg.self_id}
-        self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes)
+        self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes,
+                                  ssl=None if self.tls is None else self.tls.server)
+        self._refusals_logged: dict[tuple, float] = {}
         self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
         self._waiting: dict[int, tuple[Proposal, list]] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -344,6 +374,10 @@ class Node:
         """The answer to a frame: a Frame now, None when it comes later through ``conn``
         (APPEND), or an awaitable of one (operator requests)."""
         try:
+            if self.tls is not None and f.code not in _PEER_CODES:
+                denied = self._denied(f, conn, _client_need(f))
+                if denied is not None:
+                    return denied
             if f.code == APPEND:
                 return self._append(f, conn)
             if f.code == GET:
@@ -357,6 +391,11 @@ class Node:
                 req = dialect.decode_push(f.body)
             else:
                 req = decode_request(f)
+            if self.tls is not None:
+                taking = type(req) is LeadershipTransferRequest and not req.take
+                denied = self._denied(f, conn, OPERATOR if taking else PEER, None if taking else req.leader_id)
+                if denied is not None:
+                    return denied
             if f.language == "JAVA":
                 self.core.mark_java(req.leader_id)
         except BadMessage as exc:
@@ -364,6 +403,21 @@ class Node:
         resp = self.core.handle(req, self.now())
         self._process()
         return response_frame(resp, f.opaque, f.code)
+
+    def _denied(self, f: Frame, conn, need: str, sender: str | None = None) -> Frame | None:
+        """Under TLS: the refusal of a request its connection's identity may not make (one
+        warning in the log per client, reason and minute), or None."""
+        why = refusal(conn.identity, self.cfg.group, self.cfg.peers, need, sender)
+        if why is None:
+            return None
+        key = (conn.peer[0] if conn.peer else None, why)
+        now = time.monotonic()
+        if now - self._refusals_logged.get(key, -60.0) >= 60.0:
+            if len(self._refusals_logged) > 1024:
+                self._refusals_logged.clear()
+            self._refusals_logged[key] = now
+            log.warning("refused request code %d from %s: %s", f.code, conn.peer, why)
+        return error_frame(f.opaque, REMOTING_NO_PERMISSION, why)
 
     # -- operator requests (peer watermarks | compare | truncate) ------------------------
     def _operator(self, f: Frame):

@@ -29,6 +29,7 @@ import itertools
 import logging
 from typing import Awaitable
 
+from .tls import identity_of
 from .wire import DEFAULT_MAX_FRAME, FLAG_RESPONSE, JOIN_BELOW, Frame, FrameReceiver, ProtocolError, frame_head
 
 log = logging.getLogger("dledgerctl.transport")
@@ -48,6 +49,10 @@ class ConnectionLost(TransportError):
 
 class Unreachable(TransportError):
     pass
+
+
+class WrongPeer(Unreachable):
+    """The TLS peer's certificate is not the member meant (cluster/tls.py identities)."""
 
 
 def _settle(target, frame: Frame | None, exc: BaseException | None) -> None:
@@ -191,11 +196,14 @@ class _ServerConnection(_FrameConnection):
         super().__init__(server.max_frame)
         self.server = server
         self.peer = None
+        self.identity = None  # with TLS: who the client's certificate names (cluster/tls.py)
         self.inflight: set = set()  # tasks and futures whose answers go out here
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self.peer = transport.get_extra_info("peername")
+        if self.server.ssl is not None:  # (called once the handshake has verified the certificate)
+            self.identity = identity_of(transport.get_extra_info("peercert"))
         self.server._conns.add(self)
 
     def connection_lost(self, exc) -> None:
@@ -253,7 +261,8 @@ class _ServerConnection(_FrameConnection):
 
 
 class FrameServer:
-    def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME, ssl=None,
+                 handshake_timeout: float = 10.0) -> None:
         """``handler(frame, conn)`` returns the response (a Frame), an awaitable of a Frame
         or None, or None for no response now. A handler that answers later keeps ``conn``
         and writes the whole answer frame, opaque included, with ``conn.send_bytes`` or
@@ -261,12 +270,14 @@ class FrameServer:
         ends); on a connection lost meanwhile that does nothing."""
         self.handler = handler
         self.max_frame = max_frame
+        self.ssl, self.handshake_timeout = ssl, handshake_timeout  # ssl: a server SSLContext, or None
         self.server: asyncio.base_events.Server | None = None
         self._conns: set[_ServerConnection] = set()
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: _ServerConnection(self), host, port, reuse_address=True)
+        tls = {} if self.ssl is None else {"ssl": self.ssl, "ssl_handshake_timeout": self.handshake_timeout}
+        self.server = await loop.create_server(lambda: _ServerConnection(self), host, port, reuse_address=True, **tls)
 
     async def close(self) -> None:
         if self.server is not None:
@@ -337,8 +348,12 @@ class Channel:
     """A client connection to one address, reconnecting on demand."""
 
     def __init__(self, host: str, port: int, *, connect_timeout: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME,
-                 backoff_min: float = 0.05, backoff_max: float = 2.0) -> None:
+                 backoff_min: float = 0.05, backoff_max: float = 2.0, ssl=None, expect=None) -> None:
+        """``ssl``: a client SSLContext (mutual TLS), or None for plain TCP. ``expect(identity)``
+        says why the server's certificate identity (cluster/tls.py) is not the one meant, or
+        returns None: a connection to another one is closed and the request fails."""
         self.host, self.port = host, port
+        self.ssl, self.expect = ssl, expect
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.backoff_min, self.backoff_max = backoff_min, backoff_max
@@ -362,11 +377,22 @@ class Channel:
             loop = asyncio.get_running_loop()
             if loop.time() < self._retry_at:
                 raise Unreachable(f"{self.address} unreachable (retrying in {self._retry_at - loop.time():.2f} s)")
+            tls = {} if self.ssl is None else {"ssl": self.ssl, "ssl_handshake_timeout": self.connect_timeout}
             try:
-                _t, conn = await asyncio.wait_for(
-                    loop.create_connection(lambda: _ClientConnection(self), self.host, self.port), self.connect_timeout)
+                transport, conn = await asyncio.wait_for(
+                    loop.create_connection(lambda: _ClientConnection(self), self.host, self.port, **tls),
+                    self.connect_timeout)
                 if conn.closed:  # accepted and closed at once (say, by a proxy whose target is down)
                     raise ConnectionResetError("closed as soon as it was opened")
+                if self.ssl is not None and self.expect is not None:
+                    problem = self.expect(identity_of(transport.get_extra_info("peercert")))
+                    if problem is not None:
+                        conn.close()
+                        raise WrongPeer(f"{self.address}: {problem}")
+            except WrongPeer:
+                self._backoff = self.backoff_max
+                self._retry_at = loop.time() + self._backoff
+                raise
             except (OSError, asyncio.TimeoutError) as exc:
                 self._backoff = min(self.backoff_max, max(self.backoff_min, self._backoff * 2))
                 self._retry_at = loop.time() + self._backoff

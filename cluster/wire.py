@@ -78,6 +78,7 @@ REMOTING_SUCCESS = 0
 REMOTING_SYSTEM_ERROR = 1
 REMOTING_SYSTEM_BUSY = 2
 REMOTING_NOT_SUPPORTED = 3
+REMOTING_NO_PERMISSION = 16  # ours under TLS: the connection's certificate may not do this (remark says why)
 
 FLAG_RESPONSE = 1
 FLAG_ONEWAY = 2
@@ -101,6 +102,16 @@ class MalformedFrame(ProtocolError):
 
 class BadMessage(ProtocolError):
     """The frame is well formed but its fields are not the message its code names."""
+
+
+class Forbidden(BadMessage):
+    """The peer refused the request for the identity of this connection's certificate."""
+
+
+def _refused(f: Frame) -> BadMessage:
+    if f.code == REMOTING_NO_PERMISSION:
+        return Forbidden(f"refused: {f.remark}")
+    return BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
 
 
 _encoder = msgspec.json.Encoder()
@@ -452,7 +463,7 @@ def _code(o: dict) -> Code:
 def decode_response(f: Frame, request_code: int):
     """The response to a request of ``request_code``; BadMessage if it does not fit."""
     if f.code not in HANDLED:
-        raise BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
+        raise _refused(f)
     o = json_object(f.body)
     if request_code == VOTE:
         try:
@@ -541,7 +552,7 @@ def decode_append_answer(f: Frame) -> dict:
     """The answer to an APPEND: ``code``, ``term``, ``leaderId``, ``remark`` and, when the
     leader sent them, ``entries`` (:class:`AnswerRows`); BadMessage if it does not fit."""
     if f.code not in HANDLED:
-        raise BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
+        raise _refused(f)
     try:
         a = _append_answer_decoder.decode(f.body or b"{}")
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:

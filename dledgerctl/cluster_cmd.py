@@ -19,7 +19,8 @@ from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError,
 from cluster.transport import TransportError
 from cluster.wire import ProtocolError
 
-from .common import BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail, plural
+from .common import (BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
+                     client_tls, errors_as_exit, fail, plural, tls_options, use_record_tls)
 from .render import Format, RowStream, render
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
@@ -57,6 +58,7 @@ def _peers(peers: str | None, base_dir: str) -> tuple[dict, str | None]:
         raise fail(str(exc), 2 if isinstance(exc, ConfigError) else 1) from None
     if rec is None:
         raise fail(f"no --peers given and no cluster recorded in {base_dir} (start one with 'dledgerctl cluster up')", 2)
+    use_record_tls(rec)
     return parse_peers(rec["peers"]), rec.get("group")
 
 
@@ -98,10 +100,18 @@ def node_start(
                                               "enableDiskForceClean).")] = True,
     retention_check_ms: Annotated[int, typer.Option("--retention-check-interval", min=1, help="How often the "
                                                     "clean-space check runs, ms.")] = 1000,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_ca: TlsCaOpt = None,
 ) -> None:
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v)."""
     from cluster.node import Node
+    from cluster.tls import TlsError, TlsFiles
 
+    try:
+        tls = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
+    except TlsError as exc:
+        raise fail(str(exc), 2) from None
     try:
         cfg = NodeConfig(group, node_id, parse_peers(peers), store_base_dir=store_base_dir, flush=flush,
                          flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
@@ -112,7 +122,7 @@ def node_start(
                          file_reserved_hours=file_reserved_hours, delete_when=delete_when,
                          disk_ratio_check=disk_ratio_check, disk_ratio_force=disk_ratio_force,
                          disk_full_ratio=disk_full_ratio, force_clean=force_clean,
-                         retention_check_ms=retention_check_ms,
+                         retention_check_ms=retention_check_ms, tls=tls,
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
@@ -121,7 +131,10 @@ def node_start(
     except runtime.RuntimeChoiceError as exc:
         raise fail(str(exc), 2) from None
     with errors_as_exit():
-        node = Node(cfg)
+        try:
+            node = Node(cfg)
+        except TlsError as exc:
+            raise fail(str(exc)) from None
         runtime.run(node.run, event_loop)
 
 
@@ -132,8 +145,10 @@ PROCESS_COLUMNS = ["pid", "uptime"]  # with a cluster record: the member's proce
 def _with_client(peers: dict, group: str, timeout: float, work):
     """Run ``await work(client)`` with a client that is closed afterwards; a ClientError
     becomes the one-line error and exit 1."""
+    tls = client_tls()
+
     async def go():
-        c = Client(peers, group, timeout=timeout)
+        c = Client(peers, group, timeout=timeout, tls=tls)
         try:
             return await work(c)
         finally:
@@ -192,12 +207,15 @@ def _render_status(rows: list[dict], fmt: Format, extra: list[str] = ()) -> None
 
 def _record(base_dir: str) -> dict | None:
     try:
-        return read_record(base_dir)
+        rec = read_record(base_dir)
     except LauncherError as exc:
         raise fail(str(exc)) from None
+    use_record_tls(rec)
+    return rec
 
 
 @cluster_app.command("status")
+@tls_options
 def cluster_status(peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
                    timeout: TimeoutOpt = 2.0, fmt: FormatOpt = Format.table) -> None:
     """Per node: address, up/down, role, term, leader, begin/end/committed index, and for a cluster started by
@@ -233,7 +251,7 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
 # has a cluster record, they must match it (cluster up there only starts members that are down).
 _SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
             "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
-            "disk_ratio_force", "disk_full_ratio")
+            "disk_ratio_force", "disk_full_ratio", "tls")
 
 
 @cluster_app.command("up")
@@ -260,6 +278,10 @@ def cluster_up(
     disk_ratio_check: Annotated[Optional[float], RatioCheckOpt.__metadata__[0]] = None,
     disk_ratio_force: Annotated[Optional[float], RatioForceOpt.__metadata__[0]] = None,
     disk_full_ratio: Annotated[Optional[float], RatioFullOpt.__metadata__[0]] = None,
+    tls: Annotated[bool, typer.Option("--tls", help="Mutual TLS between every member and client: certificates "
+                                      "made in BASE_DIR/tls (as 'certs init' makes them: one per member, an "
+                                      "operator 'admin' and a client 'app'); commands finding the cluster through "
+                                      "its record use the operator's.")] = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start N nodes in the background, wait for a leader, print the peers and a status table. On a base directory
@@ -285,14 +307,18 @@ def cluster_up(
         if value is not None:
             extra += [opt, str(value)]
     rec = _record(base_dir)
+    tls_dir = os.path.join(base_dir, "tls") if tls else None
     try:
         if rec is None:
-            rec, procs = up(base_dir, nodes, port_base, group, flush, extra)
+            if tls_dir is not None:
+                _make_certs(tls_dir, group, [f"n{i}" for i in range(nodes)], ["admin"], ["app"])
+            rec, procs = up(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir)
+            use_record_tls(rec)
             started, actions = list(zip(rec["nodes"], procs)), {n["id"]: "started" for n in rec["nodes"]}
         else:
             given = [p for p in _SHAPING if ctx.get_parameter_source(p).name not in ("DEFAULT", "DEFAULT_MAP")]
             if given:
-                want = launcher.planned_commands(base_dir, nodes, port_base, group, flush, extra)
+                want = launcher.planned_commands(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir)
                 if [c[1:] for c in want] != [n["cmd"][1:] for n in rec["nodes"]]:
                     opts = ", ".join("--" + p.replace("_ms", "-interval").replace("_", "-") for p in given)
                     raise fail(f"the cluster recorded in {base_dir} was started with other settings than the "
@@ -323,6 +349,21 @@ def cluster_up(
         width = max(len(t) for t, _ in tips)
         typer.echo(f"\nlogs in {os.path.join(base_dir, 'logs')}; try next:\n" +
                    "\n".join(f"  dledgerctl {t.ljust(width)}  # {why}" for t, why in tips))
+
+
+def _make_certs(directory: str, group: str, members: list[str], operators: list[str], clients: list[str],
+                any_group: bool = False) -> list[dict]:
+    """Certificates (cluster/pki.py) for these identities in ``directory``: one row each."""
+    from cluster import pki
+    from cluster.tls import ANY_GROUP, Identity
+
+    rows = []
+    for role, names in (("member", members), ("operator", operators), ("client", clients)):
+        for name in names:
+            ident = Identity(ANY_GROUP if any_group and role != "member" else group, role, name)
+            cert, key = pki.issue(directory, ident)
+            rows.append({"identity": ident.uri, "role": role, "name": name, "cert": cert, "key": key})
+    return rows
 
 
 NodeIdsArg = Annotated[list[str], typer.Argument(help="Member ids as recorded by 'cluster up' (n0, n1, ...).",
@@ -402,6 +443,7 @@ def _read_bodies(data: list[str] | None, file: str | None, lines: bool) -> list[
     return raw.splitlines() if lines else [raw]
 
 
+@tls_options
 def append_cmd(
     data: Annotated[Optional[list[str]], typer.Option("--data", "-d", help="An entry body (repeat for several).")] = None,
     file: Annotated[Optional[str], typer.Option("--file", help="Read the body from a file ('-': standard input).")] = None,
@@ -430,6 +472,7 @@ def append_cmd(
     render(_with_client(parsed, rec_group or group, timeout, work), fmt)
 
 
+@tls_options
 def get_cmd(
     index: Annotated[Optional[int], typer.Option("--index", "-i", min=0, help="First entry index (with --follow, "
                                                  "default: the next entry to commit).")] = None,
@@ -508,8 +551,9 @@ def _stream(peers: dict, group: str, timeout: float, pages):
     """Iterate ``pages(client)``, an async generator of lists, from synchronous code (so each
     page is printed as it arrives); the client is closed at the end. A ClientError becomes
     the one-line error and exit 1 (an index the log does not hold: OutOfRange, too)."""
+    tls = client_tls()
     with asyncio.Runner() as runner:
-        client = Client(peers, group, timeout=timeout)
+        client = Client(peers, group, timeout=timeout, tls=tls)
         agen = pages(client)
         try:
             while True:

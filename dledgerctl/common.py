@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import re
 import sys
+import typing
 from contextlib import contextmanager
 from enum import Enum
 from typing import Annotated, Iterator
@@ -63,6 +66,69 @@ DropBehindOpt = Annotated[int | None, typer.Option(
          "the kernel, as DLedger does).")]
 SelfIdOpt = Annotated[str | None, typer.Option("--self-id", help="Node id when DIR is a base directory holding "
                                                "several dledger-<id> directories.")]
+
+
+TlsCertOpt = Annotated[str | None, typer.Option("--tls-cert", envvar="DLEDGERCTL_TLS_CERT", metavar="PEM",
+                                                help="Certificate for mutual TLS (with --tls-key and --tls-ca; "
+                                                     "env DLEDGERCTL_TLS_CERT). Plain TCP without.")]
+TlsKeyOpt = Annotated[str | None, typer.Option("--tls-key", envvar="DLEDGERCTL_TLS_KEY", metavar="PEM",
+                                               help="Its private key (env DLEDGERCTL_TLS_KEY).")]
+TlsCaOpt = Annotated[str | None, typer.Option("--tls-ca", envvar="DLEDGERCTL_TLS_CA", metavar="PEM",
+                                              help="CA certificate(s) the other side's certificate must be signed by "
+                                                   "(env DLEDGERCTL_TLS_CA).")]
+
+# The TLS a client command was given (tls_options), for the client it makes; a cluster found
+# through its record uses the record's operator certificate when none is given.
+_client_tls: dict = {"files": None, "explicit": False}
+
+
+def tls_options(fn):
+    """Add --tls-cert/--tls-key/--tls-ca (and their DLEDGERCTL_TLS_* variables) to a client
+    command; the files are checked here and used by every client the command makes."""
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)  # (the module's annotations may be strings)
+    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()]
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=ann)
+             for name, ann in (("tls_cert", TlsCertOpt), ("tls_key", TlsKeyOpt), ("tls_ca", TlsCaOpt))]
+
+    @functools.wraps(fn)
+    def wrapper(*args, tls_cert=None, tls_key=None, tls_ca=None, **kwargs):
+        from cluster.tls import TlsError, TlsFiles
+
+        try:
+            files = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
+        except TlsError as exc:
+            raise fail(str(exc), 2) from None
+        _client_tls.update(files=files, explicit=files is not None)
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=[*params, *extra])
+    wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in extra}}
+    return wrapper
+
+
+def use_record_tls(rec: dict | None) -> None:
+    """A cluster found through its record (``cluster up --tls``): its operator certificate,
+    unless the command was given one."""
+    if rec and rec.get("tls") and not _client_tls["explicit"]:
+        from cluster.tls import TlsFiles
+
+        op = rec["tls"]["operator"]
+        _client_tls["files"] = TlsFiles(op["cert"], op["key"], rec["tls"]["ca"])
+
+
+def client_tls():
+    """The Tls (cluster/tls.py) for this command's clients, or None for plain TCP; a
+    TlsError becomes the one-line error."""
+    files = _client_tls["files"]
+    if files is None:
+        return None
+    from cluster.tls import Tls, TlsError
+
+    try:
+        return Tls(files)
+    except TlsError as exc:
+        raise fail(str(exc)) from None
 
 
 class BodyFormat(str, Enum):

@@ -15,7 +15,7 @@ from cluster.launcher import DEFAULT_BASE_DIR
 from cluster.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
 
 from .cluster_cmd import BaseDirOpt, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
-from .common import FormatOpt, fail, plural
+from .common import FormatOpt, fail, plural, tls_options
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Operator requests to a running cluster: replication watermarks, forced compare and "
@@ -42,6 +42,7 @@ def _watermark_rows(parsed: dict, group: str, timeout: float) -> list[dict]:
 
 
 @app.command("watermarks")
+@tls_options
 def watermarks_cmd(
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C (in place on a terminal; "
                                                               "otherwise one rendering per refresh).")] = False,
@@ -97,6 +98,7 @@ def _watch_live(parsed: dict, group: str, timeout: float, interval: float, count
 
 
 @app.command("compare")
+@tls_options
 def compare_cmd(
     peer: PeerOpt,
     deep: Annotated[bool, typer.Option("--deep", help="Compare every entry byte for byte (finds bodies changed under "
@@ -137,6 +139,7 @@ def _compare_summary(r: dict) -> str:
 
 
 @app.command("truncate")
+@tls_options
 def truncate_cmd(
     peer: PeerOpt,
     from_index: Annotated[int, typer.Option("--from-index", min=0, help="Cut this entry and every later one; must be "
@@ -167,6 +170,7 @@ def truncate_cmd(
 
 
 @app.command("transfer-leader")
+@tls_options
 def transfer_leader_cmd(
     to: Annotated[str, typer.Option("--to", help="The member to hand leadership to.", show_default=False)],
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,

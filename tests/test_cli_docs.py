@@ -69,6 +69,15 @@ def _section(page: str, name: str) -> str:
     return ""
 
 
+TLS_OPTIONS = {"--tls-cert", "--tls-key", "--tls-ca"}
+
+
+def _page_section(text: str, name: str) -> str:
+    """The ``.SH name`` section of a page's plain text ("" when there is none)."""
+    m = re.search(rf"^\.SH \"?{re.escape(name)}\"?\s*$(.*?)(?=^\.SH |\Z)", text, re.M | re.S)
+    return m.group(1) if m else ""
+
+
 def _names(option: str, text: str) -> bool:
     """``option`` appears as a whole word (so --index does not match --index-file-size)."""
     return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text) is not None
@@ -117,7 +126,11 @@ def test_command_has_help_and_man_section(page, label, cmd):
     section = _section(page, name)
     assert section, f"{os.path.basename(page)} has no .SS (or .TP) entry for {name}"
     accepted = set(_options(cmd)) | {"--help", "-h"}
+    page_text = _plain(_read(page))
     for opt in sorted(accepted - {"--help", "-h"}):
+        if opt in TLS_OPTIONS:  # shared by every client command: the page's TLS section describes them once
+            assert _names(opt, _page_section(page_text, "TLS")), f"{label}: {opt} is not in the page's TLS section"
+            continue
         assert _names(opt, section), f"{label}: {opt} is not in its man section"
     # Options named in the section's .TP tags (its option list) must still exist.
     lines = section.split("\n")

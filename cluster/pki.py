@@ -1,0 +1,93 @@
+"""A small certificate authority for trying TLS out (``dledgerctl certs init``, ``cluster up --tls``).
+
+Writes, in one directory: ``ca.pem`` and ``ca.key`` (an EC P-256 CA), and per identity
+``<role>-<name>.pem`` and ``<role>-<name>.key``, each certificate naming its identity in
+a URI subject alternative name (cluster/tls.py) and signed by the CA. Keys are written
+with mode 0600. A real deployment uses its own PKI: any CA will do, as long as each
+certificate carries the URI name (see the README).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from .tls import Identity
+
+CA_CERT, CA_KEY = "ca.pem", "ca.key"
+
+
+def file_stem(ident: Identity) -> str:
+    return f"{ident.role}-{ident.name}"
+
+
+def _write(path: str, data: bytes, private: bool = False) -> None:
+    tmp = f"{path}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def _key_pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def init_ca(directory: str, days: int = 3650) -> tuple[str, str]:
+    """The CA of ``directory``, made when it has none: (certificate path, key path)."""
+    os.makedirs(directory, exist_ok=True)
+    cert_path, key_path = os.path.join(directory, CA_CERT), os.path.join(directory, CA_KEY)
+    if os.path.isfile(cert_path) and os.path.isfile(key_path):
+        return cert_path, key_path
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dledgerctl test CA")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    _write(key_path, _key_pem(key), private=True)
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
+
+
+def issue(directory: str, ident: Identity, *, days: int = 825, not_before: datetime.datetime | None = None,
+          not_after: datetime.datetime | None = None, stem: str | None = None) -> tuple[str, str]:
+    """A certificate and key for ``ident`` signed by the CA of ``directory`` (made if
+    missing): (certificate path, key path). ``not_before``/``not_after`` override the
+    validity (tests make expired ones); ``stem`` the file names."""
+    ca_cert_path, ca_key_path = init_ca(directory)
+    with open(ca_cert_path, "rb") as fh:
+        ca_cert = x509.load_pem_x509_certificate(fh.read())
+    with open(ca_key_path, "rb") as fh:
+        ca_key = serialization.load_pem_private_key(fh.read(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start = not_before or now - datetime.timedelta(minutes=5)
+    end = not_after or now + datetime.timedelta(days=days)
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ident.name),
+                                     x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, ident.role)]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end)
+            .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(ident.uri),
+                                                        x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    stem = stem or file_stem(ident)
+    cert_path, key_path = os.path.join(directory, f"{stem}.pem"), os.path.join(directory, f"{stem}.key")
+    _write(key_path, _key_pem(key), private=True)
+    _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path

@@ -1,0 +1,54 @@
+"""``dledgerctl certs``: a CA and certificates for trying TLS out (cluster/pki.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .common import FormatOpt, fail
+from .render import Format, render
+
+app = typer.Typer(help="Certificates for mutual TLS: a CA and one certificate per member, operator and client.",
+                  no_args_is_help=True)
+
+
+def _names(values: list[str] | None) -> list[str]:
+    """'n0,n1' and repeated options alike -> ['n0', 'n1']."""
+    return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+
+
+@app.command("init")
+def init_cmd(
+    directory: Annotated[str, typer.Argument(help="Where the CA and the certificates go (made if missing; an "
+                                             "existing CA there is reused).", show_default=False)],
+    members: Annotated[list[str], typer.Option("--members", help="Member ids, comma-separated or repeated: one "
+                                               "certificate each, for --group.", show_default=False)],
+    group: Annotated[str, typer.Option("--group", "-g", help="The group the members (and, without --any-group, the "
+                                       "operators and clients) belong to.")] = "default",
+    operators: Annotated[Optional[list[str]], typer.Option("--operators", help="Operator names: may also compare "
+                                                           "and truncate followers and transfer leadership.")] = None,
+    clients: Annotated[Optional[list[str]], typer.Option("--clients", help="Client names: may append, get and "
+                                                         "read status and watermarks.")] = None,
+    any_group: Annotated[bool, typer.Option("--any-group", help="Operator and client certificates valid for every "
+                                            "group, not just --group.")] = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Make a CA (ca.pem, ca.key) in DIR unless one is there, and a certificate and key per identity:
+    member-ID.pem/.key, operator-NAME.pem/.key, client-NAME.pem/.key. Each names its identity in a URI
+    subjectAltName dledger://GROUP/ROLE/NAME. For trying TLS out; use your own PKI in production."""
+    from .cluster_cmd import _make_certs
+
+    names = {"--members": _names(members), "--operators": _names(operators), "--clients": _names(clients)}
+    if not names["--members"]:
+        raise fail("--members names no member", 2)
+    for opt, ns in names.items():
+        bad = [n for n in ns if "/" in n or n in (".", "..")]
+        if bad or len(set(ns)) != len(ns):
+            raise fail(f"{opt}: {'bad name ' + repr(bad[0]) if bad else 'a name is given twice'}", 2)
+    try:
+        rows = _make_certs(directory, group, names["--members"], names["--operators"], names["--clients"],
+                           any_group)
+    except OSError as exc:
+        raise fail(f"{exc.filename or directory}: {exc.strerror or exc}") from None
+    render(rows, fmt, columns=["identity", "cert", "key"] if fmt in (Format.table, Format.csv) else None)
