@@ -34,6 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--first-seed", type=int, default=None, help="default: from the clock")
     ap.add_argument("--profile", choices=[*PROFILES, "all"], default="all")
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--tls", action="store_true", help="mutual TLS on every connection")
     ap.add_argument("--flush", choices=["async", "sync"], help="default: sync for odd seeds of mixed, else async")
     ap.add_argument("--workdir", default=None, help="where run directories go (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the directories of passing runs too")
@@ -57,7 +58,7 @@ def main(argv=None) -> int:
         profile = profiles[k % len(profiles)] if args.seed is None else profiles[0]
         workdir = os.path.join(root, f"{profile}-{seed}")
         r = run_seed(seed, profile, args.seconds, workdir, keep=args.keep, nodes=args.nodes, clients=args.clients,
-                     flush=args.flush, verbose=args.verbose)
+                     flush=args.flush, verbose=args.verbose, tls=args.tls)
         print(r.summary(), flush=True)
         if not r.ok:
             print(f"  kept: {workdir}", flush=True)

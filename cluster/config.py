@@ -99,6 +99,11 @@ class NodeConfig:
     # (store.files.FileList.take_dirty); 0 leaves it to the kernel, as DLedger does
     drop_behind: int = 256 << 20
     max_frame_bytes: int = 64 << 20
+    # what one client may hold of a node (cluster/transport.py FrameServer)
+    max_connections: int = 1024
+    idle_timeout_s: float = 300.0
+    frame_timeout_s: float = 30.0  # a frame (and a TLS handshake) must complete within this
+    max_inflight_per_connection: int = 4096
     # retention: deleting data files from the head of the log (cluster/retention.py)
     file_reserved_hours: float = 72  # DLedgerConfig.fileReservedHours (DLedger uses at least 1)
     delete_when: str = "04"  # DLedgerConfig.deleteWhen: hours of the day, "04" or "03;04"
@@ -122,7 +127,8 @@ class NodeConfig:
         for name in ("heartbeat_interval_ms", "max_heartbeat_leak", "min_vote_interval_ms", "max_wait_ack_ms",
                      "max_push_timeout_ms", "push_batch_bytes", "push_batch_entries", "push_window",
                      "push_window_bytes",
-                     "max_pending_requests", "flush_interval_ms", "checkpoint_interval_ms", "max_frame_bytes"):
+                     "max_pending_requests", "flush_interval_ms", "checkpoint_interval_ms", "max_frame_bytes",
+                     "max_connections", "idle_timeout_s", "frame_timeout_s", "max_inflight_per_connection"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if self.drop_behind < 0:

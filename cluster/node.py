@@ -165,15 +165,17 @@ class Node:
         self.terms = FileTermStore(self.dir)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.core: RaftCore | None = None
-        self.tls = Tls(cfg.tls) if cfg.tls is not None else None  # TlsError when its files do not do
-        if self.tls is not None and self.tls.identity != Identity(cfg.group, "member", cfg.self_id):
-            raise TlsError(f"{cfg.tls.cert} names {self.tls.identity}, not member {cfg.self_id} of group {cfg.group}")
+        # TlsError when its files do not do, or name another identity than this member's
+        self.tls = Tls(cfg.tls, Identity(cfg.group, "member", cfg.self_id)) if cfg.tls is not None else None
         ssl_out = {} if self.tls is None else {"ssl": self.tls.client}
         self.channels = {p: Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes,
                                     expect=functools.partial(expect_member, cfg.group, p), **ssl_out)
                          for p, peer in cfg.peers.items() if p != cfg.self_id}
         self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes,
-                                  ssl=None if self.tls is None else self.tls.server)
+                                  ssl=None if self.tls is None else self.tls.server,
+                                  max_connections=cfg.max_connections, idle_timeout=cfg.idle_timeout_s,
+                                  frame_timeout=cfg.frame_timeout_s, handshake_timeout=cfg.frame_timeout_s,
+                                  max_inflight=cfg.max_inflight_per_connection)
         self._refusals_logged: dict[tuple, float] = {}
         self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
         self._waiting: dict[int, tuple[Proposal, list]] = {}
@@ -201,9 +203,9 @@ class Node:
             self._syncer.close()
             self.store.close()
             raise OSError(exc.errno, f"cannot listen on {me.address}: {exc.strerror}") from exc
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig, handler in ((signal.SIGTERM, self.stop), (signal.SIGINT, self.stop), (signal.SIGHUP, self.reload_tls)):
             try:
-                self.loop.add_signal_handler(sig, self.stop)
+                self.loop.add_signal_handler(sig, handler)
             except (RuntimeError, ValueError):  # not the main thread
                 pass
         log.info("node %s of group %s listening on %s (store %s, flush %s)", self.cfg.self_id, self.cfg.group,
@@ -265,6 +267,19 @@ class Node:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def reload_tls(self) -> None:
+        """SIGHUP: load the TLS certificate, key and CA files again (a rotated certificate);
+        new connections use them, open ones go on. A failed reload keeps the old ones."""
+        if self.tls is None:
+            log.info("SIGHUP: no TLS to reload")
+            return
+        try:
+            self.tls.reload()
+        except TlsError as exc:
+            log.error("TLS reload failed, keeping the certificate loaded before: %s", exc)
+            return
+        log.warning("TLS certificate reloaded from %s", self.cfg.tls.cert)
 
     async def _shutdown(self) -> None:
         log.info("node %s shutting down", self.cfg.self_id)
@@ -557,6 +572,7 @@ class Node:
         if not self._batch:
             self.loop.call_soon(self._propose_batch)
         self._batch.append((f.body, count, largest, f.opaque, conn, False))
+        conn.hold()
         return None
 
     def _append_dledger(self, f: Frame, conn):
@@ -577,6 +593,7 @@ class Node:
         if not self._batch:
             self.loop.call_soon(self._propose_batch)
         self._batch.append((dialect.packed_one(req.body), 1, len(req.body), f.opaque, conn, True))
+        conn.hold()
         return None
 
     def _answer_appends(self, p: Proposal, waiters: list, code: Code, remark: str, dledger: list = ()) -> None:
@@ -588,9 +605,12 @@ class Node:
         the answers for one connection go to it in one call. ``dledger``: (connection,
         opaque, start) of APPENDs from DLedger's own client, answered in its form."""
         leader = p.leader_id or self.core.member.leader_id
+        for w in waiters:
+            w[0].release()
         if dledger:
             rows = appended_rows(p.appended) if code == Code.SUCCESS else None
             for conn, opaque, start in dledger:
+                conn.release()
                 index, term, pos, _size = rows[start] if rows is not None else (-1, p.term, -1, 0)
                 conn.send_bytes(response_bytes(opaque, dialect.encode({
                     "code": int(code), "group": self.cfg.group, "index": index, "leaderId": leader, "pos": pos,

@@ -96,8 +96,10 @@ class TlsFiles:
 class Tls:
     """A node's or a client's TLS: its two contexts (it serves and connects) and identity."""
 
-    def __init__(self, files: TlsFiles) -> None:
-        self.files = files
+    def __init__(self, files: TlsFiles, expect: Identity | None = None) -> None:
+        """``expect``: the identity the certificate must name (a node's own member
+        identity); TlsError otherwise, at start and at every reload."""
+        self.files, self.expect = files, expect
         self.server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         self.client.check_hostname = False  # identities are checked instead (Channel)
@@ -113,15 +115,17 @@ class Tls:
         for path, what in ((f.cert, "certificate"), (f.key, "key"), (f.ca, "CA certificate")):
             if not os.path.isfile(path):
                 raise TlsError(f"TLS {what} {path} does not exist")
+        ident = _identity_of_file(f.cert)
+        if ident is None:
+            raise TlsError(f"{f.cert} names no identity (a subjectAltName URI {SCHEME}://GROUP/ROLE/NAME)")
+        if self.expect is not None and ident != self.expect:
+            raise TlsError(f"{f.cert} names {ident}, not {self.expect}")
         try:
             for ctx in (self.server, self.client):
                 ctx.load_cert_chain(f.cert, f.key)
                 ctx.load_verify_locations(f.ca)
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise TlsError(f"cannot load TLS files ({f.cert}, {f.key}, {f.ca}): {exc}") from None
-        ident = _identity_of_file(f.cert)
-        if ident is None:
-            raise TlsError(f"{f.cert} names no identity (a subjectAltName URI {SCHEME}://GROUP/ROLE/NAME)")
         self.identity = ident
         return ident
 

@@ -198,13 +198,17 @@ class _ServerConnection(_FrameConnection):
         self.peer = None
         self.identity = None  # with TLS: who the client's certificate names (cluster/tls.py)
         self.inflight: set = set()  # tasks and futures whose answers go out here
+        self.held = 0  # requests the handler answers later (hold/release): APPENDs waiting to commit
+        self.last_frame_at = self._loop.time()  # the last whole request (idle connections are closed)
+        self.partial_since: float | None = None  # when a frame that is still incomplete began
+        self._write_paused = self._full = False
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self.peer = transport.get_extra_info("peername")
         if self.server.ssl is not None:  # (called once the handshake has verified the certificate)
             self.identity = identity_of(transport.get_extra_info("peercert"))
-        self.server._conns.add(self)
+        self.server._admit(self)
 
     def connection_lost(self, exc) -> None:
         super().connection_lost(exc)
@@ -213,20 +217,60 @@ class _ServerConnection(_FrameConnection):
             t.cancel()  # a future's answer has nowhere to go (_answered ignores it)
         self.inflight.clear()
 
+    def buffer_updated(self, nbytes: int) -> None:
+        super().buffer_updated(nbytes)
+        if self.receiver.partial:
+            if self.partial_since is None:
+                self.partial_since = self._loop.time()
+        else:
+            self.partial_since = None
+
     def bad_stream(self, exc: ProtocolError) -> None:
         log.warning("closing connection from %s: %s", self.peer, exc)
         self.close()
 
+    # Reading stops while the answers do not drain (write back-pressure) and while more
+    # requests than the server allows wait for their answers; it resumes when neither holds.
+    def _reading(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        if self._write_paused or self._full:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
     def pause_writing(self) -> None:
         super().pause_writing()
-        self.transport.pause_reading()  # no new requests until the answers drain
+        self._write_paused = True
+        self._reading()  # no new requests until the answers drain
 
     def resume_writing(self) -> None:
         super().resume_writing()
-        if not self.closed:
-            self.transport.resume_reading()
+        self._write_paused = False
+        self._reading()
+
+    def _check_full(self) -> None:
+        full = len(self.inflight) + self.held
+        limit = self.server.max_inflight
+        if not self._full and full >= limit:
+            self._full = True
+            self._reading()
+        elif self._full and full <= limit // 2:
+            self._full = False
+            self._reading()
+
+    def hold(self) -> None:
+        """A request on this connection will be answered later (the handler keeps it)."""
+        self.held += 1
+        self._check_full()
+
+    def release(self, n: int = 1) -> None:
+        """``n`` held requests were answered."""
+        self.held = max(0, self.held - n)
+        self._check_full()
 
     def frame_received(self, f: Frame) -> None:
+        self.last_frame_at = self._loop.time()
         if f.is_response:
             return  # nobody here asked
         try:
@@ -240,10 +284,12 @@ class _ServerConnection(_FrameConnection):
         if not isinstance(resp, asyncio.Future):  # an awaitable: a task of its own
             resp = asyncio.ensure_future(resp)
         self.inflight.add(resp)
+        self._check_full()
         resp.add_done_callback(functools.partial(self._answered, f))
 
     def _answered(self, f: Frame, fut: asyncio.Future) -> None:
         self.inflight.discard(fut)
+        self._check_full()
         if fut.cancelled() or self.closed:
             return
         exc = fut.exception()
@@ -261,8 +307,23 @@ class _ServerConnection(_FrameConnection):
 
 
 class FrameServer:
+    """Limits, so that no client can take the server's descriptors, memory or attention:
+
+    - ``max_connections``: a connection beyond it takes the place of the one idle longest
+      (no request in flight), or is closed at once when every one is busy;
+    - ``idle_timeout``: a connection that sends no request for this long is closed (the
+      client's side reconnects when it needs to);
+    - ``frame_timeout``: a frame begun must be complete within this (a client trickling a
+      frame byte by byte, slowloris, is closed), as must a TLS handshake;
+    - ``max_inflight``: requests waiting for their answers per connection; beyond it the
+      connection is not read until half of them are answered;
+    - bytes buffered per connection: at most one incomplete frame (``max_frame``) coming in,
+      and going out answers up to the transport's high-water mark (then it is not read).
+    """
+
     def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME, ssl=None,
-                 handshake_timeout: float = 10.0) -> None:
+                 handshake_timeout: float = 10.0, max_connections: int = 1024, idle_timeout: float = 300.0,
+                 frame_timeout: float = 30.0, max_inflight: int = 4096) -> None:
         """``handler(frame, conn)`` returns the response (a Frame), an awaitable of a Frame
         or None, or None for no response now. A handler that answers later keeps ``conn``
         and writes the whole answer frame, opaque included, with ``conn.send_bytes`` or
@@ -271,15 +332,54 @@ class FrameServer:
         self.handler = handler
         self.max_frame = max_frame
         self.ssl, self.handshake_timeout = ssl, handshake_timeout  # ssl: a server SSLContext, or None
+        self.max_connections, self.idle_timeout = max_connections, idle_timeout
+        self.frame_timeout, self.max_inflight = frame_timeout, max_inflight
         self.server: asyncio.base_events.Server | None = None
         self._conns: set[_ServerConnection] = set()
+        self._sweeper: asyncio.Task | None = None
+        self.closed_for = {"limit": 0, "idle": 0, "slow": 0}  # connections closed by the limits, by reason
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         tls = {} if self.ssl is None else {"ssl": self.ssl, "ssl_handshake_timeout": self.handshake_timeout}
-        self.server = await loop.create_server(lambda: _ServerConnection(self), host, port, reuse_address=True, **tls)
+        self.server = await loop.create_server(lambda: _ServerConnection(self), host, port, reuse_address=True,
+                                               backlog=1024, **tls)
+        self._sweeper = asyncio.ensure_future(self._sweep())
+
+    def _admit(self, conn: _ServerConnection) -> None:
+        if len(self._conns) >= self.max_connections:
+            idle = [c for c in self._conns if not c.inflight and not c.held and not c.receiver.partial]
+            if not idle:
+                self.closed_for["limit"] += 1
+                conn.close()
+                return
+            victim = min(idle, key=lambda c: c.last_frame_at)
+            self.closed_for["limit"] += 1
+            self._conns.discard(victim)
+            victim.close()
+        self._conns.add(conn)
+
+    async def _sweep(self) -> None:
+        """Close connections idle too long, and those whose frame has not completed in time."""
+        loop = asyncio.get_running_loop()
+        period = max(0.05, min(self.idle_timeout, self.frame_timeout) / 4)
+        while True:
+            await asyncio.sleep(period)
+            now = loop.time()
+            for c in list(self._conns):
+                if c.partial_since is not None and now - c.partial_since > self.frame_timeout:
+                    self.closed_for["slow"] += 1
+                    log.warning("closing connection from %s: a frame has not completed in %g s", c.peer,
+                                self.frame_timeout)
+                    c.close()
+                elif (not c.inflight and not c.held and c.partial_since is None
+                      and now - c.last_frame_at > self.idle_timeout):
+                    self.closed_for["idle"] += 1
+                    c.close()
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self.server is not None:
             self.server.close()
         for c in list(self._conns):

@@ -209,15 +209,22 @@ class FrameReceiver:
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
-        self._buf = bytearray(self.CHUNK)
-        self._view = memoryview(self._buf)
+        self._buf = self._view = None  # made at the first bytes: an idle connection holds no buffer
         self._start = self._end = 0
         self._big: memoryview | None = None  # the frame (after its length field) being filled
         self._have = 0
 
+    @property
+    def partial(self) -> bool:
+        """Part of a frame has arrived and the rest has not."""
+        return self._big is not None or self._end > self._start
+
     def buffer(self) -> memoryview:
         if self._big is not None:
             return self._big[self._have :]
+        if self._buf is None:
+            self._buf = bytearray(self.CHUNK)
+            self._view = memoryview(self._buf)
         if self.CHUNK - self._end < self.BIG and self._start:  # little room left: move the partial frame
             n = self._end - self._start  # (at most BIG + 4 bytes: longer ones have their own buffer)
             self._buf[:n] = bytes(self._view[self._start : self._end])  # a copy: the ranges may overlap

@@ -100,11 +100,21 @@ def node_start(
                                               "enableDiskForceClean).")] = True,
     retention_check_ms: Annotated[int, typer.Option("--retention-check-interval", min=1, help="How often the "
                                                     "clean-space check runs, ms.")] = 1000,
+    max_connections: Annotated[int, typer.Option("--max-connections", min=1, help="Connections this node keeps "
+                                                 "open; one more takes the place of the one idle longest.")] = 1024,
+    idle_timeout: Annotated[float, typer.Option("--idle-timeout", min=0.1, help="Seconds a connection may send "
+                                                "nothing before it is closed.")] = 300.0,
+    frame_timeout: Annotated[float, typer.Option("--frame-timeout", min=0.1, help="Seconds a frame (and a TLS "
+                                                 "handshake) may take to arrive whole.")] = 30.0,
+    max_inflight: Annotated[int, typer.Option("--max-inflight", min=1, help="Requests one connection may have "
+                                              "waiting for answers; beyond, it is not read until half are "
+                                              "answered.")] = 4096,
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
 ) -> None:
-    """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v)."""
+    """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v). SIGHUP reloads its TLS
+    certificate and key."""
     from cluster.node import Node
     from cluster.tls import TlsError, TlsFiles
 
@@ -122,7 +132,9 @@ def node_start(
                          file_reserved_hours=file_reserved_hours, delete_when=delete_when,
                          disk_ratio_check=disk_ratio_check, disk_ratio_force=disk_ratio_force,
                          disk_full_ratio=disk_full_ratio, force_clean=force_clean,
-                         retention_check_ms=retention_check_ms, tls=tls,
+                         retention_check_ms=retention_check_ms, tls=tls, max_connections=max_connections,
+                         idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
+                         max_inflight_per_connection=max_inflight,
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None

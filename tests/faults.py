@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import ctypes
+import functools
 import os
 import random
 import shutil
@@ -59,8 +60,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from cluster import pki  # noqa: E402
 from cluster.client import AppendError, Client  # noqa: E402
 from cluster.config import Peer  # noqa: E402
+from cluster.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
 from cluster.launcher import node_command  # noqa: E402
 from cluster.transport import Channel, TransportError  # noqa: E402
 from cluster.wire import ProtocolError  # noqa: E402
@@ -277,12 +280,12 @@ class NodeProc:
     """One node process; its store lives in ``<base_dir>/dledger-<id>``."""
 
     def __init__(self, node_id: str, port: int, peers: str, base_dir: str, flush: str, extra: list[str],
-                 log_dir: str) -> None:
+                 log_dir: str, tls_dir: str | None = None) -> None:
         self.id, self.port = node_id, port
         self.base_dir = base_dir
         self.dir = os.path.join(base_dir, f"dledger-{node_id}")
         self.log = os.path.join(log_dir, f"{node_id}.log")
-        self.cmd = node_command(GROUP, node_id, peers, base_dir, flush, extra)
+        self.cmd = node_command(GROUP, node_id, peers, base_dir, flush, extra, tls_dir)
         self.proc: subprocess.Popen | None = None
         self.state = "down"  # up | paused | down
         self.starts = 0
@@ -418,8 +421,9 @@ class Appender:
     """``clients`` concurrent appenders, each sending its next request when the previous
     one has an outcome. Bodies are unique: ``<tag>:c<client>:r<seq>:e<k>`` plus padding."""
 
-    def __init__(self, peers: dict[str, Peer], clients: int, seed: int, tag: str, timeout: float = 3.0) -> None:
-        self.peers, self.clients, self.timeout = peers, clients, timeout
+    def __init__(self, peers: dict[str, Peer], clients: int, seed: int, tag: str, timeout: float = 3.0,
+                 tls=None) -> None:
+        self.peers, self.clients, self.timeout, self.tls = peers, clients, timeout, tls
         self.rng = random.Random(seed)
         self.tag = tag.encode()
         self.requests: list[Request] = []
@@ -430,7 +434,7 @@ class Appender:
 
     async def _client(self, c: int) -> None:
         loop = asyncio.get_running_loop()
-        client = Client(self.peers, GROUP, timeout=self.timeout)
+        client = Client(self.peers, GROUP, timeout=self.timeout, tls=self.tls)
         rng = random.Random(self.rng.random())
         seq = 0
         try:
@@ -462,11 +466,15 @@ class Appender:
 class Monitor:
     """METADATA of every node every ``period`` s, straight to the nodes (no proxies)."""
 
-    def __init__(self, peers: dict[str, Peer], period: float = 0.1, timeout: float = 0.3) -> None:
+    def __init__(self, peers: dict[str, Peer], period: float = 0.1, timeout: float = 0.3, tls=None) -> None:
         self.peers, self.period, self.timeout = peers, period, timeout
-        self.client = Client(peers, GROUP, timeout=timeout)
+        self.client = Client(peers, GROUP, timeout=timeout, tls=tls)
+        ssl = {} if tls is None else {"ssl": tls.client, "expect": functools.partial(expect_member, GROUP)}
         for p, peer in peers.items():  # a restarted node is seen within a period, not after a long back-off
-            self.client.channels[p] = Channel(peer.host, peer.port, connect_timeout=timeout, backoff_max=period)
+            if ssl:
+                ssl["expect"] = functools.partial(expect_member, GROUP, p)
+            self.client.channels[p] = Channel(peer.host, peer.port, connect_timeout=timeout, backoff_max=period,
+                                              **ssl)
         self.quorum = len(peers) // 2 + 1
         self.last: dict[str, dict | None] = {p: None for p in peers}
         self.leader: str | None = None
@@ -799,7 +807,7 @@ class Cluster:
 
     def __init__(self, workdir: str, nodes: int, seed: int, flush: str = "async", extra: list[str] | None = None,
                  base_dirs: dict[str, str] | None = None, heal_bound: float = 15.0,
-                 catch_up_bound: float = 30.0) -> None:
+                 catch_up_bound: float = 30.0, tls: bool = False) -> None:
         self.workdir = workdir
         self.ids = [f"n{i}" for i in range(nodes)]
         self.ports = dict(zip(self.ids, free_ports(nodes)))
@@ -810,7 +818,16 @@ class Cluster:
         self.net = Network(self.ids, self.ports, seed)
         self.direct = {i: Peer(i, HOST, self.ports[i]) for i in self.ids}
         self.nodes: dict[str, NodeProc] = {}
-        self.monitor = Monitor(self.direct)
+        # with TLS: a certificate per member and one for the harness (an operator), end to end
+        # through the proxies (they forward bytes)
+        self.tls_dir, self.tls = None, None
+        if tls:
+            self.tls_dir = os.path.join(workdir, "tls")
+            for i in self.ids:
+                pki.issue(self.tls_dir, Identity(GROUP, "member", i))
+            cert, key = pki.issue(self.tls_dir, Identity(GROUP, "operator", "harness"))
+            self.tls = Tls(TlsFiles(cert, key, os.path.join(self.tls_dir, pki.CA_CERT)))
+        self.monitor = Monitor(self.direct, tls=self.tls)
         self.quorum = nodes // 2 + 1
         self.heal_bound, self.catch_up_bound = heal_bound, catch_up_bound
         self._monitor_task: asyncio.Task | None = None
@@ -820,7 +837,7 @@ class Cluster:
         await self.net.start()
         for i in self.ids:
             self.nodes[i] = NodeProc(i, self.ports[i], self.net.peers_for(i), self.base_dirs[i], self.flush,
-                                     self.extra, self.log_dir)
+                                     self.extra, self.log_dir, self.tls_dir)
             self.nodes[i].start()
         self._monitor_task = asyncio.ensure_future(self.monitor.run())
 
@@ -933,7 +950,7 @@ def replay_command(seed: int, profile: str, nodes: int, seconds: float) -> str:
 
 
 async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: int = 3, clients: int = 4,
-              flush: str | None = None, heal_bound: float = 15.0, verbose: bool = False) -> Result:
+              flush: str | None = None, heal_bound: float = 15.0, verbose: bool = False, tls: bool = False) -> Result:
     """One seeded run: start ``nodes`` nodes, append from ``clients`` clients while the
     profile's faults run for ``seconds``, heal, converge, stop, check."""
     t0 = time.monotonic()
@@ -947,10 +964,10 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
             print(line, flush=True)
 
     os.makedirs(workdir, exist_ok=True)
-    cluster = Cluster(workdir, nodes, seed, flush, heal_bound=heal_bound)
+    cluster = Cluster(workdir, nodes, seed, flush, heal_bound=heal_bound, tls=tls)
     steps = make_schedule(seed, profile, seconds)
     nemesis = Nemesis(cluster, steps, seed, log)
-    appender = Appender(cluster.direct, clients, seed, f"s{seed}", timeout=3.0)
+    appender = Appender(cluster.direct, clients, seed, f"s{seed}", timeout=3.0, tls=cluster.tls)
     problems: list[str] = []
     stopped, unknown_committed = False, 0
     load_from = load_to = 0.0

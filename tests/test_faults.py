@@ -47,6 +47,18 @@ def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
             + result.faults.get("partition+pause", 0) >= 1
 
 
+def test_seeded_run_with_tls_keeps_every_acknowledged_append(tmp_path):
+    """The same checks with mutual TLS on every connection (members' certificates through
+    the proxies, the clients' and the monitor's an operator's): kills and partitions."""
+    result = faults.run_seed(6, "mixed", 30, str(tmp_path / "run"), nodes=3, keep=True, tls=True)
+    print(result.summary())
+    assert result.ok, result.summary() + f"\n  logs: {result.workdir}"
+    assert result.counts["ok"] > 1000 and sum(result.faults.values()) >= 4
+    logs = "".join(open(os.path.join(result.workdir, "logs", f)).read()
+                   for f in os.listdir(os.path.join(result.workdir, "logs")))
+    assert "refused request" not in logs  # every member and client was let in as itself
+
+
 # -- a full disk ---------------------------------------------------------------------------
 def _mount_tmpfs(path: str, size: str) -> None:
     os.makedirs(path, exist_ok=True)

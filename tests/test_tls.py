@@ -192,3 +192,82 @@ def test_a_node_refuses_to_start_with_another_members_certificate(tmp_path):
             "--store-base-dir", str(tmp_path / "s"), "--tls-cert", f"{d}/nope.pem", "--tls-key",
             f"{d}/member-n1.key", "--tls-ca", f"{d}/ca.pem", timeout=30)
     assert r.returncode == 1 and "does not exist" in r.stderr
+
+
+def _served_serial(address: str, ca: str, cert: str, key: str) -> int:
+    """The serial number of the certificate a node presents to a new connection now."""
+    import ssl as ssl_mod
+    from cryptography import x509
+
+    ctx = ssl_mod.SSLContext(ssl_mod.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(ca)
+    ctx.load_cert_chain(cert, key)
+    host, port = address.rsplit(":", 1)
+    import socket
+    with socket.create_connection((host, int(port)), timeout=5) as raw, ctx.wrap_socket(raw) as s:
+        return x509.load_der_x509_certificate(s.getpeercert(binary_form=True)).serial_number
+
+
+def test_certificates_rotate_under_load_without_losing_an_append(tls_cluster):
+    import signal
+    from cryptography import x509
+
+    base, rec = tls_cluster
+    d, ca = rec["tls"]["dir"], rec["tls"]["ca"]
+    op = rec["tls"]["operator"]
+    tls = Tls(TlsFiles(op["cert"], op["key"], ca))
+
+    def serial(path: str) -> int:
+        with open(path, "rb") as fh:
+            return x509.load_pem_x509_certificate(fh.read()).serial_number
+
+    async def load_and_rotate() -> tuple[list[int], int]:
+        from cluster.config import parse_peers
+        from cluster.client import Client
+        c = Client(parse_peers(rec["peers"]), GROUP, timeout=5, tls=tls)
+        acked, failed = [], 0
+        stop = asyncio.Event()
+
+        async def appender():
+            nonlocal failed
+            k = 0
+            while not stop.is_set():
+                try:
+                    resp = await c.append([b"rot-%d" % k])
+                    acked.append(resp["entries"][0][0])
+                except Exception:  # noqa: BLE001 - counted: must stay 0
+                    failed += 1
+                k += 1
+                await asyncio.sleep(0.005)
+
+        task = asyncio.ensure_future(appender())
+        await asyncio.sleep(1.5)
+        for n in rec["nodes"]:  # new keys and certificates for every member, then SIGHUP
+            pki.issue(d, Identity(GROUP, "member", n["id"]))
+            os.kill(n["pid"], signal.SIGHUP)
+        await asyncio.sleep(1.5)
+        # a new connection (a follower restarted: its peers connect to it again) uses them
+        r = await asyncio.to_thread(cli, "cluster", "stop", "--base-dir", base, "n2")
+        assert r.returncode == 0, r.stderr
+        r = await asyncio.to_thread(cli, "cluster", "start", "--base-dir", base, "n2")
+        assert r.returncode == 0, r.stderr
+        await asyncio.sleep(1.5)
+        stop.set()
+        await task
+        await c.close()
+        return acked, failed
+
+    old = {n["id"]: serial(os.path.join(d, f"member-{n['id']}.pem")) for n in rec["nodes"]}
+    acked, failed = asyncio.run(load_and_rotate())
+    assert failed == 0 and len(acked) > 100
+    for n in rec["nodes"]:
+        new = serial(os.path.join(d, f"member-{n['id']}.pem"))
+        assert new != old[n["id"]]
+        assert _served_serial(n["address"], ca, op["cert"], op["key"]) == new  # served to new connections
+    got = cli("get", "--base-dir", base, "-i", "0", "--count", "5000", "--format", "json")
+    assert got.returncode == 0, got.stderr
+    entries = {e["index"]: e["body"] for e in json.loads(got.stdout)}
+    assert all(entries[i].startswith("rot-") for i in acked)
+    assert [int(entries[i][4:]) for i in acked] == sorted(int(entries[i][4:]) for i in acked)
+    assert "TLS certificate reloaded" in _log(base)
