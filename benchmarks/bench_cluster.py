@@ -44,8 +44,12 @@ Peers:
   leader; it has no batched append on the wire, so "64 entries" = 64 appends in flight
   per client, the call done when all 64 are acknowledged.
 
+- Mutual TLS (``dledgerctl async tls``, ``etcd tls``; ``--no-tls`` skips them): every
+  connection between members and from the load generator encrypted and both sides
+  authenticated, with certificates from cluster/pki.py (EC P-256), the same for both.
+
 Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--repeat N] [--no-etcd] [--no-pysyncobj]
-                                          [--no-java] [--pysyncobj-conf KEY=VALUE] [--install] [--json]
+                                          [--no-java] [--no-tls] [--pysyncobj-conf KEY=VALUE] [--install] [--json]
 """
 
 from __future__ import annotations
@@ -176,13 +180,27 @@ async def run_cases(name: str, make_call, seconds: float, members: dict[str, int
 
 # -- dledgerctl -----------------------------------------------------------------------------
 
-def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1) -> dict:
-    base = os.path.join(tmp, f"dledger-{flush}")
-    rec, _procs = up(base, 3, free_ports(3), "bench", flush, ["--data-file-size", "512MiB"])
+def _certs(directory: str, group: str, members: list[str]):
+    """Member certificates and an operator's (cluster/pki.py) in ``directory``: the
+    operator's cluster/tls.py Tls, for the load generator."""
+    from cluster import pki
+    from cluster.tls import Identity, Tls, TlsFiles
+
+    for m in members:
+        pki.issue(directory, Identity(group, "member", m))
+    cert, key = pki.issue(directory, Identity(group, "operator", "bench"))
+    return Tls(TlsFiles(cert, key, os.path.join(directory, pki.CA_CERT)))
+
+
+def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1, tls: bool = False) -> dict:
+    base = os.path.join(tmp, f"dledger-{flush}{'-tls' if tls else ''}")
+    tls_dir = os.path.join(base, "tls") if tls else None
+    client_tls = _certs(tls_dir, "bench", ["n0", "n1", "n2"]) if tls else None
+    rec, _procs = up(base, 3, free_ports(3), "bench", flush, ["--data-file-size", "512MiB"], tls_dir=tls_dir)
     peers = parse_peers(rec["peers"])
     try:
         async def run():
-            client = Client(peers, "bench", timeout=30)
+            client = Client(peers, "bench", timeout=30, tls=client_tls)
             leader = await client.find_leader(asyncio.get_running_loop().time() + 30)
             await client.append([b"warm-up"])
             members = {("leader " if n["id"] == leader else "follower ") + n["id"]: n["pid"] for n in rec["nodes"]}
@@ -192,7 +210,8 @@ def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1) -> dict
                     await client.append([BODY] * batch)
                 return call
 
-            out = await run_cases(f"dledgerctl flush={flush}", make_call, seconds, members, repeat)
+            out = await run_cases(f"dledgerctl flush={flush}{' tls' if tls else ''}", make_call, seconds, members,
+                                  repeat)
             await client.close()
             return out
 
@@ -265,13 +284,13 @@ def bench_java(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
 class Http:
     """A minimal keep-alive HTTP/1.1 JSON POST client (one connection, one request at a time)."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str, port: int, ssl=None) -> None:
+        self.host, self.port, self.ssl = host, port, ssl
         self.reader = self.writer = None
 
     async def post(self, path: str, obj: dict) -> dict:
         if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl)
         body = json.dumps(obj).encode()
         self.writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
                           f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
@@ -294,23 +313,34 @@ class Http:
         return json.loads(data) if data else {}
 
 
-def bench_etcd(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
+def bench_etcd(seconds: float, tmp: str, repeat: int = 1, tls: bool = False) -> dict | None:
     exe = shutil.which("etcd")
     if exe is None:
         log("  etcd: not installed (apt-get install etcd-server, or run with --install)")
         return None
     base = free_ports(6)
     names = [f"e{i}" for i in range(3)]
-    cluster = ",".join(f"{n}=http://127.0.0.1:{base + 3 + i}" for i, n in enumerate(names))
+    scheme = "https" if tls else "http"
+    cluster = ",".join(f"{n}={scheme}://127.0.0.1:{base + 3 + i}" for i, n in enumerate(names))
+    data = os.path.join(tmp, "etcd-tls" if tls else "etcd")
+    client_ssl = None
+    if tls:  # mutual TLS between members and from the client, certificates as dledgerctl's
+        d = os.path.join(data, "certs")
+        client_ssl = _certs(d, "bench", names).client
     procs = []
     try:
         for i, n in enumerate(names):
-            cmd = [exe, "--name", n, "--data-dir", os.path.join(tmp, "etcd", n),
-                   "--listen-client-urls", f"http://127.0.0.1:{base + i}",
-                   "--advertise-client-urls", f"http://127.0.0.1:{base + i}",
-                   "--listen-peer-urls", f"http://127.0.0.1:{base + 3 + i}",
-                   "--initial-advertise-peer-urls", f"http://127.0.0.1:{base + 3 + i}",
+            cmd = [exe, "--name", n, "--data-dir", os.path.join(data, n),
+                   "--listen-client-urls", f"{scheme}://127.0.0.1:{base + i}",
+                   "--advertise-client-urls", f"{scheme}://127.0.0.1:{base + i}",
+                   "--listen-peer-urls", f"{scheme}://127.0.0.1:{base + 3 + i}",
+                   "--initial-advertise-peer-urls", f"{scheme}://127.0.0.1:{base + 3 + i}",
                    "--initial-cluster", cluster, "--initial-cluster-state", "new", "--log-level", "error"]
+            if tls:
+                cert, key, ca = (os.path.join(d, f) for f in (f"member-{n}.pem", f"member-{n}.key", "ca.pem"))
+                cmd += ["--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca, "--client-cert-auth",
+                        "--peer-cert-file", cert, "--peer-key-file", key, "--peer-trusted-ca-file", ca,
+                        "--peer-client-cert-auth"]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
         async def run():
@@ -319,7 +349,7 @@ def bench_etcd(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
             deadline = time.monotonic() + 30
             while True:  # wait until the cluster takes writes
                 try:
-                    await Http("127.0.0.1", base).post("/v3/kv/put", {"key": key, "value": value})
+                    await Http("127.0.0.1", base, client_ssl).post("/v3/kv/put", {"key": key, "value": value})
                     break
                 except (OSError, RuntimeError, asyncio.IncompleteReadError):
                     if time.monotonic() > deadline:
@@ -329,7 +359,7 @@ def bench_etcd(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
             keys = [base64.b64encode(b"k%d" % k).decode() for k in range(128)]
 
             async def make_call():
-                http = Http("127.0.0.1", base + next(counter) % 3)
+                http = Http("127.0.0.1", base + next(counter) % 3, client_ssl)
 
                 async def call(batch):
                     if batch == 1:
@@ -339,8 +369,8 @@ def bench_etcd(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
                                                                    for k in range(batch)]})
                 return call
 
-            return await run_cases("etcd", make_call, seconds, {f"member {i}": p.pid for i, p in enumerate(procs)},
-                                   repeat)
+            return await run_cases("etcd tls" if tls else "etcd", make_call, seconds,
+                                   {f"member {i}": p.pid for i, p in enumerate(procs)}, repeat)
 
         return runtime.run(run)
     finally:
@@ -524,10 +554,16 @@ def table(results: dict, conf: list[str] = ()) -> str:
     ratio_lines = []
     for peer in [p for p in ("dledger 0.2.7", "etcd", "pysyncobj") if results.get(p)]:
         for s in systems:
-            if s.startswith("dledgerctl") and results[s]:
+            if s.startswith("dledgerctl") and not s.endswith("tls") and results[s]:
                 ratios = [f"{results[s][f'{c}x{b}']['entries_per_s'] / results[peer][f'{c}x{b}']['entries_per_s']:.2f}"
                           for c, b in CASES]
                 ratio_lines.append(f"{s} / {peer}: " + "  ".join(ratios))
+    for a, b in (("dledgerctl async tls", "dledgerctl async"), ("dledgerctl async tls", "etcd tls"),
+                 ("etcd tls", "etcd")):
+        if results.get(a) and results.get(b):
+            ratios = [f"{results[a][f'{c}x{n}']['entries_per_s'] / results[b][f'{c}x{n}']['entries_per_s']:.2f}"
+                      for c, n in CASES]
+            ratio_lines.append(f"{a} / {b}: " + "  ".join(ratios))
     if ratio_lines:
         lines += [""] + ratio_lines
     if any(len(r.get("runs", ())) > 1 for res in results.values() if res for r in res.values()):
@@ -574,6 +610,7 @@ def main() -> int:
     ap.add_argument("--no-etcd", action="store_true", help="skip etcd")
     ap.add_argument("--no-pysyncobj", action="store_true", help="skip PySyncObj")
     ap.add_argument("--no-java", action="store_true", help="skip Java DLedger 0.2.7")
+    ap.add_argument("--no-tls", action="store_true", help="skip the mutual-TLS columns (dledgerctl async and etcd)")
     ap.add_argument("--pysyncobj-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="override a SyncObjConf setting of the PySyncObj nodes (repeatable)")
     ap.add_argument("--install", action="store_true",
@@ -594,12 +631,18 @@ def main() -> int:
         for flush in ("async", "sync"):
             log(f"dledgerctl flush={flush}")
             results[f"dledgerctl {flush}"] = bench_dledger(flush, seconds, tmp, args.repeat)
+        if not args.no_tls:
+            log("dledgerctl flush=async, mutual TLS")
+            results["dledgerctl async tls"] = bench_dledger("async", seconds, tmp, args.repeat, tls=True)
         if not args.no_java:
             log("dledger 0.2.7 (Java)")
             results["dledger 0.2.7"] = bench_java(seconds, tmp, args.repeat)
         if not args.no_etcd:
             log("etcd")
             results["etcd"] = bench_etcd(seconds, tmp, args.repeat)
+            if not args.no_tls:
+                log("etcd, mutual TLS")
+                results["etcd tls"] = bench_etcd(seconds, tmp, args.repeat, tls=True)
         if not args.no_pysyncobj:
             log("pysyncobj")
             results["pysyncobj"] = bench_pysyncobj(seconds, tmp, args.pysyncobj_conf, args.repeat)

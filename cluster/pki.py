@@ -10,6 +10,7 @@ certificate carries the URI name (see the README).
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import os
 
 from cryptography import x509
@@ -81,7 +82,9 @@ def issue(directory: str, ident: Identity, *, days: int = 825, not_before: datet
             .issuer_name(ca_cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(start).not_valid_after(end)
             .add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(ident.uri),
-                                                        x509.DNSName("localhost")]), critical=False)
+                                                        x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)

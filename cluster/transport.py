@@ -85,10 +85,14 @@ class _FrameConnection(asyncio.BufferedProtocol):
         self._flush_scheduled = False
         self._writable: asyncio.Future | None = None  # set while the transport is paused
         self._loop = asyncio.get_running_loop()
+        self._join = False
 
     # -- receiving -------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
+        # Over TLS each write becomes at least one TLS record, encrypted and framed on its
+        # own: what a burst queued goes out as one write (one copy; records of up to 16 KiB)
+        self._join = transport.get_extra_info("sslcontext") is not None
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.receiver.buffer()
@@ -168,7 +172,10 @@ class _FrameConnection(asyncio.BufferedProtocol):
         iteration)."""
         parts, self._parts = self._parts, []
         if parts and not self.closed and not self.transport.is_closing():
-            self.transport.writelines(parts)
+            if self._join and len(parts) > 1:
+                self.transport.write(b"".join(parts))
+            else:
+                self.transport.writelines(parts)
 
     def _flush_at_end(self) -> None:
         self._flush_scheduled = False
