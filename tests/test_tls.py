@@ -121,15 +121,16 @@ def test_a_tls_cluster_serves_its_identities_and_refuses_the_rest(tls_cluster, t
     assert [e["body"] for e in json.loads(got.stdout)] == ["one", "two", "three"]
     assert cli("peer", "watermarks", "--peers", peers, *app).returncode == 0
     # ... but may not cut a follower or move leadership: refused, nothing changes
-    end_before = {x["id"]: x["end_index"] for x in json.loads(cli("cluster", "status", "--base-dir", base,
-                                                                   "--format", "json").stdout)}
-    cut = cli("peer", "truncate", "--peers", peers, "--peer", "n1", "--from-index", "2", "--yes", *app)
-    assert cut.returncode == 1 and "has no operator role" in cut.stderr and cut.stderr.count("\n") == 1
-    assert cli("peer", "compare", "--peers", peers, "--peer", "n1", *app).returncode == 1
-    assert cli("peer", "compare", "--peers", peers, "--peer", "n1", "--dry-run", *app).returncode == 0
-    leader = next(x["id"] for x in json.loads(cli("cluster", "status", "--base-dir", base, "--format",
-                                                  "json").stdout) if x["role"] == "leader")
+    before = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
+    end_before = {x["id"]: x["end_index"] for x in before}
+    leader = next(x["id"] for x in before if x["role"] == "leader")
     other = next(n for n in ("n0", "n1", "n2") if n != leader)
+    cut = cli("peer", "truncate", "--peers", peers, "--peer", other, "--from-index", "2", "--yes", *app)
+    assert cut.returncode == 1 and "has no operator role" in cut.stderr and cut.stderr.count("\n") == 1
+    cmp = cli("peer", "compare", "--peers", peers, "--peer", other, *app)
+    assert cmp.returncode == 1 and "has no operator role" in cmp.stderr
+    dry = cli("peer", "compare", "--peers", peers, "--peer", other, "--dry-run", *app)
+    assert dry.returncode == 0, dry.stderr
     moved = cli("peer", "transfer-leader", "--peers", peers, "--to", other, *app)
     assert moved.returncode == 1 and "no operator role" in moved.stderr
     status = {x["id"]: x for x in json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)}
