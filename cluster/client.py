@@ -18,7 +18,7 @@ from . import dialect
 from .config import Peer
 from .rpc import Code
 from .tls import expect_member
-from .transport import Channel, TransportError, Unreachable, WrongPeer
+from .transport import Channel, ConnectionLost, TransportError, Unreachable, WrongPeer
 from .wire import (
     APPEND,
     BadMessage,
@@ -181,7 +181,10 @@ class Client:
                     p, md = await next_done
                     if isinstance(md, Exception):
                         tls_problem = isinstance(md, (Forbidden, WrongPeer)) or (
-                            isinstance(md, Unreachable) and isinstance(md.__cause__, ssl.SSLError))
+                            isinstance(md, TransportError) and isinstance(md.__cause__, ssl.SSLError))
+                        if tls_problem and isinstance(md, ConnectionLost):
+                            md = f"{md}: TLS: {md.__cause__} (is this certificate valid, and signed by the CA " \
+                                 f"the members trust?)"
                         if refused is None or (tls_problem and not refused_tls):
                             refused, refused_tls = f"{p}: {md}", tls_problem
                         continue

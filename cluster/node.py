@@ -32,7 +32,7 @@ from .divergence import DivergenceSearch
 from .member import FileTermStore
 from .tls import CLIENT, OPERATOR, PEER, Identity, Tls, TlsError, expect_member, refusal
 from .rpc import Code, LeadershipTransferRequest, ProbeRequest, PushRequest, RepairRequest, split_entries
-from .transport import Channel, FrameServer, TransportError
+from .transport import Channel, FrameServer, TooManyHandshakes, TransportError
 from .wire import (
     APPEND,
     FORCE_COMPARE,
@@ -142,6 +142,21 @@ def node_dir(cfg: NodeConfig) -> str:
     return os.path.join(cfg.store_base_dir, f"dledger-{cfg.self_id}")
 
 
+def _allow_descriptors(want: int) -> None:
+    """Raise the soft limit on open files towards ``want`` (within the hard limit): with the
+    common soft limit of 1024, accepting connections would fail before --max-connections."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            if new < want:
+                log.warning("open files limited to %d (hard limit): --max-connections may not be reached", new)
+    except (ImportError, ValueError, OSError) as exc:
+        log.warning("cannot raise the open files limit: %s", exc)
+
+
 def _unlink_logged(paths: list[str]) -> None:
     try:
         unlink_all(paths)
@@ -177,6 +192,8 @@ class Node:
                                   frame_timeout=cfg.frame_timeout_s, handshake_timeout=cfg.frame_timeout_s,
                                   max_inflight=cfg.max_inflight_per_connection)
         self._refusals_logged: dict[tuple, float] = {}
+        # members' connections keep their place when the connection limit is reached
+        self.server.members = frozenset(Identity(cfg.group, "member", p) for p in cfg.peers)
         self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
         self._waiting: dict[int, tuple[Proposal, list]] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -193,6 +210,18 @@ class Node:
     async def run(self, ready=None) -> None:
         """Serve until stop() or SIGTERM/SIGINT; ``ready()`` is called once listening."""
         self.loop = asyncio.get_running_loop()
+        # connections, as many again in TLS handshakes, the store's files and some room
+        _allow_descriptors(2 * self.cfg.max_connections + 256)
+        default_handler = self.loop.get_exception_handler()
+
+        def quiet_refusals(loop, context) -> None:  # a connection refused by the limits is not an error
+            if isinstance(context.get("exception"), TooManyHandshakes):
+                return
+            if default_handler is None:
+                loop.default_exception_handler(context)
+            else:
+                default_handler(loop, context)
+        self.loop.set_exception_handler(quiet_refusals)
         self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(),
                              self._flush_in_background, self._sync_then, time.time, self._disk_usage)
         self._syncer = BackgroundSync(self.loop)

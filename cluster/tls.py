@@ -121,6 +121,12 @@ class Tls:
         if self.expect is not None and ident != self.expect:
             raise TlsError(f"{f.cert} names {ident}, not {self.expect}")
         try:
+            # first into a context of its own: a key that does not fit, or a file read half
+            # written, must leave the contexts in use as they were (OpenSSL would keep the new
+            # certificate without a key)
+            trial = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            trial.load_cert_chain(f.cert, f.key)
+            trial.load_verify_locations(f.ca)
             for ctx in (self.server, self.client):
                 ctx.load_cert_chain(f.cert, f.key)
                 ctx.load_verify_locations(f.ca)

@@ -51,6 +51,10 @@ class Unreachable(TransportError):
     pass
 
 
+class TooManyHandshakes(Exception):
+    """A TLS connection refused at accept: as many handshakes as connections allowed are under way."""
+
+
 class WrongPeer(Unreachable):
     """The TLS peer's certificate is not the member meant (cluster/tls.py identities)."""
 
@@ -207,12 +211,15 @@ class _ServerConnection(_FrameConnection):
         self.inflight: set = set()  # tasks and futures whose answers go out here
         self.held = 0  # requests the handler answers later (hold/release): APPENDs waiting to commit
         self.last_frame_at = self._loop.time()  # the last whole request (idle connections are closed)
-        self.partial_since: float | None = None  # when a frame that is still incomplete began
+        # when the frame now arriving began (None: none is): reset by every frame completed
+        self.partial_since: float | None = None
         self._write_paused = self._full = False
+        self._frames = 0
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
         self.peer = transport.get_extra_info("peername")
+        self.server._handshakes.pop(id(self), None)
         if self.server.ssl is not None:  # (called once the handshake has verified the certificate)
             self.identity = identity_of(transport.get_extra_info("peercert"))
         self.server._admit(self)
@@ -225,14 +232,23 @@ class _ServerConnection(_FrameConnection):
         self.inflight.clear()
 
     def buffer_updated(self, nbytes: int) -> None:
+        frames = self._frames
         super().buffer_updated(nbytes)
-        if self.receiver.partial:
-            if self.partial_since is None:
-                self.partial_since = self._loop.time()
-        else:
+        if not self.receiver.partial:
             self.partial_since = None
+        elif self.partial_since is None or self._frames != frames:
+            self.partial_since = self._loop.time()  # (a frame completed: the timer starts again)
+
+    def stalled(self, now: float) -> bool:
+        """A frame (or the handshake) has been arriving for longer than the frame timeout,
+        while this side was reading (a connection this side stopped reading is not slow)."""
+        return (self.partial_since is not None and not self._write_paused and not self._full
+                and now - self.partial_since > self.server.frame_timeout)
 
     def bad_stream(self, exc: ProtocolError) -> None:
+        length = getattr(exc, "length", 0)
+        if (length >> 24) == 0x16 and (length >> 16) & 0xFF == 3:  # the first bytes of a TLS handshake
+            exc = "it speaks TLS, and this node runs without --tls-cert"
         log.warning("closing connection from %s: %s", self.peer, exc)
         self.close()
 
@@ -278,6 +294,7 @@ class _ServerConnection(_FrameConnection):
 
     def frame_received(self, f: Frame) -> None:
         self.last_frame_at = self._loop.time()
+        self._frames += 1
         if f.is_response:
             return  # nobody here asked
         try:
@@ -313,6 +330,10 @@ class _ServerConnection(_FrameConnection):
         self.send_frame(resp)
 
 
+STALLED_AFTER = 3.0  # s: a frame arriving this long no longer keeps its connection from eviction
+IDLE_BUFFER_S = 10.0  # s: a connection idle this long gives its receive buffer back
+
+
 class FrameServer:
     """Limits, so that no client can take the server's descriptors, memory or attention:
 
@@ -345,26 +366,58 @@ class FrameServer:
         self._conns: set[_ServerConnection] = set()
         self._sweeper: asyncio.Task | None = None
         self.closed_for = {"limit": 0, "idle": 0, "slow": 0}  # connections closed by the limits, by reason
+        self.members: frozenset = frozenset()  # identities (cluster/tls.py) never evicted for another
+        # TLS connections accepted whose handshake has not finished (id -> when accepted): at
+        # most max_connections at once; past handshake_timeout, asyncio has closed them
+        self._handshakes: dict[int, float] = {}
 
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         tls = {} if self.ssl is None else {"ssl": self.ssl, "ssl_handshake_timeout": self.handshake_timeout}
-        self.server = await loop.create_server(lambda: _ServerConnection(self), host, port, reuse_address=True,
-                                               backlog=1024, **tls)
+        self.server = await loop.create_server(self._accept, host, port, reuse_address=True, backlog=1024, **tls)
         self._sweeper = asyncio.ensure_future(self._sweep())
 
-    def _admit(self, conn: _ServerConnection) -> None:
+    def _accept(self) -> _ServerConnection:
+        """A new connection's protocol (before any TLS handshake). Connections still in their
+        handshake are limited too: one beyond the limit is refused (closed) at once."""
+        conn = _ServerConnection(self)
+        if self.ssl is not None:
+            now = conn._loop.time()
+            if len(self._handshakes) >= self.max_connections:
+                for k, at in list(self._handshakes.items()):
+                    if now - at > self.handshake_timeout + 1:
+                        del self._handshakes[k]
+                if len(self._handshakes) >= self.max_connections:
+                    self.closed_for["limit"] += 1
+                    raise TooManyHandshakes(f"{len(self._handshakes)} TLS handshakes under way")
+            self._handshakes[id(conn)] = now
+        return conn
+
+    def _evictable(self, c: _ServerConnection, now: float) -> bool:
+        if c.identity is not None and c.identity in self.members:
+            return False
+        if c.inflight or c.held:
+            return False
+        # a frame or handshake dragging on for a few seconds does not hold its place
+        return c.partial_since is None or now - c.partial_since > min(STALLED_AFTER, self.frame_timeout)
+
+    def _admit(self, conn: _ServerConnection) -> bool:
+        """Count a connection; at the limit, one evictable connection makes room, or ``conn``
+        is closed."""
         if len(self._conns) >= self.max_connections:
-            idle = [c for c in self._conns if not c.inflight and not c.held and not c.receiver.partial]
-            if not idle:
-                self.closed_for["limit"] += 1
-                conn.close()
-                return
-            victim = min(idle, key=lambda c: c.last_frame_at)
+            now = asyncio.get_running_loop().time()
+            idle = [c for c in self._conns if self._evictable(c, now)]
             self.closed_for["limit"] += 1
+            if not idle:
+                conn.close()
+                return False
+            victim = min(idle, key=lambda c: c.partial_since if c.partial_since is not None else c.last_frame_at)
             self._conns.discard(victim)
             victim.close()
         self._conns.add(conn)
+        return True
+
+
 
     async def _sweep(self) -> None:
         """Close connections idle too long, and those whose frame has not completed in time."""
@@ -374,7 +427,7 @@ class FrameServer:
             await asyncio.sleep(period)
             now = loop.time()
             for c in list(self._conns):
-                if c.partial_since is not None and now - c.partial_since > self.frame_timeout:
+                if c.stalled(now):
                     self.closed_for["slow"] += 1
                     log.warning("closing connection from %s: a frame has not completed in %g s", c.peer,
                                 self.frame_timeout)
@@ -383,6 +436,8 @@ class FrameServer:
                       and now - c.last_frame_at > self.idle_timeout):
                     self.closed_for["idle"] += 1
                     c.close()
+                elif c.partial_since is None and now - c.last_frame_at > IDLE_BUFFER_S:
+                    c.receiver.release()  # an idle connection keeps no receive buffer
 
     async def close(self) -> None:
         if self._sweeper is not None:

@@ -214,6 +214,12 @@ class FrameReceiver:
         self._big: memoryview | None = None  # the frame (after its length field) being filled
         self._have = 0
 
+    def release(self) -> None:
+        """Give the receive buffer back while nothing is in it (it is made again when bytes come)."""
+        if not self.partial:
+            self._buf = self._view = None
+            self._start = self._end = 0
+
     @property
     def partial(self) -> bool:
         """Part of a frame has arrived and the rest has not."""
@@ -243,7 +249,9 @@ class FrameReceiver:
                                            Frame, decode_frame_body)
         end = self._end
         if error == 1:
-            raise FrameTooLarge(f"frame of {length} bytes is above the {self.max_frame}-byte limit")
+            err = FrameTooLarge(f"frame of {length} bytes is above the {self.max_frame}-byte limit")
+            err.length = length
+            raise err
         if error == 2:
             raise MalformedFrame(f"frame length {length} is too small")
         if length > self.BIG:  # the rest goes straight into a buffer of the frame's size

@@ -944,9 +944,10 @@ class Result:
         return "\n".join(lines)
 
 
-def replay_command(seed: int, profile: str, nodes: int, seconds: float) -> str:
+def replay_command(seed: int, profile: str, nodes: int, seconds: float, flush: str | None = None,
+                   tls: bool = False) -> str:
     return (f"python benchmarks/fault_runs.py --nodes {nodes} --profile {profile} --seconds {seconds:g} "
-            f"--seed {seed}")
+            f"--seed {seed}" + (f" --flush {flush}" if flush else "") + (" --tls" if tls else ""))
 
 
 async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: int = 3, clients: int = 4,
@@ -1019,7 +1020,7 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
     result = Result(seed, profile, nodes, seconds, appender.counts(), entries, dict(nemesis.counts),
                     cluster.monitor.max_leaderless, unavailable, max(nemesis.heal_waits, default=0.0),
                     len(nemesis.heal_waits),
-                    problems, workdir, time.monotonic() - t0, replay_command(seed, profile, nodes, seconds))
+                    problems, workdir, time.monotonic() - t0, replay_command(seed, profile, nodes, seconds, flush, tls))
     with open(os.path.join(workdir, "events.log"), "w") as fh:
         fh.write("\n".join(events) + "\n")
     if problems:

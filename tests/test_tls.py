@@ -272,3 +272,47 @@ def test_certificates_rotate_under_load_without_losing_an_append(tls_cluster):
     assert all(entries[i].startswith("rot-") for i in acked)
     assert [int(entries[i][4:]) for i in acked] == sorted(int(entries[i][4:]) for i in acked)
     assert "TLS certificate reloaded" in _log(base)
+
+
+def test_a_reload_that_fails_keeps_the_certificate_in_use(tmp_path):
+    d = str(tmp_path / "tls")
+    cert, key = pki.issue(d, Identity("g", "member", "n0"))
+    t = Tls(TlsFiles(cert, key, os.path.join(d, "ca.pem")), Identity("g", "member", "n0"))
+    other_cert, other_key = pki.issue(d, Identity("g", "member", "n0"), stem="other")
+    with open(key, "wb") as fh:  # a key that does not fit the certificate
+        fh.write(open(other_key, "rb").read())
+    with pytest.raises(Exception, match="cannot load TLS files"):
+        t.reload()
+    # the contexts still serve a handshake with the certificate loaded before
+    import ssl as ssl_mod
+    import socket
+    import threading
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    out = {}
+
+    def serve():
+        conn, _ = srv.accept()
+        try:
+            with t.server.wrap_socket(conn, server_side=True) as s:
+                s.recv(1)
+                out["ok"] = True
+        except (ssl_mod.SSLError, OSError) as exc:
+            out["err"] = exc
+    th = threading.Thread(target=serve)
+    th.start()
+    client_cert, client_key = pki.issue(d, Identity("g", "client", "c"))
+    ctx = ssl_mod.SSLContext(ssl_mod.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(os.path.join(d, "ca.pem"))
+    ctx.load_cert_chain(client_cert, client_key)
+    with socket.create_connection(srv.getsockname(), timeout=5) as raw, ctx.wrap_socket(raw) as s:
+        s.sendall(b"x")
+    th.join(5)
+    srv.close()
+    assert out.get("ok"), out
+    # another member's certificate is refused at reload too
+    pki.issue(d, Identity("g", "member", "n1"), stem="member-n0")
+    with pytest.raises(Exception, match="names member n1 of group g, not member n0"):
+        t.reload()
