@@ -160,6 +160,29 @@ def checkpoint_cmd(
         raise typer.Exit(1)
 
 
+@app.command("snapshot")
+def snapshot_cmd(
+    dir: DirArg,
+    self_id: SelfIdOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """List and check a node's state-machine snapshots (DIR/snapshot/snapshot_<index>, DLedger HEAD's layout).
+
+    One row per snapshot: index, term, size, crc32 of its data, ok, and the problem when
+    it is damaged (meta unreadable or naming another index, data missing, or of another
+    size or crc32 than its meta records). Exit 1 when any is damaged; the latest good one
+    is what a node would load. Read-only."""
+    from store.snapshot import SnapshotStore
+
+    with errors_as_exit():
+        node = _node(dir, self_id)
+        rows = [s.as_row() for s in SnapshotStore(node, writable=False).list()]
+    render(rows, fmt, columns=["index", "term", "size", "crc", "ok", "problem"]
+           if fmt in (Format.table, Format.csv) else None)
+    if any(not r["ok"] for r in rows):
+        raise typer.Exit(1)
+
+
 @app.command("diff")
 def diff_cmd(
     dir_a: Annotated[str, typer.Argument(help="First replica's node directory.", show_default=False)],
