@@ -26,6 +26,7 @@ from .wire import (
     HEART_BEAT,
     LEADERSHIP_TRANSFER,
     METADATA,
+    QUERY,
     Forbidden,
     Frame,
     ProtocolError,
@@ -322,6 +323,29 @@ class Client:
             self.leader = hint if hint in self.peers and hint != leader else None
             await asyncio.sleep(0.02)
         raise ClientError(last_error)
+
+    async def query(self, request: bytes, peer: str | None = None) -> dict:
+        """Ask a node's state machine (QUERY; the leader by default): ``result`` (bytes) and
+        ``appliedIndex``, once it has applied everything committed when it got the request."""
+        loop = asyncio.get_running_loop()
+        target = peer or await self.find_leader(loop.time() + self.timeout)
+        if self.java.get(target):
+            raise ClientError(f"{target} is a Java DLedger node: it runs no dledgerctl state machine")
+        body = json_body({"group": self.group, "remoteId": target,
+                          "query": base64.b64encode(request).decode("ascii")})
+        try:
+            resp = await self._call(target, Frame(QUERY, body=body), QUERY, self.timeout)
+        except (TransportError, ProtocolError) as exc:
+            raise ClientError(f"{target}: {exc}") from None
+        code = resp.get("code")
+        if code != _SUCCESS:
+            name = Code(code).name if code in Code._value2member_map_ else str(code)
+            raise ClientError(f"{target}: {name} {resp.get('remark') or ''}".strip())
+        try:
+            resp["result"] = base64.b64decode(resp.get("result", ""), validate=True)
+        except (ValueError, TypeError):
+            raise ClientError(f"{target}: the answer's result is not base64") from None
+        return resp
 
     async def transfer_leadership(self, target: str) -> tuple[str, int]:
         """Ask the leader to hand leadership to ``target`` (DLedger's LEADERSHIP_TRANSFER);

@@ -77,6 +77,10 @@ class NodeConfig:
     dledger_peers: tuple = ()
     # mutual TLS on every connection (cluster/tls.py TlsFiles), None for plain TCP
     tls: object = None
+    # a state machine fed the committed entries (cluster/statemachine.py): module:Class or kv
+    state_machine: str | None = None
+    snapshot_threshold: int = 1000  # DLedgerConfig.snapshotThreshold: entries between snapshots
+    snapshots_kept: int = 3
     # replication
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this
@@ -128,7 +132,8 @@ class NodeConfig:
                      "max_push_timeout_ms", "push_batch_bytes", "push_batch_entries", "push_window",
                      "push_window_bytes",
                      "max_pending_requests", "flush_interval_ms", "checkpoint_interval_ms", "max_frame_bytes",
-                     "max_connections", "idle_timeout_s", "frame_timeout_s", "max_inflight_per_connection"):
+                     "max_connections", "idle_timeout_s", "frame_timeout_s", "max_inflight_per_connection",
+                     "snapshot_threshold", "snapshots_kept"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if self.drop_behind < 0:

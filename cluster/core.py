@@ -172,6 +172,8 @@ class RaftCore:
         # and their dispatchers speak as DLedger's leader does (cluster/dispatcher.py).
         self.java_peers: set[str] = set(config.dledger_peers)
         self.pending_take: tuple | None = None  # a transfer to us waiting to catch up: leader, term, end, deadline
+        # with a state machine: retention deletes nothing after its latest snapshot (the node sets it)
+        self.retention_limit: int | None = None
         self._sends: list[Send] = []
         self._done: list[Proposal] = []
         self._notes: list[str] = []
@@ -231,7 +233,7 @@ class RaftCore:
         keep_from = None
         if self.member.role == Role.LEADER:
             keep_from = {p: d.watermark + 1 for p, d in self.dispatchers.items() if self._peer_alive(p, now)}
-        plan = self.retention.plan(self.store, check, keep_from)
+        plan = self.retention.plan(self.store, check, keep_from, self.retention_limit)
         if plan is None or not plan.files:
             return
         s = self.store

@@ -11,6 +11,7 @@ so with ``flush=sync`` they share one fsync (group commit).
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import functools
 import logging
@@ -24,12 +25,15 @@ from store.errors import StoreError
 from store.filestore import FileStore
 from store.files import Flusher, SyncJob, flush_error, sync_fds, unlink_all
 from store.packed import PackedBodies
+from store.snapshot import SnapshotStore
 
 from . import dialect
 from .config import NodeConfig
 from .core import Proposal, RaftCore
 from .divergence import DivergenceSearch
 from .member import FileTermStore
+from .statemachine import Applier, StateMachineError
+from .statemachine import load as load_state_machine
 from .tls import CLIENT, OPERATOR, PEER, Identity, Tls, TlsError, expect_member, refusal
 from .rpc import Code, LeadershipTransferRequest, ProbeRequest, PushRequest, RepairRequest, split_entries
 from .transport import Channel, FrameServer, TooManyHandshakes, TransportError
@@ -44,6 +48,7 @@ from .wire import (
     OPERATOR_CODES,
     PROBE,
     PUSH,
+    QUERY,
     REMOTING_NO_PERMISSION,
     REPAIR,
     VOTE,
@@ -192,6 +197,14 @@ class Node:
                                   frame_timeout=cfg.frame_timeout_s, handshake_timeout=cfg.frame_timeout_s,
                                   max_inflight=cfg.max_inflight_per_connection)
         self._refusals_logged: dict[tuple, float] = {}
+        # a state machine fed the committed entries, with its snapshots (cluster/statemachine.py)
+        self.applier: Applier | None = None
+        if cfg.state_machine:
+            self.applier = Applier(load_state_machine(cfg.state_machine), self.store, SnapshotStore(self.dir),
+                                   cfg.snapshot_threshold)
+        self._snapshotter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
+        self._applying = False
+        self._queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
         # members' connections keep their place when the connection limit is reached
         self.server.members = frozenset(Identity(cfg.group, "member", p) for p in cfg.peers)
         self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
@@ -224,6 +237,9 @@ class Node:
         self.loop.set_exception_handler(quiet_refusals)
         self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(),
                              self._flush_in_background, self._sync_then, time.time, self._disk_usage)
+        if self.applier is not None:
+            log.info("state machine %s: %s", self.cfg.state_machine, self.applier.recover())
+            self.core.retention_limit = self.applier.snapshot_index
         self._syncer = BackgroundSync(self.loop)
         me = self.cfg.peers[self.cfg.self_id]
         try:
@@ -325,6 +341,7 @@ class Node:
         for p, waiters, dledger in self._waiting.values():
             self._answer_appends(p, waiters, Code.TERM_CHANGED, "node is shutting down", dledger)
         self._unlinker.shutdown(wait=True)
+        self._snapshotter.shutdown(wait=True)
         self.store.close()  # flush + checkpoint
 
     async def _tick_loop(self) -> None:
@@ -338,6 +355,9 @@ class Node:
         ready = self.core.take()
         for note in ready.notes:
             log.info("%s", note)
+        if self.applier is not None and not self._applying and self.store.committed_index > self.applier.applied:
+            self._applying = True
+            self.loop.call_soon(self._apply)
         timeout = self.cfg.max_push_timeout_ms / 1000
         sent = set()
         for s in ready.sends:
@@ -400,6 +420,91 @@ class Node:
         for conn in {w[0] for w in entry[1] + entry[2]}:  # the answers leave now (see _process)
             conn.flush()
 
+    # -- the state machine ------------------------------------------------------------
+    def _apply(self) -> None:
+        """Feed the state machine what was committed (a batch per loop iteration), answer the
+        queries that waited for it, and save a snapshot in a thread when one is due."""
+        self._applying = False
+        a = self.applier
+        try:
+            a.step()
+        except Exception as exc:  # noqa: BLE001 - a state machine's bug: stop applying, say why, keep serving
+            log.error("state machine stopped at entry %d: %s", a.applied + 1, exc, exc_info=exc)
+            self.applier = None
+            for _index, fut in self._queries:
+                if not fut.done():
+                    fut.set_exception(StateMachineError(f"the state machine stopped: {exc}"))
+            self._queries = []
+            return
+        if self._queries:
+            ready = [q for q in self._queries if q[0] <= a.applied]
+            self._queries = [q for q in self._queries if q[0] > a.applied]
+            for _index, fut in ready:
+                if not fut.done():
+                    fut.set_result(None)
+        if self.store.committed_index > a.applied:
+            self._applying = True
+            self.loop.call_soon(self._apply)
+        due = a.due()
+        if due is not None:
+            a.writing = True
+            fut = self.loop.run_in_executor(self._snapshotter, a.save, *due)
+            fut.add_done_callback(functools.partial(self._snapshot_saved, due[0], due[1]))
+
+    def _snapshot_saved(self, index: int, term: int, fut) -> None:
+        a = self.applier
+        if a is None:
+            return
+        a.writing = False
+        if fut.cancelled():
+            return
+        if fut.exception() is not None:
+            log.error("snapshot at entry %d not saved: %s", index, fut.exception())
+            return
+        a.saved(index, term)
+        self.core.retention_limit = index
+        gone = a.snapshots.prune(self.cfg.snapshots_kept)
+        log.info("snapshot saved at entry %d (term %d)%s", index, term,
+                 f"; removed {', '.join(str(g.index) for g in gone)}" if gone else "")
+
+    def _query(self, f: Frame):
+        """QUERY: the state machine's answer once it has applied everything committed when
+        the request arrived (so a read follows the writes acknowledged before it): a Frame
+        now, or an awaitable of one while entries are still being applied."""
+        o = json_object(f.body)
+        if get_field(o, "group", str, self.cfg.group) != self.cfg.group:
+            return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {self.cfg.group!r}")
+        if self.applier is None or not callable(getattr(self.applier.sm, "query", None)):
+            return self._refusal(f, Code.UNSUPPORTED, "this node runs no state machine that answers queries"
+                                 + ("" if self.cfg.state_machine else " (start it with --state-machine)"))
+        try:
+            request = base64.b64decode(get_field(o, "query", str), validate=True)
+        except (ValueError, TypeError):
+            raise BadMessage("field 'query' is not base64") from None
+        want = self.store.committed_index
+        if self.applier.applied >= want:
+            return self._query_answer(f, request)
+        return self._query_later(f, request, want)
+
+    async def _query_later(self, f: Frame, request: bytes, want: int) -> Frame:
+        fut = self.loop.create_future()
+        self._queries.append((want, fut))
+        try:
+            await asyncio.wait_for(fut, self.cfg.max_wait_ack_ms / 1000)
+        except asyncio.TimeoutError:
+            return self._refusal(f, Code.TIMEOUT, f"entry {want} not applied within {self.cfg.max_wait_ack_ms} ms")
+        except StateMachineError as exc:
+            return self._refusal(f, Code.INTERNAL_ERROR, str(exc))
+        if self.applier is None:
+            return self._refusal(f, Code.INTERNAL_ERROR, "the state machine stopped")
+        return self._query_answer(f, request)
+
+    def _query_answer(self, f: Frame, request: bytes) -> Frame:
+        answer = self.applier.sm.query(request)
+        return response_frame({"code": int(Code.SUCCESS), "result": base64.b64encode(answer).decode("ascii"),
+                               "appliedIndex": self.applier.applied, "role": str(self.core.member.role)},
+                              f.opaque, QUERY)
+
     def _disk_usage(self) -> float | None:
         """The store's file system usage as a ratio, as ``df`` shows it: used / (used +
         available to us). DLedger (DLedgerUtils.getDiskPartitionSpaceUsedPercent) divides by
@@ -431,6 +536,8 @@ class Node:
                 return refused or response_frame(self._metadata(), f.opaque, f.code)
             if f.code in OPERATOR_CODES:
                 return self._operator(f)
+            if f.code == QUERY:
+                return self._query(f)
             if f.code == PUSH and "term" not in f.ext:  # a Java leader's: JSON, entries as objects
                 req = dialect.decode_push(f.body)
             else:
@@ -580,6 +687,8 @@ class Node:
         d["code"] = int(Code.SUCCESS)
         d["address"] = self.cfg.peers[self.cfg.self_id].address
         d["peers"] = {p: peer.address for p, peer in self.cfg.peers.items()}
+        if self.applier is not None:
+            d["applied_index"], d["snapshot_index"] = self.applier.applied, self.applier.snapshot_index
         d["flush"] = self.cfg.flush
         d["flush_interval_ms"] = self.cfg.flush_interval_ms
         return d

@@ -76,11 +76,14 @@ class Retention:
                           c.force_clean and ratio is not None and ratio > c.disk_ratio_force, full)
         return self.last
 
-    def plan(self, store, check: Check, keep_from: dict[str, int] | None = None) -> HeadDeletion | None:
+    def plan(self, store, check: Check, keep_from: dict[str, int] | None = None,
+             limit: int | None = None) -> HeadDeletion | None:
         """What to delete now (None: not a time to delete). ``keep_from``: on a leader, each
-        live follower's next needed index."""
+        live follower's next needed index. ``limit``: nothing after this index goes (a state
+        machine's latest snapshot: what it needs to recover), whatever the disk says."""
         if not check.deletes or store.begin_index < 0:
             return None
-        return plan_head_deletion(head_files(store), committed=store.committed_index, now=self.clock(),
+        committed = store.committed_index if limit is None else min(store.committed_index, limit)
+        return plan_head_deletion(head_files(store), committed=committed, now=self.clock(),
                                   reserved_s=self.cfg.file_reserved_hours * 3600, keep_from=keep_from,
                                   force=check.force)

@@ -71,6 +71,7 @@ FORCE_COMPARE = 52002  # operator -> leader: find where a follower's log differs
 FORCE_TRUNCATE = 52003  # operator -> leader: cut a follower's suffix, the leader re-fills it
 PROBE = 52004  # leader -> follower: entry fingerprints (cluster/rpc.py ProbeRequest)
 REPAIR = 52005  # leader -> follower: forced truncation (cluster/rpc.py RepairRequest)
+QUERY = 52006  # client -> a node: ask its state machine (cluster/statemachine.py), once it has applied what was committed
 OPERATOR_CODES = (WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE)
 
 # RocketMQ RemotingSysResponseCode, for header codes of responses

@@ -109,6 +109,11 @@ def node_start(
     max_inflight: Annotated[int, typer.Option("--max-inflight", min=1, help="Requests one connection may have "
                                               "waiting for answers; beyond, it is not read until half are "
                                               "answered.")] = 4096,
+    state_machine: Annotated[Optional[str], typer.Option("--state-machine", help="Feed committed entries to a "
+                             "state machine: module:Class, or kv (the built-in table of key=value entries, for "
+                             "'dledgerctl kv').")] = None,
+    snapshot_threshold: Annotated[int, typer.Option("--snapshot-threshold", min=1, help="With --state-machine: "
+                                  "entries applied between snapshots (DLedger's snapshotThreshold).")] = 1000,
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
@@ -116,6 +121,7 @@ def node_start(
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v). SIGHUP reloads its TLS
     certificate and key."""
     from cluster.node import Node
+    from cluster.statemachine import StateMachineError
     from cluster.tls import TlsError, TlsFiles
 
     try:
@@ -134,7 +140,8 @@ def node_start(
                          disk_full_ratio=disk_full_ratio, force_clean=force_clean,
                          retention_check_ms=retention_check_ms, tls=tls, max_connections=max_connections,
                          idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
-                         max_inflight_per_connection=max_inflight,
+                         max_inflight_per_connection=max_inflight, state_machine=state_machine,
+                         snapshot_threshold=snapshot_threshold,
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
@@ -145,7 +152,7 @@ def node_start(
     with errors_as_exit():
         try:
             node = Node(cfg)
-        except TlsError as exc:
+        except (TlsError, StateMachineError) as exc:
             raise fail(str(exc)) from None
         runtime.run(node.run, event_loop)
 
@@ -181,6 +188,9 @@ def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = Non
         row = {"id": pid, "address": peers[pid].address}
         if isinstance(md, dict):
             row.update({"state": "up", **{k: md.get(k) for k in STATUS_COLUMNS[3:]}})
+            for k in ("applied_index", "snapshot_index"):  # (with a state machine)
+                if k in md:
+                    row[k] = md[k]
         else:
             row.update({"state": "down", **{k: None for k in STATUS_COLUMNS[3:]}, "error": md})
         if pid in procs:
@@ -263,7 +273,7 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
 # has a cluster record, they must match it (cluster up there only starts members that are down).
 _SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
             "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
-            "disk_ratio_force", "disk_full_ratio", "tls")
+            "disk_ratio_force", "disk_full_ratio", "state_machine", "snapshot_threshold", "tls")
 
 
 @cluster_app.command("up")
@@ -290,6 +300,10 @@ def cluster_up(
     disk_ratio_check: Annotated[Optional[float], RatioCheckOpt.__metadata__[0]] = None,
     disk_ratio_force: Annotated[Optional[float], RatioForceOpt.__metadata__[0]] = None,
     disk_full_ratio: Annotated[Optional[float], RatioFullOpt.__metadata__[0]] = None,
+    state_machine: Annotated[Optional[str], typer.Option("--state-machine", help="Every node feeds committed "
+                             "entries to this state machine: module:Class, or kv (see node start).")] = None,
+    snapshot_threshold: Annotated[Optional[int], typer.Option("--snapshot-threshold", min=1, help="With "
+                                  "--state-machine: entries applied between snapshots (default 1000).")] = None,
     tls: Annotated[bool, typer.Option("--tls", help="Mutual TLS between every member and client: certificates "
                                       "made in BASE_DIR/tls (as 'certs init' makes them: one per member, an "
                                       "operator 'admin' and a client 'app'); commands finding the cluster through "
@@ -315,7 +329,8 @@ def cluster_up(
         extra += ["--drop-behind", str(drop_behind)]
     for opt, value in (("--file-reserved-hours", file_reserved_hours), ("--delete-when", delete_when),
                        ("--disk-ratio-check", disk_ratio_check), ("--disk-ratio-force", disk_ratio_force),
-                       ("--disk-full-ratio", disk_full_ratio)):
+                       ("--disk-full-ratio", disk_full_ratio), ("--state-machine", state_machine),
+                       ("--snapshot-threshold", snapshot_threshold)):
         if value is not None:
             extra += [opt, str(value)]
     rec = _record(base_dir)

@@ -47,7 +47,8 @@ def free_port_base(n: int) -> int:
 
 
 def cli(*args, timeout=60, input=None):
-    env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200")
+    # (tests/sm: state machines the tests load into nodes, which inherit this environment)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests", "sm")]), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, input=input)
 

@@ -1,0 +1,159 @@
+"""State machines on top of the log: committed entries applied in order, snapshots, recovery.
+
+A state machine (``node start --state-machine module:Class``) is a class with:
+
+- ``apply(index, term, body)``: one committed normal entry (magic 1), in index order, each
+  once. No-op and config entries are not given to it.
+- ``snapshot()``: its state as bytes, or a callable returning them (run in a thread, so a
+  large state is serialised off the node's loop; it must not look at the live state then).
+- ``restore(data)``: replace its state with a snapshot's bytes.
+- optionally ``query(request: bytes) -> bytes``: answer a read (``dledgerctl kv get``).
+
+Exactly once across restarts: the :class:`Applier` saves snapshots as of an index
+(store/snapshot.py, DLedger HEAD's layout) every ``snapshot_threshold`` entries; at start it
+restores the latest good one and applies the committed entries after it. An entry is thus
+in the state once however often the node restarts, as long as the state machine's state
+is only what ``apply`` and ``restore`` make of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+
+from store.errors import StoreError
+from store.format import MAGIC_NORMAL
+from store.snapshot import SnapshotStore
+
+log = logging.getLogger("dledgerctl.statemachine")
+
+DEFAULT_SNAPSHOT_THRESHOLD = 1000  # DLedgerConfig.snapshotThreshold
+
+
+class StateMachineError(Exception):
+    """The state machine cannot be loaded, or its snapshot cannot be restored."""
+
+
+def load(spec: str):
+    """An instance of ``module:Class`` (``kv`` names the built-in :class:`KeyValue`)."""
+    if spec == "kv":
+        return KeyValue()
+    mod_name, sep, cls_name = spec.partition(":")
+    if not sep or not mod_name or not cls_name:
+        raise StateMachineError(f"--state-machine {spec!r} is not module:Class (or kv)")
+    try:
+        cls = getattr(importlib.import_module(mod_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise StateMachineError(f"cannot load state machine {spec!r}: {exc}") from None
+    if not isinstance(cls, type):
+        raise StateMachineError(f"state machine {spec!r} is not a class")
+    try:
+        sm = cls()
+    except Exception as exc:  # noqa: BLE001 - its constructor's error, in one line
+        raise StateMachineError(f"state machine {spec!r} failed to start: {exc}") from None
+    missing = [m for m in ("apply", "snapshot", "restore") if not callable(getattr(sm, m, None))]
+    if missing:
+        raise StateMachineError(f"state machine {spec!r} has no {', '.join(missing)}")
+    return sm
+
+
+class KeyValue:
+    """The built-in state machine: the latest value of every key, from entries whose body is
+    ``key=value`` (UTF-8; the first ``=`` splits). Other bodies are counted and left alone.
+    ``query(key)`` answers JSON ``{"key": ..., "value": ... or null}``."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+        self.applied = 0  # entries applied (its state; what the tests count)
+        self.ignored = 0
+
+    def apply(self, index: int, term: int, body: bytes) -> None:
+        self.applied += 1
+        key, sep, value = body.decode("utf-8", "replace").partition("=")
+        if not sep or not key:
+            self.ignored += 1
+            return
+        self.values[key] = value
+
+    def snapshot(self):
+        view = (dict(self.values), self.applied, self.ignored)  # (a copy now; JSON in a thread)
+        return lambda: json.dumps({"values": view[0], "applied": view[1], "ignored": view[2]},
+                                  sort_keys=True).encode()
+
+    def restore(self, data: bytes) -> None:
+        try:
+            o = json.loads(data)
+            values, applied, ignored = dict(o["values"]), int(o["applied"]), int(o["ignored"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise StateMachineError(f"not a key-value snapshot: {exc}") from None
+        self.values, self.applied, self.ignored = values, applied, ignored
+
+    def query(self, request: bytes) -> bytes:
+        key = request.decode("utf-8", "replace")
+        return json.dumps({"key": key, "value": self.values.get(key)}).encode()
+
+
+class Applier:
+    """Feeds committed entries of ``store`` (a LogStore) to ``sm`` and saves its snapshots in
+    ``snapshots`` (a store/snapshot.py SnapshotStore). Synchronous: the node calls
+    :meth:`step` after the commit index moves and writes the snapshots :meth:`due` hands it."""
+
+    def __init__(self, sm, store, snapshots: SnapshotStore, threshold: int = DEFAULT_SNAPSHOT_THRESHOLD) -> None:
+        self.sm, self.store, self.snapshots, self.threshold = sm, store, snapshots, threshold
+        self.applied = -1  # the last entry applied
+        self.snapshot_index = -1  # the last snapshot saved (or restored)
+        self.snapshot_term = -1
+        self.writing = False  # a snapshot is being written
+
+    def recover(self) -> str:
+        """Restore the latest good snapshot; returns what was done, for the log."""
+        latest = self.snapshots.latest()
+        if latest is not None:
+            try:
+                self.sm.restore(self.snapshots.read(latest))
+            except (OSError, StateMachineError) as exc:
+                raise StateMachineError(f"cannot restore snapshot {latest.index} ({latest.path}): {exc}") from None
+            self.applied = self.snapshot_index = latest.index
+            self.snapshot_term = latest.term if latest.term is not None else -1
+            said = f"restored snapshot {latest.index} (term {latest.term})"
+        else:
+            said = "no snapshot"
+        begin = self.store.begin_index
+        if begin > self.applied + 1:
+            # (the log lost its head without a snapshot: the state starts where the log does)
+            said += f"; the log begins at {begin}, entries before it are not in the state"
+            self.applied = begin - 1
+        return said
+
+    def step(self, max_entries: int = 4096) -> int:
+        """Apply committed entries after the last applied, at most ``max_entries``; how many."""
+        s = self.store
+        last = min(s.committed_index, self.applied + max_entries)
+        n = 0
+        while self.applied < last:
+            i = self.applied + 1
+            if i < s.begin_index:  # deleted under us (it should not be: retention keeps them)
+                raise StoreError(f"entry {i} is needed by the state machine but the log begins at {s.begin_index}")
+            e = s.get(i)
+            if e.magic == MAGIC_NORMAL:
+                self.sm.apply(e.index, e.term, bytes(e.body))
+            self.applied = i
+            n += 1
+        return n
+
+    def due(self):
+        """When ``threshold`` entries were applied since the last snapshot: (index, term, data
+        or a callable making it) to save now, else None."""
+        if self.writing or self.applied < 0 or self.applied - self.snapshot_index < self.threshold:
+            return None
+        return self.applied, self.store.term_of(self.applied), self.sm.snapshot()
+
+    def save(self, index: int, term: int, data) -> None:
+        """Write a snapshot :meth:`due` handed out (in any thread)."""
+        if callable(data):
+            data = data()
+        self.snapshots.write(index, term, data)
+
+    def saved(self, index: int, term: int) -> None:
+        self.snapshot_index, self.snapshot_term = index, term

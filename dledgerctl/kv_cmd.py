@@ -1,0 +1,66 @@
+"""``dledgerctl kv``: the built-in key-value state machine (``node start --state-machine kv``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from cluster.client import ClientError
+
+from .cluster_cmd import BaseDirOpt, DEFAULT_BASE_DIR, DEFAULT_GROUP, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
+from .common import FormatOpt, fail, tls_options
+from .render import Format, render
+
+app = typer.Typer(help="A key-value table kept by the nodes' built-in state machine (node start --state-machine kv): "
+                       "put appends key=value entries, get reads the latest values.", no_args_is_help=True)
+
+
+@app.command("put")
+@tls_options
+def put_cmd(
+    key: Annotated[str, typer.Argument(help="The key (no '=').", show_default=False)],
+    value: Annotated[str, typer.Argument(help="Its new value.", show_default=False)],
+    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
+) -> None:
+    """Set KEY to VALUE: appends the entry KEY=VALUE and waits until it is committed."""
+    if not key or "=" in key:
+        raise fail(f"a key may be neither empty nor hold '=': {key!r}", 2)
+    parsed, rec_group = _peers(peers, base_dir)
+
+    async def work(c):
+        resp = await c.append([f"{key}={value}".encode()])
+        index, term, _pos, _size = resp["entries"][0]
+        return [{"key": key, "value": value, "index": index, "term": term}]
+
+    render(_with_client(parsed, rec_group or group, timeout, work), fmt)
+
+
+@app.command("get")
+@tls_options
+def get_cmd(
+    keys: Annotated[list[str], typer.Argument(help="Keys to read.", show_default=False)],
+    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
+) -> None:
+    """The latest value of each KEY, from the leader once it has applied everything committed when asked (so a get
+    sees every put acknowledged before it). A key never set has the value null; exit 1 if none is set."""
+    parsed, rec_group = _peers(peers, base_dir)
+
+    async def work(c):
+        rows = []
+        for key in keys:
+            resp = await c.query(key.encode())
+            try:
+                value = json.loads(resp["result"])["value"]
+            except (ValueError, KeyError, TypeError):
+                raise ClientError("the nodes' state machine is not kv (start them with --state-machine kv)") from None
+            rows.append({"key": key, "value": value, "applied_index": resp.get("appliedIndex")})
+        return rows
+
+    rows = _with_client(parsed, rec_group or group, timeout, work)
+    render(rows, fmt)
+    if rows and all(r["value"] is None for r in rows):
+        raise typer.Exit(1)
