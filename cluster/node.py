@@ -448,7 +448,11 @@ class Node:
         due = a.due()
         if due is not None:
             a.writing = True
-            fut = self.loop.run_in_executor(self._snapshotter, a.save, *due)
+
+            def save_and_prune():  # (in the snapshot thread: serialising, writing, removing old ones)
+                a.save(*due)
+                return a.snapshots.prune(self.cfg.snapshots_kept)
+            fut = self.loop.run_in_executor(self._snapshotter, save_and_prune)
             fut.add_done_callback(functools.partial(self._snapshot_saved, due[0], due[1]))
 
     def _snapshot_saved(self, index: int, term: int, fut) -> None:
@@ -463,7 +467,7 @@ class Node:
             return
         a.saved(index, term)
         self.core.retention_limit = index
-        gone = a.snapshots.prune(self.cfg.snapshots_kept)
+        gone = fut.result()
         log.info("snapshot saved at entry %d (term %d)%s", index, term,
                  f"; removed {', '.join(str(g.index) for g in gone)}" if gone else "")
 
