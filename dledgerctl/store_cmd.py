@@ -69,6 +69,18 @@ def inspect_data_cmd(
                             index_file_size=index_file_size)
         cols = DATA_COLUMNS + (["body"] if body != "none" else [])
         render(rows, fmt, columns=cols if fmt in (Format.table, Format.csv) else None)
+        _snapshot_note(node)
+
+
+def _snapshot_note(node: str) -> None:
+    """On stderr: the latest state-machine snapshot (a log whose head was deleted after a
+    snapshot begins after index 0 on purpose: the snapshot holds what it had)."""
+    from store.snapshot import SnapshotStore
+
+    latest = SnapshotStore(node, writable=False).latest()
+    if latest is not None:
+        typer.echo(f"Note: snapshot {latest.index} (term {latest.term}) holds the state machine's state up to "
+                   f"entry {latest.index}; the log may begin after it ('store snapshot' lists them)", err=True)
 
 
 @app.command("inspect-index")

@@ -122,3 +122,18 @@ def test_the_layout_is_dledger_heads():
     meta = subprocess.run(["git", "-C", MIRROR, "show", "master:dledger/src/main/java/io/openmessaging/storage/dledger/"
                            "snapshot/SnapshotMeta.java"], capture_output=True, text=True).stdout
     assert "long lastIncludedIndex" in meta and "long lastIncludedTerm" in meta
+
+
+def test_inspect_data_names_the_latest_snapshot(tmp_path):
+    from test_cluster_processes import cli
+    from conftest import write_project_store
+
+    node = tmp_path / "dledger-n0"
+    write_project_store(str(node), count=5, terms=(1,))
+    plain = cli("store", "inspect-data", str(node), "--format", "json")
+    assert plain.returncode == 0 and "snapshot" not in plain.stderr
+    SnapshotStore(str(node)).write(3, 1, b"state")
+    noted = cli("store", "inspect-data", str(node), "--format", "json")
+    assert noted.returncode == 0 and noted.stdout == plain.stdout  # (the rows stay as they were)
+    assert "Note: snapshot 3 (term 1) holds the state machine's state up to entry 3" in noted.stderr
+    assert cli("store", "snapshot", str(node), "--format", "json").returncode == 0
