@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import importlib
 import json
-import logging
 
 from store.errors import StoreError
 from store.format import ENTRY_HEADER, HEADER_SIZE, MAGIC_NORMAL
 from store.snapshot import SnapshotStore
-
-log = logging.getLogger("dledgerctl.statemachine")
 
 DEFAULT_SNAPSHOT_THRESHOLD = 1000  # DLedgerConfig.snapshotThreshold
 READ_BYTES = 4 << 20  # entries read at once while applying

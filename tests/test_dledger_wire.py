@@ -12,12 +12,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import pytest
 
 import javadledger
-from cluster.client import Client, ClientError
+from cluster.client import Client
 from cluster.config import parse_peers
 from cluster.wire import METADATA, Frame, json_body
 from test_cluster_processes import cli, down, free_port_base, up, wait_for

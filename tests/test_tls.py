@@ -20,7 +20,7 @@ from cluster.rpc import HeartBeatRequest, PushRequest, PushType, VoteRequest
 from cluster.tls import Identity, Tls, TlsFiles, identity_of, parse_uri, refusal
 from cluster.transport import Channel, TransportError
 from cluster.wire import REMOTING_NO_PERMISSION, request_frame
-from test_cluster_processes import cli, down, free_port_base, wait_for
+from test_cluster_processes import cli, down, free_port_base
 
 GROUP = "default"  # (cluster up's)
 
