@@ -546,6 +546,12 @@ class Channel:
                     self.connect_timeout)
                 if conn.closed:  # accepted and closed at once (say, by a proxy whose target is down)
                     raise ConnectionResetError("closed as soon as it was opened")
+                sock = transport.get_extra_info("socket")
+                if sock is not None and sock.getsockname() == sock.getpeername():
+                    # TCP simultaneous open onto itself: nobody listens on a port in the
+                    # ephemeral range, and holding this would keep its owner from binding it
+                    conn.close()
+                    raise ConnectionRefusedError("connected to itself (nothing listens there)")
                 if self.ssl is not None and self.expect is not None:
                     problem = self.expect(identity_of(transport.get_extra_info("peercert")))
                     if problem is not None:

@@ -50,7 +50,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -61,6 +60,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from cluster import pki  # noqa: E402
+from ports import free_ports  # noqa: E402,F401 (tests take it from here too)
 from cluster.client import AppendError, Client  # noqa: E402
 from cluster.config import Peer  # noqa: E402
 from cluster.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
@@ -74,21 +74,6 @@ HOST = "127.0.0.1"
 GROUP = "faults"
 PASS, DROP, BLACKHOLE = "pass", "drop", "blackhole"
 SMALL_FILES = ["--data-file-size", "1MiB", "--index-file-size", "256KiB"]  # many files, little disk
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports that were free a moment ago (bound, then released)."""
-    socks, ports = [], []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind((HOST, 0))
-            socks.append(s)
-            ports.append(s.getsockname()[1])
-    finally:
-        for s in socks:
-            s.close()
-    return ports
 
 
 # -- the network: one proxy per directed link ----------------------------------------------

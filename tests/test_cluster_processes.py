@@ -19,31 +19,9 @@ import pytest
 
 from cluster.client import Client
 from cluster.config import parse_peers
+from ports import free_port_base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port_base(n: int) -> int:
-    """A base port with n consecutive free ports (checked by binding)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n >= 65535:
-            continue
-        socks = []
-        try:
-            for k in range(n):
-                t = socket.socket()
-                socks.append(t)
-                t.bind(("127.0.0.1", base + k))
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free ports")
 
 
 def cli(*args, timeout=60, input=None):

@@ -7,7 +7,6 @@ requests in flight, come back. Every wait here has a deadline.
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
@@ -20,15 +19,14 @@ from cluster.transport import (
     TransportError,
     Unreachable,
 )
+from ports import free_ports
 from cluster.wire import FLAG_RESPONSE, Frame, append_ext, append_request, response_bytes, unpack_bodies
 
 HOST = "127.0.0.1"
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 def _echo(f: Frame, conn=None):
