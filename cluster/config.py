@@ -80,7 +80,12 @@ class NodeConfig:
     # a state machine fed the committed entries (cluster/statemachine.py): module:Class or kv
     state_machine: str | None = None
     snapshot_threshold: int = 1000  # DLedgerConfig.snapshotThreshold: entries between snapshots
-    snapshots_kept: int = 3
+    snapshots_kept: int = 3  # DLedgerConfig.maxSnapshotReservedNum
+    # after a snapshot, the log it covers goes but for this many entries before it (DLedger HEAD:
+    # resetSnapshotEntriesButKeepLastEntriesNum; its default strategy keeps none); -1 keeps the
+    # log for the retention rules alone
+    snapshot_keep_entries: int = 0
+    install_chunk_bytes: int = 1 << 20  # INSTALL_SNAPSHOT sends a snapshot in chunks of this size
     # replication
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this
@@ -133,11 +138,13 @@ class NodeConfig:
                      "push_window_bytes",
                      "max_pending_requests", "flush_interval_ms", "checkpoint_interval_ms", "max_frame_bytes",
                      "max_connections", "idle_timeout_s", "frame_timeout_s", "max_inflight_per_connection",
-                     "snapshot_threshold", "snapshots_kept"):
+                     "snapshot_threshold", "snapshots_kept", "install_chunk_bytes", "peer_push_quota"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
         if self.drop_behind < 0:
             raise ConfigError("drop_behind must not be negative")
+        if self.snapshot_keep_entries < -1:
+            raise ConfigError("snapshot_keep_entries must be -1 (keep the log) or more")
         if not self.file_reserved_hours > 0 or self.retention_check_ms <= 0:
             raise ConfigError("file_reserved_hours and retention_check_ms must be positive")
         for name in ("disk_ratio_check", "disk_ratio_force", "disk_full_ratio"):

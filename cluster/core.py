@@ -50,13 +50,17 @@ from store.format import MAGIC_NOOP, MAGIC_NORMAL
 from .config import NodeConfig
 from .dispatcher import Dispatcher
 from .follower import FollowerLog
+from . import install
 from .member import MemberState, Role
 from .quorum import Quorum
 from .retention import Retention
+from store.retention import head_files, plan_head_deletion
 from .rpc import (
     Code,
     HeartBeatRequest,
     HeartBeatResponse,
+    InstallSnapshotRequest,
+    InstallSnapshotResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     ProbeRequest,
@@ -172,7 +176,11 @@ class RaftCore:
         # and their dispatchers speak as DLedger's leader does (cluster/dispatcher.py).
         self.java_peers: set[str] = set(config.dledger_peers)
         self.pending_take: tuple | None = None  # a transfer to us waiting to catch up: leader, term, end, deadline
-        # with a state machine: retention deletes nothing after its latest snapshot (the node sets it)
+        # The state machine's side of snapshots (cluster/statemachine.py Applier; the node or
+        # the simulator sets it, None without a state machine): a leader sends its snapshot to
+        # a follower that needs entries it no longer holds, a follower installs the one sent.
+        # Its latest snapshot bounds what retention deletes (retention_limit).
+        self.applier = None
         self.retention_limit: int | None = None
         self._sends: list[Send] = []
         self._done: list[Proposal] = []
@@ -236,24 +244,45 @@ class RaftCore:
         plan = self.retention.plan(self.store, check, keep_from, self.retention_limit)
         if plan is None or not plan.files:
             return
+        why = ("disk usage above the force ratio" if check.force else "disk usage above the check ratio"
+               if check.check_expired else f"older than {self.cfg.file_reserved_hours:g} h")
+        self._delete_head(plan, "clean space", why, keep_from)
+
+    def _delete_head(self, plan, who: str, why: str, keep_from: dict[str, int] | None) -> None:
         s = self.store
         old_begin = s.begin_index
         try:
             data, index = s.delete_head(len(plan.files))
         except StoreError as exc:
-            self._note(f"clean space: could not delete {plan.files[0].name}: {exc}")
+            self._note(f"{who}: could not delete {plan.files[0].name}: {exc}")
             return
-        why = ("disk usage above the force ratio" if check.force else "disk usage above the check ratio"
-               if check.check_expired else f"older than {self.cfg.file_reserved_hours:g} h")
-        self._note(f"clean space: deleted {len(data)} data and {len(index)} index files ({why}): entries "
+        self._note(f"{who}: deleted {len(data)} data and {len(index)} index files ({why}): entries "
                    f"{old_begin}..{s.begin_index - 1}; the log now begins at {s.begin_index} "
                    f"(kept: {plan.kept_because})")
         for p in plan.cuts_off:
-            self._note(f"clean space: {p} needed entry {keep_from[p]}, now deleted; it will be cut back to "
-                       f"{s.begin_index}")
+            then = "sent a snapshot or cut back" if self.applier is not None else "cut back"
+            self._note(f"{who}: {p} needed entry {keep_from[p]}, now deleted; it will be {then} to {s.begin_index}")
             d = self.dispatchers.get(p)
             if d is not None:
                 d.note = f"cut off by retention: needed {keep_from[p]}, the log now begins at {s.begin_index}"
+
+    def snapshot_saved(self, index: int, now: int) -> None:
+        """The state machine's snapshot as of ``index`` is on disk: retention may delete up to
+        it, and the log it covers goes now (DLedger HEAD resets its log after each snapshot),
+        but for ``snapshot_keep_entries`` entries before it and, on a leader, what live
+        followers still need (one that is away gets the snapshot when it is back)."""
+        self.now = now
+        self.retention_limit = max(index, -1 if self.retention_limit is None else self.retention_limit)
+        keep, s = self.cfg.snapshot_keep_entries, self.store
+        if keep < 0 or self.retention is None or s.begin_index < 0:
+            return
+        keep_from = None
+        if self.member.role == Role.LEADER:
+            keep_from = {p: d.watermark + 1 for p, d in self.dispatchers.items() if self._peer_alive(p, now)}
+        plan = plan_head_deletion(head_files(s), committed=min(s.committed_index, self.retention_limit - keep),
+                                  keep_from=keep_from)
+        if plan.files:
+            self._delete_head(plan, f"snapshot {index}", "covered by it", keep_from)
 
     def _flush_period(self) -> int:
         """How often the periodic flush runs. With flush=sync every acknowledged entry is
@@ -443,7 +472,7 @@ class RaftCore:
         self.quorum = Quorum(list(c.peers), c.self_id, m.term, first, s.committed_index)
         self._ack_self()
         self.dispatchers = {p: Dispatcher(p, c.group, c.self_id, m.term, s, c, self.quorum, now,
-                                          java=p in self.java_peers) for p in c.others}
+                                          java=p in self.java_peers, snapshots=self.applier) for p in c.others}
         self.peer_ack_at = {p: now for p in c.others}
         self.heartbeat_due = {p: now for p in c.others}
         self._note(f"leader of term {m.term} ({said})")
@@ -520,6 +549,19 @@ class RaftCore:
                 return PushResponse(self.member.term, refused, req.first_index, req.count,
                                     self.store.begin_index, self.store.end_index)
             return self.follower.handle(req)
+        if kind is InstallSnapshotRequest:
+            refused = self._accept_leader(req.leader_id, req.term, now)
+            if refused is not None:
+                return InstallSnapshotResponse(self.member.term, refused, 0, False, self.store.begin_index,
+                                               self.store.end_index, f"not from the leader of term {self.member.term}")
+            resp = install.receive(req, self.follower, self.applier)
+            if resp.installed:
+                self.retention_limit = max(req.index, -1 if self.retention_limit is None else self.retention_limit)
+                self._note(f"installed snapshot {req.index} (term {req.snap_term}, {req.size} bytes) from "
+                           f"{req.leader_id}; the log begins again at {self.store.begin_index}")
+            elif resp.code != Code.SUCCESS:
+                self._note(f"snapshot {req.index} from {req.leader_id} not installed: {resp.code.name} {resp.remark}")
+            return resp
         if kind is LeadershipTransferRequest:
             return self._on_transfer(req, now)
         if kind is ProbeRequest or kind is RepairRequest:
@@ -551,7 +593,7 @@ class RaftCore:
         if isinstance(req, HeartBeatRequest) and resp.code == Code.TERM_NOT_READY:
             # a Java member still moving to our term (it voted for us as a candidate): beat again soon
             self.heartbeat_due[peer] = min(self.heartbeat_due.get(peer, now), now + VOTE_AGAIN_MS)
-        if isinstance(req, PushRequest):
+        if isinstance(req, (PushRequest, InstallSnapshotRequest)):
             d = self.dispatchers.get(peer)
             if d is not None:
                 d.on_response(req, resp, now)
@@ -560,7 +602,7 @@ class RaftCore:
 
     def on_failure(self, peer: str, req, why: str, now: int) -> None:
         self.now = now
-        if isinstance(req, PushRequest) and self.member.role == Role.LEADER:
+        if isinstance(req, (PushRequest, InstallSnapshotRequest)) and self.member.role == Role.LEADER:
             d = self.dispatchers.get(peer)
             if d is not None:
                 d.on_failure(req, now, why)
@@ -797,4 +839,6 @@ def _error(kind, term: int, code: Code, remark: str):
         return ProbeResponse(term, code, remark=remark)
     if kind is RepairRequest:
         return RepairResponse(term, code, remark=remark)
+    if kind is InstallSnapshotRequest:
+        return InstallSnapshotResponse(term, code, remark=remark)
     return LeadershipTransferResponse(term, code, remark)

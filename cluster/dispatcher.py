@@ -24,6 +24,14 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
   watermark after a back-off, not at once.
 - Flow control: when the follower lags more than ``peer_push_throttle_point`` bytes, at
   most ``peer_push_quota`` bytes per second are pushed to it.
+- INSTALL_SNAPSHOT (DLedger HEAD's): a follower that needs entries before our first one
+  (we deleted them after a state-machine snapshot, or for retention) is sent our latest
+  snapshot instead of being cut back, when we have one that reaches our first entry and
+  it is a dledgerctl member: in chunks of ``install_chunk_bytes``, one in flight, at most
+  ``peer_push_quota`` bytes per second, each resumed from what the follower says it holds.
+  The last chunk carries our first entry; once the follower has installed the snapshot
+  its log begins with that entry and APPEND fills it from there. A follower without a
+  state machine is cut back instead (cluster/install.py has the follower's side).
 - REPAIR (ours, for ``peer compare``/``peer truncate``): nothing is sent and no answer
   counts while the leader's forced truncation is on its way to the follower; the
   watermark is first lowered below the cut, so no entry can commit on the strength of
@@ -39,9 +47,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from store.errors import StoreError
 from store.format import ENTRY_HEADER, MAGIC_NORMAL
 
-from .rpc import Code, PushRequest, PushResponse, PushType
+from .rpc import Code, InstallSnapshotRequest, InstallSnapshotResponse, PushRequest, PushResponse, PushType
 
 # A moved commit index waits this long for a push to carry it before it gets a COMMIT of
 # its own. Sending one after every commit doubled the pushes of a busy leader: with one
@@ -59,7 +68,17 @@ class DispatchState(enum.StrEnum):
     TRUNCATE = "TRUNCATE"
     APPEND = "APPEND"
     COMMIT = "COMMIT"
+    INSTALL_SNAPSHOT = "INSTALL_SNAPSHOT"  # DLedger HEAD's: a follower that needs entries we no longer hold
     REPAIR = "REPAIR"  # ours: paused while an operator's forced truncation is on its way
+
+
+@dataclass
+class _Sending:
+    """A snapshot on its way to the follower: ``info`` (store/snapshot.py SnapshotInfo), and
+    the offset of the next chunk."""
+
+    info: object
+    offset: int = 0
 
 
 @dataclass
@@ -72,13 +91,17 @@ class InFlight:
 
 class Dispatcher:
     def __init__(self, peer: str, group: str, self_id: str, term: int, store, config, quorum, now: int,
-                 java: bool = False) -> None:
+                 java: bool = False, snapshots=None) -> None:
         self.peer, self.group, self.self_id, self.term = peer, group, self_id, term
         # a Java DLedger follower: it compares and truncates only at an entry it is sent, so
         # where dledgerctl would compare "nothing" (an empty log) it is cut back to our first
         # entry instead, as DLedger's own leader does
         self.java = java
         self.store, self.config, self.quorum = store, config, quorum
+        # the state machine's snapshots (cluster/statemachine.py Applier), None without one
+        self.snapshots = snapshots
+        self.sending: _Sending | None = None  # INSTALL_SNAPSHOT: what is being sent
+        self.installs = 0  # snapshots this follower installed from us
         self.state = DispatchState.COMPARE
         self.compare_index = store.end_index  # the first compare of a term: our last entry
         self.truncate_index = -1
@@ -105,8 +128,9 @@ class Dispatcher:
         begin = self.store.begin_index
         if self.state == DispatchState.COMPARE and 0 <= self.compare_index < begin:
             # an index we no longer hold (our head was deleted): nothing to compare there
-            self.state, self.truncate_index = DispatchState.TRUNCATE, begin
-            self.note = f"cutting back to {begin}: it needs entries before our first one"
+            self._meet_at_begin(f"it needs entries before our first one {begin}")
+        if self.state == DispatchState.INSTALL_SNAPSHOT:
+            return self._send_chunk(now)
         if self.state == DispatchState.COMPARE and self.java and self.compare_index < 0:
             if self.store.end_index < 0:
                 return []  # nothing to compare or send yet
@@ -198,10 +222,15 @@ class Dispatcher:
         return store.write_pos - store.locate(self.next_index)[0]
 
     # -- answers ----------------------------------------------------------------------
-    def on_response(self, req: PushRequest, resp: PushResponse, now: int) -> None:
+    def on_response(self, req, resp, now: int) -> None:
         if req.term != self.term or self.state == DispatchState.REPAIR:
             return
         self.last_ack_at = now
+        if type(req) is InstallSnapshotRequest:
+            if req is self.outstanding:
+                self.outstanding = None
+                self._install_answered(req, resp, now)
+            return
         if req.type in (PushType.COMPARE, PushType.TRUNCATE):
             if req is not self.outstanding:
                 return  # an answer to an abandoned request
@@ -228,7 +257,7 @@ class Dispatcher:
             # cut them after our last entry, which it has acknowledged
             self.state, self.truncate_index = DispatchState.TRUNCATE, self.watermark
 
-    def on_failure(self, req: PushRequest, now: int, why: str) -> None:
+    def on_failure(self, req, now: int, why: str) -> None:
         """The request failed (timeout, connection lost): retry after a short back-off."""
         if req.term != self.term or self.state == DispatchState.REPAIR:
             return
@@ -236,7 +265,7 @@ class Dispatcher:
         self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
         if req is self.outstanding:
             self.outstanding = None
-        elif req.type == PushType.APPEND and self._current(req):
+        elif type(req) is PushRequest and req.type == PushType.APPEND and self._current(req):
             self._resend_from_watermark(why)
 
     def _compared(self, req: PushRequest, resp: PushResponse) -> None:
@@ -262,12 +291,89 @@ class Dispatcher:
         if (begin > 0 or (self.java and begin == 0)) and (nxt < begin or resp.begin_index > end):
             # The follower's log does not meet ours: it ends before our first entry (we
             # deleted those files while it was away), begins after our end, or differs all
-            # the way down. Cut it back to our first entry and fill it from there.
-            self.state, self.truncate_index = DispatchState.TRUNCATE, begin
-            self.note = (f"cutting back to {begin}: its log {resp.begin_index}..{resp.end_index} does not meet "
-                         f"ours {begin}..{end}")
+            # the way down. Send it our snapshot, or cut it back to our first entry, and
+            # fill it from there.
+            self._meet_at_begin(f"its log {resp.begin_index}..{resp.end_index} does not meet ours {begin}..{end}")
             return
         self.compare_index = max(nxt, begin - 1, -1)
+
+    # -- a follower that needs entries we no longer hold -------------------------------
+    def _meet_at_begin(self, why: str) -> None:
+        """Send the follower our snapshot when one reaches our first entry, else cut it back
+        to our first entry (TRUNCATE at it)."""
+        begin = self.store.begin_index
+        info = None
+        if self.snapshots is not None and not self.java and begin > 0:
+            try:
+                info = self.snapshots.snapshot_to_send()
+            except StoreError as exc:
+                self.last_error = f"no snapshot to send: {exc}"
+            if info is not None and info.index < begin - 1:
+                info = None  # entries between it and our log would be missing
+        self.outstanding = None
+        self.inflight.clear()
+        if info is None:
+            self.sending = None
+            self.state, self.truncate_index = DispatchState.TRUNCATE, begin
+            self.note = f"cutting back to {begin}: {why}"
+            return
+        self.state, self.sending = DispatchState.INSTALL_SNAPSHOT, _Sending(info)
+        self.note = f"sending snapshot {info.index} ({info.size} bytes): {why}"
+
+    def _send_chunk(self, now: int) -> list:
+        if self.outstanding is not None:
+            if now - self.outstanding_at < self.config.max_push_timeout_ms:
+                return []
+            self.outstanding = None  # unanswered: send it again
+        if now - self.quota_window >= 1000:
+            self.quota_window, self.quota_used = now, 0
+        if self.quota_used >= self.config.peer_push_quota:
+            return []  # (a snapshot counts against the quota whatever the lag)
+        sending, begin = self.sending, self.store.begin_index
+        info = sending.info
+        if begin > info.index + 1:  # our log moved past this snapshot meanwhile: send a newer one
+            self._meet_at_begin(f"our log now begins at {begin}, after snapshot {info.index}")
+            if self.state != DispatchState.INSTALL_SNAPSHOT:
+                return []
+            sending = self.sending
+            info = sending.info
+        n = min(self.config.install_chunk_bytes, info.size - sending.offset)
+        try:
+            data = self.snapshots.read_snapshot(info, sending.offset, n)
+        except (OSError, StoreError) as exc:
+            # removed meanwhile (newer snapshots were saved): start again with the latest
+            self.last_error = f"snapshot {info.index} is gone ({getattr(exc, 'strerror', None) or exc}): sending the latest"
+            self._meet_at_begin(f"it needs entries before our first one {begin}")
+            return []
+        first = self.store.get_raw(begin, 1, 1) if sending.offset + n >= info.size else b""
+        req = InstallSnapshotRequest(self.group, self.self_id, self.term, info.index, info.term, info.size, info.crc,
+                                     sending.offset, data, first)
+        self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
+        self.quota_used += n
+        return [req]
+
+    def _install_answered(self, req: InstallSnapshotRequest, resp: InstallSnapshotResponse, now: int) -> None:
+        sending = self.sending
+        if sending is None or sending.info.index != req.index:
+            return
+        if resp.code == Code.SUCCESS and resp.installed:
+            begin = ENTRY_HEADER.unpack_from(req.begin_entry)[2]
+            self.sending = None
+            self.installs += 1
+            self.note = f"installed snapshot {req.index}; filling it from {begin + 1}"
+            self._start_append(begin)
+            return
+        if resp.code == Code.UNSUPPORTED:  # no state machine there
+            self.sending = None
+            self.state, self.truncate_index = DispatchState.TRUNCATE, self.store.begin_index
+            self.note = f"cutting back to {self.truncate_index}: it has no state machine to install a snapshot into"
+            return
+        sending.offset = min(max(resp.received, 0), sending.info.size)
+        if resp.code == Code.SUCCESS:
+            self.note = f"sending snapshot {req.index}: {sending.offset} of {sending.info.size} bytes"
+        else:  # (a snapshot whose crc failed there was discarded: it starts over from what it says it holds)
+            self.last_error = f"install snapshot {req.index}: {resp.code.name} {resp.remark}".strip()
+            self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
 
     def _truncated(self, req: PushRequest, resp: PushResponse) -> None:
         if resp.code == Code.SUCCESS:
@@ -354,6 +460,7 @@ class Dispatcher:
         self.state = state
         self.inflight.clear()
         self.outstanding = None
+        self.sending = None
         if self.watermark > keep:
             self.watermark = keep
             self.quorum.lower(self.peer, keep)
@@ -378,7 +485,7 @@ class Dispatcher:
             "next_index": self.next_index,
             "lag_entries": max(0, end - self.watermark),
             "lag_bytes": self.lag_bytes(),
-            "in_flight": len(self.inflight),
+            "in_flight": len(self.inflight) + (self.outstanding is not None and self.sending is not None),
             "in_flight_bytes": sum(f.nbytes for f in self.inflight.values()),
             "ms_since_ack": None if self.last_ack_at is None else now - self.last_ack_at,
             "last_error": self.last_error,

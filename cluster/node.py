@@ -44,6 +44,7 @@ from .wire import (
     METADATA,
     FORCE_TRUNCATE,
     HEART_BEAT,
+    INSTALL_SNAPSHOT,
     LEADERSHIP_TRANSFER,
     OPERATOR_CODES,
     PROBE,
@@ -74,7 +75,7 @@ from .wire import get_field, json_object
 log = logging.getLogger("dledgerctl.node")
 
 # requests only members send each other (decoded, then checked against their sender)
-_PEER_CODES = frozenset({VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER, PROBE, REPAIR})
+_PEER_CODES = frozenset({VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER, PROBE, REPAIR, INSTALL_SNAPSHOT})
 
 
 def _client_need(f: Frame) -> str:
@@ -240,6 +241,7 @@ class Node:
         if self.applier is not None:
             log.info("state machine %s: %s", self.cfg.state_machine, self.applier.recover())
             self.core.retention_limit = self.applier.snapshot_index
+            self.core.applier = self.applier
         self._syncer = BackgroundSync(self.loop)
         me = self.cfg.peers[self.cfg.self_id]
         try:
@@ -430,7 +432,7 @@ class Node:
             a.step()
         except Exception as exc:  # noqa: BLE001 - a state machine's bug: stop applying, say why, keep serving
             log.error("state machine stopped at entry %d: %s", a.applied + 1, exc, exc_info=exc)
-            self.applier = None
+            self.applier = self.core.applier = None
             for _index, fut in self._queries:
                 if not fut.done():
                     fut.set_exception(StateMachineError(f"the state machine stopped: {exc}"))
@@ -466,10 +468,11 @@ class Node:
             log.error("snapshot at entry %d not saved: %s", index, fut.exception())
             return
         a.saved(index, term)
-        self.core.retention_limit = index
+        self.core.snapshot_saved(index, self.now())
         gone = fut.result()
         log.info("snapshot saved at entry %d (term %d)%s", index, term,
                  f"; removed {', '.join(str(g.index) for g in gone)}" if gone else "")
+        self._process()  # (the log it covers was deleted: the notes say so)
 
     def _query(self, f: Frame):
         """QUERY: the state machine's answer once it has applied everything committed when
@@ -557,6 +560,9 @@ class Node:
             return error_frame(f.opaque, REMOTING_NOT_SUPPORTED if "not a peer request" in str(exc) else 1, str(exc))
         resp = self.core.handle(req, self.now())
         self._process()
+        if f.code == INSTALL_SNAPSHOT and resp.installed and self.applier is not None and not self._applying:
+            self._applying = True  # (queries waiting for what the snapshot holds are answered)
+            self.loop.call_soon(self._apply)
         return response_frame(resp, f.opaque, f.code)
 
     def _denied(self, f: Frame, conn, need: str, sender: str | None = None) -> Frame | None:

@@ -51,6 +51,7 @@ class Code(enum.IntEnum):
     ILLEGAL_MEMBER_STATE = 504
     LEADER_NOT_READY = 505
     LEADER_TRANSFERRING = 506
+    INSTALL_SNAPSHOT_ERROR = 508
 
 
 class VoteResult(enum.StrEnum):
@@ -210,6 +211,38 @@ class RepairResponse:
     dropped: int = 0
     end_index: int = -1
     committed_index: int = -1
+    remark: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InstallSnapshotRequest:
+    """Leader to a follower that needs entries the leader no longer holds (DLedger HEAD's
+    INSTALL_SNAPSHOT, sent here in chunks): bytes ``offset ..`` of the state machine's
+    snapshot as of entry ``index`` (of ``snap_term``), ``size`` bytes whole with crc32
+    ``crc``. The last chunk also carries ``begin_entry``, the leader's first log entry (raw,
+    at most ``index + 1``): once the snapshot is whole and in place the follower's log
+    begins again with it, and the leader fills it from there."""
+
+    group: str
+    leader_id: str
+    term: int
+    index: int
+    snap_term: int
+    size: int
+    crc: int
+    offset: int
+    data: bytes = b""
+    begin_entry: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class InstallSnapshotResponse:
+    term: int
+    code: Code = Code.SUCCESS
+    received: int = 0  # bytes of that snapshot the follower holds now: where the next chunk starts
+    installed: bool = False  # in place, the state machine restored from it, the log begun again
+    begin_index: int = -1
+    end_index: int = -1
     remark: str = ""
 
 

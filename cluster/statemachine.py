@@ -23,7 +23,7 @@ import json
 
 from store.errors import StoreError
 from store.format import ENTRY_HEADER, HEADER_SIZE, MAGIC_NORMAL
-from store.snapshot import SnapshotStore
+from store.snapshot import SnapshotInfo, SnapshotStore
 
 DEFAULT_SNAPSHOT_THRESHOLD = 1000  # DLedgerConfig.snapshotThreshold
 READ_BYTES = 4 << 20  # entries read at once while applying
@@ -103,6 +103,7 @@ class Applier:
         self.snapshot_index = -1  # the last snapshot saved (or restored)
         self.snapshot_term = -1
         self.writing = False  # a snapshot is being written
+        self._installer = None  # a snapshot arriving from the leader (store/snapshot.py Installer)
 
     def recover(self) -> str:
         """Restore the latest good snapshot; returns what was done, for the log."""
@@ -162,4 +163,41 @@ class Applier:
         self.snapshots.write(index, term, data)
 
     def saved(self, index: int, term: int) -> None:
-        self.snapshot_index, self.snapshot_term = index, term
+        if index > self.snapshot_index:  # (one installed from the leader meanwhile may be newer)
+            self.snapshot_index, self.snapshot_term = index, term
+
+    # -- snapshots between members (the leader's dispatcher, cluster/install.py) --------
+    def snapshot_to_send(self) -> SnapshotInfo | None:
+        """The newest snapshot whose data checks out: what a follower that needs entries
+        the leader no longer holds is sent."""
+        return self.snapshots.latest()
+
+    def read_snapshot(self, info: SnapshotInfo, offset: int, n: int) -> bytes:
+        return self.snapshots.read_chunk(info, offset, n)
+
+    def receive(self, index: int, term: int, size: int, crc: int, offset: int, data) -> int:
+        """Take a chunk of a snapshot the leader sends; returns the bytes of it held now (a
+        chunk past them is not taken: the leader resends from there)."""
+        inst = self._installer
+        if inst is None or (inst.index, inst.term, inst.size, inst.crc) != (index, term, size, crc):
+            inst = self._installer = self.snapshots.installer(index, term, size, crc)
+        have = inst.received
+        if offset > have or offset + len(data) <= have:
+            return have  # a gap (a chunk was lost), or bytes already here (a chunk sent again)
+        return inst.write(have, memoryview(data)[have - offset:])
+
+    def install(self) -> SnapshotInfo:
+        """Place the snapshot :meth:`receive` completed and restore the state machine from
+        it: everything up to its index is applied. StoreError (it is not whole, or its crc
+        differs: discarded) or StateMachineError."""
+        inst, self._installer = self._installer, None
+        if inst is None:
+            raise StoreError("no snapshot is arriving")
+        info = inst.finish()
+        try:
+            self.sm.restore(self.snapshots.read(info))
+        except OSError as exc:
+            raise StoreError(f"snapshot {info.index}: cannot read it back: {exc}") from None
+        self.applied = self.snapshot_index = info.index
+        self.snapshot_term = info.term if info.term is not None else -1
+        return info

@@ -41,6 +41,8 @@ from .rpc import (
     Code,
     HeartBeatRequest,
     HeartBeatResponse,
+    InstallSnapshotRequest,
+    InstallSnapshotResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     ProbeRequest,
@@ -64,6 +66,7 @@ HEART_BEAT = 51002
 PULL = 51003
 PUSH = 51004
 LEADERSHIP_TRANSFER = 51005
+INSTALL_SNAPSHOT = 51006  # DLedger HEAD's code; ours is sent in chunks (cluster/rpc.py InstallSnapshotRequest)
 # ours (operator requests), a range of their own
 STATUS = 52000  # = METADATA
 WATERMARKS = 52001  # operator -> leader: per-peer replication state
@@ -381,6 +384,12 @@ def request_frame(req, opaque: int, to: str | None = None) -> Frame:
             ext["beginIndex"] = str(req.begin_index)
         body = req.entries  # (a view of a leader's remembered writes is sent as it is)
         return Frame(PUSH, opaque, ext=ext, body=body if isinstance(body, (bytes, memoryview)) else bytes(body))
+    if isinstance(req, InstallSnapshotRequest):
+        # the chunk and the leader's first entry as they are, one after the other (no base64)
+        ext = {"group": req.group, "leaderId": req.leader_id, "term": str(req.term), "index": str(req.index),
+               "snapTerm": str(req.snap_term), "size": str(req.size), "crc": str(req.crc),
+               "offset": str(req.offset), "dataLength": str(len(req.data))}
+        return Frame(INSTALL_SNAPSHOT, opaque, ext=ext, body=bytes(req.data) + bytes(req.begin_entry))
     if isinstance(req, VoteRequest):
         return Frame(VOTE, opaque, body=json_body({
             "group": req.group, "remoteId": to, "leaderId": req.leader_id, "term": req.term,
@@ -415,6 +424,15 @@ def decode_request(f: Frame):
         return PushRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"), kind,
                            _ext_int(e, "commitIndex"), _ext_int(e, "firstEntryIndex"), _ext_int(e, "count"), f.body,
                            _ext_int(e, "beginIndex") if "beginIndex" in e else -1)
+    if f.code == INSTALL_SNAPSHOT:
+        e = f.ext
+        n = _ext_int(e, "dataLength")
+        if not 0 <= n <= len(f.body):
+            raise BadMessage(f"dataLength {n} does not fit a body of {len(f.body)} bytes")
+        body = bytes(f.body)
+        return InstallSnapshotRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"),
+                                      _ext_int(e, "index"), _ext_int(e, "snapTerm"), _ext_int(e, "size"),
+                                      _ext_int(e, "crc"), _ext_int(e, "offset"), body[:n], body[n:])
     o = json_object(f.body)
     if f.code == VOTE:
         return VoteRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),
@@ -457,6 +475,9 @@ def response_frame(resp, opaque: int, request_code: int) -> Frame:
     elif isinstance(resp, RepairResponse):
         body = {"term": resp.term, "code": int(resp.code), "dropped": resp.dropped, "endIndex": resp.end_index,
                 "committedIndex": resp.committed_index, "remark": resp.remark}
+    elif isinstance(resp, InstallSnapshotResponse):
+        body = {"term": resp.term, "code": int(resp.code), "received": resp.received, "installed": resp.installed,
+                "beginIndex": resp.begin_index, "endIndex": resp.end_index, "remark": resp.remark}
     elif isinstance(resp, dict):
         body = resp
     else:
@@ -503,6 +524,10 @@ def decode_response(f: Frame, request_code: int):
         return ProbeResponse(get_field(o, "term", int), _code(o), get_field(o, "beginIndex", int, -1),
                              get_field(o, "endIndex", int, -1), get_field(o, "committedIndex", int, -1),
                              get_field(o, "first", int, -1), *map(tuple, lists), get_field(o, "remark", str, ""))
+    if request_code == INSTALL_SNAPSHOT:
+        return InstallSnapshotResponse(get_field(o, "term", int), _code(o), get_field(o, "received", int, 0),
+                                       get_field(o, "installed", bool, False), get_field(o, "beginIndex", int, -1),
+                                       get_field(o, "endIndex", int, -1), get_field(o, "remark", str, ""))
     if request_code == REPAIR:
         return RepairResponse(get_field(o, "term", int), _code(o), get_field(o, "dropped", int, 0),
                               get_field(o, "endIndex", int, -1), get_field(o, "committedIndex", int, -1),
@@ -585,7 +610,8 @@ def error_frame(opaque: int, code: int, remark: str) -> Frame:
 
 def request_code_of(req) -> int:
     return {PushRequest: PUSH, VoteRequest: VOTE, HeartBeatRequest: HEART_BEAT,
-            LeadershipTransferRequest: LEADERSHIP_TRANSFER, ProbeRequest: PROBE, RepairRequest: REPAIR}[type(req)]
+            LeadershipTransferRequest: LEADERSHIP_TRANSFER, ProbeRequest: PROBE, RepairRequest: REPAIR,
+            InstallSnapshotRequest: INSTALL_SNAPSHOT}[type(req)]
 
 
 # -- client requests (APPEND, GET, METADATA) ---------------------------------------------

@@ -19,7 +19,7 @@ from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError,
 from cluster.transport import TransportError
 from cluster.wire import ProtocolError
 
-from .common import (BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
+from .common import (BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
                      client_tls, errors_as_exit, fail, plural, tls_options, use_record_tls)
 from .render import Format, RowStream, render
 
@@ -114,6 +114,8 @@ def node_start(
                              "'dledgerctl kv').")] = None,
     snapshot_threshold: Annotated[int, typer.Option("--snapshot-threshold", min=1, help="With --state-machine: "
                                   "entries applied between snapshots (DLedger's snapshotThreshold).")] = 1000,
+    snapshot_keep: SnapshotKeepOpt = None,
+    push_quota: PushQuotaOpt = None,
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
@@ -142,6 +144,8 @@ def node_start(
                          idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
                          max_inflight_per_connection=max_inflight, state_machine=state_machine,
                          snapshot_threshold=snapshot_threshold,
+                         **({} if snapshot_keep is None else {"snapshot_keep_entries": snapshot_keep}),
+                         **({} if push_quota is None else {"peer_push_quota": push_quota}),
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
@@ -273,7 +277,8 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
 # has a cluster record, they must match it (cluster up there only starts members that are down).
 _SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
             "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
-            "disk_ratio_force", "disk_full_ratio", "state_machine", "snapshot_threshold", "tls")
+            "disk_ratio_force", "disk_full_ratio", "state_machine", "snapshot_threshold", "snapshot_keep", "push_quota",
+            "tls")
 
 
 @cluster_app.command("up")
@@ -304,6 +309,8 @@ def cluster_up(
                              "entries to this state machine: module:Class, or kv (see node start).")] = None,
     snapshot_threshold: Annotated[Optional[int], typer.Option("--snapshot-threshold", min=1, help="With "
                                   "--state-machine: entries applied between snapshots (default 1000).")] = None,
+    snapshot_keep: SnapshotKeepOpt = None,
+    push_quota: PushQuotaOpt = None,
     tls: Annotated[bool, typer.Option("--tls", help="Mutual TLS between every member and client: certificates "
                                       "made in BASE_DIR/tls (as 'certs init' makes them: one per member, an "
                                       "operator 'admin' and a client 'app'); commands finding the cluster through "
@@ -330,7 +337,8 @@ def cluster_up(
     for opt, value in (("--file-reserved-hours", file_reserved_hours), ("--delete-when", delete_when),
                        ("--disk-ratio-check", disk_ratio_check), ("--disk-ratio-force", disk_ratio_force),
                        ("--disk-full-ratio", disk_full_ratio), ("--state-machine", state_machine),
-                       ("--snapshot-threshold", snapshot_threshold)):
+                       ("--snapshot-threshold", snapshot_threshold), ("--snapshot-keep-entries", snapshot_keep),
+                       ("--peer-push-quota", push_quota)):
         if value is not None:
             extra += [opt, str(value)]
     rec = _record(base_dir)
@@ -347,7 +355,8 @@ def cluster_up(
             if given:
                 want = launcher.planned_commands(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir)
                 if [c[1:] for c in want] != [n["cmd"][1:] for n in rec["nodes"]]:
-                    opts = ", ".join("--" + p.replace("_ms", "-interval").replace("_", "-") for p in given)
+                    names = {p.name: p.opts[0] for p in ctx.command.params}
+                    opts = ", ".join(names[p] for p in given)
                     raise fail(f"the cluster recorded in {base_dir} was started with other settings than the "
                                f"{opts} given here; 'cluster up' there only starts its members that are down "
                                "(run 'cluster down' first to start another)", 2)

@@ -60,6 +60,13 @@ DataSizeOpt = Annotated[int | None, typer.Option("--data-file-size", parser=pars
                                                  "the files, else 1GiB). Accepts 65536, 64KiB, 1GiB.")]
 IndexSizeOpt = Annotated[int | None, typer.Option("--index-file-size", parser=parse_size, metavar="SIZE", help="Index file size (default: detected, "
                                                   "else 160MiB = 32 x 5Mi).")]
+SnapshotKeepOpt = Annotated[int | None, typer.Option(
+    "--snapshot-keep-entries", min=-1, help="With --state-machine: after each snapshot, delete the log it covers "
+    "but for this many entries before it (DLedger's resetSnapshotEntriesButKeepLastEntriesNum; default 0); a leader "
+    "keeps what live followers still need; -1 leaves the log to the retention rules.")]
+PushQuotaOpt = Annotated[int | None, typer.Option(
+    "--peer-push-quota", parser=parse_size, metavar="SIZE", help="Bytes per second a leader sends a follower that "
+    "lags far behind, and any follower a snapshot (DLedger's peerPushQuota; default 20MiB).")]
 DropBehindOpt = Annotated[int | None, typer.Option(
     "--drop-behind", parser=parse_size_or_zero, metavar="SIZE",
     help="Flushed data further than SIZE behind the log's end leaves the page cache (default 256MiB; 0 leaves it to "

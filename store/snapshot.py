@@ -10,8 +10,10 @@
 so that either side's tools find a node's latest snapshot. dledgerctl adds ``dataSize`` and
 ``dataCrc`` (crc32 of ``data``) to the meta object, which DLedger's reader ignores, and
 checks them when it reads one. A snapshot appears only whole: it is written (or received)
-in a temporary directory, synced, and renamed into place; what a crash leaves in ``tmp`` or
-``install_tmp`` is removed when the store is opened for writing. Synchronous, no sockets.
+in a temporary directory, synced, and renamed into place. What a crash leaves in ``tmp`` is
+removed when the store is opened for writing; what it leaves in ``install_tmp`` stays, so an
+install the leader resumes continues where it stopped (:class:`Installer` checks that the
+same snapshot is arriving, and its size and crc32 before placing it). Synchronous, no sockets.
 """
 
 from __future__ import annotations
@@ -78,8 +80,7 @@ class SnapshotStore:
         if writable:
             try:
                 os.makedirs(self.base, exist_ok=True)
-                for leftover in (TMP_DIR, INSTALL_TMP_DIR):  # half-written: never a snapshot
-                    shutil.rmtree(os.path.join(self.base, leftover), ignore_errors=True)
+                shutil.rmtree(os.path.join(self.base, TMP_DIR), ignore_errors=True)  # half-written: never a snapshot
             except OSError as exc:
                 raise StoreError(f"{self.base}: cannot prepare the snapshot directory: {exc.strerror or exc}") from None
 
@@ -145,13 +146,28 @@ class SnapshotStore:
         return crc
 
     def latest(self) -> SnapshotInfo | None:
-        """The newest snapshot that checks out (a damaged newer one is passed over)."""
-        good = [s for s in self.list() if s.problem is None]
-        return good[-1] if good else None
+        """The newest snapshot that checks out, data included (a damaged newer one is passed
+        over; older ones are not read)."""
+        for s in reversed(self.list(check_data=False)):
+            if s.problem is None:
+                s = self._inspect(s.path, s.index, check_data=True)
+                if s.problem is None:
+                    return s
+        return None
 
     def read(self, info: SnapshotInfo) -> bytes:
         with open(os.path.join(info.path, DATA_FILE), "rb") as fh:
             return fh.read()
+
+    def read_chunk(self, info: SnapshotInfo, offset: int, n: int) -> bytes:
+        """``n`` bytes of a snapshot's data from ``offset`` (OSError if they are not all
+        there: the snapshot was removed, or is shorter than its meta says)."""
+        with open(os.path.join(info.path, DATA_FILE), "rb") as fh:
+            fh.seek(offset)
+            data = fh.read(n)
+        if len(data) != n:
+            raise OSError(f"{info.path}: {len(data)} of {n} bytes at {offset}")
+        return data
 
     # -- writing -------------------------------------------------------------------------
     def _require_writable(self) -> None:

@@ -15,6 +15,14 @@ with ``flush="sync"`` every acknowledged entry was flushed first, so nothing com
 be lost. ``random_run(seed)`` is the scenario the seed tests use; replay one with
 ``python tests/sim.py --seed N`` (add ``-v`` for the nodes' notes).
 
+With ``snapshots_dir``, every node also runs a state machine through the real Applier
+(cluster/statemachine.py) with real snapshot files under that directory: it applies what
+is committed at every tick, saves a snapshot every ``snapshot_threshold`` entries (the core
+then deletes the log it covers), and a leader sends its snapshot to a follower that needs
+entries it no longer holds. Then two more invariants hold at every tick: no entry is
+applied twice or out of order (:class:`SimMachine` refuses it), and nodes that applied up
+to the same index hold the same state.
+
 Operators act too: ``operator_truncate`` does what ``peer truncate`` makes a node do
 (pause the follower's dispatcher with its watermark lowered, send it the forced
 truncation, compare again when it answers), through the same lossy network.
@@ -22,17 +30,23 @@ truncation, compare again when it answers), through the same lossy network.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
+import json
+import os
 import random
 import time
+import zlib
 from dataclasses import dataclass, field
 
 from cluster.config import NodeConfig, parse_peers
 from cluster.core import RaftCore
 from cluster.member import MemoryTermStore, Role
 from cluster.rpc import RepairRequest
+from cluster.statemachine import Applier
 from store.memstore import MemoryStore
+from store.snapshot import SnapshotStore
 
 
 SIM_EPOCH = time.mktime((2026, 1, 1, 12, 0, 0, 0, 0, -1))  # local noon: no default deleteWhen hour (04)
@@ -77,6 +91,31 @@ class SimStore(MemoryStore):
         return super().truncate(max(self.durable + 1, self.begin_index), force=True)
 
 
+class SimMachine:
+    """A simulated node's state machine: how many entries it applied, the last one, and a
+    running crc32 of every (index, body) in the order applied. It refuses an entry at or
+    below the last one: applied twice, or out of order."""
+
+    def __init__(self, pad: int = 0) -> None:
+        self.last, self.count, self.digest = -1, 0, 0
+        self.pad = pad  # bytes of padding in each snapshot (to send one in many chunks)
+
+    def apply(self, index: int, term: int, body: bytes) -> None:
+        if index <= self.last:
+            raise InvariantBroken(f"entry {index} applied after entry {self.last}: twice or out of order")
+        self.last, self.count = index, self.count + 1
+        self.digest = zlib.crc32(b"%d:" % index + body, self.digest)
+
+    def state(self) -> tuple[int, int, int]:
+        return self.last, self.count, self.digest
+
+    def snapshot(self) -> bytes:
+        return json.dumps([*self.state(), "x" * self.pad]).encode()
+
+    def restore(self, data: bytes) -> None:
+        self.last, self.count, self.digest = json.loads(data)[:3]
+
+
 @dataclass
 class NetConfig:
     delay: tuple[int, int] = (1, 4)  # ms, uniform
@@ -95,7 +134,8 @@ class _Event:
 
 class Sim:
     def __init__(self, n: int = 3, seed: int = 1, net: NetConfig | None = None, tick_ms: int = 2,
-                 data_file_size: int = 1 << 20, **cfg) -> None:
+                 data_file_size: int = 1 << 20, snapshots_dir: str | None = None, snapshot_pad: int = 0,
+                 **cfg) -> None:
         self.rng = random.Random(seed)
         self.net = net or NetConfig()
         self.ids = [f"n{i}" for i in range(n)]
@@ -108,6 +148,10 @@ class Sim:
         self.stores = {i: SimStore(cfg.get("flush", "async") == "sync", data_file_size, self.wall)
                        for i in self.ids}
         self.terms = {i: MemoryTermStore() for i in self.ids}
+        self.snapshots_dir, self.snapshot_pad = snapshots_dir, snapshot_pad
+        self.appliers: dict[str, Applier | None] = {}
+        self.states: dict[int, tuple] = {}  # applied index -> the state first seen there
+        self.sent: collections.Counter = collections.Counter()  # requests the cores sent, by type
         self.now = 0
         self.tick_ms = tick_ms
         self.nodes: dict[str, RaftCore | None] = {}
@@ -137,6 +181,7 @@ class Sim:
         return (a, b) in self.blocked or self.rng.random() < self.net.drop
 
     def _send(self, frm: str, to: str, req) -> None:
+        self.sent[type(req).__name__] += 1
         rid = next(self.seq)
         self.pending.add(rid)
         self._push(self.now + self.net.rpc_timeout, "timeout", frm, to, req, rid)
@@ -189,8 +234,10 @@ class Sim:
 
     # -- nodes ------------------------------------------------------------------------
     def crash(self, node: str, lose: bool = False) -> None:
-        """Stop a node; with ``lose``, its store also drops what it had not flushed."""
+        """Stop a node; with ``lose``, its store also drops what it had not flushed. Its
+        state machine is gone with it (its snapshot files stay)."""
         self.nodes[node] = None
+        self.appliers[node] = None
         if lose and self.stores[node].lose_unflushed():
             self.seen_committed[node] = min(self.seen_committed[node], self.stores[node].committed_index)
 
@@ -198,8 +245,35 @@ class Sim:
         self.nodes[node] = self._core(node)
 
     def _core(self, i: str) -> RaftCore:
-        return RaftCore(self.configs[i], self.stores[i], self.terms[i], random.Random(self.rng.random()), self.now,
+        core = RaftCore(self.configs[i], self.stores[i], self.terms[i], random.Random(self.rng.random()), self.now,
                         clock=self.wall, disk_usage=lambda: self.disk_usage[i])
+        if self.snapshots_dir is not None:  # as cluster/node.py sets it up
+            a = Applier(SimMachine(self.snapshot_pad), self.stores[i], SnapshotStore(os.path.join(self.snapshots_dir, i)),
+                        self.configs[i].snapshot_threshold)
+            a.recover()
+            core.applier, core.retention_limit = a, a.snapshot_index
+            self.appliers[i] = a
+        return core
+
+    def _apply(self, i: str) -> None:
+        """What cluster/node.py does after the commit index moves: apply, and save a snapshot
+        when one is due (at once here; the node writes it in a thread)."""
+        a, core = self.appliers.get(i), self.nodes[i]
+        if a is None or core is None:
+            return
+        a.step()
+        due = a.due()
+        if due is not None:
+            a.save(*due)
+            a.snapshots.prune(self.configs[i].snapshots_kept)
+            a.saved(due[0], due[1])
+            core.snapshot_saved(due[0], self.now)
+            self._drain(i)
+        if a.applied >= 0:
+            first = self.states.setdefault(a.applied, a.sm.state())
+            if first != a.sm.state():
+                raise InvariantBroken(f"{i}: state {a.sm.state()} after applying up to {a.applied}, another node "
+                                      f"had {first}")
 
     def wall(self) -> float:
         """Wall-clock seconds in the simulation (local noon of a fixed day, plus its time)."""
@@ -254,6 +328,7 @@ class Sim:
                     if n is not None:
                         n.tick(self.now)
                         self._drain(i)
+                        self._apply(i)
                 self.check()
 
     def run_until(self, cond, limit_ms: int, step: int = 10) -> int:
@@ -399,7 +474,6 @@ def random_run(seed: int, *, verbose: bool = False) -> Sim:
 
 if __name__ == "__main__":  # python tests/sim.py --seed N [-v]
     import argparse
-    import os
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

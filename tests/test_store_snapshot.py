@@ -43,8 +43,10 @@ def test_leftovers_of_a_crash_are_never_a_snapshot(tmp_path):
         os.makedirs(node / SNAPSHOT_DIR / d)
         (node / SNAPSHOT_DIR / d / DATA_FILE).write_bytes(b"half")
     assert [x.index for x in SnapshotStore(str(node), writable=False).list()] == [5]
-    SnapshotStore(str(node))  # opened for writing: the leftovers go
-    assert sorted(os.listdir(node / SNAPSHOT_DIR)) == ["snapshot_5"]
+    reopened = SnapshotStore(str(node))  # opened for writing: a half-written one goes...
+    assert sorted(os.listdir(node / SNAPSHOT_DIR)) == ["install_tmp", "snapshot_5"]
+    # ... one half received stays for the leader to resume, yet is no snapshot
+    assert [x.index for x in reopened.list()] == [5] and reopened.latest().index == 5
 
 
 def test_damaged_snapshots_are_named_and_passed_over(tmp_path):
