@@ -182,6 +182,7 @@ class RaftCore:
         # Its latest snapshot bounds what retention deletes (retention_limit).
         self.applier = None
         self.retention_limit: int | None = None
+        self.receiving: tuple | None = None  # the snapshot arriving: (leader, term, index)
         self._sends: list[Send] = []
         self._done: list[Proposal] = []
         self._notes: list[str] = []
@@ -555,6 +556,12 @@ class RaftCore:
                 return InstallSnapshotResponse(self.member.term, refused, 0, False, self.store.begin_index,
                                                self.store.end_index, f"not from the leader of term {self.member.term}")
             resp = install.receive(req, self.follower, self.applier)
+            arriving = (req.leader_id, req.term, req.index)
+            if arriving != self.receiving and resp.code == Code.SUCCESS:
+                self.receiving = arriving
+                self._note(f"receiving snapshot {req.index} ({req.size} bytes) from {req.leader_id}"
+                           + (f"; {resp.received} bytes of it were here already" if resp.received > len(req.data)
+                              else ""))
             if resp.installed:
                 self.retention_limit = max(req.index, -1 if self.retention_limit is None else self.retention_limit)
                 self._note(f"installed snapshot {req.index} (term {req.snap_term}, {req.size} bytes) from "
@@ -615,6 +622,10 @@ class RaftCore:
         for p, d in self.dispatchers.items():
             for req in d.poll(now, committed):
                 self._send(p, req)
+            if d.said:
+                for text in d.said:
+                    self._note(text)
+                d.said.clear()
 
     def _ack_self(self) -> None:
         """The leader's own copy counts once it meets the flush policy: at once (async: the

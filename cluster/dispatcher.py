@@ -119,6 +119,7 @@ class Dispatcher:
         self.quota_used = 0
         self.last_error = ""
         self.note = ""  # what an operator should know of this follower now (a cut back, a cut off)
+        self.said: list[str] = []  # for the node's log (the core takes them): snapshots sent
 
     # -- sending ----------------------------------------------------------------------
     def poll(self, now: int, commit_index: int) -> list[PushRequest]:
@@ -319,6 +320,7 @@ class Dispatcher:
             return
         self.state, self.sending = DispatchState.INSTALL_SNAPSHOT, _Sending(info)
         self.note = f"sending snapshot {info.index} ({info.size} bytes): {why}"
+        self.said.append(f"sending {self.peer} snapshot {info.index} ({info.size} bytes): {why}")
 
     def _send_chunk(self, now: int) -> list:
         if self.outstanding is not None:
@@ -337,7 +339,7 @@ class Dispatcher:
                 return []
             sending = self.sending
             info = sending.info
-        n = min(self.config.install_chunk_bytes, info.size - sending.offset)
+        n = min(self.config.install_chunk_bytes, self.config.peer_push_quota, info.size - sending.offset)
         try:
             data = self.snapshots.read_snapshot(info, sending.offset, n)
         except (OSError, StoreError) as exc:
@@ -361,6 +363,7 @@ class Dispatcher:
             self.sending = None
             self.installs += 1
             self.note = f"installed snapshot {req.index}; filling it from {begin + 1}"
+            self.said.append(f"{self.peer} installed snapshot {req.index}; filling it from {begin + 1}")
             self._start_append(begin)
             return
         if resp.code == Code.UNSUPPORTED:  # no state machine there

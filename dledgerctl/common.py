@@ -65,8 +65,9 @@ SnapshotKeepOpt = Annotated[int | None, typer.Option(
     "but for this many entries before it (DLedger's resetSnapshotEntriesButKeepLastEntriesNum; default 0); a leader "
     "keeps what live followers still need; -1 leaves the log to the retention rules.")]
 PushQuotaOpt = Annotated[int | None, typer.Option(
-    "--peer-push-quota", parser=parse_size, metavar="SIZE", help="Bytes per second a leader sends a follower that "
-    "lags far behind, and any follower a snapshot (DLedger's peerPushQuota; default 20MiB).")]
+    "--peer-push-quota", parser=parse_size, metavar="SIZE", help="Bytes per second a leader pushes to a follower "
+    "more than 300MiB behind, and the rate at which it sends any follower a snapshot (DLedger's peerPushQuota; "
+    "default 20MiB).")]
 DropBehindOpt = Annotated[int | None, typer.Option(
     "--drop-behind", parser=parse_size_or_zero, metavar="SIZE",
     help="Flushed data further than SIZE behind the log's end leaves the page cache (default 256MiB; 0 leaves it to "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -42,17 +42,22 @@ def put_cmd(
 @tls_options
 def get_cmd(
     keys: Annotated[list[str], typer.Argument(help="Keys to read.", show_default=False)],
+    node: Annotated[Optional[str], typer.Option("--node", help="Ask this member instead of the leader: it answers "
+                                                "once it has applied what it knew to be committed, which may be "
+                                                "behind the leader.")] = None,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """The latest value of each KEY, from the leader once it has applied everything committed when asked (so a get
     sees every put acknowledged before it). A key never set has the value null; exit 1 if none is set."""
     parsed, rec_group = _peers(peers, base_dir)
+    if node is not None and node not in parsed:
+        raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
 
     async def work(c):
         rows = []
         for key in keys:
-            resp = await c.query(key.encode())
+            resp = await c.query(key.encode(), node)
             try:
                 value = json.loads(resp["result"])["value"]
             except (ValueError, KeyError, TypeError):

@@ -85,9 +85,9 @@ def test_the_applier_applies_committed_entries_once_across_restarts(tmp_path):
 
 # -- real processes ----------------------------------------------------------------------
 
-def _up(base: str, *extra: str) -> dict:
+def _up(base: str, *extra: str, data_file_size: str = "1MiB") -> dict:
     r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(free_port_base(3)), "--format",
-            "json", "--wait", "40", "--data-file-size", "1MiB", "--index-file-size", "64KiB", *extra)
+            "json", "--wait", "40", "--data-file-size", data_file_size, "--index-file-size", "64KiB", *extra)
     assert r.returncode == 0, r.stderr
     with open(os.path.join(base, "cluster.json")) as fh:
         return json.load(fh)
@@ -168,5 +168,99 @@ def test_each_entry_is_applied_once_across_restarts_of_every_node(tmp_path):
         assert n_normal == total
         for node, q in got.items():
             assert q["twice"] == [] and q["count"] == total, (node, q)
+    finally:
+        down(base)
+
+
+def _status(base: str) -> dict[str, dict]:
+    r = cli("cluster", "status", "--base-dir", base, "--format", "json")  # (exit 1 while a member is down)
+    return {x["id"]: x for x in json.loads(r.stdout)}
+
+
+def _append_kv(base: str, pairs: list[tuple[str, str]]) -> None:
+    lines = "".join(f"{k}={v}\n" for k, v in pairs)
+    r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--batch", "100", "--timeout", "20",
+            "--format", "json", input=lines, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def _kv(base: str, keys: list[str], node: str | None = None) -> dict:
+    r = cli("kv", "get", "--base-dir", base, *keys, *(["--node", node] if node else []), "--format", "json",
+            "--timeout", "20")
+    assert r.returncode in (0, 1), r.stderr
+    return {x["key"]: x["value"] for x in json.loads(r.stdout)}
+
+
+def _snapshots(base: str, node: str) -> list[dict]:
+    r = cli("store", "snapshot", os.path.join(base, f"dledger-{node}"), "--format", "json")
+    return json.loads(r.stdout) if r.stdout.strip() else []
+
+
+def _away_while_the_log_moves(base: str, keys: list[str], rounds: int, value_size: int) -> tuple[str, str]:
+    """Stop a follower, then append until the leader has deleted (after its snapshots) the
+    entries the follower needs; returns (leader, the follower)."""
+    st = _status(base)
+    leader = next(i for i, x in st.items() if x.get("role") == "leader")
+    away = next(i for i, x in st.items() if x.get("role") == "follower")
+    assert cli("cluster", "stop", "--base-dir", base, away).returncode == 0
+    away_end = st[away]["end_index"]
+    for r in range(rounds):
+        _append_kv(base, [(k, f"{r}-{k}-".ljust(value_size, "v")) for k in keys])
+    wait_for(lambda: _status(base)[leader]["begin_index"] > away_end + 1, 30, f"{leader} to delete what {away} needs")
+    return leader, away
+
+
+def test_a_follower_away_while_snapshots_deleted_the_log_installs_one(tmp_path):
+    base = str(tmp_path / "c")
+    keys = [f"k{i}" for i in range(50)]
+    try:
+        _up(base, "--state-machine", "kv", "--snapshot-threshold", "300", data_file_size="64KiB")
+        _append_kv(base, [(k, "first") for k in keys])
+        leader, away = _away_while_the_log_moves(base, keys, 40, 100)  # 2,000 entries, ~250 KB
+        # every running node snapshotted and deleted the log its snapshots cover
+        st = _status(base)
+        for node in st:
+            if node != away:
+                assert st[node]["snapshot_index"] >= 1500 and st[node]["begin_index"] > 0, st[node]
+                assert st[node]["begin_index"] <= st[node]["snapshot_index"] + 1
+                assert all(s["ok"] for s in _snapshots(base, node))
+        assert cli("cluster", "start", "--base-dir", base, away).returncode == 0
+        end = _status(base)[leader]["committed_index"]
+        wait_for(lambda: (_status(base)[away].get("applied_index") or -1) >= end, 30, f"{away} to catch up")
+        with open(os.path.join(base, "logs", f"{away}.log")) as fh:
+            said = fh.read()
+        assert "installed snapshot" in said
+        assert _kv(base, keys, away) == _kv(base, keys) == {k: "39-{}-".format(k).ljust(100, "v") for k in keys}
+        marks = json.loads(cli("peer", "watermarks", "--base-dir", base, "--format", "json").stdout)
+        row = next(m for m in marks if m["peer"] == away)
+        assert row["state"] in ("APPEND", "COMMIT") and "installed snapshot" in row["note"]
+        assert _status(base)[away]["begin_index"] > 0
+    finally:
+        down(base)
+
+
+def test_a_follower_killed_mid_install_finishes_or_starts_over_never_half_installed(tmp_path):
+    base = str(tmp_path / "c")
+    keys = [f"big{i}" for i in range(40)]
+    try:
+        # a snapshot of about 1.6 MB, sent at 256 KiB a second: the install takes seconds
+        _up(base, "--state-machine", "kv", "--snapshot-threshold", "100", "--peer-push-quota", "256KiB",
+            data_file_size="256KiB")
+        leader, away = _away_while_the_log_moves(base, keys, 6, 40_000)
+        assert cli("cluster", "start", "--base-dir", base, away).returncode == 0
+        arriving = os.path.join(base, f"dledger-{away}", "snapshot", "install_tmp", "data")
+        wait_for(lambda: os.path.exists(arriving) and os.path.getsize(arriving) > 0, 30, "the install to begin")
+        assert cli("cluster", "stop", "--base-dir", base, away, "--kill").returncode == 0
+        held = os.path.getsize(arriving)
+        snaps = _snapshots(base, away)
+        assert all(s["ok"] for s in snaps)  # what arrived is no snapshot
+        newest = _snapshots(base, leader)[-1]
+        assert held < newest["size"] and newest["index"] not in [s["index"] for s in snaps]
+        assert cli("cluster", "start", "--base-dir", base, away).returncode == 0
+        end = _status(base)[leader]["committed_index"]
+        wait_for(lambda: (_status(base)[away].get("applied_index") or -1) >= end, 60, f"{away} to catch up")
+        assert _kv(base, keys, away) == _kv(base, keys) == {k: "5-{}-".format(k).ljust(40_000, "v") for k in keys}
+        assert all(s["ok"] for s in _snapshots(base, away))
+        assert not os.path.exists(arriving)
     finally:
         down(base)
