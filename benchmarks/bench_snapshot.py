@@ -6,7 +6,8 @@ generator as bench_cluster.py (64 clients, one 1 KiB entry per request, bodies
 ``k<i mod KEYS>=<value>`` so the built-in kv machine holds ``KEYS`` keys):
 
 - ``snapshots``: ``--state-machine kv --snapshot-threshold T`` (default 5000: at 50k
-  appends/s a snapshot of the whole table every 0.1 s, serialised and written in a thread);
+  appends/s a snapshot of the whole table every 0.1 s, serialised and written in a thread),
+  each followed by deleting the 64 MiB data files it covers;
 - ``no snapshots``: the same machine with a threshold no run reaches (it applies, never
   snapshots);
 - ``no state machine``: for what applying itself costs.
@@ -58,7 +59,7 @@ def main() -> int:
         try:
             for name, extra in configs.items():
                 base = os.path.join(tmp, name.replace(" ", "-"))
-                rec, _ = up(base, 3, free_ports(3), "bench", "async", ["--data-file-size", "512MiB", *extra])
+                rec, _ = up(base, 3, free_ports(3), "bench", "async", ["--data-file-size", "64MiB", *extra])
                 clusters[name] = (base, rec)
 
             async def run():
@@ -84,10 +85,11 @@ def main() -> int:
 
             runtime.run(run)
             for name, (base, _rec) in clusters.items():
-                snap_dir = os.path.join(base, "dledger-n0", "snapshot")
-                snapshots_taken[name] = len(os.listdir(snap_dir)) if os.path.isdir(snap_dir) else 0
                 with open(os.path.join(base, "logs", "n0.log"), errors="replace") as fh:
-                    snapshots_taken[name] = sum(1 for line in fh if "snapshot saved" in line)
+                    lines = fh.readlines()
+                snapshots_taken[name] = (sum("snapshot saved" in line for line in lines),
+                                         sum(int(line.split(": deleted ")[1].split()[0]) for line in lines
+                                             if "(covered by it)" in line))
         finally:
             for base, _rec in clusters.values():
                 down(base)
@@ -96,7 +98,8 @@ def main() -> int:
     for name in configs:
         runs = "  ".join(f"{x:,.0f}" for x in results[name])
         print(f"{name:<18} median {med[name]:>9,.0f} appends/s   runs: {runs}"
-              + (f"   (n0 saved {snapshots_taken[name]} snapshots)" if name != "no state machine" else ""))
+              + ("   (n0 saved {} snapshots, deleted {} data files after them)".format(*snapshots_taken[name])
+                 if name != "no state machine" else ""))
     print(f"snapshots / no snapshots: {med['snapshots'] / med['no snapshots']:.3f} (target >= 0.90)")
     print(f"no snapshots / no state machine: {med['no snapshots'] / med['no state machine']:.3f} (what applying costs)")
     return 0

@@ -13,6 +13,8 @@ from cluster.rpc import (
     Code,
     HeartBeatRequest,
     HeartBeatResponse,
+    InstallSnapshotRequest,
+    InstallSnapshotResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     PushRequest,
@@ -58,12 +60,17 @@ REQUESTS = [
     PushRequest("g", "n0", 4, PushType.COMMIT, 9),
     PushRequest("g", "n0", 4, PushType.COMPARE, 9, -1, 0, b""),
     LeadershipTransferRequest("g", "n0", "n2", 4, take=True),
+    InstallSnapshotRequest("g", "n0", 4, 40, 3, 10, 0xDEADBEEF, 4, b"\x00chunk",
+                           encode_entry(b"first", index=5, term=2, pos=0)),
+    InstallSnapshotRequest("g", "n0", 4, 40, 3, 10, 7, 0, b"", b""),
 ]
 RESPONSES = [
     (VoteRequest, VoteResponse(7, VoteResult.REJECT_ALREADY_VOTED)),
     (HeartBeatRequest, HeartBeatResponse(3, Code.EXPIRED_TERM, "n2")),
     (PushRequest, PushResponse(4, Code.INCONSISTENT_STATE, 5, 3, 0, 11, 2, 4, "why")),
     (LeadershipTransferRequest, LeadershipTransferResponse(4, Code.NOT_LEADER, "leader is n1")),
+    (InstallSnapshotRequest, InstallSnapshotResponse(4, Code.INSTALL_SNAPSHOT_ERROR, 512, False, 3, 9, "crc")),
+    (InstallSnapshotRequest, InstallSnapshotResponse(4, Code.SUCCESS, 10, True, 41, 41)),
 ]
 
 
@@ -91,6 +98,13 @@ def test_responses_round_trip(kind, resp):
     f = FrameDecoder().feed(encode_frame(response_frame(resp, 9, code)))[0]
     assert f.is_response and f.opaque == 9
     assert decode_response(f, code) == resp
+
+
+def test_an_install_chunk_whose_length_does_not_fit_is_refused():
+    f = request_frame(REQUESTS[-2], 1)
+    for n in ("-1", str(len(f.body) + 1), "x"):
+        with pytest.raises(BadMessage):
+            decode_request(Frame(f.code, 1, ext={**f.ext, "dataLength": n}, body=f.body))
 
 
 def test_push_body_is_raw_entries():
