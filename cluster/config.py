@@ -86,6 +86,10 @@ class NodeConfig:
     # log for the retention rules alone
     snapshot_keep_entries: int = 0
     install_chunk_bytes: int = 1 << 20  # INSTALL_SNAPSHOT sends a snapshot in chunks of this size
+    # membership (cluster/membership.py): this node joins as a learner (it votes once the
+    # leader promotes it); a learner is promoted once it lags at most this many entries
+    learner: bool = False
+    learner_catch_up_entries: int = 1000
     # replication
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this

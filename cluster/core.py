@@ -45,13 +45,14 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from store.errors import StoreError, StoreIOError, is_disk_full
-from store.format import MAGIC_NOOP, MAGIC_NORMAL
+from store.format import MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 
-from .config import NodeConfig
+from .config import ConfigError, NodeConfig
 from .dispatcher import Dispatcher
 from .follower import FollowerLog
 from . import install
 from .member import MemberState, Role
+from .membership import Configs, Membership, MembershipError, initial
 from .quorum import Quorum
 from .retention import Retention
 from store.retention import head_files, plan_head_deletion
@@ -67,6 +68,7 @@ from .rpc import (
     ProbeResponse,
     PushRequest,
     PushResponse,
+    PushType,
     RepairRequest,
     RepairResponse,
     Send,
@@ -152,6 +154,10 @@ class RaftCore:
             # currterm behind the log (lost or damaged): never run below the log's own term
             self.member.advance_term(terms, store.end_term)
         self.follower = FollowerLog(store, sync=config.flush == "sync")
+        # who the members are: the last config entry in the log, else the base (--peers, or
+        # what the node kept in members.json); the node replaces it with what it found on disk
+        self.configs = Configs(initial(config.peers, config.self_id, config.learner))
+        self.save_base = None  # the node's: keep the base on disk when it changes (members.json)
         self.dispatchers: dict[str, Dispatcher] = {}
         self.quorum: Quorum | None = None
         self.pending: deque[Proposal] = deque()
@@ -198,6 +204,163 @@ class RaftCore:
 
     def _note(self, text: str) -> None:
         self._notes.append(text)
+
+    # -- membership -------------------------------------------------------------------
+    @property
+    def members(self) -> Membership:
+        return self.configs.current
+
+    def _others(self) -> list[str]:
+        """Every other member, voter or learner (the leader replicates to all of them)."""
+        return [p for p in self.members.members if p != self.cfg.self_id]
+
+    def _voters_but_me(self) -> list[str]:
+        return [p for p in self.members.voters if p != self.cfg.self_id]
+
+    def _is_voter(self) -> bool:
+        return self.cfg.self_id in self.members.voters
+
+    def _add_dispatcher(self, p: str, now: int) -> None:
+        c = self.cfg
+        self.dispatchers[p] = Dispatcher(p, c.group, c.self_id, self.member.term, self.store, c, self.quorum, now,
+                                         java=p in self.java_peers, snapshots=self.applier, configs=self.configs)
+        self.peer_ack_at[p] = now
+        self.heartbeat_due[p] = now
+
+    def _members_changed(self, old: Membership, now: int) -> None:
+        new = self.members
+        self._note(f"members now: {new.describe()} (were: {old.describe()})")
+        if self.member.role != Role.LEADER:
+            return
+        self.quorum.set_voters(list(new.voters))
+        for p in list(self.dispatchers):
+            if p not in new.members:
+                del self.dispatchers[p]
+                self.peer_ack_at.pop(p, None)
+                self.heartbeat_due.pop(p, None)
+        for p in self._others():
+            if p not in self.dispatchers:
+                self._add_dispatcher(p, now)
+        if self.transfer is not None and self.transfer.target not in new.voters:
+            self._note(f"leadership transfer to {self.transfer.target} given up: it is no voter now")
+            self.transfer = None
+
+    def _log_changed(self, config_at) -> None:
+        """After the log changed under a follower (appended, truncated, cut, its head
+        deleted): the config entries it still holds, and those ``config_at`` names (the
+        leader says which entries of a push are config entries)."""
+        old, s = self.members, self.store
+        if self.configs.reconcile(s):
+            self._keep_base()
+        for i in config_at:
+            if not s.begin_index <= i <= s.end_index:
+                continue
+            e = s.get(i)
+            if e.magic != MAGIC_CONFIG:
+                continue
+            try:
+                self.configs.add(i, e.term, Membership.from_body(e.body))
+            except MembershipError as exc:
+                self._note(f"config entry {i} ignored: {exc}")
+        if self.members != old:
+            self._members_changed(old, self.now)
+
+    def _begin_again(self, members: bytes, base_index: int) -> None:
+        """The log began again at the leader's first entry (a cut back, a snapshot): the
+        membership in force before it is the leader's."""
+        if not members:
+            return
+        try:
+            base = Membership.from_body(members)
+        except MembershipError as exc:
+            self._note(f"the leader's member list ignored: {exc}")
+            return
+        old = self.members
+        self.configs.reset(base, base_index)
+        self._keep_base()
+        if self.members != old:
+            self._members_changed(old, self.now)
+
+    def _keep_base(self) -> None:
+        if self.save_base is not None:
+            try:
+                self.save_base(self.configs.base, self.configs.base_index)
+            except OSError as exc:
+                self._note(f"the member list in force at the log's beginning is not on disk: {exc}")
+
+    def _promote_learners(self, now: int) -> None:
+        """A learner that caught up to within learner_catch_up_entries (and answers) becomes
+        a voter, one change at a time."""
+        members, s = self.members, self.store
+        if not members.learners or self.configs.last_index > s.committed_index or self.transfer is not None:
+            return
+        for p in members.learners:
+            d = self.dispatchers.get(p)
+            if d is None or not self._peer_alive(p, now) or s.end_index - d.watermark > self.cfg.learner_catch_up_entries:
+                continue
+            new = members.promoting(p)
+            live = sum(1 for v in new.voters if v == self.cfg.self_id or self._peer_alive(v, now))
+            if live >= new.quorum:
+                self._append_config(new, f"{p} caught up (lags {s.end_index - d.watermark} entries): a voter now", now)
+            return
+
+    def change_members(self, kind: str, node: str, address: str | None, now: int) -> Proposal:
+        """An operator's change (``add``: ``node`` at ``address`` joins as a learner, and is
+        promoted once caught up; ``remove``: ``node`` leaves), as a config entry. Finished at
+        once when refused, else when the entry commits (or times out), as :meth:`propose`."""
+        self.now = now
+        m, s = self.member, self.store
+        p = Proposal(1, m.term, leader_id=m.leader_id)
+        members = self.members
+        refusal = None
+        if m.role != Role.LEADER:
+            refusal = Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
+        elif self.java_peers:
+            refusal = Code.UNSUPPORTED, ("the group has Java DLedger members, which cannot read config entries "
+                                         f"({', '.join(sorted(self.java_peers))})")
+        elif self.configs.last_index > s.committed_index:
+            refusal = Code.ILLEGAL_MEMBER_STATE, (f"another change is pending: config entry "
+                                                  f"{self.configs.last_index} ({members.describe()}) is not "
+                                                  f"committed yet")
+        elif self.transfer is not None:
+            refusal = Code.LEADER_TRANSFERRING, f"handing leadership to {self.transfer.target}"
+        else:
+            try:
+                new = members.adding_learner(node, address or "") if kind == "add" else members.removing(node)
+            except (MembershipError, ConfigError) as exc:
+                refusal = Code.UNEXPECTED_ARGUMENT, str(exc)
+            else:
+                live = [v for v in new.voters if v == self.cfg.self_id or self._peer_alive(v, now)]
+                if len(live) < new.quorum:
+                    refusal = Code.ILLEGAL_MEMBER_STATE, (
+                        f"{'adding' if kind == 'add' else 'removing'} {node} would leave {len(live)} live voters "
+                        f"of {len(new.voters)} ({', '.join(live) or 'none'}): no majority")
+        if refusal is not None:
+            p.code, p.remark = refusal
+            return p
+        why = f"{node} joins as a learner at {address}" if kind == "add" else f"{node} leaves"
+        return self._append_config(new, why, now)
+
+    def _append_config(self, new: Membership, why: str, now: int) -> Proposal:
+        m = self.member
+        p = Proposal(1, m.term, leader_id=m.leader_id)
+        try:
+            appended = self.store.append_leader([new.body()], m.term, MAGIC_CONFIG)
+        except StoreError as exc:
+            p.code, p.remark = (Code.DISK_FULL if is_disk_full(exc) else Code.DISK_ERROR), str(exc)
+            return p
+        old = self.members
+        idx = appended[0].index
+        self.configs.add(idx, m.term, new)
+        self._note(f"config entry {idx}: {why}")
+        self._members_changed(old, now)
+        p.appended, p.first_index, p.last_index = appended, idx, idx
+        p.deadline = now + self.cfg.max_wait_ack_ms
+        self.pending.append(p)
+        self._ack_self()
+        self._advance_commit()
+        self._pump(now)
+        return p
 
     # -- time -------------------------------------------------------------------------
     def _election_timeout(self) -> int:
@@ -260,6 +423,7 @@ class RaftCore:
         self._note(f"{who}: deleted {len(data)} data and {len(index)} index files ({why}): entries "
                    f"{old_begin}..{s.begin_index - 1}; the log now begins at {s.begin_index} "
                    f"(kept: {plan.kept_because})")
+        self._log_changed(())  # (config entries deleted with the head: the last one is the base now)
         for p in plan.cuts_off:
             then = "sent a snapshot or cut back" if self.applier is not None else "cut back"
             self._note(f"{who}: {p} needed entry {keep_from[p]}, now deleted; it will be {then} to {s.begin_index}")
@@ -313,11 +477,17 @@ class RaftCore:
                 self._start_round(now, pre=False, take_leadership=True)
                 return
         if now >= self.election_at:
+            if not self._is_voter():  # a learner, or removed: it never stands for election
+                self.election_at = now + self._election_timeout()
+                return
             self._note(f"no leader heard for {self.cfg.leader_lost_ms} ms; asking for a pre-vote")
             self._start_round(now, pre=True)
 
     def _tick_candidate(self, now: int) -> None:
         r = self.round
+        if not self._is_voter():  # removed (or made a learner) while standing
+            self._become_follower(now, self.member.term, None)
+            return
         if r is None or now >= r.deadline:
             self._start_round(now, pre=True)
             return
@@ -329,7 +499,7 @@ class RaftCore:
 
     def mark_java(self, peer: str) -> None:
         """``peer`` is a Java DLedger node (it sent or answered as one)."""
-        if peer in self.cfg.others and peer not in self.java_peers:
+        if peer in self.members.members and peer != self.cfg.self_id and peer not in self.java_peers:
             self.java_peers.add(peer)
             self._note(f"{peer} is a Java DLedger node: speaking DLedger's own push to it (name it in "
                        f"--dledger-peers: a no-op entry written before it was heard from cannot reach it)")
@@ -338,13 +508,16 @@ class RaftCore:
                 d.java = True
 
     def _tick_leader(self, now: int) -> None:
-        c = self.cfg
-        alive = 1 + sum(1 for p in c.others if now - self.peer_ack_at.get(p, now) < c.leader_lost_ms)
-        if alive < c.quorum:
-            self._note(f"heard from only {alive} of {len(c.peers)} members in {c.leader_lost_ms} ms; stepping down")
+        c, members = self.cfg, self.members
+        alive = int(self._is_voter()) + sum(1 for p in self._voters_but_me()
+                                             if now - self.peer_ack_at.get(p, now) < c.leader_lost_ms)
+        if alive < members.quorum:
+            self._note(f"heard from only {alive} of {len(members.voters)} voters in {c.leader_lost_ms} ms; "
+                       "stepping down")
             self._become_follower(now, self.member.term, None)
             return
-        for p in c.others:
+        self._promote_learners(now)
+        for p in self._others():
             if now >= self.heartbeat_due.get(p, now):
                 self.heartbeat_due[p] = now + c.heartbeat_interval_ms
                 self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term))
@@ -362,10 +535,11 @@ class RaftCore:
         req = VoteRequest(c.group, c.self_id, term, self.store.end_index, self.store.end_term, pre, take_leadership)
         self.round = r = _Round(pre, term, now + self._vote_round_timeout(), take_leadership, {c.self_id},
                                 request=req)
-        first = [p for p in c.others if not (pre and p in self.java_peers)]
+        voters = self._voters_but_me()
+        first = [p for p in voters if not (pre and p in self.java_peers)]
         for p in first:
             self._send(p, req)
-        if len(first) < len(c.others):
+        if len(first) < len(voters):
             r.java_at = now + PREVOTE_JAVA_WAIT_MS if first else now
             self._ask_java(now)
         self._count_round(now)
@@ -375,13 +549,14 @@ class RaftCore:
         r = self.round
         if r is not None and r.java_at is not None and now >= r.java_at:
             r.java_at = None
-            for p in self.cfg.others:
+            for p in self._voters_but_me():
                 if p in self.java_peers:
                     self._send(p, r.request)
 
     def _count_round(self, now: int) -> None:
         r = self.round
-        if r is None or len(r.accepts) < self.cfg.quorum:
+        members = self.members
+        if r is None or sum(1 for p in r.accepts if p in members.voters) < members.quorum:
             return
         if r.pre:
             self._start_round(now, pre=False, take_leadership=r.take_leadership)
@@ -396,6 +571,8 @@ class RaftCore:
 
     def _on_vote(self, req: VoteRequest, now: int) -> VoteResponse:
         m, s = self.member, self.store
+        if req.leader_id not in self.members.voters:  # a learner, or a member removed: it cannot lead
+            return VoteResponse(m.term, VoteResult.REJECT_UNKNOWN_LEADER)
         if req.term < m.term or (req.pre_vote and req.term <= m.term and m.voted_for not in (None, req.leader_id)):
             return VoteResponse(m.term, VoteResult.REJECT_EXPIRED_VOTE_TERM)
         # (the member we asked to take over is let in: a Java one does not say it is taking over)
@@ -448,7 +625,7 @@ class RaftCore:
         if r.java_at is not None:
             if resp.vote_result == VoteResult.REJECT_ALREADY_HAS_LEADER:
                 r.java_at = None  # a live leader: leave the Java members with it
-            elif all(p in r.accepts or p in r.rejects for p in self.cfg.others if p not in self.java_peers):
+            elif all(p in r.accepts or p in r.rejects for p in self._voters_but_me() if p not in self.java_peers):
                 r.java_at = now
                 self._ask_java(now)
         self._count_round(now)
@@ -470,12 +647,11 @@ class RaftCore:
                 self._become_follower(now, m.term, None)
                 return
             said = f"no-op at {first}"
-        self.quorum = Quorum(list(c.peers), c.self_id, m.term, first, s.committed_index)
+        self.quorum = Quorum(list(self.members.voters), c.self_id, m.term, first, s.committed_index)
         self._ack_self()
-        self.dispatchers = {p: Dispatcher(p, c.group, c.self_id, m.term, s, c, self.quorum, now,
-                                          java=p in self.java_peers, snapshots=self.applier) for p in c.others}
-        self.peer_ack_at = {p: now for p in c.others}
-        self.heartbeat_due = {p: now for p in c.others}
+        self.dispatchers, self.peer_ack_at, self.heartbeat_due = {}, {}, {}
+        for p in self._others():
+            self._add_dispatcher(p, now)
         self._note(f"leader of term {m.term} ({said})")
         self._advance_commit()
         self._tick_leader(now)
@@ -537,8 +713,9 @@ class RaftCore:
         kind = type(req)
         if getattr(req, "group", c.group) != c.group:
             return _error(kind, self.member.term, Code.UNKNOWN_GROUP, f"this node serves group {c.group!r}")
-        if getattr(req, "leader_id", None) not in c.peers:
-            return _error(kind, self.member.term, Code.UNKNOWN_MEMBER, f"{req.leader_id!r} is not a peer")
+        sender = getattr(req, "leader_id", None)
+        if sender not in self.members.members and not self.configs.known(sender) and sender not in c.peers:
+            return _error(kind, self.member.term, Code.UNKNOWN_MEMBER, f"{sender!r} is not a member")
         if kind is VoteRequest:
             return self._on_vote(req, now)
         if kind is HeartBeatRequest:
@@ -549,13 +726,23 @@ class RaftCore:
             if refused is not None:
                 return PushResponse(self.member.term, refused, req.first_index, req.count,
                                     self.store.begin_index, self.store.end_index)
-            return self.follower.handle(req)
+            before = (self.store.begin_index, self.store.end_index)
+            resp = self.follower.handle(req)
+            if (req.members and req.type == PushType.TRUNCATE and resp.code == Code.SUCCESS
+                    and self.store.begin_index == req.first_index):  # the log begins at the leader's first entry
+                self._begin_again(req.members, req.first_index - 1)
+            if req.config_at or self.configs.entries or before != (self.store.begin_index, self.store.end_index):
+                self._log_changed(req.config_at)
+            return resp
         if kind is InstallSnapshotRequest:
             refused = self._accept_leader(req.leader_id, req.term, now)
             if refused is not None:
                 return InstallSnapshotResponse(self.member.term, refused, 0, False, self.store.begin_index,
                                                self.store.end_index, f"not from the leader of term {self.member.term}")
             resp = install.receive(req, self.follower, self.applier)
+            if resp.installed:
+                self._begin_again(req.members, self.store.begin_index - 1)
+                self._log_changed((self.store.begin_index,))
             arriving = (req.leader_id, req.term, req.index)
             if arriving != self.receiving and resp.code == Code.SUCCESS:
                 self.receiving = arriving
@@ -578,6 +765,7 @@ class RaftCore:
             if kind is ProbeRequest:
                 return self.follower.probe(req, self.member.term)
             resp = self.follower.repair(req, self.member.term)
+            self._log_changed(())
             if resp.code == Code.SUCCESS:
                 self._note(f"repair from {req.leader_id}: dropped {resp.dropped} entries from {req.from_index}")
             return resp
@@ -654,6 +842,10 @@ class RaftCore:
         self.store.set_committed(q)
         while self.pending and self.pending[0].last_index <= q:
             self._finish(self.pending.popleft(), Code.SUCCESS)
+        if not self._is_voter() and self.configs.last_index <= q:
+            self._note(f"config entry {self.configs.last_index}, which leaves this node out of the voters, is "
+                       "committed: stepping down")
+            self._become_follower(self.now, self.member.term, None)
 
     def _finish(self, p: Proposal, code: Code, remark: str = "") -> None:
         p.code, p.remark = code, remark
@@ -729,7 +921,7 @@ class RaftCore:
             return LeadershipTransferResponse(m.term)
         if m.role != Role.LEADER:
             return LeadershipTransferResponse(m.term, Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}")
-        if req.transferee not in c.peers or req.transferee == c.self_id:
+        if req.transferee not in self.members.voters or req.transferee == c.self_id:
             return LeadershipTransferResponse(m.term, Code.UNKNOWN_MEMBER, f"cannot hand over to {req.transferee!r}")
         if not self._peer_alive(req.transferee, now):
             return LeadershipTransferResponse(m.term, Code.TAKE_LEADERSHIP_FAILED,
@@ -775,8 +967,8 @@ class RaftCore:
             return Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
         if peer is None:
             return None
-        if peer not in c.peers:
-            return Code.UNKNOWN_MEMBER, f"{peer!r} is not a member ({', '.join(c.peers)})"
+        if peer not in self.members.members:
+            return Code.UNKNOWN_MEMBER, f"{peer!r} is not a member ({', '.join(self.members.members)})"
         if peer == c.self_id:
             return Code.UNEXPECTED_ARGUMENT, f"{peer} is the leader itself"
         return None
@@ -784,15 +976,18 @@ class RaftCore:
     def watermarks(self, now: int) -> list[dict]:
         """One row per member, the leader's first: what it has and what each follower
         acknowledged (see Dispatcher.describe), with the leader's end and commit index."""
-        s, c = self.store, self.cfg
+        s, c, members = self.store, self.cfg, self.members
         common = {"leader": c.self_id, "term": self.member.term, "leader_end_index": s.end_index,
                   "committed_index": s.committed_index}
-        rows = [{"peer": c.self_id, "address": c.peers[c.self_id].address, "alive": True, "state": "LEADER",
+        me = members.members.get(c.self_id) or c.peers[c.self_id]
+        rows = [{"peer": c.self_id, "address": me.address, "member": members.role_of(c.self_id) or "removed",
+                 "alive": True, "state": "LEADER",
                  "watermark": s.end_index, "next_index": s.end_index + 1, "lag_entries": 0, "lag_bytes": 0,
                  "in_flight": 0, "in_flight_bytes": 0, "ms_since_ack": 0, "last_error": "", "note": "", **common}]
         for p, d in self.dispatchers.items():
             row = d.describe(now)
-            row = {"peer": p, "address": c.peers[p].address, "alive": self._peer_alive(p, now), **row, **common}
+            row = {"peer": p, "address": members.members[p].address, "member": members.role_of(p),
+                   "alive": self._peer_alive(p, now), **row, **common}
             rows.append({k: row[k] for k in rows[0]})  # every row in the leader row's field order
         return rows
 
@@ -829,6 +1024,8 @@ class RaftCore:
             "end_term": s.end_term,
             "committed_index": s.committed_index,
             "pending": len(self.pending),
+            "member": self.members.role_of(self.cfg.self_id) or "removed",
+            **self.configs.describe(),
         }
         if m.role == Role.LEADER:
             out["peers"] = [d.describe(self.now) for d in self.dispatchers.values()]

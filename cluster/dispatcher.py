@@ -91,7 +91,7 @@ class InFlight:
 
 class Dispatcher:
     def __init__(self, peer: str, group: str, self_id: str, term: int, store, config, quorum, now: int,
-                 java: bool = False, snapshots=None) -> None:
+                 java: bool = False, snapshots=None, configs=None) -> None:
         self.peer, self.group, self.self_id, self.term = peer, group, self_id, term
         # a Java DLedger follower: it compares and truncates only at an entry it is sent, so
         # where dledgerctl would compare "nothing" (an empty log) it is cut back to our first
@@ -100,6 +100,7 @@ class Dispatcher:
         self.store, self.config, self.quorum = store, config, quorum
         # the state machine's snapshots (cluster/statemachine.py Applier), None without one
         self.snapshots = snapshots
+        self.configs = configs  # the leader's config entries (cluster/membership.py Configs), for the hints
         self.sending: _Sending | None = None  # INSTALL_SNAPSHOT: what is being sent
         self.installs = 0  # snapshots this follower installed from us
         self.state = DispatchState.COMPARE
@@ -163,7 +164,7 @@ class Dispatcher:
                     self.note = _NOOP_NOTE.format(index=self.next_index, peer=self.peer)
                     break
             req = PushRequest(self.group, self.self_id, self.term, PushType.APPEND, commit_index,
-                              self.next_index, count, raw)
+                              self.next_index, count, raw, config_at=self._configs_in(self.next_index, count))
             self.inflight[self.next_index] = InFlight(req, self.next_index + count - 1, len(raw), now)
             self.quota_used += len(raw)
             in_flight_bytes += len(raw)
@@ -195,10 +196,21 @@ class Dispatcher:
         if self.java and kind == PushType.TRUNCATE and raw and not _readable_by_java(raw, 1)[1]:
             self.note = _NOOP_NOTE.format(index=index, peer=self.peer)  # (a TRUNCATE would write it)
             return []
+        begin = self.store.begin_index
+        members = self._members_before(begin) if kind == PushType.TRUNCATE and index == begin >= 0 else b""
         req = PushRequest(self.group, self.self_id, self.term, kind, commit_index, index, 1 if raw else 0, raw,
-                          self.store.begin_index)
+                          begin, self._configs_in(index, 1 if raw else 0), members)
         self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
         return [req]
+
+    def _configs_in(self, first: int, count: int) -> tuple:
+        """Which of entries ``first .. first + count - 1`` are config entries."""
+        if self.configs is None or not count:
+            return ()
+        return tuple(i for i, _t, _m in self.configs.entries if first <= i < first + count)
+
+    def _members_before(self, index: int) -> bytes:
+        return b"" if self.configs is None else self.configs.at(index - 1).body()
 
     def _expire(self, now: int) -> None:
         timeout = self.config.max_push_timeout_ms
@@ -349,7 +361,7 @@ class Dispatcher:
             return []
         first = self.store.get_raw(begin, 1, 1) if sending.offset + n >= info.size else b""
         req = InstallSnapshotRequest(self.group, self.self_id, self.term, info.index, info.term, info.size, info.crc,
-                                     sending.offset, data, first)
+                                     sending.offset, data, first, self._members_before(begin) if first else b"")
         self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
         self.quota_used += n
         return [req]

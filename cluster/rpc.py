@@ -130,6 +130,8 @@ class PushRequest:
     count: int = 0
     entries: bytes = b""
     begin_index: int = -1
+    config_at: tuple = ()  # which of the entries carried are config entries (magic 3)
+    members: bytes = b""  # TRUNCATE at begin_index: the membership in force before it (cluster/membership.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +235,7 @@ class InstallSnapshotRequest:
     offset: int
     data: bytes = b""
     begin_entry: bytes = b""
+    members: bytes = b""  # with begin_entry: the membership in force before it
 
 
 @dataclass(frozen=True, slots=True)

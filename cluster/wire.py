@@ -382,6 +382,10 @@ def request_frame(req, opaque: int, to: str | None = None) -> Frame:
                "count": str(req.count)}
         if req.begin_index >= 0:
             ext["beginIndex"] = str(req.begin_index)
+        if req.config_at:
+            ext["configAt"] = ",".join(map(str, req.config_at))
+        if req.members:
+            ext["members"] = bytes(req.members).decode()
         body = req.entries  # (a view of a leader's remembered writes is sent as it is)
         return Frame(PUSH, opaque, ext=ext, body=body if isinstance(body, (bytes, memoryview)) else bytes(body))
     if isinstance(req, InstallSnapshotRequest):
@@ -389,6 +393,8 @@ def request_frame(req, opaque: int, to: str | None = None) -> Frame:
         ext = {"group": req.group, "leaderId": req.leader_id, "term": str(req.term), "index": str(req.index),
                "snapTerm": str(req.snap_term), "size": str(req.size), "crc": str(req.crc),
                "offset": str(req.offset), "dataLength": str(len(req.data))}
+        if req.members:
+            ext["members"] = bytes(req.members).decode()
         return Frame(INSTALL_SNAPSHOT, opaque, ext=ext, body=bytes(req.data) + bytes(req.begin_entry))
     if isinstance(req, VoteRequest):
         return Frame(VOTE, opaque, body=json_body({
@@ -421,9 +427,14 @@ def decode_request(f: Frame):
             kind = PushType(e.get("type", ""))
         except ValueError:
             raise BadMessage(f"unknown push type {e.get('type')!r}") from None
+        try:
+            config_at = tuple(int(x) for x in e["configAt"].split(",")) if e.get("configAt") else ()
+        except ValueError:
+            raise BadMessage(f"extField 'configAt' is not a list of integers: {e['configAt']!r}") from None
         return PushRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"), kind,
                            _ext_int(e, "commitIndex"), _ext_int(e, "firstEntryIndex"), _ext_int(e, "count"), f.body,
-                           _ext_int(e, "beginIndex") if "beginIndex" in e else -1)
+                           _ext_int(e, "beginIndex") if "beginIndex" in e else -1, config_at,
+                           e.get("members", "").encode())
     if f.code == INSTALL_SNAPSHOT:
         e = f.ext
         n = _ext_int(e, "dataLength")
@@ -432,7 +443,8 @@ def decode_request(f: Frame):
         body = bytes(f.body)
         return InstallSnapshotRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"),
                                       _ext_int(e, "index"), _ext_int(e, "snapTerm"), _ext_int(e, "size"),
-                                      _ext_int(e, "crc"), _ext_int(e, "offset"), body[:n], body[n:])
+                                      _ext_int(e, "crc"), _ext_int(e, "offset"), body[:n], body[n:],
+                                      e.get("members", "").encode())
     o = json_object(f.body)
     if f.code == VOTE:
         return VoteRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),

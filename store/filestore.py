@@ -196,6 +196,10 @@ def lock_node_dir(layout: NodeLayout) -> int:
 
 # The messages of the checks of FileStore._check_entries (and of store._lanes.check_entries,
 # which names its failures the same way), by name; the values follow the name in a failure.
+# an index record (format.INDEX_RECORD: magic, pos, size, index, term) as numpy reads it
+_INDEX_DTYPE = np.dtype([("magic", ">i4"), ("pos", ">i8"), ("size", ">i4"), ("index", ">i8"), ("term", ">i8")])
+assert _INDEX_DTYPE.itemsize == INDEX_UNIT_SIZE
+
 _CHECK_FAILURES = {
     "trailing": "{} trailing bytes are not an entry header",
     "malformed": "malformed entry at byte {} of the batch (magic {}, size {})",
@@ -684,6 +688,21 @@ class FileStore(LogStore):
             done += k
 
     # -- reading ----------------------------------------------------------------------
+    def indexes_with_magic(self, magic: int) -> list[int]:
+        """The indexes of the entries of ``magic`` (config entries are few: found from the
+        index files, 32 bytes an entry, a file's worth at a time)."""
+        if self.begin_index < 0:
+            return []
+        out: list[int] = []
+        lo, hi = self.begin_index * INDEX_UNIT_SIZE, (self.end_index + 1) * INDEX_UNIT_SIZE
+        for f in self.index.files:
+            a, b = max(lo, f.start), min(hi, f.start + f.actual_size)
+            if a >= b or f.mm is None:
+                continue
+            recs = np.frombuffer(f.mm, dtype=_INDEX_DTYPE, count=(b - a) // INDEX_UNIT_SIZE, offset=a - f.start)
+            out.extend(int(i) for i in recs["index"][recs["magic"] == magic])
+        return out
+
     def _index_record(self, index: int) -> tuple[int, int, int, int, int]:
         self.check_range(index)
         off = index * INDEX_UNIT_SIZE

@@ -167,6 +167,9 @@ class MemoryStore(LogStore):
         self._committed = idx - 1
         return self.append_follower(raw)
 
+    def indexes_with_magic(self, magic: int) -> list[int]:
+        return [e.index for e in self._entries if e.magic == magic]
+
     def get(self, index: int) -> Entry:
         self.check_range(index)
         return self._entries[index - self.begin_index]

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from cluster.config import NodeConfig, parse_peers
 from cluster.core import RaftCore
 from cluster.member import MemoryTermStore, Role
+from cluster.membership import initial, load_configs
 from cluster.rpc import RepairRequest
 from cluster.statemachine import Applier
 from store.memstore import MemoryStore
@@ -140,7 +141,10 @@ class Sim:
         self.net = net or NetConfig()
         self.ids = [f"n{i}" for i in range(n)]
         peers = parse_peers(";".join(f"{i}-127.0.0.1:{20911 + k}" for k, i in enumerate(self.ids)))
+        self.cfg = cfg
         self.configs = {i: NodeConfig("sim", i, peers, **cfg) for i in self.ids}
+        self.bases: dict[str, tuple] = {}  # what a node keeps in members.json: (membership, index)
+        self.gone: set[str] = set()  # removed from the group and stopped for good
         # The wall clock of a simulation: SIM_EPOCH + simulated time. Retention reads it (the
         # hour of day, file ages: the stores' "files" age with it) and each node's disk
         # usage comes from disk_usage (None: unknown, as when statvfs fails).
@@ -245,8 +249,13 @@ class Sim:
         self.nodes[node] = self._core(node)
 
     def _core(self, i: str) -> RaftCore:
-        core = RaftCore(self.configs[i], self.stores[i], self.terms[i], random.Random(self.rng.random()), self.now,
+        cfg = self.configs[i]
+        core = RaftCore(cfg, self.stores[i], self.terms[i], random.Random(self.rng.random()), self.now,
                         clock=self.wall, disk_usage=lambda: self.disk_usage[i])
+        # as cluster/node.py: the members from the log, over what members.json kept (else --peers)
+        base, base_index = self.bases.get(i) or (initial(cfg.peers, i, cfg.learner), -1)
+        core.configs = load_configs(self.stores[i], base, base_index)
+        core.save_base = lambda m, index: self.bases.__setitem__(i, (m, index))
         if self.snapshots_dir is not None:  # as cluster/node.py sets it up
             a = Applier(SimMachine(self.snapshot_pad), self.stores[i], SnapshotStore(os.path.join(self.snapshots_dir, i)),
                         self.configs[i].snapshot_threshold)
@@ -274,6 +283,43 @@ class Sim:
             if first != a.sm.state():
                 raise InvariantBroken(f"{i}: state {a.sm.state()} after applying up to {a.applied}, another node "
                                       f"had {first}")
+
+    # -- membership -------------------------------------------------------------------
+    def add_node(self, node: str) -> None:
+        """Start a new node as a learner (as ``node start --learner`` would), knowing the
+        current leader's members and itself."""
+        leader = self.leader()
+        members = dict(self.nodes[leader].members.members if leader else self.configs[self.ids[0]].peers)
+        port = 20911 + len(self.configs)
+        members[node] = parse_peers(f"{node}-127.0.0.1:{port}")[node]
+        self.configs[node] = NodeConfig("sim", node, members, learner=True, **self.cfg)
+        self.ids.append(node)
+        self.stores[node] = SimStore(self.cfg.get("flush", "async") == "sync", self.stores[self.ids[0]].data_file_size,
+                                     self.wall)
+        self.terms[node] = MemoryTermStore()
+        self.disk_usage[node] = None
+        self.seen_committed[node] = -1
+        self.nodes[node] = self._core(node)
+
+    def change(self, kind: str, node: str):
+        """``peer add`` (kind "add": the node must have been started with add_node) or
+        ``peer remove``, asked of the current leader; the proposal of its config entry (done
+        at once when refused)."""
+        leader = self.leader()
+        address = self.configs[node].peers[node].address if node in self.configs else None
+        p = self.nodes[leader].change_members(kind, node, address, self.now)
+        self._drain(leader)
+        if p.done:
+            self.done.append(p)
+        return p
+
+    def remove_node(self, node: str) -> None:
+        """Stop a node removed from the group, for good."""
+        self.crash(node)
+        self.gone.add(node)
+
+    def members_of(self, node: str):
+        return self.nodes[node].members
 
     def wall(self) -> float:
         """Wall-clock seconds in the simulation (local noon of a fixed day, plus its time)."""
@@ -396,7 +442,7 @@ class Sim:
             self.seen_committed[i] = c
 
     def logs_equal(self, upto: int | None = None) -> bool:
-        live = [i for i, n in self.nodes.items() if n is not None]
+        live = [i for i, n in self.nodes.items() if n is not None and i not in self.gone]
         ends = {self.stores[i].end_index for i in live}
         if len(ends) != 1:
             return False
