@@ -15,7 +15,7 @@ import functools
 import ssl
 
 from . import dialect
-from .config import Peer
+from .config import ConfigError, Peer, parse_peers
 from .rpc import Code
 from .tls import expect_member
 from .transport import Channel, ConnectionLost, TransportError, Unreachable, WrongPeer
@@ -25,6 +25,7 @@ from .wire import (
     GET,
     HEART_BEAT,
     LEADERSHIP_TRANSFER,
+    CHANGE_MEMBERS,
     METADATA,
     QUERY,
     Forbidden,
@@ -91,16 +92,33 @@ class Client:
     def __init__(self, peers: dict[str, Peer], group: str, *, timeout: float = 3.0, tls=None) -> None:
         """``tls``: a cluster/tls.py Tls for mutual TLS (each member must present its own
         member certificate), None for plain TCP."""
-        self.peers, self.group, self.timeout = peers, group, timeout
-        ssl = {} if tls is None else {"ssl": tls.client}
-        self.channels = {p: Channel(peer.host, peer.port, connect_timeout=min(1.0, timeout),
-                                    expect=functools.partial(expect_member, group, p), **ssl)
-                         for p, peer in peers.items()}
+        self.peers, self.group, self.timeout = dict(peers), group, timeout
+        self._ssl = {} if tls is None else {"ssl": tls.client}
+        self.channels = {p: self._channel(p, peer) for p, peer in peers.items()}
         self.leader: str | None = None
         self._exts: dict[int, bytes] = {}  # extFields JSON of an APPEND, by body count
         # What each peer is, from its METADATA answer: True for a Java DLedger node (spoken to
         # in DLedger's own form: one body per APPEND, one entry per GET), False for dledgerctl.
         self.java: dict[str, bool] = {}
+
+    def _channel(self, p: str, peer: Peer) -> Channel:
+        return Channel(peer.host, peer.port, connect_timeout=min(1.0, self.timeout),
+                       expect=functools.partial(expect_member, self.group, p), **self._ssl)
+
+    def learn(self, members: dict) -> list[str]:
+        """Members a node named (its METADATA ``peers``: id -> address) that this client did
+        not know, added (a member added since the peers it was given); their ids."""
+        new = []
+        for p, address in members.items():
+            if p in self.peers or not isinstance(p, str) or not isinstance(address, str):
+                continue
+            try:
+                peer = parse_peers(f"{p}-{address}")[p]
+            except ConfigError:
+                continue
+            self.peers[p], self.channels[p] = peer, self._channel(p, peer)
+            new.append(p)
+        return new
 
     async def close(self) -> None:
         for ch in self.channels.values():
@@ -129,6 +147,8 @@ class Client:
                       role="leader" if leader == peer else "follower" if leader else "candidate")
         else:
             md["impl"] = "dledgerctl"
+            if isinstance(md.get("peers"), dict):
+                self.learn(md["peers"])
         return md
 
     async def _metadata_of(self, peer: str, timeout: float):
@@ -323,6 +343,19 @@ class Client:
             self.leader = hint if hint in self.peers and hint != leader else None
             await asyncio.sleep(0.02)
         raise ClientError(last_error)
+
+    async def change_members(self, kind: str, node: str, address: str | None = None) -> dict:
+        """Ask the leader to add ``node`` at ``address`` as a learner (``kind`` "add"; the
+        leader promotes it once caught up) or to remove it ("remove"); the answer once the
+        config entry is committed: index, term, voters, learners, peers. ClientError when
+        refused (another change pending, no live majority left, not a member, ...)."""
+        body = {"kind": kind, "id": node}
+        if address is not None:
+            body["address"] = address
+        resp = await self.operator(CHANGE_MEMBERS, body)
+        if isinstance(resp.get("peers"), dict):
+            self.learn(resp["peers"])
+        return resp
 
     async def query(self, request: bytes, peer: str | None = None) -> dict:
         """Ask a node's state machine (QUERY; the leader by default): ``result`` (bytes) and

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from .config import format_peers, parse_peers
+from .config import ConfigError, format_peers, parse_peers
 
 RECORD = "cluster.json"
 DEFAULT_BASE_DIR = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
@@ -198,6 +198,59 @@ def stop(base_dir: str, ids: list[str] | None = None, *, kill: bool = False, tim
         elif row["result"] == "stopping":
             row["result"] = "stopped"
     return rows
+
+
+def add_member(base_dir: str, node_id: str, address: str, members: dict[str, str]) -> tuple[dict, subprocess.Popen]:
+    """Start a new member of the recorded cluster as a learner (``node start --learner``),
+    with the recorded members' settings, ``--peers`` the group's ``members`` (id -> address)
+    and itself; record it. Under TLS it gets a member certificate from the record's CA."""
+    rec = _recorded(base_dir)
+    if any(n["id"] == node_id for n in rec["nodes"]):
+        raise LauncherError(f"{node_id} is recorded in {base_dir} already")
+    try:
+        peers = format_peers(parse_peers(";".join(f"{k}-{v}" for k, v in {**members, node_id: address}.items())))
+    except ConfigError as exc:
+        raise LauncherError(str(exc)) from None
+    template = rec["nodes"][0]
+    cmd = _with_option(_with_option(list(template["cmd"]), "--id", node_id), "--peers", peers)
+    tls = rec.get("tls")
+    if tls is not None:
+        from . import pki
+        from .tls import Identity
+
+        cert, key = pki.issue(tls["dir"], Identity(rec["group"], "member", node_id))
+        cmd = _with_option(_with_option(cmd, "--tls-cert", cert), "--tls-key", key)
+    cmd.append("--learner")
+    node = {"id": node_id, "pid": None, "address": address,
+            "log": os.path.join(os.path.dirname(template["log"]), f"{node_id}.log"), "cmd": cmd}
+    proc = _spawn(base_dir, node)
+    rec["nodes"].append(node)
+    rec["peers"] = peers
+    write_record(base_dir, rec)
+    return node, proc
+
+
+def forget_member(base_dir: str, node_id: str) -> list[dict]:
+    """Stop a member removed from the group (if recorded and running) and drop it from the
+    record; the rows of :func:`stop`."""
+    rec = _recorded(base_dir)
+    if not any(n["id"] == node_id for n in rec["nodes"]):
+        return []
+    rows = stop(base_dir, [node_id])
+    rec = _recorded(base_dir)
+    rec["nodes"] = [n for n in rec["nodes"] if n["id"] != node_id]
+    peers = {k: p for k, p in parse_peers(rec["peers"]).items() if k != node_id}
+    rec["peers"] = format_peers(peers) if peers else ""
+    write_record(base_dir, rec)
+    return rows
+
+
+def _with_option(cmd: list[str], option: str, value: str) -> list[str]:
+    """``cmd`` with ``option``'s value replaced (appended when it has none)."""
+    if option in cmd:
+        k = cmd.index(option)
+        return cmd[:k + 1] + [value] + cmd[k + 2:]
+    return cmd + [option, value]
 
 
 def log_tail(node: dict, lines: int = 5) -> str:

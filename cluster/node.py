@@ -32,6 +32,8 @@ from .config import NodeConfig
 from .core import Proposal, RaftCore
 from .divergence import DivergenceSearch
 from .member import FileTermStore
+from .membership import initial as initial_members
+from .membership import load_base, load_configs, save_base
 from .statemachine import Applier, StateMachineError
 from .statemachine import load as load_state_machine
 from .tls import CLIENT, OPERATOR, PEER, Identity, Tls, TlsError, expect_member, refusal
@@ -39,6 +41,7 @@ from .rpc import Code, LeadershipTransferRequest, ProbeRequest, PushRequest, Rep
 from .transport import Channel, FrameServer, TooManyHandshakes, TransportError
 from .wire import (
     APPEND,
+    CHANGE_MEMBERS,
     FORCE_COMPARE,
     GET,
     METADATA,
@@ -80,7 +83,7 @@ _PEER_CODES = frozenset({VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER, PROBE, REP
 
 def _client_need(f: Frame) -> str:
     """What a client request needs under TLS: an operator for what changes a replica."""
-    if f.code == FORCE_TRUNCATE:
+    if f.code in (FORCE_TRUNCATE, CHANGE_MEMBERS):
         return OPERATOR
     if f.code == FORCE_COMPARE:
         try:
@@ -188,10 +191,14 @@ class Node:
         self.core: RaftCore | None = None
         # TlsError when its files do not do, or name another identity than this member's
         self.tls = Tls(cfg.tls, Identity(cfg.group, "member", cfg.self_id)) if cfg.tls is not None else None
-        ssl_out = {} if self.tls is None else {"ssl": self.tls.client}
-        self.channels = {p: Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes,
-                                    expect=functools.partial(expect_member, cfg.group, p), **ssl_out)
-                         for p, peer in cfg.peers.items() if p != cfg.self_id}
+        # who the members are: the config entries of the log over what members.json kept,
+        # else --peers (cluster/membership.py)
+        kept = load_base(self.dir)
+        base, base_index = kept or (initial_members(cfg.peers, cfg.self_id, cfg.learner), -1)
+        self.configs = load_configs(self.store, base, base_index, warn=log.warning)
+        self.channels: dict[str, Channel] = {}
+        self._members_seen = None
+        self._sync_members(self.configs.current)
         self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes,
                                   ssl=None if self.tls is None else self.tls.server,
                                   max_connections=cfg.max_connections, idle_timeout=cfg.idle_timeout_s,
@@ -207,10 +214,11 @@ class Node:
         self._applying = False
         self._queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
         # members' connections keep their place when the connection limit is reached
-        self.server.members = frozenset(Identity(cfg.group, "member", p) for p in cfg.peers)
+        self.server.members = frozenset(Identity(cfg.group, "member", p) for p in {**cfg.peers, **base.members})
         self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
         self._waiting: dict[int, tuple[Proposal, list]] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._changes: dict[int, asyncio.Future] = {}  # membership changes waiting for their entry to commit
         self._stop = asyncio.Event()
         self._flushing = None
         self._syncer: BackgroundSync | None = None
@@ -219,6 +227,33 @@ class Node:
 
     def now(self) -> int:
         return int(self.loop.time() * 1000)
+
+    def _close_later(self, ch: Channel) -> None:
+        if self.loop is not None:
+            t = self.loop.create_task(ch.close())
+            self._tasks.add(t)
+            t.add_done_callback(self._tasks.discard)
+
+    def _sync_members(self, members) -> None:
+        """A channel to every member (the leader replicates to learners too); those of members
+        that left are closed. Members' connections keep their place at the connection limit."""
+        if members is self._members_seen:
+            return
+        self._members_seen = members
+        cfg = self.cfg
+        ssl_out = {} if self.tls is None else {"ssl": self.tls.client}
+        for p, peer in members.members.items():
+            ch = self.channels.get(p)
+            if p == cfg.self_id or (ch is not None and (ch.host, ch.port) == (peer.host, peer.port)):
+                continue
+            if ch is not None:
+                self._close_later(ch)
+            self.channels[p] = Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes,
+                                       expect=functools.partial(expect_member, cfg.group, p), **ssl_out)
+        for p in [p for p in self.channels if p not in members.members]:
+            self._close_later(self.channels.pop(p))
+        if hasattr(self, "server"):
+            self.server.members = frozenset(Identity(cfg.group, "member", p) for p in {**cfg.peers, **members.members})
 
     # -- running ----------------------------------------------------------------------
     async def run(self, ready=None) -> None:
@@ -238,6 +273,11 @@ class Node:
         self.loop.set_exception_handler(quiet_refusals)
         self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(),
                              self._flush_in_background, self._sync_then, time.time, self._disk_usage)
+        self.core.configs = self.configs
+        self.core.save_base = lambda m, index: save_base(self.dir, m, index)
+        log.info("members: %s%s", self.configs.current.describe(),
+                 f" (config entry {self.configs.last_index})" if self.configs.entries else
+                 " (kept in members.json)" if self.configs.base_index >= 0 else " (--peers)")
         if self.applier is not None:
             log.info("state machine %s: %s", self.cfg.state_machine, self.applier.recover())
             self.core.retention_limit = self.applier.snapshot_index
@@ -357,14 +397,18 @@ class Node:
         ready = self.core.take()
         for note in ready.notes:
             log.info("%s", note)
+        if self.core.members is not self._members_seen:
+            self._sync_members(self.core.members)
         if self.applier is not None and not self._applying and self.store.committed_index > self.applier.applied:
             self._applying = True
             self.loop.call_soon(self._apply)
         timeout = self.cfg.max_push_timeout_ms / 1000
         sent = set()
         for s in ready.sends:
-            if self.channels[s.to].send(self._frame_for(s.to, s.request), timeout,
-                                        functools.partial(self._feed, s.to, s.request)):
+            ch = self.channels.get(s.to)
+            if ch is None:
+                continue  # (to a member that has left since)
+            if ch.send(self._frame_for(s.to, s.request), timeout, functools.partial(self._feed, s.to, s.request)):
                 sent.add(s.to)
                 continue  # connected: the answer comes back through the callback, no task
             t = asyncio.create_task(self._call(s.to, s.request))
@@ -391,7 +435,10 @@ class Node:
     async def _call(self, peer: str, req) -> None:
         """A request on a channel that must connect first."""
         try:
-            frame = await self.channels[peer].request(self._frame_for(peer, req), self.cfg.max_push_timeout_ms / 1000)
+            ch = self.channels.get(peer)
+            if ch is None:
+                raise TransportError(f"{peer} is no member now")
+            frame = await ch.request(self._frame_for(peer, req), self.cfg.max_push_timeout_ms / 1000)
         except (TransportError, ProtocolError) as exc:
             self._feed(peer, req, None, exc)
         else:
@@ -415,12 +462,48 @@ class Node:
         self._process()
 
     def _finish(self, p: Proposal) -> None:
+        fut = self._changes.pop(id(p), None)
+        if fut is not None:
+            if not fut.done():
+                fut.set_result(None)
+            return
         entry = self._waiting.pop(id(p), None)
         if entry is None:
             return
         self._answer_appends(p, entry[1], p.code, p.remark, entry[2])
         for conn in {w[0] for w in entry[1] + entry[2]}:  # the answers leave now (see _process)
             conn.flush()
+
+    # -- membership changes (peer add | remove | replace) -----------------------------
+    def _change_members(self, f: Frame):
+        """CHANGE_MEMBERS: the leader appends the config entry and answers once it commits
+        (or at once when it refuses): code, remark, index, and the members then."""
+        o = json_object(f.body)
+        if get_field(o, "group", str, self.cfg.group) != self.cfg.group:
+            return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {self.cfg.group!r}")
+        kind = get_field(o, "kind", str)
+        if kind not in ("add", "remove"):
+            raise BadMessage(f"kind must be add or remove, not {kind!r}")
+        node, address = get_field(o, "id", str), get_field(o, "address", str, None)
+        if kind == "add" and not address:
+            raise BadMessage("adding a member needs its address")
+        p = self.core.change_members(kind, node, address, self.now())
+        self._process()
+        if p.done:
+            return self._change_answer(f, p)
+        fut = self._changes[id(p)] = self.loop.create_future()
+
+        async def later() -> Frame:
+            await fut
+            return self._change_answer(f, p)
+        return later()
+
+    def _change_answer(self, f: Frame, p: Proposal) -> Frame:
+        m = self.core.members
+        return response_frame({"code": int(p.code), "remark": p.remark, "index": p.first_index, "term": p.term,
+                               "leaderId": self.core.member.leader_id, "voters": list(m.voters),
+                               "learners": list(m.learners),
+                               "peers": {k: peer.address for k, peer in m.members.items()}}, f.opaque, f.code)
 
     # -- the state machine ------------------------------------------------------------
     def _apply(self) -> None:
@@ -545,6 +628,8 @@ class Node:
                 return self._operator(f)
             if f.code == QUERY:
                 return self._query(f)
+            if f.code == CHANGE_MEMBERS:
+                return self._change_members(f)
             if f.code == PUSH and "term" not in f.ext:  # a Java leader's: JSON, entries as objects
                 req = dialect.decode_push(f.body)
             else:
@@ -609,7 +694,10 @@ class Node:
 
     async def _ask(self, peer: str, req):
         """One request to a peer outside the core's own traffic; its decoded answer."""
-        frame = await self.channels[peer].request(self._frame_for(peer, req), self.cfg.max_push_timeout_ms / 1000 * 5)
+        ch = self.channels.get(peer)
+        if ch is None:
+            raise TransportError(f"{peer} is no member now")
+        frame = await ch.request(self._frame_for(peer, req), self.cfg.max_push_timeout_ms / 1000 * 5)
         return decode_response(frame, request_code_of(req))
 
     async def _force_compare(self, f: Frame, peer: str, deep: bool, dry_run: bool) -> Frame:
@@ -696,7 +784,7 @@ class Node:
         d["leaderId"] = d["leader"]  # (DLedger's MetadataResponse: group, leaderId, peers)
         d["code"] = int(Code.SUCCESS)
         d["address"] = self.cfg.peers[self.cfg.self_id].address
-        d["peers"] = {p: peer.address for p, peer in self.cfg.peers.items()}
+        d["peers"] = {p: peer.address for p, peer in self.core.members.members.items()}
         if self.applier is not None:
             d["applied_index"], d["snapshot_index"] = self.applier.applied, self.applier.snapshot_index
         d["flush"] = self.cfg.flush

@@ -75,6 +75,7 @@ FORCE_TRUNCATE = 52003  # operator -> leader: cut a follower's suffix, the leade
 PROBE = 52004  # leader -> follower: entry fingerprints (cluster/rpc.py ProbeRequest)
 REPAIR = 52005  # leader -> follower: forced truncation (cluster/rpc.py RepairRequest)
 QUERY = 52006  # client -> a node: ask its state machine (cluster/statemachine.py), once it has applied what was committed
+CHANGE_MEMBERS = 52007  # operator -> leader: add a learner, or remove a member (cluster/membership.py)
 OPERATOR_CODES = (WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE)
 
 # RocketMQ RemotingSysResponseCode, for header codes of responses

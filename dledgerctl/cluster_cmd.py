@@ -116,6 +116,9 @@ def node_start(
                                   "entries applied between snapshots (DLedger's snapshotThreshold).")] = 1000,
     snapshot_keep: SnapshotKeepOpt = None,
     push_quota: PushQuotaOpt = None,
+    learner: Annotated[bool, typer.Option("--learner", help="Join a running group as a learner: receive entries, "
+                                          "vote only once the leader promotes it (after 'peer add'). Its log's "
+                                          "member list wins over --peers once it has one.")] = False,
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
@@ -123,6 +126,7 @@ def node_start(
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v). SIGHUP reloads its TLS
     certificate and key."""
     from cluster.node import Node
+    from cluster.membership import MembershipError
     from cluster.statemachine import StateMachineError
     from cluster.tls import TlsError, TlsFiles
 
@@ -143,7 +147,7 @@ def node_start(
                          retention_check_ms=retention_check_ms, tls=tls, max_connections=max_connections,
                          idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
                          max_inflight_per_connection=max_inflight, state_machine=state_machine,
-                         snapshot_threshold=snapshot_threshold,
+                         snapshot_threshold=snapshot_threshold, learner=learner,
                          **({} if snapshot_keep is None else {"snapshot_keep_entries": snapshot_keep}),
                          **({} if push_quota is None else {"peer_push_quota": push_quota}),
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
@@ -156,12 +160,12 @@ def node_start(
     with errors_as_exit():
         try:
             node = Node(cfg)
-        except (TlsError, StateMachineError) as exc:
+        except (TlsError, StateMachineError, MembershipError) as exc:
             raise fail(str(exc)) from None
         runtime.run(node.run, event_loop)
 
 
-STATUS_COLUMNS = ["id", "address", "state", "impl", "role", "term", "leader", "begin_index", "end_index", "committed_index"]
+STATUS_COLUMNS = ["id", "address", "state", "impl", "role", "member", "term", "leader", "begin_index", "end_index", "committed_index"]
 PROCESS_COLUMNS = ["pid", "uptime"]  # with a cluster record: the member's process
 
 
@@ -189,7 +193,7 @@ def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = Non
     procs = {n["id"]: n for n in rec["nodes"]} if rec else {}
     rows = []
     for pid, md in _with_client(peers, group, timeout, lambda c: c.status()).items():
-        row = {"id": pid, "address": peers[pid].address}
+        row = {"id": pid, "address": peers[pid].address if pid in peers else None}
         if isinstance(md, dict):
             row.update({"state": "up", **{k: md.get(k) for k in STATUS_COLUMNS[3:]}})
             for k in ("applied_index", "snapshot_index"):  # (with a state machine)

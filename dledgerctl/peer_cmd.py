@@ -1,8 +1,9 @@
-"""``dledgerctl peer watermarks | compare | truncate | transfer-leader``: operator requests
-to a running cluster's leader (cluster/client.py), rendered as rows."""
+"""``dledgerctl peer watermarks | compare | truncate | transfer-leader | add | remove | replace``:
+operator requests to a running cluster's leader (cluster/client.py), rendered as rows."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from typing import Annotated, Optional
@@ -19,9 +20,9 @@ from .common import FormatOpt, fail, plural, tls_options
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Operator requests to a running cluster: replication watermarks, forced compare and "
-                       "truncation of a follower, leadership transfer.", no_args_is_help=True)
+                       "truncation of a follower, leadership transfer, membership changes.", no_args_is_help=True)
 
-WATERMARK_COLUMNS = ["peer", "address", "alive", "state", "watermark", "next_index", "lag_entries", "lag_bytes",
+WATERMARK_COLUMNS = ["peer", "address", "member", "alive", "state", "watermark", "next_index", "lag_entries", "lag_bytes",
                      "in_flight", "ms_since_ack", "leader_end_index", "committed_index", "note"]
 PeerOpt = Annotated[str, typer.Option("--peer", help="The follower's id.", show_default=False)]
 
@@ -182,8 +183,6 @@ def transfer_leader_cmd(
     _member(parsed, to, "--to")
 
     async def work(c: Client) -> dict:
-        import asyncio
-
         loop = asyncio.get_running_loop()
         start = loop.time()
         if await c.find_leader(start + c.timeout) == to:
@@ -206,3 +205,169 @@ def transfer_leader_cmd(
                           f"{', '.join(leaders) or 'none'}")
 
     render_object(_with_client(parsed, grp, timeout, work), fmt)
+
+
+# -- membership: add | remove | replace ------------------------------------------------------
+MEMBER_COLUMNS = ["step", "id", "address", "member", "config_index", "voters", "learners", "elapsed_ms"]
+WaitOpt = Annotated[float, typer.Option("--wait", min=1, help="Seconds to wait for the change to be in effect "
+                                        "(a new member caught up and promoted).")]
+StartOpt = Annotated[bool, typer.Option("--start/--no-start", help="With a cluster record (cluster up): start the "
+                                        "new member's process too, with the recorded members' settings.")]
+StopOpt = Annotated[bool, typer.Option("--stop/--no-stop", help="With a cluster record (cluster up): stop the "
+                                       "removed member's process once its removal commits, and forget it.")]
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _parse_new(spec: str, what: str) -> tuple[str, str]:
+    """``ID=HOST:PORT`` (or ``ID-HOST:PORT``) -> (id, address); exit 2 when malformed."""
+    from cluster.config import ConfigError, parse_peers
+
+    node, sep, address = spec.partition("=")
+    try:
+        peer = parse_peers(f"{node}-{address}" if sep else spec)
+    except ConfigError as exc:
+        raise fail(f"{what} {spec!r}: {exc} (give ID=HOST:PORT)", 2) from None
+    (node, p), = peer.items()
+    return node, p.address
+
+
+def _row(step: str, node: str, resp: dict, start: float, now: float) -> dict:
+    member = "voter" if node in resp.get("voters", []) else "learner" if node in resp.get("learners", []) else "removed"
+    return {"step": step, "id": node, "address": resp.get("peers", {}).get(node), "member": member,
+            "config_index": resp.get("index"), "voters": ",".join(resp.get("voters", [])),
+            "learners": ",".join(resp.get("learners", [])), "elapsed_ms": round((now - start) * 1000)}
+
+
+async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | None, start_it: bool) -> dict:
+    """Start the new member (with a record), add it as a learner, wait until it is a voter."""
+    from cluster import launcher
+    from cluster.client import ClientError
+
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    leader = await c.find_leader(start + c.timeout)
+    md = await c.metadata(leader)
+    if node in md.get("peers", {}):
+        raise ClientError(f"{node} is a member already ({'voter' if node in md.get('voters', []) else 'learner'})")
+    if start_it:
+        try:
+            launcher.add_member(base_dir, node, address, md["peers"])
+        except (launcher.LauncherError, OSError) as exc:
+            raise ClientError(f"cannot start {node}: {exc}") from None
+        _say(f"{node}: started as a learner at {address} (log in {base_dir}/logs/{node}.log)")
+    resp = await c.change_members("add", node, address)
+    _say(f"{node}: config entry {resp.get('index')} committed: a learner; catching up")
+    said = None
+    while loop.time() - start < wait:
+        c.leader = None
+        leader = await c.find_leader(loop.time() + c.timeout)
+        md = await c.metadata(leader)
+        if node in md.get("voters", []):
+            resp = {**resp, "voters": md["voters"], "learners": md.get("learners", []), "peers": md["peers"],
+                    "index": md.get("config_index")}
+            _say(f"{node}: a voter (config entry {md.get('config_index')})")
+            return _row("add", node, resp, start, loop.time())
+        mark = next((r for r in md.get("replication", []) if r.get("peer") == node), None)
+        now_said = (f"{node}: learner, {mark['lag_entries']} entries behind ({mark['state']})" if mark
+                    else f"{node}: not yet replicated to")
+        if now_said != said:
+            _say(now_said)
+            said = now_said
+        await asyncio.sleep(0.2)
+    raise ClientError(f"{node} joined as a learner but was not promoted within {wait:g} s (is it running, and "
+                      f"reachable at {address}?); it will be once it has caught up")
+
+
+async def _remove(c: Client, node: str, base_dir: str | None, stop_it: bool) -> dict:
+    from cluster import launcher
+
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    resp = await c.change_members("remove", node)
+    _say(f"{node}: config entry {resp.get('index')} committed: removed")
+    if stop_it:
+        rows = launcher.forget_member(base_dir, node)
+        if rows:
+            _say(f"{node}: process {rows[0]['result']}, dropped from the record")
+    c.leader = None
+    return _row("remove", node, resp, start, loop.time())
+
+
+def _record_dir(peers: str | None, base_dir: str, flag: bool) -> str | None:
+    """The base directory whose record --start/--stop act on, None when there is none."""
+    from cluster.launcher import read_record
+
+    if peers is not None or not flag:
+        return None
+    return base_dir if read_record(base_dir) is not None else None
+
+
+@app.command("add")
+@tls_options
+def add_cmd(
+    node: Annotated[str, typer.Option("--id", help="The new member's id.", show_default=False)],
+    address: Annotated[str, typer.Option("--address", help="Where it listens: HOST:PORT.", show_default=False)],
+    start_it: StartOpt = True, wait: WaitOpt = 120.0,
+    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
+) -> None:
+    """Add a member: it joins as a learner (entries, no vote), and the leader promotes it to voter with a second
+    config entry once it has caught up. Progress goes to stderr. Refused while another change is pending. Start
+    the new node first with 'node start --learner' (its --peers: the members and itself), or let --start do it for
+    a cluster from 'cluster up'."""
+    node, address = _parse_new(f"{node}={address}", "--id/--address")
+    parsed, grp = _cluster(peers, group, base_dir)
+    rec_dir = _record_dir(peers, base_dir, start_it)
+    render([_with_client(parsed, grp, timeout, lambda c: _add(c, node, address, wait, rec_dir, rec_dir is not None))],
+           fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
+
+
+@app.command("remove")
+@tls_options
+def remove_cmd(
+    node: Annotated[str, typer.Option("--id", help="The member to remove.", show_default=False)],
+    stop_it: StopOpt = True,
+    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
+) -> None:
+    """Remove a member (the leader too: it steps down once the entry that removes it commits). Refused while
+    another change is pending, or when the voters left would not have a live majority."""
+    parsed, grp = _cluster(peers, group, base_dir)
+    rec_dir = _record_dir(peers, base_dir, stop_it)
+    render([_with_client(parsed, grp, timeout, lambda c: _remove(c, node, rec_dir, rec_dir is not None))],
+           fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
+
+
+@app.command("replace")
+@tls_options
+def replace_cmd(
+    node: Annotated[str, typer.Option("--id", help="The member to replace.", show_default=False)],
+    new: Annotated[str, typer.Option("--with", help="The new member: ID=HOST:PORT.", show_default=False)],
+    start_it: StartOpt = True, stop_it: StopOpt = True, wait: WaitOpt = 120.0,
+    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
+) -> None:
+    """Replace a member (one that died for good, say) without stopping the group: add the new one as a learner,
+    wait until it has caught up and is a voter, then remove the old one. One row per step; progress on stderr."""
+    new_id, address = _parse_new(new, "--with")
+    if new_id == node:
+        raise fail("--with must name another id than --id", 2)
+    parsed, grp = _cluster(peers, group, base_dir)
+    start_dir = _record_dir(peers, base_dir, start_it)
+    stop_dir = _record_dir(peers, base_dir, stop_it)
+
+    async def work(c: Client) -> list[dict]:
+        from cluster.client import ClientError
+
+        leader = await c.find_leader(asyncio.get_running_loop().time() + c.timeout)
+        md = await c.metadata(leader)
+        if node not in md.get("peers", {}):
+            raise ClientError(f"{node} is not a member ({', '.join(md.get('peers', {}))})")
+        added = await _add(c, new_id, address, wait, start_dir, start_dir is not None)
+        return [added, await _remove(c, node, stop_dir, stop_dir is not None)]
+
+    render(_with_client(parsed, grp, timeout, work), fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv)
+           else None)
