@@ -8,12 +8,14 @@ the store grows. Row field names are stable; the man pages document them.
 from __future__ import annotations
 
 import base64
+import json
 from dataclasses import dataclass
 from typing import Iterator
 
 from .files import FileList
 from .filestore import FileStore, detect_file_size
-from .format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE
+from .format import (DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE,
+                     MAGIC_CONFIG)
 from .layout import NodeLayout
 from .metafiles import read_checkpoint, read_currterm
 from .scan import BAD_BODY_CRC, BAD_CHAIN_CRC, NO_CRC, OK, FileScan
@@ -112,11 +114,13 @@ def inspect_data(node_dir: str, sel: Selection | None = None, *, body: str = "no
                     done = True
                     break
                 if sel.wants(e.index, e.offset):
-                    text = None
+                    text, note = None, ""
+                    rel = e.offset - f.start
                     if body != "none":
-                        rel = e.offset - f.start
                         text = render_body(f.mm[rel + HEADER_SIZE : rel + e.size], body)
-                    yield _data_row(fname, f.start, "entry", e, text, "")
+                    if e.magic == MAGIC_CONFIG:
+                        note = config_note(bytes(f.mm[rel + HEADER_SIZE : rel + e.size]))
+                    yield _data_row(fname, f.start, "entry", e, text, note)
             prev = (scan.prev_index, scan.prev_term, scan.prev_chain)
             if done:
                 return
@@ -129,6 +133,17 @@ def inspect_data(node_dir: str, sel: Selection | None = None, *, body: str = "no
     finally:
         data.close()
         index.close()
+
+
+def config_note(body: bytes) -> str:
+    """What a config entry (magic 3) says: its member list (cluster/membership.py's body)."""
+    try:
+        o = json.loads(body)
+        parts = [f"{k} " + ", ".join(f"{p.split('-', 1)[0]} ({p.split('-', 1)[1]})" for p in o[k].split(";") if p)
+                 for k in ("voters", "learners") if o.get(k)]
+        return "config: " + "; ".join(parts)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        return f"config entry, not a member list: {exc}"
 
 
 def _data_row(fname, fstart, kind, e, body_text, note, offset=None) -> dict:

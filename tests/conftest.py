@@ -168,12 +168,13 @@ def sample_bodies(count: int, seed: int = 1, max_size: int = 700) -> list[bytes]
 
 def write_project_store(node, *, count=80, terms=(1, 1, 2, 3), data_file_size=4096, index_file_size=256,
                         seed=1, max_size=700, noop_at=None, committed=None, with_crc=True,
-                        flush="async") -> list[bytes]:
+                        flush="async", config_at=None) -> list[bytes]:
     """Write ``count`` entries with FileStore (terms cycle through ``terms`` in blocks, and
-    never go down), optionally a no-op (magic 2) at index ``noop_at``; returns every entry's
-    raw bytes as read back before closing."""
+    never go down), optionally a no-op (magic 2) at index ``noop_at`` and a config entry
+    (magic 3, a member list) at ``config_at``; returns every entry's raw bytes as read back
+    before closing."""
     from store.filestore import FileStore
-    from store.format import MAGIC_NOOP
+    from store.format import MAGIC_CONFIG, MAGIC_NOOP
 
     bodies = sample_bodies(count, seed, max_size)
     block = max(1, -(-count // len(terms)))
@@ -183,6 +184,9 @@ def write_project_store(node, *, count=80, terms=(1, 1, 2, 3), data_file_size=40
             term = sorted(terms)[min(i // block, len(terms) - 1)]
             if i == noop_at:
                 s.append(body, term, magic=MAGIC_NOOP)
+            elif i == config_at:
+                s.append(b'{"voters":"n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913","learners":""}',
+                         term, magic=MAGIC_CONFIG)
             else:
                 s.append_leader([body], term)
         s.set_committed(count - 1 if committed is None else committed)

@@ -419,6 +419,28 @@ def test_project_noop_entry_current_reads_all(dledger_current, tmp_path):
     assert file_digests(node) == before
 
 
+def test_project_config_entry_current_reads_it_as_an_entry(dledger_current, tmp_path):
+    """DLedger HEAD (and its latest tag) take magic 3 (its reserved CONFIG_CHANGE) as a valid
+    entry: recovery reads the whole log and serves the config entry like any other (its state
+    machine caller applies only magic 1; it changes no membership)."""
+    node = tmp_path / "dledger-n0"
+    write_project_store(node, count=90, data_file_size=DSIZE, index_file_size=ISIZE, config_at=84, committed=80)
+    want = project_view(node, DSIZE, ISIZE)
+    assert want[85].split()[5] == "3"
+    got = dledger_current.read(node, DSIZE, ISIZE)
+    assert_same(got, dledger_current.expected(want), f"DLedger {dledger_current.ref} on a store with a config entry")
+
+
+def test_project_config_entry_in_last_two_files_0_2_7_stops_there(dledger_027, tmp_path):
+    """0.2.7 knows only magic 1: its recovery ends the log before a config entry, as before a no-op."""
+    node = tmp_path / "dledger-n0"
+    write_project_store(node, count=90, data_file_size=DSIZE, index_file_size=ISIZE, config_at=86, committed=89)
+    want = project_view(node, DSIZE, ISIZE)
+    got = dledger_027.read(node, DSIZE, ISIZE)
+    end_term = want[86].split()[1]
+    assert_same(got, [f"END 85 {end_term} BEGIN 0 COMMITTED 85"] + want[1:87], "DLedger 0.2.7 before a config entry")
+
+
 def _noop_store(node, noop_at, count=90):
     write_project_store(node, count=count, data_file_size=DSIZE, index_file_size=ISIZE, noop_at=noop_at,
                         committed=count - 1)
