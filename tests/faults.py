@@ -68,7 +68,8 @@ from cluster.launcher import node_command  # noqa: E402
 from cluster.transport import Channel, TransportError  # noqa: E402
 from cluster.wire import ProtocolError  # noqa: E402
 from store.filestore import FileStore  # noqa: E402
-from store.format import CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_NOOP, MAGIC_NORMAL, crc32  # noqa: E402
+from store.format import (CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP,  # noqa: E402
+                          MAGIC_NORMAL, crc32)
 
 HOST = "127.0.0.1"
 GROUP = "faults"
@@ -1058,6 +1059,8 @@ def check(dirs: dict[str, str], requests: list[Request], *, verify: bool = True)
             if e.magic == MAGIC_NOOP:
                 if e.body:
                     problems.append(f"{i}: no-op entry {e.index} has a body")
+            elif e.magic == MAGIC_CONFIG:
+                continue  # a membership change (cluster/membership.py), not a client's
             else:
                 index_of[e.body].append(e.index)
         where[i] = index_of
