@@ -90,6 +90,9 @@ class NodeConfig:
     # leader promotes it); a learner is promoted once it lags at most this many entries
     learner: bool = False
     learner_catch_up_entries: int = 1000
+    # where this node reaches a member, whatever the member list says (id -> Peer): members
+    # behind NAT or a proxy, and the fault harness's per-link proxies
+    peer_addresses: dict = field(default_factory=dict)
     # replication
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this

@@ -243,6 +243,7 @@ class Node:
         cfg = self.cfg
         ssl_out = {} if self.tls is None else {"ssl": self.tls.client}
         for p, peer in members.members.items():
+            peer = cfg.peer_addresses.get(p, peer)
             ch = self.channels.get(p)
             if p == cfg.self_id or (ch is not None and (ch.host, ch.port) == (peer.host, peer.port)):
                 continue

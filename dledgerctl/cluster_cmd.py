@@ -116,6 +116,9 @@ def node_start(
                                   "entries applied between snapshots (DLedger's snapshotThreshold).")] = 1000,
     snapshot_keep: SnapshotKeepOpt = None,
     push_quota: PushQuotaOpt = None,
+    peer_address: Annotated[Optional[list[str]], typer.Option("--peer-address", metavar="ID=HOST:PORT",
+                            help="Reach member ID at this address, whatever --peers or the member list says (a "
+                            "member behind NAT or a proxy); repeatable.")] = None,
     learner: Annotated[bool, typer.Option("--learner", help="Join a running group as a learner: receive entries, "
                                           "vote only once the leader promotes it (after 'peer add'). Its log's "
                                           "member list wins over --peers once it has one.")] = False,
@@ -134,6 +137,15 @@ def node_start(
         tls = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
     except TlsError as exc:
         raise fail(str(exc), 2) from None
+    overrides = {}
+    for spec in peer_address or []:
+        pid, sep, address = spec.partition("=")
+        try:
+            overrides.update(parse_peers(f"{pid}-{address}") if sep else {})
+        except ConfigError as exc:
+            raise fail(f"--peer-address {spec!r}: {exc}", 2) from None
+        if not sep:
+            raise fail(f"--peer-address {spec!r}: give ID=HOST:PORT", 2)
     try:
         cfg = NodeConfig(group, node_id, parse_peers(peers), store_base_dir=store_base_dir, flush=flush,
                          flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
@@ -147,7 +159,7 @@ def node_start(
                          retention_check_ms=retention_check_ms, tls=tls, max_connections=max_connections,
                          idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
                          max_inflight_per_connection=max_inflight, state_machine=state_machine,
-                         snapshot_threshold=snapshot_threshold, learner=learner,
+                         snapshot_threshold=snapshot_threshold, learner=learner, peer_addresses=overrides,
                          **({} if snapshot_keep is None else {"snapshot_keep_entries": snapshot_keep}),
                          **({} if push_quota is None else {"peer_push_quota": push_quota}),
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))

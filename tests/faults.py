@@ -61,7 +61,7 @@ if ROOT not in sys.path:
 
 from cluster import pki  # noqa: E402
 from ports import free_ports  # noqa: E402,F401 (tests take it from here too)
-from cluster.client import AppendError, Client  # noqa: E402
+from cluster.client import AppendError, Client, ClientError  # noqa: E402
 from cluster.config import Peer  # noqa: E402
 from cluster.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
 from cluster.launcher import node_command  # noqa: E402
@@ -219,9 +219,11 @@ class Network:
         for link in self.links.values():
             await link.close()
 
-    def peers_for(self, node: str) -> str:
-        """``node``'s peers string: itself at its real address, the others behind its links."""
-        return ";".join(f"{p}-{HOST}:{self.ports[p] if p == node else self.links[(node, p)].port}" for p in self.ids)
+    def peers_for(self, node: str, ids: list[str] | None = None) -> str:
+        """``node``'s peers string (of ``ids``, default all): itself at its real address, the
+        others behind its links."""
+        return ";".join(f"{p}-{HOST}:{self.ports[p] if p == node else self.links[(node, p)].port}"
+                        for p in (ids or self.ids))
 
     def cut(self, pairs, mode: str) -> None:
         for a, b in pairs:
@@ -462,6 +464,7 @@ class Monitor:
             self.client.channels[p] = Channel(peer.host, peer.port, connect_timeout=timeout, backoff_max=period,
                                               **ssl)
         self.quorum = len(peers) // 2 + 1
+        self.members = list(peers)  # whom it samples (the group's members; membership changes move it)
         self.last: dict[str, dict | None] = {p: None for p in peers}
         self.leader: str | None = None
         self.leader_at: float | None = None  # when the current leader was first seen
@@ -489,8 +492,12 @@ class Monitor:
         except (TransportError, ProtocolError):
             return p, None
 
+    def set_members(self, members: list[str], voters: int) -> None:
+        self.members, self.quorum = list(members), voters // 2 + 1
+        self.last = {p: self.last.get(p) for p in self.members}
+
     async def sample(self) -> None:
-        got = dict(await asyncio.gather(*(self._one(p) for p in self.peers)))
+        got = dict(await asyncio.gather(*(self._one(p) for p in self.members)))
         now = asyncio.get_running_loop().time()
         self.last = got
         self.samples += 1
@@ -560,7 +567,13 @@ PARTITION_FAULTS = {"partition-halves": 2, "isolate-leader": 2, "majority-ring":
 MIXED_FAULTS = {"kill-leader": 1, "kill-follower": 1, "kill-minority": 1, "partition-halves": 1, "isolate-leader": 1,
                 "majority-ring": 1, "one-way": 1, "pause-leader": 2, "pause-follower": 1, "torn-write": 3,
                 "partition+pause": 1, "kill+partition": 1}
-PROFILES = {"kills": KILL_FAULTS, "partitions": PARTITION_FAULTS, "mixed": MIXED_FAULTS}
+# membership changes (peer replace: a spare joins as a learner, then a member leaves), alone
+# and racing a crash of the leader or a partition, among the other faults
+MEMBER_FAULTS = {"replace-follower": 2, "replace-leader": 2, "replace+kill-leader": 2, "replace+partition": 2,
+                 "kill-leader": 1, "kill-follower": 1, "isolate-leader": 1, "partition-halves": 1, "pause-leader": 1,
+                 "torn-write": 1}
+PROFILES = {"kills": KILL_FAULTS, "partitions": PARTITION_FAULTS, "mixed": MIXED_FAULTS, "members": MEMBER_FAULTS}
+SPARES = {"members": 40}  # ids a profile's runs may add
 
 
 @dataclass
@@ -724,6 +737,8 @@ class Nemesis:
             c.nodes[v].start()
         elif kind == "torn-write":
             await self._torn_write(s, hold)
+        elif kind.startswith("replace"):
+            await self._replace(s, hold)
         else:
             raise ValueError(f"unknown fault {kind!r}")
 
@@ -775,6 +790,83 @@ class Nemesis:
         await self._wait(lambda m: (m.last.get(v) or {}).get("committed_index", -2) >= target, c.catch_up_bound,
                          f"{v} did not catch up to {target} within {c.catch_up_bound:g} s after a torn write")
 
+    async def _replace(self, s: Step, hold: float) -> None:
+        """peer replace through the leader: a spare joins as a learner, is promoted once
+        caught up, then a follower (or the leader) is removed and stopped for good; with
+        ``+kill-leader`` the leader is killed, and with ``+partition`` the group cut in two,
+        right after the learner is asked for, while it catches up."""
+        c, kind = self.c, s.kind
+        leader = c.monitor.leader
+        victim = self._leader_or_any(s.pick) if kind == "replace-leader" else self._follower(s.pick)
+        new = c.start_spare()
+        if new is None or leader is None:
+            self.counts["replace skipped"] += 1
+            if new is not None:
+                c.set_members(c.ids, len(c.ids))
+            return
+        admin = Client(dict(c.direct), GROUP, timeout=5.0, tls=c.tls)
+        self.log(f"{kind}: {new} joins as a learner to replace {victim}")
+        undo = None
+        at = -1  # the config entry the last change that went through committed
+        try:
+            add = asyncio.ensure_future(admin.change_members("add", new, f"{HOST}:{c.ports[new]}"))
+            if kind == "replace+kill-leader":
+                await asyncio.sleep(self.rng.uniform(0, 0.3))
+                c.nodes[leader].kill()
+                self.log(f"{kind}: kill -9 {leader} while the change is under way")
+                undo = lambda: c.nodes[leader].start()  # noqa: E731
+            elif kind == "replace+partition":
+                await asyncio.sleep(self.rng.uniform(0, 0.3))
+                ids = self._shuffled()
+                groups = [ids[:len(ids) // 2], ids[len(ids) // 2:] + [new]]
+                c.net.partition(groups, s.mode)
+                self.log(f"{kind} ({s.mode}): {' | '.join(','.join(g) for g in groups)} while the change is under way")
+                undo = c.net.heal
+            try:
+                at = (await add).get("index", -1)
+            except ClientError as exc:
+                self.log(f"{kind}: adding {new}: {exc}")
+            if undo is not None:
+                await asyncio.sleep(hold)
+                undo()
+            # once it is a voter (the leader promotes it when caught up), the victim goes
+            promoted = await self._wait(lambda m: m.leader is not None and new in (m.last[m.leader] or {}).get(
+                "voters", []), c.catch_up_bound, f"{new} was not made a voter within {c.catch_up_bound:g} s")
+            if promoted:
+                for _ in range(3):
+                    try:
+                        at = (await admin.change_members("remove", victim)).get("index", at)
+                        self.log(f"{kind}: {victim} removed")
+                        break
+                    except ClientError as exc:
+                        self.log(f"{kind}: removing {victim}: {exc}")
+                        if "not a member" in str(exc):
+                            break
+                        await asyncio.sleep(1.0)
+        finally:
+            await admin.close()
+            await self._sync_members(at)
+
+    async def _sync_members(self, at: int) -> None:
+        """Take the group's members from its leader, once it shows config entry ``at`` or a
+        later one: nodes no longer members are stopped for good."""
+        c = self.c
+        members_now = set(c.ids) | set(c.nodes)
+        c.monitor.set_members(sorted(members_now), len(c.ids))  # (the new node too: it may lead by now)
+        await c.monitor.sample()
+        if not await self._wait(lambda m: m.leader is not None and (m.last[m.leader] or {}).get("config_index", -1)
+                                >= at, c.heal_bound, f"no leader showing config entry {at} within "
+                                                     f"{c.heal_bound:g} s after a change"):
+            c.monitor.set_members(c.ids, len(c.ids))
+            return
+        md = c.monitor.last[c.monitor.leader]
+        members = list(md.get("voters", [])) + list(md.get("learners", []))
+        gone = c.set_members(members, len(md.get("voters", [])))
+        self.log(f"members now: voters {','.join(md.get('voters', []))}"
+                 + (f"; learners {','.join(md['learners'])}" if md.get("learners") else "")
+                 + (f"; stopped for good: {', '.join(gone)}" if gone else ""))
+        await c.monitor.sample()
+
     async def _wait(self, cond, bound: float, problem: str) -> bool:
         """Wait for ``cond(monitor)`` up to ``bound`` s, but not past the end of the run (the
         final heal and convergence take over); a problem only when ``bound`` ran out."""
@@ -793,27 +885,33 @@ class Cluster:
 
     def __init__(self, workdir: str, nodes: int, seed: int, flush: str = "async", extra: list[str] | None = None,
                  base_dirs: dict[str, str] | None = None, heal_bound: float = 15.0,
-                 catch_up_bound: float = 30.0, tls: bool = False) -> None:
+                 catch_up_bound: float = 30.0, tls: bool = False, spares: int = 0) -> None:
         self.workdir = workdir
-        self.ids = [f"n{i}" for i in range(nodes)]
-        self.ports = dict(zip(self.ids, free_ports(nodes)))
+        self.ids = [f"n{i}" for i in range(nodes)]  # the group's members now
+        # ids that may join later (membership changes), each with a port and links from the start
+        self.spares = [f"n{i}" for i in range(nodes, nodes + spares)]
+        self.all_ids = self.ids + self.spares
+        self.gone: list[str] = []  # removed from the group and stopped for good
+        self.with_spares = spares > 0
+        self.ports = dict(zip(self.all_ids, free_ports(len(self.all_ids))))
         self.seed, self.flush = seed, flush
         self.extra = SMALL_FILES + (extra or [])
-        self.base_dirs = base_dirs or {i: os.path.join(workdir, "store") for i in self.ids}
+        self.base_dirs = base_dirs or {i: os.path.join(workdir, "store") for i in self.all_ids}
         self.log_dir = os.path.join(workdir, "logs")
-        self.net = Network(self.ids, self.ports, seed)
-        self.direct = {i: Peer(i, HOST, self.ports[i]) for i in self.ids}
+        self.net = Network(self.all_ids, self.ports, seed)
+        self.direct = {i: Peer(i, HOST, self.ports[i]) for i in self.all_ids}
         self.nodes: dict[str, NodeProc] = {}
         # with TLS: a certificate per member and one for the harness (an operator), end to end
         # through the proxies (they forward bytes)
         self.tls_dir, self.tls = None, None
         if tls:
             self.tls_dir = os.path.join(workdir, "tls")
-            for i in self.ids:
+            for i in self.all_ids:
                 pki.issue(self.tls_dir, Identity(GROUP, "member", i))
             cert, key = pki.issue(self.tls_dir, Identity(GROUP, "operator", "harness"))
             self.tls = Tls(TlsFiles(cert, key, os.path.join(self.tls_dir, pki.CA_CERT)))
         self.monitor = Monitor(self.direct, tls=self.tls)
+        self.monitor.set_members(self.ids, nodes)
         self.quorum = nodes // 2 + 1
         self.heal_bound, self.catch_up_bound = heal_bound, catch_up_bound
         self._monitor_task: asyncio.Task | None = None
@@ -822,10 +920,41 @@ class Cluster:
         os.makedirs(self.log_dir, exist_ok=True)
         await self.net.start()
         for i in self.ids:
-            self.nodes[i] = NodeProc(i, self.ports[i], self.net.peers_for(i), self.base_dirs[i], self.flush,
-                                     self.extra, self.log_dir, self.tls_dir)
+            self.nodes[i] = self._proc(i, self.ids)
             self.nodes[i].start()
         self._monitor_task = asyncio.ensure_future(self.monitor.run())
+
+    def _proc(self, i: str, members: list[str], learner: bool = False) -> "NodeProc":
+        """A node whose --peers are ``members`` (and itself) behind its links, and which
+        reaches every other id, a spare's too, through its own link to it."""
+        extra = list(self.extra) + (["--learner"] if learner else [])
+        if self.with_spares:
+            for p in self.all_ids:
+                if p != i:
+                    extra += ["--peer-address", f"{p}={HOST}:{self.net.links[(i, p)].port}"]
+        return NodeProc(i, self.ports[i], self.net.peers_for(i, sorted(set(members) | {i})), self.base_dirs[i],
+                        self.flush, extra, self.log_dir, self.tls_dir)
+
+    def start_spare(self) -> str | None:
+        """Start the next spare id as a learner knowing the current members; its id."""
+        if not self.spares:
+            return None
+        i = self.spares.pop(0)
+        self.nodes[i] = self._proc(i, self.ids, learner=True)
+        self.nodes[i].start()
+        return i
+
+    def set_members(self, members: list[str], voters: int) -> list[str]:
+        """The group's members are now ``members``: started nodes that are not are stopped
+        for good (removed, or added but never made members); their ids."""
+        self.ids = [i for i in self.all_ids if i in members]
+        self.quorum = voters // 2 + 1
+        self.monitor.set_members(self.ids, voters)
+        out = [i for i in self.nodes if i not in members]
+        for i in out:
+            self.nodes.pop(i).kill()
+            self.gone.append(i)
+        return out
 
     async def time_to_leader(self, bound: float) -> float | None:
         """Seconds until the monitor sees a leader (0 when it already does), None past ``bound``."""
@@ -951,7 +1080,7 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
             print(line, flush=True)
 
     os.makedirs(workdir, exist_ok=True)
-    cluster = Cluster(workdir, nodes, seed, flush, heal_bound=heal_bound, tls=tls)
+    cluster = Cluster(workdir, nodes, seed, flush, heal_bound=heal_bound, tls=tls, spares=SPARES.get(profile, 0))
     steps = make_schedule(seed, profile, seconds)
     nemesis = Nemesis(cluster, steps, seed, log)
     appender = Appender(cluster.direct, clients, seed, f"s{seed}", timeout=3.0, tls=cluster.tls)
