@@ -35,6 +35,12 @@ Rules kept here:
 - A leader that has not heard from a majority within ``leader_lost_ms`` steps down
   ("check quorum"), so a partitioned leader stops accepting appends it cannot commit.
 - Role behaviour lives in ``_tick_<role>`` functions picked by role, not in scattered ifs.
+
+Concerns of their own live beside it, as parts of the same object (base classes, so the
+simulator drives one RaftCore): membership changes in cluster/reconfig.py, the log's moving
+beginning (retention, deletion after snapshots) in cluster/compaction.py; the leader's
+per-follower replication in cluster/dispatcher.py, the follower's in cluster/follower.py
+and cluster/install.py.
 """
 
 from __future__ import annotations
@@ -45,17 +51,19 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from store.errors import StoreError, StoreIOError, is_disk_full
-from store.format import MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
+from store.format import MAGIC_NOOP, MAGIC_NORMAL
 
-from .config import ConfigError, NodeConfig
+from . import install
+from .compaction import Compaction
+from .config import NodeConfig
 from .dispatcher import Dispatcher
 from .follower import FollowerLog
-from . import install
 from .member import MemberState, Role
-from .membership import Configs, Membership, MembershipError, initial
+from .membership import Configs, initial
+from .proposal import Proposal, Ready
 from .quorum import Quorum
+from .reconfig import Reconfiguration
 from .retention import Retention
-from store.retention import head_files, plan_head_deletion
 from .rpc import (
     Code,
     HeartBeatRequest,
@@ -84,32 +92,6 @@ SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._f
 
 
 @dataclass
-class Proposal:
-    """A client append. ``code`` is None while it waits for the quorum."""
-
-    count: int
-    term: int = -1
-    first_index: int = -1
-    last_index: int = -1
-    appended: list = field(default_factory=list)
-    deadline: int = 0
-    code: Code | None = None
-    leader_id: str | None = None  # with NOT_LEADER: who leads, if known
-    remark: str = ""
-
-    @property
-    def done(self) -> bool:
-        return self.code is not None
-
-
-@dataclass
-class Ready:
-    sends: list[Send]
-    done: list[Proposal]
-    notes: list[str]
-
-
-@dataclass
 class _Round:
     pre: bool
     term: int
@@ -133,7 +115,7 @@ class _Transfer:
     asked: bool = False
 
 
-class RaftCore:
+class RaftCore(Reconfiguration, Compaction):
     def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None,
                  syncer=None, clock=None, disk_usage=None) -> None:
         """``flusher()``: the periodic flush (default: the store's, inline). ``syncer(done)``:
@@ -205,162 +187,6 @@ class RaftCore:
     def _note(self, text: str) -> None:
         self._notes.append(text)
 
-    # -- membership -------------------------------------------------------------------
-    @property
-    def members(self) -> Membership:
-        return self.configs.current
-
-    def _others(self) -> list[str]:
-        """Every other member, voter or learner (the leader replicates to all of them)."""
-        return [p for p in self.members.members if p != self.cfg.self_id]
-
-    def _voters_but_me(self) -> list[str]:
-        return [p for p in self.members.voters if p != self.cfg.self_id]
-
-    def _is_voter(self) -> bool:
-        return self.cfg.self_id in self.members.voters
-
-    def _add_dispatcher(self, p: str, now: int) -> None:
-        c = self.cfg
-        self.dispatchers[p] = Dispatcher(p, c.group, c.self_id, self.member.term, self.store, c, self.quorum, now,
-                                         java=p in self.java_peers, snapshots=self.applier, configs=self.configs)
-        self.peer_ack_at[p] = now
-        self.heartbeat_due[p] = now
-
-    def _members_changed(self, old: Membership, now: int) -> None:
-        new = self.members
-        self._note(f"members now: {new.describe()} (were: {old.describe()})")
-        if self.member.role != Role.LEADER:
-            return
-        self.quorum.set_voters(list(new.voters))
-        for p in list(self.dispatchers):
-            if p not in new.members:
-                del self.dispatchers[p]
-                self.peer_ack_at.pop(p, None)
-                self.heartbeat_due.pop(p, None)
-        for p in self._others():
-            if p not in self.dispatchers:
-                self._add_dispatcher(p, now)
-        if self.transfer is not None and self.transfer.target not in new.voters:
-            self._note(f"leadership transfer to {self.transfer.target} given up: it is no voter now")
-            self.transfer = None
-
-    def _log_changed(self, config_at) -> None:
-        """After the log changed under a follower (appended, truncated, cut, its head
-        deleted): the config entries it still holds, and those ``config_at`` names (the
-        leader says which entries of a push are config entries)."""
-        old, s = self.members, self.store
-        if self.configs.reconcile(s):
-            self._keep_base()
-        for i in config_at:
-            if not s.begin_index <= i <= s.end_index:
-                continue
-            e = s.get(i)
-            if e.magic != MAGIC_CONFIG:
-                continue
-            try:
-                self.configs.add(i, e.term, Membership.from_body(e.body))
-            except MembershipError as exc:
-                self._note(f"config entry {i} ignored: {exc}")
-        if self.members != old:
-            self._members_changed(old, self.now)
-
-    def _begin_again(self, members: bytes, base_index: int) -> None:
-        """The log began again at the leader's first entry (a cut back, a snapshot): the
-        membership in force before it is the leader's."""
-        if not members:
-            return
-        try:
-            base = Membership.from_body(members)
-        except MembershipError as exc:
-            self._note(f"the leader's member list ignored: {exc}")
-            return
-        old = self.members
-        self.configs.reset(base, base_index)
-        self._keep_base()
-        if self.members != old:
-            self._members_changed(old, self.now)
-
-    def _keep_base(self) -> None:
-        if self.save_base is not None:
-            try:
-                self.save_base(self.configs.base, self.configs.base_index)
-            except OSError as exc:
-                self._note(f"the member list in force at the log's beginning is not on disk: {exc}")
-
-    def _promote_learners(self, now: int) -> None:
-        """A learner that caught up to within learner_catch_up_entries (and answers) becomes
-        a voter, one change at a time."""
-        members, s = self.members, self.store
-        if not members.learners or self.configs.last_index > s.committed_index or self.transfer is not None:
-            return
-        for p in members.learners:
-            d = self.dispatchers.get(p)
-            if d is None or not self._peer_alive(p, now) or s.end_index - d.watermark > self.cfg.learner_catch_up_entries:
-                continue
-            new = members.promoting(p)
-            live = sum(1 for v in new.voters if v == self.cfg.self_id or self._peer_alive(v, now))
-            if live >= new.quorum:
-                self._append_config(new, f"{p} caught up (lags {s.end_index - d.watermark} entries): a voter now", now)
-            return
-
-    def change_members(self, kind: str, node: str, address: str | None, now: int) -> Proposal:
-        """An operator's change (``add``: ``node`` at ``address`` joins as a learner, and is
-        promoted once caught up; ``remove``: ``node`` leaves), as a config entry. Finished at
-        once when refused, else when the entry commits (or times out), as :meth:`propose`."""
-        self.now = now
-        m, s = self.member, self.store
-        p = Proposal(1, m.term, leader_id=m.leader_id)
-        members = self.members
-        refusal = None
-        if m.role != Role.LEADER:
-            refusal = Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
-        elif self.java_peers:
-            refusal = Code.UNSUPPORTED, ("the group has Java DLedger members, which cannot read config entries "
-                                         f"({', '.join(sorted(self.java_peers))})")
-        elif self.configs.last_index > s.committed_index:
-            refusal = Code.ILLEGAL_MEMBER_STATE, (f"another change is pending: config entry "
-                                                  f"{self.configs.last_index} ({members.describe()}) is not "
-                                                  f"committed yet")
-        elif self.transfer is not None:
-            refusal = Code.LEADER_TRANSFERRING, f"handing leadership to {self.transfer.target}"
-        else:
-            try:
-                new = members.adding_learner(node, address or "") if kind == "add" else members.removing(node)
-            except (MembershipError, ConfigError) as exc:
-                refusal = Code.UNEXPECTED_ARGUMENT, str(exc)
-            else:
-                live = [v for v in new.voters if v == self.cfg.self_id or self._peer_alive(v, now)]
-                if len(live) < new.quorum:
-                    refusal = Code.ILLEGAL_MEMBER_STATE, (
-                        f"{'adding' if kind == 'add' else 'removing'} {node} would leave {len(live)} live voters "
-                        f"of {len(new.voters)} ({', '.join(live) or 'none'}): no majority")
-        if refusal is not None:
-            p.code, p.remark = refusal
-            return p
-        why = f"{node} joins as a learner at {address}" if kind == "add" else f"{node} leaves"
-        return self._append_config(new, why, now)
-
-    def _append_config(self, new: Membership, why: str, now: int) -> Proposal:
-        m = self.member
-        p = Proposal(1, m.term, leader_id=m.leader_id)
-        try:
-            appended = self.store.append_leader([new.body()], m.term, MAGIC_CONFIG)
-        except StoreError as exc:
-            p.code, p.remark = (Code.DISK_FULL if is_disk_full(exc) else Code.DISK_ERROR), str(exc)
-            return p
-        old = self.members
-        idx = appended[0].index
-        self.configs.add(idx, m.term, new)
-        self._note(f"config entry {idx}: {why}")
-        self._members_changed(old, now)
-        p.appended, p.first_index, p.last_index = appended, idx, idx
-        p.deadline = now + self.cfg.max_wait_ack_ms
-        self.pending.append(p)
-        self._ack_self()
-        self._advance_commit()
-        self._pump(now)
-        return p
 
     # -- time -------------------------------------------------------------------------
     def _election_timeout(self) -> int:
@@ -391,63 +217,6 @@ class RaftCore:
                 except StoreError as exc:
                     self._note(f"checkpoint not written: {exc}")
 
-    def _clean_space(self, now: int) -> None:
-        """The clean-space check (cluster/retention.py): refuse appends above the full
-        ratio; delete expired head files, keeping on a leader what live followers need
-        unless the disk forces it, and say whom that cut off."""
-        check = self.retention.check()
-        full = (f"disk usage {check.ratio:.2f} is above the full ratio {self.cfg.disk_full_ratio:.2f}"
-                if check.disk_full else None)
-        if (full is None) != (self.disk_full is None):
-            self._note(f"appends refused with DISK_FULL: {full}" if full else "disk usage is below the full ratio "
-                       "again; appends are taken")
-        self.disk_full = full
-        keep_from = None
-        if self.member.role == Role.LEADER:
-            keep_from = {p: d.watermark + 1 for p, d in self.dispatchers.items() if self._peer_alive(p, now)}
-        plan = self.retention.plan(self.store, check, keep_from, self.retention_limit)
-        if plan is None or not plan.files:
-            return
-        why = ("disk usage above the force ratio" if check.force else "disk usage above the check ratio"
-               if check.check_expired else f"older than {self.cfg.file_reserved_hours:g} h")
-        self._delete_head(plan, "clean space", why, keep_from)
-
-    def _delete_head(self, plan, who: str, why: str, keep_from: dict[str, int] | None) -> None:
-        s = self.store
-        old_begin = s.begin_index
-        try:
-            data, index = s.delete_head(len(plan.files))
-        except StoreError as exc:
-            self._note(f"{who}: could not delete {plan.files[0].name}: {exc}")
-            return
-        self._note(f"{who}: deleted {len(data)} data and {len(index)} index files ({why}): entries "
-                   f"{old_begin}..{s.begin_index - 1}; the log now begins at {s.begin_index} "
-                   f"(kept: {plan.kept_because})")
-        self._log_changed(())  # (config entries deleted with the head: the last one is the base now)
-        for p in plan.cuts_off:
-            then = "sent a snapshot or cut back" if self.applier is not None else "cut back"
-            self._note(f"{who}: {p} needed entry {keep_from[p]}, now deleted; it will be {then} to {s.begin_index}")
-            d = self.dispatchers.get(p)
-            if d is not None:
-                d.note = f"cut off by retention: needed {keep_from[p]}, the log now begins at {s.begin_index}"
-
-    def snapshot_saved(self, index: int, now: int) -> None:
-        """The state machine's snapshot as of ``index`` is on disk: retention may delete up to
-        it, and the log it covers goes now (DLedger HEAD resets its log after each snapshot),
-        but for ``snapshot_keep_entries`` entries before it and, on a leader, what live
-        followers still need (one that is away gets the snapshot when it is back)."""
-        self.now = now
-        self.retention_limit = max(index, -1 if self.retention_limit is None else self.retention_limit)
-        keep, s = self.cfg.snapshot_keep_entries, self.store
-        if keep < 0 or self.retention is None or s.begin_index < 0:
-            return
-        keep_from = None
-        if self.member.role == Role.LEADER:
-            keep_from = {p: d.watermark + 1 for p, d in self.dispatchers.items() if self._peer_alive(p, now)}
-        plan = plan_head_deletion(head_files(s), committed=min(s.committed_index, self.retention_limit - keep),
-                                  keep_from=keep_from)
-        if plan.files:
-            self._delete_head(plan, f"snapshot {index}", "covered by it", keep_from)
 
     def _flush_period(self) -> int:
         """How often the periodic flush runs. With flush=sync every acknowledged entry is

@@ -29,7 +29,8 @@ from store.snapshot import SnapshotStore
 
 from . import dialect
 from .config import NodeConfig
-from .core import Proposal, RaftCore
+from .core import RaftCore
+from .proposal import Proposal
 from .divergence import DivergenceSearch
 from .member import FileTermStore
 from .membership import initial as initial_members
