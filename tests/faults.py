@@ -834,6 +834,17 @@ class Nemesis:
             if undo is not None:
                 await asyncio.sleep(hold)
                 undo()
+            # A change cut from the log by a new leader (the old one was cut off before it
+            # committed) did not take: the spare is no member, and nothing waits for it.
+            c.monitor.set_members(sorted(set(c.ids) | {new}), len(c.ids))
+            if not await self._wait(lambda m: m.leader is not None, c.heal_bound,
+                                    f"no leader within {c.heal_bound:g} s after adding {new}"):
+                return
+            md = c.monitor.last[c.monitor.leader] or {}
+            if new not in md.get("voters", []) + md.get("learners", []):
+                self.log(f"{kind}: {new} is no member (the change did not take); {victim} stays")
+                self.counts["replace undone"] += 1
+                return
             # once it is a voter (the leader promotes it when caught up), the victim goes
             promoted = await self._wait(lambda m: m.leader is not None and new in (m.last[m.leader] or {}).get(
                 "voters", []), c.catch_up_bound, f"{new} was not made a voter within {c.catch_up_bound:g} s")
