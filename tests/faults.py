@@ -837,8 +837,10 @@ class Nemesis:
             # A change cut from the log by a new leader (the old one was cut off before it
             # committed) did not take: the spare is no member, and nothing waits for it.
             c.monitor.set_members(sorted(set(c.ids) | {new}), len(c.ids))
-            if not await self._wait(lambda m: m.leader is not None, c.heal_bound,
-                                    f"no leader within {c.heal_bound:g} s after adding {new}"):
+            await c.monitor.sample()  # (a sample from before the change would not show it)
+            if not await self._wait(lambda m: m.leader is not None and (m.last[m.leader] or {}).get(
+                    "config_index", -1) >= at, c.heal_bound, f"no leader showing config entry {at} within "
+                                                             f"{c.heal_bound:g} s after adding {new}"):
                 return
             md = c.monitor.last[c.monitor.leader] or {}
             if new not in md.get("voters", []) + md.get("learners", []):
