@@ -341,6 +341,8 @@ def tear(node_dir: str, rng: random.Random) -> str:
     the last entries), ``zero`` (from inside one of the last entries to the end of what
     was written, the pages never reached the disk), ``corrupt`` (bytes of one of the last
     entries changed), ``garbage`` (a torn partial entry after the last one)."""
+    if not os.path.isdir(node_dir):
+        return "nothing to tear (no store yet)"
     with FileStore.open(node_dir, read_only=True) as s:
         if s.end_index < 0:
             return "nothing to tear (empty log)"
@@ -910,6 +912,7 @@ class Cluster:
         self.spares = [f"n{i}" for i in range(nodes, nodes + spares)]
         self.all_ids = self.ids + self.spares
         self.gone: list[str] = []  # removed from the group and stopped for good
+        self.retired: dict[str, NodeProc] = {}
         self.with_spares = spares > 0
         self.ports = dict(zip(self.all_ids, free_ports(len(self.all_ids))))
         self.seed, self.flush = seed, flush
@@ -965,12 +968,18 @@ class Cluster:
     def set_members(self, members: list[str], voters: int) -> list[str]:
         """The group's members are now ``members``: started nodes that are not are stopped
         for good (removed, or added but never made members); their ids."""
-        self.ids = [i for i in self.all_ids if i in members]
+        for i in members:  # a member stopped on an older view of the group: started again
+            if i not in self.nodes and i in self.retired:
+                self.nodes[i] = self.retired.pop(i)
+                self.nodes[i].start()
+                self.gone.remove(i)
+        self.ids = [i for i in self.all_ids if i in members and i in self.nodes]
         self.quorum = voters // 2 + 1
         self.monitor.set_members(self.ids, voters)
         out = [i for i in self.nodes if i not in members]
         for i in out:
-            self.nodes.pop(i).kill()
+            self.retired[i] = self.nodes.pop(i)
+            self.retired[i].kill()
             self.gone.append(i)
         return out
 
