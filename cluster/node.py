@@ -183,6 +183,9 @@ class Node:
         self.store = FileStore.open(self.dir, data_file_size=cfg.data_file_size,
                                     index_file_size=cfg.index_file_size, flush="async",
                                     drop_behind=cfg.drop_behind)
+        dropped = self.store.recovery_warning()
+        if dropped is not None:  # (said at the default level: entries this node held are gone)
+            log.warning("%s: %s", self.dir, dropped)
         # Head files that retention deletes are unlinked in this thread, in order: unlinking a
         # 1 GiB file whose pages are cached takes about half a second (freeing them).
         self._unlinker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="unlink")

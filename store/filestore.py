@@ -235,6 +235,7 @@ class FileStore(LogStore):
         self._committed = -1
         self.plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
+        self.checkpoint_committed: int | None = None  # as the checkpoint file says, before recovery's clamp
         self.checkpoint_problem: str | None = None  # why the checkpoint (main file) was not used
         self._lock_fd = -1
         self._owns_lock = False
@@ -319,8 +320,27 @@ class FileStore(LogStore):
             self.checkpoint_problem = str(exc)
             return
         self.checkpoint_problem = cp.problem
+        self.checkpoint_committed = cp.committed_index
         if cp.committed_index is not None:
             self._committed = min(cp.committed_index, self.end_index)
+
+    def recovery_warning(self) -> str | None:
+        """What recovery dropped at open, in one line for an operator (None when nothing):
+        which entries, why (file, offset, the check that failed), and whether the checkpoint
+        had recorded any of them as committed (those must come back from the leader)."""
+        plan = getattr(self, "plan", None)
+        if plan is None or (plan.dropped_to <= plan.end_index and not plan.dropped_bytes):
+            return None
+        what = (f"entries {plan.end_index + 1}..{plan.dropped_to}" if plan.dropped_to > plan.end_index
+                else "a partial entry")
+        done = "cut" if not self.read_only else "would cut (opened read-only: nothing changed)"
+        out = (f"recovery {done} {what} ({plan.dropped_bytes} bytes of data after entry {plan.end_index}): "
+               f"{plan.end_reason}")
+        committed = getattr(self, "checkpoint_committed", None)
+        if committed is not None and committed > plan.end_index:
+            out += (f"; the checkpoint recorded entries up to {committed} as committed, so entries "
+                    f"{plan.end_index + 1}..{committed} were committed here and must come back from the leader")
+        return out
 
     def close(self) -> None:
         if self.closed:

@@ -44,6 +44,8 @@ class RecoveryPlan:
     index_stale_end: int = 0  # index: offset just past the last non-zero byte after the end
     data_files_after_end: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    dropped_to: int = -1  # the last entry past the end that the index files still name (-1: none)
+    dropped_bytes: int = 0  # written data past the end (what recovery cuts)
 
     @property
     def cuts_data(self) -> bool:
@@ -57,6 +59,8 @@ class RecoveryReport:
     end_term: int
     end_pos: int
     end_reason: str
+    dropped_to: int = -1  # entries end_index + 1 .. dropped_to were in the log and are cut (-1: none known)
+    dropped_bytes: int = 0  # bytes of data past the end that are cut
     cut_bytes: int = 0  # length of the data range zeroed after the end
     index_cut_bytes: int = 0  # length of the index range zeroed after the last entry's record
     removed_data_files: list[str] = field(default_factory=list)
@@ -234,12 +238,17 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
                 plan.begin_index = first_walked
     idx_end = (plan.end_index + 1) * INDEX_UNIT_SIZE if plan.end_index >= 0 else 0
     plan.index_stale_end = index.nonzero_end(idx_end)
+    plan.dropped_bytes = max(0, plan.stale_end - pos)
+    if plan.index_stale_end > idx_end:  # index records of entries past the end: those are dropped
+        last = read_index_record(index, (plan.index_stale_end - 1) // INDEX_UNIT_SIZE)
+        if last is not None and last.index > plan.end_index:
+            plan.dropped_to = last.index
     return plan
 
 
 def apply_recovery(plan: RecoveryPlan, data: FileList, index: FileList) -> RecoveryReport:
     rep = RecoveryReport(plan.begin_index, plan.end_index, plan.end_term, plan.end_pos, plan.end_reason,
-                         problems=list(plan.problems))
+                         plan.dropped_to, plan.dropped_bytes, problems=list(plan.problems))
     end_pos = plan.end_pos
     holder = data.find(end_pos)
     # Files wholly after the end go; the file holding the end keeps its head.

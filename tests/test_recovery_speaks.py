@@ -1,0 +1,86 @@
+"""Recovery speaks up: a node that drops entries when it opens its store says how many, from
+which index, why, and whether any were committed here (those must come back from the
+leader), at the default log level. The case an operator tried: one body byte changed in
+entry 100 of a stopped follower whose checkpoint says committed 301."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from ports import free_port_base
+from store.filestore import FileStore
+from store.format import HEADER_SIZE
+from test_cluster_processes import ROOT
+
+FILE = 1 << 16
+
+
+def damaged_store(node: str, entries: int = 302, committed: int = 301, at: int = 100) -> None:
+    """A store of ``entries`` committed up to ``committed``, with one body byte of entry
+    ``at`` changed on disk (its CRC fails)."""
+    with FileStore.open(node, data_file_size=FILE, index_file_size=1 << 14) as s:
+        s.append_leader([b"body-%03d" % i for i in range(entries)], 1)
+        s.set_committed(committed)
+        pos, _size = s.locate(at)
+    path = os.path.join(node, "data", sorted(os.listdir(os.path.join(node, "data")))[pos // FILE])
+    with open(path, "r+b") as fh:
+        fh.seek(pos % FILE + HEADER_SIZE + 2)
+        b = fh.read(1)
+        fh.seek(pos % FILE + HEADER_SIZE + 2)
+        fh.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_the_store_says_what_recovery_dropped_and_that_it_was_committed(tmp_path):
+    node = str(tmp_path / "dledger-n0")
+    damaged_store(node)
+    with FileStore.open(node, read_only=True) as s:
+        said = s.recovery_warning()
+        assert s.end_index == 99
+    assert said.startswith("recovery would cut (opened read-only: nothing changed) entries 100..301")
+    with FileStore.open(node) as s:
+        said = s.recovery_warning()
+    assert "recovery cut entries 100..301" in said
+    assert "offset 5600 in 00000000000000000000" in said and "bad-body-crc" in said
+    assert "entries 100..301 were committed here and must come back from the leader" in said
+    with FileStore.open(node) as s:  # cut once: nothing more to say
+        assert s.recovery_warning() is None and s.end_index == 99
+
+
+def test_a_torn_uncommitted_tail_is_said_without_the_warning_about_committed_entries(tmp_path):
+    node = str(tmp_path / "dledger-n0")
+    damaged_store(node, entries=302, committed=50, at=300)
+    with FileStore.open(node) as s:
+        said = s.recovery_warning()
+    assert "entries 300..301" in said and "committed" not in said.split(":")[-1]
+
+
+def test_a_node_that_drops_entries_at_start_says_so_at_the_default_level(tmp_path):
+    base = str(tmp_path)
+    damaged_store(os.path.join(base, "dledger-n0"))
+    port = free_port_base(1)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "dledgerctl", "node", "start", "--id", "n0", "--peers",
+                             f"n0-127.0.0.1:{port}", "--store-base-dir", base, "--data-file-size", "64KiB",
+                             "--index-file-size", "16KiB"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and proc.poll() is None:  # until it listens (it has opened its store)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _out, said = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _out, said = proc.communicate()
+    assert "recovery cut entries 100..301" in said, said
+    assert "must come back from the leader" in said and "bad-body-crc" in said
