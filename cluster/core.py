@@ -664,6 +664,10 @@ class RaftCore(Reconfiguration, Compaction):
         if self.disk_refusing:
             self.disk_refusing = False
             self._note("the disk takes appends again")
+        return self._track(p, appended, now)
+
+    def _track(self, p: Proposal, appended, now: int) -> Proposal:
+        """``p``'s entries are appended: it waits for the quorum (or its deadline)."""
         p.appended, p.first_index, p.last_index = appended, appended[0].index, appended[-1].index
         p.deadline = now + self.cfg.max_wait_ack_ms
         self.pending.append(p)

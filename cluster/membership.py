@@ -29,6 +29,7 @@ import os
 from dataclasses import dataclass, field
 
 from store.format import MAGIC_CONFIG
+from store.metafiles import replace_file
 
 from .config import ConfigError, Peer, format_peers, parse_peers
 
@@ -216,16 +217,6 @@ def load_base(node_dir: str) -> tuple[Membership, int] | None:
 
 
 def save_base(node_dir: str, membership: Membership, index: int) -> None:
-    path = os.path.join(node_dir, MEMBERS_FILE)
-    tmp = path + ".tmp"
+    """Keep the membership in force up to ``index`` in ``members.json`` (atomically)."""
     data = json.dumps({"index": index, "members": json.loads(membership.body())}).encode()
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(node_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_file(os.path.join(node_dir, MEMBERS_FILE), data)

@@ -27,6 +27,7 @@ from .membership import Membership, MembershipError
 from .proposal import Proposal
 from .rpc import Code
 
+
 class Reconfiguration:
     @property
     def members(self) -> Membership:
@@ -176,10 +177,4 @@ class Reconfiguration:
         self.configs.add(idx, m.term, new)
         self._note(f"config entry {idx}: {why}")
         self._members_changed(old, now)
-        p.appended, p.first_index, p.last_index = appended, idx, idx
-        p.deadline = now + self.cfg.max_wait_ack_ms
-        self.pending.append(p)
-        self._ack_self()
-        self._advance_commit()
-        self._pump(now)
-        return p
+        return self._track(p, appended, now)

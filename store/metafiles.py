@@ -81,7 +81,12 @@ def read_properties(path: str, *, bak_only: bool = False) -> PropertiesFile:
 
 def write_properties(path: str, pairs: list[tuple[str, str]]) -> None:
     """Atomically replace ``path`` (tmp, fsync, previous content to .bak, rename, fsync dir)."""
-    text = format_properties(pairs).encode("utf-8")
+    replace_file(path, format_properties(pairs).encode("utf-8"))
+
+
+def replace_file(path: str, text: bytes) -> None:
+    """Atomically replace ``path`` with ``text``: written to a .tmp and fsynced, the previous
+    content kept in .bak, renamed into place, the directory fsynced. StoreIOError if not."""
     tmp, bak = path + ".tmp", path + ".bak"
     directory = os.path.dirname(path) or "."
     try:
