@@ -86,7 +86,9 @@ def java_group(dledger_java, tmp_path):
 
 def test_dledgerctl_commands_against_a_java_group(java_group):
     g = java_group
-    rows = statuses(g.peers)
+    # (a Java follower names the leader once its first heartbeat arrives: until every one does)
+    rows = wait_for(lambda: (lambda rows: rows if len({r["leader"] for r in rows}) == 1 and rows[0]["leader"]
+                             else None)(statuses(g.peers)), 30, "every Java member to name the leader")
     assert [r["state"] for r in rows] == ["up"] * 3
     assert {r["impl"] for r in rows} == {"dledger"}
     leader = [r for r in rows if r["role"] == "leader"]
