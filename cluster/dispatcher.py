@@ -370,7 +370,7 @@ class Dispatcher:
         sending = self.sending
         if sending is None or sending.info.index != req.index:
             return
-        if resp.code == Code.SUCCESS and resp.installed:
+        if resp.code == Code.SUCCESS and resp.installed and req.begin_entry:  # (only the last chunk installs)
             begin = ENTRY_HEADER.unpack_from(req.begin_entry)[2]
             self.sending = None
             self.installs += 1
