@@ -202,7 +202,6 @@ class Node:
         self.configs = load_configs(self.store, base, base_index, warn=log.warning)
         self.channels: dict[str, Channel] = {}
         self._members_seen = None
-        self._sync_members(self.configs.current)
         self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes,
                                   ssl=None if self.tls is None else self.tls.server,
                                   max_connections=cfg.max_connections, idle_timeout=cfg.idle_timeout_s,
@@ -218,7 +217,7 @@ class Node:
         self._applying = False
         self._queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
         # members' connections keep their place when the connection limit is reached
-        self.server.members = frozenset(Identity(cfg.group, "member", p) for p in {**cfg.peers, **base.members})
+        self._sync_members(self.configs.current)
         self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
         self._waiting: dict[int, tuple[Proposal, list]] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -257,8 +256,7 @@ class Node:
                                        expect=functools.partial(expect_member, cfg.group, p), **ssl_out)
         for p in [p for p in self.channels if p not in members.members]:
             self._close_later(self.channels.pop(p))
-        if hasattr(self, "server"):
-            self.server.members = frozenset(Identity(cfg.group, "member", p) for p in {**cfg.peers, **members.members})
+        self.server.members = frozenset(Identity(cfg.group, "member", p) for p in {**cfg.peers, **members.members})
 
     # -- running ----------------------------------------------------------------------
     async def run(self, ready=None) -> None:
@@ -402,8 +400,7 @@ class Node:
         ready = self.core.take()
         for note in ready.notes:
             log.info("%s", note)
-        if self.core.members is not self._members_seen:
-            self._sync_members(self.core.members)
+        self._sync_members(self.core.members)  # (at once when they did not change)
         if self.applier is not None and not self._applying and self.store.committed_index > self.applier.applied:
             self._applying = True
             self.loop.call_soon(self._apply)
