@@ -57,6 +57,16 @@ def parse_peers(text: str) -> dict[str, Peer]:
     return peers
 
 
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too) as (host, port); port 0 lets the system pick one."""
+    host, colon, port_text = (text or "").strip().rpartition(":")
+    if not colon or not host:
+        raise ConfigError(f"{text!r} is not HOST:PORT")
+    if not port_text.isascii() or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ConfigError(f"port {port_text!r} is not 0-65535")
+    return host.strip("[]"), int(port_text)
+
+
 def format_peers(peers: dict[str, Peer]) -> str:
     return PEER_SEPARATOR.join(str(p) for p in peers.values())
 
@@ -93,6 +103,8 @@ class NodeConfig:
     # where this node reaches a member, whatever the member list says (id -> Peer): members
     # behind NAT or a proxy, and the fault harness's per-link proxies
     peer_addresses: dict = field(default_factory=dict)
+    # where Prometheus scrapes this node's metrics (host, port), None for no endpoint
+    metrics_address: tuple | None = None
     # replication
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this

@@ -114,6 +114,7 @@ class Dispatcher:
         self.retry_at = now  # nothing is sent before this (back-off after a failure)
         self.last_send_at = -(1 << 62)
         self.last_ack_at: int | None = None
+        self.started_at = now  # (a follower that never answered lags since then)
         self.commit_sent = -2
         self.commit_moved_at: int | None = None  # when the commit index first differed from commit_sent
         self.quota_window = now

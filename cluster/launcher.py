@@ -60,7 +60,9 @@ def alive(node: dict) -> bool:
 
 
 def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str, extra: list[str],
-                 tls_dir: str | None = None) -> list[str]:
+                 tls_dir: str | None = None, metrics: str | None = None) -> list[str]:
+    if metrics is not None:
+        extra = [*extra, "--metrics-address", metrics]
     tls = [] if tls_dir is None else ["--tls-cert", os.path.join(tls_dir, f"member-{node_id}.pem"),
                                       "--tls-key", os.path.join(tls_dir, f"member-{node_id}.key"),
                                       "--tls-ca", os.path.join(tls_dir, "ca.pem")]
@@ -76,7 +78,8 @@ def tls_record(tls_dir: str) -> dict:
 
 
 def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra: list[str] | None = None,
-       host: str = "127.0.0.1", tls_dir: str | None = None) -> tuple[dict, list[subprocess.Popen]]:
+       host: str = "127.0.0.1", tls_dir: str | None = None,
+       metrics_port_base: int | None = None) -> tuple[dict, list[subprocess.Popen]]:
     """Start the processes and write the record; returns it and the processes (poll them
     to see one exit: right after the fork the /proc check of :func:`alive` still sees the
     parent's command line). Does not wait for a leader. Refused when a record is there:
@@ -85,6 +88,8 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
         raise LauncherError("--nodes must be between 1 and 9")
     if not 1024 <= port_base <= 65535 - nodes:
         raise LauncherError(f"--port-base {port_base} leaves no room for {nodes} ports")
+    if metrics_port_base is not None and not 1024 <= metrics_port_base <= 65535 - nodes:
+        raise LauncherError(f"--metrics-port-base {metrics_port_base} leaves no room for {nodes} ports")
     old = read_record(base_dir)
     if old is not None and any(alive(n) for n in old["nodes"]):
         running = ", ".join(f"{n['id']} (pid {n['pid']})" for n in old["nodes"] if alive(n))
@@ -94,12 +99,13 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
     rec = {"group": group, "peers": peers, "base_dir": os.path.abspath(base_dir), "started": time.time(), "nodes": []}
     if tls_dir is not None:
         rec["tls"] = tls_record(os.path.abspath(tls_dir))
+    commands = planned_commands(base_dir, nodes, port_base, group, flush, extra, host, tls_dir, metrics_port_base)
     for i in range(nodes):
         nid = f"n{i}"
         rec["nodes"].append({"id": nid, "pid": None, "address": f"{host}:{port_base + i}",
-                             "log": os.path.join(base_dir, "logs", f"{nid}.log"),
-                             "cmd": node_command(group, nid, peers, os.path.abspath(base_dir), flush, extra or [],
-                                                 tls_dir and os.path.abspath(tls_dir))})
+                             "log": os.path.join(base_dir, "logs", f"{nid}.log"), "cmd": commands[i]})
+        if metrics_port_base is not None:
+            rec["nodes"][-1]["metrics"] = f"http://{host}:{metrics_port_base + i}/metrics"
     procs = [_spawn(base_dir, n) for n in rec["nodes"]]
     write_record(base_dir, rec)
     return rec, procs
@@ -110,11 +116,14 @@ def _peers(nodes: int, port_base: int, host: str) -> str:
 
 
 def planned_commands(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra: list[str] | None = None,
-                     host: str = "127.0.0.1", tls_dir: str | None = None) -> list[list[str]]:
+                     host: str = "127.0.0.1", tls_dir: str | None = None,
+                     metrics_port_base: int | None = None) -> list[list[str]]:
     """The command lines :func:`up` would record for these settings (to compare with a record)."""
     peers = _peers(nodes, port_base, host)
     return [node_command(group, f"n{i}", peers, os.path.abspath(base_dir), flush, extra or [],
-                         tls_dir and os.path.abspath(tls_dir)) for i in range(nodes)]
+                         tls_dir and os.path.abspath(tls_dir),
+                         None if metrics_port_base is None else f"{host}:{metrics_port_base + i}")
+            for i in range(nodes)]
 
 
 def _spawn(base_dir: str, node: dict) -> subprocess.Popen:

@@ -30,11 +30,14 @@ from store.snapshot import SnapshotStore
 from . import dialect
 from .config import NodeConfig
 from .core import RaftCore
+from .dispatcher import DispatchState
+from .member import Role
 from .proposal import Proposal
 from .divergence import DivergenceSearch
 from .member import FileTermStore
 from .membership import initial as initial_members
 from .membership import load_base, load_configs, save_base
+from .metrics import Counts, MetricsServer
 from .statemachine import Applier, StateMachineError
 from .statemachine import load as load_state_machine
 from .tls import CLIENT, OPERATOR, PEER, Identity, Tls, TlsError, expect_member, refusal
@@ -77,6 +80,15 @@ from .wire import (
 from .wire import get_field, json_object
 
 log = logging.getLogger("dledgerctl.node")
+
+
+@functools.cache
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("dledgerctl")
+    except Exception:  # noqa: BLE001 - run from a checkout that was never installed
+        return "unknown"
 
 # requests only members send each other (decoded, then checked against their sender)
 _PEER_CODES = frozenset({VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER, PROBE, REPAIR, INSTALL_SNAPSHOT})
@@ -186,6 +198,11 @@ class Node:
         dropped = self.store.recovery_warning()
         if dropped is not None:  # (said at the default level: entries this node held are gone)
             log.warning("%s: %s", self.dir, dropped)
+        # what the metrics count as the node goes (cluster/metrics.py), served with --metrics-address
+        self.counts = Counts()
+        self.counts.recovery_dropped = self.store.recovery_dropped()
+        self.metrics: MetricsServer | None = None
+        self._leader_seen: tuple | None = None  # (term, leader) last counted as a leader change
         # Head files that retention deletes are unlinked in this thread, in order: unlinking a
         # 1 GiB file whose pages are cached takes about half a second (freeing them).
         self._unlinker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="unlink")
@@ -219,7 +236,8 @@ class Node:
         # members' connections keep their place when the connection limit is reached
         self._sync_members(self.configs.current)
         self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
-        self._waiting: dict[int, tuple[Proposal, list]] = {}
+        # proposals waiting for the quorum: (proposal, waiters, DLedger's waiters, when, body bytes)
+        self._waiting: dict[int, tuple[Proposal, list, list, float, int]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._changes: dict[int, asyncio.Future] = {}  # membership changes waiting for their entry to commit
         self._stop = asyncio.Event()
@@ -300,6 +318,15 @@ class Node:
                 pass
         log.info("node %s of group %s listening on %s (store %s, flush %s)", self.cfg.self_id, self.cfg.group,
                  me.address, self.dir, self.cfg.flush)
+        if self.cfg.metrics_address is not None:
+            host, port = self.cfg.metrics_address
+            try:
+                self.metrics = MetricsServer(host, port, self.loop, self.metrics_state, self.counts,
+                                             {"group": self.cfg.group, "node": self.cfg.self_id})
+            except OSError as exc:
+                await self._shutdown()
+                raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc.strerror}") from exc
+            log.info("metrics on http://%s/metrics", self.metrics.address)
         if ready is not None:
             ready()
         ticker = asyncio.create_task(self._tick_loop())
@@ -332,6 +359,7 @@ class Node:
         # (FileStore.flush); those go with the periodic flush
         index, self._index_due = self._index_due or not waiters, False
         fds = self.store.take_dirty(index=index)
+        started = time.perf_counter()
         if fds:
             fut = self._syncer.run(fds)
         else:  # nothing written since the last flush: done, without waking a thread (an idle
@@ -344,8 +372,11 @@ class Node:
             if f.cancelled():
                 return
             if f.exception() is not None:
+                self.counts.flush_failures += 1
                 log.error("flush failed, appends waiting for it stay unacknowledged: %s", f.exception())
             else:
+                if fds:
+                    self.counts.flush_latency.observe(time.perf_counter() - started)
                 for cb in waiters:
                     cb()
                 if waiters and self.core is not None:
@@ -373,6 +404,9 @@ class Node:
 
     async def _shutdown(self) -> None:
         log.info("node %s shutting down", self.cfg.self_id)
+        if self.metrics is not None:
+            self.metrics.close()  # (waits for a scrape under way; the loop still answers it)
+            self.metrics = None
         await self.server.close()
         for t in list(self._tasks):
             t.cancel()
@@ -383,7 +417,7 @@ class Node:
             await asyncio.gather(self._flushing, return_exceptions=True)
         if self._syncer is not None:
             self._syncer.close()
-        for p, waiters, dledger in self._waiting.values():
+        for p, waiters, dledger, _t0, _size in self._waiting.values():
             self._answer_appends(p, waiters, Code.TERM_CHANGED, "node is shutting down", dledger)
         self._unlinker.shutdown(wait=True)
         self._snapshotter.shutdown(wait=True)
@@ -398,6 +432,10 @@ class Node:
     # -- core outputs -----------------------------------------------------------------
     def _process(self) -> None:
         ready = self.core.take()
+        m = self.core.member
+        if m.leader_id is not None and self._leader_seen != (m.term, m.leader_id):
+            self._leader_seen = (m.term, m.leader_id)
+            self.counts.leader_changes += 1
         for note in ready.notes:
             log.info("%s", note)
         self._sync_members(self.core.members)  # (at once when they did not change)
@@ -472,6 +510,11 @@ class Node:
         entry = self._waiting.pop(id(p), None)
         if entry is None:
             return
+        c = self.counts
+        c.append_latency.observe(time.perf_counter() - entry[3], len(entry[1]) + len(entry[2]))
+        if p.code == Code.SUCCESS:
+            c.appended_entries += p.count
+            c.appended_bytes += entry[4]
         self._answer_appends(p, entry[1], p.code, p.remark, entry[2])
         for conn in {w[0] for w in entry[1] + entry[2]}:  # the answers leave now (see _process)
             conn.flush()
@@ -597,6 +640,29 @@ class Node:
                                "appliedIndex": self.applier.applied, "role": str(self.core.member.role)},
                               f.opaque, QUERY)
 
+    def metrics_state(self) -> dict:
+        """What a metrics scrape reads of the live node (on the loop; cluster/metrics.py)."""
+        core, s, now = self.core, self.store, self.now()
+        m = core.members
+        out = {"version": _version(), "flush": self.cfg.flush, "role": str(core.member.role),
+               "term": core.member.term, "members": {"voter": len(m.voters), "learner": len(m.learners)},
+               "begin_index": s.begin_index, "end_index": s.end_index, "committed_index": s.committed_index,
+               "pending_appends": len(core.pending), "peers": [], "dispatch_states": [str(x) for x in DispatchState],
+               "disk_usage": self._disk_usage(), "connections": self.server.connections,
+               "closed_for": dict(self.server.closed_for),
+               "store_files": {"data": (len(s.data.files), s.data.file_size),
+                               "index": (len(s.index.files), s.index.file_size)}}
+        if self.applier is not None:
+            out["applied_index"], out["snapshot_index"] = self.applier.applied, self.applier.snapshot_index
+        if core.member.role == Role.LEADER:
+            for p, d in core.dispatchers.items():
+                row = d.describe(now)
+                since = d.last_ack_at if d.last_ack_at is not None else d.started_at
+                row["lag_seconds"] = (now - since) / 1000 if row["lag_entries"] > 0 else 0.0
+                row["alive"] = core._peer_alive(p, now)
+                out["peers"].append(row)
+        return out
+
     def _disk_usage(self) -> float | None:
         """The store's file system usage as a ratio, as ``df`` shows it: used / (used +
         available to us). DLedger (DLedgerUtils.getDiskPartitionSpaceUsedPercent) divides by
@@ -644,6 +710,7 @@ class Node:
             if f.language == "JAVA":
                 self.core.mark_java(req.leader_id)
         except BadMessage as exc:
+            self.counts.refusal("BAD_REQUEST")
             return error_frame(f.opaque, REMOTING_NOT_SUPPORTED if "not a peer request" in str(exc) else 1, str(exc))
         resp = self.core.handle(req, self.now())
         self._process()
@@ -665,6 +732,7 @@ class Node:
                 self._refusals_logged.clear()
             self._refusals_logged[key] = now
             log.warning("refused request code %d from %s: %s", f.code, conn.peer, why)
+        self.counts.refusal("NO_PERMISSION")
         return error_frame(f.opaque, REMOTING_NO_PERMISSION, why)
 
     # -- operator requests (peer watermarks | compare | truncate) ------------------------
@@ -688,6 +756,7 @@ class Node:
         return self._force_truncate(f, peer, get_field(o, "fromIndex", int))
 
     def _refusal(self, f: Frame, code: Code, remark: str) -> Frame:
+        self.counts.refusal(code.name)
         leader = self.core.member.leader_id
         out = {"code": int(code), "remark": remark, "leaderId": leader}
         if leader in self.cfg.peers:
@@ -776,6 +845,7 @@ class Node:
         remote = dialect.client_request(f.body).remoteId if f.body[:1] == b"{" else None
         if remote is None or remote == self.cfg.self_id:
             return None
+        self.counts.refusal(Code.UNKNOWN_MEMBER.name)
         return response_frame({"code": int(Code.UNKNOWN_MEMBER), "group": self.cfg.group,
                                "leaderId": self.core.member.leader_id,
                                "remark": f"this is {self.cfg.self_id}, not {remote}"}, f.opaque, f.code)
@@ -804,6 +874,7 @@ class Node:
         except ValueError:
             raise BadMessage("extField 'count' is not an integer") from None
         if f.ext.get("group", self.cfg.group) != self.cfg.group:
+            self.counts.refusal(Code.UNKNOWN_GROUP.name)
             return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {self.cfg.group!r}"},
                                   f.opaque, APPEND)
         largest = check_bodies(f.body, count)
@@ -825,6 +896,7 @@ class Node:
         elif req.body is None:
             refusal = (Code.REQUEST_WITH_EMPTY_BODYS, "the request carries no body")
         if refusal is not None:
+            self.counts.refusal(refusal[0].name)
             return response_frame({"code": int(refusal[0]), "group": self.cfg.group, "index": -1, "pos": -1,
                                    "leaderId": self.core.member.leader_id, "term": self.core.member.term,
                                    "remark": refusal[1]}, f.opaque, APPEND)
@@ -845,6 +917,10 @@ class Node:
         leader = p.leader_id or self.core.member.leader_id
         for w in waiters:
             w[0].release()
+        answered = len(waiters) + len(dledger)
+        self.counts.appends_answered(code.name, answered)
+        if code != Code.SUCCESS:
+            self.counts.refusal(code.name, answered)
         if dledger:
             rows = appended_rows(p.appended) if code == Code.SUCCESS else None
             for conn, opaque, start in dledger:
@@ -872,16 +948,17 @@ class Node:
         bodies go to the store as they are (store.packed), without an object per body."""
         batch, self._batch = self._batch, []
         bodies = PackedBodies()
-        waiters, dledger, start = [], [], 0
+        waiters, dledger, start, size = [], [], 0, 0
         for data, count, largest, opaque, conn, theirs in batch:
             bodies.add(data, count, largest)
+            size += len(data) - 4 * count  # (a run's size table: 4 bytes a body)
             if theirs:
                 dledger.append((conn, opaque, start))
             else:
                 waiters.append((conn, opaque, start, count))
             start += count
         p = self.core.propose(bodies, self.now())
-        self._waiting[id(p)] = (p, waiters, dledger)
+        self._waiting[id(p)] = (p, waiters, dledger, time.perf_counter(), size)
         if p.done:
             self._finish(p)
         self._process()
@@ -902,6 +979,7 @@ class Node:
             index, count = get_field(o, "index", int), get_field(o, "count", int, 1)
         base = {"group": self.cfg.group, "leaderId": self.core.member.leader_id, "term": self.core.member.term}
         if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
+            self.counts.refusal(Code.INDEX_OUT_OF_RANGE.name)
             return response_frame({**base, "code": int(Code.INDEX_OUT_OF_RANGE),
                                    "remark": f"index {index} is outside the committed log "
                                              f"[{s.begin_index}, {s.committed_index}]"}, f.opaque, GET)
@@ -915,5 +993,6 @@ class Node:
                 total += e.size
                 entries.append(dialect.store_entry_object(e))
         except StoreError as exc:
+            self.counts.refusal(Code.DISK_ERROR.name)
             return response_frame({**base, "code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
         return response_frame({**base, "code": int(Code.SUCCESS), "entries": entries}, f.opaque, GET)

@@ -371,6 +371,11 @@ class FrameServer:
         # most max_connections at once; past handshake_timeout, asyncio has closed them
         self._handshakes: dict[int, float] = {}
 
+    @property
+    def connections(self) -> int:
+        """Connections open now (past their TLS handshake)."""
+        return len(self._conns)
+
     async def start(self, host: str, port: int) -> None:
         loop = asyncio.get_running_loop()
         tls = {} if self.ssl is None else {"ssl": self.ssl, "ssl_handshake_timeout": self.handshake_timeout}

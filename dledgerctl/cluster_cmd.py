@@ -13,7 +13,7 @@ import typer
 
 from cluster import runtime
 from cluster.client import Client, ClientError
-from cluster.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_peers
+from cluster.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
 from cluster import launcher
 from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
 from cluster.transport import TransportError
@@ -122,6 +122,9 @@ def node_start(
     learner: Annotated[bool, typer.Option("--learner", help="Join a running group as a learner: receive entries, "
                                           "vote only once the leader promotes it (after 'peer add'). Its log's "
                                           "member list wins over --peers once it has one.")] = False,
+    metrics_address: Annotated[Optional[str], typer.Option("--metrics-address", metavar="HOST:PORT",
+                               help="Serve Prometheus metrics at http://HOST:PORT/metrics (off by default; "
+                               "port 0 picks a free one). The names are listed in dledgerctl-node(1).")] = None,
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
@@ -146,6 +149,12 @@ def node_start(
             raise fail(f"--peer-address {spec!r}: {exc}", 2) from None
         if not sep:
             raise fail(f"--peer-address {spec!r}: give ID=HOST:PORT", 2)
+    metrics = None
+    if metrics_address is not None:
+        try:
+            metrics = parse_address(metrics_address)
+        except ConfigError as exc:
+            raise fail(f"--metrics-address: {exc}", 2) from None
     try:
         cfg = NodeConfig(group, node_id, parse_peers(peers), store_base_dir=store_base_dir, flush=flush,
                          flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
@@ -160,6 +169,7 @@ def node_start(
                          idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
                          max_inflight_per_connection=max_inflight, state_machine=state_machine,
                          snapshot_threshold=snapshot_threshold, learner=learner, peer_addresses=overrides,
+                         metrics_address=metrics,
                          **({} if snapshot_keep is None else {"snapshot_keep_entries": snapshot_keep}),
                          **({} if push_quota is None else {"peer_push_quota": push_quota}),
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
@@ -294,7 +304,7 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
 _SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
             "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
             "disk_ratio_force", "disk_full_ratio", "state_machine", "snapshot_threshold", "snapshot_keep", "push_quota",
-            "tls")
+            "tls", "metrics_port_base")
 
 
 @cluster_app.command("up")
@@ -331,6 +341,9 @@ def cluster_up(
                                       "made in BASE_DIR/tls (as 'certs init' makes them: one per member, an "
                                       "operator 'admin' and a client 'app'); commands finding the cluster through "
                                       "its record use the operator's.")] = False,
+    metrics_port_base: Annotated[Optional[int], typer.Option("--metrics-port-base", help="Serve each node's "
+                                 "Prometheus metrics: n0 at http://127.0.0.1:PORT/metrics, n1 at the next "
+                                 "port, and so on (node start --metrics-address).")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start N nodes in the background, wait for a leader, print the peers and a status table. On a base directory
@@ -363,13 +376,15 @@ def cluster_up(
         if rec is None:
             if tls_dir is not None:
                 _make_certs(tls_dir, group, [f"n{i}" for i in range(nodes)], ["admin"], ["app"])
-            rec, procs = up(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir)
+            rec, procs = up(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
+                            metrics_port_base=metrics_port_base)
             use_record_tls(rec)
             started, actions = list(zip(rec["nodes"], procs)), {n["id"]: "started" for n in rec["nodes"]}
         else:
             given = [p for p in _SHAPING if ctx.get_parameter_source(p).name not in ("DEFAULT", "DEFAULT_MAP")]
             if given:
-                want = launcher.planned_commands(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir)
+                want = launcher.planned_commands(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
+                                                 metrics_port_base=metrics_port_base)
                 if [c[1:] for c in want] != [n["cmd"][1:] for n in rec["nodes"]]:
                     names = {p.name: p.opts[0] for p in ctx.command.params}
                     opts = ", ".join(names[p] for p in given)

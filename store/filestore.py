@@ -324,6 +324,16 @@ class FileStore(LogStore):
         if cp.committed_index is not None:
             self._committed = min(cp.committed_index, self.end_index)
 
+    def recovery_dropped(self) -> tuple[int, int]:
+        """How many entries recovery dropped at open, and how many of those the checkpoint
+        had recorded as committed: (0, 0) when it dropped none."""
+        plan = getattr(self, "plan", None)
+        if plan is None or plan.dropped_to <= plan.end_index:
+            return 0, 0
+        committed = getattr(self, "checkpoint_committed", None)
+        below = 0 if committed is None else max(0, min(committed, plan.dropped_to) - plan.end_index)
+        return plan.dropped_to - plan.end_index, below
+
     def recovery_warning(self) -> str | None:
         """What recovery dropped at open, in one line for an operator (None when nothing):
         which entries, why (file, offset, the check that failed), and whether the checkpoint

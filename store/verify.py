@@ -51,6 +51,8 @@ class VerifyReport:
     begin_index: int = -1
     end_index: int = -1
     end_term: int = 0
+    start_drops: int = 0  # entries a node's start would drop (its recovery)
+    start_drops_committed: int = 0  # ... that the checkpoint had recorded as committed
     problems: list[Problem] = field(default_factory=list)
     suppressed: dict[str, int] = field(default_factory=dict)
 
@@ -76,6 +78,8 @@ class VerifyReport:
             "crc_absent": self.crc_absent,
             "errors": self.errors,
             "warnings": sum(1 for p in self.problems if p.severity == WARNING),
+            "start_drops": self.start_drops,
+            "start_drops_committed": self.start_drops_committed,
             "verdict": "ok" if self.ok else "damaged",
         }
 
@@ -137,7 +141,30 @@ def verify_store(
     finally:
         data.close()
         index.close()
+    if walk is None and os.path.isdir(layout.data_dir):
+        _check_start(node_dir, data_file_size, index_file_size, report, out)
     return report
+
+
+def _check_start(node_dir: str, data_file_size, index_file_size, report: VerifyReport, out: _Collector) -> None:
+    """What a node's start would drop (its recovery, planned read-only): said as a problem,
+    an error when the checkpoint had recorded any of it as committed."""
+    from .errors import StoreError
+    from .filestore import FileStore
+
+    try:
+        with FileStore.open(node_dir, read_only=True, data_file_size=data_file_size,
+                            index_file_size=index_file_size) as s:
+            report.start_drops, report.start_drops_committed = s.recovery_dropped()
+            said = s.recovery_warning()
+    except StoreError as exc:
+        out.add(ERROR, "start-fails", "", None, None, f"a node would not start on this store: {exc}")
+        return
+    if said is not None and report.start_drops:
+        said = said.replace("recovery would cut (opened read-only: nothing changed)", "a node's start would cut")
+        out.add(ERROR if report.start_drops_committed else WARNING,
+                "start-drops-committed" if report.start_drops_committed else "start-drops", "", None,
+                report.end_index - report.start_drops + 1 if report.end_index >= 0 else None, said)
 
 
 def _check_file_names(files: FileList, configured, default, kind: str, out: _Collector) -> None:

@@ -5,9 +5,9 @@ entry 100 of a stopped follower whose checkpoint says committed 301."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +15,8 @@ import time
 from ports import free_port_base
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
-from test_cluster_processes import ROOT
+from test_cluster_processes import ROOT, cli
+from test_metrics import scrape, value
 
 FILE = 1 << 16
 
@@ -62,19 +63,23 @@ def test_a_torn_uncommitted_tail_is_said_without_the_warning_about_committed_ent
 def test_a_node_that_drops_entries_at_start_says_so_at_the_default_level(tmp_path):
     base = str(tmp_path)
     damaged_store(os.path.join(base, "dledger-n0"))
-    port = free_port_base(1)
+    port = free_port_base(2)
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, "-m", "dledgerctl", "node", "start", "--id", "n0", "--peers",
                              f"n0-127.0.0.1:{port}", "--store-base-dir", base, "--data-file-size", "64KiB",
-                             "--index-file-size", "16KiB"], stderr=subprocess.PIPE, text=True, env=env)
+                             "--index-file-size", "16KiB", "--metrics-address", f"127.0.0.1:{port + 1}"],
+                            stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None:  # until it listens (it has opened its store)
+        while time.monotonic() < deadline and proc.poll() is None:  # until it serves metrics (it has opened its store)
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                m = scrape(f"http://127.0.0.1:{port + 1}/metrics")
                 break
             except OSError:
                 time.sleep(0.05)
+        # the metrics say the same: 202 entries dropped, all of them recorded as committed
+        assert value(m, "dledger_recovery_dropped_entries") == 202
+        assert value(m, "dledger_recovery_dropped_committed_entries") == 202
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -84,3 +89,21 @@ def test_a_node_that_drops_entries_at_start_says_so_at_the_default_level(tmp_pat
             _out, said = proc.communicate()
     assert "recovery cut entries 100..301" in said, said
     assert "must come back from the leader" in said and "bad-body-crc" in said
+
+
+def test_store_verify_says_what_a_start_would_drop(tmp_path):
+    node = str(tmp_path / "dledger-n0")
+    damaged_store(node)
+    r = cli("store", "verify", node, "--format", "json")
+    assert r.returncode == 1
+    out = json.loads(r.stdout)
+    assert out["summary"]["start_drops"] == 202 and out["summary"]["start_drops_committed"] == 202
+    said = next(p for p in out["problems"] if p["code"] == "start-drops-committed")
+    assert said["severity"] == "error" and said["index"] == 100
+    assert said["message"].startswith("a node's start would cut entries 100..301")
+    assert "must come back from the leader" in said["message"]
+    with FileStore.open(node):  # (a start cuts it; then verify has nothing more to say)
+        pass
+    r = cli("store", "verify", node, "--format", "json")
+    assert r.returncode == 0, r.stdout
+    assert json.loads(r.stdout)["summary"]["start_drops"] == 0
