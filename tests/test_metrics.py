@@ -51,6 +51,23 @@ def documented() -> list[str]:
     return re.findall(r"^\.B (dledger_\w+)", section, re.M)
 
 
+DASHBOARD = os.path.join(ROOT, "share", "grafana", "dledgerctl.json")
+
+
+def dashboard_metrics() -> set[str]:
+    """The metric names the Grafana dashboard's queries use; its structure checked on the way."""
+    with open(DASHBOARD) as fh:
+        dash = json.load(fh)
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)) and dash["uid"] and dash["panels"]
+    names = set()
+    for p in dash["panels"]:
+        assert p["targets"] and p["title"] and {"x", "y", "w", "h"} <= set(p["gridPos"])
+        for t in p["targets"]:
+            names |= set(re.findall(r"\b((?:dledger|process)_[a-z_]+)\b", t["expr"]))
+    return names
+
+
 def test_the_man_page_documents_exactly_the_catalogue():
     assert documented() == [name for name, *_ in CATALOGUE]
 
@@ -119,6 +136,11 @@ def test_every_documented_metric_is_served_and_moves(metered):
     assert r.returncode == 1
     m1 = scrape(urls[leader])
     assert value(m1, "dledger_refused_requests_total", code="INDEX_OUT_OF_RANGE") >= 1
+
+    # the Grafana dashboard asks only for what a node serves (by now every family has a series)
+    used = dashboard_metrics()
+    assert {"dledger_peer_lag_entries", "dledger_append_latency_seconds_bucket", "dledger_role"} <= used
+    assert used <= set(m1), f"the dashboard uses metrics no node serves: {sorted(used - set(m1))}"
 
     # a follower stops: the leader sees it lag, in entries, bytes and time; it restarts and catches up
     lagging = followers[0]
