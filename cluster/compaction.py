@@ -44,7 +44,8 @@ class Compaction:
             return
         self._note(f"{who}: deleted {len(data)} data and {len(index)} index files ({why}): entries "
                    f"{old_begin}..{s.begin_index - 1}; the log now begins at {s.begin_index} "
-                   f"(kept: {plan.kept_because})")
+                   f"(kept: {plan.kept_because})", event="deletion", data_files=len(data), index_files=len(index),
+                   from_index=old_begin, to_index=s.begin_index - 1, begin_index=s.begin_index, reason=why)
         self._log_changed(())  # (config entries deleted with the head: the last one is the base now)
         for p in plan.cuts_off:
             then = "sent a snapshot or cut back" if self.applier is not None else "cut back"

@@ -56,11 +56,11 @@ from store.format import MAGIC_NOOP, MAGIC_NORMAL
 from . import install
 from .compaction import Compaction
 from .config import NodeConfig
-from .dispatcher import Dispatcher
+from .dispatcher import Dispatcher, DispatchState
 from .follower import FollowerLog
 from .member import MemberState, Role
 from .membership import Configs, initial
-from .proposal import Proposal, Ready
+from .proposal import Note, Proposal, Ready
 from .quorum import Quorum
 from .reconfig import Reconfiguration
 from .retention import Retention
@@ -174,9 +174,12 @@ class RaftCore(Reconfiguration, Compaction):
         self._sends: list[Send] = []
         self._done: list[Proposal] = []
         self._notes: list[str] = []
+        self._state_said: tuple | None = None  # (role, term, leader) the log last said
+        self._leader_said = ""  # how this node's leadership began (its no-op), for that line
 
     # -- outputs ----------------------------------------------------------------------
     def take(self) -> Ready:
+        self._say_state()
         ready = Ready(self._sends, self._done, self._notes)
         self._sends, self._done, self._notes = [], [], []
         return ready
@@ -184,8 +187,35 @@ class RaftCore(Reconfiguration, Compaction):
     def _send(self, to: str, request) -> None:
         self._sends.append(Send(to, request))
 
-    def _note(self, text: str) -> None:
-        self._notes.append(text)
+    def _note(self, text: str, **fields) -> None:
+        self._notes.append(Note(text, fields) if fields else text)
+
+    def _say_state(self) -> None:
+        """One line for each change of role, term or leader, and of a follower's dispatcher
+        state (but between APPEND and COMMIT, which alternate as pushes are answered), with
+        the numbers."""
+        m = self.member
+        now = (m.role, m.term, m.leader_id)
+        was = self._state_said
+        if now != was:
+            self._state_said = now
+            leader = f"leader {m.leader_id}" if m.leader_id and m.role != Role.LEADER else \
+                "no leader known" if m.role != Role.LEADER else self._leader_said
+            since = "" if was is None else f" (was {was[0]} in term {was[1]})"
+            self._note(f"{m.role} in term {m.term}, {leader}{since}", event="state", role=str(m.role), term=m.term,
+                       leader=m.leader_id, was_role=None if was is None else str(was[0]),
+                       was_term=None if was is None else was[1], end_index=self.store.end_index,
+                       committed_index=self.store.committed_index)
+        for p, d in self.dispatchers.items():
+            if d.state is not d.said_state:
+                before, d.said_state = d.said_state, d.state
+                if before is not None and {before, d.state} <= _STEADY:
+                    continue
+                self._note(f"replication to {p}: {before or 'start'} -> {d.state} (match {d.watermark}, "
+                           f"next {d.next_index}{f', compare at {d.compare_index}' if d.state == 'COMPARE' else ''})",
+                           event="replication", peer=p, state=str(d.state),
+                           was_state=None if before is None else str(before), match_index=d.watermark,
+                           next_index=d.next_index, compare_index=d.compare_index)
 
 
     # -- time -------------------------------------------------------------------------
@@ -421,7 +451,7 @@ class RaftCore(Reconfiguration, Compaction):
         self.dispatchers, self.peer_ack_at, self.heartbeat_due = {}, {}, {}
         for p in self._others():
             self._add_dispatcher(p, now)
-        self._note(f"leader of term {m.term} ({said})")
+        self._leader_said = said
         self._advance_commit()
         self._tick_leader(now)
 
@@ -450,7 +480,6 @@ class RaftCore(Reconfiguration, Compaction):
         m.role, m.leader_id = Role.FOLLOWER, leader
         self.round = None
         if was_leader:
-            self._note(f"no longer leader (term {m.term})")
             self.dispatchers, self.quorum, self.transfer = {}, None, None
             while self.pending:
                 p = self.pending.popleft()
@@ -497,6 +526,11 @@ class RaftCore(Reconfiguration, Compaction):
                                     self.store.begin_index, self.store.end_index)
             before = (self.store.begin_index, self.store.end_index)
             resp = self.follower.handle(req)
+            for first, last, why in self.follower.cuts:
+                self._note(f"truncated entries {first}..{last} from {req.leader_id} in term {req.term}: {why}; "
+                           f"the log now ends at {self.store.end_index}", event="truncation", from_index=first,
+                           to_index=last, leader=req.leader_id, term=req.term, end_index=self.store.end_index)
+            self.follower.cuts.clear()
             if (req.members and req.type == PushType.TRUNCATE and resp.code == Code.SUCCESS
                     and self.store.begin_index == req.first_index):  # the log begins at the leader's first entry
                 self._begin_again(req.members, req.first_index - 1)
@@ -535,8 +569,12 @@ class RaftCore(Reconfiguration, Compaction):
                 return self.follower.probe(req, self.member.term)
             resp = self.follower.repair(req, self.member.term)
             self._log_changed(())
-            if resp.code == Code.SUCCESS:
-                self._note(f"repair from {req.leader_id}: dropped {resp.dropped} entries from {req.from_index}")
+            if resp.code == Code.SUCCESS and not resp.dropped:
+                self._note(f"repair from {req.leader_id}: nothing to drop from {req.from_index}")
+            elif resp.code == Code.SUCCESS:
+                self._note(f"repair from {req.leader_id}: dropped {resp.dropped} entries from {req.from_index}",
+                           event="truncation", from_index=req.from_index, dropped=resp.dropped,
+                           leader=req.leader_id, term=req.term, end_index=self.store.end_index)
             return resp
         return _error(kind, self.member.term, Code.UNSUPPORTED, f"unexpected request {kind.__name__}")
 
@@ -805,6 +843,7 @@ class RaftCore(Reconfiguration, Compaction):
         return out
 
 
+_STEADY = frozenset({DispatchState.APPEND, DispatchState.COMMIT})  # (alternate as pushes are answered)
 _TICKS = {Role.FOLLOWER: RaftCore._tick_follower, Role.CANDIDATE: RaftCore._tick_candidate,
           Role.LEADER: RaftCore._tick_leader}
 

@@ -104,6 +104,7 @@ class Dispatcher:
         self.sending: _Sending | None = None  # INSTALL_SNAPSHOT: what is being sent
         self.installs = 0  # snapshots this follower installed from us
         self.state = DispatchState.COMPARE
+        self.said_state: DispatchState | None = None  # the state the log last said (RaftCore._say_state)
         self.compare_index = store.end_index  # the first compare of a term: our last entry
         self.truncate_index = -1
         self.next_index = -1  # APPEND: the next index to push

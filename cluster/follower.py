@@ -50,6 +50,16 @@ class FollowerLog:
         self.sync = sync  # flush=sync: what a response acknowledges is on disk first
         self.term = -1  # the leader term ``matched`` belongs to
         self.matched = -1
+        # what a leader's push cut from the log, for the node's log (the core takes them):
+        # (first index dropped, last index dropped, why)
+        self.cuts: list[tuple[int, int, str]] = []
+
+    def _cut(self, index: int, why: str) -> None:
+        """Drop the log from ``index`` on, and say so."""
+        end = self.store.end_index
+        self.store.truncate(index)
+        if end >= index:
+            self.cuts.append((index, end, why))
 
     def handle(self, req: PushRequest) -> PushResponse:
         if req.term != self.term:
@@ -150,7 +160,8 @@ class FollowerLog:
                                remark=f"refusing to cut committed entries after {req.first_index} "
                                       f"(committed {s.committed_index})")
         if s.end_index > req.first_index:
-            s.truncate(max(req.first_index + 1, s.begin_index if s.begin_index >= 0 else 0))
+            self._cut(max(req.first_index + 1, s.begin_index if s.begin_index >= 0 else 0),
+                      f"the leader's log ends at {req.first_index} (TRUNCATE)")
         self.matched = req.first_index
         return self._reply(req, Code.SUCCESS)
 
@@ -169,7 +180,10 @@ class FollowerLog:
             return self._reply(req, Code.INCONSISTENT_STATE,
                                remark=f"this log begins at {s.begin_index}, after the leader's first entry {index}, "
                                       f"and is committed up to {s.committed_index}")
+        old = (s.begin_index, s.end_index)
         s.reset_to(bytes(raw))
+        if old[1] >= 0:
+            self.cuts.append((old[0], old[1], f"cut back to the leader's first entry {index}"))
         self.matched = index
         return self._reply(req, Code.SUCCESS, remark=f"cut back to the leader's first entry {index}")
 
@@ -193,7 +207,7 @@ class FollowerLog:
                 if index <= s.committed_index:
                     return self._reply(req, Code.INCONSISTENT_STATE,
                                        remark=f"entry {index} differs from a committed local entry")
-                s.truncate(index)
+                self._cut(index, f"entry {index} differs from the leader's (APPEND)")
                 break
             self.matched = max(self.matched, index)
             off, k, index = off + size, k + 1, index + 1

@@ -437,7 +437,7 @@ class Node:
             self._leader_seen = (m.term, m.leader_id)
             self.counts.leader_changes += 1
         for note in ready.notes:
-            log.info("%s", note)
+            log.info("%s", note, extra=getattr(note, "fields", None))
         self._sync_members(self.core.members)  # (at once when they did not change)
         if self.applier is not None and not self._applying and self.store.committed_index > self.applier.applied:
             self._applying = True

@@ -28,6 +28,18 @@ class Proposal:
         return self.code is not None
 
 
+class Note(str):
+    """A line for the node's log; ``fields`` carry its numbers by name, for machines
+    (``--log-format json``). Everything else reads it as the text it is."""
+
+    fields: dict
+
+    def __new__(cls, text: str, fields: dict | None = None) -> "Note":
+        note = super().__new__(cls, text)
+        note.fields = fields or {}
+        return note
+
+
 @dataclass
 class Ready:
     sends: list[Send]

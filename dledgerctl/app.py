@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
+from enum import Enum
 from typing import Annotated
 
 import click_log
 import typer
 
 from . import certs_cmd, cluster_cmd, kv_cmd, peer_cmd, spark_cmd, store_cmd
-from .common import log
+from .common import LogLabels, log
 
 app = typer.Typer(
     name="dledgerctl",
@@ -48,15 +50,37 @@ def _unwrap_help(typer_app: typer.Typer) -> None:
 _unwrap_help(app)
 
 
+class LogFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def _json_handler() -> logging.Handler:
+    from pythonjsonlogger.json import JsonFormatter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter("{levelname}{name}{message}", style="{", timestamp="time",
+                                       rename_fields={"levelname": "level", "name": "logger", "message": "msg"}))
+    return handler
+
+
 @app.callback()
 def main_options(
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log output (-v info, -vv debug).")] = 0,
+    log_format: Annotated[LogFormat, typer.Option("--log-format", envvar="DLEDGERCTL_LOG_FORMAT", help="text: "
+                          "readable lines; json: one JSON object per line (time, level, logger, msg, and a node's "
+                          "state changes with their numbers as fields).", case_sensitive=False)] = LogFormat.text,
 ) -> None:
     """Operations toolkit for DLedger-compatible Raft commit logs."""
     root = logging.getLogger()
-    if not any(isinstance(h, click_log.ClickHandler) for h in root.handlers):
-        handler = click_log.ClickHandler()
-        handler.formatter = click_log.ColorFormatter()
+    if not any(getattr(h, "dledgerctl", False) for h in root.handlers):
+        if log_format == LogFormat.json:
+            handler = _json_handler()
+        else:
+            handler = click_log.ClickHandler()
+            handler.formatter = click_log.ColorFormatter()
+        handler.dledgerctl = True
+        handler.addFilter(LogLabels())
         root.addHandler(handler)
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     root.setLevel(level)

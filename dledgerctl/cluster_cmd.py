@@ -20,7 +20,7 @@ from cluster.transport import TransportError
 from cluster.wire import ProtocolError
 
 from .common import (BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
-                     client_tls, errors_as_exit, fail, plural, tls_options, use_record_tls)
+                     LogLabels, client_tls, errors_as_exit, fail, plural, tls_options, use_record_tls)
 from .render import Format, RowStream, render
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
@@ -181,6 +181,7 @@ def node_start(
         raise fail(str(exc), 2) from None
     with errors_as_exit():
         try:
+            LogLabels.labels = {"group": group, "node": node_id}
             node = Node(cfg)
         except (TlsError, StateMachineError, MembershipError) as exc:
             raise fail(str(exc)) from None

@@ -18,6 +18,18 @@ from .render import Format
 
 log = logging.getLogger("dledgerctl")
 
+class LogLabels(logging.Filter):
+    """Puts ``labels`` (a node's group and id, once it starts) on every log record: JSON
+    lines carry them as fields."""
+
+    labels: dict = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for k, v in LogLabels.labels.items():
+            setattr(record, k, v)
+        return True
+
+
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table, json, jsonl or csv.",
                                            case_sensitive=False)]
 

@@ -141,7 +141,7 @@ def verify_store(
     finally:
         data.close()
         index.close()
-    if walk is None and os.path.isdir(layout.data_dir):
+    if check_crc and os.path.isdir(layout.data_dir):  # (recovery checks checksums: not with --no-crc)
         _check_start(node_dir, data_file_size, index_file_size, report, out)
     return report
 
