@@ -54,38 +54,67 @@ def watermarks_cmd(
     timeout: TimeoutOpt = 3.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Per member, from the leader: alive, dispatcher state, match index (watermark), next index, lag in entries
-    and bytes, batches in flight, ms since the last acknowledgement, and the leader's end and committed index."""
+    and bytes, batches in flight, ms since the last acknowledgement, and the leader's end and committed index.
+    With --watch, a lag_trend column draws each member's lag in entries over the last refreshes."""
     parsed, grp = _cluster(peers, group, base_dir)
     cols = WATERMARK_COLUMNS if fmt in (Format.table, Format.csv) else None
     if not watch:
         render(_watermark_rows(parsed, grp, timeout), fmt, columns=cols)
         return
     n = 0
+    trend = LagTrend()
     try:
         if sys.stdout.isatty() and fmt == Format.table:
-            _watch_live(parsed, grp, timeout, interval, count)
+            _watch_live(parsed, grp, timeout, interval, count, trend)
             return
         while count is None or n < count:
             if n:
                 time.sleep(interval)
-            render(_watermark_rows(parsed, grp, timeout), fmt, columns=cols)
+            render(trend.add(_watermark_rows(parsed, grp, timeout)), fmt, columns=cols and [*cols, "lag_trend"])
             sys.stdout.flush()
             n += 1
     except KeyboardInterrupt:
         pass
 
 
-def _watch_live(parsed: dict, group: str, timeout: float, interval: float, count: int | None) -> None:
+class LagTrend:
+    """Each member's lag in entries over the last ``keep`` refreshes, drawn as a sparkline
+    (scaled to the largest lag shown, which follows it)."""
+
+    def __init__(self, keep: int = 30) -> None:
+        self.keep = keep
+        self.seen: dict[str, list] = {}
+
+    def add(self, rows: list[dict]) -> list[dict]:
+        from .plots import sparkline
+
+        here = {r["peer"] for r in rows}
+        for peer in list(self.seen):
+            if peer not in here:
+                self.seen[peer].append(None)  # (no longer a member, or not reported this time)
+        for r in rows:
+            lags = self.seen.setdefault(r["peer"], [])
+            lags.append(r.get("lag_entries"))
+            del lags[:-self.keep]
+        for r in rows:
+            lags = self.seen[r["peer"]]
+            top = max((v for v in lags if v is not None), default=0)
+            r["lag_trend"] = f"{sparkline(lags)} max {top}"
+        return rows
+
+
+def _watch_live(parsed: dict, group: str, timeout: float, interval: float, count: int | None,
+                trend: LagTrend) -> None:
     from rich.live import Live
     from rich.table import Table
 
     def table() -> Table:
-        rows = _watermark_rows(parsed, group, timeout)
+        rows = trend.add(_watermark_rows(parsed, group, timeout))
         t = Table(title=f"watermarks at {time.strftime('%H:%M:%S')} (Ctrl-C to stop)")
-        for c in WATERMARK_COLUMNS:
-            t.add_column(c, justify="left" if c in ("peer", "address", "state") else "right")
+        for c in [*WATERMARK_COLUMNS, "lag_trend"]:
+            t.add_column(c, justify="left" if c in ("peer", "address", "state", "lag_trend") else "right")
         for r in rows:
-            t.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in WATERMARK_COLUMNS),
+            t.add_row(*("" if r.get(c) is None else str(r.get(c)) for c in [*WATERMARK_COLUMNS, "lag_trend"]),
                       style=None if r.get("alive") else "red")
         return t
 

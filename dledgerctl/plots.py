@@ -11,6 +11,7 @@ import os
 
 WIDTH, HEIGHT, DPI = 1200, 700, 100
 SPARKS = "▁▂▃▄▅▆▇█"
+_HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")
 
 
 class PlotError(Exception):
@@ -82,67 +83,93 @@ def leader_history(rows: list[dict], path: str, title: str = "") -> None:
     top.invert_yaxis()
     top.set_xlabel("entry index")
     top.set_title((title + ": " if title else "") + "leader history (each term's index range; labels: term)")
+    from matplotlib.patches import Patch
+
     width = 0.8 / len(nodes)
-    for k, node in enumerate(nodes):
+    legend = []
+    for k, node in enumerate(nodes):  # (a term's colour as above; a hatch per node)
         by_term = {r["term"]: r["bytes"] for r in rows if r["node"] == node}
         xs = [i + (k - (len(nodes) - 1) / 2) * width for i in range(len(terms))]
-        bottom.bar(xs, [by_term.get(t, 0) for t in terms], width=width,
-                   label=os.path.basename(node.rstrip("/")) or node)
+        hatch = _HATCHES[k % len(_HATCHES)]
+        bottom.bar(xs, [by_term.get(t, 0) for t in terms], width=width, color=[cmap[t] for t in terms],
+                   edgecolor="black", linewidth=0.4, hatch=hatch)
+        legend.append(Patch(facecolor="white", edgecolor="black", hatch=hatch,
+                            label=os.path.basename(node.rstrip("/")) or node))
     step = max(1, len(terms) // 30)
     bottom.set_xticks(range(0, len(terms), step), [str(t) for t in terms[::step]])
     bottom.set_xlabel("term")
     bottom.set_ylabel("bytes")
     bottom.yaxis.set_major_formatter(_bytes_formatter())
     bottom.set_title("bytes per term")
-    bottom.legend(fontsize=8, ncols=min(len(nodes), 6))
+    bottom.legend(handles=legend, fontsize=8, ncols=min(len(nodes), 6))
     fig.tight_layout()
     _save(fig, path)
 
 
 def damage_map(summary: dict, problems: list[dict], files: list[tuple[str, int, int]], path: str) -> None:
     """``store verify``'s findings along the files: ``files`` is (kind, name, size) in order
-    of their start offsets; each problem with a file and offset is marked where it lies
-    (red: error, orange: warning), what concerns no place is listed below the bars."""
+    of their start offsets. Data files above, index files below, each problem with a file
+    and offset marked where it lies (red: error, orange: warning); what a node's start would
+    cut is shaded; problems of no place (the checkpoint, the directory) are listed below."""
+    import textwrap
+
     if not files:
         raise PlotError("nothing to draw: the store has no data or index files")
-    fig, (ax,) = _figure(1)
+    fig, axes = _figure(2)
     kinds = ["data", "index"]
     starts: dict[tuple[str, str], int] = {}
+    ends = {k: 0 for k in kinds}
     for kind, name, size in files:
-        y = kinds.index(kind)
-        start = int(name) if name.isdigit() else 0
+        ax = axes[kinds.index(kind)]
+        start = int(name)
         starts[(kind, name)] = start
-        ax.barh(y, size, left=start, height=0.5, color="#dfe8f3" if len(starts) % 2 else "#c5d5ea",
+        ends[kind] = max(ends[kind], start + size)
+        ax.barh(0, size, left=start, height=0.5, color="#dfe8f3" if len(starts) % 2 else "#c5d5ea",
                 edgecolor="#6b7f99", linewidth=0.6)
-    placed, unplaced = 0, []
+        ax.text(start, -0.3, name.lstrip("0") or "0", fontsize=6, color="#6b7f99", va="bottom", clip_on=True)
+    marks: dict[int, float] = {}  # entry index -> where its data problem lies
+    unplaced, placed = [], 0
     for p in problems:
         kind, _, name = (p.get("file") or "").partition("/")
         if (kind, name) not in starts or p.get("offset") is None:
             unplaced.append(p)
             continue
         x = starts[(kind, name)] + p["offset"]
+        if kind == "data" and p.get("index") is not None:
+            marks.setdefault(p["index"], x)
         colour = "#d62728" if p["severity"] == "error" else "#ff7f0e"
-        y = kinds.index(kind)
-        ax.plot([x, x], [y - 0.35, y + 0.35], color=colour, linewidth=2)
-        ax.annotate(p["code"] + ("" if p.get("index") is None else f" @{p['index']}"), (x, y + 0.35),
-                    xytext=(2, 4 + 9 * (placed % 3)), textcoords="offset points", fontsize=7, color=colour)
+        ax = axes[kinds.index(kind)]
+        ax.plot([x, x], [-0.3, 0.3], color=colour, linewidth=2)
+        ax.annotate(p["code"] + ("" if p.get("index") is None else f" (entry {p['index']})"), (x, 0.3),
+                    xytext=(2, 3 + 9 * (placed % 3)), textcoords="offset points", fontsize=7, color=colour)
         placed += 1
-    ax.set_yticks(range(len(kinds)), kinds)
-    ax.set_ylim(len(kinds) - 0.3, -0.8)
-    ax.set_xlabel("byte offset along the files")
-    ax.xaxis.set_major_formatter(_bytes_formatter())
+    for p in problems:
+        if p["code"].startswith("start-drops") and p.get("index") in marks:
+            x = marks[p["index"]]
+            axes[0].axvspan(x, ends["data"], color="#d62728" if p["severity"] == "error" else "#ff7f0e",
+                            alpha=0.15, hatch="//")
+            axes[0].text(x, -0.42, " a start would cut from here" + (" (committed entries)" if
+                         p["severity"] == "error" else ""), fontsize=8, color="#d62728", va="bottom")
+    for ax, kind in zip(axes, kinds):
+        ax.set_yticks([])
+        ax.set_ylim(0.55, -0.45)
+        ax.set_xlim(0, max(ends[kind], 1))
+        ax.set_ylabel(f"{kind} files")
+        ax.xaxis.set_major_formatter(_bytes_formatter())
+    axes[1].set_xlabel("byte offset along the files (labels: file names, their first offset)")
     verdict = summary.get("verdict", "?")
-    ax.set_title(f"{summary.get('node_dir', '')}: {verdict}, {summary.get('errors', 0)} errors, "
-                 f"{summary.get('warnings', 0)} warnings; entries {summary.get('begin_index')}.."
-                 f"{summary.get('end_index')}", fontsize=10, color="#d62728" if verdict != "ok" else "black")
-    if unplaced:
-        text = "\n".join(f"{p['severity']}: {p['code']}: {p['message'][:150]}" for p in unplaced[:6])
-        if len(unplaced) > 6:
-            text += f"\n... and {len(unplaced) - 6} more"
-        ax.text(0.0, -0.12, text, transform=ax.transAxes, fontsize=7, va="top", family="monospace")
+    axes[0].set_title(f"{summary.get('node_dir', '')}: {verdict}, {summary.get('errors', 0)} errors, "
+                      f"{summary.get('warnings', 0)} warnings; entries {summary.get('begin_index')}.."
+                      f"{summary.get('end_index')}", fontsize=10, color="#d62728" if verdict != "ok" else "black")
     fig.tight_layout()
     if unplaced:
-        fig.subplots_adjust(bottom=0.30)
+        lines = []
+        for p in unplaced[:4]:
+            lines += textwrap.wrap(f"{p['severity']}: {p['code']}: {p['message']}", 170)[:3]
+        if len(unplaced) > 4:
+            lines.append(f"... and {len(unplaced) - 4} more")
+        fig.subplots_adjust(bottom=0.1 + 0.025 * len(lines))
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, va="bottom", family="monospace")
     _save(fig, path)
 
 

@@ -216,6 +216,9 @@ def stats_cmd(
     ship: ShipOpt = None,
     output: OutputOpt = None,
     output_format: OutputFormatOpt = OutputFormat.parquet,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE.png", help="Also draw the leader history "
+                                                "(each node's term per index range) and bytes per term, as a "
+                                                "PNG.")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Entries and bytes per term per node, with each term's first and last index (leader history)."""
@@ -224,6 +227,12 @@ def stats_cmd(
             df = mods["jobs"].stats(spark, paths).cache()
             rows = [r.asDict() for r in df.collect()]
         _write(df, output, output_format)
+    if plot is not None:
+        from .plots import PlotError, leader_history
+        try:
+            leader_history(rows, plot)
+        except PlotError as exc:
+            raise fail(str(exc)) from None
     render(rows, fmt)
 
 

@@ -13,7 +13,7 @@ from store.filestore import FileStore, lock_node_dir
 from store.inspect import Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
 from store.layout import NodeLayout, resolve_node_dir
 from store.retention import head_files, plan_head_deletion
-from store.verify import verify_store
+from store.verify import file_extents, verify_store
 
 from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail,
                      parse_duration, plural, progress_bar)
@@ -111,6 +111,8 @@ def verify_cmd(
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE.png", help="Also draw the files with each "
+                                                "problem marked where it lies, as a PNG.")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Check every file of a node; exit 0 when clean, 1 when a problem is found."""
@@ -125,6 +127,12 @@ def verify_cmd(
     summary = report.summary()
     if report.suppressed:
         summary["not_listed"] = sum(report.suppressed.values())
+    if plot is not None:
+        from .plots import PlotError, damage_map
+        try:
+            damage_map(summary, problems, file_extents(node), plot)
+        except PlotError as exc:
+            raise fail(str(exc)) from None
     if fmt == Format.json:
         render_object({"summary": summary, "problems": problems}, fmt)
     elif fmt == Format.jsonl:

@@ -146,6 +146,24 @@ def verify_store(
     return report
 
 
+def file_extents(node_dir: str) -> list[tuple[str, str, int]]:
+    """The store's files as (kind, name, size), data then index, in name (start offset) order;
+    names that are not store files are left out."""
+    layout = NodeLayout(node_dir)
+    out = []
+    for kind, directory in (("data", layout.data_dir), ("index", layout.index_dir)):
+        try:
+            names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
+        except OSError:
+            continue
+        for name in names:
+            try:
+                out.append((kind, name, os.path.getsize(os.path.join(directory, name))))
+            except OSError:
+                continue
+    return out
+
+
 def _check_start(node_dir: str, data_file_size, index_file_size, report: VerifyReport, out: _Collector) -> None:
     """What a node's start would drop (its recovery, planned read-only): said as a problem,
     an error when the checkpoint had recorded any of it as committed."""

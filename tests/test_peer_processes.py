@@ -7,9 +7,12 @@ outside what recovery looks at when a node starts)."""
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -19,7 +22,7 @@ from cluster.client import Client, ClientError
 from cluster.config import parse_peers
 from cluster.launcher import up as launch
 from store.filestore import FileStore
-from test_cluster_processes import _pid, _record, cli, down, free_port_base, restart, status, wait_for
+from test_cluster_processes import ROOT, _pid, _record, cli, down, free_port_base, restart, status, wait_for
 
 TINY = ["--data-file-size", "64KiB", "--index-file-size", "64KiB"]
 
@@ -139,7 +142,22 @@ def test_watermarks_under_load_with_a_follower_down_and_back(tiny):
     append_lines(base, 30, "a")
     first = wait_for(lambda: (lambda r: r if not r["alive"] else None)(marks(base)[follower]), 20,
                      f"{follower} shown down")
-    append_lines(base, 30, "b")
+    # --watch draws each member's lag as it grows (here as CSV off a terminal: a rendering per refresh)
+    watch = subprocess.Popen([sys.executable, "-m", "dledgerctl", "peer", "watermarks", "--base-dir", base, "--watch",
+                              "--count", "6", "--interval", "0.3", "--format", "csv"], stdout=subprocess.PIPE,
+                             text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        head = [watch.stdout.readline() for _ in range(4)]  # the first rendering: header and 3 rows
+        append_lines(base, 30, "b")
+        rest, _ = watch.communicate(timeout=60)
+    finally:
+        watch.kill()
+    rows = [r for r in csv.DictReader(head + rest.splitlines(keepends=True)) if r["peer"] == follower]
+    assert len(rows) == 6 and watch.returncode == 0
+    trend, top = rows[-1]["lag_trend"].split(" max ")
+    lags = [int(r["lag_entries"]) for r in rows]
+    assert int(top) == lags[-1] == max(lags) and lags[0] < lags[-1]
+    assert len(trend) == 6 and trend[-1] == "█" and list(trend) == sorted(trend)  # only grows while it is down
     second = marks(base)[follower]
     assert not second["alive"] and second["lag_entries"] > first["lag_entries"] >= 30
     assert second["lag_bytes"] > first["lag_bytes"] > 30 * 200

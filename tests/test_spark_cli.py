@@ -88,6 +88,32 @@ def test_diverge_and_stats(spark, group, tmp_path):
     assert pq.read_table(out).num_rows == 3 and f"wrote {out}" in r.stderr
 
 
+def test_stats_plot_draws_the_leader_history_and_bytes_per_term(spark, group, tmp_path):
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.image import imread
+
+    from dledgerctl.plots import HEIGHT, WIDTH
+    from test_plots import png_size
+
+    out = tmp_path / "history.png"
+    r = invoke("spark", "stats", group, "--plot", out, "-f", "json")
+    assert r.exit_code == 0, r.output
+    terms = sorted({x["term"] for x in json.loads(r.stdout)})
+    assert terms == [1, 2, 3]
+    assert png_size(out) == (WIDTH, HEIGHT) and os.path.getsize(out) > 10_000
+    img = imread(out)[:, :, :3]
+    for k, term in enumerate(terms):  # every term's colour is there, in both panels
+        colour = np.array(colormaps["tab20"](k)[:3])
+        assert (np.abs(img - colour).max(axis=2) < 0.02).sum() > 500, term
+    real = tmp_path / "dledger.png"  # a store the real DLedger wrote
+    r = invoke("spark", "stats", fixture_path("leader"), "--plot", real)
+    assert r.exit_code == 0, r.output
+    assert png_size(real) == (WIDTH, HEIGHT)
+    r = invoke("spark", "stats", fixture_path("leader"), "--plot", tmp_path / "missing" / "x.png")
+    assert r.exit_code == 1 and "cannot write" in r.output
+
+
 def test_export(spark, group, tmp_path):
     to = tmp_path / "parquet"
     r = invoke("spark", "export", group / "dledger-n0", group / "dledger-n2", "--to", to, "--committed-only", "-f", "json")

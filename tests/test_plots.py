@@ -1,0 +1,77 @@
+"""Pictures from real stores: ``store verify --plot`` (damage along the files) and the
+sparkline of ``peer watermarks --watch``. (``spark stats --plot`` is in test_spark_cli.py.)
+Each PNG is checked to be whole, of the promised size, and to show what it should."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+
+import numpy as np
+from matplotlib.image import imread
+
+from dledgerctl.plots import HEIGHT, SPARKS, WIDTH, sparkline
+from test_cluster_processes import cli
+from test_recovery_speaks import damaged_store
+
+RED = np.array([0xD6, 0x27, 0x28]) / 255  # errors are drawn in this colour
+
+
+def png_size(path: str) -> tuple[int, int]:
+    """Width and height from a PNG's header, its chunks' CRCs checked."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    off, size, ended = 8, None, False
+    while off < len(data):
+        (n,) = struct.unpack(">I", data[off:off + 4])
+        kind, body = data[off + 4:off + 8], data[off + 8:off + 8 + n]
+        assert struct.unpack(">I", data[off + 8 + n:off + 12 + n])[0] == zlib.crc32(kind + body), kind
+        if kind == b"IHDR":
+            size = struct.unpack(">II", body[:8])
+        ended = kind == b"IEND"
+        off += 12 + n
+    assert ended, "the PNG is cut short"
+    return size
+
+
+def red_pixels(path: str) -> int:
+    img = imread(path)[:, :, :3]
+    return int((np.abs(img - RED).max(axis=2) < 0.05).sum())
+
+
+def test_verify_plot_marks_the_damage(tmp_path):
+    node = str(tmp_path / "dledger-n0")
+    damaged_store(node)
+    out = tmp_path / "damage.png"
+    r = cli("store", "verify", node, "--plot", str(out), "--format", "json")
+    assert r.returncode == 1 and json.loads(r.stdout)["summary"]["verdict"] == "damaged"
+    assert png_size(out) == (WIDTH, HEIGHT) and os.path.getsize(out) > 10_000
+    assert red_pixels(out) > 200  # the mark, its label, the title and the shaded cut
+    clean = tmp_path / "clean"
+    os.makedirs(clean)
+    from store.filestore import FileStore
+    with FileStore.open(str(clean / "dledger-n0"), data_file_size=1 << 16, index_file_size=1 << 14) as s:
+        s.append_leader([b"body-%03d" % i for i in range(300)], 1)
+        s.set_committed(299)
+    out2 = tmp_path / "clean.png"
+    r = cli("store", "verify", str(clean / "dledger-n0"), "--plot", str(out2))
+    assert r.returncode == 0, r.stdout
+    assert png_size(out2) == (WIDTH, HEIGHT) and red_pixels(out2) == 0
+
+
+def test_plot_to_an_unwritable_place_is_one_line(tmp_path):
+    node = str(tmp_path / "dledger-n0")
+    damaged_store(node)
+    r = cli("store", "verify", node, "--plot", str(tmp_path / "no" / "such" / "dir.png"))
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1].startswith("Error: cannot write ")
+
+
+def test_sparkline_scales_to_the_largest():
+    assert sparkline([0, 0, 0]) == SPARKS[0] * 3
+    assert sparkline([0, 5, 10]) == SPARKS[0] + SPARKS[4] + SPARKS[7]
+    assert sparkline([None, 1]) == " " + SPARKS[7]
+    assert sparkline([]) == ""
