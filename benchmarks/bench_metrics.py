@@ -9,8 +9,8 @@ generator as bench_cluster.py:
 - ``no metrics``: no endpoint (the counting on the hot path is there in both: it is not an option).
 
 Each round runs both clusters with 64 clients of one 1 KiB entry per request, then with
-16 clients of 64-entry batches. Rounds alternate, so a slow minute of this shared machine
-falls on both alike; the median round per cluster is compared. Target (issue 7/7): no
+16 clients of 64-entry batches. Rounds alternate (and which cluster goes first), so a slow
+minute of this shared machine falls on both alike; the median round per cluster is compared. Target (issue 7/7): no
 measurable cost, i.e. a ratio within the spread of the rounds.
 
 Usage: python benchmarks/bench_metrics.py [--seconds 5] [--rounds 4] [--scrape-interval 1]
@@ -101,7 +101,8 @@ def main() -> int:
                     clients[name] = c
                 for rnd in range(args.rounds):
                     for shape, (n, batch) in SHAPES.items():
-                        for name, c in clients.items():
+                        order = list(clients.items())
+                        for name, c in (order if rnd % 2 == 0 else order[::-1]):  # (who goes first alternates too)
                             async def make_call(c=c):
                                 async def call(k):
                                     await c.append([body] * k)

@@ -794,7 +794,8 @@ class RaftCore(Reconfiguration, Compaction):
         rows = [{"peer": c.self_id, "address": me.address, "member": members.role_of(c.self_id) or "removed",
                  "alive": True, "state": "LEADER",
                  "watermark": s.end_index, "next_index": s.end_index + 1, "lag_entries": 0, "lag_bytes": 0,
-                 "in_flight": 0, "in_flight_bytes": 0, "ms_since_ack": 0, "last_error": "", "note": "", **common}]
+                 "in_flight": 0, "in_flight_bytes": 0, "ms_since_ack": 0, "lag_ms": 0, "last_error": "", "note": "",
+                 **common}]
         for p, d in self.dispatchers.items():
             row = d.describe(now)
             row = {"peer": p, "address": members.members[p].address, "member": members.role_of(p),

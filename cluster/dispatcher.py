@@ -495,6 +495,7 @@ class Dispatcher:
 
     def describe(self, now: int) -> dict:
         end = self.store.end_index
+        behind = end > self.watermark
         return {
             "peer": self.peer,
             "state": str(self.state),
@@ -505,6 +506,9 @@ class Dispatcher:
             "in_flight": len(self.inflight) + (self.outstanding is not None and self.sending is not None),
             "in_flight_bytes": sum(f.nbytes for f in self.inflight.values()),
             "ms_since_ack": None if self.last_ack_at is None else now - self.last_ack_at,
+            # how long it has lacked entries: since its last acknowledgement (or since this
+            # leader began, if it never answered); 0 when it has them all
+            "lag_ms": (now - (self.started_at if self.last_ack_at is None else self.last_ack_at)) if behind else 0,
             "last_error": self.last_error,
             "note": self.note,
         }

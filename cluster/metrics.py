@@ -159,7 +159,7 @@ def families(state: dict, counts: Counts, labels: dict[str, str]) -> list:
         put("dledger_peer_next_index", row["next_index"], p)
         put("dledger_peer_lag_entries", row["lag_entries"], p)
         put("dledger_peer_lag_bytes", row["lag_bytes"], p)
-        put("dledger_peer_lag_seconds", row["lag_seconds"], p)
+        put("dledger_peer_lag_seconds", row["lag_ms"] / 1000, p)
         put("dledger_peer_alive", 1 if row["alive"] else 0, p)
         for s in state["dispatch_states"]:
             put("dledger_peer_state", 1 if row["state"] == s else 0, p, s)

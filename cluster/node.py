@@ -31,10 +31,9 @@ from . import dialect
 from .config import NodeConfig
 from .core import RaftCore
 from .dispatcher import DispatchState
-from .member import Role
 from .proposal import Proposal
 from .divergence import DivergenceSearch
-from .member import FileTermStore
+from .member import FileTermStore, Role
 from .membership import initial as initial_members
 from .membership import load_base, load_configs, save_base
 from .metrics import Counts, MetricsServer
@@ -655,12 +654,7 @@ class Node:
         if self.applier is not None:
             out["applied_index"], out["snapshot_index"] = self.applier.applied, self.applier.snapshot_index
         if core.member.role == Role.LEADER:
-            for p, d in core.dispatchers.items():
-                row = d.describe(now)
-                since = d.last_ack_at if d.last_ack_at is not None else d.started_at
-                row["lag_seconds"] = (now - since) / 1000 if row["lag_entries"] > 0 else 0.0
-                row["alive"] = core._peer_alive(p, now)
-                out["peers"].append(row)
+            out["peers"] = [r for r in core.watermarks(now) if r["peer"] != self.cfg.self_id]
         return out
 
     def _disk_usage(self) -> float | None:

@@ -23,7 +23,7 @@ app = typer.Typer(help="Operator requests to a running cluster: replication wate
                        "truncation of a follower, leadership transfer, membership changes.", no_args_is_help=True)
 
 WATERMARK_COLUMNS = ["peer", "address", "member", "alive", "state", "watermark", "next_index", "lag_entries", "lag_bytes",
-                     "in_flight", "ms_since_ack", "leader_end_index", "committed_index", "note"]
+                     "lag_ms", "in_flight", "ms_since_ack", "leader_end_index", "committed_index", "note"]
 PeerOpt = Annotated[str, typer.Option("--peer", help="The follower's id.", show_default=False)]
 
 
