@@ -35,11 +35,21 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_leader_changes_total", "counter", (),
      "Leaders this node has come to know: each new term's leader, itself included."),
     ("dledger_members", "gauge", ("member",), "Members of the group by kind (voter, learner), as this node knows them."),
+    ("dledger_entries", "gauge", (), "Entries the log holds (end index - begin index + 1)."),
     ("dledger_begin_index", "gauge", (), "The first entry of the log (-1 when empty)."),
     ("dledger_end_index", "gauge", (), "The last entry of the log (-1 when empty)."),
     ("dledger_committed_index", "gauge", (), "The last entry known to be committed."),
     ("dledger_applied_index", "gauge", (), "With --state-machine: the last entry applied."),
     ("dledger_snapshot_index", "gauge", (), "With --state-machine: the entry the newest snapshot covers (-1: none)."),
+    ("dledger_snapshots", "gauge", (), "With --state-machine: snapshots kept on disk."),
+    ("dledger_apply_latency_seconds", "histogram", (),
+     "With --state-machine: how long each batch of committed entries took to apply."),
+    ("dledger_snapshot_save_seconds", "histogram", (),
+     "With --state-machine: how long each snapshot took to serialise and write (in its thread)."),
+    ("dledger_snapshot_load_seconds", "gauge", (),
+     "With --state-machine: how long restoring the latest snapshot took at start."),
+    ("dledger_snapshot_install_seconds", "histogram", (),
+     "Follower: how long placing and restoring a snapshot the leader sent took."),
     ("dledger_pending_appends", "gauge", (), "Leader: appended batches waiting for the quorum."),
     ("dledger_append_requests_total", "counter", ("code",),
      "APPEND requests answered, by response code (SUCCESS, NOT_LEADER, LEADER_PENDING_FULL, ...)."),
@@ -47,6 +57,13 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_appended_bytes_total", "counter", (), "Body bytes of those entries."),
     ("dledger_append_latency_seconds", "histogram", (),
      "Leader: from an APPEND's arrival to its answer (commit, or the refusal)."),
+    ("dledger_read_latency_seconds", "histogram", (), "How long each GET took to answer (read and encode)."),
+    ("dledger_received_entries_total", "counter", (), "Follower: entries taken from the leader's pushes."),
+    ("dledger_received_bytes_total", "counter", (), "Follower: bytes of those entries."),
+    ("dledger_replicated_entries_total", "counter", ("peer",), "Leader: entries each follower acknowledged from pushes."),
+    ("dledger_replicated_bytes_total", "counter", ("peer",), "Leader: bytes of those entries."),
+    ("dledger_replicate_latency_seconds", "histogram", ("peer",),
+     "Leader: from sending a push of entries to each follower to its acknowledgement."),
     ("dledger_peer_match_index", "gauge", ("peer",), "Leader: the last entry each follower acknowledged."),
     ("dledger_peer_next_index", "gauge", ("peer",), "Leader: the next entry it will push to each follower."),
     ("dledger_peer_lag_entries", "gauge", ("peer",), "Leader: entries each follower lacks (end index - match index)."),
@@ -110,6 +127,22 @@ class Counts:
         self.refused: dict[str, int] = {}
         self.leader_changes = 0
         self.recovery_dropped = (0, 0)
+        self.read_latency = Buckets()
+        self.apply_latency = Buckets()
+        self.snapshot_save = Buckets()
+        self.snapshot_install = Buckets()
+        self.snapshot_load: float | None = None
+        self.received_entries = 0
+        self.received_bytes = 0
+        self.replicated: dict[str, list] = {}  # peer -> [entries, bytes, Buckets of push latency]
+
+    def replicated_to(self, peer: str, seconds: float, entries: int, nbytes: int) -> None:
+        r = self.replicated.get(peer)
+        if r is None:
+            r = self.replicated[peer] = [0, 0, Buckets()]
+        r[0] += entries
+        r[1] += nbytes
+        r[2].observe(seconds)
 
     def refusal(self, code: str, n: int = 1) -> None:
         self.refused[code] = self.refused.get(code, 0) + n
@@ -141,11 +174,28 @@ def families(state: dict, counts: Counts, labels: dict[str, str]) -> list:
     put("dledger_leader_changes_total", counts.leader_changes)
     for kind, n in state["members"].items():
         put("dledger_members", n, kind)
+    put("dledger_entries", 0 if state["begin_index"] < 0 else state["end_index"] - state["begin_index"] + 1)
     for k in ("begin_index", "end_index", "committed_index", "pending_appends"):
         put(f"dledger_{k}", state[k])
-    for k in ("applied_index", "snapshot_index"):
+    for k in ("applied_index", "snapshot_index", "snapshots"):
         if k in state:
             put(f"dledger_{k}", state[k])
+    if "applied_index" in state:  # (with a state machine)
+        for name, b in (("dledger_apply_latency_seconds", counts.apply_latency),
+                        ("dledger_snapshot_save_seconds", counts.snapshot_save)):
+            made[name].add_metric(values, b.cumulative(), b.sum)
+        if counts.snapshot_load is not None:
+            put("dledger_snapshot_load_seconds", counts.snapshot_load)
+    b = counts.snapshot_install
+    made["dledger_snapshot_install_seconds"].add_metric(values, b.cumulative(), b.sum)
+    b = counts.read_latency
+    made["dledger_read_latency_seconds"].add_metric(values, b.cumulative(), b.sum)
+    put("dledger_received_entries_total", counts.received_entries)
+    put("dledger_received_bytes_total", counts.received_bytes)
+    for peer, (entries, nbytes, b) in sorted(counts.replicated.items()):
+        put("dledger_replicated_entries_total", entries, peer)
+        put("dledger_replicated_bytes_total", nbytes, peer)
+        made["dledger_replicate_latency_seconds"].add_metric(values + [peer], b.cumulative(), b.sum)
     for code, n in sorted(counts.append_requests.items()):
         put("dledger_append_requests_total", n, code)
     put("dledger_appended_entries_total", counts.appended_entries)

@@ -299,7 +299,10 @@ class Node:
                  f" (config entry {self.configs.last_index})" if self.configs.entries else
                  " (kept in members.json)" if self.configs.base_index >= 0 else " (--peers)")
         if self.applier is not None:
-            log.info("state machine %s: %s", self.cfg.state_machine, self.applier.recover())
+            started = time.perf_counter()
+            said = self.applier.recover()
+            self.counts.snapshot_load = time.perf_counter() - started
+            log.info("state machine %s: %s", self.cfg.state_machine, said)
             self.core.retention_limit = self.applier.snapshot_index
             self.core.applier = self.applier
         self._syncer = BackgroundSync(self.loop)
@@ -447,7 +450,8 @@ class Node:
             ch = self.channels.get(s.to)
             if ch is None:
                 continue  # (to a member that has left since)
-            if ch.send(self._frame_for(s.to, s.request), timeout, functools.partial(self._feed, s.to, s.request)):
+            if ch.send(self._frame_for(s.to, s.request), timeout,
+                       functools.partial(self._feed, s.to, s.request, sent=time.perf_counter())):
                 sent.add(s.to)
                 continue  # connected: the answer comes back through the callback, no task
             t = asyncio.create_task(self._call(s.to, s.request))
@@ -473,6 +477,7 @@ class Node:
 
     async def _call(self, peer: str, req) -> None:
         """A request on a channel that must connect first."""
+        sent = time.perf_counter()
         try:
             ch = self.channels.get(peer)
             if ch is None:
@@ -481,10 +486,11 @@ class Node:
         except (TransportError, ProtocolError) as exc:
             self._feed(peer, req, None, exc)
         else:
-            self._feed(peer, req, frame, None)
+            self._feed(peer, req, frame, None, sent)
 
-    def _feed(self, peer: str, req, frame: Frame | None, exc: BaseException | None) -> None:
-        """Hand a peer's answer (or why there is none) to the core and act on what follows."""
+    def _feed(self, peer: str, req, frame: Frame | None, exc: BaseException | None, sent: float = 0.0) -> None:
+        """Hand a peer's answer (or why there is none) to the core and act on what follows;
+        ``sent``: when the request left (perf_counter), for the replication metrics."""
         if self.core is None or self._stop.is_set():
             return
         if frame is not None:
@@ -497,6 +503,8 @@ class Node:
         if exc is not None:
             self.core.on_failure(peer, req, str(exc), self.now())
         else:
+            if type(req) is PushRequest and req.count and resp.code == Code.SUCCESS and sent:
+                self.counts.replicated_to(peer, time.perf_counter() - sent, req.count, len(req.entries))
             self.core.on_response(peer, req, resp, self.now())
         self._process()
 
@@ -555,6 +563,7 @@ class Node:
         queries that waited for it, and save a snapshot in a thread when one is due."""
         self._applying = False
         a = self.applier
+        started = time.perf_counter()
         try:
             a.step()
         except Exception as exc:  # noqa: BLE001 - a state machine's bug: stop applying, say why, keep serving
@@ -565,6 +574,7 @@ class Node:
                     fut.set_exception(StateMachineError(f"the state machine stopped: {exc}"))
             self._queries = []
             return
+        self.counts.apply_latency.observe(time.perf_counter() - started)
         if self._queries:
             ready = [q for q in self._queries if q[0] <= a.applied]
             self._queries = [q for q in self._queries if q[0] > a.applied]
@@ -579,7 +589,9 @@ class Node:
             a.writing = True
 
             def save_and_prune():  # (in the snapshot thread: serialising, writing, removing old ones)
+                started = time.perf_counter()
                 a.save(*due)
+                self.loop.call_soon_threadsafe(self.counts.snapshot_save.observe, time.perf_counter() - started)
                 return a.snapshots.prune(self.cfg.snapshots_kept)
             fut = self.loop.run_in_executor(self._snapshotter, save_and_prune)
             fut.add_done_callback(functools.partial(self._snapshot_saved, due[0], due[1]))
@@ -653,6 +665,10 @@ class Node:
                                "index": (len(s.index.files), s.index.file_size)}}
         if self.applier is not None:
             out["applied_index"], out["snapshot_index"] = self.applier.applied, self.applier.snapshot_index
+            try:
+                out["snapshots"] = len(self.applier.snapshots.list(check_data=False))
+            except StoreError:
+                pass  # (an unreadable snapshot directory: the node's log says so when it matters)
         if core.member.role == Role.LEADER:
             out["peers"] = [r for r in core.watermarks(now) if r["peer"] != self.cfg.self_id]
         return out
@@ -682,7 +698,11 @@ class Node:
             if f.code == APPEND:
                 return self._append(f, conn)
             if f.code == GET:
-                return self._get(f)
+                started = time.perf_counter()
+                try:
+                    return self._get(f)
+                finally:
+                    self.counts.read_latency.observe(time.perf_counter() - started)
             if f.code in (METADATA, STATUS):
                 refused = self._check_addressee(f)
                 return refused or response_frame(self._metadata(), f.opaque, f.code)
@@ -706,7 +726,13 @@ class Node:
         except BadMessage as exc:
             self.counts.refusal("BAD_REQUEST")
             return error_frame(f.opaque, REMOTING_NOT_SUPPORTED if "not a peer request" in str(exc) else 1, str(exc))
+        started = time.perf_counter()
         resp = self.core.handle(req, self.now())
+        if f.code == PUSH and resp.code == Code.SUCCESS and req.count:
+            self.counts.received_entries += req.count
+            self.counts.received_bytes += len(req.entries)
+        elif f.code == INSTALL_SNAPSHOT and resp.installed:
+            self.counts.snapshot_install.observe(time.perf_counter() - started)
         self._process()
         if f.code == INSTALL_SNAPSHOT and resp.installed and self.applier is not None and not self._applying:
             self._applying = True  # (queries waiting for what the snapshot holds are answered)

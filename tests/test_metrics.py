@@ -128,8 +128,18 @@ def test_every_documented_metric_is_served_and_moves(metered):
     assert end - value(m0, "dledger_end_index") == 200 and value(m1, "dledger_committed_index") == end
     wait_for(lambda: all(value(scrape(u), "dledger_applied_index") == end for u in urls.values()), 20,
              "every node applied the appends")
+    assert value(m1, "dledger_entries") == end - value(m1, "dledger_begin_index") + 1
+    assert value(m1, "dledger_apply_latency_seconds_count") > value(m0, "dledger_apply_latency_seconds_count")
     for f in followers:
         assert value(m1, "dledger_peer_match_index", peer=f) <= end
+        wait_for(lambda: value(scrape(urls[leader]), "dledger_replicated_entries_total", peer=f)
+                 - value(m0, "dledger_replicated_entries_total", peer=f) >= 200, 10, f"{f}'s pushes acknowledged")
+        assert value(m1, "dledger_replicate_latency_seconds_count", peer=f) > 0
+        fm = scrape(urls[f])
+        assert value(fm, "dledger_received_entries_total") >= 200 and value(fm, "dledger_received_bytes_total") > 20490
+    r = cli("get", "--base-dir", base, "-i", "1", "-c", "5")
+    assert r.returncode == 0, r.stderr
+    assert value(scrape(urls[leader]), "dledger_read_latency_seconds_count") > value(m1, "dledger_read_latency_seconds_count")
 
     # a refusal, counted by its code
     r = cli("get", "--base-dir", base, "-i", "999999")
