@@ -14,6 +14,7 @@ from store.format import MAGIC_NOOP
 from store.memstore import MemoryStore
 from store.snapshot import SnapshotStore
 from test_cluster_processes import cli, down, free_port_base, wait_for
+from test_metrics import scrape, value
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "sm"))
@@ -214,7 +215,9 @@ def test_a_follower_away_while_snapshots_deleted_the_log_installs_one(tmp_path):
     base = str(tmp_path / "c")
     keys = [f"k{i}" for i in range(50)]
     try:
-        _up(base, "--state-machine", "kv", "--snapshot-threshold", "300", data_file_size="64KiB")
+        mbase = free_port_base(3)
+        _up(base, "--state-machine", "kv", "--snapshot-threshold", "300", "--metrics-port-base", str(mbase),
+            data_file_size="64KiB")
         _append_kv(base, [(k, "first") for k in keys])
         leader, away = _away_while_the_log_moves(base, keys, 40, 100)  # 2,000 entries, ~250 KB
         # every running node snapshotted and deleted the log its snapshots cover
@@ -230,6 +233,13 @@ def test_a_follower_away_while_snapshots_deleted_the_log_installs_one(tmp_path):
         with open(os.path.join(base, "logs", f"{away}.log")) as fh:
             said = fh.read()
         assert "installed snapshot" in said
+        # the metrics say so too: the install took its time on the follower, the leader's snapshots were saved
+        at = scrape(f"http://127.0.0.1:{mbase + int(away[1:])}/metrics")
+        assert value(at, "dledger_snapshot_install_seconds_count") == 1
+        assert value(at, "dledger_snapshot_load_seconds") >= 0 and value(at, "dledger_snapshots") >= 1
+        lead = scrape(f"http://127.0.0.1:{mbase + int(leader[1:])}/metrics")
+        assert value(lead, "dledger_snapshot_save_seconds_count") >= 5 and value(lead, "dledger_snapshots") >= 1
+        assert value(lead, "dledger_begin_index") > 0
         assert _kv(base, keys, away) == _kv(base, keys) == {k: "39-{}-".format(k).ljust(100, "v") for k in keys}
         marks = json.loads(cli("peer", "watermarks", "--base-dir", base, "--format", "json").stdout)
         row = next(m for m in marks if m["peer"] == away)
