@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 import sys
 from enum import Enum
 from typing import Annotated
@@ -73,6 +74,7 @@ def main_options(
 ) -> None:
     """Operations toolkit for DLedger-compatible Raft commit logs."""
     root = logging.getLogger()
+    os.environ["DLEDGERCTL_LOG_FORMAT"] = log_format.value  # (nodes that cluster up starts log the same way)
     if not any(getattr(h, "dledgerctl", False) for h in root.handlers):
         if log_format == LogFormat.json:
             handler = _json_handler()
