@@ -407,7 +407,7 @@ class Node:
     async def _shutdown(self) -> None:
         log.info("node %s shutting down", self.cfg.self_id)
         if self.metrics is not None:
-            self.metrics.close()  # (waits for a scrape under way; the loop still answers it)
+            self.metrics.close()  # (a scrape under way runs in a thread of its own and ends by itself)
             self.metrics = None
         await self.server.close()
         for t in list(self._tasks):
