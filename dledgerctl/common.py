@@ -18,6 +18,7 @@ from .render import Format
 
 log = logging.getLogger("dledgerctl")
 
+
 class LogLabels(logging.Filter):
     """Puts ``labels`` (a node's group and id, once it starts) on every log record: JSON
     lines carry them as fields."""
