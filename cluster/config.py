@@ -103,8 +103,10 @@ class NodeConfig:
     # where this node reaches a member, whatever the member list says (id -> Peer): members
     # behind NAT or a proxy, and the fault harness's per-link proxies
     peer_addresses: dict = field(default_factory=dict)
-    # where Prometheus scrapes this node's metrics (host, port), None for no endpoint
+    # where Prometheus scrapes this node's metrics (host, port), None for no endpoint; with
+    # metrics_tls, over HTTPS with the node's certificate, from scrapers the CA signed
     metrics_address: tuple | None = None
+    metrics_tls: bool = False
     # replication
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this

@@ -61,8 +61,8 @@ def alive(node: dict) -> bool:
 
 def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str, extra: list[str],
                  tls_dir: str | None = None, metrics: str | None = None) -> list[str]:
-    if metrics is not None:
-        extra = [*extra, "--metrics-address", metrics]
+    if metrics is not None:  # (over HTTPS with the member's certificate when the group speaks TLS)
+        extra = [*extra, "--metrics-address", metrics, *([] if tls_dir is None else ["--metrics-tls"])]
     tls = [] if tls_dir is None else ["--tls-cert", os.path.join(tls_dir, f"member-{node_id}.pem"),
                                       "--tls-key", os.path.join(tls_dir, f"member-{node_id}.key"),
                                       "--tls-ca", os.path.join(tls_dir, "ca.pem")]
@@ -105,7 +105,8 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
         rec["nodes"].append({"id": nid, "pid": None, "address": f"{host}:{port_base + i}",
                              "log": os.path.join(base_dir, "logs", f"{nid}.log"), "cmd": commands[i]})
         if metrics_port_base is not None:
-            rec["nodes"][-1]["metrics"] = f"http://{host}:{metrics_port_base + i}/metrics"
+            scheme = "http" if tls_dir is None else "https"
+            rec["nodes"][-1]["metrics"] = f"{scheme}://{host}:{metrics_port_base + i}/metrics"
     procs = [_spawn(base_dir, n) for n in rec["nodes"]]
     write_record(base_dir, rec)
     return rec, procs

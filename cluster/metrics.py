@@ -258,16 +258,24 @@ class _Collector:
 
 class MetricsServer:
     """The HTTP endpoint (``/metrics``; prometheus_client's server in a daemon thread), with
-    the process metrics (CPU, memory, open files) beside the node's."""
+    the process metrics (CPU, memory, open files) beside the node's. With ``tls`` (the
+    node's TlsFiles) it serves HTTPS with the node's certificate and takes only scrapers
+    showing a certificate the CA signed (TLS 1.2 or later); the files are read once, at
+    start (SIGHUP reloads the node's connections, not this)."""
 
-    def __init__(self, host: str, port: int, loop, read_state, counts: Counts, labels: dict[str, str]) -> None:
+    def __init__(self, host: str, port: int, loop, read_state, counts: Counts, labels: dict[str, str],
+                 tls=None) -> None:
+        import ssl
+
         from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
         self.registry.register(_Collector(loop, read_state, counts, labels))
-        self.httpd, self.thread = start_http_server(port, host, registry=self.registry)
-        self.address = f"{host}:{self.httpd.server_port}"
+        https = {} if tls is None else {"certfile": tls.cert, "keyfile": tls.key, "client_cafile": tls.ca,
+                                        "client_auth_required": True, "tls_min_version": ssl.TLSVersion.TLSv1_2}
+        self.httpd, self.thread = start_http_server(port, host, registry=self.registry, **https)
+        self.url = f"{'https' if tls else 'http'}://{host}:{self.httpd.server_port}/metrics"
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -324,11 +324,12 @@ class Node:
             host, port = self.cfg.metrics_address
             try:
                 self.metrics = MetricsServer(host, port, self.loop, self.metrics_state, self.counts,
-                                             {"group": self.cfg.group, "node": self.cfg.self_id})
-            except OSError as exc:
+                                             {"group": self.cfg.group, "node": self.cfg.self_id},
+                                             self.cfg.tls if self.cfg.metrics_tls else None)
+            except OSError as exc:  # (ssl.SSLError too: a certificate file the TLS context took already)
                 await self._shutdown()
-                raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc.strerror}") from exc
-            log.info("metrics on http://%s/metrics", self.metrics.address)
+                raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
+            log.info("metrics on %s", self.metrics.url)
         if ready is not None:
             ready()
         ticker = asyncio.create_task(self._tick_loop())

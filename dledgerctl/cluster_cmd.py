@@ -125,6 +125,8 @@ def node_start(
     metrics_address: Annotated[Optional[str], typer.Option("--metrics-address", metavar="HOST:PORT",
                                help="Serve Prometheus metrics at http://HOST:PORT/metrics (off by default; "
                                "port 0 picks a free one). The names are listed in dledgerctl-node(1).")] = None,
+    metrics_tls: Annotated[bool, typer.Option("--metrics-tls", help="Serve the metrics over HTTPS with this node's "
+                           "--tls-cert and --tls-key, to scrapers showing a certificate --tls-ca signed.")] = False,
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
@@ -150,6 +152,8 @@ def node_start(
         if not sep:
             raise fail(f"--peer-address {spec!r}: give ID=HOST:PORT", 2)
     metrics = None
+    if metrics_tls and (tls is None or metrics_address is None):
+        raise fail("--metrics-tls needs --metrics-address and the node's --tls-cert, --tls-key and --tls-ca", 2)
     if metrics_address is not None:
         try:
             metrics = parse_address(metrics_address)
@@ -169,7 +173,7 @@ def node_start(
                          idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
                          max_inflight_per_connection=max_inflight, state_machine=state_machine,
                          snapshot_threshold=snapshot_threshold, learner=learner, peer_addresses=overrides,
-                         metrics_address=metrics,
+                         metrics_address=metrics, metrics_tls=metrics_tls,
                          **({} if snapshot_keep is None else {"snapshot_keep_entries": snapshot_keep}),
                          **({} if push_quota is None else {"peer_push_quota": push_quota}),
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))

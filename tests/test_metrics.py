@@ -201,3 +201,44 @@ def test_metrics_address_in_use_is_a_clear_error(tmp_path):
     assert r.stderr.strip().splitlines()[-1].startswith(f"Error: cannot serve metrics on 127.0.0.1:{port + 1}")
     r = cli("node", "start", "--id", "n0", "--peers", f"n0-127.0.0.1:{port}", "--metrics-address", "nowhere")
     assert r.returncode == 2 and "--metrics-address: 'nowhere' is not HOST:PORT" in r.stderr
+
+
+def test_a_tls_group_serves_its_metrics_over_https_to_scrapers_the_ca_signed(tmp_path):
+    import ssl
+    import urllib.error
+
+    base = str(tmp_path / "c")
+    mbase = free_port_base(3)
+    try:
+        up(base, 3, "--tls", "--metrics-port-base", str(mbase))
+        with open(os.path.join(base, "cluster.json")) as fh:
+            rec = json.load(fh)
+        url = rec["nodes"][0]["metrics"]
+        assert url == f"https://127.0.0.1:{mbase}/metrics"
+        tls = rec["tls"]
+
+        def context(cert: bool) -> ssl.SSLContext:
+            ctx = ssl.create_default_context(cafile=tls["ca"])  # (member certificates name 127.0.0.1 too)
+            if cert:
+                ctx.load_cert_chain(tls["client"]["cert"], tls["client"]["key"])
+            return ctx
+
+        with urllib.request.urlopen(url, timeout=10, context=context(True)) as resp:
+            text = resp.read().decode()
+        assert 'dledger_role{group="default",node="n0",role="leader"}' in text
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+            urllib.request.urlopen(url, timeout=10, context=context(False)).read()  # no client certificate
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            urllib.request.urlopen(url.replace("https", "http"), timeout=10).read()  # plain HTTP
+        # and a scrape with a certificate from another CA is refused
+        other = tmp_path / "other"
+        assert cli("certs", "init", str(other), "--members", "n0", "--clients", "app").returncode == 0
+        ctx = context(False)
+        ctx.load_cert_chain(str(other / "client-app.pem"), str(other / "client-app.key"))
+        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+            urllib.request.urlopen(url, timeout=10, context=ctx).read()
+    finally:
+        down(base)
+    r = cli("node", "start", "--id", "n0", "--peers", "n0-127.0.0.1:1", "--metrics-address", "127.0.0.1:0",
+            "--metrics-tls")
+    assert r.returncode == 2 and "--metrics-tls needs" in r.stderr
