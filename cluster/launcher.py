@@ -60,9 +60,13 @@ def alive(node: dict) -> bool:
 
 
 def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str, extra: list[str],
-                 tls_dir: str | None = None, metrics: str | None = None) -> list[str]:
-    if metrics is not None:  # (over HTTPS with the member's certificate when the group speaks TLS)
-        extra = [*extra, "--metrics-address", metrics, *([] if tls_dir is None else ["--metrics-tls"])]
+                 tls_dir: str | None = None, metrics: str | None = None,
+                 metrics_tls: bool | None = None) -> list[str]:
+    """The command line of a member; ``metrics``: HOST:PORT of its Prometheus endpoint, over
+    HTTPS with its certificate when the group speaks TLS (unless ``metrics_tls`` is False)."""
+    if metrics is not None:
+        https = tls_dir is not None if metrics_tls is None else metrics_tls
+        extra = [*extra, "--metrics-address", metrics, *(["--metrics-tls"] if https else [])]
     tls = [] if tls_dir is None else ["--tls-cert", os.path.join(tls_dir, f"member-{node_id}.pem"),
                                       "--tls-key", os.path.join(tls_dir, f"member-{node_id}.key"),
                                       "--tls-ca", os.path.join(tls_dir, "ca.pem")]

@@ -269,12 +269,15 @@ class NodeProc:
     """One node process; its store lives in ``<base_dir>/dledger-<id>``."""
 
     def __init__(self, node_id: str, port: int, peers: str, base_dir: str, flush: str, extra: list[str],
-                 log_dir: str, tls_dir: str | None = None) -> None:
+                 log_dir: str, tls_dir: str | None = None, metrics_port: int | None = None) -> None:
         self.id, self.port = node_id, port
         self.base_dir = base_dir
         self.dir = os.path.join(base_dir, f"dledger-{node_id}")
         self.log = os.path.join(log_dir, f"{node_id}.log")
-        self.cmd = node_command(GROUP, node_id, peers, base_dir, flush, extra, tls_dir)
+        self.metrics = None if metrics_port is None else f"http://{HOST}:{metrics_port}/metrics"
+        # (the metrics stay plain HTTP under TLS too: MetricsWatch scrapes without a certificate)
+        self.cmd = node_command(GROUP, node_id, peers, base_dir, flush, extra, tls_dir,
+                                None if metrics_port is None else f"{HOST}:{metrics_port}", metrics_tls=False)
         self.proc: subprocess.Popen | None = None
         self.state = "down"  # up | paused | down
         self.starts = 0
@@ -915,6 +918,7 @@ class Cluster:
         self.retired: dict[str, NodeProc] = {}
         self.with_spares = spares > 0
         self.ports = dict(zip(self.all_ids, free_ports(len(self.all_ids))))
+        self.metrics_ports = dict(zip(self.all_ids, free_ports(len(self.all_ids))))
         self.seed, self.flush = seed, flush
         self.extra = SMALL_FILES + (extra or [])
         self.base_dirs = base_dirs or {i: os.path.join(workdir, "store") for i in self.all_ids}
@@ -954,7 +958,7 @@ class Cluster:
                 if p != i:
                     extra += ["--peer-address", f"{p}={HOST}:{self.net.links[(i, p)].port}"]
         return NodeProc(i, self.ports[i], self.net.peers_for(i, sorted(set(members) | {i})), self.base_dirs[i],
-                        self.flush, extra, self.log_dir, self.tls_dir)
+                        self.flush, extra, self.log_dir, self.tls_dir, self.metrics_ports[i])
 
     def start_spare(self) -> str | None:
         """Start the next spare id as a learner knowing the current members; its id."""
@@ -1042,6 +1046,78 @@ class Cluster:
             n.kill()
 
 
+class MetricsWatch:
+    """Scrapes every running node's Prometheus endpoint every ``period`` seconds while a run
+    goes: the endpoint must never stop a node, nor say what cannot be. Per scrape: exactly one
+    role, committed index <= end index, begin index <= end index + 1; per process (its start
+    time), counters never go down. Each node started must answer at least one whole scrape."""
+
+    COUNTERS = ("dledger_appended_entries_total", "dledger_leader_changes_total", "dledger_received_entries_total",
+                "dledger_append_latency_seconds_count", "dledger_flush_latency_seconds_count")
+
+    def __init__(self, nodes: dict, period: float = 1.0) -> None:
+        self.nodes, self.period = nodes, period
+        self.problems: list[str] = []
+        self.scrapes = collections.Counter()  # whole scrapes, per node
+        self.unanswered = 0  # a node paused, killed or starting, or a loop too busy to answer in time
+        self.last: dict[tuple[str, float], dict[str, float]] = {}
+        self.stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        while not self.stopping.is_set():
+            for i, n in list(self.nodes.items()):
+                if n.state == "up" and n.metrics:
+                    try:
+                        text = await asyncio.to_thread(_fetch, n.metrics)
+                    except (OSError, ValueError):
+                        self.unanswered += 1
+                        continue
+                    self._check(i, text)
+            try:
+                await asyncio.wait_for(self.stopping.wait(), self.period)
+            except asyncio.TimeoutError:
+                pass
+
+    def _check(self, node: str, text: str) -> None:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        values: dict[str, float] = {}
+        roles = 0
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if s.name == "dledger_role":
+                    roles += s.value == 1
+                elif not s.labels.keys() - {"group", "node"}:
+                    values[s.name] = s.value
+        if "dledger_term" not in values:  # (only the process metrics: the loop did not answer in time)
+            self.unanswered += 1
+            return
+        self.scrapes[node] += 1
+        bad = []
+        if roles != 1:
+            bad.append(f"{roles} roles at once")
+        if values["dledger_committed_index"] > values["dledger_end_index"]:
+            bad.append(f"committed {values['dledger_committed_index']:.0f} > end {values['dledger_end_index']:.0f}")
+        if values["dledger_begin_index"] > values["dledger_end_index"] + 1:
+            bad.append(f"begin {values['dledger_begin_index']:.0f} > end + 1")
+        key = (node, values.get("process_start_time_seconds", 0.0))
+        before = self.last.get(key)
+        if before is not None:
+            bad += [f"{c} went down from {before[c]:.0f} to {values[c]:.0f}" for c in self.COUNTERS
+                    if values.get(c, 0) < before.get(c, 0)]
+        self.last[key] = values
+        self.problems += [f"metrics of {node}: {b}" for b in bad]
+
+    def missing(self, started: list[str]) -> list[str]:
+        return [f"metrics of {i}: no whole scrape answered in the whole run" for i in started if not self.scrapes[i]]
+
+
+def _fetch(url: str) -> str:
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=3) as resp:
+        return resp.read().decode()
+
+
 @dataclass
 class Result:
     seed: int
@@ -1114,8 +1190,11 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
     problems: list[str] = []
     stopped, unknown_committed = False, 0
     load_from = load_to = 0.0
+    watch = MetricsWatch(cluster.nodes)
+    watching = None
     try:
         await cluster.start()
+        watching = asyncio.ensure_future(watch.run())
         log(f"{nodes} nodes (flush={flush}) on ports {', '.join(map(str, cluster.ports.values()))}")
         first = await cluster.time_to_leader(60)
         if first is None:
@@ -1147,12 +1226,19 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
                                             for p, m in cluster.monitor.last.items()))
             else:
                 log(f"converged at index {cluster.monitor.last[cluster.monitor.leader]['end_index']}")
+        watch.stopping.set()
+        await watching
+        problems += watch.problems + watch.missing(list(cluster.nodes))
+        log(f"metrics: {sum(watch.scrapes.values())} whole scrapes, {watch.unanswered} unanswered")
         problems += await cluster.stop()
         stopped = True
         problems += nemesis.problems
         found, unknown_committed = check({i: n.dir for i, n in cluster.nodes.items()}, appender.requests)
         problems += found
     finally:
+        watch.stopping.set()
+        if watching is not None and not watching.done():
+            watching.cancel()
         if not stopped:
             cluster.kill_all()
             await cluster.net.close()

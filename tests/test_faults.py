@@ -431,3 +431,28 @@ def test_the_checker_finds_what_breaks_the_promise(tmp_path):
     _store(dirs["n0"], [b"a"])  # the same body twice
     problems, _ = faults.check({"n0": dirs["n0"]}, fine, verify=False)
     assert any("in the log 2 times" in p for p in problems)
+
+
+def test_the_metrics_watch_finds_what_cannot_be():
+    def text(role="leader", committed=5, end=5, begin=0, appended=10, start=100.0):
+        lines = [f'process_start_time_seconds {start}']
+        lines += [f'dledger_role{{group="g",node="n0",role="{r}"}} {int(r == role)}' for r in ("leader", "follower")]
+        lines += [f'dledger_term{{group="g",node="n0"}} 2', f'dledger_committed_index{{group="g",node="n0"}} {committed}',
+                  f'dledger_end_index{{group="g",node="n0"}} {end}', f'dledger_begin_index{{group="g",node="n0"}} {begin}',
+                  "# TYPE dledger_appended_entries counter",
+                  f'dledger_appended_entries_total{{group="g",node="n0"}} {appended}']
+        return "\n".join(lines) + "\n"
+
+    w = faults.MetricsWatch({})
+    w._check("n0", text())
+    w._check("n0", text(appended=12))
+    assert w.problems == [] and w.scrapes["n0"] == 2
+    w._check("n0", text(appended=0, start=200.0))  # a new process counts from 0 again
+    assert w.problems == []
+    w._check("n0", text(role="none", committed=7, end=6, begin=9, appended=0, start=200.0))
+    assert w.problems == ["metrics of n0: 0 roles at once", "metrics of n0: committed 7 > end 6",
+                          "metrics of n0: begin 9 > end + 1"]
+    w._check("n0", text(appended=-1, start=200.0))
+    assert w.problems[-1] == "metrics of n0: dledger_appended_entries_total went down from 0 to -1"
+    w._check("n1", "process_start_time_seconds 1\n")  # the loop did not answer: not a whole scrape
+    assert w.unanswered == 1 and w.missing(["n0", "n1"]) == ["metrics of n1: no whole scrape answered in the whole run"]
