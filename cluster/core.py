@@ -54,6 +54,7 @@ from store.errors import StoreError, StoreIOError, is_disk_full
 from store.format import MAGIC_NOOP, MAGIC_NORMAL
 
 from . import install
+from .appendtimes import AppendTimes
 from .compaction import Compaction
 from .config import NodeConfig
 from .dispatcher import Dispatcher, DispatchState
@@ -141,6 +142,7 @@ class RaftCore(Reconfiguration, Compaction):
         self.configs = Configs(initial(config.peers, config.self_id, config.learner))
         self.save_base = None  # the node's: keep the base on disk when it changes (members.json)
         self.dispatchers: dict[str, Dispatcher] = {}
+        self.append_times: AppendTimes | None = None  # leader: when its entries were appended
         self.quorum: Quorum | None = None
         self.pending: deque[Proposal] = deque()
         self.round: _Round | None = None
@@ -447,6 +449,9 @@ class RaftCore(Reconfiguration, Compaction):
                 return
             said = f"no-op at {first}"
         self.quorum = Quorum(list(self.members.voters), c.self_id, m.term, first, s.committed_index)
+        self.append_times = AppendTimes(first, now)  # (a follower's lag in time: the age of what it lacks)
+        if first <= s.end_index:
+            self.append_times.record(first, now)
         self._ack_self()
         self.dispatchers, self.peer_ack_at, self.heartbeat_due = {}, {}, {}
         for p in self._others():
@@ -573,7 +578,7 @@ class RaftCore(Reconfiguration, Compaction):
                 self._note(f"repair from {req.leader_id}: nothing to drop from {req.from_index}")
             elif resp.code == Code.SUCCESS:
                 self._note(f"repair from {req.leader_id}: dropped {resp.dropped} entries from {req.from_index}",
-                           event="truncation", from_index=req.from_index, dropped=resp.dropped,
+                           event="truncation", from_index=req.from_index, to_index=req.from_index + resp.dropped - 1,
                            leader=req.leader_id, term=req.term, end_index=self.store.end_index)
             return resp
         return _error(kind, self.member.term, Code.UNSUPPORTED, f"unexpected request {kind.__name__}")
@@ -708,6 +713,7 @@ class RaftCore(Reconfiguration, Compaction):
         """``p``'s entries are appended: it waits for the quorum (or its deadline)."""
         p.appended, p.first_index, p.last_index = appended, appended[0].index, appended[-1].index
         p.deadline = now + self.cfg.max_wait_ack_ms
+        self.append_times.record(p.last_index, now)
         self.pending.append(p)
         self._ack_self()
         self._advance_commit()
@@ -799,7 +805,8 @@ class RaftCore(Reconfiguration, Compaction):
         for p, d in self.dispatchers.items():
             row = d.describe(now)
             row = {"peer": p, "address": members.members[p].address, "member": members.role_of(p),
-                   "alive": self._peer_alive(p, now), **row, **common}
+                   "alive": self._peer_alive(p, now), **row, **common,
+                   "lag_ms": self.append_times.age_ms(d.watermark + 1, now) if row["lag_entries"] else 0}
             rows.append({k: row[k] for k in rows[0]})  # every row in the leader row's field order
         return rows
 

@@ -115,7 +115,6 @@ class Dispatcher:
         self.retry_at = now  # nothing is sent before this (back-off after a failure)
         self.last_send_at = -(1 << 62)
         self.last_ack_at: int | None = None
-        self.started_at = now  # (a follower that never answered lags since then)
         self.commit_sent = -2
         self.commit_moved_at: int | None = None  # when the commit index first differed from commit_sent
         self.quota_window = now
@@ -495,7 +494,6 @@ class Dispatcher:
 
     def describe(self, now: int) -> dict:
         end = self.store.end_index
-        behind = end > self.watermark
         return {
             "peer": self.peer,
             "state": str(self.state),
@@ -506,9 +504,6 @@ class Dispatcher:
             "in_flight": len(self.inflight) + (self.outstanding is not None and self.sending is not None),
             "in_flight_bytes": sum(f.nbytes for f in self.inflight.values()),
             "ms_since_ack": None if self.last_ack_at is None else now - self.last_ack_at,
-            # how long it has lacked entries: since its last acknowledgement (or since this
-            # leader began, if it never answered); 0 when it has them all
-            "lag_ms": (now - (self.started_at if self.last_ack_at is None else self.last_ack_at)) if behind else 0,
             "last_error": self.last_error,
             "note": self.note,
         }

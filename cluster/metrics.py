@@ -56,7 +56,7 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_appended_entries_total", "counter", (), "Entries clients appended that this node, as leader, committed."),
     ("dledger_appended_bytes_total", "counter", (), "Body bytes of those entries."),
     ("dledger_append_latency_seconds", "histogram", (),
-     "Leader: from an APPEND's arrival to its answer (commit, or the refusal)."),
+     "Leader: committed APPENDs, from the event-loop pass they arrived in to their answer."),
     ("dledger_read_latency_seconds", "histogram", (), "How long each GET took to answer (read and encode)."),
     ("dledger_received_entries_total", "counter", (), "Follower: entries taken from the leader's pushes."),
     ("dledger_received_bytes_total", "counter", (), "Follower: bytes of those entries."),
@@ -69,7 +69,7 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_peer_lag_entries", "gauge", ("peer",), "Leader: entries each follower lacks (end index - match index)."),
     ("dledger_peer_lag_bytes", "gauge", ("peer",), "Leader: bytes of the entries each follower lacks."),
     ("dledger_peer_lag_seconds", "gauge", ("peer",),
-     "Leader: while a follower lacks entries, seconds since it last acknowledged one (0 when it has them all)."),
+     "Leader: the age of the oldest entry each follower lacks (0 when it has them all)."),
     ("dledger_peer_alive", "gauge", ("peer",), "Leader: 1 when the follower answered within the election timeout."),
     ("dledger_peer_state", "gauge", ("peer", "state"),
      "Leader: 1 for each follower's dispatcher state (COMPARE, TRUNCATE, APPEND, COMMIT, INSTALL_SNAPSHOT, REPAIR)."),
@@ -81,7 +81,8 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_store_files", "gauge", ("kind",), "Files of the store (kind: data, index)."),
     ("dledger_store_file_bytes", "gauge", ("kind",), "Bytes those files take (file count x file size)."),
     ("dledger_refused_requests_total", "counter", ("code",),
-     "Requests answered with a refusal, by code (NOT_LEADER, INDEX_OUT_OF_RANGE, NO_PERMISSION, BAD_REQUEST, ...)."),
+     "Requests answered with a refusal, by code (NOT_LEADER, INDEX_OUT_OF_RANGE, NO_PERMISSION, BAD_REQUEST, ...); "
+     "refused APPENDs are in dledger_append_requests_total too."),
     ("dledger_connections", "gauge", (), "Open client and peer connections to this node."),
     ("dledger_connections_closed_total", "counter", ("reason",),
      "Connections the node closed by its limits (reason: limit, idle, slow)."),
@@ -118,7 +119,7 @@ class Counts:
     """What the node counts as it goes (on the loop; plain integers)."""
 
     def __init__(self) -> None:
-        self.append_requests: dict[str, int] = {}
+        self.append_requests: dict[str, int] = {"SUCCESS": 0}  # (a series from the start: rate() sees the first)
         self.appended_entries = 0
         self.appended_bytes = 0
         self.append_latency = Buckets()
@@ -192,6 +193,9 @@ def families(state: dict, counts: Counts, labels: dict[str, str]) -> list:
     made["dledger_read_latency_seconds"].add_metric(values, b.cumulative(), b.sum)
     put("dledger_received_entries_total", counts.received_entries)
     put("dledger_received_bytes_total", counts.received_bytes)
+    for row in state["peers"]:  # (every follower's series from the start: rate() sees the first push)
+        if row["peer"] not in counts.replicated:
+            counts.replicated[row["peer"]] = [0, 0, Buckets()]
     for peer, (entries, nbytes, b) in sorted(counts.replicated.items()):
         put("dledger_replicated_entries_total", entries, peer)
         put("dledger_replicated_bytes_total", nbytes, peer)
@@ -244,40 +248,94 @@ class _Collector:
         def fill() -> None:
             try:
                 fut.set_result(families(self.read_state(), self.counts, self.labels))
-            except BaseException as exc:  # noqa: BLE001 - handed to the scrape, which logs it
+            except BaseException as exc:  # noqa: BLE001 - handed to the scrape thread, which says it
                 fut.set_exception(exc)
         try:
             self.loop.call_soon_threadsafe(fill)
+        except RuntimeError as exc:  # (the loop is closed: the node is stopping)
+            log.debug("metrics scrape: %s", exc)
+            return iter(())
+        try:
             return iter(fut.result(SCRAPE_WAIT_S))
         except concurrent.futures.TimeoutError:
             log.warning("metrics scrape: the node's loop did not answer within %.0f s", SCRAPE_WAIT_S)
-        except RuntimeError as exc:  # (the loop is closed: the node is stopping)
-            log.debug("metrics scrape: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: the scrape still gets the process metrics
+            log.warning("metrics scrape failed: %s", exc, exc_info=exc)
         return iter(())
 
 
+CONNECTION_TIMEOUT_S = 10.0  # a scraper's connection: TLS handshake, request and answer
+
+
+def _server_class(family: int, context):
+    """A threading WSGI server whose connections each have ``CONNECTION_TIMEOUT_S`` and, with
+    an SSL ``context``, do their TLS handshake in their own thread: a client that connects
+    and sends nothing holds one thread for a while, never the accepting one (which
+    prometheus_client's own TLS server does: it wraps the listening socket)."""
+    from prometheus_client.exposition import ThreadingWSGIServer
+
+    class Server(ThreadingWSGIServer):
+        address_family = family
+
+        def finish_request(self, request, client_address) -> None:  # (in the connection's thread)
+            request.settimeout(CONNECTION_TIMEOUT_S)
+            if context is None:
+                super().finish_request(request, client_address)
+                return
+            try:
+                conn = context.wrap_socket(request, server_side=True)
+            except OSError as exc:  # (ssl.SSLError too: no certificate, one the CA did not sign, not TLS)
+                log.debug("metrics: TLS handshake with %s failed: %s", client_address, exc)
+                return
+            try:
+                super().finish_request(conn, client_address)
+            finally:
+                conn.close()
+
+    return Server
+
+
 class MetricsServer:
-    """The HTTP endpoint (``/metrics``; prometheus_client's server in a daemon thread), with
-    the process metrics (CPU, memory, open files) beside the node's. With ``tls`` (the
+    """The HTTP endpoint (``/metrics``; prometheus_client's WSGI app in a server thread),
+    with the process metrics (CPU, memory, open files) beside the node's. With ``tls`` (the
     node's TlsFiles) it serves HTTPS with the node's certificate and takes only scrapers
     showing a certificate the CA signed (TLS 1.2 or later); the files are read once, at
     start (SIGHUP reloads the node's connections, not this)."""
 
     def __init__(self, host: str, port: int, loop, read_state, counts: Counts, labels: dict[str, str],
                  tls=None) -> None:
+        import socket
         import ssl
+        import threading
+        from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-        from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+        from prometheus_client import CollectorRegistry, ProcessCollector, make_wsgi_app
+
+        class Quiet(WSGIRequestHandler):
+            def log_message(self, *args) -> None:  # (no line per scrape on stderr)
+                pass
 
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
         self.registry.register(_Collector(loop, read_state, counts, labels))
-        https = {} if tls is None else {"certfile": tls.cert, "keyfile": tls.key, "client_cafile": tls.ca,
-                                        "client_auth_required": True, "tls_min_version": ssl.TLSVersion.TLSv1_2}
-        self.httpd, self.thread = start_http_server(port, host, registry=self.registry, **https)
-        self.url = f"{'https' if tls else 'http'}://{host}:{self.httpd.server_port}/metrics"
+        context = None
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.minimum_version = ssl.TLSVersion.TLSv1_2
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(tls.ca)
+            context.load_cert_chain(tls.cert, tls.key)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.httpd = make_server(host, port, make_wsgi_app(self.registry), _server_class(family, context),
+                                 handler_class=Quiet)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                                       name="metrics", daemon=True)
+        self.thread.start()
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"{'https' if tls else 'http'}://{shown}:{self.httpd.server_port}/metrics"
 
     def close(self) -> None:
+        """Stop accepting (within the server's 0.1 s poll); connections under way end by themselves."""
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)

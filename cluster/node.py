@@ -519,8 +519,8 @@ class Node:
         if entry is None:
             return
         c = self.counts
-        c.append_latency.observe(time.perf_counter() - entry[3], len(entry[1]) + len(entry[2]))
         if p.code == Code.SUCCESS:
+            c.append_latency.observe(time.perf_counter() - entry[3], len(entry[1]) + len(entry[2]))
             c.appended_entries += p.count
             c.appended_bytes += entry[4]
         self._answer_appends(p, entry[1], p.code, p.remark, entry[2])
@@ -726,6 +726,8 @@ class Node:
                 self.core.mark_java(req.leader_id)
         except BadMessage as exc:
             self.counts.refusal("BAD_REQUEST")
+            if f.code == APPEND:
+                self.counts.appends_answered("BAD_REQUEST", 1)
             return error_frame(f.opaque, REMOTING_NOT_SUPPORTED if "not a peer request" in str(exc) else 1, str(exc))
         started = time.perf_counter()
         resp = self.core.handle(req, self.now())
@@ -896,6 +898,7 @@ class Node:
             raise BadMessage("extField 'count' is not an integer") from None
         if f.ext.get("group", self.cfg.group) != self.cfg.group:
             self.counts.refusal(Code.UNKNOWN_GROUP.name)
+            self.counts.appends_answered(Code.UNKNOWN_GROUP.name, 1)
             return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {self.cfg.group!r}"},
                                   f.opaque, APPEND)
         largest = check_bodies(f.body, count)
@@ -918,6 +921,7 @@ class Node:
             refusal = (Code.REQUEST_WITH_EMPTY_BODYS, "the request carries no body")
         if refusal is not None:
             self.counts.refusal(refusal[0].name)
+            self.counts.appends_answered(refusal[0].name, 1)
             return response_frame({"code": int(refusal[0]), "group": self.cfg.group, "index": -1, "pos": -1,
                                    "leaderId": self.core.member.leader_id, "term": self.core.member.term,
                                    "remark": refusal[1]}, f.opaque, APPEND)

@@ -67,6 +67,7 @@ def _json_handler() -> logging.Handler:
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log output (-v info, -vv debug).")] = 0,
     log_format: Annotated[LogFormat, typer.Option("--log-format", envvar="DLEDGERCTL_LOG_FORMAT", help="text: "
                           "readable lines; json: one JSON object per line (time, level, logger, msg, and a node's "
@@ -74,7 +75,8 @@ def main_options(
 ) -> None:
     """Operations toolkit for DLedger-compatible Raft commit logs."""
     root = logging.getLogger()
-    os.environ["DLEDGERCTL_LOG_FORMAT"] = log_format.value  # (nodes that cluster up starts log the same way)
+    if ctx.get_parameter_source("log_format").name == "COMMANDLINE":  # (nodes cluster up starts log the same way)
+        os.environ["DLEDGERCTL_LOG_FORMAT"] = log_format.value
     if not any(getattr(h, "dledgerctl", False) for h in root.handlers):
         if log_format == LogFormat.json:
             handler = _json_handler()

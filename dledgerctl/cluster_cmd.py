@@ -347,8 +347,8 @@ def cluster_up(
                                       "operator 'admin' and a client 'app'); commands finding the cluster through "
                                       "its record use the operator's.")] = False,
     metrics_port_base: Annotated[Optional[int], typer.Option("--metrics-port-base", help="Serve each node's "
-                                 "Prometheus metrics: n0 at http://127.0.0.1:PORT/metrics, n1 at the next "
-                                 "port, and so on (node start --metrics-address).")] = None,
+                                 "Prometheus metrics: n0 at http://127.0.0.1:PORT/metrics (https with --tls), "
+                                 "n1 at the next port, and so on (node start --metrics-address).")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start N nodes in the background, wait for a leader, print the peers and a status table. On a base directory

@@ -90,8 +90,12 @@ class LagTrend:
 
         here = {r["peer"] for r in rows}
         for peer in list(self.seen):
-            if peer not in here:
-                self.seen[peer].append(None)  # (no longer a member, or not reported this time)
+            if peer not in here:  # (no longer a member, or not reported this time)
+                lags = self.seen[peer]
+                lags.append(None)
+                del lags[:-self.keep]
+                if all(v is None for v in lags):
+                    del self.seen[peer]
         for r in rows:
             lags = self.seen.setdefault(r["peer"], [])
             lags.append(r.get("lag_entries"))

@@ -281,3 +281,32 @@ def test_operator_truncation_never_lets_dropped_copies_count_for_the_quorum():
     # entries commit once f is compared again and re-filled
     sim.run_until(step, 10_000, step=2)
     assert holders() >= 3
+
+
+def test_a_followers_lag_in_time_is_the_age_of_the_oldest_entry_it_lacks():
+    from cluster.appendtimes import CAP, AppendTimes
+
+    t = AppendTimes(10, now=1000)  # a leadership that began at 1000 with its no-op at 10
+    t.record(10, 1000)
+    for k in range(1, 101):  # an entry every 5 ms: records of 10 ms
+        t.record(10 + k, 1000 + 5 * k)
+    assert t.age_ms(5, 2000) == 1000  # from before this leadership: at least since it began
+    assert t.age_ms(11, 2000) == 1000 and t.age_ms(12, 2000) == 990  # (to 10 ms)
+    assert t.age_ms(110, 2000) == 500 and t.age_ms(111, 2000) == 0  # (110 began a record at 1500)
+    big = AppendTimes(0, 0)
+    for k in range(CAP + 10):
+        big.record(k, 10 * k)
+    assert big.age_ms(0, 10 * (CAP + 10)) == 10 * (CAP + 10) - 10 * 10  # older than what is kept: at least
+
+    # a live follower under steady load lags by about a push; a stopped one by the time it is away
+    sim = Sim(3, seed=12)
+    leader = elect(sim)
+    away, live = [i for i in sim.ids if i != leader]
+    sim.run(500)
+    sim.crash(away)
+    for _ in range(200):
+        sim.propose(leader, [b"x"])
+        sim.run(10)
+    rows = {r["peer"]: r for r in sim.nodes[leader].watermarks(sim.now)}
+    assert 1900 <= rows[away]["lag_ms"] <= 2100 + 500, rows[away]
+    assert rows[live]["lag_ms"] < 200 and rows[leader]["lag_ms"] == 0

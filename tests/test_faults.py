@@ -437,7 +437,7 @@ def test_the_metrics_watch_finds_what_cannot_be():
     def text(role="leader", committed=5, end=5, begin=0, appended=10, start=100.0):
         lines = [f'process_start_time_seconds {start}']
         lines += [f'dledger_role{{group="g",node="n0",role="{r}"}} {int(r == role)}' for r in ("leader", "follower")]
-        lines += [f'dledger_term{{group="g",node="n0"}} 2', f'dledger_committed_index{{group="g",node="n0"}} {committed}',
+        lines += ['dledger_term{group="g",node="n0"} 2', f'dledger_committed_index{{group="g",node="n0"}} {committed}',
                   f'dledger_end_index{{group="g",node="n0"}} {end}', f'dledger_begin_index{{group="g",node="n0"}} {begin}',
                   "# TYPE dledger_appended_entries counter",
                   f'dledger_appended_entries_total{{group="g",node="n0"}} {appended}']

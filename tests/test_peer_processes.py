@@ -10,6 +10,7 @@ import asyncio
 import csv
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -144,20 +145,23 @@ def test_watermarks_under_load_with_a_follower_down_and_back(tiny):
                      f"{follower} shown down")
     # --watch draws each member's lag as it grows (here as CSV off a terminal: a rendering per refresh)
     watch = subprocess.Popen([sys.executable, "-m", "dledgerctl", "peer", "watermarks", "--base-dir", base, "--watch",
-                              "--count", "6", "--interval", "0.3", "--format", "csv"], stdout=subprocess.PIPE,
+                              "--count", "40", "--interval", "0.25", "--format", "csv"], stdout=subprocess.PIPE,
                              text=True, env=dict(os.environ, PYTHONPATH=ROOT))
     try:
-        head = [watch.stdout.readline() for _ in range(4)]  # the first rendering: header and 3 rows
-        append_lines(base, 30, "b")
+        head = []
+        while len(head) < 4:  # the first rendering: header and 3 rows
+            assert select.select([watch.stdout], [], [], 30)[0], "no rendering from --watch within 30 s"
+            head.append(watch.stdout.readline())
+        append_lines(base, 30, "b")  # (well within the 10 s the 40 refreshes take)
         rest, _ = watch.communicate(timeout=60)
     finally:
         watch.kill()
     rows = [r for r in csv.DictReader(head + rest.splitlines(keepends=True)) if r["peer"] == follower]
-    assert len(rows) == 6 and watch.returncode == 0
+    assert len(rows) == 40 and watch.returncode == 0
     trend, top = rows[-1]["lag_trend"].split(" max ")
     lags = [int(r["lag_entries"]) for r in rows]
     assert int(top) == lags[-1] == max(lags) and lags[0] < lags[-1]
-    assert len(trend) == 6 and trend[-1] == "█" and list(trend) == sorted(trend)  # only grows while it is down
+    assert len(trend) == 30 and trend[-1] == "█" and list(trend) == sorted(trend)  # only grows while it is down
     second = marks(base)[follower]
     assert not second["alive"] and second["lag_entries"] > first["lag_entries"] >= 30
     assert second["lag_bytes"] > first["lag_bytes"] > 30 * 200

@@ -70,7 +70,7 @@ def test_a_node_that_drops_entries_at_start_says_so_at_the_default_level(tmp_pat
                              "--index-file-size", "16KiB", "--metrics-address", f"127.0.0.1:{port + 1}"],
                             stderr=subprocess.PIPE, text=True, env=env)
     try:
-        deadline = time.monotonic() + 30
+        deadline, m = time.monotonic() + 30, None
         while time.monotonic() < deadline and proc.poll() is None:  # until it serves metrics (it has opened its store)
             try:
                 m = scrape(f"http://127.0.0.1:{port + 1}/metrics")
@@ -78,6 +78,7 @@ def test_a_node_that_drops_entries_at_start_says_so_at_the_default_level(tmp_pat
             except OSError:
                 time.sleep(0.05)
         # the metrics say the same: 202 entries dropped, all of them recorded as committed
+        assert m is not None, "the node served no metrics within 30 s"
         assert value(m, "dledger_recovery_dropped_entries") == 202
         assert value(m, "dledger_recovery_dropped_committed_entries") == 202
     finally:
