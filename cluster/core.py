@@ -533,7 +533,7 @@ class RaftCore(Reconfiguration, Compaction):
             resp = self.follower.handle(req)
             for first, last, why in self.follower.cuts:
                 self._note(f"truncated entries {first}..{last} from {req.leader_id} in term {req.term}: {why}; "
-                           f"the log now ends at {self.store.end_index}", event="truncation", from_index=first,
+                           f"after the push the log ends at {self.store.end_index}", event="truncation", from_index=first,
                            to_index=last, leader=req.leader_id, term=req.term, end_index=self.store.end_index)
             self.follower.cuts.clear()
             if (req.members and req.type == PushType.TRUNCATE and resp.code == Code.SUCCESS

@@ -424,6 +424,10 @@ class Dispatcher:
             # a gap: the follower's log up to its end came from us in this term
             self._ack(resp.end_index)
             self._resend_from_watermark(f"gap at {req.first_index}")
+        elif resp.code == Code.INCONSISTENT_INDEX:
+            # a gap below what it acknowledged: it lost entries (a restart on a log torn down
+            # to nothing answers so); resending from the watermark would meet the same gap
+            self._lost_entries(resp.end_index)
         elif resp.code == Code.INCONSISTENT_STATE:
             self.state = DispatchState.COMPARE
             self.compare_index = min(req.first_index - 1, resp.end_index)

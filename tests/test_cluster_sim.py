@@ -310,3 +310,27 @@ def test_a_followers_lag_in_time_is_the_age_of_the_oldest_entry_it_lacks():
     rows = {r["peer"]: r for r in sim.nodes[leader].watermarks(sim.now)}
     assert 1900 <= rows[away]["lag_ms"] <= 2100 + 500, rows[away]
     assert rows[live]["lag_ms"] < 200 and rows[leader]["lag_ms"] == 0
+
+
+def test_a_follower_whose_whole_log_was_lost_is_filled_again_by_the_same_leader():
+    # (a fault run found it: a torn write cut a follower's first file inside entry 0; back
+    # with an empty log under load, it answered the leader's pushes "a gap", and the leader
+    # resent from the watermark it had acknowledged, forever, until leadership changed)
+    sim = Sim(3, seed=21)
+    leader = elect(sim)
+    assert commit(sim, [b"x%d" % i for i in range(50)]).code == Code.SUCCESS
+    follower = next(i for i in sim.ids if i != leader)
+    sim.run_until(lambda: sim.stores[follower].end_index == sim.stores[leader].end_index, 5000)
+    term = sim.nodes[leader].member.term
+    sim.crash(follower)
+    sim.lose_entries(follower, 0)
+    for _ in range(20):  # the leader goes on appending: its pushes to the follower are in flight
+        sim.propose(leader, [b"while away"])
+        sim.run(5)
+    sim.restart(follower)
+    for _ in range(400):
+        sim.propose(leader, [b"back"])
+        sim.run(5)
+    assert sim.leader() == leader and sim.nodes[leader].member.term == term
+    assert sim.stores[follower].end_index >= sim.stores[leader].end_index - 50, sim.nodes[leader].dispatchers[follower].describe(sim.now)
+    sim.run_until(lambda: sim.logs_equal(), 5000)
