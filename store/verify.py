@@ -13,9 +13,9 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from .errors import StoreCorruptError
-from .files import FileList
-from .filestore import detect_file_size
+from .errors import StoreCorruptError, StoreError
+from .files import FileList, list_store_files
+from .filestore import FileStore, detect_file_size
 from .format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, decode_index
 from .layout import NodeLayout
 from .metafiles import read_checkpoint, read_currterm
@@ -147,18 +147,18 @@ def verify_store(
 
 
 def file_extents(node_dir: str) -> list[tuple[str, str, int]]:
-    """The store's files as (kind, name, size), data then index, in name (start offset) order;
+    """The store's files as (kind, name, size), data then index, in start offset order;
     names that are not store files are left out."""
     layout = NodeLayout(node_dir)
     out = []
     for kind, directory in (("data", layout.data_dir), ("index", layout.index_dir)):
         try:
-            names = sorted(n for n in os.listdir(directory) if len(n) == 20 and n.isdigit())
-        except OSError:
+            found = list_store_files(directory)[0]
+        except OSError:  # (an unreadable directory: verify itself says so)
             continue
-        for name in names:
+        for _start, path in found:
             try:
-                out.append((kind, name, os.path.getsize(os.path.join(directory, name))))
+                out.append((kind, os.path.basename(path), os.path.getsize(path)))
             except OSError:
                 continue
     return out
@@ -167,9 +167,6 @@ def file_extents(node_dir: str) -> list[tuple[str, str, int]]:
 def _check_start(node_dir: str, data_file_size, index_file_size, report: VerifyReport, out: _Collector) -> None:
     """What a node's start would drop (its recovery, planned read-only): said as a problem,
     an error when the checkpoint had recorded any of it as committed."""
-    from .errors import StoreError
-    from .filestore import FileStore
-
     try:
         with FileStore.open(node_dir, read_only=True, data_file_size=data_file_size,
                             index_file_size=index_file_size) as s:
