@@ -149,7 +149,10 @@ class Counts:
         self.refused[code] = self.refused.get(code, 0) + n
 
     def appends_answered(self, code: str, n: int) -> None:
+        """``n`` APPENDs answered with ``code``; a refusal counts among the refusals too."""
         self.append_requests[code] = self.append_requests.get(code, 0) + n
+        if code != "SUCCESS":
+            self.refusal(code, n)
 
 
 def families(state: dict, counts: Counts, labels: dict[str, str]) -> list:

@@ -725,11 +725,12 @@ class Node:
             if f.language == "JAVA":
                 self.core.mark_java(req.leader_id)
         except BadMessage as exc:
-            self.counts.refusal("BAD_REQUEST")
             if f.code == APPEND:
                 self.counts.appends_answered("BAD_REQUEST", 1)
+            else:
+                self.counts.refusal("BAD_REQUEST")
             return error_frame(f.opaque, REMOTING_NOT_SUPPORTED if "not a peer request" in str(exc) else 1, str(exc))
-        started = time.perf_counter()
+        started = time.perf_counter() if f.code == INSTALL_SNAPSHOT else 0.0  # (timed: installs only)
         resp = self.core.handle(req, self.now())
         if f.code == PUSH and resp.code == Code.SUCCESS and req.count:
             self.counts.received_entries += req.count
@@ -897,7 +898,6 @@ class Node:
         except ValueError:
             raise BadMessage("extField 'count' is not an integer") from None
         if f.ext.get("group", self.cfg.group) != self.cfg.group:
-            self.counts.refusal(Code.UNKNOWN_GROUP.name)
             self.counts.appends_answered(Code.UNKNOWN_GROUP.name, 1)
             return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {self.cfg.group!r}"},
                                   f.opaque, APPEND)
@@ -920,7 +920,6 @@ class Node:
         elif req.body is None:
             refusal = (Code.REQUEST_WITH_EMPTY_BODYS, "the request carries no body")
         if refusal is not None:
-            self.counts.refusal(refusal[0].name)
             self.counts.appends_answered(refusal[0].name, 1)
             return response_frame({"code": int(refusal[0]), "group": self.cfg.group, "index": -1, "pos": -1,
                                    "leaderId": self.core.member.leader_id, "term": self.core.member.term,
@@ -942,10 +941,7 @@ class Node:
         leader = p.leader_id or self.core.member.leader_id
         for w in waiters:
             w[0].release()
-        answered = len(waiters) + len(dledger)
-        self.counts.appends_answered(code.name, answered)
-        if code != Code.SUCCESS:
-            self.counts.refusal(code.name, answered)
+        self.counts.appends_answered(code.name, len(waiters) + len(dledger))
         if dledger:
             rows = appended_rows(p.appended) if code == Code.SUCCESS else None
             for conn, opaque, start in dledger:
