@@ -31,6 +31,9 @@
 #include <stdint.h>
 #include <string.h>
 
+/* wire.MAX_HEADER_BYTES: a longer header goes to the Python decoder, which refuses it */
+#define MAX_HEADER (64 << 10)
+
 /* header keys, in wire.Frame's field order */
 enum { K_CODE, K_OPAQUE, K_FLAG, K_REMARK, K_EXT, K_LANGUAGE, K_VERSION, K_SERIALIZE, K_COUNT };
 
@@ -308,7 +311,7 @@ static PyObject *frames_split(PyObject *self, PyObject *args) {
         uint32_t mark = ((uint32_t)p[4] << 24) | ((uint32_t)p[5] << 16) | ((uint32_t)p[6] << 8) | p[7];
         Py_ssize_t hlen = (Py_ssize_t)(mark & 0xFFFFFF);
         PyObject *f = NULL;
-        if ((mark >> 24) == 0 && hlen <= (Py_ssize_t)n - 4) {
+        if ((mark >> 24) == 0 && hlen <= (Py_ssize_t)n - 4 && hlen <= MAX_HEADER) {
             f = plain_frame(frame_type, (const char *)p + 8, hlen, (const char *)p + 8 + hlen,
                             (Py_ssize_t)n - 4 - hlen);
             if (f == NULL && PyErr_Occurred())

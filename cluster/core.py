@@ -90,6 +90,12 @@ PREVOTE_JAVA_WAIT_MS = 100  # how long a pre-vote waits for dledgerctl members b
 TAKE_WAIT_MS = 1000  # DLedgerConfig.leadershipTransferWaitTimeout: a transferee catching up first
 VOTE_AGAIN_MS = 20  # a Java voter that answered REJECT_TERM_NOT_READY is asked again after this
 SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._flush_period)
+# How far above its own term a message may move a node. With pre-vote a group's term grows
+# by one per election, and a Java member (which has none) alone by one a second at most:
+# 2^31 is decades of elections. Without a bound, one forged frame of a term near the
+# format's limit (store.format.TERM_MAX, which wire.py already enforces) would leave no
+# term for the next election, and the group without a leader for good.
+TERM_STEP_MAX = 1 << 31
 
 
 @dataclass
@@ -509,8 +515,10 @@ class RaftCore(Reconfiguration, Compaction):
         return None
 
     # -- requests from peers ----------------------------------------------------------
-    def handle(self, req, now: int):
-        """Answer a request from a peer; never raises on its content."""
+    def handle(self, req, now: int, java: bool = False):
+        """Answer a request from a peer; never raises on its content. ``java``: it came in
+        Java DLedger's form, which makes its sender known as a Java node once it is taken
+        (from a member of this group, answered SUCCESS): a refused request teaches nothing."""
         self.now = now
         c = self.cfg
         kind = type(req)
@@ -519,6 +527,17 @@ class RaftCore(Reconfiguration, Compaction):
         sender = getattr(req, "leader_id", None)
         if sender not in self.members.members and not self.configs.known(sender) and sender not in c.peers:
             return _error(kind, self.member.term, Code.UNKNOWN_MEMBER, f"{sender!r} is not a member")
+        if getattr(req, "term", -1) > self.member.term + TERM_STEP_MAX:
+            self._note(f"refused a {kind.__name__} from {sender}: its term is more than {TERM_STEP_MAX} above "
+                       f"this node's {self.member.term}")
+            return _error(kind, self.member.term, Code.UNEXPECTED_ARGUMENT,
+                          f"term {req.term} is more than {TERM_STEP_MAX} above this node's {self.member.term}")
+        resp = self._handle(kind, req, now)
+        if java and resp.code == Code.SUCCESS:
+            self.mark_java(sender)
+        return resp
+
+    def _handle(self, kind, req, now: int):
         if kind is VoteRequest:
             return self._on_vote(req, now)
         if kind is HeartBeatRequest:
@@ -587,6 +606,11 @@ class RaftCore(Reconfiguration, Compaction):
     def on_response(self, peer: str, req, resp, now: int) -> None:
         self.now = now
         term = getattr(resp, "term", -1)
+        if term > self.member.term + TERM_STEP_MAX:
+            self._note(f"ignored {peer}'s answer to a {type(req).__name__}: its term is more than {TERM_STEP_MAX} "
+                       f"above this node's {self.member.term}")
+            self.on_failure(peer, req, "its answer's term is out of reach", now)
+            return
         if isinstance(req, VoteRequest):
             self._on_vote_response(peer, req, resp, now)
             return
@@ -600,7 +624,7 @@ class RaftCore(Reconfiguration, Compaction):
         if isinstance(req, HeartBeatRequest) and resp.code == Code.TERM_NOT_READY:
             # a Java member still moving to our term (it voted for us as a candidate): beat again soon
             self.heartbeat_due[peer] = min(self.heartbeat_due.get(peer, now), now + VOTE_AGAIN_MS)
-        if isinstance(req, (PushRequest, InstallSnapshotRequest)):
+        if isinstance(req, _DISPATCHED):
             d = self.dispatchers.get(peer)
             if d is not None:
                 d.on_response(req, resp, now)
@@ -609,7 +633,7 @@ class RaftCore(Reconfiguration, Compaction):
 
     def on_failure(self, peer: str, req, why: str, now: int) -> None:
         self.now = now
-        if isinstance(req, (PushRequest, InstallSnapshotRequest)) and self.member.role == Role.LEADER:
+        if isinstance(req, _DISPATCHED) and self.member.role == Role.LEADER:
             d = self.dispatchers.get(peer)
             if d is not None:
                 d.on_failure(req, now, why)
@@ -851,6 +875,7 @@ class RaftCore(Reconfiguration, Compaction):
         return out
 
 
+_DISPATCHED = (PushRequest, InstallSnapshotRequest, ProbeRequest, RepairRequest)  # what a dispatcher sends
 _STEADY = frozenset({DispatchState.APPEND, DispatchState.COMMIT})  # (alternate as pushes are answered)
 _TICKS = {Role.FOLLOWER: RaftCore._tick_follower, Role.CANDIDATE: RaftCore._tick_candidate,
           Role.LEADER: RaftCore._tick_leader}

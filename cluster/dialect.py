@@ -23,7 +23,7 @@ import msgspec
 
 from store.format import ENTRY_HEADER, HEADER_SIZE
 
-from .wire import BadMessage
+from .wire import ENTRY_INDEX, INDEX, TERM, BadMessage, check_depth, in_range
 
 DLEDGER_RESPONSE_HEADER = 200  # the header code of every Java DLedger response
 
@@ -59,10 +59,14 @@ _encoder = msgspec.json.Encoder()
 
 def client_request(body) -> ClientRequest:
     """A DLedger client request body; BadMessage when it is not one."""
+    check_depth(body, "body JSON")
     try:
-        return _client_request.decode(body or b"{}")
+        req = _client_request.decode(body or b"{}")
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise BadMessage(f"not a DLedger request body: {exc}") from None
+    if req.beginIndex is not None:
+        in_range(req.beginIndex, INDEX, "beginIndex")
+    return req
 
 
 def encode(obj) -> bytes:
@@ -126,11 +130,14 @@ def decode_push(body):
     follower's last, writing it when the follower does not hold it: that is dledgerctl's cut
     back (``begin_index`` = the entry). BadMessage when it is not a push."""
     from .rpc import PushRequest, PushType
+    check_depth(body, "body JSON")
     try:
         p = _push_body.decode(body)
         kind = PushType(p.type)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError) as exc:
         raise BadMessage(f"not a DLedger push: {exc}") from None
+    in_range(p.term, TERM, "term")
+    in_range(p.commitIndex, INDEX, "commitIndex")
     entries = p.batchEntry or ([p.entry] if p.entry is not None else [])
     if kind == PushType.COMMIT:
         entries = []
@@ -138,7 +145,7 @@ def decode_push(body):
         raw = b"".join(entry_bytes(e) for e in entries)
     except struct.error as exc:  # a field out of its on-disk type's range
         raise BadMessage(f"not a DLedger push: an entry does not fit the on-disk format ({exc})") from None
-    first = entries[0].index if entries else -1
+    first = in_range(entries[0].index, ENTRY_INDEX, "entry.index") if entries else -1
     begin = first if kind == PushType.TRUNCATE else -1
     return PushRequest(p.group, p.leaderId, p.term, kind, p.commitIndex, first, len(entries), raw, begin)
 

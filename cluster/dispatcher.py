@@ -36,6 +36,13 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
   counts while the leader's forced truncation is on its way to the follower; the
   watermark is first lowered below the cut, so no entry can commit on the strength of
   copies about to be dropped. :meth:`compare_from` then restarts at COMPARE.
+- DEEP_COMPARE (ours): a dledgerctl follower that refuses, ``STUCK_AFTER`` times running,
+  the push that follows a compare matching at the same index does not converge: it holds
+  an entry it counts as committed that is not ours (only a forged push or commit can put
+  one there). The dispatcher compares the entries from there by their bytes (PROBE, crc32
+  of each whole entry: cluster/divergence.py), cuts the follower where they first differ
+  (REPAIR, committed entries included: the leader of the term holds every committed
+  entry) and fills it again from COMPARE, saying so in one line.
 
 Invariants: the watermark only counts entries the follower acknowledged in this term;
 responses to requests of another term, or to a compare/truncate that is no longer the
@@ -50,7 +57,17 @@ from dataclasses import dataclass
 from store.errors import StoreError
 from store.format import ENTRY_HEADER, MAGIC_NORMAL
 
-from .rpc import Code, InstallSnapshotRequest, InstallSnapshotResponse, PushRequest, PushResponse, PushType
+from .divergence import DivergenceSearch
+from .rpc import (
+    Code,
+    InstallSnapshotRequest,
+    InstallSnapshotResponse,
+    ProbeRequest,
+    PushRequest,
+    PushResponse,
+    PushType,
+    RepairRequest,
+)
 
 # A moved commit index waits this long for a push to carry it before it gets a COMMIT of
 # its own. Sending one after every commit doubled the pushes of a busy leader: with one
@@ -61,6 +78,9 @@ from .rpc import Code, InstallSnapshotRequest, InstallSnapshotResponse, PushRequ
 # unneeded. Followers then learn a commit up to this much (plus a tick) later; clients are
 # answered by the leader and do not wait for that.
 COMMIT_IDLE_MS = 5
+# Refusals of the push after a compare that matched at the same index before a follower is
+# compared byte for byte (DEEP_COMPARE): one can be a follower that restarted meanwhile.
+STUCK_AFTER = 2
 
 
 class DispatchState(enum.StrEnum):
@@ -70,6 +90,7 @@ class DispatchState(enum.StrEnum):
     COMMIT = "COMMIT"
     INSTALL_SNAPSHOT = "INSTALL_SNAPSHOT"  # DLedger HEAD's: a follower that needs entries we no longer hold
     REPAIR = "REPAIR"  # ours: paused while an operator's forced truncation is on its way
+    DEEP_COMPARE = "DEEP_COMPARE"  # ours: a follower that does not converge is compared byte for byte, then cut
 
 
 @dataclass
@@ -121,6 +142,8 @@ class Dispatcher:
         self.quota_used = 0
         self.last_error = ""
         self.note = ""  # what an operator should know of this follower now (a cut back, a cut off)
+        self.refused_at, self.refusals = -2, 0  # the match index pushes after it were refused at, how often
+        self.search: DivergenceSearch | None = None  # DEEP_COMPARE: the byte-for-byte search
         self.said: list[str] = []  # for the node's log (the core takes them): snapshots sent
 
     # -- sending ----------------------------------------------------------------------
@@ -134,6 +157,8 @@ class Dispatcher:
             self._meet_at_begin(f"it needs entries before our first one {begin}")
         if self.state == DispatchState.INSTALL_SNAPSHOT:
             return self._send_chunk(now)
+        if self.state == DispatchState.DEEP_COMPARE:
+            return self._deep_compare(now, commit_index)
         if self.state == DispatchState.COMPARE and self.java and self.compare_index < 0:
             if self.store.end_index < 0:
                 return []  # nothing to compare or send yet
@@ -244,6 +269,11 @@ class Dispatcher:
             if req is self.outstanding:
                 self.outstanding = None
                 self._install_answered(req, resp, now)
+            return
+        if type(req) is ProbeRequest or type(req) is RepairRequest:
+            if req is self.outstanding and self.state == DispatchState.DEEP_COMPARE:
+                self.outstanding = None
+                self._deep_answered(req, resp, now)
             return
         if req.type in (PushType.COMPARE, PushType.TRUNCATE):
             if req is not self.outstanding:
@@ -399,6 +429,8 @@ class Dispatcher:
         else:
             self.state, self.compare_index = DispatchState.COMPARE, min(req.first_index, resp.end_index)
             self.last_error = f"truncate at {req.first_index}: {resp.code.name} {resp.remark}".strip()
+            if resp.code == Code.INCONSISTENT_STATE:
+                self._refused_after(req.first_index)
 
     def _start_append(self, matched: int) -> None:
         self.state = DispatchState.APPEND
@@ -433,6 +465,8 @@ class Dispatcher:
             self.compare_index = min(req.first_index - 1, resp.end_index)
             self.inflight.clear()
             self.last_error = f"append at {req.first_index}: inconsistent {resp.remark}".strip()
+            if req.first_index - 1 == self.watermark:
+                self._refused_after(self.watermark)
         else:
             self.last_error = f"append at {req.first_index}: {resp.code.name} {resp.remark}".strip()
             self._resend_from_watermark(self.last_error)
@@ -440,7 +474,58 @@ class Dispatcher:
     def _ack(self, index: int) -> None:
         if index > self.watermark:
             self.watermark = index
+            if index > self.refused_at:
+                self.refused_at, self.refusals = -2, 0  # (it moved on)
         self.quorum.ack(self.peer, self.term, index)
+
+    # -- a follower that does not converge -----------------------------------------------
+    def _refused_after(self, matched: int) -> None:
+        """The push after a match at ``matched`` was refused as inconsistent."""
+        if matched != self.refused_at:
+            self.refused_at, self.refusals = matched, 0
+        self.refusals += 1
+        if self.refusals >= STUCK_AFTER and not self.java:
+            self.refusals = 0
+            self._restart(DispatchState.DEEP_COMPARE, matched, self.last_error)
+            self.search = DivergenceSearch(self.store, self.peer, deep=True, start=matched + 1)
+            self.said.append(f"replication to {self.peer} does not converge after {matched} ({self.last_error}): "
+                             f"comparing its entries with ours byte for byte")
+
+    def _deep_compare(self, now: int, commit_index: int) -> list:
+        if self.outstanding is not None:
+            if now - self.outstanding_at < self.config.max_push_timeout_ms:
+                return []
+            self.outstanding = None  # unanswered: ask again
+        search = self.search
+        probe = search.next_probe()
+        if probe is not None:
+            req = ProbeRequest(self.group, self.self_id, self.term, *probe)
+        else:
+            r = search.result
+            if r.truncate_from is None:  # all equal after all (it caught up meanwhile): go on
+                self.compare_from(r.match_index, f"no entry of {self.peer} differs from ours after {search.start - 1}")
+                return self.poll(now, commit_index)
+            req = RepairRequest(self.group, self.self_id, self.term, r.truncate_from)
+        self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
+        return [req]
+
+    def _deep_answered(self, req, resp, now: int) -> None:
+        if resp.code != Code.SUCCESS:
+            self.last_error = f"{type(req).__name__[:-7].lower()}: {resp.code.name} {resp.remark}".strip()
+            self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
+            self.compare_from(self.search.start - 1, self.last_error)
+            return
+        if type(req) is ProbeRequest:
+            self.search.feed(resp)
+            return
+        r = self.search.result
+        where = (f"its entry {r.first_diff} differs from ours (term {r.follower_term}, crc32 {r.follower_digest}; "
+                 f"ours term {r.leader_term}, crc32 {r.leader_digest})" if r.first_diff is not None
+                 else f"it holds entries past our end {r.leader_end}")
+        self.said.append(f"cut {self.peer} back from {req.from_index}, committed entries included "
+                         f"({resp.dropped} dropped): {where}; filling it again from {req.from_index}")
+        self.note = f"cut back from {req.from_index}: {where}"
+        self.compare_from(req.from_index - 1, "filling it again after a byte-for-byte compare")
 
     def _lost_entries(self, end: int) -> None:
         self.quorum.lower(self.peer, end)

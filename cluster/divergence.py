@@ -84,8 +84,9 @@ class Divergence:
 
 
 class DivergenceSearch:
-    def __init__(self, store, peer: str, *, deep: bool) -> None:
-        self.store, self.peer, self.deep = store, peer, deep
+    def __init__(self, store, peer: str, *, deep: bool, start: int = 0) -> None:
+        """``start``: compare from this index on (entries before it are known to be equal)."""
+        self.store, self.peer, self.deep, self.start = store, peer, deep, start
         self.result: Divergence | None = None
         self._bounds: ProbeResponse | None = None
         self._lo = self._hi = 0  # binary search (terms): lo is equal (or before the start), hi differs
@@ -128,7 +129,7 @@ class DivergenceSearch:
 
     # -- the modes ----------------------------------------------------------------------
     def _start(self, b: ProbeResponse) -> None:
-        lo = max(self._leader_begin, b.begin_index, 0)
+        lo = max(self._leader_begin, b.begin_index, self.start, 0)
         top = min(self._leader_end, b.end_index)
         if self._leader_begin < 0 or b.begin_index < 0 or b.end_index < b.begin_index or top < lo:
             self._finish(min(lo, b.end_index + 1, self._leader_end + 1) - 1, None)

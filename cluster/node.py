@@ -40,6 +40,7 @@ from .metrics import Counts, MetricsServer
 from .statemachine import Applier, StateMachineError
 from .statemachine import load as load_state_machine
 from .tls import CLIENT, OPERATOR, PEER, Identity, Tls, TlsError, expect_member, refusal
+from .repeats import Repeats, held_back
 from .rpc import Code, LeadershipTransferRequest, ProbeRequest, PushRequest, RepairRequest, split_entries
 from .transport import Channel, FrameServer, TooManyHandshakes, TransportError
 from .wire import (
@@ -76,7 +77,7 @@ from .wire import (
     response_bytes,
     response_frame,
 )
-from .wire import get_field, json_object
+from .wire import COUNT, ENTRY_INDEX, INDEX, get_field, json_object
 
 log = logging.getLogger("dledgerctl.node")
 
@@ -189,6 +190,9 @@ class Node:
     def __init__(self, cfg: NodeConfig) -> None:
         self.cfg = cfg
         self.dir = node_dir(cfg)
+        # the term and vote first (StoreCorruptError when they cannot be used): nothing opened yet to undo
+        self.terms = FileTermStore(self.dir)
+        self.terms.load()
         # The core decides when to flush (flush=sync: before acknowledging); the store itself
         # never flushes inline.
         self.store = FileStore.open(self.dir, data_file_size=cfg.data_file_size,
@@ -206,7 +210,6 @@ class Node:
         # 1 GiB file whose pages are cached takes about half a second (freeing them).
         self._unlinker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="unlink")
         self.store.remover = lambda paths: self._unlinker.submit(_unlink_logged, paths)
-        self.terms = FileTermStore(self.dir)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.core: RaftCore | None = None
         # TlsError when its files do not do, or name another identity than this member's
@@ -224,6 +227,8 @@ class Node:
                                   frame_timeout=cfg.frame_timeout_s, handshake_timeout=cfg.frame_timeout_s,
                                   max_inflight=cfg.max_inflight_per_connection)
         self._refusals_logged: dict[tuple, float] = {}
+        self._bad_requests = Repeats()  # refused malformed requests, logged per host
+        self._repeated_notes = Repeats()  # the core's notes: the same line at most every 10 s
         # a state machine fed the committed entries, with its snapshots (cluster/statemachine.py)
         self.applier: Applier | None = None
         if cfg.state_machine:
@@ -439,8 +444,12 @@ class Node:
         if m.leader_id is not None and self._leader_seen != (m.term, m.leader_id):
             self._leader_seen = (m.term, m.leader_id)
             self.counts.leader_changes += 1
-        for note in ready.notes:
-            log.info("%s", note, extra=getattr(note, "fields", None))
+        if ready.notes:
+            now = time.monotonic()
+            for note in ready.notes:
+                held = self._repeated_notes.check(str(note), now)  # (a loop says each line once in a while)
+                if held is not None:
+                    log.info("%s%s", note, held_back(held), extra=getattr(note, "fields", None))
         self._sync_members(self.core.members)  # (at once when they did not change)
         if self.applier is not None and not self._applying and self.store.committed_index > self.applier.applied:
             self._applying = True
@@ -495,12 +504,13 @@ class Node:
         if self.core is None or self._stop.is_set():
             return
         if frame is not None:
-            if frame.language == "JAVA":
-                self.core.mark_java(peer)
             try:
                 resp = decode_response(frame, request_code_of(req))
             except ProtocolError as err:
                 exc = err
+            else:
+                if frame.language == "JAVA":  # (a peer is learnt to be Java from an answer that fits)
+                    self.core.mark_java(peer)
         if exc is not None:
             self.core.on_failure(peer, req, str(exc), self.now())
         else:
@@ -722,16 +732,23 @@ class Node:
                 denied = self._denied(f, conn, OPERATOR if taking else PEER, None if taking else req.leader_id)
                 if denied is not None:
                     return denied
-            if f.language == "JAVA":
-                self.core.mark_java(req.leader_id)
         except BadMessage as exc:
             if f.code == APPEND:
                 self.counts.appends_answered("BAD_REQUEST", 1)
             else:
                 self.counts.refusal("BAD_REQUEST")
-            return error_frame(f.opaque, REMOTING_NOT_SUPPORTED if "not a peer request" in str(exc) else 1, str(exc))
+            host = conn.peer[0] if conn.peer else None
+            held = self._bad_requests.check(host, time.monotonic())
+            if held is not None:
+                log.warning("refused request code %d from %s: %s%s", f.code, host, exc, held_back(held))
+            if "not a peer request" in str(exc):
+                return error_frame(f.opaque, REMOTING_NOT_SUPPORTED, str(exc))
+            # (answered, not dropped: a peer or client with a bug learns why; nothing here changed)
+            return response_frame({"code": int(Code.UNEXPECTED_ARGUMENT), "term": self.core.member.term,
+                                   "leaderId": self.core.member.leader_id, "remark": str(exc)}, f.opaque, f.code)
         started = time.perf_counter() if f.code == INSTALL_SNAPSHOT else 0.0  # (timed: installs only)
-        resp = self.core.handle(req, self.now())
+        # (a Java member is learnt from its request only once the core has taken it)
+        resp = self.core.handle(req, self.now(), java=f.language == "JAVA")
         if f.code == PUSH and resp.code == Code.SUCCESS and req.count:
             self.counts.received_entries += req.count
             self.counts.received_bytes += len(req.entries)
@@ -777,7 +794,7 @@ class Node:
                                   f.code)
         if f.code == FORCE_COMPARE:
             return self._force_compare(f, peer, get_field(o, "deep", bool, False), get_field(o, "dryRun", bool, False))
-        return self._force_truncate(f, peer, get_field(o, "fromIndex", int))
+        return self._force_truncate(f, peer, get_field(o, "fromIndex", ENTRY_INDEX))
 
     def _refusal(self, f: Frame, code: Code, remark: str) -> Frame:
         self.counts.refusal(code.name)
@@ -863,16 +880,22 @@ class Node:
         return resp
 
     def _check_addressee(self, f: Frame) -> Frame | None:
-        """UNKNOWN_MEMBER when a client request names another member in ``remoteId`` (as
-        DLedger answers it: the client's idea of who is where is wrong); None when it names
-        this node or no one (earlier dledgerctl clients did not say)."""
-        remote = dialect.client_request(f.body).remoteId if f.body[:1] == b"{" else None
-        if remote is None or remote == self.cfg.self_id:
+        """UNKNOWN_GROUP when a client request names another group, UNKNOWN_MEMBER when it
+        names another member in ``remoteId`` (as DLedger answers them: the client's idea of
+        who is where is wrong); None when it names this group and node, or none (earlier
+        dledgerctl clients did not say)."""
+        req = dialect.client_request(f.body) if bytes(f.body[:1]) == b"{" else None
+        if req is None:
             return None
-        self.counts.refusal(Code.UNKNOWN_MEMBER.name)
-        return response_frame({"code": int(Code.UNKNOWN_MEMBER), "group": self.cfg.group,
-                               "leaderId": self.core.member.leader_id,
-                               "remark": f"this is {self.cfg.self_id}, not {remote}"}, f.opaque, f.code)
+        if req.group is not None and req.group != self.cfg.group:
+            code, remark = Code.UNKNOWN_GROUP, f"this node serves group {self.cfg.group!r}, not {req.group!r}"
+        elif req.remoteId is not None and req.remoteId != self.cfg.self_id:
+            code, remark = Code.UNKNOWN_MEMBER, f"this is {self.cfg.self_id}, not {req.remoteId}"
+        else:
+            return None
+        self.counts.refusal(code.name)
+        return response_frame({"code": int(code), "group": self.cfg.group, "leaderId": self.core.member.leader_id,
+                               "remark": remark}, f.opaque, f.code)
 
     def _metadata(self) -> dict:
         d = self.core.describe()
@@ -991,13 +1014,13 @@ class Node:
         o = json_object(f.body)
         s = self.store
         theirs = "index" not in o and "beginIndex" in o
+        refused = self._check_addressee(f)
+        if refused is not None:
+            return refused
         if theirs:
-            refused = self._check_addressee(f)
-            if refused is not None:
-                return refused
-            index, count = get_field(o, "beginIndex", int), 1
+            index, count = get_field(o, "beginIndex", INDEX), 1
         else:
-            index, count = get_field(o, "index", int), get_field(o, "count", int, 1)
+            index, count = get_field(o, "index", INDEX), get_field(o, "count", COUNT, 1)
         base = {"group": self.cfg.group, "leaderId": self.core.member.leader_id, "term": self.core.member.term}
         if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
             self.counts.refusal(Code.INDEX_OUT_OF_RANGE.name)

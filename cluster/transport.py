@@ -29,6 +29,7 @@ import itertools
 import logging
 from typing import Awaitable
 
+from .repeats import Repeats, held_back
 from .tls import identity_of
 from .wire import DEFAULT_MAX_FRAME, FLAG_RESPONSE, JOIN_BELOW, Frame, FrameReceiver, ProtocolError, frame_head
 
@@ -249,7 +250,9 @@ class _ServerConnection(_FrameConnection):
         length = getattr(exc, "length", 0)
         if (length >> 24) == 0x16 and (length >> 16) & 0xFF == 3:  # the first bytes of a TLS handshake
             exc = "it speaks TLS, and this node runs without --tls-cert"
-        log.warning("closing connection from %s: %s", self.peer, exc)
+        held = self.server.bad_streams.check(self.peer[0] if self.peer else None, self._loop.time())
+        if held is not None:  # (one line per host every few seconds, however many connections it opens)
+            log.warning("closing connection from %s: %s%s", self.peer, exc, held_back(held))
         self.close()
 
     # Reading stops while the answers do not drain (write back-pressure) and while more
@@ -300,7 +303,9 @@ class _ServerConnection(_FrameConnection):
         try:
             resp = self.server.handler(f, self)
         except Exception:  # noqa: BLE001 - a handler bug must not take the server down
-            log.exception("request code %s failed", f.code)
+            held = self.server.bad_streams.check(("failed", f.code), self._loop.time())
+            if held is not None:
+                log.exception("request code %s failed%s", f.code, held_back(held))
             resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
         if resp is None or isinstance(resp, Frame):
             self._answer(f, resp)
@@ -370,6 +375,7 @@ class FrameServer:
         # TLS connections accepted whose handshake has not finished (id -> when accepted): at
         # most max_connections at once; past handshake_timeout, asyncio has closed them
         self._handshakes: dict[int, float] = {}
+        self.bad_streams = Repeats()  # connections closed for bad bytes, logged per host
 
     @property
     def connections(self) -> int:

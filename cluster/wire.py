@@ -10,7 +10,11 @@ Rules this module keeps:
 - Decoding never raises anything but :class:`ProtocolError` (and its subclasses), whatever
   the bytes: a peer's bad frame becomes an error response or a closed connection.
 - A frame longer than the configured maximum is refused as soon as its length field is
-  seen, before any of it is buffered.
+  seen, before any of it is buffered; a header longer than ``MAX_HEADER_BYTES`` and JSON
+  nested deeper than ``MAX_JSON_DEPTH`` (header or body) are refused before they are parsed.
+- Every number a message carries is checked against its field's domain where it is
+  decoded (:class:`Ints`: terms, indexes, counts, sizes), so nothing past the decoder meets
+  a term that cannot be incremented or an index the log format cannot store.
 - Requests carry DLedger's codes (METADATA 50000 ... LEADERSHIP_TRANSFER 51005); our operator
   requests use 52000 and up. A response's header ``code`` is the remoting status (0 when
   the request was handled; its body then holds the DLedger response code); non-zero
@@ -24,13 +28,15 @@ from __future__ import annotations
 
 import base64
 import itertools
+import re
 import struct
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import msgspec
 import numpy as np
 
 from store.base import AppendedRun, appended_rows
+from store.format import INT64_MAX, TERM_MAX
 
 try:  # the compiled loops of this module (cluster/_frames.c), when built
     from . import _frames
@@ -89,6 +95,12 @@ FLAG_RESPONSE = 1
 FLAG_ONEWAY = 2
 SERIALIZE_JSON = 0
 DEFAULT_MAX_FRAME = 64 << 20
+# A header holds a few short fields (a PUSH's extFields carry the member list at most): far
+# below this. Kept in step with MAX_HEADER in cluster/_frames.c.
+MAX_HEADER_BYTES = 64 << 10
+# The deepest any message of DLedger's or ours nests is 3 (a Java push: object, batchEntry,
+# entry); JSON deeper than this is refused before it is parsed (a parser recurses per level).
+MAX_JSON_DEPTH = 32
 _LEN = struct.Struct(">i")
 _HDR = struct.Struct(">ii")
 
@@ -111,6 +123,60 @@ class BadMessage(ProtocolError):
 
 class Forbidden(BadMessage):
     """The peer refused the request for the identity of this connection's certificate."""
+
+
+class Ints(NamedTuple):
+    """The integers a field may hold: ``lo .. hi``, both included."""
+
+    lo: int
+    hi: int
+
+
+TERM = Ints(0, TERM_MAX)  # a term a message is sent in: one that can be incremented
+SOME_TERM = Ints(-1, TERM_MAX)  # a term or -1 for none (an empty log's last term, a hint not given)
+INDEX = Ints(-1, INT64_MAX)  # a log index, or -1 for none
+ENTRY_INDEX = Ints(0, INT64_MAX)  # the index of an entry
+COUNT = Ints(0, 1 << 31)  # entries, bytes of a chunk, fingerprints asked for
+SIZE = Ints(0, INT64_MAX)  # bytes of a whole snapshot, offsets in it
+CRC = Ints(-(1 << 31), (1 << 32) - 1)  # a crc32, as Java's int or as unsigned
+STATUS_CODE = Ints(-(1 << 31), (1 << 31) - 1)  # a response code (unknown ones read as UNKNOWN)
+
+
+def in_range(value: int, kind: Ints, name: str) -> int:
+    """``value`` when it lies in ``kind``'s range, else BadMessage naming the field."""
+    if not kind.lo <= value <= kind.hi:
+        raise BadMessage(f"field {name!r} is {_short(value)}, outside {kind.lo}..{kind.hi}")
+    return value
+
+
+def _short(value: int) -> str:
+    """A number for an error message (one of thousands of digits is not printed)."""
+    return str(value) if abs(value) < 10**30 else f"a number of {value.bit_length()} bits"
+
+
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def json_depth(data) -> int:
+    """How deep the JSON ``data`` nests (objects and arrays; brackets inside strings do not
+    count), read without parsing it. An unterminated string counts what follows it."""
+    flat = _STRINGS.sub(b"", bytes(data))
+    a = np.frombuffer(flat, np.uint8)
+    step = (a == 0x5B).view(np.int8) + (a == 0x7B).view(np.int8) - (a == 0x5D).view(np.int8) - (a == 0x7D).view(np.int8)
+    return int(np.cumsum(step, dtype=np.int64).max(initial=0))
+
+
+def check_depth(data, what: str, error=None) -> None:
+    """Refuse JSON ``data`` nested deeper than MAX_JSON_DEPTH (BadMessage, or ``error``).
+    Counting the brackets is enough when there are few of them (every frame's header, every
+    body but a Java push or GET answer of many entries); only more are read properly."""
+    if not isinstance(data, (bytes, bytearray)):
+        data = bytes(data)
+    if data.count(b"{") + data.count(b"[") <= MAX_JSON_DEPTH:
+        return
+    depth = json_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise (error or BadMessage)(f"{what} nests {depth} deep, above the limit of {MAX_JSON_DEPTH}")
 
 
 def _refused(f: Frame) -> BadMessage:
@@ -297,8 +363,12 @@ def decode_frame_body(data, *, copy: bool = True) -> Frame:
         raise MalformedFrame(f"serialize type {kind} is not supported (JSON only)")
     if hlen > len(data) - 4:
         raise MalformedFrame(f"header length {hlen} exceeds the frame ({len(data) - 4} bytes)")
+    if hlen > MAX_HEADER_BYTES:
+        raise MalformedFrame(f"header of {hlen} bytes is above the {MAX_HEADER_BYTES}-byte limit")
+    header = data[4 : 4 + hlen]
+    check_depth(bytes(header), "header JSON", MalformedFrame)
     try:
-        f = _frame_decoder.decode(data[4 : 4 + hlen])
+        f = _frame_decoder.decode(header)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"bad header: {exc}") from None
     if f.remark is None:
@@ -341,6 +411,7 @@ def json_body(obj: dict) -> bytes:
 
 
 def json_object(body: bytes) -> dict:
+    check_depth(body, "body JSON")
     try:
         obj = msgspec.json.decode(body) if body else {}
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
@@ -351,9 +422,18 @@ def json_object(body: bytes) -> dict:
 
 
 def get_field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
+    """Field ``name`` of a decoded JSON body, of ``kind``: str, bool, list, or the integer
+    domain of :class:`Ints` (a default is taken as it is). BadMessage when it is missing or
+    of another type or range."""
     value = obj.get(name, default)
     if value is msgspec.NODEFAULT:
         raise BadMessage(f"missing field {name!r}")
+    if type(kind) is Ints:
+        if name not in obj:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise BadMessage(f"field {name!r} must be an integer")
+        return in_range(value, kind, name)
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise BadMessage(f"field {name!r} must be an integer")
     if kind is str and value is not None and not isinstance(value, str):
@@ -365,13 +445,15 @@ def get_field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
     return value
 
 
-def _ext_int(ext: dict, name: str) -> int:
+def _ext_int(ext: dict, name: str, kind: Ints) -> int:
     try:
-        return int(ext[name])
+        text = ext[name]
     except KeyError:
         raise BadMessage(f"missing extField {name!r}") from None
-    except ValueError:
-        raise BadMessage(f"extField {name!r} is not an integer") from None
+    # (int() would take "1_000", " 7" and thousands of digits: a wire number is plain)
+    if not (0 < len(text) <= 20 and (text.isdigit() or (text[0] == "-" and text[1:].isdigit()))) or not text.isascii():
+        raise BadMessage(f"extField {name!r} is not an integer: {text[:40]!r}")
+    return in_range(int(text), kind, f"extFields.{name}")
 
 
 def request_frame(req, opaque: int, to: str | None = None) -> Frame:
@@ -428,44 +510,47 @@ def decode_request(f: Frame):
             kind = PushType(e.get("type", ""))
         except ValueError:
             raise BadMessage(f"unknown push type {e.get('type')!r}") from None
-        try:
-            config_at = tuple(int(x) for x in e["configAt"].split(",")) if e.get("configAt") else ()
-        except ValueError:
-            raise BadMessage(f"extField 'configAt' is not a list of integers: {e['configAt']!r}") from None
-        return PushRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"), kind,
-                           _ext_int(e, "commitIndex"), _ext_int(e, "firstEntryIndex"), _ext_int(e, "count"), f.body,
-                           _ext_int(e, "beginIndex") if "beginIndex" in e else -1, config_at,
+        count = _ext_int(e, "count", COUNT)
+        config_at = ()
+        if e.get("configAt"):
+            parts = e["configAt"].split(",")
+            if len(parts) > count:
+                raise BadMessage(f"extField 'configAt' names {len(parts)} entries of a push of {count}")
+            config_at = tuple(_ext_int({"configAt": x}, "configAt", INDEX) for x in parts)
+        return PushRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term", TERM), kind,
+                           _ext_int(e, "commitIndex", INDEX), _ext_int(e, "firstEntryIndex", INDEX), count, f.body,
+                           _ext_int(e, "beginIndex", INDEX) if "beginIndex" in e else -1, config_at,
                            e.get("members", "").encode())
     if f.code == INSTALL_SNAPSHOT:
         e = f.ext
-        n = _ext_int(e, "dataLength")
+        n = _ext_int(e, "dataLength", SIZE)
         if not 0 <= n <= len(f.body):
             raise BadMessage(f"dataLength {n} does not fit a body of {len(f.body)} bytes")
         body = bytes(f.body)
-        return InstallSnapshotRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term"),
-                                      _ext_int(e, "index"), _ext_int(e, "snapTerm"), _ext_int(e, "size"),
-                                      _ext_int(e, "crc"), _ext_int(e, "offset"), body[:n], body[n:],
-                                      e.get("members", "").encode())
+        return InstallSnapshotRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term", TERM),
+                                      _ext_int(e, "index", INDEX), _ext_int(e, "snapTerm", SOME_TERM),
+                                      _ext_int(e, "size", SIZE), _ext_int(e, "crc", CRC), _ext_int(e, "offset", SIZE),
+                                      body[:n], body[n:], e.get("members", "").encode())
     o = json_object(f.body)
     if f.code == VOTE:
-        return VoteRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),
-                           get_field(o, "ledgerEndIndex", int), get_field(o, "ledgerEndTerm", int),
+        return VoteRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", TERM),
+                           get_field(o, "ledgerEndIndex", INDEX), get_field(o, "ledgerEndTerm", SOME_TERM),
                            get_field(o, "preVote", bool, False), get_field(o, "takeLeadership", bool, False))
     if f.code == HEART_BEAT:
-        return HeartBeatRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int))
+        return HeartBeatRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", TERM))
     if f.code == LEADERSHIP_TRANSFER:
         # DLedger's leader asks its transferee with the same request, sent to the transferee
         theirs = o.get("remoteId") is not None and o.get("remoteId") == o.get("transfereeId")
         return LeadershipTransferRequest(get_field(o, "group", str), get_field(o, "leaderId", str),
-                                         get_field(o, "transfereeId", str), get_field(o, "term", int),
+                                         get_field(o, "transfereeId", str), get_field(o, "term", TERM),
                                          get_field(o, "take", bool, theirs),
-                                         get_field(o, "takeLeadershipLedgerIndex", int, -1))
+                                         get_field(o, "takeLeadershipLedgerIndex", INDEX, -1))
     if f.code == PROBE:
-        return ProbeRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),
-                            get_field(o, "first", int), get_field(o, "count", int))
+        return ProbeRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", TERM),
+                            get_field(o, "first", INDEX), get_field(o, "count", COUNT))
     if f.code == REPAIR:
-        return RepairRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", int),
-                             get_field(o, "fromIndex", int))
+        return RepairRequest(get_field(o, "group", str), get_field(o, "leaderId", str), get_field(o, "term", TERM),
+                             get_field(o, "fromIndex", ENTRY_INDEX))
     raise BadMessage(f"request code {f.code} is not a peer request")
 
 
@@ -505,7 +590,7 @@ HANDLED = (REMOTING_SUCCESS, 200)
 
 def _code(o: dict) -> Code:
     try:
-        return Code(get_field(o, "code", int))
+        return Code(get_field(o, "code", STATUS_CODE))
     except ValueError:
         return Code.UNKNOWN
 
@@ -520,30 +605,34 @@ def decode_response(f: Frame, request_code: int):
             result = VoteResult(get_field(o, "voteResult", str))
         except ValueError:
             result = VoteResult.UNKNOWN
-        return VoteResponse(get_field(o, "term", int), result, _code(o))
+        return VoteResponse(get_field(o, "term", SOME_TERM), result, _code(o))
     if request_code == HEART_BEAT:
-        return HeartBeatResponse(get_field(o, "term", int), _code(o), get_field(o, "leaderId", str, None))
+        return HeartBeatResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "leaderId", str, None))
     if request_code == PUSH:
-        return PushResponse(get_field(o, "term", int), _code(o), get_field(o, "index", int, -1), get_field(o, "count", int, 0),
-                            get_field(o, "beginIndex", int, -1), get_field(o, "endIndex", int, -1),
-                            get_field(o, "xTerm", int, -1), get_field(o, "xIndex", int, -1), get_field(o, "remark", str, ""))
+        return PushResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "index", INDEX, -1),
+                            get_field(o, "count", COUNT, 0), get_field(o, "beginIndex", INDEX, -1),
+                            get_field(o, "endIndex", INDEX, -1), get_field(o, "xTerm", SOME_TERM, -1),
+                            get_field(o, "xIndex", INDEX, -1), get_field(o, "remark", str, ""))
     if request_code == LEADERSHIP_TRANSFER:
-        return LeadershipTransferResponse(get_field(o, "term", int), _code(o), get_field(o, "remark", str, ""))
+        return LeadershipTransferResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "remark", str, ""))
     if request_code == PROBE:
         lists = [get_field(o, k, list, []) for k in ("terms", "chains", "digests")]
         if len({len(x) for x in lists}) != 1 or not all(isinstance(v, int) and not isinstance(v, bool)
                                                         for x in lists for v in x):
             raise BadMessage("probe answer: terms, chains and digests must be integer lists of one length")
-        return ProbeResponse(get_field(o, "term", int), _code(o), get_field(o, "beginIndex", int, -1),
-                             get_field(o, "endIndex", int, -1), get_field(o, "committedIndex", int, -1),
-                             get_field(o, "first", int, -1), *map(tuple, lists), get_field(o, "remark", str, ""))
+        for name, values, kind in zip(("terms", "chains", "digests"), lists, (SOME_TERM, CRC, CRC)):
+            if values and not kind.lo <= min(values) <= max(values) <= kind.hi:
+                raise BadMessage(f"probe answer: a value of {name!r} is outside {kind.lo}..{kind.hi}")
+        return ProbeResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "beginIndex", INDEX, -1),
+                             get_field(o, "endIndex", INDEX, -1), get_field(o, "committedIndex", INDEX, -1),
+                             get_field(o, "first", INDEX, -1), *map(tuple, lists), get_field(o, "remark", str, ""))
     if request_code == INSTALL_SNAPSHOT:
-        return InstallSnapshotResponse(get_field(o, "term", int), _code(o), get_field(o, "received", int, 0),
-                                       get_field(o, "installed", bool, False), get_field(o, "beginIndex", int, -1),
-                                       get_field(o, "endIndex", int, -1), get_field(o, "remark", str, ""))
+        return InstallSnapshotResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "received", SIZE, 0),
+                                       get_field(o, "installed", bool, False), get_field(o, "beginIndex", INDEX, -1),
+                                       get_field(o, "endIndex", INDEX, -1), get_field(o, "remark", str, ""))
     if request_code == REPAIR:
-        return RepairResponse(get_field(o, "term", int), _code(o), get_field(o, "dropped", int, 0),
-                              get_field(o, "endIndex", int, -1), get_field(o, "committedIndex", int, -1),
+        return RepairResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "dropped", SIZE, 0),
+                              get_field(o, "endIndex", INDEX, -1), get_field(o, "committedIndex", INDEX, -1),
                               get_field(o, "remark", str, ""))
     return o
 
@@ -575,7 +664,7 @@ class AnswerRows(Sequence):
         if self._rows is None:
             try:
                 rows = _rows_decoder.decode(self._raw)
-            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
                 raise BadMessage(f"APPEND answer: entries do not fit: {exc}") from None
             if any(len(r) != 4 for r in rows):
                 raise BadMessage("APPEND answer: an entry is not [index, term, pos, size]")
@@ -609,7 +698,7 @@ def decode_append_answer(f: Frame) -> dict:
         raise _refused(f)
     try:
         a = _append_answer_decoder.decode(f.body or b"{}")
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:  # (too deep: msgspec recurses)
         raise BadMessage(f"APPEND answer does not fit: {exc}") from None
     out = {"code": a.code, "term": a.term, "leaderId": a.leaderId, "remark": a.remark}
     if a.entries is not msgspec.UNSET:

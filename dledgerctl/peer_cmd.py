@@ -162,7 +162,9 @@ def _compare_summary(r: dict) -> str:
     if r.get("truncate_from") is None:
         lag = r["leader_end"] - r["follower_end"]
         tail = f"; it lacks {plural(lag, 'entry', 'entries')}, which replication sends" if lag > 0 else ""
-        return f"{peer} holds the leader's log up to {r['match_index']}{tail}."
+        terms = (" (compared terms only, as DLedger does: --deep compares every entry's bytes)"
+                 if r.get("mode") == "terms" else "")
+        return f"{peer} holds the leader's log up to {r['match_index']}{terms}{tail}."
     where = (f"differs from index {r['first_diff']} (term {r['follower_term']} there, the leader has "
              f"{r['leader_term']})" if r.get("first_diff") is not None
              else f"holds entries past the leader's end {r['leader_end']}")

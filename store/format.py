@@ -56,6 +56,10 @@ DEFAULT_DATA_FILE_SIZE = 1024 * 1024 * 1024  # DLedgerConfig.mappedFileSizeForEn
 DEFAULT_INDEX_FILE_SIZE = INDEX_UNIT_SIZE * 5 * 1024 * 1024  # DLedgerConfig.mappedFileSizeForEntryIndex
 FILE_NAME_DIGITS = 20  # DLedgerUtils.offset2FileName
 CRC_MASK = 0x7FFFFFFF
+INT64_MAX = (1 << 63) - 1  # Long.MAX_VALUE: the largest index, term or position the format stores
+# The largest term a node takes: one that can still be incremented (the next election's term
+# must fit the entry header's i64 too)
+TERM_MAX = INT64_MAX - 1
 
 
 class EntryHeader(NamedTuple):

@@ -16,6 +16,7 @@ from .files import FileList
 from .filestore import FileStore, detect_file_size
 from .format import (DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE,
                      MAGIC_CONFIG)
+from .errors import StoreCorruptError
 from .layout import NodeLayout
 from .metafiles import read_checkpoint, read_currterm
 from .scan import BAD_BODY_CRC, BAD_CHAIN_CRC, NO_CRC, OK, FileScan
@@ -205,7 +206,10 @@ def checkpoint_report(node_dir: str, *, data_file_size: int | None = None,
     """checkpoint and currterm beside what the data says; each row flags disagreement."""
     layout = NodeLayout(node_dir)
     cp = read_checkpoint(layout.node_dir)
-    ts = read_currterm(layout.node_dir)
+    try:
+        ts, ts_error = read_currterm(layout.node_dir), None
+    except StoreCorruptError as exc:  # (shown as a row: the checkpoint and the data are still worth seeing)
+        ts, ts_error = None, str(exc)
     with FileStore.open(layout.node_dir, read_only=True, data_file_size=data_file_size,
                         index_file_size=index_file_size) as s:
         begin, end, end_term = s.begin_index, s.end_index, s.end_term
@@ -217,7 +221,7 @@ def checkpoint_report(node_dir: str, *, data_file_size: int | None = None,
     # mismatch (the files contradict each other: committed entries would be missing)
     rows = []
     cp_src = cp.source.rsplit("/", 1)[-1] if cp.source else None
-    ts_src = ts.source.rsplit("/", 1)[-1] if ts.source else None
+    ts_src = ts.source.rsplit("/", 1)[-1] if ts is not None and ts.source else None
     if cp_src is None:
         rows.append(row("checkpoint", "file", None, None, "warning", "no checkpoint file (nor .bak)"))
     else:
@@ -237,7 +241,9 @@ def checkpoint_report(node_dir: str, *, data_file_size: int | None = None,
                             "committed index past the end: committed entries are missing"))
         else:
             rows.append(row(cp_src, "committedIndex", c, end, "ok"))
-    if ts_src is None:
+    if ts_error is not None:
+        rows.append(row("currterm", "currTerm", None, end_term, "mismatch", ts_error))
+    elif ts_src is None:
         rows.append(row("currterm", "file", None, None, "warning", "no currterm file (nor .bak)"))
     else:
         ok = ts.term >= end_term

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from .errors import StoreCorruptError, StoreIOError
+from .format import TERM_MAX
 
 CHECKPOINT_FILE = "checkpoint"  # DLedgerMmapFileStore.CHECK_POINT_FILE
 CURRTERM_FILE = "currterm"  # MemberState.TERM_PERSIST_FILE
@@ -169,12 +170,20 @@ class TermState:
 
 
 def read_currterm(node_dir: str) -> TermState:
+    """The term and vote on disk. StoreCorruptError naming the file when neither it nor its
+    .bak holds valid values, or when the term is outside 0..TERM_MAX: a node cannot run in a
+    term it could not leave (the next election's term would not fit the log format), and
+    an older term from the .bak could let it vote twice, so it is not used instead."""
     def parse(pf, problem):
         term = pf.int_value(TERM_KEY)
         vote = pf.props.get(VOTE_KEY, "").strip() or None
         return TermState(term if term is not None else 0, vote, pf.source, problem)
 
-    return _read_valid(os.path.join(node_dir, CURRTERM_FILE), parse)
+    ts = _read_valid(os.path.join(node_dir, CURRTERM_FILE), parse)
+    if not 0 <= ts.term <= TERM_MAX:
+        raise StoreCorruptError(f"{ts.source}: {TERM_KEY}={ts.term} is outside 0..{TERM_MAX} (no election could "
+                                f"follow it)")
+    return ts
 
 
 def write_currterm(node_dir: str, term: int, vote_for: str | None) -> None:
