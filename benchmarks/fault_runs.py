@@ -4,7 +4,9 @@
     python benchmarks/fault_runs.py --nodes 3 --profile mixed --seconds 60 --seed 17   # replay one
 
 ``--minutes`` is shared out among the seeds (each run's fault time is minutes / seeds);
-``--profile all`` (the default) cycles through kills, partitions and mixed. Runs go one at
+``--profile all`` (the default) cycles through the profiles of tests/faults.py: kills,
+partitions, mixed, members, and hostile (frames an attacker or a buggy peer sends,
+tests/hostile.py, to every member, alone and beside kills and partitions). Runs go one at
 a time (the machine's cores are shared with the nodes). Prints one summary per run, a
 table at the end and the replay command of every failing seed; exit 1 if any failed.
 A failing run's directory (node logs, events.log, problems.log, the stores) is kept.

@@ -203,7 +203,8 @@ static PyObject *plain_frame(PyObject *frame_type, const char *h, Py_ssize_t hle
                 goto out;
             seen |= 1u << k;
             if (k == K_CODE || k == K_OPAQUE || k == K_FLAG || k == K_VERSION) {
-                if (!parse_int(&c, &ints[k]))
+                /* (out of int32, as remoting's header fields are: the Python decoder refuses it) */
+                if (!parse_int(&c, &ints[k]) || ints[k] < INT32_MIN || ints[k] > INT32_MAX)
                     goto out;
             } else if (k == K_EXT) {
                 vals[k] = parse_ext(&c);

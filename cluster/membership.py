@@ -76,7 +76,7 @@ class Membership:
             if not isinstance(voters, str) or not isinstance(learners, str):
                 raise TypeError("voters and learners must be strings")
             return cls(parse_peers(voters), parse_peers(learners) if learners else {})
-        except (ValueError, KeyError, TypeError, ConfigError) as exc:
+        except (ValueError, KeyError, TypeError, ConfigError, RecursionError) as exc:  # (nested too deep: a peer's)
             raise MembershipError(f"not a member list: {exc}") from None
 
     def describe(self) -> str:

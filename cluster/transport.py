@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
 from typing import Awaitable
 
@@ -339,6 +338,14 @@ STALLED_AFTER = 3.0  # s: a frame arriving this long no longer keeps its connect
 IDLE_BUFFER_S = 10.0  # s: a connection idle this long gives its receive buffer back
 
 
+def _opaques():
+    """1, 2, ... 2^31 - 1, then 1 again: a request's opaque is a Java int on the wire (a
+    busy leader sends 2^31 requests to a follower in hours; those of the last round were
+    answered or timed out long before their opaque comes back)."""
+    while True:
+        yield from range(1, 1 << 31)
+
+
 class FrameServer:
     """Limits, so that no client can take the server's descriptors, memory or attention:
 
@@ -533,7 +540,7 @@ class Channel:
         self._backoff = 0.0
         self._retry_at = 0.0
         self._conn: _ClientConnection | None = None
-        self._opaque = itertools.count(1)
+        self._opaque = _opaques()
         self._connecting: asyncio.Lock | None = None
         self.closed = False
 

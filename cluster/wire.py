@@ -102,6 +102,7 @@ MAX_HEADER_BYTES = 64 << 10
 # entry); JSON deeper than this is refused before it is parsed (a parser recurses per level).
 MAX_JSON_DEPTH = 32
 _LEN = struct.Struct(">i")
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1  # RemotingCommand's code, opaque, flag and version are Java ints
 _HDR = struct.Struct(">ii")
 
 
@@ -371,6 +372,9 @@ def decode_frame_body(data, *, copy: bool = True) -> Frame:
         f = _frame_decoder.decode(header)
     except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"bad header: {exc}") from None
+    if not (_I32_MIN <= f.code <= _I32_MAX and _I32_MIN <= f.opaque <= _I32_MAX and _I32_MIN <= f.flag <= _I32_MAX
+            and _I32_MIN <= f.version <= _I32_MAX):
+        raise MalformedFrame("a header number (code, opaque, flag or version) is outside int32")
     if f.remark is None:
         f.remark = ""
     if f.ext is None:
@@ -725,6 +729,7 @@ def request_code_of(req) -> int:
 
 MAX_APPEND_COUNT = 1 << 20
 _BODY_LEN = struct.Struct(">i")
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1  # RemotingCommand's code, opaque, flag and version are Java ints
 
 
 def pack_bodies(bodies) -> bytes:

@@ -61,6 +61,7 @@ if ROOT not in sys.path:
 
 from cluster import pki  # noqa: E402
 from ports import free_ports  # noqa: E402,F401 (tests take it from here too)
+import hostile  # noqa: E402
 from cluster.client import AppendError, Client, ClientError  # noqa: E402
 from cluster.config import Peer  # noqa: E402
 from cluster.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
@@ -582,7 +583,12 @@ MIXED_FAULTS = {"kill-leader": 1, "kill-follower": 1, "kill-minority": 1, "parti
 MEMBER_FAULTS = {"replace-follower": 2, "replace-leader": 2, "replace+kill-leader": 2, "replace+partition": 2,
                  "kill-leader": 1, "kill-follower": 1, "isolate-leader": 1, "partition-halves": 1, "pause-leader": 1,
                  "torn-write": 1}
-PROFILES = {"kills": KILL_FAULTS, "partitions": PARTITION_FAULTS, "mixed": MIXED_FAULTS, "members": MEMBER_FAULTS}
+# frames an attacker or a buggy peer sends (tests/hostile.py) to every member, alone and
+# while the group is already shaken
+HOSTILE_FAULTS = {"hostile": 4, "hostile+kill-leader": 1, "hostile+partition": 1, "kill-follower": 1,
+                  "isolate-leader": 1}
+PROFILES = {"kills": KILL_FAULTS, "partitions": PARTITION_FAULTS, "mixed": MIXED_FAULTS, "members": MEMBER_FAULTS,
+            "hostile": HOSTILE_FAULTS}
 SPARES = {"members": 40}  # ids a profile's runs may add
 
 
@@ -666,7 +672,9 @@ class Nemesis:
 
     async def _step(self, s: Step, hold: float) -> None:
         c, net, kind = self.c, self.c.net, s.kind
-        if kind.startswith("kill") and kind != "kill+partition":
+        if kind.startswith("hostile"):
+            await self._hostile(s, hold)
+        elif kind.startswith("kill") and kind != "kill+partition":
             n, q = len(c.ids), len(c.ids) // 2 + 1
             count = {"kill-leader": 1, "kill-follower": 1, "kill-minority": n - q, "kill-majority": q,
                      "kill-all": n}[kind]
@@ -751,6 +759,38 @@ class Nemesis:
             await self._replace(s, hold)
         else:
             raise ValueError(f"unknown fault {kind!r}")
+
+    async def _hostile(self, s: Step, hold: float) -> None:
+        """Hostile frames (tests/hostile.py) to every member that is up, straight to its port,
+        for ``hold`` seconds; with ``+kill-leader`` the leader is killed first, with
+        ``+partition`` the group is cut in two meanwhile. Every frame must be refused: the
+        run's checks (one leader after the heal, every acknowledged append in every log,
+        logs identical, no traceback in a node's log) say whether they changed anything."""
+        c, kind = self.c, s.kind
+        victim = None
+        if kind == "hostile+kill-leader":
+            victim = self._leader_or_any(s.pick)
+            c.nodes[victim].kill()
+        elif kind == "hostile+partition":
+            ids = self._shuffled()
+            c.net.partition([ids[:len(ids) // 2], ids[len(ids) // 2:]], s.mode)
+        self.log(f"{kind}: hostile frames to every member for {hold:g} s"
+                 + (f", {victim} killed" if victim else ""))
+        rng = random.Random(self.rng.random())
+        end = asyncio.get_running_loop().time() + hold
+        sent = collections.Counter()
+        while asyncio.get_running_loop().time() < end:
+            for n in [i for i in c.ids if c.nodes[i].state == "up"]:
+                frames = hostile.hostile_frames(rng, GROUP, list(c.ids), 40)
+                try:
+                    sent.update(await asyncio.to_thread(hostile.send_all, HOST, c.ports[n], frames, 2.0))
+                except OSError:
+                    sent["unreachable"] += 1  # (killed or restarting meanwhile)
+        self.log(f"{kind}: {sent['answered']} answered, {sent['closed']} closed the connection")
+        if victim is not None:
+            c.nodes[victim].start()
+        if kind == "hostile+partition":
+            c.net.heal()
 
     async def _healed(self) -> None:
         """The fault is undone: if the cluster is whole, time how long until it has a leader."""
@@ -996,6 +1036,20 @@ class Cluster:
             return loop.time() - t0
         return None
 
+    def tracebacks(self) -> list[str]:
+        """A node that logged a traceback hit a bug (a peer's bad message included): a finding."""
+        out = []
+        for n in list(self.nodes.values()) + list(self.retired.values()):
+            try:
+                with open(n.log, errors="replace") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            if "Traceback (most recent call last)" in text:
+                at = text.index("Traceback (most recent call last)")
+                out.append(f"{n.id} logged a traceback: " + " | ".join(text[at:at + 2000].splitlines()[-4:]))
+        return out
+
     def died(self) -> list[str]:
         """Nodes that exited without being killed or stopped (a crash: a finding), marked down."""
         out = []
@@ -1232,6 +1286,7 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
         log(f"metrics: {sum(watch.scrapes.values())} whole scrapes, {watch.unanswered} unanswered")
         problems += await cluster.stop()
         stopped = True
+        problems += cluster.tracebacks()
         problems += nemesis.problems
         found, unknown_committed = check({i: n.dir for i, n in cluster.nodes.items()}, appender.requests)
         problems += found
