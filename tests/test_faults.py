@@ -1,6 +1,6 @@
 """The fault harness (tests/faults.py) and what it promises: seeded runs of real node
-processes on 127.0.0.1 through kills, partitions, pauses, torn writes and membership
-changes, checked entry by entry; a full disk on real processes (a size-limited tmpfs per node); and the harness's
+processes on 127.0.0.1 through kills, partitions, pauses, torn writes, membership changes and
+hostile frames, checked entry by entry; a full disk on real processes (a size-limited tmpfs per node); and the harness's
 own pieces (client outcomes, link proxies, torn writes, the checker) on small cases.
 
 Every wait has a deadline; the schedules sleep between faults, nothing sleeps to
@@ -32,7 +32,8 @@ RUN_SECONDS = 40  # fault time of each seeded run (the issue allows up to 60)
 
 
 # -- the seeded runs -----------------------------------------------------------------------
-@pytest.mark.parametrize("profile,seed", [("kills", 3), ("partitions", 2), ("mixed", 13), ("members", 2)])
+@pytest.mark.parametrize("profile,seed", [("kills", 3), ("partitions", 2), ("mixed", 13), ("members", 2),
+                                          ("hostile", 1)])
 def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
     """Three nodes, four clients, ``RUN_SECONDS`` of faults from the seed; then heal, read
     everything back from every node and check (see faults.check). The mixed seed runs with
@@ -44,6 +45,8 @@ def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
     if profile == "members":  # peer replace went through: members left and spares joined
         assert sum(v for k, v in result.faults.items() if k.startswith("replace")) >= 3
         assert sorted(os.listdir(os.path.join(result.workdir, "store"))) != ["dledger-n0", "dledger-n1", "dledger-n2"]
+    if profile == "hostile":  # frames of tests/hostile.py went to every member, and were refused
+        assert sum(v for k, v in result.faults.items() if k.startswith("hostile")) >= 3
     if profile == "mixed":
         assert result.faults.get("torn-write", 0) >= 1
         assert result.faults.get("pause-leader", 0) + result.faults.get("pause-follower", 0) \
