@@ -12,7 +12,7 @@ from typing import Annotated
 import click_log
 import typer
 
-from . import certs_cmd, cluster_cmd, kv_cmd, peer_cmd, spark_cmd, store_cmd
+from . import certs_cmd, cluster_cmd, kv_cmd, mq_cmd, peer_cmd, spark_cmd, store_cmd
 from .common import LogLabels, log
 
 app = typer.Typer(
@@ -29,6 +29,7 @@ app.add_typer(peer_cmd.app, name="peer")
 app.add_typer(spark_cmd.app, name="spark")
 app.add_typer(certs_cmd.app, name="certs")
 app.add_typer(kv_cmd.app, name="kv")
+app.add_typer(mq_cmd.app, name="mq")
 app.command("append")(cluster_cmd.append_cmd)
 app.command("get")(cluster_cmd.get_cmd)
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Debian packages the tests against the real Java DLedger need (tests/javadledger.py): a JDK
-# to compile it, and the jars it runs on. Installs those missing when apt-get can (root, or
+# Debian packages the tests against the real Java DLedger and RocketMQ's own message store
+# need (tests/javadledger.py, tests/javarocketmq.py): a JDK to compile them, and the jars
+# they build and run on. Installs those missing when apt-get can (root, or
 # sudo without a password); otherwise says what is missing and goes on: those tests then
 # skip, saying why. Java 17 is what PySpark needs too.
 set -uo pipefail
 pkgs=(default-jdk-headless libnetty-java libslf4j-java libjcommander-java libguava-java libjoda-time-java
-      libjaxb-api-java)
+      libjaxb-api-java
+      # RocketMQ's common and store modules (tests/javarocketmq.py)
+      libcommons-lang3-java libcommons-validator-java libzstd-jni-java liblz4-java libjna-java)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -61,7 +61,7 @@ def render_body(body: bytes, fmt: str) -> str | None:
     return body.decode("utf-8", errors="replace")
 
 
-def _open_lists(layout: NodeLayout, data_file_size, index_file_size) -> tuple[FileList, FileList]:
+def open_lists(layout: NodeLayout, data_file_size, index_file_size) -> tuple[FileList, FileList]:
     data = FileList(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE)
     index = FileList(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE)
     data.load()
@@ -71,7 +71,7 @@ def _open_lists(layout: NodeLayout, data_file_size, index_file_size) -> tuple[Fi
     return data, index
 
 
-def _start_file(data: FileList, index: FileList, sel: Selection) -> int:
+def start_file(data: FileList, index: FileList, sel: Selection) -> int:
     """First data file worth scanning for ``sel``: jump with the index record when it
     points at a matching entry, else start at the first file."""
     if sel.pos is not None:
@@ -95,9 +95,9 @@ def inspect_data(node_dir: str, sel: Selection | None = None, *, body: str = "no
                  data_file_size: int | None = None, index_file_size: int | None = None) -> Iterator[dict]:
     sel = sel or Selection()
     layout = NodeLayout(node_dir)
-    data, index = _open_lists(layout, data_file_size, index_file_size)
+    data, index = open_lists(layout, data_file_size, index_file_size)
     try:
-        first = _start_file(data, index, sel)
+        first = start_file(data, index, sel)
         prev = (None, None, None)
         for f in data.files[first:]:
             fname = f"data/{f.name}"
@@ -175,7 +175,7 @@ def inspect_index(node_dir: str, sel: Selection | None = None, *, all_records: b
     """Index records in slot order; stops at the first all-zero slot unless ``all_records``."""
     sel = sel or Selection()
     layout = NodeLayout(node_dir)
-    data, index = _open_lists(layout, data_file_size, index_file_size)
+    data, index = open_lists(layout, data_file_size, index_file_size)
     try:
         for f in index.files:
             if f.mm is None:

@@ -1,0 +1,155 @@
+"""``dledgerctl mq messages | topics | check``: the RocketMQ messages in a broker's DLedger
+log and the consume queues beside it, offline (store/rocketmq/)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Annotated, Optional
+
+import typer
+
+from store.rocketmq.check import check_broker, topic_rows
+from store.rocketmq.layout import resolve_broker
+from store.rocketmq.scan import MESSAGE_FIELDS, Filter, message_rows, msg_id_pos
+
+from .common import BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural, progress_bar
+from .render import Format, render
+from .store_cmd import FromOpt, ToOpt, _selection
+
+app = typer.Typer(help="RocketMQ messages in a broker's DLedger log, and its consume queues (offline).",
+                  no_args_is_help=True)
+
+DirArg = Annotated[str, typer.Argument(help="A broker's store root (holding dledger-<id>/ and consumequeue/), or a "
+                                            "node directory.", show_default=False)]
+
+TABLE_COLUMNS = ["kind", "index", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp", "body_size",
+                 "body_crc_ok", "tags", "keys", "note"]
+
+
+def _millis(text: str | None, name: str) -> int | None:
+    """Epoch milliseconds, or an ISO 8601 time (UTC unless it says otherwise)."""
+    if text is None:
+        return None
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        t = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is neither epoch milliseconds nor an ISO 8601 time",
+                                 param_hint=name) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.timezone.utc)
+    return int(t.timestamp() * 1000)
+
+
+def _render_body(kind: BodyFormat):
+    if kind == BodyFormat.none:
+        return None
+    from store.inspect import render_body
+    return lambda raw: render_body(raw, kind.value)
+
+
+def _data_bytes(node_dir: str) -> int:
+    data = os.path.join(node_dir, "data")
+    try:
+        return sum(e.stat().st_size for e in os.scandir(data) if e.is_file())
+    except OSError:
+        return 0
+
+
+@app.command("messages")
+def messages_cmd(
+    dir: DirArg,
+    from_index: FromOpt = None,
+    to_index: ToOpt = None,
+    topic: Annotated[Optional[str], typer.Option("--topic", help="Only this topic.")] = None,
+    queue_id: Annotated[Optional[int], typer.Option("--queue-id", min=0, help="Only this queue id.")] = None,
+    tag: Annotated[Optional[str], typer.Option("--tag", help="Only messages with these tags (TAGS).")] = None,
+    key: Annotated[Optional[str], typer.Option("--key", help="Only messages with this key among their KEYS.")] = None,
+    msg_id: Annotated[Optional[str], typer.Option("--msg-id", help="Only the message with this id (found by the "
+                                                                    "offset it holds, without a scan).")] = None,
+    uniq_key: Annotated[Optional[str], typer.Option("--uniq-key", help="Only the message with this UNIQ_KEY (the "
+                                                                        "id a producer gives it).")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", help="Stored at or after: epoch ms or ISO 8601 "
+                                                                 "(UTC unless it says).")] = None,
+    until: Annotated[Optional[str], typer.Option("--until", help="Stored at or before, likewise.")] = None,
+    body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies (uncompressed) as none, utf8, hex or base64.",
+                                             case_sensitive=False)] = BodyFormat.none,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """One row per message: index, pos, msg id, topic, queue, queue offset, times, hosts, tags, keys, properties.
+
+    Entries that are not messages (a no-op, a config entry, another kind of body) are listed as such, unless a
+    filter is given."""
+    sel = _selection(None, from_index, to_index, None)
+    flt = Filter(topic, queue_id, tag, key, msg_id, uniq_key, _millis(since, "--since"), _millis(until, "--until"))
+    if msg_id is not None:
+        try:
+            msg_id_pos(msg_id)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--msg-id") from None
+    with errors_as_exit():
+        broker = resolve_broker(dir, self_id)
+        rows = message_rows(broker.node_dir, sel, flt, body=_render_body(body), data_file_size=data_file_size,
+                            index_file_size=index_file_size)
+        cols = MESSAGE_FIELDS + (["body"] if body != BodyFormat.none else [])
+        render(rows, fmt, columns=(TABLE_COLUMNS + (["body"] if body != BodyFormat.none else []))
+               if fmt == Format.table else cols if fmt == Format.csv else None)
+
+
+@app.command("topics")
+def topics_cmd(
+    dir: DirArg,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Per topic and queue: messages, bytes, first/last queue offset and store time in the log, and the consume
+    queue's own range (cq_first, cq_last, cq_units) beside them."""
+    with errors_as_exit():
+        broker = resolve_broker(dir, self_id)
+        with progress_bar("reading messages", _data_bytes(broker.node_dir)) as advance:
+            rows = topic_rows(broker, data_file_size=data_file_size, index_file_size=index_file_size,
+                              progress=advance)
+    render(rows, fmt)
+
+
+FINDING_COLUMNS = ["finding", "file", "offset", "index", "topic", "queue_id", "queue_offset", "detail"]
+
+
+@app.command("check")
+def check_cmd(
+    dir: DirArg,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Check every message (framing, BODYCRC, PHYSICALOFFSET = pos + 48, queue offsets in order) and every
+    consume-queue unit (it points at a message of its topic and queue, with its size and tag code).
+
+    One row per finding, with the file and the byte offset in it; exit 1 when there is any. Units past the log's
+    end (a follower truncated since the broker built them) are findings: the broker must rebuild its queues."""
+    with errors_as_exit():
+        broker = resolve_broker(dir, self_id)
+        with progress_bar("checking messages", _data_bytes(broker.node_dir)) as advance:
+            findings, summary = check_broker(broker, data_file_size=data_file_size, index_file_size=index_file_size,
+                                             progress=advance)
+    if findings or fmt != Format.table:
+        render(findings, fmt, columns=FINDING_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    queues = ("no consume queues beside it" if summary["consume_queues"] is None else
+              f"{plural(summary['units'], 'unit')} in {plural(summary['consume_queues'], 'consume queue')}"
+              + (f" ({summary['units_before_log']} before the log's first message)"
+                 if summary["units_before_log"] else "")
+              + (f"; {plural(summary['undispatched'], 'message')} not in a queue yet" if summary["undispatched"]
+                 else ""))
+    typer.echo(f"{summary['node_dir']}: {plural(summary['messages'], 'message')} of "
+               f"{plural(summary['topics'], 'topic')} in {plural(summary['entries'], 'entry', 'entries')}, "
+               f"{queues}: {plural(len(findings), 'finding')}", err=True)
+    if findings:
+        raise typer.Exit(1)

@@ -1,0 +1,273 @@
+"""What ``mq topics`` counts and what ``mq check`` finds, over a broker's store.
+
+One walk of the log (scan.py) collects, per message, the columns both need (numpy arrays,
+a few dozen bytes a message whatever its size); the consume queues are then checked
+against them all at once: each unit's commit-log offset is looked up among the messages'
+(``searchsorted``), and topic, queue, queue offset, size and tag code compared.
+
+Findings (``mq check``), one row each with the file and the byte offset in it:
+
+- ``damage``: a data file's entries cannot be read on from there (store verify says more);
+- ``not-a-message``: a normal entry whose body is not a RocketMQ message;
+- ``body-crc``: a message's body does not match its BODYCRC;
+- ``phy-offset``: PHYSICALOFFSET is not the entry's pos + 48 (the leader's append hook
+  writes it; a consume queue finds the message there);
+- ``queue-offset``: a message's queue offset does not follow the one before it in its
+  topic and queue (transaction halves that are never dispatched are left out);
+- ``cq-past-log-end``: a unit points past the log's last message (a follower truncated
+  since the broker built it: the broker must rebuild its consume queues);
+- ``cq-elsewhere``: a unit points where no message starts;
+- ``cq-mismatch``: a unit points at a message of another topic, queue, queue offset, size
+  or tag code;
+- ``cq-hole``: a message lies inside its queue's range but no unit points at it;
+- ``cq-damaged``: a consume queue's files do not follow each other.
+
+Units that point before the log's first message are not findings: the log's head files
+are deleted before the consume queues' (RocketMQ corrects a queue's minimum offset then).
+Messages past the end of their queue (not yet dispatched, or a queue the broker rebuilds
+at its next start) are counted in the summary, not reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..format import HEADER_SIZE, crc32
+from ..inspect import Selection
+from .consumequeue import Queue, find_queues, read_units
+from .layout import BrokerStore
+from .message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    SCHEDULE_TOPIC,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    tags_code,
+)
+from .scan import items
+
+# ScheduleMessageService's default levels (MessageStoreConfig.messageDelayLevel), in ms
+DELAY_LEVELS_MS = [s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800,
+                                      3600, 7200)]
+_DISPATCHED_NOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+@dataclass
+class Columns:
+    """Per message, in log order: the fields the checks and the counts need."""
+
+    topics: dict[str, int] = field(default_factory=dict)  # topic -> id
+    cols: dict[str, list] = field(default_factory=lambda: {k: [] for k in _COLUMNS})
+    entries: int = 0  # entries walked (messages or not)
+    first_pos: int = -1  # the first entry's pos
+    end_pos: int = -1  # just past the last entry
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: np.asarray(v, dtype=_COLUMNS[k]) for k, v in self.cols.items()}
+
+    def topic_names(self) -> list[str]:
+        names = [""] * len(self.topics)
+        for t, i in self.topics.items():
+            names[i] = t
+        return names
+
+
+_COLUMNS = {"index": np.int64, "phy": np.int64, "size": np.int64, "topic": np.int32, "queue_id": np.int32,
+            "queue_offset": np.int64, "store_ts": np.int64, "dispatched": np.bool_, "tags": np.int64,
+            "delay": np.bool_}
+
+
+def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, index_file_size=None,
+            progress=None) -> Columns:
+    """Walk the log once: columns of every message, and (with ``findings``, a list) what
+    ``mq check`` finds in the log itself."""
+    c = Columns()
+    col = c.cols
+    last_qoff: dict[tuple[int, int], int] = {}
+    for it in items(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+        if progress is not None:
+            progress(it.size)
+        fstart = int(it.file.rsplit("/", 1)[1])
+        if it.kind == "damage":
+            if findings is not None:
+                findings.append(_finding("damage", it.file, it.pos - fstart, None, detail=it.note))
+            continue
+        c.entries += 1
+        if c.first_pos < 0:
+            c.first_pos = it.pos
+        c.end_pos = it.pos + it.size
+        if it.kind != "message":
+            if it.kind == "not-a-message" and findings is not None:
+                findings.append(_finding("not-a-message", it.file, it.pos - fstart, it.index, detail=it.note))
+            continue
+        m = it.message
+        tid = c.topics.setdefault(m.topic, len(c.topics))
+        dispatched = (m.sys_flag & TRANSACTION_ROLLBACK_TYPE) not in _DISPATCHED_NOT
+        delay = m.topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in m.properties
+        col["index"].append(it.index)
+        col["phy"].append(it.pos + HEADER_SIZE)
+        col["size"].append(m.size)
+        col["topic"].append(tid)
+        col["queue_id"].append(m.queue_id)
+        col["queue_offset"].append(m.queue_offset)
+        col["store_ts"].append(m.store_timestamp)
+        col["dispatched"].append(dispatched)
+        col["tags"].append(_delivery_time(m) if delay else tags_code(m.tags))
+        col["delay"].append(delay)
+        if findings is None:
+            continue
+        where = (it.file, it.pos - fstart, it.index)
+        body = it.buf[m.body_at:m.body_at + m.body_size]
+        if crc32(body) & 0x7FFFFFFF != m.body_crc:
+            findings.append(_finding("body-crc", *where, m, detail=f"BODYCRC {m.body_crc}, the body's crc32 is "
+                                                                   f"{crc32(body) & 0x7FFFFFFF}"))
+        if m.phy_offset != it.pos + HEADER_SIZE:
+            findings.append(_finding("phy-offset", *where, m, detail=f"PHYSICALOFFSET {m.phy_offset}, the entry's pos "
+                                                                     f"+ 48 is {it.pos + HEADER_SIZE}"))
+        if dispatched:
+            key = (tid, m.queue_id)
+            before = last_qoff.get(key)
+            if before is not None and m.queue_offset != before + 1:
+                findings.append(_finding("queue-offset", *where, m, detail=f"queue offset {m.queue_offset} follows "
+                                                                           f"{before} in its queue"))
+            last_qoff[key] = m.queue_offset
+    return c
+
+
+def _delivery_time(m) -> int:
+    """ScheduleMessageService.computeDeliverTimestamp with the default levels; -1 when the
+    level is not one of them (a broker configured otherwise)."""
+    try:
+        level = int(m.properties[PROPERTY_DELAY_TIME_LEVEL])
+    except ValueError:
+        return -1
+    level = min(level, len(DELAY_LEVELS_MS))
+    return m.store_timestamp + DELAY_LEVELS_MS[level - 1] if level > 0 else -1
+
+
+def _finding(kind: str, file: str, offset: int, index: int | None, m=None, *, topic=None, queue_id=None,
+             queue_offset=None, detail: str = "") -> dict:
+    if m is not None:
+        topic, queue_id, queue_offset = m.topic, m.queue_id, m.queue_offset
+    return {"finding": kind, "file": file, "offset": offset, "index": index, "topic": topic, "queue_id": queue_id,
+            "queue_offset": queue_offset, "detail": detail}
+
+
+def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
+    """Every unit of every queue against the messages; returns the summary's counts."""
+    a = c.arrays()
+    names = c.topic_names()
+    order = np.argsort(a["phy"], kind="stable")  # (log order is already phy order; stable either way)
+    phy = a["phy"][order]
+    last_phy = int(phy[-1]) if len(phy) else -1
+    units = before_log = 0
+    covered = np.zeros(len(phy), bool)
+    for q in queues:
+        read_units(q)
+        if q.damaged:
+            findings.append(_finding("cq-damaged", q.file_of(q.first if q.first >= 0 else 0)[0], 0, None,
+                                     topic=q.topic, queue_id=q.queue_id, detail=q.damaged))
+        u = q.units
+        if u is None or not len(u):
+            continue
+        units += len(u)
+        p = u["offset"].astype(np.int64)
+        at = np.searchsorted(phy, p)
+        at_c = np.minimum(at, max(len(phy) - 1, 0))
+        hit = (at < len(phy)) & (phy[at_c] == p) if len(phy) else np.zeros(len(p), bool)
+        before = p < (int(phy[0]) if len(phy) else c.end_pos + HEADER_SIZE)
+        before_log += int((before & ~hit).sum())
+        qoffs = np.arange(q.first, q.first + len(u), dtype=np.int64)
+        past = ~hit & ~before & (p > last_phy)
+        for k in np.flatnonzero(past):
+            findings.append(_unit_finding("cq-past-log-end", q, int(qoffs[k]), u[k],
+                                          f"points at {int(p[k])}, past the log's last message at {last_phy}"))
+        for k in np.flatnonzero(~hit & ~before & ~past):
+            findings.append(_unit_finding("cq-elsewhere", q, int(qoffs[k]), u[k],
+                                          f"points at {int(p[k])}, where no message starts"))
+        idx = order[at_c[hit]]
+        covered[at_c[hit]] = True
+        tid = c.topics.get(q.topic, -1)
+        exp_tags = a["tags"][idx]
+        got_tags = u["tags"][hit].astype(np.int64)
+        tags_ok = (exp_tags == got_tags) | (a["delay"][idx] & ((exp_tags < 0) | (got_tags >= a["store_ts"][idx])))
+        bad = ((a["topic"][idx] != tid) | (a["queue_id"][idx] != q.queue_id) | (a["queue_offset"][idx] != qoffs[hit])
+               | (a["size"][idx] != u["size"][hit]) | ~tags_ok)
+        for k in np.flatnonzero(bad):
+            i, unit, qoff = int(idx[k]), u[hit][k], int(qoffs[hit][k])
+            differ = [f"its topic is {names[a['topic'][i]]}" if a["topic"][i] != tid else "",
+                      f"its queue is {a['queue_id'][i]}" if a["queue_id"][i] != q.queue_id else "",
+                      f"its queue offset is {a['queue_offset'][i]}" if a["queue_offset"][i] != qoff else "",
+                      f"its size is {a['size'][i]}" if a["size"][i] != unit["size"] else "",
+                      f"its tag code is {a['tags'][i]}" if not tags_ok[k] else ""]
+            findings.append(_unit_finding("cq-mismatch", q, qoff, unit, f"points at entry {a['index'][i]}, but "
+                                          + ", ".join(d for d in differ if d)))
+        # messages of this queue inside its range that no unit points at
+        mine = np.flatnonzero((a["topic"] == tid) & (a["queue_id"] == q.queue_id) & a["dispatched"]
+                              & (a["queue_offset"] >= q.first) & (a["queue_offset"] < q.end))
+        for i in mine[~covered[np.searchsorted(phy, a["phy"][mine])]]:
+            findings.append(_finding("cq-hole", q.file_of(int(a["queue_offset"][i]))[0],
+                                     q.file_of(int(a["queue_offset"][i]))[1], int(a["index"][i]), topic=q.topic,
+                                     queue_id=q.queue_id, queue_offset=int(a["queue_offset"][i]),
+                                     detail="no unit points at this message, though its queue goes past it"))
+    ends = {(q.topic, q.queue_id): q.end for q in queues}
+    undispatched = sum(1 for t, qid, qo, d in zip(a["topic"].tolist(), a["queue_id"].tolist(),
+                                                    a["queue_offset"].tolist(), a["dispatched"].tolist())
+                       if d and qo >= ends.get((names[t], qid), 0))
+    return {"units": units, "units_before_log": before_log, "undispatched": undispatched}
+
+
+def _unit_finding(kind: str, q: Queue, qoff: int, unit, detail: str) -> dict:
+    path, off = q.file_of(qoff)
+    return _finding(kind, path, off, None, topic=q.topic, queue_id=q.queue_id, queue_offset=qoff,
+                    detail=f"unit ({int(unit['offset'])}, {int(unit['size'])}, {int(unit['tags'])}) {detail}")
+
+
+def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None) -> tuple[list, dict]:
+    """``mq check``: the findings, and a summary of what was read."""
+    findings: list[dict] = []
+    c = collect(broker, findings, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
+    summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": len(c.cols["index"]),
+               "topics": len(c.topics), "consume_queues": None, "units": None, "units_before_log": None,
+               "undispatched": None}
+    if broker.has_consume_queues:
+        queues = find_queues(broker.root)
+        summary["consume_queues"] = len(queues)
+        summary.update(check_queues(c, queues, findings))
+    summary["findings"] = len(findings)
+    return findings, summary
+
+
+def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None) -> list[dict]:
+    """``mq topics``: per topic and queue, what the log holds and what the consume queue holds."""
+    c = collect(broker, None, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
+    a = c.arrays()
+    names = c.topic_names()
+    rows: dict[tuple[str, int], dict] = {}
+    if len(a["topic"]):
+        key = a["topic"].astype(np.int64) << 32 | a["queue_id"].astype(np.int64) & 0xFFFFFFFF
+        uniq, inv = np.unique(key, return_inverse=True)
+        count = np.bincount(inv)
+        nbytes = np.bincount(inv, weights=a["size"]).astype(np.int64)
+        for g, k in enumerate(uniq.tolist()):
+            sel = inv == g
+            qo, ts = a["queue_offset"][sel], a["store_ts"][sel]
+            t, qid = names[k >> 32], int(np.int32(k & 0xFFFFFFFF))
+            rows[(t, qid)] = {"topic": t, "queue_id": qid, "messages": int(count[g]), "bytes": int(nbytes[g]),
+                              "first_queue_offset": int(qo.min()), "last_queue_offset": int(qo.max()),
+                              "first_store_time": int(ts.min()), "last_store_time": int(ts.max())}
+    if broker.has_consume_queues:
+        for q in find_queues(broker.root):
+            read_units(q)
+            row = rows.setdefault((q.topic, q.queue_id), {"topic": q.topic, "queue_id": q.queue_id, "messages": 0,
+                                                          "bytes": 0, "first_queue_offset": None,
+                                                          "last_queue_offset": None, "first_store_time": None,
+                                                          "last_store_time": None})
+            n = len(q.units)
+            row.update(cq_first=q.first if n else None, cq_last=q.end - 1 if n else None, cq_units=n)
+    for row in rows.values():
+        row.setdefault("cq_first", None)
+        row.setdefault("cq_last", None)
+        row.setdefault("cq_units", None)
+    return sorted(rows.values(), key=lambda r: (r["topic"], r["queue_id"]))

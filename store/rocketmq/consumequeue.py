@@ -1,0 +1,121 @@
+"""Consume queues: ``<store root>/consumequeue/<topic>/<queueId>/<20-digit first byte>``.
+
+Each file holds 20-byte units (``ConsumeQueue.CQ_STORE_UNIT_SIZE``): the message's
+commit-log offset (i64: in DLedger mode the entry's pos + 48), its size (i32) and its tag
+code (i64: Java's hash of its tags, or a delay message's delivery time). Unit ``k`` of the
+file named ``F`` is queue offset ``F / 20 + k``. Files are preallocated (300,000 units by
+default); a queue ends at its first unit whose offset is negative or whose size is not
+positive (``ConsumeQueue.recover``). A queue whose first unit was written at a queue
+offset past 0 has the units before it filled with ``(0, Integer.MAX_VALUE, 0)``
+(``fillPreBlank``): those are not units of messages.
+
+Read-only; the units come back as one numpy array per queue, read straight from the files.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import NotAStoreError
+from ..format import FILE_NAME_DIGITS
+
+CQ_STORE_UNIT_SIZE = 20  # ConsumeQueue.CQ_STORE_UNIT_SIZE
+CONSUME_QUEUE_DIR = "consumequeue"  # StorePathConfigHelper.getStorePathConsumeQueue
+BLANK_SIZE = (1 << 31) - 1  # fillPreBlank's size: Integer.MAX_VALUE
+UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+
+
+@dataclass
+class Queue:
+    """One consume queue's files, and the units they hold up to the queue's end."""
+
+    topic: str
+    queue_id: int
+    dir: str
+    files: list[tuple[int, str]]  # (first byte, path), in order
+    first: int = -1  # queue offset of the first unit that points at a message (-1: none)
+    units: np.ndarray | None = None  # from ``first`` on, up to the queue's end
+    blanks: int = 0  # fillPreBlank units before ``first``
+    damaged: str = ""  # why the files could not all be read (a gap between files, an unreadable one)
+
+    @property
+    def end(self) -> int:
+        """The queue offset after the last unit (``first`` when there is none)."""
+        return self.first + (0 if self.units is None else len(self.units))
+
+    def file_of(self, queue_offset: int) -> tuple[str, int]:
+        """The file that holds ``queue_offset``'s unit, and the unit's byte offset in it."""
+        byte = queue_offset * CQ_STORE_UNIT_SIZE
+        path, start = self.files[0][1], self.files[0][0]
+        for s, p in self.files:
+            if s <= byte:
+                path, start = p, s
+        root = os.path.dirname(os.path.dirname(os.path.dirname(self.dir)))
+        return os.path.relpath(path, root), byte - start
+
+
+def find_queues(root: str) -> list[Queue]:
+    """Every consume queue under ``root/consumequeue`` (no units read yet), by topic and id."""
+    base = os.path.join(root, CONSUME_QUEUE_DIR)
+    out = []
+    try:
+        topics = sorted(os.listdir(base))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise NotAStoreError(f"{base}: {exc.strerror or exc}") from None
+    for topic in topics:
+        tdir = os.path.join(base, topic)
+        if not os.path.isdir(tdir):
+            continue
+        for qname in sorted(os.listdir(tdir), key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n)):
+            qdir = os.path.join(tdir, qname)
+            if not (qname.isdigit() and os.path.isdir(qdir)):
+                continue
+            files = sorted((int(n), os.path.join(qdir, n)) for n in os.listdir(qdir)
+                           if len(n) == FILE_NAME_DIGITS and n.isdigit())
+            out.append(Queue(topic, int(qname), qdir, files))
+    return out
+
+
+def read_units(q: Queue) -> Queue:
+    """Fill ``q.first``, ``q.units`` and ``q.blanks`` from its files (as RocketMQ's recovery
+    reads them: up to the first unit that is not written)."""
+    parts, first, blanks, expect = [], -1, 0, None
+    for start, path in q.files:
+        if start % CQ_STORE_UNIT_SIZE:
+            q.damaged = f"{os.path.basename(path)} does not start at a unit"
+            break
+        if expect is not None and start != expect:
+            q.damaged = f"{os.path.basename(path)} does not follow the file before it (a gap of " \
+                        f"{(start - expect) // CQ_STORE_UNIT_SIZE} units)"
+            break
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            q.damaged = f"{os.path.basename(path)}: {exc.strerror or exc}"
+            break
+        units = np.frombuffer(data, UNIT, count=len(data) // CQ_STORE_UNIT_SIZE)
+        written = (units["offset"] >= 0) & (units["size"] > 0)
+        stop = int(np.argmin(written)) if not written.all() else len(units)
+        units = units[:stop]
+        if first < 0:  # fillPreBlank units lead the queue's first file
+            filler = (units["offset"] == 0) & (units["size"] == BLANK_SIZE) & (units["tags"] == 0)
+            lead = int(np.argmin(filler)) if not filler.all() else len(units)
+            blanks += lead
+            units = units[lead:]
+            if len(units):
+                first = start // CQ_STORE_UNIT_SIZE + blanks
+        if len(units):
+            parts.append(units)
+        if stop < len(written):  # the queue ends in this file
+            break
+        expect = start + len(data)
+    q.first = first if parts else (q.files[0][0] // CQ_STORE_UNIT_SIZE + blanks if q.files else 0)
+    q.units = np.concatenate(parts) if parts else np.empty(0, UNIT)
+    q.blanks = blanks
+    return q

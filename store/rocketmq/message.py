@@ -1,0 +1,279 @@
+"""A RocketMQ message as the commit log stores it: the body of one DLedger entry. Pure.
+
+Layout (big-endian; names and offsets are RocketMQ's, ``MessageDecoder`` and
+``CommitLog.calMsgLength``)::
+
+    0  TOTALSIZE i32        4  MAGICCODE i32        8  BODYCRC i32      12 QUEUEID i32
+    16 FLAG i32             20 QUEUEOFFSET i64      28 PHYSICALOFFSET i64
+    36 SYSFLAG i32          40 BORNTIMESTAMP i64    48 BORNHOST (4+4, or 16+4 with BORNHOST_V6)
+       STORETIMESTAMP i64   STOREHOST (4+4, or 16+4 with STOREHOSTADDRESS_V6)
+       RECONSUMETIMES i32   PREPAREDTRANSACTIONOFFSET i64   BODYLENGTH i32 + BODY
+       TOPICLENGTH i8 (i16 with the V2 magic of RocketMQ 5) + TOPIC
+       PROPERTIESLENGTH i16 + PROPERTIES ("name\\x01value\\x02" pairs)
+
+Rules kept here:
+
+- :func:`decode` never reads outside the bytes it is given and never raises anything but
+  :class:`NotAMessage`, whose text says what does not fit (a no-op entry, a config entry,
+  a body of another kind, or a damaged message are all just "not a message").
+- Only what is asked for is built: :func:`decode` makes the fixed fields, the topic and
+  the property map; the body stays in the buffer (``body_at``, ``body_size``) until
+  :func:`body_of` copies (and, when compressed, inflates) it.
+- Values keep RocketMQ's meaning: BODYCRC is ``crc32(body) & 0x7fffffff`` (``UtilAll.crc32``)
+  of the body as stored (compressed, when it is); a consume queue's tag code is Java's
+  ``String.hashCode()`` of TAGS (:func:`tags_code`); the message id is the store host's
+  address and port and the PHYSICALOFFSET, in upper-case hex (``createMessageId``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+from ..format import crc32
+
+MESSAGE_MAGIC_CODE = -626843481  # MessageDecoder.MESSAGE_MAGIC_CODE (RocketMQ 4.x, MessageVersion V1)
+MESSAGE_MAGIC_CODE_V2 = -626843477  # MessageVersion.MESSAGE_VERSION_V2 (RocketMQ 5: the topic length is an i16)
+MAGICS = {MESSAGE_MAGIC_CODE: "v1", MESSAGE_MAGIC_CODE_V2: "v2"}
+
+QUEUE_OFFSET_POSITION = 20  # MessageDecoder.QUEUE_OFFSET_POSITION
+PHY_POS_POSITION = 28  # MessageDecoder.PHY_POS_POSITION
+SYSFLAG_POSITION = 36  # MessageDecoder.SYSFLAG_POSITION
+BORNHOST_POSITION = 48
+# the bytes of a message with IPv4 hosts, an empty body, topic and properties (calMsgLength)
+MIN_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+
+# MessageSysFlag
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_PREPARED_TYPE = 0x1 << 2
+TRANSACTION_COMMIT_TYPE = 0x2 << 2
+TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+BORNHOST_V6_FLAG = 0x1 << 4
+STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
+COMPRESSION_TYPE_COMPARATOR = 0x7 << 8  # 1 LZ4, 2 ZSTD, 3 (or 0, before RocketMQ 5) ZLIB
+TRANSACTIONS = {0: "", TRANSACTION_PREPARED_TYPE: "prepared", TRANSACTION_COMMIT_TYPE: "commit",
+                TRANSACTION_ROLLBACK_TYPE: "rollback"}
+
+# MessageDecoder.NAME_VALUE_SEPARATOR / PROPERTY_SEPARATOR; MessageConst property names
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_FIXED = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP
+_V4_HOST = struct.Struct(">4si")
+_V6_HOST = struct.Struct(">16si")
+_AFTER_HOSTS = struct.Struct(">iqi")  # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH
+_I64 = struct.Struct(">q")
+
+
+class NotAMessage(ValueError):
+    """The bytes are not a RocketMQ message (the text says what does not fit)."""
+
+
+@dataclass(slots=True)
+class Message:
+    """One message's fields; the body stays where it was (``body_at`` in the buffer)."""
+
+    size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    phy_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_tx_offset: int
+    body_at: int  # where the body starts in the buffer decoded
+    body_size: int
+    topic: str
+    properties: dict = field(default_factory=dict)
+    store_host_raw: bytes = b""  # address and port as stored: the message id's first part
+
+    @property
+    def version(self) -> str:
+        return MAGICS[self.magic]
+
+    @property
+    def msg_id(self) -> str:
+        return msg_id(self.store_host_raw, self.phy_offset)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def transaction(self) -> str:
+        return TRANSACTIONS[self.sys_flag & TRANSACTION_ROLLBACK_TYPE]
+
+    @property
+    def compressed(self) -> bool:
+        return bool(self.sys_flag & COMPRESSED_FLAG)
+
+    def tags_code(self) -> int:
+        """What the consume queue records for this message's tags (0 without tags); a delay
+        message's records its delivery time instead (see check.py)."""
+        return tags_code(self.tags)
+
+
+def decode(buf, off: int = 0, length: int | None = None) -> Message:
+    """The message at ``buf[off:]``. ``length``: the bytes that hold exactly one message
+    (a DLedger entry's body), which TOTALSIZE must equal; without it, TOTALSIZE says where
+    the message ends (within the buffer). NotAMessage when the bytes are not one."""
+    n = len(buf) - off if length is None else min(length, len(buf) - off)
+    if n < MIN_SIZE:
+        raise NotAMessage(f"{n} bytes, fewer than the {MIN_SIZE} of the smallest message")
+    size, magic, bcrc, queue_id, flag, qoff, phy, sys_flag, born_ts = _FIXED.unpack_from(buf, off)
+    if magic not in MAGICS:
+        raise NotAMessage(f"magic code {magic} is not a message's")
+    if size < MIN_SIZE or size > n or (length is not None and size != length):
+        raise NotAMessage(f"TOTALSIZE {size} does not fit the {n} bytes there")
+    stop = off + size
+    p = off + BORNHOST_POSITION
+    born, p = _host(buf, p, sys_flag & BORNHOST_V6_FLAG, stop)
+    if p + 8 > stop:
+        raise NotAMessage("the message ends inside its fields")
+    (store_ts,) = _I64.unpack_from(buf, p)
+    store_at = p + 8
+    store, p = _host(buf, store_at, sys_flag & STOREHOSTADDRESS_V6_FLAG, stop)
+    if p + _AFTER_HOSTS.size > stop:
+        raise NotAMessage("the message ends inside its fields")
+    reconsume, prepared, body_size = _AFTER_HOSTS.unpack_from(buf, p)
+    body_at = p + _AFTER_HOSTS.size
+    if body_size < 0 or body_at + body_size > stop:
+        raise NotAMessage(f"BODYLENGTH {body_size} does not fit the message")
+    p = body_at + body_size
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        if p + 2 > stop:
+            raise NotAMessage("the message ends before its topic")
+        (topic_len,) = _I16.unpack_from(buf, p)
+        p += 2
+    else:
+        if p + 1 > stop:
+            raise NotAMessage("the message ends before its topic")
+        topic_len = buf[p]  # (RocketMQ 4 reads it as a signed byte: topics are at most 127 bytes)
+        p += 1
+    if topic_len < 0 or p + topic_len + 2 > stop:
+        raise NotAMessage(f"TOPICLENGTH {topic_len} does not fit the message")
+    topic = bytes(buf[p:p + topic_len]).decode("utf-8", "replace")
+    p += topic_len
+    (props_len,) = _I16.unpack_from(buf, p)
+    p += 2
+    if props_len < 0 or p + props_len != stop:
+        raise NotAMessage(f"PROPERTIESLENGTH {props_len} does not end the message at TOTALSIZE {size}")
+    props = parse_properties(bytes(buf[p:p + props_len]).decode("utf-8", "replace")) if props_len else {}
+    return Message(size, magic, bcrc, queue_id, flag, qoff, phy, sys_flag, born_ts, born, store_ts, store,
+                   reconsume, prepared, body_at, body_size, topic, props, bytes(buf[store_at:store_at + _host_len(
+                       sys_flag & STOREHOSTADDRESS_V6_FLAG)]))
+
+
+def _host_len(v6: int) -> int:
+    return 20 if v6 else 8
+
+
+def _host(buf, p: int, v6: int, stop: int) -> tuple[str, int]:
+    st = _V6_HOST if v6 else _V4_HOST
+    if p + st.size > stop:
+        raise NotAMessage("the message ends inside its fields")
+    addr, port = st.unpack_from(buf, p)
+    return format_host(addr, port), p + st.size
+
+
+def format_host(addr: bytes, port: int) -> str:
+    if len(addr) == 4:
+        return f"{addr[0]}.{addr[1]}.{addr[2]}.{addr[3]}:{port}"
+    return f"[{ipaddress.IPv6Address(addr).compressed}]:{port}"
+
+
+def parse_properties(text: str) -> dict:
+    """RocketMQ's ``string2messageProperties``: pairs split by \\x02, name and value by the
+    first \\x01; a pair with an empty name or value is skipped, a later name wins."""
+    out = {}
+    for pair in text.split(PROPERTY_SEPARATOR):
+        name, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if sep and name and value:
+            out[name] = value
+    return out
+
+
+def format_properties(props: dict) -> str:
+    """``messageProperties2String``: each pair as name \\x01 value \\x02."""
+    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
+
+
+def msg_id(store_host_raw: bytes, phy_offset: int) -> str:
+    """``MessageDecoder.createMessageId``: store host address, port and commit-log offset, in hex."""
+    return (store_host_raw + _I64.pack(phy_offset)).hex().upper()
+
+
+def tags_code(tags: str | None) -> int:
+    """``tagsString2tagsCode``: Java's ``String.hashCode()`` of the tags (0 when none), as
+    the signed int a consume queue unit holds (widened to its i64)."""
+    if not tags:
+        return 0
+    h = 0
+    units = tags.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def body_crc(body) -> int:
+    """``UtilAll.crc32``: what BODYCRC holds for ``body`` (as stored: compressed, when it is)."""
+    return crc32(body) & 0x7FFFFFFF
+
+
+def body_of(buf, m: Message, *, inflate: bool = True) -> bytes:
+    """The message's body; with ``inflate``, a compressed one uncompressed (NotAMessage when
+    it does not inflate)."""
+    raw = bytes(buf[m.body_at:m.body_at + m.body_size])
+    if not (inflate and m.sys_flag & COMPRESSED_FLAG and raw):
+        return raw
+    return decompress(raw, m.sys_flag)
+
+
+def decompress(raw: bytes, sys_flag: int) -> bytes:
+    kind = (sys_flag & COMPRESSION_TYPE_COMPARATOR) >> 8
+    try:
+        if kind in (0, 3):  # ZLIB (Java's Deflater, zlib-wrapped)
+            return zlib.decompress(raw)
+        if kind == 1:  # LZ4, in LZ4's frame format (LZ4FrameOutputStream)
+            import lz4.frame
+            return lz4.frame.decompress(raw)
+        if kind == 2:  # ZSTD, a zstd frame (ZstdOutputStream)
+            import zstandard
+            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+    except Exception as exc:  # noqa: BLE001 - each library raises its own kind
+        raise NotAMessage(f"the compressed body does not inflate ({_COMPRESSION[kind]}): {exc}") from None
+    raise NotAMessage(f"compression type {kind} is not LZ4, ZSTD or ZLIB")
+
+
+_COMPRESSION = {0: "zlib", 1: "lz4", 2: "zstd", 3: "zlib"}
+
+
+def compression_of(sys_flag: int) -> str | None:
+    """The compression of a body with this SYSFLAG, or None when it is not compressed."""
+    if not sys_flag & COMPRESSED_FLAG:
+        return None
+    return _COMPRESSION.get((sys_flag & COMPRESSION_TYPE_COMPARATOR) >> 8, "unknown")

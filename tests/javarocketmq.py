@@ -1,0 +1,543 @@
+"""RocketMQ's own message store in DLedger mode (Java), built from sources at test and benchmark time.
+
+Nothing of RocketMQ, DLedger or fastjson lives in this repository: their sources are taken
+from local git mirrors, compiled with javac, and the classes are cached. What is built, for
+``version="4.9.4"``:
+
+- fastjson 1.2.69 (alibaba/fastjson, the version RocketMQ 4.9.4's pom names), the core
+  package: its integrations with frameworks that are not here (hsf, jaxrs, retrofit, spring)
+  are left out, and the two classes of it that name absent libraries only to be reached by
+  class name (``support.springfox.SwaggerJsonSerializer``, ``support.moneta.MonetaCodec``)
+  are replaced by stand-ins of the same name without those imports;
+- RocketMQ 4.9.4's ``remoting``, ``logging``, ``common`` and ``store`` modules
+  (apache/rocketmq, main sources) together with DLedger 0.2.6 (openmessaging/dledger, tag
+  ``dledger-0.2.6``, without its ``cmdline`` package) in ONE javac run: DLedger imports
+  RocketMQ's remoting and the store imports DLedger. Against Debian's netty 4.1.48, which is
+  older than the 4.1.65 RocketMQ names, one adaptation: RocketMQ's ``NettyLogger`` bridge
+  gets netty's Throwable-only logger methods, delegating to its own;
+- our own Java programs, tests/java/rocketmq/*.java: ``RocketMQStoreWriter`` (opens
+  ``DefaultMessageStore`` with ``enableDLegerCommitLog``, puts messages, prints what
+  RocketMQ reported and stored) and ``RocketMQDecodeAll`` (RocketMQ's
+  ``MessageDecoder.decode`` over every entry of a DLedger node directory, timed).
+
+``version="4.9.8"`` builds the same way from ``rocketmq-all-4.9.8`` with DLedger 0.3.1.2
+(``dledger-all-0.3.1.2``, its ``dledger`` module: the version 4.9.8's pom names) and the
+same fastjson 1.2.69.
+
+Needs ``javac``/``java``, the three mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``,
+``FASTJSON_MIRROR``; defaults ``<project parent>/.mirror/<owner>+<name>/repo``) and Debian's
+jars in /usr/share/java (``DEBIAN_JAVA_DIR``): packages libnetty-java, libslf4j-java,
+libcommons-lang3-java, libcommons-validator-java, libzstd-jni-java, liblz4-java,
+libjna-java, libjcommander-java (DLedger's config class is annotated for it), and for
+compiling fastjson libguava-java and libjoda-time-java (scripts/test-deps.sh installs them).
+slf4j-nop (libslf4j-java) goes on the run class path only, which keeps RocketMQ and DLedger
+quiet. A missing piece raises :class:`Unavailable` naming it; tests skip with that reason.
+The cache is ``~/.cache/dledgerctl-java`` (``DLEDGERCTL_JAVA_CACHE``): the dependencies under
+``rocketmq-<version>-<key>``, keyed by the version, the three commits, the jars, the javac
+version and our adaptations; our own programs in a subdirectory of it keyed by their
+sources, so editing them recompiles only them. A cold build takes about 15 s, a cached one
+a quarter of a second.
+
+What RocketMQ's store does with what it is given (seen with both versions, which agree):
+
+- ``phy_offset`` (wroteOffset) is the DLedger entry's ``pos`` + 48 (the entry header), and
+  ``size`` the entry's bodySize; the message id is the store host's address and port and
+  that offset (16 bytes + 4 + 8 for a v6 store host);
+- the store itself sets sys_flag bit 0x10 for a v6 born host and 0x20 for a v6 store host;
+  other bits are kept as given (0x1 marks a compressed body; the store compresses nothing);
+- properties hold what the producer side put (TAGS, KEYS, WAIT, UNIQ_KEY, the caller's);
+  the store adds nothing, except for a delay level: the message is stored under
+  SCHEDULE_TOPIC_XXXX, queue level - 1, with DELAY, REAL_TOPIC and REAL_QID;
+- body_crc is zlib's crc32 of the body masked with 0x7fffffff;
+- a batch is one DLedger entry per message; every member gets the batch's sys_flag, hosts,
+  born/store timestamps and reconsume times, keeps its own flag, body and properties, and
+  queue offsets run on from the first; the batch's own properties are not stored;
+- a lone member elects itself at term 0 and stays there across restarts; reopening a store
+  root continues its queue offsets;
+- the root holds ``dledger-<id>/{data,index,checkpoint,currterm}``, ``consumequeue/<topic>/
+  <queue>/``, ``index/``, ``checkpoint`` and ``lock``; no ``config/``: that is written by the
+  broker and by the schedule service, which only a broker's role change starts.
+
+Used by the tests and benchmarks that compare dledgerctl's reading of a RocketMQ commit log
+with RocketMQ's: :func:`build`, then :func:`write_store` and :func:`decode_all`.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import io
+import ipaddress
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tarfile
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROJECT = os.path.dirname(HERE)
+_MIRRORS = os.path.join(os.path.dirname(PROJECT), ".mirror")
+OUR_SOURCES = os.path.join(HERE, "java", "rocketmq")
+
+# version -> (RocketMQ tag, DLedger tag, DLedger's source root in that tag, fastjson tag)
+VERSIONS = {
+    "4.9.4": ("rocketmq-all-4.9.4", "dledger-0.2.6", "src/main/java", "1.2.69"),
+    "4.9.8": ("rocketmq-all-4.9.8", "dledger-all-0.3.1.2", "dledger/src/main/java", "1.2.69"),
+}
+ROCKETMQ_MODULES = ["remoting", "logging", "common", "store"]
+DLEDGER_LEFT_OUT = "io/openmessaging/storage/dledger/cmdline"
+
+DEBIAN_PACKAGES = ["libnetty-java", "libslf4j-java", "libcommons-lang3-java", "libcommons-validator-java",
+                   "libzstd-jni-java", "liblz4-java", "libjna-java", "libjcommander-java", "libguava-java",
+                   "libjoda-time-java"]
+# jar (in DEBIAN_JAVA_DIR) -> Debian package; Debian's netty-all.jar holds no classes, so the split jars
+NETTY = ["netty-buffer", "netty-codec", "netty-common", "netty-handler", "netty-transport",
+         "netty-transport-native-epoll", "netty-transport-native-unix-common", "netty-resolver"]
+COMPILE_JARS = {**{j: "libnetty-java" for j in NETTY}, "slf4j-api": "libslf4j-java",
+                "commons-lang3": "libcommons-lang3-java", "commons-validator": "libcommons-validator-java",
+                "zstd-jni": "libzstd-jni-java", "lz4-java": "liblz4-java", "jna": "libjna-java",
+                "jcommander": "libjcommander-java"}  # DLedgerConfig's options are jcommander-annotated
+QUIET_JAR = ("slf4j-nop", "libslf4j-java")  # run time only, when there
+FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java"}
+
+JAVA_FLAGS = ["--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+              "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens",
+              "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
+              "-Dio.netty.tryReflectionSetAccessible=true"]
+WRITER = "RocketMQStoreWriter"
+DECODER = "RocketMQDecodeAll"
+
+
+class Unavailable(Exception):
+    """A piece the Java build needs is missing; the message says which and how to get it."""
+
+
+def mirror(owner_name: str, env: str) -> str:
+    return os.environ.get(env) or os.path.join(_MIRRORS, owner_name.replace("/", "+"), "repo")
+
+
+def _commit(repo: str, ref: str, what: str, env: str) -> str:
+    if not os.path.isdir(repo):
+        raise Unavailable(f"no git mirror of {what} at {repo} (set {env})")
+    proc = subprocess.run(["git", "--git-dir", repo, "rev-parse", "--verify", f"{ref}^{{commit}}"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise Unavailable(f"{ref} is not in the {what} mirror at {repo}")
+    return proc.stdout.strip()
+
+
+def _jar(name: str, package: str) -> str:
+    base = os.environ.get("DEBIAN_JAVA_DIR", "/usr/share/java")
+    path = os.path.join(base, f"{name}.jar")
+    if not os.path.isfile(path):
+        raise Unavailable(f"{path} is missing (install the Debian package {package}; scripts/test-deps.sh does)")
+    return path
+
+
+def _extract(repo: str, commit: str, paths: list[str], into: str) -> None:
+    archive = subprocess.run(["git", "--git-dir", repo, "archive", "--format=tar", commit, *paths], check=True,
+                             capture_output=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+
+
+def _javac(sources: list[str], out: str, classpath: list[str], extra: list[str] = (), what: str = "") -> None:
+    files = [os.path.join(d, f) for root in sources for d, _, fs in os.walk(root) for f in fs if f.endswith(".java")]
+    os.makedirs(out, exist_ok=True)
+    listing = out.rstrip("/") + ".sources"
+    with open(listing, "w") as fh:
+        fh.write("\n".join(files))
+    cmd = ["javac", "-nowarn", "-XDignore.symbol.file", "-encoding", "UTF-8", "-proc:none", "-d", out,
+           "-cp", os.pathsep.join(classpath), *extra, f"@{listing}"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    finally:
+        os.unlink(listing)
+    if proc.returncode != 0:
+        raise RuntimeError(f"javac failed for {what or sources}:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+
+
+# netty 4.1's InternalLogger has Throwable-only methods; RocketMQ's bridge, written against a
+# newer netty 4.1 that has them as defaults, does not define them
+_NETTY_LOGGER_EXTRA = """
+        @Override public void log(io.netty.util.internal.logging.InternalLogLevel level, Throwable t) {
+            log(level, "", t);
+        }
+        @Override public void trace(Throwable t) { trace("", t); }
+        @Override public void debug(Throwable t) { debug("", t); }
+        @Override public void info(Throwable t) { info("", t); }
+        @Override public void warn(Throwable t) { warn("", t); }
+        @Override public void error(Throwable t) { error("", t); }
+"""
+
+# fastjson reaches these two only by class name, for classes of libraries that are not here
+_SWAGGER_STANDIN = """package com.alibaba.fastjson.support.springfox;
+
+import java.io.IOException;
+import java.lang.reflect.Type;
+
+import com.alibaba.fastjson.serializer.JSONSerializer;
+import com.alibaba.fastjson.serializer.ObjectSerializer;
+
+/** Stand-in (dledgerctl tests): springfox is not on this class path. */
+public class SwaggerJsonSerializer implements ObjectSerializer {
+    public static final SwaggerJsonSerializer instance = new SwaggerJsonSerializer();
+
+    public void write(JSONSerializer serializer, Object object, Object fieldName, Type fieldType, int features)
+            throws IOException {
+        serializer.write(String.valueOf(object));
+    }
+}
+"""
+
+_MONETA_STANDIN = """package com.alibaba.fastjson.support.moneta;
+
+import java.io.IOException;
+import java.lang.reflect.Type;
+
+import com.alibaba.fastjson.parser.DefaultJSONParser;
+import com.alibaba.fastjson.parser.deserializer.ObjectDeserializer;
+import com.alibaba.fastjson.serializer.JSONSerializer;
+import com.alibaba.fastjson.serializer.ObjectSerializer;
+
+/** Stand-in (dledgerctl tests): the JavaMoney library is not on this class path. */
+public class MonetaCodec implements ObjectSerializer, ObjectDeserializer {
+    public static final MonetaCodec instance = new MonetaCodec();
+
+    public void write(JSONSerializer serializer, Object object, Object fieldName, Type fieldType, int features)
+            throws IOException {
+        serializer.write(String.valueOf(object));
+    }
+
+    public <T> T deserialze(DefaultJSONParser parser, Type type, Object fieldName) {
+        throw new UnsupportedOperationException("javax.money is not available");
+    }
+
+    public int getFastMatchToken() {
+        return 0;
+    }
+}
+"""
+
+
+def _build_deps_into(out: str, version: str, commits: dict[str, tuple[str, str]], compile_jars: list[str],
+                     fastjson_jars: list[str]) -> None:
+    rocketmq_tag, dledger_tag, dledger_root, _ = VERSIONS[version]
+    with tempfile.TemporaryDirectory(prefix="rocketmq-java-build-") as work:
+        # fastjson, on its own
+        repo, commit = commits["fastjson"]
+        src = os.path.join(work, "fastjson")
+        _extract(repo, commit, ["src/main/java"], src)
+        support = os.path.join(src, "src/main/java/com/alibaba/fastjson/support")
+        for d in ("hsf", "jaxrs", "retrofit", "spring"):
+            shutil.rmtree(os.path.join(support, d), ignore_errors=True)
+        for rel, text in (("springfox/SwaggerJsonSerializer.java", _SWAGGER_STANDIN),
+                          ("moneta/MonetaCodec.java", _MONETA_STANDIN)):
+            if not os.path.isfile(os.path.join(support, rel)):
+                raise RuntimeError(f"fastjson: {rel} is not where 1.2.69 has it")
+            with open(os.path.join(support, rel), "w") as fh:
+                fh.write(text)
+        _javac([os.path.join(src, "src/main/java")], os.path.join(out, "fastjson"), fastjson_jars,
+               ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"], what="fastjson")
+        # RocketMQ's four modules and DLedger, in one run
+        repo, commit = commits["rocketmq"]
+        src = os.path.join(work, "rocketmq")
+        _extract(repo, commit, [f"{m}/src/main/java" for m in ROCKETMQ_MODULES], src)
+        roots = [os.path.join(src, m, "src/main/java") for m in ROCKETMQ_MODULES]
+        bridge = os.path.join(src, "remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyLogger.java")
+        with open(bridge) as fh:
+            text = fh.read()
+        if "trace(Throwable" not in text:
+            marker = re.search(r"class NettyBridgeLogger implements [\w.]+InternalLogger \{\n", text)
+            if marker is None:
+                raise RuntimeError(f"{bridge}: NettyBridgeLogger not found where RocketMQ {version} has it")
+            with open(bridge, "w") as fh:
+                fh.write(text[: marker.end()] + _NETTY_LOGGER_EXTRA + text[marker.end():])
+        repo, commit = commits["dledger"]
+        dsrc = os.path.join(work, "dledger")
+        _extract(repo, commit, [dledger_root], dsrc)
+        shutil.rmtree(os.path.join(dsrc, dledger_root, DLEDGER_LEFT_OUT), ignore_errors=True)
+        roots.append(os.path.join(dsrc, dledger_root))
+        _javac(roots, os.path.join(out, "rocketmq"), compile_jars + [os.path.join(out, "fastjson")],
+               ["--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
+               what=f"{rocketmq_tag} ({', '.join(ROCKETMQ_MODULES)}) + {dledger_tag}")
+
+
+def _our_sources() -> list[str]:
+    if not os.path.isdir(OUR_SOURCES):
+        raise Unavailable(f"our Java sources are missing: {OUR_SOURCES}")
+    return sorted(os.path.join(OUR_SOURCES, f) for f in os.listdir(OUR_SOURCES) if f.endswith(".java"))
+
+
+class JavaRocketMQ:
+    """A built RocketMQ store (one version) with our programs: their class path and java command."""
+
+    def __init__(self, version: str, root: str, ours: str, jars: list[str]) -> None:
+        self.version = version
+        self.root = root
+        self.classpath = os.pathsep.join([ours, os.path.join(root, "rocketmq"), os.path.join(root, "fastjson"), *jars])
+        self.java_flags = list(JAVA_FLAGS)
+
+    def command(self, main: str, *args: str, java_args: list[str] = ()) -> list[str]:
+        return ["java", *self.java_flags, *java_args, "-cp", self.classpath, main, *args]
+
+    def __repr__(self) -> str:
+        return f"JavaRocketMQ({self.version!r}, {self.root!r})"
+
+
+def build(version: str = "4.9.4", cache_root: str | None = None) -> JavaRocketMQ:
+    """Build (or take from the cache) RocketMQ ``version``'s store with DLedger and fastjson,
+    and our programs; Unavailable if a piece is missing."""
+    if version not in VERSIONS:
+        raise Unavailable(f"RocketMQ {version} is not one this harness builds (it builds {', '.join(VERSIONS)})")
+    rocketmq_tag, dledger_tag, _, fastjson_tag = VERSIONS[version]
+    if not (shutil.which("javac") and shutil.which("java")):
+        raise Unavailable("javac/java not found on PATH (install a JDK; default-jdk-headless is 17 here)")
+    wanted = {
+        "rocketmq": (mirror("apache/rocketmq", "ROCKETMQ_MIRROR"), rocketmq_tag, "apache/rocketmq", "ROCKETMQ_MIRROR"),
+        "dledger": (mirror("openmessaging/dledger", "DLEDGER_MIRROR"), dledger_tag, "openmessaging/dledger",
+                    "DLEDGER_MIRROR"),
+        "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), fastjson_tag, "alibaba/fastjson",
+                     "FASTJSON_MIRROR"),
+    }
+    resolved = {k: (repo, _commit(repo, ref, what, env)) for k, (repo, ref, what, env) in wanted.items()}
+    compile_jars = [_jar(j, p) for j, p in COMPILE_JARS.items()]
+    fastjson_jars = [_jar(j, p) for j, p in FASTJSON_JARS.items()]
+    try:
+        quiet = [_jar(*QUIET_JAR)]
+    except Unavailable:
+        quiet = []  # slf4j then says once that it has no binding, on stderr
+    sources = _our_sources()
+    javac_version = subprocess.run(["javac", "-version"], capture_output=True, text=True).stdout.strip()
+
+    h = hashlib.sha256()
+    jars = [os.path.realpath(j) for j in compile_jars + fastjson_jars]
+    for part in [version, *(c for _, c in resolved.values()), *jars, javac_version, _NETTY_LOGGER_EXTRA,
+                 _SWAGGER_STANDIN, _MONETA_STANDIN]:
+        h.update(part.encode() + b"\0")
+    ours_h = hashlib.sha256()
+    for path in sources:
+        with open(path, "rb") as fh:
+            ours_h.update(os.path.basename(path).encode() + b"\0" + fh.read() + b"\0")
+
+    root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
+    os.makedirs(root, exist_ok=True)
+    out = os.path.join(root, f"rocketmq-{version}-{h.hexdigest()[:16]}")
+    ours = os.path.join(out, f"ours-{ours_h.hexdigest()[:16]}")
+    with open(os.path.join(root, ".rocketmq-build.lock"), "w") as lock:  # one build at a time (xdist, benchmarks)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.isfile(os.path.join(out, "BUILT")):
+            tmp = f"{out}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                _build_deps_into(tmp, version, resolved, compile_jars, fastjson_jars)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            open(os.path.join(tmp, "BUILT"), "w").close()
+            shutil.rmtree(out, ignore_errors=True)
+            os.rename(tmp, out)
+        if not os.path.isfile(os.path.join(ours, "BUILT")):
+            tmp = f"{ours}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                _javac([OUR_SOURCES], tmp, [os.path.join(out, "rocketmq"), os.path.join(out, "fastjson"),
+                                            *compile_jars], what="tests/java/rocketmq")
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            open(os.path.join(tmp, "BUILT"), "w").close()
+            shutil.rmtree(ours, ignore_errors=True)
+            os.rename(tmp, ours)
+    return JavaRocketMQ(version, out, ours, compile_jars + quiet)
+
+
+# ---------------------------------------------------------------------------------------------
+# running our programs
+
+def _free_port() -> int:
+    try:
+        from ports import free_ports  # tests/ports.py: below the ephemeral range
+        return free_ports(1)[0]
+    except ImportError:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+
+def _host(text: str, what: str) -> str:
+    """``1.2.3.4:10911`` or ``[::1]:10911``, checked; returned as given."""
+    m = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\]:(\d+)|([0-9.]+):(\d+)", text)
+    if not m:
+        raise ValueError(f"{what} {text!r}: want 'a.b.c.d:port' or '[v6]:port'")
+    addr, port = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    ip = ipaddress.ip_address(addr)
+    if not 0 <= int(port) <= 65535 or (m.group(1) and ip.version != 6):
+        raise ValueError(f"{what} {text!r}: bad address or port")
+    return text
+
+
+def _host_out(text: str | None) -> str | None:
+    """Java's ``ip:port`` (v6 addresses in full, bracketed by our writer) in compressed form."""
+    if not text:
+        return text
+    m = re.fullmatch(r"\[(.*)\]:(\d+)", text)
+    if m:
+        return f"[{ipaddress.ip_address(m.group(1)).compressed}]:{m.group(2)}"
+    return text
+
+
+_SHARED_IN_BATCH = ("topic", "queue_id", "sys_flag", "born_host", "store_host", "reconsume_times", "born_timestamp",
+                    "wait_store_msg_ok")
+
+
+def _message_spec(i: int, m: dict) -> dict:
+    known = {"topic", "queue_id", "body", "tags", "keys", "properties", "flag", "born_host", "store_host", "sys_flag",
+             "reconsume_times", "delay_level", "batch", "born_timestamp", "uniq_key", "wait_store_msg_ok"}
+    unknown = set(m) - known
+    if unknown:
+        raise ValueError(f"message {i}: unknown keys {sorted(unknown)}")
+    body = m.get("body", b"")
+    if isinstance(body, str):
+        body = body.encode()
+    props = m.get("properties") or {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in props.items()):
+        raise ValueError(f"message {i}: properties must map str to str")
+    return {
+        "index": i,
+        "topic": m["topic"],
+        "queueId": int(m.get("queue_id", 0)),
+        "body": base64.b64encode(bytes(body)).decode(),
+        "tags": m.get("tags"),
+        "keys": m.get("keys"),
+        "properties": props,
+        "flag": int(m.get("flag", 0)),
+        "bornHost": _host(m.get("born_host", "127.0.0.1:50000"), "born_host"),
+        "storeHost": _host(m.get("store_host", "127.0.0.1:10911"), "store_host"),
+        "sysFlag": int(m.get("sys_flag", 0)),
+        "reconsumeTimes": int(m.get("reconsume_times", 0)),
+        "delayLevel": int(m.get("delay_level", 0)),
+        "bornTimestamp": int(m.get("born_timestamp", -1)),
+        "uniqKey": bool(m.get("uniq_key", True)),
+        "waitStoreMsgOK": bool(m.get("wait_store_msg_ok", True)),
+    }
+
+
+def _run_json(proc_cmd: list[str], timeout: float, what: str) -> list[dict]:
+    try:
+        proc = subprocess.run(proc_cmd, capture_output=True, text=True, timeout=timeout)  # kills java on timeout
+    except subprocess.TimeoutExpired as exc:
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        raise AssertionError(f"{what} did not finish in {timeout}s (killed):\n{err[-4000:]}") from None
+    if proc.returncode != 0:
+        raise AssertionError(f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-6000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def write_store(rocketmq: JavaRocketMQ, root: str, messages: list[dict], *, group: str = "broker-a",
+                self_id: str = "n0", peers: str | None = None, data_file_size: int = 1 << 20,
+                consume_queue_file_size: int = 20 * 1000, timeout: float = 180.0,
+                java_args: list[str] = ()) -> list[dict]:
+    """Put ``messages`` through RocketMQ's ``DefaultMessageStore`` in DLedger mode, its files under
+    ``root`` (``root/dledger-<self_id>/{data,index}``, ``consumequeue/``, ``index/``,
+    ``checkpoint``; a root that holds a store already is reopened and appended to); one dict
+    per message, in the order of ``messages``. ``peers`` (DLedger's ``id-host:port;...``)
+    defaults to ``self_id`` alone on a free loopback port: the member must be able to lead by
+    itself, nothing else is started. ``data_file_size`` is DLedger's data file size (RocketMQ's
+    mappedFileSizeCommitLog; an entry must fit), ``consume_queue_file_size`` the consume
+    queues'. ``timeout`` bounds the whole run (the Java side gives up 10 s earlier).
+
+    A message: ``topic``, ``queue_id``, ``body`` (bytes) and optionally ``tags``, ``keys`` (str,
+    several separated by spaces), ``properties`` (extra properties, str -> str, put as they
+    are), ``flag``, ``born_host`` / ``store_host`` (``"1.2.3.4:10911"`` or ``"[::1]:10911"``;
+    defaults 127.0.0.1:50000 and 127.0.0.1:10911), ``sys_flag`` (extra bits, e.g. 0x1 for a
+    body already zlib-compressed), ``reconsume_times``, ``delay_level``, ``born_timestamp``
+    (ms; default now), ``uniq_key`` (default True: a UNIQ_KEY made by RocketMQ's
+    ``MessageClientIDSetter``, as a producer sets it, unless the properties hold one),
+    ``wait_store_msg_ok`` (default True: the WAIT property) and ``batch`` (any hashable:
+    messages with the same value go through ``putMessages`` as one ``MessageExtBatch`` built
+    by ``MessageBatch.generateFromList``, as a producer's batch; put where the first of them
+    stands). Members of a batch must share topic, queue_id, sys_flag, hosts,
+    reconsume_times, born_timestamp and wait_store_msg_ok (RocketMQ stores the batch's for
+    all). RocketMQ's MessageBatch refuses a batch of a %RETRY% topic or with a delay level:
+    its members come back with status ``REFUSED_BY_MESSAGE_BATCH`` and ``error``.
+
+    Each dict: ``index`` (into ``messages``), ``status`` (the PutMessageStatus name),
+    ``batch`` (bool), what RocketMQ reported (``msg_id``, ``queue_offset``, ``phy_offset`` =
+    wroteOffset; ``size`` = wroteBytes, for a batch member its stored size, the result
+    having only the batch's ``batch_wrote_offset`` / ``batch_wrote_bytes`` /
+    ``batch_msg_num``) and what it stored, read back with ``lookMessageByOffset``: ``topic``,
+    ``queue_id`` (a delayed message's are the schedule topic's), ``flag``, ``sys_flag``,
+    ``tags``, ``keys``, ``properties``, ``body`` (bytes; b"" for an empty one, which
+    RocketMQ's decoder gives as null), ``body_crc``, ``reconsume_times``, ``born_timestamp``,
+    ``store_timestamp``, ``born_host``, ``store_host`` (``ip:port``, v6 as ``[addr]:port``
+    compressed), ``prepared_transaction_offset``, and ``cq_phy_offset``: the commit log
+    offset the consume queue holds for (topic, queue_id, queue_offset).
+    ``stored_queue_offset`` / ``stored_phy_offset`` / ``stored_size`` appear only if the
+    stored message disagrees with the report.
+    """
+    if not re.fullmatch(r"n\d+", self_id):
+        raise ValueError(f"self_id {self_id!r}: RocketMQ parses the digits after one letter (n0, n1, ...)")
+    peers = peers or f"{self_id}-127.0.0.1:{_free_port()}"
+    specs = [_message_spec(i, m) for i, m in enumerate(messages)]
+    puts: list[dict] = []
+    batches: dict = {}
+    for i, m in enumerate(messages):
+        if m.get("batch") is None:
+            puts.append({"batch": False, "messages": [specs[i]]})
+        elif m["batch"] in batches:
+            first = messages[batches[m["batch"]]["messages"][0]["index"]]
+            for key in _SHARED_IN_BATCH:
+                if m.get(key) != first.get(key):
+                    raise ValueError(f"message {i}: {key} differs from the rest of batch {m['batch']!r}")
+            batches[m["batch"]]["messages"].append(specs[i])
+        else:
+            batches[m["batch"]] = {"batch": True, "messages": [specs[i]]}
+            puts.append(batches[m["batch"]])
+    spec = {"root": os.path.abspath(root), "group": group, "selfId": self_id, "peers": peers,
+            "dataFileSize": int(data_file_size), "consumeQueueFileSize": int(consume_queue_file_size),
+            "deadlineMillis": int(max(timeout - 10, 5) * 1000), "puts": puts}
+    os.makedirs(root, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="rocketmq-spec-", delete=False) as fh:
+        json.dump(spec, fh)
+    try:
+        lines = _run_json(rocketmq.command(WRITER, fh.name, java_args=java_args), timeout,
+                          f"{WRITER} (RocketMQ {rocketmq.version})")
+    finally:
+        os.unlink(fh.name)
+    out: list[dict | None] = [None] * len(messages)
+    for rec in lines:
+        if rec.get("body") is not None:
+            rec["body"] = base64.b64decode(rec["body"])
+        elif rec.get("status") == "PUT_OK":
+            rec["body"] = b""  # RocketMQ's decoder leaves an empty body null
+        for key in ("born_host", "store_host"):
+            rec[key] = _host_out(rec.get(key))
+        out[rec["index"]] = rec
+    missing = [i for i, r in enumerate(out) if r is None]
+    if missing:
+        raise AssertionError(f"{WRITER} printed nothing for messages {missing[:10]}")
+    return out
+
+
+def decode_all(rocketmq: JavaRocketMQ, node_dir: str, *, warmup: int = 1, repeat: int = 1, timeout: float = 600.0,
+               java_args: list[str] = ()) -> dict:
+    """RocketMQ's ``MessageDecoder.decode(buf, readBody=true, deCompressBody=false)`` over every entry
+    of the DLedger node directory ``node_dir`` (``<node_dir>/data/<start offset>`` files).
+
+    The files are mapped and paged in first; then ``warmup`` untimed passes and ``repeat``
+    timed ones (System.nanoTime around the loop alone: walking the entry headers and decoding
+    each body). Returns ``messages`` (entries decoded), ``failed`` (bodies the decoder gave up
+    on: null), ``bytes`` (entry bytes walked, headers included), ``body_bytes``, ``files``,
+    ``seconds`` (the fastest timed pass), ``passes`` (every timed pass's seconds) and
+    ``checksum`` (sum of queue offsets, physical offsets and body lengths, so the work is used).
+    """
+    lines = _run_json(rocketmq.command(DECODER, os.path.abspath(node_dir), str(int(warmup)), str(int(repeat)),
+                                       java_args=java_args), timeout, f"{DECODER} (RocketMQ {rocketmq.version})")
+    if len(lines) != 1:
+        raise AssertionError(f"{DECODER} printed {len(lines)} JSON lines, expected one")
+    return lines[0]
