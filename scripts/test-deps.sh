@@ -20,13 +20,13 @@ fi
 read -ra missing <<< "${missing[*]}"
 [ ${#missing[@]} -eq 0 ] && exit 0
 if ! command -v apt-get >/dev/null; then
-  echo "test-deps: no apt-get; the Java DLedger tests need: ${missing[*]}" >&2
+  echo "test-deps: no apt-get; the Java DLedger and RocketMQ tests need: ${missing[*]}" >&2
   exit 0
 fi
 sudo=()
 if [ "$(id -u)" -ne 0 ]; then
   if sudo -n true 2>/dev/null; then sudo=(sudo -n); else
-    echo "test-deps: not root; install ${missing[*]} to run the Java DLedger tests" >&2
+    echo "test-deps: not root; install ${missing[*]} to run the Java DLedger and RocketMQ tests" >&2
     exit 0
   fi
 fi
@@ -35,5 +35,5 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null \
   || { "${sudo[@]}" apt-get update -q >/dev/null && "${sudo[@]}" apt-get install -y -q --no-install-recommends \
        "${missing[@]}" >/dev/null; } \
-  || echo "test-deps: could not install ${missing[*]}; the Java DLedger tests will skip" >&2
+  || echo "test-deps: could not install ${missing[*]}; the Java DLedger and RocketMQ tests will skip" >&2
 exit 0

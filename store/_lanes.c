@@ -14,10 +14,9 @@
  *   values); the store turns them into its exceptions and messages.
  * - It never writes to a file: it returns bytes (entries, index records) that the
  *   store writes.
- * - CRC-32 is zlib's (reflected polynomial 0xEDB88320), computed with carry-less
- *   multiplication where the CPU has it (the folding method of Intel's paper "Fast CRC
- *   Computation for Generic Polynomials Using PCLMULQDQ Instruction") and with
- *   slicing-by-8 tables elsewhere.
+ * - CRC-32 is zlib's, computed with carry-less multiplication where the CPU has it and
+ *   with slicing-by-8 tables elsewhere (store/_crc32.h, shared with
+ *   store/rocketmq/_columns.c).
  *
  * Entry header (store/format.py ENTRY_HEADER, big-endian): magic i32, size i32, index
  * i64, term i64, pos i64, channel i32, chainCrc i32, bodyCrc i32, bodySize i32.
@@ -29,134 +28,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_CLMUL_PATH 1
-#endif
-
 #define HEADER_SIZE 48
 #define RECORD_SIZE 32
 #define MIN_BLANK_LEN 8
 #define CRC_MASK 0x7FFFFFFFu
 
-/* -- CRC-32 ------------------------------------------------------------------------- */
-
-static uint32_t crc_table[8][256];
-
-static void crc_init(void) {
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (uint32_t n = 0; n < 256; n++)
-        for (int t = 1; t < 8; t++)
-            crc_table[t][n] = (crc_table[t - 1][n] >> 8) ^ crc_table[0][crc_table[t - 1][n] & 0xFF];
-}
-
-/* on the inverted register (~crc in, ~crc out) */
-static uint32_t crc_tables(uint32_t c, const unsigned char *p, size_t n) {
-    while (n >= 8) {
-        uint32_t lo, hi;
-        memcpy(&lo, p, 4);
-        memcpy(&hi, p + 4, 4);
-#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-        lo = __builtin_bswap32(lo);
-        hi = __builtin_bswap32(hi);
-#endif
-        lo ^= c;
-        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^
-            crc_table[4][lo >> 24] ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
-            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c;
-}
-
-#ifdef HAVE_CLMUL_PATH
-static int have_clmul;
-
-/* Folding constants for the reflected polynomial: x^(4*128+32), x^(4*128-32) mod P
- * (four lanes of 128 bits), x^(128+32), x^(128-32) mod P (one lane), x^64 mod P, and
- * for the Barrett reduction P' and mu. Processes ``n`` bytes, a multiple of 16 and at
- * least 64, on the inverted register. */
-__attribute__((target("pclmul,sse4.1")))
-static uint32_t crc_clmul(uint32_t c, const unsigned char *p, size_t n) {
-    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
-    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
-    const __m128i k5k0 = _mm_set_epi64x(0, 0x0163cd6124LL);
-    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
-    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
-    __m128i x1 = _mm_loadu_si128((const __m128i *)(p + 0));
-    __m128i x2 = _mm_loadu_si128((const __m128i *)(p + 16));
-    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32));
-    __m128i x4 = _mm_loadu_si128((const __m128i *)(p + 48));
-    __m128i a, b, d, e;
-    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
-    p += 64;
-    n -= 64;
-    while (n >= 64) {  /* four lanes, each folded 512 bits forward */
-        a = _mm_clmulepi64_si128(x1, k1k2, 0x00);
-        b = _mm_clmulepi64_si128(x2, k1k2, 0x00);
-        d = _mm_clmulepi64_si128(x3, k1k2, 0x00);
-        e = _mm_clmulepi64_si128(x4, k1k2, 0x00);
-        x1 = _mm_clmulepi64_si128(x1, k1k2, 0x11);
-        x2 = _mm_clmulepi64_si128(x2, k1k2, 0x11);
-        x3 = _mm_clmulepi64_si128(x3, k1k2, 0x11);
-        x4 = _mm_clmulepi64_si128(x4, k1k2, 0x11);
-        x1 = _mm_xor_si128(_mm_xor_si128(x1, a), _mm_loadu_si128((const __m128i *)(p + 0)));
-        x2 = _mm_xor_si128(_mm_xor_si128(x2, b), _mm_loadu_si128((const __m128i *)(p + 16)));
-        x3 = _mm_xor_si128(_mm_xor_si128(x3, d), _mm_loadu_si128((const __m128i *)(p + 32)));
-        x4 = _mm_xor_si128(_mm_xor_si128(x4, e), _mm_loadu_si128((const __m128i *)(p + 48)));
-        p += 64;
-        n -= 64;
-    }
-    /* the four lanes into one */
-    a = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x2), a);
-    a = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x3), a);
-    a = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), x4), a);
-    while (n >= 16) {  /* the rest, 128 bits at a time */
-        a = _mm_clmulepi64_si128(x1, k3k4, 0x00);
-        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11),
-                                         _mm_loadu_si128((const __m128i *)p)), a);
-        p += 16;
-        n -= 16;
-    }
-    /* 128 bits to 64 */
-    a = _mm_clmulepi64_si128(x1, k3k4, 0x10);
-    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), a);
-    a = _mm_srli_si128(x1, 4);
-    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5k0, 0x00), a);
-    /* Barrett reduction to 32 bits */
-    a = _mm_and_si128(x1, low32);
-    a = _mm_clmulepi64_si128(a, poly, 0x10);
-    a = _mm_and_si128(a, low32);
-    a = _mm_clmulepi64_si128(a, poly, 0x00);
-    x1 = _mm_xor_si128(x1, a);
-    return (uint32_t)_mm_extract_epi32(x1, 1);
-}
-#endif
-
-/* zlib's crc32(value, p, n) */
-static uint32_t crc32_update(uint32_t value, const unsigned char *p, size_t n) {
-    uint32_t c = ~value;
-#ifdef HAVE_CLMUL_PATH
-    if (have_clmul && n >= 64) {
-        size_t k = n & ~(size_t)15;
-        c = crc_clmul(c, p, k);
-        p += k;
-        n -= k;
-    }
-#endif
-    return ~crc_tables(c, p, n);
-}
+#include "_crc32.h"
 
 /* -- big-endian fields ----------------------------------------------------------------- */
 
@@ -598,10 +475,6 @@ static struct PyModuleDef lanes_module = {
 
 PyMODINIT_FUNC PyInit__lanes(void) {
     crc_init();
-#ifdef HAVE_CLMUL_PATH
-    __builtin_cpu_init();
-    have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-#endif
     PyObject *m = PyModule_Create(&lanes_module);
     if (m == NULL)
         return NULL;

@@ -391,8 +391,10 @@ def _host_out(text: str | None) -> str | None:
     return text
 
 
-_SHARED_IN_BATCH = ("topic", "queue_id", "sys_flag", "born_host", "store_host", "reconsume_times", "born_timestamp",
-                    "wait_store_msg_ok")
+# what a batch's members must agree on (RocketMQ stores the batch's): key in the message -> key in the spec
+_SHARED_IN_BATCH = {"topic": "topic", "queue_id": "queueId", "sys_flag": "sysFlag", "born_host": "bornHost",
+                    "store_host": "storeHost", "reconsume_times": "reconsumeTimes", "born_timestamp": "bornTimestamp",
+                    "wait_store_msg_ok": "waitStoreMsgOK"}
 
 
 def _message_spec(i: int, m: dict) -> dict:
@@ -429,7 +431,8 @@ def _message_spec(i: int, m: dict) -> dict:
 
 def _run_json(proc_cmd: list[str], timeout: float, what: str) -> list[dict]:
     try:
-        proc = subprocess.run(proc_cmd, capture_output=True, text=True, timeout=timeout)  # kills java on timeout
+        proc = subprocess.run(proc_cmd, capture_output=True, encoding="utf-8", errors="replace",
+                              timeout=timeout)  # kills java on timeout
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         raise AssertionError(f"{what} did not finish in {timeout}s (killed):\n{err[-4000:]}") from None
@@ -490,9 +493,9 @@ def write_store(rocketmq: JavaRocketMQ, root: str, messages: list[dict], *, grou
         if m.get("batch") is None:
             puts.append({"batch": False, "messages": [specs[i]]})
         elif m["batch"] in batches:
-            first = messages[batches[m["batch"]]["messages"][0]["index"]]
-            for key in _SHARED_IN_BATCH:
-                if m.get(key) != first.get(key):
+            first = batches[m["batch"]]["messages"][0]
+            for key, skey in _SHARED_IN_BATCH.items():
+                if specs[i][skey] != first[skey]:
                     raise ValueError(f"message {i}: {key} differs from the rest of batch {m['batch']!r}")
             batches[m["batch"]]["messages"].append(specs[i])
         else:

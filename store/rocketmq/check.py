@@ -30,12 +30,14 @@ at its next start) are counted in the summary, not reported.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..format import HEADER_SIZE, crc32
+from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..inspect import Selection
+from .columns import SLOW, delay_level, message_columns
 from .consumequeue import Queue, find_queues, read_units
 from .layout import BrokerStore
 from .message import (
@@ -45,12 +47,15 @@ from .message import (
     TRANSACTION_ROLLBACK_TYPE,
     tags_code,
 )
-from .scan import items
+from .scan import _item, batches
 
 # ScheduleMessageService's default levels (MessageStoreConfig.messageDelayLevel), in ms
 DELAY_LEVELS_MS = [s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800,
                                       3600, 7200)]
 _DISPATCHED_NOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_COLUMNS = {"index": np.int64, "phy": np.int64, "size": np.int64, "topic": np.int32, "queue_id": np.int32,
+            "queue_offset": np.int64, "store_ts": np.int64, "dispatched": np.bool_, "tags": np.int64,
+            "delay": np.bool_}
 
 
 @dataclass
@@ -58,13 +63,22 @@ class Columns:
     """Per message, in log order: the fields the checks and the counts need."""
 
     topics: dict[str, int] = field(default_factory=dict)  # topic -> id
-    cols: dict[str, list] = field(default_factory=lambda: {k: [] for k in _COLUMNS})
+    parts: dict[str, list] = field(default_factory=lambda: {k: [] for k in _COLUMNS})
     entries: int = 0  # entries walked (messages or not)
     first_pos: int = -1  # the first entry's pos
     end_pos: int = -1  # just past the last entry
+    _arrays: dict | None = None
+
+    def add(self, **cols) -> None:
+        for k, v in cols.items():
+            self.parts[k].append(np.asarray(v, _COLUMNS[k]))
+        self._arrays = None
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {k: np.asarray(v, dtype=_COLUMNS[k]) for k, v in self.cols.items()}
+        if self._arrays is None:
+            self._arrays = {k: np.concatenate(v) if v else np.empty(0, _COLUMNS[k]) for k, v in self.parts.items()}
+            self.parts = {k: [a] for k, a in self._arrays.items()}
+        return self._arrays
 
     def topic_names(self) -> list[str]:
         names = [""] * len(self.topics)
@@ -72,78 +86,119 @@ class Columns:
             names[i] = t
         return names
 
-
-_COLUMNS = {"index": np.int64, "phy": np.int64, "size": np.int64, "topic": np.int32, "queue_id": np.int32,
-            "queue_offset": np.int64, "store_ts": np.int64, "dispatched": np.bool_, "tags": np.int64,
-            "delay": np.bool_}
+    @property
+    def messages(self) -> int:
+        return sum(len(a) for a in self.parts["index"])
 
 
 def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, index_file_size=None,
             progress=None) -> Columns:
     """Walk the log once: columns of every message, and (with ``findings``, a list) what
-    ``mq check`` finds in the log itself."""
+    ``mq check`` finds in the log itself. Messages are read by the columns' fast path
+    (columns.py); the few it leaves (and those found wrong, for the details) by message.decode."""
     c = Columns()
-    col = c.cols
-    last_qoff: dict[tuple[int, int], int] = {}
-    for it in items(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
-        if progress is not None:
-            progress(it.size)
-        fstart = int(it.file.rsplit("/", 1)[1])
-        if it.kind == "damage":
+    schedule = np.zeros(0, bool)
+    for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+        if b.damage:
             if findings is not None:
-                findings.append(_finding("damage", it.file, it.pos - fstart, None, detail=it.note))
+                findings.append(_finding("damage", b.file, b.at - b.start, None, detail=b.damage))
             continue
-        c.entries += 1
+        if progress is not None:
+            progress(int(b.size.sum()))
+        c.entries += len(b)
         if c.first_pos < 0:
-            c.first_pos = it.pos
-        c.end_pos = it.pos + it.size
-        if it.kind != "message":
-            if it.kind == "not-a-message" and findings is not None:
-                findings.append(_finding("not-a-message", it.file, it.pos - fstart, it.index, detail=it.note))
+            c.first_pos = int(b.pos[0])
+        c.end_pos = int(b.pos[-1] + b.size[-1])
+        normal = np.flatnonzero(b.magic == MAGIC_NORMAL)
+        if not len(normal):
             continue
-        m = it.message
-        tid = c.topics.setdefault(m.topic, len(c.topics))
-        dispatched = (m.sys_flag & TRANSACTION_ROLLBACK_TYPE) not in _DISPATCHED_NOT
-        delay = m.topic == SCHEDULE_TOPIC and PROPERTY_DELAY_TIME_LEVEL in m.properties
-        col["index"].append(it.index)
-        col["phy"].append(it.pos + HEADER_SIZE)
-        col["size"].append(m.size)
-        col["topic"].append(tid)
-        col["queue_id"].append(m.queue_id)
-        col["queue_offset"].append(m.queue_offset)
-        col["store_ts"].append(m.store_timestamp)
-        col["dispatched"].append(dispatched)
-        col["tags"].append(_delivery_time(m) if delay else tags_code(m.tags))
-        col["delay"].append(delay)
-        if findings is None:
-            continue
-        where = (it.file, it.pos - fstart, it.index)
-        body = it.buf[m.body_at:m.body_at + m.body_size]
-        if crc32(body) & 0x7FFFFFFF != m.body_crc:
-            findings.append(_finding("body-crc", *where, m, detail=f"BODYCRC {m.body_crc}, the body's crc32 is "
-                                                                   f"{crc32(body) & 0x7FFFFFFF}"))
-        if m.phy_offset != it.pos + HEADER_SIZE:
-            findings.append(_finding("phy-offset", *where, m, detail=f"PHYSICALOFFSET {m.phy_offset}, the entry's pos "
-                                                                     f"+ 48 is {it.pos + HEADER_SIZE}"))
-        if dispatched:
-            key = (tid, m.queue_id)
-            before = last_qoff.get(key)
-            if before is not None and m.queue_offset != before + 1:
-                findings.append(_finding("queue-offset", *where, m, detail=f"queue offset {m.queue_offset} follows "
-                                                                           f"{before} in its queue"))
-            last_qoff[key] = m.queue_offset
+        pos, index = b.pos[normal], b.index[normal]
+        mc = message_columns(b.buf, pos - b.start + HEADER_SIZE, b.bsize[normal], findings is not None)
+        ids = np.array([c.topics.setdefault(t.decode("utf-8"), len(c.topics)) for t in mc.topics] or [0], np.int32)
+        topic = ids[mc.topic]
+        keep = np.ones(len(normal), bool)
+        for k in np.flatnonzero(mc.status == SLOW):  # message.decode says what it is
+            it = _item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
+            if it.message is None:
+                keep[k] = False
+                if findings is not None:
+                    findings.append(_finding("not-a-message", b.file, int(pos[k]) - b.start, it.index, detail=it.note))
+                continue
+            _fill(mc, k, it.message, b.buf, findings is not None)
+            topic[k] = c.topics.setdefault(it.message.topic, len(c.topics))
+        if len(schedule) < len(c.topics):
+            schedule = np.array([t == SCHEDULE_TOPIC for t in c.topic_names()], bool)
+        delay = schedule[topic] & (mc.delay > 0)
+        tags = np.where(delay, mc.store_ts + _delay_ms(mc.delay), mc.tags)
+        dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT)
+        c.add(index=index[keep], phy=(pos + HEADER_SIZE)[keep], size=mc.size[keep], topic=topic[keep],
+              queue_id=mc.queue_id[keep], queue_offset=mc.queue_offset[keep], store_ts=mc.store_ts[keep],
+              dispatched=dispatched[keep], tags=tags[keep], delay=delay[keep])
+        if findings is not None:
+            _log_findings(b, normal, mc, keep, topic, c, findings)
+    if findings is not None:
+        _queue_offset_order(c, findings, broker)
     return c
 
 
-def _delivery_time(m) -> int:
-    """ScheduleMessageService.computeDeliverTimestamp with the default levels; -1 when the
-    level is not one of them (a broker configured otherwise)."""
-    try:
-        level = int(m.properties[PROPERTY_DELAY_TIME_LEVEL])
-    except ValueError:
-        return -1
-    level = min(level, len(DELAY_LEVELS_MS))
-    return m.store_timestamp + DELAY_LEVELS_MS[level - 1] if level > 0 else -1
+def _log_findings(b, normal, mc, keep, topic, c: Columns, findings: list) -> None:
+    """A batch's messages whose body or PHYSICALOFFSET is wrong."""
+    pos, index = b.pos[normal], b.index[normal]
+    for k in np.flatnonzero(keep & ~mc.crc_ok):
+        it = _item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
+        m = it.message
+        actual = crc32(b.buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF
+        findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start, it.index, m,
+                                 detail=f"BODYCRC {m.body_crc}, the body's crc32 is {actual}"))
+    names = c.topic_names()
+    for k in np.flatnonzero(keep & (mc.phy != pos + HEADER_SIZE)):
+        findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
+                                 queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
+                                 detail=f"PHYSICALOFFSET {int(mc.phy[k])}, the entry's pos + 48 is "
+                                        f"{int(pos[k]) + HEADER_SIZE}"))
+
+
+def _fill(mc, k: int, m, buf, crc: bool) -> None:
+    """Row ``k`` of ``mc`` from a message that message.decode read."""
+    mc.size[k], mc.queue_id[k], mc.queue_offset[k], mc.phy[k] = m.size, m.queue_id, m.queue_offset, m.phy_offset
+    mc.sys_flag[k], mc.store_ts[k], mc.tags[k] = m.sys_flag, m.store_timestamp, tags_code(m.tags)
+    level = m.properties.get(PROPERTY_DELAY_TIME_LEVEL)
+    mc.delay[k] = delay_level(level.encode("utf-8")) if level is not None else -1
+    if crc:
+        mc.crc_ok[k] = crc32(buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF == m.body_crc
+
+
+def _delay_ms(levels: np.ndarray) -> np.ndarray:
+    """ScheduleMessageService.computeDeliverTimestamp's delay of each level (the default
+    levels; a level past the last is the last)."""
+    table = np.array([0] + DELAY_LEVELS_MS, np.int64)
+    return table[np.clip(levels, 0, len(DELAY_LEVELS_MS))]
+
+
+def _queue_offset_order(c: Columns, findings: list, broker: BrokerStore) -> None:
+    """A dispatched message whose queue offset does not follow the one before it in its queue."""
+    a = c.arrays()
+    disp = np.flatnonzero(a["dispatched"])
+    if len(disp) < 2:
+        return
+    key = a["topic"].astype(np.int64) << 32 | (a["queue_id"].astype(np.int64) & 0xFFFFFFFF)
+    order = disp[np.argsort(key[disp], kind="stable")]  # per queue, in log order
+    k2, q = key[order], a["queue_offset"][order]
+    bad = np.flatnonzero((k2[1:] == k2[:-1]) & (q[1:] != q[:-1] + 1)) + 1
+    names = c.topic_names()
+    for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
+        i = int(order[j])
+        file, off = _entry_file(broker, int(a["phy"][i]) - HEADER_SIZE)
+        findings.append(_finding("queue-offset", file, off, int(a["index"][i]), topic=names[a["topic"][i]],
+                                 queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
+                                 detail=f"queue offset {int(q[j])} follows {int(q[j - 1])} in its queue"))
+
+
+def _entry_file(broker: BrokerStore, pos: int) -> tuple[str, int]:
+    """The data file that holds logical offset ``pos``, and the offset in it."""
+    starts = sorted(int(n) for n in os.listdir(os.path.join(broker.node_dir, "data")) if n.isdigit())
+    start = max((s for s in starts if s <= pos), default=0)
+    return f"data/{start:020d}", pos - start
 
 
 def _finding(kind: str, file: str, offset: int, index: int | None, m=None, *, topic=None, queue_id=None,
@@ -191,7 +246,9 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
         tid = c.topics.get(q.topic, -1)
         exp_tags = a["tags"][idx]
         got_tags = u["tags"][hit].astype(np.int64)
-        tags_ok = (exp_tags == got_tags) | (a["delay"][idx] & ((exp_tags < 0) | (got_tags >= a["store_ts"][idx])))
+        # (a delay message's unit holds its delivery time: with levels configured otherwise
+        # than the default, any time from its store time on)
+        tags_ok = (exp_tags == got_tags) | (a["delay"][idx] & (got_tags >= a["store_ts"][idx]))
         bad = ((a["topic"][idx] != tid) | (a["queue_id"][idx] != q.queue_id) | (a["queue_offset"][idx] != qoffs[hit])
                | (a["size"][idx] != u["size"][hit]) | ~tags_ok)
         for k in np.flatnonzero(bad):
@@ -228,7 +285,7 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
     """``mq check``: the findings, and a summary of what was read."""
     findings: list[dict] = []
     c = collect(broker, findings, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
-    summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": len(c.cols["index"]),
+    summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": c.messages,
                "topics": len(c.topics), "consume_queues": None, "units": None, "units_before_log": None,
                "undispatched": None}
     if broker.has_consume_queues:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
+
 from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 from ..inspect import Selection, open_lists, start_file
 from ..layout import NodeLayout
@@ -36,11 +38,31 @@ class Item:
     note: str = ""
 
 
-def items(node_dir: str, sel: Selection | None = None, *, data_file_size: int | None = None,
-          index_file_size: int | None = None) -> Iterator[Item]:
-    """The entries ``sel`` asks for, in log order, each decoded as a message when it is a
-    normal entry. The buffers are the data files' maps: use an item before the next one
-    is asked for (they are closed when the walk ends)."""
+@dataclass(slots=True)
+class Batch:
+    """Consecutive entries of one data file (columns), or a place where it is damaged."""
+
+    file: str  # data/<name>
+    start: int  # the file's first logical offset
+    buf: object  # the file's bytes
+    magic: np.ndarray | None = None
+    size: np.ndarray | None = None
+    index: np.ndarray | None = None
+    term: np.ndarray | None = None
+    pos: np.ndarray | None = None
+    bsize: np.ndarray | None = None
+    damage: str = ""  # set for a damage batch (its ``at``: the logical offset)
+    at: int = -1
+
+    def __len__(self) -> int:
+        return 0 if self.index is None else len(self.index)
+
+
+def batches(node_dir: str, sel: Selection | None = None, *, data_file_size: int | None = None,
+            index_file_size: int | None = None) -> Iterator[Batch]:
+    """The entries ``sel`` asks for, in log order, a healthy stretch at a time (the scan's
+    run lane; entries the per-entry lane yields come in batches of their own). The buffers
+    are the data files' maps: use a batch before the next one is asked for."""
     sel = sel or Selection()
     data, index = open_lists(NodeLayout(node_dir), data_file_size, index_file_size)
     try:
@@ -52,34 +74,83 @@ def items(node_dir: str, sel: Selection | None = None, *, data_file_size: int | 
             scan = FileScan(f.view(), f.start, file_size=data.file_size, prev_index=prev[0], prev_term=prev[1],
                             prev_chain=prev[2], check_crc=False, run_headers=True)
             done = False
+            singles: list = []
             for got in scan.walk(index):
+                if type(got) is not Run:
+                    if got.kind == "entry":
+                        singles.append((got.magic, got.size, got.index, got.term, got.offset, got.body_size))
+                    if len(singles) < 4096:
+                        continue
+                pending = [_batch(fname, f.start, buf, np.array(singles, _SINGLE))] if singles else []
+                singles = []
                 if type(got) is Run:
-                    h = got.headers
-                    rows = zip(h["magic"].tolist(), h["size"].tolist(), h["index"].tolist(), h["term"].tolist(),
-                               h["pos"].tolist(), h["bsize"].tolist())
-                else:
-                    if got.kind != "entry":
-                        continue
-                    rows = ((got.magic, got.size, got.index, got.term, got.offset, got.body_size),)
-                for magic, size, idx, term, pos, bsize in rows:
-                    if sel.past(idx, pos):
-                        done = True
+                    pending.append(_batch(fname, f.start, buf, got.headers))
+                for b in pending:
+                    b, done = _select(b, sel)
+                    if len(b):
+                        yield b
+                    if done:
                         break
-                    if not sel.wants(idx, pos):
-                        continue
-                    yield _item(buf, fname, f.start, magic, size, idx, term, pos, bsize)
                 if done:
                     break
+            if singles and not done:
+                b, done = _select(_batch(fname, f.start, buf, np.array(singles, _SINGLE)), sel)
+                if len(b):
+                    yield b
             prev = (scan.prev_index, scan.prev_term, scan.prev_chain)
             if done:
                 return
             stop = scan.stop
             if stop is not None and not stop.clean:
-                yield Item("damage", -1, -1, stop.offset, 0, fname, buf, None, f"{stop.reason}: {stop.detail}")
+                yield Batch(fname, f.start, buf, damage=f"{stop.reason}: {stop.detail}", at=stop.offset)
                 prev = (None, None, None)
     finally:
         data.close()
         index.close()
+
+
+_SINGLE = np.dtype([("magic", np.int64), ("size", np.int64), ("index", np.int64), ("term", np.int64),
+                    ("pos", np.int64), ("bsize", np.int64)])
+
+
+def _batch(fname: str, fstart: int, buf, h) -> Batch:
+    return Batch(fname, fstart, buf, np.asarray(h["magic"], np.int64), np.asarray(h["size"], np.int64),
+                 np.asarray(h["index"], np.int64), np.asarray(h["term"], np.int64), np.asarray(h["pos"], np.int64),
+                 np.asarray(h["bsize"], np.int64))
+
+
+def _select(b: Batch, sel: Selection) -> tuple[Batch, bool]:
+    """The entries of ``b`` that ``sel`` wants, and whether the walk is past them all."""
+    lo, hi = sel.lower(), sel.upper()
+    keep = np.ones(len(b), bool)
+    done = False
+    if lo is not None:
+        keep &= b.index >= lo
+    if hi is not None:
+        keep &= b.index <= hi
+        done = bool(len(b) and b.index[-1] > hi)
+    if sel.pos is not None:
+        keep &= b.pos == sel.pos
+        done = done or bool(len(b) and b.pos[-1] > sel.pos)
+    return (b if keep.all() else _take(b, keep)), done
+
+
+def _take(b: Batch, keep: np.ndarray) -> Batch:
+    return Batch(b.file, b.start, b.buf, b.magic[keep], b.size[keep], b.index[keep], b.term[keep], b.pos[keep],
+                 b.bsize[keep])
+
+
+def items(node_dir: str, sel: Selection | None = None, *, data_file_size: int | None = None,
+          index_file_size: int | None = None) -> Iterator[Item]:
+    """The entries ``sel`` asks for, in log order, each decoded as a message when it is a
+    normal entry (the same walk as :func:`batches`, an object per entry)."""
+    for b in batches(node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size):
+        if b.damage:
+            yield Item("damage", -1, -1, b.at, 0, b.file, b.buf, None, b.damage)
+            continue
+        for magic, size, idx, term, pos, bsize in zip(b.magic.tolist(), b.size.tolist(), b.index.tolist(),
+                                                      b.term.tolist(), b.pos.tolist(), b.bsize.tolist()):
+            yield _item(b.buf, b.file, b.start, magic, size, idx, term, pos, bsize)
 
 
 def _item(buf, fname: str, fstart: int, magic: int, size: int, idx: int, term: int, pos: int, bsize: int) -> Item:

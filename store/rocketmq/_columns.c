@@ -1,0 +1,324 @@
+/* store.rocketmq._columns: the fast path of `mq topics` and `mq check`, compiled.
+ *
+ * read() fills, for the messages at given offsets of one buffer (a data file's map), the
+ * columns store/rocketmq/columns.py's message_columns() returns, without an object per
+ * message: in Python that loop is a few microseconds a message, here a fraction of one,
+ * most of it the body's CRC.
+ *
+ * Rules this module keeps:
+ * - It decides nothing the Python loop (columns.py, the reference; tests/test_rocketmq_columns.py
+ *   holds the two to the same columns) does not: a message it cannot read plainly (not a
+ *   message, a topic or TAGS that is not valid UTF-8) is marked SLOW and left to
+ *   message.decode, which says what is wrong or decodes it as Java would.
+ * - It never reads outside the buffer: every offset is checked against it first.
+ *
+ * Message layout (message.py, big-endian): TOTALSIZE i32, MAGICCODE i32, BODYCRC i32,
+ * QUEUEID i32, FLAG i32, QUEUEOFFSET i64, PHYSICALOFFSET i64, SYSFLAG i32, BORNTIMESTAMP
+ * i64, BORNHOST (8, or 20 with SYSFLAG 0x10), STORETIMESTAMP i64, STOREHOST (8, or 20
+ * with 0x20), RECONSUMETIMES i32, PREPAREDTRANSACTIONOFFSET i64, BODYLENGTH i32, BODY,
+ * TOPICLENGTH (i8 unsigned here as in message.py; i16 with the V2 magic), TOPIC,
+ * PROPERTIESLENGTH i16, PROPERTIES ("name\x01value\x02" ...).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../_crc32.h"
+
+#define MAGIC_V1 (-626843481)
+#define MAGIC_V2 (-626843477)
+#define MIN_SIZE 91
+#define BORNHOST_V6_FLAG 0x10
+#define STOREHOST_V6_FLAG 0x20
+#define OK 0
+#define SLOW 1
+
+static inline int32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return (int32_t)__builtin_bswap32(v); }
+static inline int64_t get64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return (int64_t)__builtin_bswap64(v); }
+static inline int16_t get16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return (int16_t)__builtin_bswap16(v); }
+
+/* Strict UTF-8 (as Python's decoder: no overlong forms, no surrogates, nothing past
+ * U+10FFFF). With `hash`, Java's String.hashCode() of the text (over its UTF-16 units) is
+ * folded into *h. Returns 0 when the bytes are not valid UTF-8. */
+static int utf8(const unsigned char *p, Py_ssize_t n, uint32_t *h) {
+    const unsigned char *end = p + n;
+    while (p < end) {
+        uint32_t c = *p++;
+        if (c >= 0x80) {
+            int more;
+            uint32_t min;
+            if (c >= 0xC2 && c <= 0xDF) { more = 1; min = 0x80; c &= 0x1F; }
+            else if (c >= 0xE0 && c <= 0xEF) { more = 2; min = 0x800; c &= 0x0F; }
+            else if (c >= 0xF0 && c <= 0xF4) { more = 3; min = 0x10000; c &= 0x07; }
+            else return 0;
+            if (end - p < more)
+                return 0;
+            for (int k = 0; k < more; k++) {
+                if ((p[k] & 0xC0) != 0x80)
+                    return 0;
+                c = (c << 6) | (p[k] & 0x3F);
+            }
+            p += more;
+            if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+                return 0;
+        }
+        if (h != NULL) {
+            if (c < 0x10000) {
+                *h = 31 * *h + c;
+            } else {
+                c -= 0x10000;
+                *h = 31 * *h + (0xD800 + (c >> 10));
+                *h = 31 * *h + (0xDC00 + (c & 0x3FF));
+            }
+        }
+    }
+    return 1;
+}
+
+/* DELAY's level: an optional '-' and 1 to 9 ASCII digits, else -1 */
+static int32_t level_of(const unsigned char *p, Py_ssize_t n) {
+    int neg = n > 0 && p[0] == '-';
+    if (neg) {
+        p++;
+        n--;
+    }
+    if (n < 1 || n > 9)
+        return -1;
+    int32_t v = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (p[k] < '0' || p[k] > '9')
+            return -1;
+        v = v * 10 + (p[k] - '0');
+    }
+    return neg ? -v : v;
+}
+
+/* -- topics: interned by their bytes, ids in order of first appearance ------------------ */
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t n;
+    int32_t id;
+} slot;
+
+typedef struct {
+    slot *slots;
+    size_t cap, used;
+    PyObject *names;  /* list of bytes */
+} topics;
+
+static uint64_t fnv(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t k = 0; k < n; k++)
+        h = (h ^ p[k]) * 1099511628211ULL;
+    return h;
+}
+
+/* the id of the topic p[0:n], adding it when new; -1 with an error set on a failure */
+static int32_t topic_id(topics *t, const unsigned char *p, Py_ssize_t n) {
+    if (2 * (t->used + 1) > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        slot *s = PyMem_Calloc(cap, sizeof(slot));
+        if (s == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t k = 0; k < t->cap; k++) {
+            if (t->slots[k].p == NULL)
+                continue;
+            size_t i = fnv(t->slots[k].p, t->slots[k].n) & (cap - 1);
+            while (s[i].p != NULL)
+                i = (i + 1) & (cap - 1);
+            s[i] = t->slots[k];
+        }
+        PyMem_Free(t->slots);
+        t->slots = s;
+        t->cap = cap;
+    }
+    size_t i = fnv(p, n) & (t->cap - 1);
+    while (t->slots[i].p != NULL) {
+        if (t->slots[i].n == n && memcmp(t->slots[i].p, p, (size_t)n) == 0)
+            return t->slots[i].id;
+        i = (i + 1) & (t->cap - 1);
+    }
+    PyObject *name = PyBytes_FromStringAndSize((const char *)p, n);
+    if (name == NULL || PyList_Append(t->names, name) < 0) {
+        Py_XDECREF(name);
+        return -1;
+    }
+    Py_DECREF(name);
+    /* (the slot keeps pointing into the buffer, which outlives the call) */
+    t->slots[i].p = p;
+    t->slots[i].n = n;
+    t->slots[i].id = (int32_t)t->used++;
+    return t->slots[i].id;
+}
+
+/* -- one message ------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t size, queue_offset, phy, store_ts, tags;
+    int32_t queue_id, sys_flag, topic, delay;
+    int crc_ok;
+} row;
+
+/* OK with *r filled, SLOW, or -1 with an error set */
+static int one(const unsigned char *b, Py_ssize_t blen, int64_t off, int64_t n, int crc, topics *t, row *r) {
+    if (off < 0 || n < MIN_SIZE || off > blen || n > blen - off)
+        return SLOW;
+    const unsigned char *m = b + off, *stop = m + n;
+    int32_t size = get32(m), magic = get32(m + 4);
+    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size != n)
+        return SLOW;
+    uint32_t bcrc = (uint32_t)get32(m + 8);
+    r->size = size;
+    r->queue_id = get32(m + 12);
+    r->queue_offset = get64(m + 20);
+    r->phy = get64(m + 28);
+    r->sys_flag = get32(m + 36);
+    const unsigned char *p = m + 48 + ((r->sys_flag & BORNHOST_V6_FLAG) ? 20 : 8);
+    if (stop - p < 8)
+        return SLOW;
+    r->store_ts = get64(p);
+    p += 8 + ((r->sys_flag & STOREHOST_V6_FLAG) ? 20 : 8);
+    if (stop - p < 16)
+        return SLOW;
+    int32_t body_len = get32(p + 12);
+    const unsigned char *body = p + 16;
+    if (body_len < 0 || body_len > stop - body)
+        return SLOW;
+    p = body + body_len;
+    Py_ssize_t topic_len;
+    if (magic == MAGIC_V2) {
+        if (stop - p < 2)
+            return SLOW;
+        topic_len = get16(p);
+        p += 2;
+    } else {
+        if (stop - p < 1)
+            return SLOW;
+        topic_len = *p++;
+    }
+    if (topic_len < 0 || topic_len + 2 > stop - p)
+        return SLOW;
+    const unsigned char *topic = p;
+    p += topic_len;
+    Py_ssize_t props_len = get16(p);
+    p += 2;
+    if (props_len < 0 || props_len != stop - p)
+        return SLOW;
+    if (!utf8(topic, topic_len, NULL))
+        return SLOW;
+    /* TAGS and DELAY: the last pair of each name with a name and a value */
+    const unsigned char *tags = NULL, *delay = NULL;
+    Py_ssize_t tags_n = 0, delay_n = 0;
+    while (p <= stop) {
+        const unsigned char *sep = memchr(p, 0x02, (size_t)(stop - p));
+        const unsigned char *pair_end = sep ? sep : stop;
+        const unsigned char *eq = memchr(p, 0x01, (size_t)(pair_end - p));
+        if (eq != NULL && eq > p && eq + 1 < pair_end) {
+            Py_ssize_t name_n = eq - p;
+            if (name_n == 4 && memcmp(p, "TAGS", 4) == 0) {
+                tags = eq + 1;
+                tags_n = pair_end - tags;
+            } else if (name_n == 5 && memcmp(p, "DELAY", 5) == 0) {
+                delay = eq + 1;
+                delay_n = pair_end - delay;
+            }
+        }
+        if (sep == NULL)
+            break;
+        p = sep + 1;
+    }
+    uint32_t h = 0;
+    if (tags != NULL && !utf8(tags, tags_n, &h))
+        return SLOW;
+    r->tags = (int32_t)h;
+    r->delay = delay != NULL ? level_of(delay, delay_n) : -1;
+    r->crc_ok = !crc || (crc32_update(0, body, (size_t)body_len) & 0x7FFFFFFFu) == bcrc;
+    r->topic = topic_id(t, topic, topic_len);
+    return r->topic < 0 ? -1 : OK;
+}
+
+static const char read_doc[] =
+    "read(buf, offsets, lengths, crc, status, size, queue_id, queue_offset, phy, sys_flag, store_ts, topic,\n"
+    "     tags, delay, crc_ok) -> topics\n\n"
+    "Fill the column arrays (int8, int64, int32, int64, int64, int32, int64, int32, int64, int32, bool)\n"
+    "for the messages at buf[offsets[k]:offsets[k] + lengths[k]] (int64 arrays); topics: the list\n"
+    "of topic bytes that the topic column's ids index. See store/rocketmq/columns.py.";
+
+#define NCOLS 11
+
+static PyObject *columns_read(PyObject *self, PyObject *args) {
+    Py_buffer buf, offs, lens, col[NCOLS];
+    int crc;
+    static const Py_ssize_t width[NCOLS] = {1, 8, 4, 8, 8, 4, 8, 4, 8, 4, 1};
+    memset(col, 0, sizeof(col));
+    if (!PyArg_ParseTuple(args, "y*y*y*pw*w*w*w*w*w*w*w*w*w*w*:read", &buf, &offs, &lens, &crc, &col[0], &col[1],
+                          &col[2], &col[3], &col[4], &col[5], &col[6], &col[7], &col[8], &col[9], &col[10]))
+        return NULL;
+    PyObject *result = NULL;
+    topics t = {NULL, 0, 0, PyList_New(0)};
+    Py_ssize_t count = offs.len / 8;
+    if (t.names == NULL)
+        goto done;
+    if (lens.len != offs.len || offs.len % 8) {
+        PyErr_SetString(PyExc_ValueError, "offsets and lengths must be int64 arrays of one length");
+        goto done;
+    }
+    for (int c = 0; c < NCOLS; c++) {
+        if (col[c].len != count * width[c]) {
+            PyErr_Format(PyExc_ValueError, "column %d holds %zd bytes, not %zd", c, col[c].len, count * width[c]);
+            goto done;
+        }
+    }
+    const int64_t *o = offs.buf, *l = lens.buf;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        row r;
+        int got = one(buf.buf, buf.len, o[k], l[k], crc, &t, &r);
+        if (got < 0)
+            goto done;
+        ((int8_t *)col[0].buf)[k] = (int8_t)got;
+        if (got != OK)
+            continue;
+        ((int64_t *)col[1].buf)[k] = r.size;
+        ((int32_t *)col[2].buf)[k] = r.queue_id;
+        ((int64_t *)col[3].buf)[k] = r.queue_offset;
+        ((int64_t *)col[4].buf)[k] = r.phy;
+        ((int32_t *)col[5].buf)[k] = r.sys_flag;
+        ((int64_t *)col[6].buf)[k] = r.store_ts;
+        ((int32_t *)col[7].buf)[k] = r.topic;
+        ((int64_t *)col[8].buf)[k] = r.tags;
+        ((int32_t *)col[9].buf)[k] = r.delay;
+        ((uint8_t *)col[10].buf)[k] = (uint8_t)r.crc_ok;
+    }
+    result = t.names;
+    t.names = NULL;
+done:
+    Py_XDECREF(t.names);
+    PyMem_Free(t.slots);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&lens);
+    for (int c = 0; c < NCOLS; c++)
+        if (col[c].obj != NULL)
+            PyBuffer_Release(&col[c]);
+    return result;
+}
+
+static PyMethodDef columns_methods[] = {
+    {"read", columns_read, METH_VARARGS, read_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef columns_module = {
+    PyModuleDef_HEAD_INIT, "store.rocketmq._columns",
+    "The columns of mq topics and mq check, compiled (see store/rocketmq/_columns.c).", -1, columns_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__columns(void) {
+    crc_init();
+    return PyModule_Create(&columns_module);
+}

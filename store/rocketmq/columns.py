@@ -1,0 +1,162 @@
+"""The fast path of ``mq topics`` and ``mq check``: the fields they need of many messages
+at once, as columns, without an object per message.
+
+:func:`message_columns` reads the messages at given offsets of one buffer (a data file's
+map) into numpy arrays. store/rocketmq/_columns.c does it in C when it is built; the
+Python below is what it does, and the reference the tests hold it to. Both judge a message
+by the rules of message.py's :func:`~store.rocketmq.message.decode` (tests check all three
+agree): a message that one would refuse, or whose tags or topic are not plain UTF-8, is
+marked ``SLOW`` and left to that decoder, which says what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..format import crc32
+from .message import (
+    BORNHOST_V6_FLAG,
+    MAGICS,
+    MESSAGE_MAGIC_CODE_V2,
+    MIN_SIZE,
+    STOREHOSTADDRESS_V6_FLAG,
+    tags_code,
+)
+
+try:  # the compiled loop (store/rocketmq/_columns.c), when built
+    from . import _columns
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _columns = None
+
+OK = 0  # decoded here
+SLOW = 1  # left to message.decode (not a message, or text that needs Java's decoding rules)
+
+_FIXED = struct.Struct(">iiiiiqqiq")
+_I64 = struct.Struct(">q")
+_AFTER = struct.Struct(">iqi")
+_I16 = struct.Struct(">h")
+
+
+@dataclass
+class MessageColumns:
+    status: np.ndarray  # int8: OK or SLOW
+    size: np.ndarray  # int64: TOTALSIZE
+    queue_id: np.ndarray  # int32
+    queue_offset: np.ndarray  # int64
+    phy: np.ndarray  # int64: PHYSICALOFFSET as stored
+    sys_flag: np.ndarray  # int32
+    store_ts: np.ndarray  # int64
+    topic: np.ndarray  # int32: index into ``topics``
+    tags: np.ndarray  # int64: Java's hash of TAGS (0 without)
+    delay: np.ndarray  # int32: the DELAY property's level, -1 without one (or one that is no integer)
+    crc_ok: np.ndarray  # bool: the body matches BODYCRC (True when not asked)
+    topics: list[bytes]  # the topics met, in order of first appearance
+
+
+def new_columns(n: int) -> MessageColumns:
+    return MessageColumns(np.zeros(n, np.int8), np.zeros(n, np.int64), np.zeros(n, np.int32), np.zeros(n, np.int64),
+                          np.zeros(n, np.int64), np.zeros(n, np.int32), np.zeros(n, np.int64), np.zeros(n, np.int32),
+                          np.zeros(n, np.int64), np.full(n, -1, np.int32), np.ones(n, np.bool_), [])
+
+
+def message_columns(buf, offsets: np.ndarray, lengths: np.ndarray, crc: bool, *, compiled: bool = True) -> MessageColumns:
+    """The messages at ``buf[offsets[k]:offsets[k] + lengths[k]]`` (each one DLedger
+    entry's body), with the body checked against BODYCRC when ``crc``."""
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    out = new_columns(len(offsets))
+    if compiled and _columns is not None:
+        out.topics = _columns.read(buf, offsets, lengths, bool(crc), out.status, out.size, out.queue_id,
+                                   out.queue_offset, out.phy, out.sys_flag, out.store_ts, out.topic, out.tags,
+                                   out.delay, out.crc_ok)
+        return out
+    topic_ids: dict[bytes, int] = {}
+    for k, (off, n) in enumerate(zip(offsets.tolist(), lengths.tolist())):
+        got = _one(buf, off, n, crc)
+        if got is None:
+            out.status[k] = SLOW
+            continue
+        size, qid, qoff, phy, sys_flag, store_ts, topic, tags, delay, crc_ok = got
+        tid = topic_ids.get(topic)
+        if tid is None:
+            tid = topic_ids[topic] = len(out.topics)
+            out.topics.append(topic)
+        out.size[k], out.queue_id[k], out.queue_offset[k], out.phy[k] = size, qid, qoff, phy
+        out.sys_flag[k], out.store_ts[k], out.topic[k], out.tags[k] = sys_flag, store_ts, tid, tags
+        out.delay[k], out.crc_ok[k] = delay, crc_ok
+    return out
+
+
+def _one(buf, off: int, n: int, crc: bool):
+    """One message's columns, or None when message.decode must judge it."""
+    if off < 0 or n < MIN_SIZE or off + n > len(buf):
+        return None
+    size, magic, bcrc, qid, _flag, qoff, phy, sys_flag, _born = _FIXED.unpack_from(buf, off)
+    if magic not in MAGICS or size != n:
+        return None
+    p = off + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+    stop = off + n
+    if p + 8 > stop:
+        return None
+    (store_ts,) = _I64.unpack_from(buf, p)
+    p += 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+    if p + 16 > stop:
+        return None
+    _reconsume, _prepared, blen = _AFTER.unpack_from(buf, p)
+    body = p + 16
+    if blen < 0 or body + blen > stop:
+        return None
+    p = body + blen
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        if p + 2 > stop:
+            return None
+        (tlen,) = _I16.unpack_from(buf, p)
+        p += 2
+    else:
+        if p + 1 > stop:
+            return None
+        tlen = buf[p]
+        p += 1
+    if tlen < 0 or p + tlen + 2 > stop:
+        return None
+    topic = bytes(buf[p:p + tlen])
+    p += tlen
+    (plen,) = _I16.unpack_from(buf, p)
+    p += 2
+    if plen < 0 or p + plen != stop:
+        return None
+    try:
+        topic.decode("utf-8")
+        tags, delay = _tags_and_delay(bytes(buf[p:stop]))
+    except UnicodeDecodeError:
+        return None  # (Java would replace what does not decode: message.decode does as Java does)
+    crc_ok = not crc or (crc32(buf[body:body + blen]) & 0x7FFFFFFF) == bcrc
+    return size, qid, qoff, phy, sys_flag, store_ts, topic, tags, delay, crc_ok
+
+
+def _tags_and_delay(props: bytes) -> tuple[int, int]:
+    """TAGS' Java hash and DELAY's level from raw properties, by message.parse_properties'
+    rules (the last pair of a name wins; a pair with an empty name or value does not count)."""
+    tags, delay = None, None
+    for pair in props.split(b"\x02"):
+        name, sep, value = pair.partition(b"\x01")
+        if not (sep and name and value):
+            continue
+        if name == b"TAGS":
+            tags = value
+        elif name == b"DELAY":
+            delay = value
+    code = tags_code(tags.decode("utf-8")) if tags is not None else 0
+    return code, delay_level(delay)
+
+
+_LEVEL = re.compile(rb"-?[0-9]{1,9}")
+
+
+def delay_level(value: bytes | None) -> int:
+    """The DELAY property's level: an optional '-' and 1 to 9 ASCII digits, else -1."""
+    return int(value) if value is not None and _LEVEL.fullmatch(value) else -1
