@@ -40,7 +40,19 @@ def node_dir_for(base_dir: str, self_id: str) -> str:
 
 
 def _looks_like_node_dir(path: str) -> bool:
-    return os.path.isdir(os.path.join(path, DATA_DIR)) or os.path.isdir(os.path.join(path, INDEX_DIR))
+    """data/, or index/ alone; a RocketMQ broker's store root has an index/ of its own (a
+    hash index of keys) beside its dledger-<id>/ directories, and is no node directory."""
+    if os.path.isdir(os.path.join(path, DATA_DIR)):
+        return True
+    return os.path.isdir(os.path.join(path, INDEX_DIR)) and not _holds_node_dirs(path)
+
+
+def _holds_node_dirs(path: str) -> bool:
+    try:
+        return any(n.startswith(NODE_DIR_PREFIX) and os.path.isdir(os.path.join(path, n, DATA_DIR))
+                   for n in os.listdir(path))
+    except OSError:
+        return False
 
 
 def resolve_node_dir(path: str, self_id: str | None = None) -> NodeLayout:

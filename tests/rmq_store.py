@@ -32,6 +32,7 @@ def write_broker_store(root: str, messages: list[dict], *, self_id: str = "n0", 
     their consume queues, and return what was written: index, pos, phy_offset, size,
     queue_offset of each."""
     node = os.path.join(root, f"dledger-{self_id}")
+    os.makedirs(os.path.join(root, "index"), exist_ok=True)  # (a broker's hash index of keys lives there)
     store = FileStore.open(node, data_file_size=data_file_size, index_file_size=32 * 1024 * 1024)
     next_qoff: dict[tuple[str, int], int] = {}
     units: dict[tuple[str, int], list[bytes]] = {}
