@@ -211,3 +211,13 @@ def test_a_queue_that_begins_with_fillers_is_read_from_its_first_unit(tmp_path):
 def test_a_path_that_holds_no_store_is_one_error_line(tmp_path):
     r = invoke("mq", "messages", tmp_path)
     assert r.exit_code == 1 and r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_queue_files_are_read_in_chunks_up_to_their_end(broker, monkeypatch):
+    """(A preallocated queue file is read only up to the chunk that holds its last unit.)"""
+    from store.rocketmq import consumequeue
+    root, specs, written = broker
+    want = rows(invoke("mq", "topics", root, "--format", "jsonl"))
+    monkeypatch.setattr(consumequeue, "_CHUNK", 2 * consumequeue.CQ_STORE_UNIT_SIZE)
+    assert rows(invoke("mq", "topics", root, "--format", "jsonl")) == want
+    assert invoke("mq", "check", root).exit_code == 0

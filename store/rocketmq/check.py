@@ -131,9 +131,9 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
         delay = schedule[topic] & (mc.delay > 0)
         tags = np.where(delay, mc.store_ts + _delay_ms(mc.delay), mc.tags)
         dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT)
-        c.add(index=index[keep], phy=(pos + HEADER_SIZE)[keep], size=mc.size[keep], topic=topic[keep],
-              queue_id=mc.queue_id[keep], queue_offset=mc.queue_offset[keep], store_ts=mc.store_ts[keep],
-              dispatched=dispatched[keep], tags=tags[keep], delay=delay[keep])
+        cols = dict(index=index, phy=pos + HEADER_SIZE, size=mc.size, topic=topic, queue_id=mc.queue_id,
+                    queue_offset=mc.queue_offset, store_ts=mc.store_ts, dispatched=dispatched, tags=tags, delay=delay)
+        c.add(**(cols if keep.all() else {k: v[keep] for k, v in cols.items()}))
         if findings is not None:
             _log_findings(b, normal, mc, keep, topic, c, findings)
     if findings is not None:
@@ -213,26 +213,29 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
     """Every unit of every queue against the messages; returns the summary's counts."""
     a = c.arrays()
     names = c.topic_names()
-    order = np.argsort(a["phy"], kind="stable")  # (log order is already phy order; stable either way)
-    phy = a["phy"][order]
+    phy = a["phy"]  # (in log order, which is commit-log order: increasing)
     last_phy = int(phy[-1]) if len(phy) else -1
+    first_phy = int(phy[0]) if len(phy) else c.end_pos + HEADER_SIZE
     units = before_log = 0
     covered = np.zeros(len(phy), bool)
+    spans: dict[int, Queue] = {}  # queue key -> queue, for the queues of topics the log holds
     for q in queues:
         read_units(q)
         if q.damaged:
             findings.append(_finding("cq-damaged", q.file_of(q.first if q.first >= 0 else 0)[0], 0, None,
                                      topic=q.topic, queue_id=q.queue_id, detail=q.damaged))
+        tid = c.topics.get(q.topic, -1)
+        if tid >= 0:
+            spans[_key(tid, q.queue_id)] = q
         u = q.units
         if u is None or not len(u):
             continue
         units += len(u)
         p = u["offset"].astype(np.int64)
-        at = np.searchsorted(phy, p)
-        at_c = np.minimum(at, max(len(phy) - 1, 0))
-        hit = (at < len(phy)) & (phy[at_c] == p) if len(phy) else np.zeros(len(p), bool)
-        before = p < (int(phy[0]) if len(phy) else c.end_pos + HEADER_SIZE)
-        before_log += int((before & ~hit).sum())
+        at = np.minimum(np.searchsorted(phy, p), max(len(phy) - 1, 0))
+        hit = phy[at] == p if len(phy) else np.zeros(len(p), bool)
+        before = ~hit & (p < first_phy)
+        before_log += int(before.sum())
         qoffs = np.arange(q.first, q.first + len(u), dtype=np.int64)
         past = ~hit & ~before & (p > last_phy)
         for k in np.flatnonzero(past):
@@ -241,11 +244,9 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
         for k in np.flatnonzero(~hit & ~before & ~past):
             findings.append(_unit_finding("cq-elsewhere", q, int(qoffs[k]), u[k],
                                           f"points at {int(p[k])}, where no message starts"))
-        idx = order[at_c[hit]]
-        covered[at_c[hit]] = True
-        tid = c.topics.get(q.topic, -1)
-        exp_tags = a["tags"][idx]
-        got_tags = u["tags"][hit].astype(np.int64)
+        idx = at[hit]
+        covered[idx] = True
+        exp_tags, got_tags = a["tags"][idx], u["tags"][hit].astype(np.int64)
         # (a delay message's unit holds its delivery time: with levels configured otherwise
         # than the default, any time from its store time on)
         tags_ok = (exp_tags == got_tags) | (a["delay"][idx] & (got_tags >= a["store_ts"][idx]))
@@ -260,19 +261,29 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
                       f"its tag code is {a['tags'][i]}" if not tags_ok[k] else ""]
             findings.append(_unit_finding("cq-mismatch", q, qoff, unit, f"points at entry {a['index'][i]}, but "
                                           + ", ".join(d for d in differ if d)))
-        # messages of this queue inside its range that no unit points at
-        mine = np.flatnonzero((a["topic"] == tid) & (a["queue_id"] == q.queue_id) & a["dispatched"]
-                              & (a["queue_offset"] >= q.first) & (a["queue_offset"] < q.end))
-        for i in mine[~covered[np.searchsorted(phy, a["phy"][mine])]]:
-            findings.append(_finding("cq-hole", q.file_of(int(a["queue_offset"][i]))[0],
-                                     q.file_of(int(a["queue_offset"][i]))[1], int(a["index"][i]), topic=q.topic,
-                                     queue_id=q.queue_id, queue_offset=int(a["queue_offset"][i]),
-                                     detail="no unit points at this message, though its queue goes past it"))
-    ends = {(q.topic, q.queue_id): q.end for q in queues}
-    undispatched = sum(1 for t, qid, qo, d in zip(a["topic"].tolist(), a["queue_id"].tolist(),
-                                                    a["queue_offset"].tolist(), a["dispatched"].tolist())
-                       if d and qo >= ends.get((names[t], qid), 0))
+    # each message against its queue's range: inside it, a unit must point at it (a hole
+    # if none does); past its end (or without a queue), it is not dispatched yet
+    keys = np.array(sorted(spans), np.int64)
+    firsts = np.array([spans[k].first for k in keys.tolist()], np.int64)
+    ends = np.array([spans[k].end for k in keys.tolist()], np.int64)
+    mkey = _key(a["topic"], a["queue_id"])
+    at = np.minimum(np.searchsorted(keys, mkey), max(len(keys) - 1, 0))
+    found = keys[at] == mkey if len(keys) else np.zeros(len(mkey), bool)
+    qo = a["queue_offset"]
+    inside = a["dispatched"] & found & (qo >= firsts[at]) & (qo < ends[at]) if len(keys) else found
+    for i in np.flatnonzero(inside & ~covered):
+        q = spans[int(mkey[i])]
+        path, off = q.file_of(int(qo[i]))
+        findings.append(_finding("cq-hole", path, off, int(a["index"][i]), topic=q.topic, queue_id=q.queue_id,
+                                 queue_offset=int(qo[i]),
+                                 detail="no unit points at this message, though its queue goes past it"))
+    undispatched = int((a["dispatched"] & ~inside & ~(found & (qo < (firsts[at] if len(keys) else 0)))).sum())
     return {"units": units, "units_before_log": before_log, "undispatched": undispatched}
+
+
+def _key(topic, queue_id):
+    """One int64 of a topic id and a queue id (arrays or ints)."""
+    return (np.asarray(topic, np.int64) << 32) | (np.asarray(queue_id, np.int64) & 0xFFFFFFFF)
 
 
 def _unit_finding(kind: str, q: Queue, qoff: int, unit, detail: str) -> dict:
@@ -303,17 +314,20 @@ def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None
     names = c.topic_names()
     rows: dict[tuple[str, int], dict] = {}
     if len(a["topic"]):
-        key = a["topic"].astype(np.int64) << 32 | a["queue_id"].astype(np.int64) & 0xFFFFFFFF
-        uniq, inv = np.unique(key, return_inverse=True)
-        count = np.bincount(inv)
-        nbytes = np.bincount(inv, weights=a["size"]).astype(np.int64)
-        for g, k in enumerate(uniq.tolist()):
-            sel = inv == g
-            qo, ts = a["queue_offset"][sel], a["store_ts"][sel]
+        key = _key(a["topic"], a["queue_id"])
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        count = np.diff(np.r_[starts, len(key)])
+        cols = {k: a[k][order] for k in ("size", "queue_offset", "store_ts")}
+        nbytes = np.add.reduceat(cols["size"], starts)
+        qmin, qmax = np.minimum.reduceat(cols["queue_offset"], starts), np.maximum.reduceat(cols["queue_offset"], starts)
+        tmin, tmax = np.minimum.reduceat(cols["store_ts"], starts), np.maximum.reduceat(cols["store_ts"], starts)
+        for g, k in enumerate(key[starts].tolist()):
             t, qid = names[k >> 32], int(np.int32(k & 0xFFFFFFFF))
             rows[(t, qid)] = {"topic": t, "queue_id": qid, "messages": int(count[g]), "bytes": int(nbytes[g]),
-                              "first_queue_offset": int(qo.min()), "last_queue_offset": int(qo.max()),
-                              "first_store_time": int(ts.min()), "last_store_time": int(ts.max())}
+                              "first_queue_offset": int(qmin[g]), "last_queue_offset": int(qmax[g]),
+                              "first_store_time": int(tmin[g]), "last_store_time": int(tmax[g])}
     if broker.has_consume_queues:
         for q in find_queues(broker.root):
             read_units(q)

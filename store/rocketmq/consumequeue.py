@@ -81,6 +81,25 @@ def find_queues(root: str) -> list[Queue]:
     return out
 
 
+_CHUNK = CQ_STORE_UNIT_SIZE << 16  # a preallocated file (6 MB by default) is read up to the chunk holding its end
+
+
+def _written(path: str) -> tuple[bytes, int]:
+    """The bytes of a queue file up to (at least) its first unwritten unit, and its size."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        parts = []
+        while True:
+            chunk = fh.read(_CHUNK)
+            parts.append(chunk)
+            if len(chunk) < _CHUNK:
+                break
+            units = np.frombuffer(chunk, UNIT)
+            if not ((units["offset"] >= 0) & (units["size"] > 0)).all():
+                break
+    return b"".join(parts), size
+
+
 def read_units(q: Queue) -> Queue:
     """Fill ``q.first``, ``q.units`` and ``q.blanks`` from its files (as RocketMQ's recovery
     reads them: up to the first unit that is not written)."""
@@ -94,8 +113,7 @@ def read_units(q: Queue) -> Queue:
                         f"{(start - expect) // CQ_STORE_UNIT_SIZE} units)"
             break
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data, size = _written(path)
         except OSError as exc:
             q.damaged = f"{os.path.basename(path)}: {exc.strerror or exc}"
             break
@@ -112,9 +130,9 @@ def read_units(q: Queue) -> Queue:
                 first = start // CQ_STORE_UNIT_SIZE + blanks
         if len(units):
             parts.append(units)
-        if stop < len(written):  # the queue ends in this file
+        if stop < len(written) or len(data) < size:  # the queue ends in this file
             break
-        expect = start + len(data)
+        expect = start + size
     q.first = first if parts else (q.files[0][0] // CQ_STORE_UNIT_SIZE + blanks if q.files else 0)
     q.units = np.concatenate(parts) if parts else np.empty(0, UNIT)
     q.blanks = blanks
