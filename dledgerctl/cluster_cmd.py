@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -544,6 +546,13 @@ def append_cmd(
     render(_with_client(parsed, rec_group or group, timeout, work), fmt)
 
 
+class Decode(str, Enum):
+    """What ``get --decode`` reads an entry's body as."""
+
+    none = "none"
+    rocketmq = "rocketmq"
+
+
 @tls_options
 def get_cmd(
     index: Annotated[Optional[int], typer.Option("--index", "-i", min=0, help="First entry index (with --follow, "
@@ -559,6 +568,10 @@ def get_cmd(
                                             "while no new entry commits.")] = 0.2,
     body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies as utf8, hex, base64 or none.",
                                              case_sensitive=False)] = BodyFormat.utf8,
+    decode: Annotated[Decode, typer.Option("--decode", help="Read each body as: none (bytes), or rocketmq (a "
+                                                            "RocketMQ message: topic, queue, msg id, tags, keys, "
+                                                            "properties; its body uncompressed).",
+                                           case_sensitive=False)] = Decode.none,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
@@ -578,6 +591,9 @@ def get_cmd(
              "base64": lambda b: base64.b64encode(b).decode(), "none": None}
     show = shows[body.value]
     columns = ["index", "term", "pos", "size", "magic"] + ([] if show is None else ["body"])
+    if decode == Decode.rocketmq:
+        columns = ["index", "term", "pos", "kind", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
+                   "tags", "keys", "body_crc_ok"] + ([] if show is None else ["body"]) + ["note"]
     parsed, rec_group = _peers(peers, base_dir)
     out = RowStream(fmt, columns, live=follow)
     told = {"first": index, "last": None}
@@ -598,6 +614,8 @@ def get_cmd(
             yield page
 
     def rows(page: list[dict]) -> list[dict]:
+        if decode == Decode.rocketmq:
+            return [_rocketmq_row(e, show, fmt) for e in page]
         if show is None:
             return [{k: e[k] for k in columns} for e in page]
         return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
@@ -617,6 +635,33 @@ def get_cmd(
         asked = last - first + 1
         typer.echo(f"Note: {plural(out.count, 'entry', 'entries')} of {asked} asked for: the log is committed up "
                    f"to index {first + out.count - 1}", err=True)
+
+
+def _rocketmq_row(e: dict, show, fmt: Format) -> dict:
+    """An entry of ``get --decode rocketmq``: its message's fields (store/rocketmq), or why it is none."""
+    from store.format import MAGIC_NORMAL
+    from store.rocketmq.message import NotAMessage, decode
+    from store.rocketmq.scan import KINDS, message_fields
+
+    row = {"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
+           "kind": KINDS.get(e["magic"], "not-a-message")}
+    raw = e["body"]
+    fields = None
+    if e["magic"] == MAGIC_NORMAL:
+        try:
+            fields = message_fields(raw, decode(raw, 0, len(raw)), show)
+        except NotAMessage as exc:
+            row.update(kind="not-a-message", note=str(exc))
+    if fields is None:
+        fields = {k: None for k in ("phy_offset", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
+                                    "tags", "keys", "body_crc_ok")}
+        if show is not None:
+            fields["body"] = None
+        fields.setdefault("note", row.pop("note", ""))
+    row.update(fields)
+    if fmt in (Format.table, Format.csv) and isinstance(row.get("properties"), dict):
+        row["properties"] = json.dumps(row["properties"], ensure_ascii=False)
+    return row
 
 
 def _stream(peers: dict, group: str, timeout: float, pages):

@@ -227,24 +227,30 @@ def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None
             continue
         if not flt.wants(m):
             continue
-        raw = it.buf[m.body_at:m.body_at + m.body_size]
-        note = ""
-        if m.magic != MESSAGE_MAGIC_CODE:
-            note = "RocketMQ 5 (V2) message"
-        compressed = compression_of(m.sys_flag)
-        if compressed:
-            note = f"{note}; " if note else ""
-            note += f"body {compressed}-compressed ({m.body_size} bytes stored)"
-        row = {"kind": "message", "index": it.index, "pos": it.pos, "phy_offset": m.phy_offset, "msg_id": m.msg_id,
-               "topic": m.topic, "queue_id": m.queue_id, "queue_offset": m.queue_offset, "sys_flag": m.sys_flag,
-               "flag": m.flag, "born_timestamp": m.born_timestamp, "born_host": m.born_host,
-               "store_timestamp": m.store_timestamp, "store_host": m.store_host,
-               "reconsume_times": m.reconsume_times, "prepared_tx_offset": m.prepared_tx_offset,
-               "body_size": m.body_size, "body_crc_ok": body_crc(raw) == m.body_crc, "tags": m.tags, "keys": m.keys,
-               "uniq_key": m.uniq_key, "properties": m.properties, "note": note}
-        if body is not None:
-            try:
-                row["body"] = body(body_of(it.buf, m))
-            except NotAMessage as exc:
-                row["body"], row["note"] = None, f"{note}; {exc}" if note else str(exc)
+        row = {"kind": "message", "index": it.index, "pos": it.pos, **message_fields(it.buf, m, body)}
         yield row
+
+
+def message_fields(buf, m: Message, body=None) -> dict:
+    """A message's fields as ``mq messages`` and ``get --decode rocketmq`` show them (from
+    ``phy_offset`` on in MESSAGE_FIELDS; ``body`` rendered by ``body(bytes)`` when given)."""
+    raw = buf[m.body_at:m.body_at + m.body_size]
+    notes = ["RocketMQ 5 (V2) message"] if m.magic != MESSAGE_MAGIC_CODE else []
+    compressed = compression_of(m.sys_flag)
+    if compressed:
+        notes.append(f"body {compressed}-compressed ({m.body_size} bytes stored)")
+    row = {"phy_offset": m.phy_offset, "msg_id": m.msg_id, "topic": m.topic, "queue_id": m.queue_id,
+           "queue_offset": m.queue_offset, "sys_flag": m.sys_flag, "flag": m.flag,
+           "born_timestamp": m.born_timestamp, "born_host": m.born_host, "store_timestamp": m.store_timestamp,
+           "store_host": m.store_host, "reconsume_times": m.reconsume_times,
+           "prepared_tx_offset": m.prepared_tx_offset, "body_size": m.body_size,
+           "body_crc_ok": body_crc(raw) == m.body_crc, "tags": m.tags, "keys": m.keys, "uniq_key": m.uniq_key,
+           "properties": m.properties, "note": ""}
+    if body is not None:
+        try:
+            row["body"] = body(body_of(buf, m))
+        except NotAMessage as exc:
+            row["body"] = None
+            notes.append(str(exc))
+    row["note"] = "; ".join(notes)
+    return row
