@@ -52,7 +52,7 @@ def _pipeline():
     """The pipeline modules, or one error line when pyspark (or pyarrow) is missing."""
     try:
         return {name: importlib.import_module(f"dledgerctl.pipeline.{name}")
-                for name in ("errors", "session", "jobs", "audit")}
+                for name in ("errors", "session", "jobs", "audit", "messages")}
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] in _MISSING:
             raise fail(INSTALL_HINT) from None
@@ -253,5 +253,75 @@ def export_cmd(
     with _spark(master, conf, ship) as (spark, mods):
         with _progress(spark, mods, "export"):
             df = mods["jobs"].export(spark, paths, to, committed_only=committed_only)
+            rows = [r.asDict() for r in df.collect()]
+    render(rows, fmt)
+
+
+@app.command("mq-topics")
+def mq_topics_cmd(
+    paths: PathsArg,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    ship: ShipOpt = None,
+    output: OutputOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.parquet,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Per node, topic and queue of RocketMQ brokers' logs: messages, bytes, first/last queue offset and store time."""
+    with _spark(master, conf, ship) as (spark, mods):
+        with _progress(spark, mods, "mq-topics"):
+            df = mods["messages"].mq_topics(spark, paths).cache()
+            rows = [r.asDict() for r in df.collect()]
+        _write(df, output, output_format)
+    render(rows, fmt)
+
+
+@app.command("mq-find")
+def mq_find_cmd(
+    paths: PathsArg,
+    key: Annotated[Optional[str], typer.Option("--key", help="A key among a message's KEYS.")] = None,
+    msg_id: Annotated[Optional[str], typer.Option("--msg-id", help="A message id (store host and commit-log "
+                                                                    "offset, in hex).")] = None,
+    uniq_key: Annotated[Optional[str], typer.Option("--uniq-key", help="A message's UNIQ_KEY (the id a producer "
+                                                                        "gives it).")] = None,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    ship: ShipOpt = None,
+    output: OutputOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.parquet,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Which nodes hold a RocketMQ message, at which index: one row per copy found. Exit 1 when none is found.
+
+    With several options, a message must match them all."""
+    with _spark(master, conf, ship) as (spark, mods):
+        with _progress(spark, mods, "mq-find"):
+            df = mods["messages"].mq_find(spark, paths, key=key, msg_id=msg_id, uniq_key=uniq_key).cache()
+            rows = [r.asDict() for r in df.collect()]
+        _write(df, output, output_format)
+    render(rows, fmt)
+    if not rows:
+        raise typer.Exit(1)
+
+
+@app.command("mq-export")
+def mq_export_cmd(
+    paths: PathsArg,
+    to: Annotated[str, typer.Option("--to", metavar="DIR", help="Directory to write Parquet into (node=NAME/ "
+                                                                "below it); must not exist or be empty.",
+                                    show_default=False)],
+    committed_only: Annotated[bool, typer.Option("--committed-only", help="Only messages up to each node's "
+                                                                          "committed index (from its checkpoint).")]
+    = False,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    ship: ShipOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Write RocketMQ messages with their columns (topic, queue, msg id, tags, keys, properties, times, hosts) and
+    bodies (uncompressed) to Parquet, partitioned by node; print what was written."""
+    with _spark(master, conf, ship) as (spark, mods):
+        with _progress(spark, mods, "mq-export"):
+            df = mods["messages"].mq_export(spark, paths, to, committed_only=committed_only)
             rows = [r.asDict() for r in df.collect()]
     render(rows, fmt)

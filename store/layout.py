@@ -39,7 +39,7 @@ def node_dir_for(base_dir: str, self_id: str) -> str:
     return os.path.join(base_dir, NODE_DIR_PREFIX + self_id)
 
 
-def _looks_like_node_dir(path: str) -> bool:
+def looks_like_node_dir(path: str) -> bool:
     """data/, or index/ alone; a RocketMQ broker's store root has an index/ of its own (a
     hash index of keys) beside its dledger-<id>/ directories, and is no node directory."""
     if os.path.isdir(os.path.join(path, DATA_DIR)):
@@ -66,7 +66,7 @@ def resolve_node_dir(path: str, self_id: str | None = None) -> NodeLayout:
         if not os.path.isdir(candidate):
             raise NotAStoreError(f"{path}: no node directory {NODE_DIR_PREFIX}{self_id}")
         return NodeLayout(candidate)
-    if _looks_like_node_dir(path):
+    if looks_like_node_dir(path):
         return NodeLayout(path)
     nodes = find_node_dirs(path)
     if len(nodes) == 1:
@@ -85,5 +85,5 @@ def find_node_dirs(base_dir: str) -> list[str]:
     return [
         os.path.join(base_dir, n)
         for n in names
-        if n.startswith(NODE_DIR_PREFIX) and _looks_like_node_dir(os.path.join(base_dir, n))
+        if n.startswith(NODE_DIR_PREFIX) and looks_like_node_dir(os.path.join(base_dir, n))
     ]

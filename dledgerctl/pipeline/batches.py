@@ -52,6 +52,7 @@ from store.scan import (
 )
 
 from .inputs import LazyFileList
+from .messages import MQ_COLUMNS, MSG_BODY_COLUMN, message_arrays
 
 # --- columns -----------------------------------------------------------------------------
 
@@ -154,6 +155,7 @@ class ReadOptions:
     batch_rows: int = DEFAULT_BATCH_ROWS  # batchRows: rows per Arrow batch at most
     batch_bytes: int = DEFAULT_BATCH_BYTES  # batchBytes: body bytes per batch, about
     problem_rows: int = DEFAULT_PROBLEM_ROWS  # problemRows: records=runs, entries listed per code and file
+    rocketmq: bool = False  # rocketmq: add each entry's RocketMQ message columns (pipeline/messages.py)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
@@ -162,8 +164,10 @@ class ReadOptions:
         records = str(opts.get("records", RECORDS_ENTRIES)).strip().lower()
         if records not in (RECORDS_ENTRIES, RECORDS_ALL, RECORDS_RUNS):
             raise ValueError(f"option records={opts.get('records')!r}: expected entries, all or runs")
-        if records == RECORDS_RUNS and (_bool_option(opts, "body", False) or _bool_option(opts, "digest", False)):
-            raise ValueError("option records=runs has no bodies (body, digest): a row stands for many entries")
+        if records == RECORDS_RUNS and (_bool_option(opts, "body", False) or _bool_option(opts, "digest", False)
+                                        or _bool_option(opts, "rocketmq", False)):
+            raise ValueError("option records=runs has no bodies (body, digest, rocketmq): a row stands for many "
+                             "entries")
         return cls(
             body=_bool_option(opts, "body", False),
             records=records,
@@ -174,6 +178,7 @@ class ReadOptions:
             batch_rows=_int_option(opts, "batchRows", DEFAULT_BATCH_ROWS),
             batch_bytes=_int_option(opts, "batchBytes", DEFAULT_BATCH_BYTES),
             problem_rows=_int_option(opts, "problemRows", DEFAULT_PROBLEM_ROWS),
+            rocketmq=_bool_option(opts, "rocketmq", False),
         )
 
     def columns(self) -> list[tuple]:
@@ -184,8 +189,10 @@ class ReadOptions:
             cols += RECORD_COLUMNS
         if self.digest:
             cols.append(DIGEST_COLUMN)
+        if self.rocketmq:
+            cols += MQ_COLUMNS + ([MSG_BODY_COLUMN] if self.body else [])
         if self.body:
-            cols.append(BODY_COLUMN)
+            cols.append(BODY_COLUMN)  # (last: the batcher counts its bytes)
         return cols
 
     def arrow_schema(self) -> pa.Schema:
@@ -427,6 +434,8 @@ class FileReader:
             cols["body_digest"] = pa.array(_digests(buf, rel, size), pa.int64())
         if self.opts.body and "body" not in cols:
             cols["body"] = _bodies_array(buf, rel, size)
+        if self.opts.rocketmq and "topic" not in cols:
+            cols.update(message_arrays(buf, rel, size, cols["magic"], n, self.opts.body))
         return pa.RecordBatch.from_arrays([cols[name] for name in self.schema.names], schema=self.schema)
 
     def _run_batches(self, buf, f: MappedFile, run: Run) -> Iterator[pa.RecordBatch]:

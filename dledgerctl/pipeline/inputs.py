@@ -23,7 +23,7 @@ from store.errors import NotAStoreError, StoreIOError
 from store.files import FileList, MappedFile, list_store_files
 from store.filestore import load_file_lists
 from store.format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE
-from store.layout import DATA_DIR, INDEX_DIR, find_node_dirs
+from store.layout import find_node_dirs, looks_like_node_dir
 
 GLOB_CHARS = "*?["
 
@@ -43,10 +43,6 @@ class Node:
         return os.path.join(self.dir, INDEX_DIR)
 
 
-def _is_node_dir(path: str) -> bool:
-    return os.path.isdir(os.path.join(path, DATA_DIR)) or os.path.isdir(os.path.join(path, INDEX_DIR))
-
-
 def _expand(path: str) -> list[str]:
     """Node directories named by one PATH argument."""
     if any(c in path for c in GLOB_CHARS):
@@ -56,7 +52,7 @@ def _expand(path: str) -> list[str]:
         found = []
         for m in matches:
             if os.path.isdir(m):
-                found.extend([m] if _is_node_dir(m) else find_node_dirs(m))
+                found.extend([m] if looks_like_node_dir(m) else find_node_dirs(m))
         if not found:
             raise NotAStoreError(f"{path}: matches no node directory")
         return found
@@ -64,7 +60,7 @@ def _expand(path: str) -> list[str]:
         raise NotAStoreError(f"{path}: no such directory")
     if not os.path.isdir(path):
         raise NotAStoreError(f"{path}: not a directory")
-    if _is_node_dir(path):
+    if looks_like_node_dir(path):
         return [path]
     nodes = find_node_dirs(path)
     if not nodes:

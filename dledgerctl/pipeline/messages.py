@@ -1,0 +1,167 @@
+"""The ``dledger`` source's RocketMQ columns (option ``rocketmq``), and the mq jobs on them.
+
+With ``rocketmq=true`` each entry row also holds the RocketMQ message its body is, read by
+store/rocketmq's decoder (the one ``mq messages`` uses): an entry that is no message (a
+no-op, a config entry, another kind of body) has null message columns and ``msg_note``
+says why. With ``body=true`` too, ``msg_body`` holds the message's body, uncompressed.
+
+Jobs (each a function of a session and PATHS returning a DataFrame):
+
+- :func:`mq_topics`: per node, topic and queue: messages, bytes, first/last queue offset
+  and store time (``mq topics`` per node, for a fleet);
+- :func:`mq_find`: where a message is: the nodes and indexes holding a key, a message id
+  or a UNIQ_KEY (is it on every replica?);
+- :func:`mq_export`: the messages to Parquet with their columns, partitioned by node.
+
+Row field names are stable and documented in man/dledgerctl-spark.1.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+
+from store.format import HEADER_SIZE, MAGIC_NORMAL
+from store.rocketmq.message import NotAMessage, body_crc, body_of, decode
+
+# (name, Arrow type, Spark SQL type), after the entry columns
+MQ_COLUMNS = [
+    ("msg_id", pa.string(), "string"),
+    ("topic", pa.string(), "string"),
+    ("queue_id", pa.int32(), "int"),
+    ("queue_offset", pa.int64(), "bigint"),
+    ("phy_offset", pa.int64(), "bigint"),
+    ("sys_flag", pa.int32(), "int"),
+    ("flag", pa.int32(), "int"),
+    ("born_timestamp", pa.int64(), "bigint"),
+    ("born_host", pa.string(), "string"),
+    ("store_timestamp", pa.int64(), "bigint"),
+    ("store_host", pa.string(), "string"),
+    ("reconsume_times", pa.int32(), "int"),
+    ("prepared_tx_offset", pa.int64(), "bigint"),
+    ("msg_body_size", pa.int32(), "int"),
+    ("body_crc_ok", pa.bool_(), "boolean"),
+    ("tags", pa.string(), "string"),
+    ("keys", pa.string(), "string"),
+    ("uniq_key", pa.string(), "string"),
+    ("properties", pa.map_(pa.string(), pa.string()), "map<string,string>"),
+    ("msg_note", pa.string(), "string"),
+]
+MSG_BODY_COLUMN = ("msg_body", pa.binary(), "binary")
+_FIELDS = [name for name, _, _ in MQ_COLUMNS]
+
+
+def message_arrays(buf, rel: np.ndarray | None, size: np.ndarray | None, magic, n: int, body: bool) -> dict:
+    """The RocketMQ columns of ``n`` entries at relative offsets ``rel`` of ``buf`` (entry
+    sizes ``size``, DLedger magics ``magic``); all null when ``rel`` is None (a stop row)."""
+    cols = {name: [None] * n for name in _FIELDS}
+    bodies = [None] * n if body else None
+    if rel is not None:
+        magics = magic.to_numpy(zero_copy_only=False) if hasattr(magic, "to_numpy") else magic
+        for k, (off, sz, mg) in enumerate(zip(rel.tolist(), size.tolist(), np.asarray(magics).tolist())):
+            if mg != MAGIC_NORMAL:
+                cols["msg_note"][k] = {2: "no-op entry", 3: "config entry"}.get(mg, f"DLedger magic {mg}")
+                continue
+            try:
+                m = decode(buf, off + HEADER_SIZE, sz - HEADER_SIZE)
+            except NotAMessage as exc:
+                cols["msg_note"][k] = str(exc)
+                continue
+            raw = buf[m.body_at:m.body_at + m.body_size]
+            for name, value in (("msg_id", m.msg_id), ("topic", m.topic), ("queue_id", m.queue_id),
+                                ("queue_offset", m.queue_offset), ("phy_offset", m.phy_offset),
+                                ("sys_flag", m.sys_flag), ("flag", m.flag), ("born_timestamp", m.born_timestamp),
+                                ("born_host", m.born_host), ("store_timestamp", m.store_timestamp),
+                                ("store_host", m.store_host), ("reconsume_times", m.reconsume_times),
+                                ("prepared_tx_offset", m.prepared_tx_offset), ("msg_body_size", m.body_size),
+                                ("body_crc_ok", body_crc(raw) == m.body_crc), ("tags", m.tags), ("keys", m.keys),
+                                ("uniq_key", m.uniq_key), ("properties", list(m.properties.items()))):
+                cols[name][k] = value
+            if body:
+                try:
+                    bodies[k] = body_of(buf, m)
+                except NotAMessage as exc:
+                    cols["msg_note"][k] = str(exc)
+    out = {name: pa.array(cols[name], typ) for name, typ, _ in MQ_COLUMNS}
+    if body:
+        out["msg_body"] = pa.array(bodies, pa.binary())
+    return out
+
+
+# --- jobs -----------------------------------------------------------------------------------
+
+MQ_TOPICS_COLUMNS = ["node", "topic", "queue_id", "messages", "bytes", "first_queue_offset", "last_queue_offset",
+                     "first_store_time", "last_store_time"]
+MQ_FIND_COLUMNS = ["node", "index", "pos", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp", "tags",
+                   "keys", "uniq_key", "body_crc_ok"]
+MQ_EXPORT_COLUMNS = ["node", "index", "term", "pos", "file"] + _FIELDS + ["msg_body"]
+
+
+def _messages(spark, paths, **options):
+    from .jobs import _nodes, read_entries
+    nodes = _nodes(paths)
+    df = read_entries(spark, nodes, rocketmq=True, checkCrc=False, **options)
+    from pyspark.sql import functions as F
+    return nodes, df.filter(F.col("topic").isNotNull())
+
+
+def mq_topics(spark, paths):
+    """One row per (node, topic, queue id), ordered so."""
+    from pyspark.sql import functions as F
+    _nodes, df = _messages(spark, paths)
+    return (df.groupBy("node", "topic", "queue_id")
+            .agg(F.count(F.lit(1)).alias("messages"), F.sum(F.col("size") - HEADER_SIZE).alias("bytes"),
+                 F.min("queue_offset").alias("first_queue_offset"), F.max("queue_offset").alias("last_queue_offset"),
+                 F.min("store_timestamp").alias("first_store_time"), F.max("store_timestamp").alias("last_store_time"))
+            .orderBy("node", "topic", "queue_id")
+            .select(*MQ_TOPICS_COLUMNS))
+
+
+def mq_find(spark, paths, *, key: str | None = None, msg_id: str | None = None, uniq_key: str | None = None):
+    """Every entry, on every node, whose message has this key (among its KEYS), message id
+    or UNIQ_KEY (all given must match), ordered by node and index."""
+    from pyspark.sql import functions as F
+
+    from .errors import PipelineUsageError
+    if key is None and msg_id is None and uniq_key is None:
+        raise PipelineUsageError("say what to find: --key, --msg-id or --uniq-key")
+    _nodes, df = _messages(spark, paths)
+    if key is not None:
+        df = df.filter(F.array_contains(F.split(F.coalesce(F.col("keys"), F.lit("")), " "), key))
+    if msg_id is not None:
+        df = df.filter(F.col("msg_id") == msg_id.upper())
+    if uniq_key is not None:
+        df = df.filter(F.col("uniq_key") == uniq_key)
+    return df.select(*MQ_FIND_COLUMNS).orderBy("node", "index")
+
+
+def mq_export(spark, paths, to: str, *, committed_only: bool = False):
+    """The messages of every node to Parquet under ``to``/node=NAME/, with their columns and
+    bodies (uncompressed); one summary row per node, as ``export`` gives."""
+    from pyspark.sql import functions as F
+
+    from .errors import PipelineUsageError
+    from .jobs import EXPORT_SUMMARY_SCHEMA, committed_index
+    if "://" not in to and os.path.exists(to) and (not os.path.isdir(to) or os.listdir(to)):
+        raise PipelineUsageError(f"{to} already exists and is not an empty directory")
+    nodes, df = _messages(spark, paths, body=True)
+    committed = {n.name: committed_index(n.dir) for n in nodes} if committed_only else {}
+    if committed_only:
+        limits = spark.createDataFrame(list(committed.items()), "node string, committed_index long")
+        df = df.join(F.broadcast(limits), "node").filter(F.col("index") <= F.col("committed_index"))
+    writer = df.select(*MQ_EXPORT_COLUMNS).write.partitionBy("node")
+    writer.mode("overwrite" if "://" not in to and os.path.isdir(to) else "errorifexists").parquet(to)
+    written = {r["node"]: r for r in spark.read.parquet(to).groupBy("node").agg(
+        F.count(F.lit(1)).alias("entries"), F.sum("msg_body_size").alias("bytes"), F.min("index").alias("first_index"),
+        F.max("index").alias("last_index")).collect()}
+    rows = []
+    for n in nodes:
+        w = written.get(n.name)
+        rows.append({"node": n.name, "node_dir": n.dir, "entries": w["entries"] if w else 0,
+                     "bytes": w["bytes"] if w else 0, "first_index": w["first_index"] if w else None,
+                     "last_index": w["last_index"] if w else None,
+                     "committed_index": committed.get(n.name) if committed_only else None,
+                     "path": os.path.join(to, f"node={n.name}") if w else None})
+    return spark.createDataFrame(rows, EXPORT_SUMMARY_SCHEMA)
