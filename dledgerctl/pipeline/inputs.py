@@ -23,7 +23,7 @@ from store.errors import NotAStoreError, StoreIOError
 from store.files import FileList, MappedFile, list_store_files
 from store.filestore import load_file_lists
 from store.format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE
-from store.layout import find_node_dirs, looks_like_node_dir
+from store.layout import DATA_DIR, INDEX_DIR, find_node_dirs, looks_like_node_dir
 
 GLOB_CHARS = "*?["
 
