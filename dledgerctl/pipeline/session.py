@@ -79,8 +79,9 @@ def _workdir() -> str:
 
 
 def package_zip(directory: str) -> str:
-    """A zip of ``store`` and ``dledgerctl.pipeline`` (with ``dledgerctl/__init__``) as this
-    process imports them, for executors that do not have dledgerctl installed."""
+    """A zip of ``store`` (its subpackages too: store.rocketmq) and ``dledgerctl.pipeline``
+    (with ``dledgerctl/__init__``) as this process imports them, for executors that do not
+    have dledgerctl installed. Python only: the compiled loops have their Python twins."""
     import store
 
     import dledgerctl
@@ -92,11 +93,13 @@ def package_zip(directory: str) -> str:
             parent = os.path.dirname(root)
             if sub:
                 z.write(os.path.join(root, "__init__.py"), os.path.relpath(os.path.join(root, "__init__.py"), parent))
-            folder = os.path.join(root, sub) if sub else root
-            for name in sorted(os.listdir(folder)):
-                if name.endswith(".py"):
-                    full = os.path.join(folder, name)
-                    z.write(full, os.path.relpath(full, parent))
+            top = os.path.join(root, sub) if sub else root
+            for folder, dirs, names in os.walk(top):
+                dirs[:] = sorted(d for d in dirs if os.path.exists(os.path.join(folder, d, "__init__.py")))
+                for name in sorted(names):
+                    if name.endswith(".py"):
+                        full = os.path.join(folder, name)
+                        z.write(full, os.path.relpath(full, parent))
     return path
 
 
