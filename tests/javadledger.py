@@ -26,17 +26,26 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import io
 import os
 import re
 import shutil
 import subprocess
-import tarfile
 import tempfile
+
+from javabuild import (  # noqa: F401 (tests catch javadledger.Unavailable)
+    JAVA_FLAGS,
+    NETTY_LOGGER_EXTRA,
+    SWAGGER_STANDIN,
+    Unavailable,
+    commit_of,
+    extract,
+    jar,
+    javac,
+    mirror,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.dirname(HERE)
-_MIRRORS = os.path.join(os.path.dirname(PROJECT), ".mirror")
 
 DLEDGER_TAG = "dledger-0.2.7"
 ROCKETMQ_TAG = "rocketmq-all-4.3.2"
@@ -51,88 +60,7 @@ RUNTIME_JARS = {**{j: "libnetty-java" for j in NETTY}, "slf4j-api": "libslf4j-ja
                 "slf4j-simple": "libslf4j-java", "jcommander": "libjcommander-java"}
 FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java", "jaxb-api": "libjaxb-api-java"}
 
-JAVA_FLAGS = ["--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-              "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens",
-              "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
-              "-Dio.netty.tryReflectionSetAccessible=true"]
 MAIN = "io.openmessaging.storage.dledger.cmdline.BossCommand"
-
-
-class Unavailable(Exception):
-    """A piece the Java build needs is missing; the message says which and how to get it."""
-
-
-def mirror(owner_name: str, env: str) -> str:
-    return os.environ.get(env) or os.path.join(_MIRRORS, owner_name.replace("/", "+"), "repo")
-
-
-def _commit(repo: str, ref: str, what: str, env: str) -> str:
-    if not os.path.isdir(repo):
-        raise Unavailable(f"no git mirror of {what} at {repo} (set {env})")
-    proc = subprocess.run(["git", "-C", repo, "rev-parse", "--verify", f"{ref}^{{commit}}"], capture_output=True,
-                          text=True)
-    if proc.returncode != 0:
-        raise Unavailable(f"{ref} is not in the {what} mirror at {repo}")
-    return proc.stdout.strip()
-
-
-def _jar(name: str, package: str) -> str:
-    base = os.environ.get("DEBIAN_JAVA_DIR", "/usr/share/java")
-    path = os.path.join(base, f"{name}.jar")
-    if not os.path.isfile(path):
-        raise Unavailable(f"{path} is missing (install the Debian package {package})")
-    return path
-
-
-def _extract(repo: str, commit: str, paths: list[str], into: str) -> None:
-    archive = subprocess.run(["git", "-C", repo, "archive", "--format=tar", commit, *paths], check=True,
-                             capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-
-
-def _javac(sources_root: str, out: str, classpath: list[str], extra: list[str] = ()) -> None:
-    files = [os.path.join(d, f) for d, _, fs in os.walk(sources_root) for f in fs if f.endswith(".java")]
-    os.makedirs(out, exist_ok=True)
-    listing = out + ".sources"
-    with open(listing, "w") as fh:
-        fh.write("\n".join(files))
-    os.makedirs(out, exist_ok=True)
-    cmd = ["javac", "-nowarn", "-XDignore.symbol.file", "-encoding", "UTF-8", "-proc:none", "-d", out,
-           "-cp", os.pathsep.join(classpath), *extra, f"@{listing}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"javac failed for {sources_root}:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
-
-
-# netty 4.1's InternalLogger has Throwable-only methods; RocketMQ 4.3.2's bridge predates them
-_NETTY_LOGGER_EXTRA = """
-        @Override public void log(InternalLogLevel level, Throwable t) { log(level, "", t); }
-        @Override public void trace(Throwable t) { trace("", t); }
-        @Override public void debug(Throwable t) { debug("", t); }
-        @Override public void info(Throwable t) { info("", t); }
-        @Override public void warn(Throwable t) { warn("", t); }
-        @Override public void error(Throwable t) { error("", t); }
-"""
-
-# fastjson's springfox serializer is reached only by class name; this one has no springfox import
-_SWAGGER_STANDIN = """package com.alibaba.fastjson.support.springfox;
-
-import java.io.IOException;
-import java.lang.reflect.Type;
-
-import com.alibaba.fastjson.serializer.JSONSerializer;
-import com.alibaba.fastjson.serializer.ObjectSerializer;
-
-public class SwaggerJsonSerializer implements ObjectSerializer {
-    public static final SwaggerJsonSerializer instance = new SwaggerJsonSerializer();
-
-    public void write(JSONSerializer serializer, Object object, Object fieldName, Type fieldType, int features)
-            throws IOException {
-        serializer.getWriter().write(String.valueOf(object));
-    }
-}
-"""
 
 
 def _build_into(out: str, commits: dict[str, tuple[str, str]], compile_jars: list[str], fastjson_jars: list[str]) -> None:
@@ -140,18 +68,18 @@ def _build_into(out: str, commits: dict[str, tuple[str, str]], compile_jars: lis
         # fastjson
         repo, commit = commits["fastjson"]
         src = os.path.join(work, "fastjson")
-        _extract(repo, commit, ["src/main/java"], src)
+        extract(repo, commit, ["src/main/java"], src)
         support = os.path.join(src, "src/main/java/com/alibaba/fastjson/support")
         for d in ("hsf", "jaxrs", "retrofit", "spring"):
             shutil.rmtree(os.path.join(support, d), ignore_errors=True)
         with open(os.path.join(support, "springfox", "SwaggerJsonSerializer.java"), "w") as fh:
-            fh.write(_SWAGGER_STANDIN)
-        _javac(os.path.join(src, "src/main/java"), os.path.join(out, "fastjson"), fastjson_jars,
-               ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"])
+            fh.write(SWAGGER_STANDIN)
+        javac([os.path.join(src, "src/main/java")], os.path.join(out, "fastjson"), fastjson_jars,
+              ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"])
         # RocketMQ remoting + logging
         repo, commit = commits["rocketmq"]
         src = os.path.join(work, "rocketmq")
-        _extract(repo, commit, ["remoting/src/main/java", "logging/src/main/java"], src)
+        extract(repo, commit, ["remoting/src/main/java", "logging/src/main/java"], src)
         both = os.path.join(work, "rocketmq-src")
         for module in ("logging", "remoting"):
             shutil.copytree(os.path.join(src, module, "src/main/java"), both, dirs_exist_ok=True)
@@ -161,16 +89,16 @@ def _build_into(out: str, commits: dict[str, tuple[str, str]], compile_jars: lis
         marker = re.search(r"class NettyBridgeLogger implements [\w.]+InternalLogger \{\n", text)
         if marker is None:
             raise RuntimeError(f"{bridge}: NettyBridgeLogger not found where RocketMQ 4.3.2 has it")
-        text = text[: marker.end()] + _NETTY_LOGGER_EXTRA + text[marker.end():]
+        text = text[: marker.end()] + NETTY_LOGGER_EXTRA + text[marker.end():]
         with open(bridge, "w") as fh:
             fh.write(text)
-        _javac(both, os.path.join(out, "rocketmq"), compile_jars + [os.path.join(out, "fastjson")])
+        javac([both], os.path.join(out, "rocketmq"), compile_jars + [os.path.join(out, "fastjson")])
         # DLedger
         repo, commit = commits["dledger"]
         src = os.path.join(work, "dledger")
-        _extract(repo, commit, ["src/main/java"], src)
-        _javac(os.path.join(src, "src/main/java"), os.path.join(out, "dledger"),
-               compile_jars + [os.path.join(out, "fastjson"), os.path.join(out, "rocketmq")])
+        extract(repo, commit, ["src/main/java"], src)
+        javac([os.path.join(src, "src/main/java")], os.path.join(out, "dledger"),
+              compile_jars + [os.path.join(out, "fastjson"), os.path.join(out, "rocketmq")])
 
 
 class JavaDLedger:
@@ -218,14 +146,14 @@ def build(cache_root: str | None = None) -> JavaDLedger:
         "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), FASTJSON_TAG, "alibaba/fastjson",
                      "FASTJSON_MIRROR"),
     }
-    resolved = {k: (repo, _commit(repo, ref, what, env)) for k, (repo, ref, what, env) in commits.items()}
-    runtime = [_jar(j, p) for j, p in RUNTIME_JARS.items()]
+    resolved = {k: (repo, commit_of(repo, ref, what, env)) for k, (repo, ref, what, env) in commits.items()}
+    runtime = [jar(j, p) for j, p in RUNTIME_JARS.items()]
     compile_jars = [j for j in runtime if "slf4j-simple" not in j]
-    fastjson_jars = [_jar(j, p) for j, p in FASTJSON_JARS.items()]
+    fastjson_jars = [jar(j, p) for j, p in FASTJSON_JARS.items()]
     javac_version = subprocess.run(["javac", "-version"], capture_output=True, text=True).stdout.strip()
     h = hashlib.sha256()
     for part in [*(c for _, c in resolved.values()), *(os.path.realpath(j) for j in runtime + fastjson_jars),
-                 javac_version, _NETTY_LOGGER_EXTRA, _SWAGGER_STANDIN]:
+                 javac_version, NETTY_LOGGER_EXTRA, SWAGGER_STANDIN]:
         h.update(part.encode() + b"\0")
     root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
     os.makedirs(root, exist_ok=True)

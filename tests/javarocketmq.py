@@ -67,7 +67,6 @@ from __future__ import annotations
 import base64
 import fcntl
 import hashlib
-import io
 import ipaddress
 import json
 import os
@@ -75,12 +74,22 @@ import re
 import shutil
 import socket
 import subprocess
-import tarfile
 import tempfile
+
+from javabuild import (
+    JAVA_FLAGS,
+    NETTY_LOGGER_EXTRA,
+    SWAGGER_STANDIN,
+    Unavailable,  # noqa: F401 (tests catch javarocketmq.Unavailable)
+    commit_of,
+    extract,
+    jar,
+    javac,
+    mirror,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = os.path.dirname(HERE)
-_MIRRORS = os.path.join(os.path.dirname(PROJECT), ".mirror")
 OUR_SOURCES = os.path.join(HERE, "java", "rocketmq")
 
 # version -> (RocketMQ tag, DLedger tag, DLedger's source root in that tag, fastjson tag)
@@ -104,95 +113,9 @@ COMPILE_JARS = {**{j: "libnetty-java" for j in NETTY}, "slf4j-api": "libslf4j-ja
 QUIET_JAR = ("slf4j-nop", "libslf4j-java")  # run time only, when there
 FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java"}
 
-JAVA_FLAGS = ["--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-              "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens",
-              "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
-              "-Dio.netty.tryReflectionSetAccessible=true"]
 WRITER = "RocketMQStoreWriter"
 DECODER = "RocketMQDecodeAll"
 
-
-class Unavailable(Exception):
-    """A piece the Java build needs is missing; the message says which and how to get it."""
-
-
-def mirror(owner_name: str, env: str) -> str:
-    return os.environ.get(env) or os.path.join(_MIRRORS, owner_name.replace("/", "+"), "repo")
-
-
-def _commit(repo: str, ref: str, what: str, env: str) -> str:
-    if not os.path.isdir(repo):
-        raise Unavailable(f"no git mirror of {what} at {repo} (set {env})")
-    proc = subprocess.run(["git", "--git-dir", repo, "rev-parse", "--verify", f"{ref}^{{commit}}"],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise Unavailable(f"{ref} is not in the {what} mirror at {repo}")
-    return proc.stdout.strip()
-
-
-def _jar(name: str, package: str) -> str:
-    base = os.environ.get("DEBIAN_JAVA_DIR", "/usr/share/java")
-    path = os.path.join(base, f"{name}.jar")
-    if not os.path.isfile(path):
-        raise Unavailable(f"{path} is missing (install the Debian package {package}; scripts/test-deps.sh does)")
-    return path
-
-
-def _extract(repo: str, commit: str, paths: list[str], into: str) -> None:
-    archive = subprocess.run(["git", "--git-dir", repo, "archive", "--format=tar", commit, *paths], check=True,
-                             capture_output=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
-
-
-def _javac(sources: list[str], out: str, classpath: list[str], extra: list[str] = (), what: str = "") -> None:
-    files = [os.path.join(d, f) for root in sources for d, _, fs in os.walk(root) for f in fs if f.endswith(".java")]
-    os.makedirs(out, exist_ok=True)
-    listing = out.rstrip("/") + ".sources"
-    with open(listing, "w") as fh:
-        fh.write("\n".join(files))
-    cmd = ["javac", "-nowarn", "-XDignore.symbol.file", "-encoding", "UTF-8", "-proc:none", "-d", out,
-           "-cp", os.pathsep.join(classpath), *extra, f"@{listing}"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    finally:
-        os.unlink(listing)
-    if proc.returncode != 0:
-        raise RuntimeError(f"javac failed for {what or sources}:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
-
-
-# netty 4.1's InternalLogger has Throwable-only methods; RocketMQ's bridge, written against a
-# newer netty 4.1 that has them as defaults, does not define them
-_NETTY_LOGGER_EXTRA = """
-        @Override public void log(io.netty.util.internal.logging.InternalLogLevel level, Throwable t) {
-            log(level, "", t);
-        }
-        @Override public void trace(Throwable t) { trace("", t); }
-        @Override public void debug(Throwable t) { debug("", t); }
-        @Override public void info(Throwable t) { info("", t); }
-        @Override public void warn(Throwable t) { warn("", t); }
-        @Override public void error(Throwable t) { error("", t); }
-"""
-
-# fastjson reaches these two only by class name, for classes of libraries that are not here
-_SWAGGER_STANDIN = """package com.alibaba.fastjson.support.springfox;
-
-import java.io.IOException;
-import java.lang.reflect.Type;
-
-import com.alibaba.fastjson.serializer.JSONSerializer;
-import com.alibaba.fastjson.serializer.ObjectSerializer;
-
-/** Stand-in (dledgerctl tests): springfox is not on this class path. */
-public class SwaggerJsonSerializer implements ObjectSerializer {
-    public static final SwaggerJsonSerializer instance = new SwaggerJsonSerializer();
-
-    public void write(JSONSerializer serializer, Object object, Object fieldName, Type fieldType, int features)
-            throws IOException {
-        serializer.write(String.valueOf(object));
-    }
-}
-"""
 
 _MONETA_STANDIN = """package com.alibaba.fastjson.support.moneta;
 
@@ -231,22 +154,22 @@ def _build_deps_into(out: str, version: str, commits: dict[str, tuple[str, str]]
         # fastjson, on its own
         repo, commit = commits["fastjson"]
         src = os.path.join(work, "fastjson")
-        _extract(repo, commit, ["src/main/java"], src)
+        extract(repo, commit, ["src/main/java"], src)
         support = os.path.join(src, "src/main/java/com/alibaba/fastjson/support")
         for d in ("hsf", "jaxrs", "retrofit", "spring"):
             shutil.rmtree(os.path.join(support, d), ignore_errors=True)
-        for rel, text in (("springfox/SwaggerJsonSerializer.java", _SWAGGER_STANDIN),
+        for rel, text in (("springfox/SwaggerJsonSerializer.java", SWAGGER_STANDIN),
                           ("moneta/MonetaCodec.java", _MONETA_STANDIN)):
             if not os.path.isfile(os.path.join(support, rel)):
                 raise RuntimeError(f"fastjson: {rel} is not where 1.2.69 has it")
             with open(os.path.join(support, rel), "w") as fh:
                 fh.write(text)
-        _javac([os.path.join(src, "src/main/java")], os.path.join(out, "fastjson"), fastjson_jars,
+        javac([os.path.join(src, "src/main/java")], os.path.join(out, "fastjson"), fastjson_jars,
                ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"], what="fastjson")
         # RocketMQ's four modules and DLedger, in one run
         repo, commit = commits["rocketmq"]
         src = os.path.join(work, "rocketmq")
-        _extract(repo, commit, [f"{m}/src/main/java" for m in ROCKETMQ_MODULES], src)
+        extract(repo, commit, [f"{m}/src/main/java" for m in ROCKETMQ_MODULES], src)
         roots = [os.path.join(src, m, "src/main/java") for m in ROCKETMQ_MODULES]
         bridge = os.path.join(src, "remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyLogger.java")
         with open(bridge) as fh:
@@ -256,13 +179,13 @@ def _build_deps_into(out: str, version: str, commits: dict[str, tuple[str, str]]
             if marker is None:
                 raise RuntimeError(f"{bridge}: NettyBridgeLogger not found where RocketMQ {version} has it")
             with open(bridge, "w") as fh:
-                fh.write(text[: marker.end()] + _NETTY_LOGGER_EXTRA + text[marker.end():])
+                fh.write(text[: marker.end()] + NETTY_LOGGER_EXTRA + text[marker.end():])
         repo, commit = commits["dledger"]
         dsrc = os.path.join(work, "dledger")
-        _extract(repo, commit, [dledger_root], dsrc)
+        extract(repo, commit, [dledger_root], dsrc)
         shutil.rmtree(os.path.join(dsrc, dledger_root, DLEDGER_LEFT_OUT), ignore_errors=True)
         roots.append(os.path.join(dsrc, dledger_root))
-        _javac(roots, os.path.join(out, "rocketmq"), compile_jars + [os.path.join(out, "fastjson")],
+        javac(roots, os.path.join(out, "rocketmq"), compile_jars + [os.path.join(out, "fastjson")],
                ["--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
                what=f"{rocketmq_tag} ({', '.join(ROCKETMQ_MODULES)}) + {dledger_tag}")
 
@@ -304,11 +227,11 @@ def build(version: str = "4.9.4", cache_root: str | None = None) -> JavaRocketMQ
         "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), fastjson_tag, "alibaba/fastjson",
                      "FASTJSON_MIRROR"),
     }
-    resolved = {k: (repo, _commit(repo, ref, what, env)) for k, (repo, ref, what, env) in wanted.items()}
-    compile_jars = [_jar(j, p) for j, p in COMPILE_JARS.items()]
-    fastjson_jars = [_jar(j, p) for j, p in FASTJSON_JARS.items()]
+    resolved = {k: (repo, commit_of(repo, ref, what, env)) for k, (repo, ref, what, env) in wanted.items()}
+    compile_jars = [jar(j, p) for j, p in COMPILE_JARS.items()]
+    fastjson_jars = [jar(j, p) for j, p in FASTJSON_JARS.items()]
     try:
-        quiet = [_jar(*QUIET_JAR)]
+        quiet = [jar(*QUIET_JAR)]
     except Unavailable:
         quiet = []  # slf4j then says once that it has no binding, on stderr
     sources = _our_sources()
@@ -316,8 +239,8 @@ def build(version: str = "4.9.4", cache_root: str | None = None) -> JavaRocketMQ
 
     h = hashlib.sha256()
     jars = [os.path.realpath(j) for j in compile_jars + fastjson_jars]
-    for part in [version, *(c for _, c in resolved.values()), *jars, javac_version, _NETTY_LOGGER_EXTRA,
-                 _SWAGGER_STANDIN, _MONETA_STANDIN]:
+    for part in [version, *(c for _, c in resolved.values()), *jars, javac_version, NETTY_LOGGER_EXTRA,
+                 SWAGGER_STANDIN, _MONETA_STANDIN]:
         h.update(part.encode() + b"\0")
     ours_h = hashlib.sha256()
     for path in sources:
@@ -345,7 +268,7 @@ def build(version: str = "4.9.4", cache_root: str | None = None) -> JavaRocketMQ
             tmp = f"{ours}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             try:
-                _javac([OUR_SOURCES], tmp, [os.path.join(out, "rocketmq"), os.path.join(out, "fastjson"),
+                javac([OUR_SOURCES], tmp, [os.path.join(out, "rocketmq"), os.path.join(out, "fastjson"),
                                             *compile_jars], what="tests/java/rocketmq")
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)

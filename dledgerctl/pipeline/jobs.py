@@ -224,17 +224,29 @@ def export(spark: SparkSession, paths, to: str, *, committed_only: bool = False)
     """Write the entries of every node to Parquet under ``to``/node=NAME/; one summary row
     per node (entries, bytes, index range written, committed index used)."""
     nodes = _nodes(paths)
+    check_output(to)
+    return write_by_node(spark, nodes, read_entries(spark, nodes, body=True), to, EXPORT_COLUMNS, "size",
+                         committed_only=committed_only)
+
+
+def check_output(to: str) -> None:
     if "://" not in to and os.path.exists(to) and (not os.path.isdir(to) or os.listdir(to)):
         raise PipelineUsageError(f"{to} already exists and is not an empty directory")
-    df = read_entries(spark, nodes, body=True)
+
+
+def write_by_node(spark: SparkSession, nodes: list[Node], df: DataFrame, to: str, columns: list[str], bytes_col: str,
+                  *, committed_only: bool = False) -> DataFrame:
+    """Write ``columns`` of ``df`` (rows of ``nodes``) to Parquet under ``to``/node=NAME/,
+    only up to each node's committed index with ``committed_only``; one summary row per
+    node (rows and the sum of ``bytes_col`` written, index range, committed index used)."""
     committed = {n.name: committed_index(n.dir) for n in nodes} if committed_only else {}
     if committed_only:
         limits = spark.createDataFrame(list(committed.items()), "node string, committed_index long")
         df = df.join(F.broadcast(limits), "node").filter(F.col("index") <= F.col("committed_index"))
-    writer = df.select(*EXPORT_COLUMNS).write.partitionBy("node")
+    writer = df.select(*columns).write.partitionBy("node")
     writer.mode("overwrite" if "://" not in to and os.path.isdir(to) else "errorifexists").parquet(to)
     written = {r["node"]: r for r in spark.read.parquet(to).groupBy("node").agg(
-        F.count(F.lit(1)).alias("entries"), F.sum("size").alias("bytes"), F.min("index").alias("first_index"),
+        F.count(F.lit(1)).alias("entries"), F.sum(bytes_col).alias("bytes"), F.min("index").alias("first_index"),
         F.max("index").alias("last_index")).collect()}
     rows = []
     for n in nodes:

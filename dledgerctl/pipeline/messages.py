@@ -18,8 +18,6 @@ Row field names are stable and documented in man/dledgerctl-spark.1.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
 
@@ -140,28 +138,7 @@ def mq_find(spark, paths, *, key: str | None = None, msg_id: str | None = None, 
 def mq_export(spark, paths, to: str, *, committed_only: bool = False):
     """The messages of every node to Parquet under ``to``/node=NAME/, with their columns and
     bodies (uncompressed); one summary row per node, as ``export`` gives."""
-    from pyspark.sql import functions as F
-
-    from .errors import PipelineUsageError
-    from .jobs import EXPORT_SUMMARY_SCHEMA, committed_index
-    if "://" not in to and os.path.exists(to) and (not os.path.isdir(to) or os.listdir(to)):
-        raise PipelineUsageError(f"{to} already exists and is not an empty directory")
+    from .jobs import check_output, write_by_node
+    check_output(to)
     nodes, df = _messages(spark, paths, body=True)
-    committed = {n.name: committed_index(n.dir) for n in nodes} if committed_only else {}
-    if committed_only:
-        limits = spark.createDataFrame(list(committed.items()), "node string, committed_index long")
-        df = df.join(F.broadcast(limits), "node").filter(F.col("index") <= F.col("committed_index"))
-    writer = df.select(*MQ_EXPORT_COLUMNS).write.partitionBy("node")
-    writer.mode("overwrite" if "://" not in to and os.path.isdir(to) else "errorifexists").parquet(to)
-    written = {r["node"]: r for r in spark.read.parquet(to).groupBy("node").agg(
-        F.count(F.lit(1)).alias("entries"), F.sum("msg_body_size").alias("bytes"), F.min("index").alias("first_index"),
-        F.max("index").alias("last_index")).collect()}
-    rows = []
-    for n in nodes:
-        w = written.get(n.name)
-        rows.append({"node": n.name, "node_dir": n.dir, "entries": w["entries"] if w else 0,
-                     "bytes": w["bytes"] if w else 0, "first_index": w["first_index"] if w else None,
-                     "last_index": w["last_index"] if w else None,
-                     "committed_index": committed.get(n.name) if committed_only else None,
-                     "path": os.path.join(to, f"node={n.name}") if w else None})
-    return spark.createDataFrame(rows, EXPORT_SUMMARY_SCHEMA)
+    return write_by_node(spark, nodes, df, to, MQ_EXPORT_COLUMNS, "msg_body_size", committed_only=committed_only)
