@@ -221,3 +221,13 @@ def test_queue_files_are_read_in_chunks_up_to_their_end(broker, monkeypatch):
     monkeypatch.setattr(consumequeue, "_CHUNK", 2 * consumequeue.CQ_STORE_UNIT_SIZE)
     assert rows(invoke("mq", "topics", root, "--format", "jsonl")) == want
     assert invoke("mq", "check", root).exit_code == 0
+
+
+def test_queue_keys_are_small_when_they_fit_and_exact_when_they_do_not():
+    import numpy as np
+
+    from store.rocketmq.check import _small_key
+    small = _small_key(np.array([0, 2, 2], np.int32), np.array([3, 0, 3], np.int32))
+    assert small.dtype == np.int16 and len(set(small.tolist())) == 3
+    big = _small_key(np.array([40000, 40000, 1], np.int32), np.array([1, 2, 1], np.int32))
+    assert big.dtype == np.int64 and len(set(big.tolist())) == 3

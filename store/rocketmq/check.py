@@ -181,7 +181,7 @@ def _queue_offset_order(c: Columns, findings: list, broker: BrokerStore) -> None
     disp = np.flatnonzero(a["dispatched"])
     if len(disp) < 2:
         return
-    key = a["topic"].astype(np.int64) << 32 | (a["queue_id"].astype(np.int64) & 0xFFFFFFFF)
+    key = _small_key(a["topic"], a["queue_id"])
     order = disp[np.argsort(key[disp], kind="stable")]  # per queue, in log order
     k2, q = key[order], a["queue_offset"][order]
     bad = np.flatnonzero((k2[1:] == k2[:-1]) & (q[1:] != q[:-1] + 1)) + 1
@@ -279,6 +279,16 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
                                  detail="no unit points at this message, though its queue goes past it"))
     undispatched = int((a["dispatched"] & ~inside & ~(found & (qo < (firsts[at] if len(keys) else 0)))).sum())
     return {"units": units, "units_before_log": before_log, "undispatched": undispatched}
+
+
+def _small_key(topic: np.ndarray, queue_id: np.ndarray) -> np.ndarray:
+    """One key per (topic, queue): int16 when the pairs fit (a stable sort of int16 is a
+    radix sort, a few times faster than of int64), else :func:`_key`'s int64."""
+    if len(topic) and queue_id.min() >= 0:
+        width = int(queue_id.max()) + 1
+        if (int(topic.max()) + 1) * width < 1 << 15:
+            return (topic.astype(np.int16) * np.int16(width) + queue_id.astype(np.int16)).astype(np.int16)
+    return _key(topic, queue_id)
 
 
 def _key(topic, queue_id):
