@@ -5,7 +5,7 @@ instead (the tests say which one a run has).
 - store._lanes: the store's per-entry lanes (store/_lanes.c; tests/test_store_lanes.py);
 - store._flusher: a node's flush thread, which never takes the interpreter lock
   (store/_flusher.c, Linux only; tests/test_store_flusher.py);
-- cluster._frames: cutting received bytes into frames (cluster/_frames.c;
+- cluster.net._frames: cutting received bytes into frames (cluster/net/_frames.c;
   tests/test_wire_frames.py);
 - store.rocketmq._columns: the columns of many RocketMQ messages at once, for mq topics
   and mq check (store/rocketmq/_columns.c; tests/test_rocketmq_columns.py).
@@ -18,6 +18,6 @@ FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 setup(ext_modules=[Extension("store._lanes", ["store/_lanes.c"], optional=True, extra_compile_args=FLAGS,
                              depends=["store/_crc32.h"]),
                    Extension("store._flusher", ["store/_flusher.c"], optional=True, extra_compile_args=FLAGS),
-                   Extension("cluster._frames", ["cluster/_frames.c"], optional=True, extra_compile_args=FLAGS),
+                   Extension("cluster.net._frames", ["cluster/net/_frames.c"], optional=True, extra_compile_args=FLAGS),
                    Extension("store.rocketmq._columns", ["store/rocketmq/_columns.c"], optional=True,
                              extra_compile_args=FLAGS, depends=["store/_crc32.h"])])

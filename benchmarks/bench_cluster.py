@@ -46,7 +46,7 @@ Peers:
 
 - Mutual TLS (``dledgerctl async tls``, ``etcd tls``; ``--no-tls`` skips them): every
   connection between members and from the load generator encrypted and both sides
-  authenticated, with certificates from cluster/pki.py (EC P-256), the same for both.
+  authenticated, with certificates from cluster/net/pki.py (EC P-256), the same for both.
 
 Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--repeat N] [--no-etcd] [--no-pysyncobj]
                                           [--no-java] [--no-tls] [--pysyncobj-conf KEY=VALUE] [--install] [--json]
@@ -73,10 +73,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cluster import runtime  # noqa: E402
-from cluster.client import Client  # noqa: E402
-from cluster.config import parse_peers  # noqa: E402
-from cluster.launcher import down, up  # noqa: E402
+from cluster.node import runtime  # noqa: E402
+from cluster.net.client import Client  # noqa: E402
+from cluster.raft.config import parse_peers  # noqa: E402
+from cluster.node.launcher import down, up  # noqa: E402
 
 BODY = os.urandom(1024)
 CASES = [(1, 1), (16, 1), (64, 1), (16, 64)]  # (clients, entries per request)
@@ -181,10 +181,10 @@ async def run_cases(name: str, make_call, seconds: float, members: dict[str, int
 # -- dledgerctl -----------------------------------------------------------------------------
 
 def _certs(directory: str, group: str, members: list[str]):
-    """Member certificates and an operator's (cluster/pki.py) in ``directory``: the
-    operator's cluster/tls.py Tls, for the load generator."""
-    from cluster import pki
-    from cluster.tls import Identity, Tls, TlsFiles
+    """Member certificates and an operator's (cluster/net/pki.py) in ``directory``: the
+    operator's cluster/net/tls.py Tls, for the load generator."""
+    from cluster.net import pki
+    from cluster.net.tls import Identity, Tls, TlsFiles
 
     for m in members:
         pki.issue(directory, Identity(group, "member", m))
@@ -226,9 +226,9 @@ def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1, tls: bo
 def bench_java(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import javadledger
-    from cluster import dialect
-    from cluster.transport import Channel
-    from cluster.wire import APPEND, Frame, decode_response
+    from cluster.net import dialect
+    from cluster.net.transport import Channel
+    from cluster.net.wire import APPEND, Frame, decode_response
 
     try:
         java = javadledger.build()

@@ -33,10 +33,10 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 from bench_cluster import drive, free_ports, log  # noqa: E402
-from cluster import runtime  # noqa: E402
-from cluster.client import Client  # noqa: E402
-from cluster.config import parse_peers  # noqa: E402
-from cluster.launcher import down, up  # noqa: E402
+from cluster.node import runtime  # noqa: E402
+from cluster.net.client import Client  # noqa: E402
+from cluster.raft.config import parse_peers  # noqa: E402
+from cluster.node.launcher import down, up  # noqa: E402
 
 SHAPES = {"64x1": (64, 1), "16x64": (16, 64)}
 

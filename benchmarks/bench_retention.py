@@ -34,10 +34,10 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_cluster import BODY, drive, free_ports, log  # noqa: E402
-from cluster import runtime  # noqa: E402
-from cluster.client import Client  # noqa: E402
-from cluster.config import parse_peers  # noqa: E402
-from cluster.launcher import down, up  # noqa: E402
+from cluster.node import runtime  # noqa: E402
+from cluster.net.client import Client  # noqa: E402
+from cluster.raft.config import parse_peers  # noqa: E402
+from cluster.node.launcher import down, up  # noqa: E402
 
 
 def deletions(base: str) -> int:

@@ -1,4 +1,4 @@
-"""``dledgerctl certs``: a CA and certificates for trying TLS out (cluster/pki.py)."""
+"""``dledgerctl certs``: a CA and certificates for trying TLS out (cluster/net/pki.py)."""
 
 from __future__ import annotations
 

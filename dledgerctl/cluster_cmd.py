@@ -13,13 +13,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from cluster import runtime
-from cluster.client import Client, ClientError
-from cluster.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
-from cluster import launcher
-from cluster.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
-from cluster.transport import TransportError
-from cluster.wire import ProtocolError
+from cluster.node import runtime
+from cluster.net.client import Client, ClientError
+from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
+from cluster.node import launcher
+from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
+from cluster.net.transport import TransportError
+from cluster.net.wire import ProtocolError
 
 from .common import (BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
                      LogLabels, client_tls, errors_as_exit, fail, plural, tls_options, use_record_tls)
@@ -35,7 +35,7 @@ PeersOpt = Annotated[Optional[str], typer.Option(
 BaseDirOpt = Annotated[str, typer.Option("--base-dir", help="Base directory of a local cluster (its stores, logs "
                                                             "and cluster.json).")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for an answer.")]
-# retention (cluster/retention.py), with DLedger's defaults and names
+# retention (cluster/raft/retention.py), with DLedger's defaults and names
 ReservedOpt = Annotated[float, typer.Option("--file-reserved-hours", min=0.0001, help="Delete data files "
                                             "last written longer ago than this, hours (DLedger's "
                                             "fileReservedHours).")]
@@ -135,10 +135,10 @@ def node_start(
 ) -> None:
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v). SIGHUP reloads its TLS
     certificate and key."""
-    from cluster.node import Node
-    from cluster.membership import MembershipError
-    from cluster.statemachine import StateMachineError
-    from cluster.tls import TlsError, TlsFiles
+    from cluster.node.process import Node
+    from cluster.raft.membership import MembershipError
+    from cluster.raft.statemachine import StateMachineError
+    from cluster.net.tls import TlsError, TlsFiles
 
     try:
         tls = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
@@ -427,9 +427,9 @@ def cluster_up(
 
 def _make_certs(directory: str, group: str, members: list[str], operators: list[str], clients: list[str],
                 any_group: bool = False) -> list[dict]:
-    """Certificates (cluster/pki.py) for these identities in ``directory``: one row each."""
-    from cluster import pki
-    from cluster.tls import ANY_GROUP, Identity
+    """Certificates (cluster/net/pki.py) for these identities in ``directory``: one row each."""
+    from cluster.net import pki
+    from cluster.net.tls import ANY_GROUP, Identity
 
     rows = []
     for role, names in (("member", members), ("operator", operators), ("client", clients)):
@@ -538,7 +538,7 @@ def append_cmd(
                 rows = list(resp["entries"])
             except KeyError:
                 raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
-            except ProtocolError as exc:  # (read only now: cluster.wire.AnswerRows)
+            except ProtocolError as exc:  # (read only now: cluster.net.wire.AnswerRows)
                 raise ClientError(f"{c.leader}: {exc}") from None
             out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
         return out

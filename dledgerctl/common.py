@@ -114,7 +114,7 @@ def tls_options(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, tls_cert=None, tls_key=None, tls_ca=None, **kwargs):
-        from cluster.tls import TlsError, TlsFiles
+        from cluster.net.tls import TlsError, TlsFiles
 
         try:
             files = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
@@ -132,19 +132,19 @@ def use_record_tls(rec: dict | None) -> None:
     """A cluster found through its record (``cluster up --tls``): its operator certificate,
     unless the command was given one."""
     if rec and rec.get("tls") and not _client_tls["explicit"]:
-        from cluster.tls import TlsFiles
+        from cluster.net.tls import TlsFiles
 
         op = rec["tls"]["operator"]
         _client_tls["files"] = TlsFiles(op["cert"], op["key"], rec["tls"]["ca"])
 
 
 def client_tls():
-    """The Tls (cluster/tls.py) for this command's clients, or None for plain TCP; a
+    """The Tls (cluster/net/tls.py) for this command's clients, or None for plain TCP; a
     TlsError becomes the one-line error."""
     files = _client_tls["files"]
     if files is None:
         return None
-    from cluster.tls import Tls, TlsError
+    from cluster.net.tls import Tls, TlsError
 
     try:
         return Tls(files)

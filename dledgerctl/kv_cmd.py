@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cluster.client import ClientError
+from cluster.net.client import ClientError
 
 from .cluster_cmd import BaseDirOpt, DEFAULT_BASE_DIR, DEFAULT_GROUP, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
 from .common import FormatOpt, fail, tls_options

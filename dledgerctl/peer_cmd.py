@@ -1,5 +1,5 @@
 """``dledgerctl peer watermarks | compare | truncate | transfer-leader | add | remove | replace``:
-operator requests to a running cluster's leader (cluster/client.py), rendered as rows."""
+operator requests to a running cluster's leader (cluster/net/client.py), rendered as rows."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from cluster.client import Client
-from cluster.config import DEFAULT_GROUP
-from cluster.launcher import DEFAULT_BASE_DIR
-from cluster.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
+from cluster.net.client import Client
+from cluster.raft.config import DEFAULT_GROUP
+from cluster.node.launcher import DEFAULT_BASE_DIR
+from cluster.net.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
 
 from .cluster_cmd import BaseDirOpt, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
 from .common import FormatOpt, fail, plural, tls_options
@@ -234,7 +234,7 @@ def transfer_leader_cmd(
             await asyncio.sleep(0.05)
         leaders = [f"{p} (term {md.get('term')})" for p, md in seen.items()
                    if isinstance(md, dict) and md.get("role") == "leader"]
-        from cluster.client import ClientError
+        from cluster.net.client import ClientError
 
         raise ClientError(f"{to} did not take leadership within {c.timeout:g} s; leader now: "
                           f"{', '.join(leaders) or 'none'}")
@@ -258,7 +258,7 @@ def _say(text: str) -> None:
 
 def _parse_new(spec: str, what: str) -> tuple[str, str]:
     """``ID=HOST:PORT`` (or ``ID-HOST:PORT``) -> (id, address); exit 2 when malformed."""
-    from cluster.config import ConfigError, parse_peers
+    from cluster.raft.config import ConfigError, parse_peers
 
     node, sep, address = spec.partition("=")
     try:
@@ -278,8 +278,8 @@ def _row(step: str, node: str, resp: dict, start: float, now: float) -> dict:
 
 async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | None, start_it: bool) -> dict:
     """Start the new member (with a record), add it as a learner, wait until it is a voter."""
-    from cluster import launcher
-    from cluster.client import ClientError
+    from cluster.node import launcher
+    from cluster.net.client import ClientError
 
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -317,7 +317,7 @@ async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | 
 
 
 async def _remove(c: Client, node: str, base_dir: str | None, stop_it: bool) -> dict:
-    from cluster import launcher
+    from cluster.node import launcher
 
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -333,7 +333,7 @@ async def _remove(c: Client, node: str, base_dir: str | None, stop_it: bool) -> 
 
 def _record_dir(peers: str | None, base_dir: str, flag: bool) -> str | None:
     """The base directory whose record --start/--stop act on, None when there is none."""
-    from cluster.launcher import read_record
+    from cluster.node.launcher import read_record
 
     if peers is not None or not flag:
         return None
@@ -395,7 +395,7 @@ def replace_cmd(
     stop_dir = _record_dir(peers, base_dir, stop_it)
 
     async def work(c: Client) -> list[dict]:
-        from cluster.client import ClientError
+        from cluster.net.client import ClientError
 
         leader = await c.find_leader(asyncio.get_running_loop().time() + c.timeout)
         md = await c.metadata(leader)

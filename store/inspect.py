@@ -137,7 +137,7 @@ def inspect_data(node_dir: str, sel: Selection | None = None, *, body: str = "no
 
 
 def config_note(body: bytes) -> str:
-    """What a config entry (magic 3) says: its member list (cluster/membership.py's body)."""
+    """What a config entry (magic 3) says: its member list (cluster/raft/membership.py's body)."""
     try:
         o = json.loads(body)
         parts = [f"{k} " + ", ".join(f"{p.split('-', 1)[0]} ({p.split('-', 1)[1]})" for p in o[k].split(";") if p)

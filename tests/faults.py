@@ -15,7 +15,7 @@ Pieces, each usable alone:
   a's requests to b and b's answers). A link passes, delays, drops (connections reset and
   refused) or black-holes (bytes swallowed, connections left open) its traffic.
   Clients and the monitor reach the nodes directly.
-- :class:`NodeProc`: a node process (``cluster.launcher.node_command``) that can be
+- :class:`NodeProc`: a node process (``cluster.node.launcher.node_command``) that can be
   killed (-9), paused (SIGSTOP/SIGCONT), restarted and stopped cleanly; :func:`tear`
   damages the tail of a killed node's last data file the way a crash mid-write does.
 - :class:`Appender`: concurrent clients, each appending 1-3 unique bodies per request and
@@ -59,15 +59,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from cluster import pki  # noqa: E402
+from cluster.net import pki  # noqa: E402
 from ports import free_ports  # noqa: E402,F401 (tests take it from here too)
 import hostile  # noqa: E402
-from cluster.client import AppendError, Client, ClientError  # noqa: E402
-from cluster.config import Peer  # noqa: E402
-from cluster.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
-from cluster.launcher import node_command  # noqa: E402
-from cluster.transport import Channel, TransportError  # noqa: E402
-from cluster.wire import ProtocolError  # noqa: E402
+from cluster.net.client import AppendError, Client, ClientError  # noqa: E402
+from cluster.raft.config import Peer  # noqa: E402
+from cluster.net.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
+from cluster.node.launcher import node_command  # noqa: E402
+from cluster.net.transport import Channel, TransportError  # noqa: E402
+from cluster.net.wire import ProtocolError  # noqa: E402
 from store.errors import StoreError  # noqa: E402
 from store.filestore import FileStore  # noqa: E402
 from store.format import (CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP,  # noqa: E402
@@ -413,7 +413,7 @@ class Request:
     outcome: str = "pending"  # ok | failed | unknown
     entries: list = field(default_factory=list)  # ok: [index, term, pos, size] per body
     error: str = ""
-    code: object = None  # the last answer's code (cluster.rpc.Code), when there was one
+    code: object = None  # the last answer's code (cluster.raft.rpc.Code), when there was one
 
 
 class Appender:
@@ -1357,7 +1357,7 @@ def check(dirs: dict[str, str], requests: list[Request], *, verify: bool = True)
                 if e.body:
                     problems.append(f"{i}: no-op entry {e.index} has a body")
             elif e.magic == MAGIC_CONFIG:
-                continue  # a membership change (cluster/membership.py), not a client's
+                continue  # a membership change (cluster/raft/membership.py), not a client's
             else:
                 index_of[e.body].append(e.index)
         where[i] = index_of

@@ -19,7 +19,7 @@ import random
 import socket
 import struct
 
-from cluster.wire import (
+from cluster.net.wire import (
     APPEND,
     CHANGE_MEMBERS,
     FORCE_COMPARE,

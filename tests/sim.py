@@ -1,4 +1,4 @@
-"""A deterministic cluster simulation for the deciding logic in cluster/core.py.
+"""A deterministic cluster simulation for the deciding logic in cluster/raft/core.py.
 
 Nodes are RaftCore objects over memory stores; the network is a seeded event queue that
 delays, drops, duplicates and reorders requests and responses, and can partition nodes.
@@ -16,7 +16,7 @@ be lost. ``random_run(seed)`` is the scenario the seed tests use; replay one wit
 ``python tests/sim.py --seed N`` (add ``-v`` for the nodes' notes).
 
 With ``snapshots_dir``, every node also runs a state machine through the real Applier
-(cluster/statemachine.py) with real snapshot files under that directory: it applies what
+(cluster/raft/statemachine.py) with real snapshot files under that directory: it applies what
 is committed at every tick, saves a snapshot every ``snapshot_threshold`` entries (the core
 then deletes the log it covers), and a leader sends its snapshot to a follower that needs
 entries it no longer holds. Then two more invariants hold at every tick: no entry is
@@ -40,12 +40,12 @@ import time
 import zlib
 from dataclasses import dataclass, field
 
-from cluster.config import NodeConfig, parse_peers
-from cluster.core import RaftCore
-from cluster.member import MemoryTermStore, Role
-from cluster.membership import initial, load_configs
-from cluster.rpc import RepairRequest
-from cluster.statemachine import Applier
+from cluster.raft.config import NodeConfig, parse_peers
+from cluster.raft.core import RaftCore
+from cluster.raft.member import MemoryTermStore, Role
+from cluster.raft.membership import initial, load_configs
+from cluster.raft.rpc import RepairRequest
+from cluster.raft.statemachine import Applier
 from store.memstore import MemoryStore
 from store.snapshot import SnapshotStore
 
@@ -206,7 +206,7 @@ class Sim:
             self._push(self.now + self._delay(), "request", frm, to, req, rid)
 
     def operator_truncate(self, peer: str, from_index: int) -> bool:
-        """``peer truncate``, as cluster/node.py carries it out; False when the leader
+        """``peer truncate``, as cluster/node/process.py carries it out; False when the leader
         would refuse (no leader, not a follower, at or below the commit index)."""
         leader = self.leader()
         core = self.nodes[leader] if leader else None
@@ -252,11 +252,11 @@ class Sim:
         cfg = self.configs[i]
         core = RaftCore(cfg, self.stores[i], self.terms[i], random.Random(self.rng.random()), self.now,
                         clock=self.wall, disk_usage=lambda: self.disk_usage[i])
-        # as cluster/node.py: the members from the log, over what members.json kept (else --peers)
+        # as cluster/node/process.py: the members from the log, over what members.json kept (else --peers)
         base, base_index = self.bases.get(i) or (initial(cfg.peers, i, cfg.learner), -1)
         core.configs = load_configs(self.stores[i], base, base_index)
         core.save_base = lambda m, index: self.bases.__setitem__(i, (m, index))
-        if self.snapshots_dir is not None:  # as cluster/node.py sets it up
+        if self.snapshots_dir is not None:  # as cluster/node/process.py sets it up
             a = Applier(SimMachine(self.snapshot_pad), self.stores[i], SnapshotStore(os.path.join(self.snapshots_dir, i)),
                         self.configs[i].snapshot_threshold)
             a.recover()
@@ -265,7 +265,7 @@ class Sim:
         return core
 
     def _apply(self, i: str) -> None:
-        """What cluster/node.py does after the commit index moves: apply, and save a snapshot
+        """What cluster/node/process.py does after the commit index moves: apply, and save a snapshot
         when one is due (at once here; the node writes it in a thread)."""
         a, core = self.appliers.get(i), self.nodes[i]
         if a is None or core is None:

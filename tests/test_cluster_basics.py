@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.config import ConfigError, NodeConfig, format_peers, parse_peers
-from cluster.member import FileTermStore, MemberState, MemoryTermStore
-from cluster.quorum import Quorum
+from cluster.raft.config import ConfigError, NodeConfig, format_peers, parse_peers
+from cluster.node.terms import FileTermStore
+from cluster.raft.member import MemberState, MemoryTermStore
+from cluster.raft.quorum import Quorum
 from store.metafiles import read_currterm
 
 PEERS = "n0-127.0.0.1:20911;n1-127.0.0.1:20912;n2-127.0.0.1:20913"
@@ -106,8 +107,8 @@ def test_quorum_sizes(n, acks, want):
 
 
 def test_pushes_in_flight_are_bounded_by_count_and_by_bytes():
-    from cluster.dispatcher import Dispatcher
-    from cluster.rpc import Code, PushResponse
+    from cluster.raft.dispatcher import Dispatcher
+    from cluster.raft.rpc import Code, PushResponse
     from store.memstore import MemoryStore
 
     store = MemoryStore()

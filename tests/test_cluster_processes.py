@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from cluster.client import Client
-from cluster.config import parse_peers
+from cluster.net.client import Client
+from cluster.raft.config import parse_peers
 from ports import free_port_base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -148,8 +148,8 @@ def test_a_node_survives_garbage_and_oversized_frames(cluster):
     assert r.returncode == 0, r.stderr
 
     # well-formed frames the node must refuse with an answer: an unknown code, a wrong group
-    from cluster.rpc import Code, VoteRequest
-    from cluster.wire import FrameDecoder, Frame, encode_frame, request_frame
+    from cluster.raft.rpc import Code, VoteRequest
+    from cluster.net.wire import FrameDecoder, Frame, encode_frame, request_frame
 
     def ask(frame):
         with socket.create_connection((host, int(port)), timeout=5) as s:

@@ -1,4 +1,4 @@
-"""Whole clusters of the deciding logic (cluster/core.py) in a seeded simulation (tests/sim.py):
+"""Whole clusters of the deciding logic (cluster/raft/core.py) in a seeded simulation (tests/sim.py):
 elections, replication, commit, partitions, lossy networks, crashes, lost disk state,
 leadership transfer and back-pressure. Invariants are checked throughout the runs."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.member import Role
-from cluster.rpc import Code
+from cluster.raft.member import Role
+from cluster.raft.rpc import Code
 from sim import NetConfig, Sim
 
 
@@ -284,7 +284,7 @@ def test_operator_truncation_never_lets_dropped_copies_count_for_the_quorum():
 
 
 def test_a_followers_lag_in_time_is_the_age_of_the_oldest_entry_it_lacks():
-    from cluster.appendtimes import CAP, AppendTimes
+    from cluster.raft.appendtimes import CAP, AppendTimes
 
     t = AppendTimes(10, now=1000)  # a leadership that began at 1000 with its no-op at 10
     t.record(10, 1000)

@@ -1,4 +1,4 @@
-"""DLedger's own dialect (cluster/dialect.py) and what the deciding logic does for Java members:
+"""DLedger's own dialect (cluster/net/dialect.py) and what the deciding logic does for Java members:
 their pushes as dledgerctl's, votes they are not ready for, no no-op entries, cut backs
 instead of empty compares. Pure: no sockets, no processes (tests/test_dledger_wire.py runs
 the real Java DLedger)."""
@@ -11,12 +11,12 @@ import random
 
 import pytest
 
-from cluster import dialect
-from cluster.config import NodeConfig, parse_peers
-from cluster.core import VOTE_AGAIN_MS, RaftCore
-from cluster.dispatcher import DispatchState
-from cluster.member import MemoryTermStore, Role
-from cluster.rpc import (
+from cluster.net import dialect
+from cluster.raft.config import NodeConfig, parse_peers
+from cluster.raft.core import VOTE_AGAIN_MS, RaftCore
+from cluster.raft.dispatcher import DispatchState
+from cluster.raft.member import MemoryTermStore, Role
+from cluster.raft.rpc import (
     Code,
     HeartBeatRequest,
     HeartBeatResponse,
@@ -29,7 +29,7 @@ from cluster.rpc import (
     VoteResult,
     split_entries,
 )
-from cluster.wire import BadMessage, LEADERSHIP_TRANSFER, Frame, decode_request, request_frame
+from cluster.net.wire import BadMessage, LEADERSHIP_TRANSFER, Frame, decode_request, request_frame
 from store.format import ENTRY_HEADER, MAGIC_NOOP
 from store.memstore import MemoryStore
 

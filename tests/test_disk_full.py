@@ -12,8 +12,8 @@ import os
 import pytest
 
 import store.filestore as filestore
-from cluster.member import Role
-from cluster.rpc import Code, HeartBeatRequest, PushRequest, PushType
+from cluster.raft.member import Role
+from cluster.raft.rpc import Code, HeartBeatRequest, PushRequest, PushType
 from sim import Sim
 from store.errors import StoreIOError
 from store.filestore import FileStore
@@ -98,7 +98,7 @@ def test_a_follower_push_that_needs_a_new_file_on_a_full_disk_leaves_the_log_as_
 
 
 def test_the_follower_handler_answers_disk_full_and_keeps_its_log(tmp_path, monkeypatch):
-    from cluster.follower import FollowerLog
+    from cluster.raft.follower import FollowerLog
 
     disk = Disk(monkeypatch)
     with FileStore.open(str(tmp_path / "dledger-n0"), **SIZES) as L, \

@@ -1,4 +1,4 @@
-"""The search behind ``peer compare`` (cluster/divergence.py) and the follower's side of it
+"""The search behind ``peer compare`` (cluster/raft/divergence.py) and the follower's side of it
 (probe, repair), without sockets: a leader store, a follower store, and the follower's
 answers fed straight back to the search."""
 
@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from cluster.divergence import PROBE_MAX, DivergenceSearch, fingerprints
-from cluster.follower import FollowerLog
-from cluster.rpc import Code, ProbeRequest, RepairRequest
+from cluster.raft.divergence import PROBE_MAX, DivergenceSearch, fingerprints
+from cluster.raft.follower import FollowerLog
+from cluster.raft.rpc import Code, ProbeRequest, RepairRequest
 from store.format import MAGIC_NOOP
 from store.memstore import MemoryStore
 

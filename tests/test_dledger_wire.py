@@ -16,9 +16,9 @@ import subprocess
 import pytest
 
 import javadledger
-from cluster.client import Client
-from cluster.config import parse_peers
-from cluster.wire import METADATA, Frame, json_body
+from cluster.net.client import Client
+from cluster.raft.config import parse_peers
+from cluster.net.wire import METADATA, Frame, json_body
 from test_cluster_processes import cli, down, free_port_base, up, wait_for
 
 GROUP = "g"

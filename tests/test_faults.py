@@ -20,11 +20,11 @@ import time
 import pytest
 
 import faults
-from cluster.client import AppendError, Client
-from cluster.config import Peer
-from cluster.rpc import Code
-from cluster.transport import FrameServer
-from cluster.wire import APPEND, METADATA, WATERMARKS, Frame, response_frame
+from cluster.net.client import AppendError, Client
+from cluster.raft.config import Peer
+from cluster.raft.rpc import Code
+from cluster.net.transport import FrameServer
+from cluster.net.wire import APPEND, METADATA, WATERMARKS, Frame, response_frame
 from store.filestore import FileStore
 from store.verify import verify_store
 

@@ -1,4 +1,4 @@
-"""The deciding logic (cluster/core.py, cluster/dispatcher.py) against hostile requests: a
+"""The deciding logic (cluster/raft/core.py, cluster/raft/dispatcher.py) against hostile requests: a
 refused request changes nothing, a term out of reach is refused, and a follower that a
 forged push left holding a "committed" entry of its own is found and cut back by the
 leader. Driven without sockets: cores by hand, and whole clusters in the simulator."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import random
 
-from cluster.config import NodeConfig, parse_peers
-from cluster.core import TERM_STEP_MAX, RaftCore
-from cluster.member import MemoryTermStore, Role
-from cluster.rpc import Code, HeartBeatRequest, PushRequest, PushType, VoteRequest, VoteResponse, VoteResult
+from cluster.raft.config import NodeConfig, parse_peers
+from cluster.raft.core import TERM_STEP_MAX, RaftCore
+from cluster.raft.member import MemoryTermStore, Role
+from cluster.raft.rpc import Code, HeartBeatRequest, PushRequest, PushType, VoteRequest, VoteResponse, VoteResult
 from sim import Sim
 from store.format import encode_entry
 from store.memstore import MemoryStore

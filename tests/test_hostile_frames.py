@@ -17,8 +17,8 @@ import socket
 
 import pytest
 
-from cluster.rpc import Code, HeartBeatRequest
-from cluster.wire import (
+from cluster.raft.rpc import Code, HeartBeatRequest
+from cluster.net.wire import (
     GET,
     HEART_BEAT,
     METADATA,

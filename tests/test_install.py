@@ -1,4 +1,4 @@
-"""The follower's side of INSTALL_SNAPSHOT (cluster/install.py) on its own: chunks in order,
+"""The follower's side of INSTALL_SNAPSHOT (cluster/raft/install.py) on its own: chunks in order,
 resumed, refused when malformed, checked before the snapshot is placed, and the log begun
 again with the leader's first entry only once the state is restored."""
 
@@ -8,10 +8,10 @@ import json
 import os
 import zlib
 
-from cluster.follower import FollowerLog
-from cluster.install import receive
-from cluster.rpc import Code, InstallSnapshotRequest
-from cluster.statemachine import Applier, KeyValue
+from cluster.raft.follower import FollowerLog
+from cluster.raft.install import receive
+from cluster.raft.rpc import Code, InstallSnapshotRequest
+from cluster.raft.statemachine import Applier, KeyValue
 from store.format import MAGIC_NOOP, encode_entry
 from store.memstore import MemoryStore
 from store.snapshot import INSTALL_TMP_DIR, SNAPSHOT_DIR, SnapshotStore

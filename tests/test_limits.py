@@ -1,5 +1,5 @@
 """A node under a flood of idle connections and a slowloris client keeps serving appends, with
-its descriptors and memory bounded (cluster/transport.py FrameServer limits). Real processes."""
+its descriptors and memory bounded (cluster/net/transport.py FrameServer limits). Real processes."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 
-from cluster.client import Client
-from cluster.config import parse_peers
+from cluster.net.client import Client
+from cluster.raft.config import parse_peers
 from test_cluster_processes import ROOT, free_port_base, wait_for
 
 MAX_CONNECTIONS = 200

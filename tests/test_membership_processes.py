@@ -11,7 +11,7 @@ import os
 import threading
 
 import faults
-from cluster.config import parse_peers
+from cluster.raft.config import parse_peers
 from ports import free_port_base
 from test_cluster_processes import cli, down, wait_for
 

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from cluster.member import Role
-from cluster.rpc import Code
+from cluster.raft.member import Role
+from cluster.raft.rpc import Code
 from sim import NetConfig, Sim
 from test_cluster_sim import commit, elect
 

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.metrics import CATALOGUE
+from cluster.node.metrics import CATALOGUE
 from ports import free_port_base
 from test_cluster_processes import ROOT, _pid, cli, down, leader_of, restart, status, up, wait_for
 

@@ -19,9 +19,9 @@ import time
 
 import pytest
 
-from cluster.client import Client, ClientError
-from cluster.config import parse_peers
-from cluster.launcher import up as launch
+from cluster.net.client import Client, ClientError
+from cluster.raft.config import parse_peers
+from cluster.node.launcher import up as launch
 from store.filestore import FileStore
 from test_cluster_processes import ROOT, _pid, _record, cli, down, free_port_base, restart, status, wait_for
 

@@ -1,5 +1,5 @@
 """The log's beginning moves, in the seeded simulation (tests/sim.py) driving the real core:
-retention deletes head "files" of the memory stores (cluster/retention.py over
+retention deletes head "files" of the memory stores (cluster/raft/retention.py over
 store.retention), and a leader cuts back a follower whose log no longer meets its own.
 The simulation's invariants (one leader per term, committed entries never change nor go
 back) are checked at every tick."""
@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from cluster.dispatcher import DispatchState
-from cluster.rpc import Code
+from cluster.raft.dispatcher import DispatchState
+from cluster.raft.rpc import Code
 from sim import Sim
 from test_cluster_sim import commit, elect
 

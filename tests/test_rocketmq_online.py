@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from cluster.client import Client
-from cluster.config import parse_peers
+from cluster.net.client import Client
+from cluster.raft.config import parse_peers
 from rmq_encode import encode_message
 from test_cluster_processes import cli, cluster  # noqa: F401 (the fixture)
 

@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from cluster.dispatcher import DispatchState
-from cluster.rpc import Code
+from cluster.raft.dispatcher import DispatchState
+from cluster.raft.rpc import Code
 from sim import Sim
 from store.snapshot import INSTALL_TMP_DIR, SNAPSHOT_DIR
 from test_cluster_sim import commit, elect

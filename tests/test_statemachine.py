@@ -1,4 +1,4 @@
-"""State machines (cluster/statemachine.py): the applier in-process, then real node processes
+"""State machines (cluster/raft/statemachine.py): the applier in-process, then real node processes
 with the built-in kv machine and a counting one, through snapshots and restarts."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from cluster.statemachine import Applier, KeyValue, StateMachineError, load
+from cluster.raft.statemachine import Applier, KeyValue, StateMachineError, load
 from store.format import MAGIC_NOOP
 from store.memstore import MemoryStore
 from store.snapshot import SnapshotStore
@@ -148,8 +148,8 @@ def test_each_entry_is_applied_once_across_restarts_of_every_node(tmp_path):
         status = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
         end = max(x["committed_index"] for x in status)
         import asyncio
-        from cluster.client import Client
-        from cluster.config import parse_peers
+        from cluster.net.client import Client
+        from cluster.raft.config import parse_peers
 
         async def counts():
             c = Client(parse_peers(rec["peers"]), "default", timeout=5)

@@ -14,7 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cluster.config import ConfigError, NodeConfig, parse_peers
+from cluster.raft.config import ConfigError, NodeConfig, parse_peers
 from dledgerctl.app import app
 from dledgerctl.common import parse_size, parse_size_or_zero
 from store.errors import StoreUsageError

@@ -1,6 +1,6 @@
-"""Mutual TLS with identities: real node processes on 127.0.0.1, certificates from cluster/pki.py.
+"""Mutual TLS with identities: real node processes on 127.0.0.1, certificates from cluster/net/pki.py.
 
-Who may do what (cluster/tls.py): members of the group send VOTE, HEART_BEAT and PUSH as
+Who may do what (cluster/net/tls.py): members of the group send VOTE, HEART_BEAT and PUSH as
 themselves; clients append, get and read; operators also cut followers and move
 leadership. Everything else is refused with one clear error, and nothing changes.
 """
@@ -15,11 +15,11 @@ import stat
 
 import pytest
 
-from cluster import pki
-from cluster.rpc import HeartBeatRequest, PushRequest, PushType, VoteRequest
-from cluster.tls import Identity, Tls, TlsFiles, identity_of, parse_uri, refusal
-from cluster.transport import Channel, TransportError
-from cluster.wire import REMOTING_NO_PERMISSION, request_frame
+from cluster.net import pki
+from cluster.raft.rpc import HeartBeatRequest, PushRequest, PushType, VoteRequest
+from cluster.net.tls import Identity, Tls, TlsFiles, identity_of, parse_uri, refusal
+from cluster.net.transport import Channel, TransportError
+from cluster.net.wire import REMOTING_NO_PERMISSION, request_frame
 from test_cluster_processes import cli, down, free_port_base
 
 GROUP = "default"  # (cluster up's)
@@ -224,8 +224,8 @@ def test_certificates_rotate_under_load_without_losing_an_append(tls_cluster):
             return x509.load_pem_x509_certificate(fh.read()).serial_number
 
     async def load_and_rotate() -> tuple[list[int], int]:
-        from cluster.config import parse_peers
-        from cluster.client import Client
+        from cluster.raft.config import parse_peers
+        from cluster.net.client import Client
         c = Client(parse_peers(rec["peers"]), GROUP, timeout=5, tls=tls)
         acked, failed = [], 0
         stop = asyncio.Event()

@@ -1,4 +1,4 @@
-"""The asyncio transport (cluster/transport.py) on real loopback sockets.
+"""The asyncio transport (cluster/net/transport.py) on real loopback sockets.
 
 Channels must recover from whatever the far end does: close at once, go away with
 requests in flight, come back. Every wait here has a deadline.
@@ -10,8 +10,8 @@ import asyncio
 
 import pytest
 
-from cluster import runtime
-from cluster.transport import (
+from cluster.node import runtime
+from cluster.net.transport import (
     Channel,
     ConnectionLost,
     FrameServer,
@@ -20,7 +20,7 @@ from cluster.transport import (
     Unreachable,
 )
 from ports import free_ports
-from cluster.wire import FLAG_RESPONSE, Frame, append_ext, append_request, response_bytes, unpack_bodies
+from cluster.net.wire import FLAG_RESPONSE, Frame, append_ext, append_request, response_bytes, unpack_bodies
 
 HOST = "127.0.0.1"
 

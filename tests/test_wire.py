@@ -1,4 +1,4 @@
-"""The frame codec (cluster/wire.py): exact layout, round trips, streaming, limits, fuzz."""
+"""The frame codec (cluster/net/wire.py): exact layout, round trips, streaming, limits, fuzz."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cluster.rpc import (
+from cluster.raft.rpc import (
     Code,
     HeartBeatRequest,
     HeartBeatResponse,
@@ -25,7 +25,7 @@ from cluster.rpc import (
     VoteResult,
     split_entries,
 )
-from cluster.wire import (
+from cluster.net.wire import (
     APPEND,
     PUSH,
     VOTE,

@@ -1,4 +1,4 @@
-"""cluster._frames, the compiled frame splitter, against wire.split_frames, its Python
+"""cluster.net._frames, the compiled frame splitter, against wire.split_frames, its Python
 reference: the same frames, the same stopping points, the same errors, for headers in
 every form a peer may send (the plain one frame_head writes, JSON with spaces, escapes,
 unicode, nulls, unknown or repeated keys, numbers out of range) and for arbitrary bytes.
@@ -18,24 +18,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster import wire
+from cluster.net import wire
 from store.base import AppendedRun
 
-from cluster.wire import APPEND, Frame, FrameReceiver, ProtocolError, decode_frame_body, encode_frame, split_frames
+from cluster.net.wire import APPEND, Frame, FrameReceiver, ProtocolError, decode_frame_body, encode_frame, split_frames
 
 try:
-    from cluster import _frames
+    from cluster.net import _frames
 except ImportError:  # a build without a C compiler
     _frames = None
 
-compiled = pytest.mark.skipif(_frames is None, reason="cluster._frames is not built")
+compiled = pytest.mark.skipif(_frames is None, reason="cluster.net._frames is not built")
 
 
 def test_the_frame_splitter_is_built_where_there_is_a_compiler():
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
         pytest.skip("no C compiler: frames are cut by wire.split_frames")
-    assert _frames is not None, "cluster._frames was not built: see the output of pip install -e ."
+    assert _frames is not None, "cluster.net._frames was not built: see the output of pip install -e ."
     assert wire._split is _frames.split
 
 
@@ -155,7 +155,7 @@ def test_the_plain_path_takes_the_headers_that_frame_head_writes(monkeypatch):
     """A check that the fast path is the one taken: a decoder that fails shows which
     frames went to it (an escaped string goes there, the plain ones do not)."""
     if _frames is None:
-        pytest.skip("cluster._frames is not built")
+        pytest.skip("cluster.net._frames is not built")
     calls = []
 
     def python_decoder(view):

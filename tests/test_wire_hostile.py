@@ -1,4 +1,4 @@
-"""Property-based fuzz of the decoders (cluster/wire.py, cluster/dialect.py) with hostile
+"""Property-based fuzz of the decoders (cluster/net/wire.py, cluster/net/dialect.py) with hostile
 fields: every field missing, of the wrong type, out of its range, or nested deep. A decoder
 raises only ProtocolError (BadMessage for a body, MalformedFrame for a header), and what
 it does return holds only numbers the rest of the node can use."""
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster import dialect
-from cluster.rpc import (
+from cluster.net import dialect
+from cluster.raft.rpc import (
     HeartBeatRequest,
     InstallSnapshotRequest,
     LeadershipTransferRequest,
@@ -21,7 +21,7 @@ from cluster.rpc import (
     RepairRequest,
     VoteRequest,
 )
-from cluster.wire import (
+from cluster.net.wire import (
     HEART_BEAT,
     INSTALL_SNAPSHOT,
     LEADERSHIP_TRANSFER,

@@ -1,6 +1,6 @@
 """asyncio transport: a frame server and a pipelining client. Only bytes move here.
 
-Both sides are asyncio buffered protocols around :class:`cluster.wire.FrameReceiver`: the
+Both sides are asyncio buffered protocols around :class:`cluster.net.wire.FrameReceiver`: the
 kernel copies received bytes straight into the receiver's buffer (a frame of megabytes into
 a buffer of its own), and frames are handled in the callback that completes them, with no
 reader task and no stream buffer in between.
@@ -56,7 +56,7 @@ class TooManyHandshakes(Exception):
 
 
 class WrongPeer(Unreachable):
-    """The TLS peer's certificate is not the member meant (cluster/tls.py identities)."""
+    """The TLS peer's certificate is not the member meant (cluster/net/tls.py identities)."""
 
 
 def _settle(target, frame: Frame | None, exc: BaseException | None) -> None:
@@ -207,7 +207,7 @@ class _ServerConnection(_FrameConnection):
         super().__init__(server.max_frame)
         self.server = server
         self.peer = None
-        self.identity = None  # with TLS: who the client's certificate names (cluster/tls.py)
+        self.identity = None  # with TLS: who the client's certificate names (cluster/net/tls.py)
         self.inflight: set = set()  # tasks and futures whose answers go out here
         self.held = 0  # requests the handler answers later (hold/release): APPENDs waiting to commit
         self.last_frame_at = self._loop.time()  # the last whole request (idle connections are closed)
@@ -378,7 +378,7 @@ class FrameServer:
         self._conns: set[_ServerConnection] = set()
         self._sweeper: asyncio.Task | None = None
         self.closed_for = {"limit": 0, "idle": 0, "slow": 0}  # connections closed by the limits, by reason
-        self.members: frozenset = frozenset()  # identities (cluster/tls.py) never evicted for another
+        self.members: frozenset = frozenset()  # identities (cluster/net/tls.py) never evicted for another
         # TLS connections accepted whose handshake has not finished (id -> when accepted): at
         # most max_connections at once; past handshake_timeout, asyncio has closed them
         self._handshakes: dict[int, float] = {}
@@ -530,7 +530,7 @@ class Channel:
     def __init__(self, host: str, port: int, *, connect_timeout: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME,
                  backoff_min: float = 0.05, backoff_max: float = 2.0, ssl=None, expect=None) -> None:
         """``ssl``: a client SSLContext (mutual TLS), or None for plain TCP. ``expect(identity)``
-        says why the server's certificate identity (cluster/tls.py) is not the one meant, or
+        says why the server's certificate identity (cluster/net/tls.py) is not the one meant, or
         returns None: a connection to another one is closed and the request fails."""
         self.host, self.port = host, port
         self.ssl, self.expect = ssl, expect
@@ -641,7 +641,7 @@ class Channel:
 
     def call(self, encode, args: tuple, timeout: float) -> Awaitable[Frame]:
         """Send the request ``encode(opaque, *args)`` makes (a list of bytes-like parts that
-        together are one whole frame, e.g. cluster.wire.append_request) and wait for its
+        together are one whole frame, e.g. cluster.net.wire.append_request) and wait for its
         response, as :meth:`request` does for a Frame. A client's hot path: no Frame and no
         header dict are made, and the awaitable is the response's future itself when the
         channel is connected and its socket keeps up (no coroutine: a client making one

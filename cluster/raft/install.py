@@ -1,9 +1,9 @@
 """Follower side of INSTALL_SNAPSHOT: a follower that needs entries its leader no longer holds
 receives the leader's state-machine snapshot, installs it, and begins its log again. No I/O
-but through the store and the state machine's snapshot side (cluster/statemachine.py
+but through the store and the state machine's snapshot side (cluster/raft/statemachine.py
 Applier: ``snapshot_index``, ``receive``, ``install``).
 
-The leader side is a dispatcher state (cluster/dispatcher.py, INSTALL_SNAPSHOT). Rules:
+The leader side is a dispatcher state (cluster/raft/dispatcher.py, INSTALL_SNAPSHOT). Rules:
 
 - Chunks arrive in order; each answer says how many bytes of that snapshot the follower
   holds, and the leader goes on from there. A chunk past them (one was lost) or one already

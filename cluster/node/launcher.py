@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from .config import ConfigError, format_peers, parse_peers
+from ..raft.config import ConfigError, format_peers, parse_peers
 
 RECORD = "cluster.json"
 DEFAULT_BASE_DIR = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
@@ -75,7 +75,7 @@ def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str
 
 
 def tls_record(tls_dir: str) -> dict:
-    """The record's TLS part for certificates made by cluster/pki.py in ``tls_dir``."""
+    """The record's TLS part for certificates made by cluster/net/pki.py in ``tls_dir``."""
     pair = lambda stem: {"cert": os.path.join(tls_dir, f"{stem}.pem"), "key": os.path.join(tls_dir, f"{stem}.key")}
     return {"dir": tls_dir, "ca": os.path.join(tls_dir, "ca.pem"), "operator": pair("operator-admin"),
             "client": pair("client-app")}
@@ -229,8 +229,8 @@ def add_member(base_dir: str, node_id: str, address: str, members: dict[str, str
     cmd = _with_option(_with_option(list(template["cmd"]), "--id", node_id), "--peers", peers)
     tls = rec.get("tls")
     if tls is not None:
-        from . import pki
-        from .tls import Identity
+        from ..net import pki
+        from ..net.tls import Identity
 
         cert, key = pki.issue(tls["dir"], Identity(rec["group"], "member", node_id))
         cmd = _with_option(_with_option(cmd, "--tls-cert", cert), "--tls-key", key)

@@ -1,6 +1,6 @@
 """The membership side of a node's deciding logic (RaftCore): who its members are, and
 the leader's changes of them. A part of RaftCore (a base class of it, so the simulator
-drives it through the same object); the rules are in cluster/membership.py.
+drives it through the same object); the rules are in cluster/raft/membership.py.
 
 - Members are the node's Configs (the last config entry in its log, else its base). The
   leader replicates to every member, counts only voters (Quorum.set_voters follows each

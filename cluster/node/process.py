@@ -27,23 +27,24 @@ from store.files import Flusher, SyncJob, flush_error, sync_fds, unlink_all
 from store.packed import PackedBodies
 from store.snapshot import SnapshotStore
 
-from . import dialect
-from .config import NodeConfig
-from .core import RaftCore
-from .dispatcher import DispatchState
-from .proposal import Proposal
-from .divergence import DivergenceSearch
-from .member import FileTermStore, Role
-from .membership import initial as initial_members
-from .membership import load_base, load_configs, save_base
+from ..net import dialect
+from ..raft.config import NodeConfig
+from ..raft.core import RaftCore
+from ..raft.dispatcher import DispatchState
+from ..raft.proposal import Proposal
+from ..raft.divergence import DivergenceSearch
+from ..raft.member import Role
+from .terms import FileTermStore
+from ..raft.membership import initial as initial_members
+from ..raft.membership import load_base, load_configs, save_base
 from .metrics import Counts, MetricsServer
-from .statemachine import Applier, StateMachineError
-from .statemachine import load as load_state_machine
-from .tls import CLIENT, OPERATOR, PEER, Identity, Tls, TlsError, expect_member, refusal
-from .repeats import Repeats, held_back
-from .rpc import Code, LeadershipTransferRequest, ProbeRequest, PushRequest, RepairRequest, split_entries
-from .transport import Channel, FrameServer, TooManyHandshakes, TransportError
-from .wire import (
+from ..raft.statemachine import Applier, StateMachineError
+from ..raft.statemachine import load as load_state_machine
+from ..net.tls import CLIENT, OPERATOR, PEER, Identity, Tls, TlsError, expect_member, refusal
+from ..net.repeats import Repeats, held_back
+from ..raft.rpc import Code, LeadershipTransferRequest, ProbeRequest, PushRequest, RepairRequest, split_entries
+from ..net.transport import Channel, FrameServer, TooManyHandshakes, TransportError
+from ..net.wire import (
     APPEND,
     CHANGE_MEMBERS,
     FORCE_COMPARE,
@@ -77,7 +78,7 @@ from .wire import (
     response_bytes,
     response_frame,
 )
-from .wire import COUNT, ENTRY_INDEX, INDEX, get_field, json_object
+from ..net.wire import COUNT, ENTRY_INDEX, INDEX, get_field, json_object
 
 log = logging.getLogger("dledgerctl.node")
 
@@ -201,7 +202,7 @@ class Node:
         dropped = self.store.recovery_warning()
         if dropped is not None:  # (said at the default level: entries this node held are gone)
             log.warning("%s: %s", self.dir, dropped)
-        # what the metrics count as the node goes (cluster/metrics.py), served with --metrics-address
+        # what the metrics count as the node goes (cluster/node/metrics.py), served with --metrics-address
         self.counts = Counts()
         self.counts.recovery_dropped = self.store.recovery_dropped()
         self.metrics: MetricsServer | None = None
@@ -215,7 +216,7 @@ class Node:
         # TlsError when its files do not do, or name another identity than this member's
         self.tls = Tls(cfg.tls, Identity(cfg.group, "member", cfg.self_id)) if cfg.tls is not None else None
         # who the members are: the config entries of the log over what members.json kept,
-        # else --peers (cluster/membership.py)
+        # else --peers (cluster/raft/membership.py)
         kept = load_base(self.dir)
         base, base_index = kept or (initial_members(cfg.peers, cfg.self_id, cfg.learner), -1)
         self.configs = load_configs(self.store, base, base_index, warn=log.warning)
@@ -229,7 +230,7 @@ class Node:
         self._refusals_logged: dict[tuple, float] = {}
         self._bad_requests = Repeats()  # refused malformed requests, logged per host
         self._repeated_notes = Repeats()  # the core's notes: the same line at most every 10 s
-        # a state machine fed the committed entries, with its snapshots (cluster/statemachine.py)
+        # a state machine fed the committed entries, with its snapshots (cluster/raft/statemachine.py)
         self.applier: Applier | None = None
         if cfg.state_machine:
             self.applier = Applier(load_state_machine(cfg.state_machine), self.store, SnapshotStore(self.dir),
@@ -663,7 +664,7 @@ class Node:
                               f.opaque, QUERY)
 
     def metrics_state(self) -> dict:
-        """What a metrics scrape reads of the live node (on the loop; cluster/metrics.py)."""
+        """What a metrics scrape reads of the live node (on the loop; cluster/node/metrics.py)."""
         core, s, now = self.core, self.store, self.now()
         m = core.members
         out = {"version": _version(), "flush": self.cfg.flush, "role": str(core.member.role),

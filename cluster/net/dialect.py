@@ -10,8 +10,8 @@ header code 200 (dledgerctl's carry 0); the outcome is the body's ``code``.
 dledgerctl's own client requests differ (APPEND: bodies packed in the frame's body, their
 count in extFields; GET: ``index``/``count``); a dledgerctl node tells DLedger's from its
 own by their fields and answers each in its own form. Towards a Java peer, a dledgerctl
-member speaks this dialect for PUSH (cluster/node.py ``_frame_for``); its VOTE, HEART_BEAT
-and LEADERSHIP_TRANSFER bodies carry the fields both read (cluster/wire.py).
+member speaks this dialect for PUSH (cluster/node/process.py ``_frame_for``); its VOTE, HEART_BEAT
+and LEADERSHIP_TRANSFER bodies carry the fields both read (cluster/net/wire.py).
 """
 
 from __future__ import annotations
@@ -125,11 +125,11 @@ _push_body = msgspec.json.Decoder(PushBody)
 
 
 def decode_push(body):
-    """A Java leader's PUSH as a cluster/rpc.py PushRequest: its JSON entries become the
+    """A Java leader's PUSH as a cluster/raft/rpc.py PushRequest: its JSON entries become the
     on-disk bytes a dledgerctl follower writes. A TRUNCATE from DLedger makes its entry the
     follower's last, writing it when the follower does not hold it: that is dledgerctl's cut
     back (``begin_index`` = the entry). BadMessage when it is not a push."""
-    from .rpc import PushRequest, PushType
+    from ..raft.rpc import PushRequest, PushType
     check_depth(body, "body JSON")
     try:
         p = _push_body.decode(body)

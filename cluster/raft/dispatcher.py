@@ -31,7 +31,7 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
   ``peer_push_quota`` bytes per second, each resumed from what the follower says it holds.
   The last chunk carries our first entry; once the follower has installed the snapshot
   its log begins with that entry and APPEND fills it from there. A follower without a
-  state machine is cut back instead (cluster/install.py has the follower's side).
+  state machine is cut back instead (cluster/raft/install.py has the follower's side).
 - REPAIR (ours, for ``peer compare``/``peer truncate``): nothing is sent and no answer
   counts while the leader's forced truncation is on its way to the follower; the
   watermark is first lowered below the cut, so no entry can commit on the strength of
@@ -40,7 +40,7 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
   the push that follows a compare matching at the same index does not converge: it holds
   an entry it counts as committed that is not ours (only a forged push or commit can put
   one there). The dispatcher compares the entries from there by their bytes (PROBE, crc32
-  of each whole entry: cluster/divergence.py), cuts the follower where they first differ
+  of each whole entry: cluster/raft/divergence.py), cuts the follower where they first differ
   (REPAIR, committed entries included: the leader of the term holds every committed
   entry) and fills it again from COMPARE, saying so in one line.
 
@@ -119,9 +119,9 @@ class Dispatcher:
         # entry instead, as DLedger's own leader does
         self.java = java
         self.store, self.config, self.quorum = store, config, quorum
-        # the state machine's snapshots (cluster/statemachine.py Applier), None without one
+        # the state machine's snapshots (cluster/raft/statemachine.py Applier), None without one
         self.snapshots = snapshots
-        self.configs = configs  # the leader's config entries (cluster/membership.py Configs), for the hints
+        self.configs = configs  # the leader's config entries (cluster/raft/membership.py Configs), for the hints
         self.sending: _Sending | None = None  # INSTALL_SNAPSHOT: what is being sent
         self.installs = 0  # snapshots this follower installed from us
         self.state = DispatchState.COMPARE

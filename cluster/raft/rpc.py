@@ -131,7 +131,7 @@ class PushRequest:
     entries: bytes = b""
     begin_index: int = -1
     config_at: tuple = ()  # which of the entries carried are config entries (magic 3)
-    members: bytes = b""  # TRUNCATE at begin_index: the membership in force before it (cluster/membership.py)
+    members: bytes = b""  # TRUNCATE at begin_index: the membership in force before it (cluster/raft/membership.py)
 
 
 @dataclass(frozen=True, slots=True)

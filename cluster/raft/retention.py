@@ -20,7 +20,7 @@ names the followers it cut off, whom the leader later cuts back to its new first
 
 from __future__ import annotations
 
-import time
+import datetime
 from dataclasses import dataclass
 
 from store.retention import HeadDeletion, head_files, plan_head_deletion
@@ -57,12 +57,13 @@ class Check:
 
 
 class Retention:
-    """``clock()``: wall-clock seconds (file modification times are on that clock);
+    """``clock()``: wall-clock seconds (file modification times are on that clock; the node
+    gives time.time, the simulator its own; without one no file is ever old);
     ``disk_usage()``: the store's file system usage as a ratio, or None when unknown."""
 
     def __init__(self, config, clock=None, disk_usage=None) -> None:
         self.cfg = config
-        self.clock = clock or time.time
+        self.clock = clock or (lambda: 0.0)
         self.disk_usage = disk_usage or (lambda: None)
         self.hours = parse_delete_when(config.delete_when)
         self.last: Check | None = None
@@ -70,7 +71,7 @@ class Retention:
     def check(self) -> Check:
         c = self.cfg
         ratio = self.disk_usage()
-        hour = time.localtime(self.clock()).tm_hour
+        hour = datetime.datetime.fromtimestamp(self.clock()).hour  # (local time, as DLedger's deleteWhen)
         full = ratio is not None and ratio > c.disk_full_ratio
         self.last = Check(ratio, hour in self.hours, ratio is not None and ratio > c.disk_ratio_check,
                           c.force_clean and ratio is not None and ratio > c.disk_ratio_force, full)

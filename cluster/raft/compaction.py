@@ -1,5 +1,5 @@
 """The log's beginning moves, in a node's deciding logic (RaftCore): the clean-space check
-(retention's rules, cluster/retention.py) and the deletion of the log a state-machine
+(retention's rules, cluster/raft/retention.py) and the deletion of the log a state-machine
 snapshot covers. A part of RaftCore (a base class of it); what to delete is planned by
 store/retention.py, and the core deletes (``store.delete_head``) and says so.
 """
@@ -14,7 +14,7 @@ from .member import Role
 
 class Compaction:
     def _clean_space(self, now: int) -> None:
-        """The clean-space check (cluster/retention.py): refuse appends above the full
+        """The clean-space check (cluster/raft/retention.py): refuse appends above the full
         ratio; delete expired head files, keeping on a leader what live followers need
         unless the disk forces it, and say whom that cut off."""
         check = self.retention.check()

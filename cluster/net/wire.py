@@ -38,12 +38,12 @@ import numpy as np
 from store.base import AppendedRun, appended_rows
 from store.format import INT64_MAX, TERM_MAX
 
-try:  # the compiled loops of this module (cluster/_frames.c), when built
+try:  # the compiled loops of this module (cluster/net/_frames.c), when built
     from . import _frames
 except ImportError:  # pragma: no cover - a build without a C compiler
     _frames = None
 
-from .rpc import (
+from ..raft.rpc import (
     Code,
     HeartBeatRequest,
     HeartBeatResponse,
@@ -72,16 +72,16 @@ HEART_BEAT = 51002
 PULL = 51003
 PUSH = 51004
 LEADERSHIP_TRANSFER = 51005
-INSTALL_SNAPSHOT = 51006  # DLedger HEAD's code; ours is sent in chunks (cluster/rpc.py InstallSnapshotRequest)
+INSTALL_SNAPSHOT = 51006  # DLedger HEAD's code; ours is sent in chunks (cluster/raft/rpc.py InstallSnapshotRequest)
 # ours (operator requests), a range of their own
 STATUS = 52000  # = METADATA
 WATERMARKS = 52001  # operator -> leader: per-peer replication state
 FORCE_COMPARE = 52002  # operator -> leader: find where a follower's log differs, repair it
 FORCE_TRUNCATE = 52003  # operator -> leader: cut a follower's suffix, the leader re-fills it
-PROBE = 52004  # leader -> follower: entry fingerprints (cluster/rpc.py ProbeRequest)
-REPAIR = 52005  # leader -> follower: forced truncation (cluster/rpc.py RepairRequest)
-QUERY = 52006  # client -> a node: ask its state machine (cluster/statemachine.py), once it has applied what was committed
-CHANGE_MEMBERS = 52007  # operator -> leader: add a learner, or remove a member (cluster/membership.py)
+PROBE = 52004  # leader -> follower: entry fingerprints (cluster/raft/rpc.py ProbeRequest)
+REPAIR = 52005  # leader -> follower: forced truncation (cluster/raft/rpc.py RepairRequest)
+QUERY = 52006  # client -> a node: ask its state machine (cluster/raft/statemachine.py), once it has applied what was committed
+CHANGE_MEMBERS = 52007  # operator -> leader: add a learner, or remove a member (cluster/raft/membership.py)
 OPERATOR_CODES = (WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE)
 
 # RocketMQ RemotingSysResponseCode, for header codes of responses
@@ -96,7 +96,7 @@ FLAG_ONEWAY = 2
 SERIALIZE_JSON = 0
 DEFAULT_MAX_FRAME = 64 << 20
 # A header holds a few short fields (a PUSH's extFields carry the member list at most): far
-# below this. Kept in step with MAX_HEADER in cluster/_frames.c.
+# below this. Kept in step with MAX_HEADER in cluster/net/_frames.c.
 MAX_HEADER_BYTES = 64 << 10
 # The deepest any message of DLedger's or ours nests is 3 (a Java push: object, batchEntry,
 # entry); JSON deeper than this is refused before it is parsed (a parser recurses per level).
@@ -254,7 +254,7 @@ def append_answers(head: bytes, waiters: list, appended) -> list[bytes]:
     ``head`` (the JSON object up to ``"entries":``), the rows ``[index, term, pos, size]``
     of entries ``start`` to ``start + n - 1``, and ``}``. A leader makes one per client
     append: a proposal the compiled lanes stored as one run (AppendedRun, one term) is
-    answered by cluster/_frames.c without a tuple or an int object per entry; the Python
+    answered by cluster/net/_frames.c without a tuple or an int object per entry; the Python
     below is what it does."""
     if _frames is not None and type(appended) is AppendedRun and type(appended.terms) is int:
         return _frames.append_answers(_RESPONSE_PRE, _RESPONSE_POST, head, waiters, appended.first,
@@ -389,7 +389,7 @@ def split_frames(buf, view, start: int, end: int, max_frame: int, frame_type=Non
     ``(frames, start, error, length)``: where the unread bytes now start; error 0 with the
     length of the incomplete frame there (-1 when fewer than 4 bytes are left), error 1 when
     that length is above ``max_frame``, error 2 when it is below 4. The reference of
-    cluster/_frames.c split, which FrameReceiver uses when it is built (the signature is
+    cluster/net/_frames.c split, which FrameReceiver uses when it is built (the signature is
     that one's; ``frame_type`` and ``decode`` are Frame and decode_frame_body)."""
     out = []
     while end - start >= 4:
@@ -405,7 +405,7 @@ def split_frames(buf, view, start: int, end: int, max_frame: int, frame_type=Non
     return out, start, 0, -1
 
 
-_split = split_frames if _frames is None else _frames.split  # compiled (cluster/_frames.c) when built
+_split = split_frames if _frames is None else _frames.split  # compiled (cluster/net/_frames.c) when built
 
 
 # -- messages <-> frames ------------------------------------------------------------------
@@ -461,7 +461,7 @@ def _ext_int(ext: dict, name: str, kind: Ints) -> int:
 
 
 def request_frame(req, opaque: int, to: str | None = None) -> Frame:
-    """A peer request (cluster/rpc.py) as a frame; ``to``: the member it is for, named in
+    """A peer request (cluster/raft/rpc.py) as a frame; ``to``: the member it is for, named in
     the body as ``remoteId`` (Java DLedger refuses a VOTE or HEART_BEAT that does not name it)."""
     if isinstance(req, PushRequest):
         ext = {"group": req.group, "leaderId": req.leader_id, "term": str(req.term), "type": str(req.type),
@@ -507,7 +507,7 @@ def request_frame(req, opaque: int, to: str | None = None) -> Frame:
 
 
 def decode_request(f: Frame):
-    """A peer request frame as a cluster/rpc.py request; BadMessage if it is not one."""
+    """A peer request frame as a cluster/raft/rpc.py request; BadMessage if it is not one."""
     if f.code == PUSH:
         e = f.ext
         try:

@@ -15,8 +15,8 @@ import functools
 import ssl
 
 from . import dialect
-from .config import ConfigError, Peer, parse_peers
-from .rpc import Code
+from ..raft.config import ConfigError, Peer, parse_peers
+from ..raft.rpc import Code
 from .tls import expect_member
 from .transport import Channel, ConnectionLost, TransportError, Unreachable, WrongPeer
 from .wire import (
@@ -54,7 +54,7 @@ class OutOfRange(ClientError):
 
 
 # Entries asked for per GET while paging: a node answers at most this many
-# (cluster/node.py MAX_GET_COUNT); asking for more would only be cut.
+# (cluster/node/process.py MAX_GET_COUNT); asking for more would only be cut.
 MAX_PAGE = 1024
 # GETs in flight at once while paging a Java DLedger node (one entry per GET)
 JAVA_PAGE = 64
@@ -90,7 +90,7 @@ _SUCCESS = int(Code.SUCCESS)
 
 class Client:
     def __init__(self, peers: dict[str, Peer], group: str, *, timeout: float = 3.0, tls=None) -> None:
-        """``tls``: a cluster/tls.py Tls for mutual TLS (each member must present its own
+        """``tls``: a cluster/net/tls.py Tls for mutual TLS (each member must present its own
         member certificate), None for plain TCP."""
         self.peers, self.group, self.timeout = dict(peers), group, timeout
         self._ssl = {} if tls is None else {"ssl": tls.client}
@@ -311,7 +311,7 @@ class Client:
         return resp
 
     async def operator(self, code: int, body: dict) -> dict:
-        """An operator request (cluster/wire.py OPERATOR_CODES) on the leader, following
+        """An operator request (cluster/net/wire.py OPERATOR_CODES) on the leader, following
         NOT_LEADER; the leader's answer, or ClientError naming why there is none."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
@@ -403,7 +403,7 @@ class Client:
 
     async def get(self, index: int, count: int = 1, peer: str | None = None) -> list[dict]:
         """Committed entries from ``index``, as many as the node gives in one answer (at
-        most ``count``; a node caps an answer, cluster/node.py MAX_GET_COUNT/BYTES); bodies
+        most ``count``; a node caps an answer, cluster/node/process.py MAX_GET_COUNT/BYTES); bodies
         decoded. An index outside the node's committed log raises :class:`OutOfRange`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout

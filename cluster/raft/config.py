@@ -85,9 +85,9 @@ class NodeConfig:
     preferred_leader: str | None = None  # DLedgerConfig.preferredLeaderIds (one id)
     # members that are Java DLedger nodes (more are recognised from their messages)
     dledger_peers: tuple = ()
-    # mutual TLS on every connection (cluster/tls.py TlsFiles), None for plain TCP
+    # mutual TLS on every connection (cluster/net/tls.py TlsFiles), None for plain TCP
     tls: object = None
-    # a state machine fed the committed entries (cluster/statemachine.py): module:Class or kv
+    # a state machine fed the committed entries (cluster/raft/statemachine.py): module:Class or kv
     state_machine: str | None = None
     snapshot_threshold: int = 1000  # DLedgerConfig.snapshotThreshold: entries between snapshots
     snapshots_kept: int = 3  # DLedgerConfig.maxSnapshotReservedNum
@@ -96,7 +96,7 @@ class NodeConfig:
     # log for the retention rules alone
     snapshot_keep_entries: int = 0
     install_chunk_bytes: int = 1 << 20  # INSTALL_SNAPSHOT sends a snapshot in chunks of this size
-    # membership (cluster/membership.py): this node joins as a learner (it votes once the
+    # membership (cluster/raft/membership.py): this node joins as a learner (it votes once the
     # leader promotes it); a learner is promoted once it lags at most this many entries
     learner: bool = False
     learner_catch_up_entries: int = 1000
@@ -129,12 +129,12 @@ class NodeConfig:
     # (store.files.FileList.take_dirty); 0 leaves it to the kernel, as DLedger does
     drop_behind: int = 256 << 20
     max_frame_bytes: int = 64 << 20
-    # what one client may hold of a node (cluster/transport.py FrameServer)
+    # what one client may hold of a node (cluster/net/transport.py FrameServer)
     max_connections: int = 1024
     idle_timeout_s: float = 300.0
     frame_timeout_s: float = 30.0  # a frame (and a TLS handshake) must complete within this
     max_inflight_per_connection: int = 4096
-    # retention: deleting data files from the head of the log (cluster/retention.py)
+    # retention: deleting data files from the head of the log (cluster/raft/retention.py)
     file_reserved_hours: float = 72  # DLedgerConfig.fileReservedHours (DLedger uses at least 1)
     delete_when: str = "04"  # DLedgerConfig.deleteWhen: hours of the day, "04" or "03;04"
     disk_ratio_check: float = 0.70  # DLedgerConfig.diskSpaceRatioToCheckExpired

@@ -166,7 +166,7 @@ class Applier:
         if index > self.snapshot_index:  # (one installed from the leader meanwhile may be newer)
             self.snapshot_index, self.snapshot_term = index, term
 
-    # -- snapshots between members (the leader's dispatcher, cluster/install.py) --------
+    # -- snapshots between members (the leader's dispatcher, cluster/raft/install.py) --------
     def snapshot_to_send(self) -> SnapshotInfo | None:
         """The newest snapshot whose data checks out: what a follower that needs entries
         the leader no longer holds is sent."""

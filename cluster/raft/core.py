@@ -37,10 +37,10 @@ Rules kept here:
 - Role behaviour lives in ``_tick_<role>`` functions picked by role, not in scattered ifs.
 
 Concerns of their own live beside it, as parts of the same object (base classes, so the
-simulator drives one RaftCore): membership changes in cluster/reconfig.py, the log's moving
-beginning (retention, deletion after snapshots) in cluster/compaction.py; the leader's
-per-follower replication in cluster/dispatcher.py, the follower's in cluster/follower.py
-and cluster/install.py.
+simulator drives one RaftCore): membership changes in cluster/raft/reconfig.py, the log's moving
+beginning (retention, deletion after snapshots) in cluster/raft/compaction.py; the leader's
+per-follower replication in cluster/raft/dispatcher.py, the follower's in cluster/raft/follower.py
+and cluster/raft/install.py.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class RaftCore(Reconfiguration, Compaction):
         (default: flush inline and call it at once; the node does it in a thread, so the
         leader's fsync overlaps the followers'). ``clock()`` (wall-clock seconds, the clock
         of file modification times) and ``disk_usage()`` (a ratio, or None) drive retention
-        (cluster/retention.py); a store that cannot delete its head has none."""
+        (cluster/raft/retention.py); a store that cannot delete its head has none."""
         self.cfg = config
         self.store = store
         self.flusher = flusher or store.flush
@@ -169,10 +169,10 @@ class RaftCore(Reconfiguration, Compaction):
         self.term_error: StoreError | None = None  # why the last term or vote could not be persisted
         # Members that are Java DLedger nodes (configured, or learnt from their messages):
         # no no-op entries while there are any (DLedger 0.2.7 cannot read magic 2 back),
-        # and their dispatchers speak as DLedger's leader does (cluster/dispatcher.py).
+        # and their dispatchers speak as DLedger's leader does (cluster/raft/dispatcher.py).
         self.java_peers: set[str] = set(config.dledger_peers)
         self.pending_take: tuple | None = None  # a transfer to us waiting to catch up: leader, term, end, deadline
-        # The state machine's side of snapshots (cluster/statemachine.py Applier; the node or
+        # The state machine's side of snapshots (cluster/raft/statemachine.py Applier; the node or
         # the simulator sets it, None without a state machine): a leader sends its snapshot to
         # a follower that needs entries it no longer holds, a follower installs the one sent.
         # Its latest snapshot bounds what retention deletes (retention_limit).

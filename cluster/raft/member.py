@@ -1,4 +1,5 @@
-"""Member state: role, term, vote and leader, with the term and vote kept on disk.
+"""Member state: role, term, vote and leader, with the term and vote kept by a term store
+(cluster/node/terms.py on disk; MemoryTermStore below in simulations).
 
 Rule: the term and the vote are written (and fsynced, by the term store) *before* anything
 that depends on them leaves the node -- a vote granted, a request sent in a new term. A
@@ -12,27 +13,11 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from store.metafiles import read_currterm, write_currterm
-
 
 class Role(enum.StrEnum):
     FOLLOWER = "follower"
     CANDIDATE = "candidate"
     LEADER = "leader"
-
-
-class FileTermStore:
-    """``currterm`` in the node directory (DLedger's file: ``currTerm``, ``voteLeader``)."""
-
-    def __init__(self, node_dir: str) -> None:
-        self.node_dir = node_dir
-
-    def load(self) -> tuple[int, str | None]:
-        ts = read_currterm(self.node_dir)
-        return ts.term, ts.vote_for
-
-    def save(self, term: int, voted_for: str | None) -> None:
-        write_currterm(self.node_dir, term, voted_for)  # tmp + fsync + .bak + rename + dir fsync
 
 
 class MemoryTermStore:

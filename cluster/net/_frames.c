@@ -1,4 +1,4 @@
-/* cluster._frames: the wire codec's per-frame loops, compiled.
+/* cluster.net._frames: the wire codec's per-frame loops, compiled.
  *
  * Every request and every answer a node or a client receives passes through
  * wire.FrameReceiver.received: read the length, check it, decode the header JSON into a
@@ -501,7 +501,7 @@ static PyMethodDef frames_methods[] = {
 };
 
 static struct PyModuleDef frames_module = {
-    PyModuleDef_HEAD_INIT, "cluster._frames", "Cutting received bytes into frames, compiled (see cluster/_frames.c).",
+    PyModuleDef_HEAD_INIT, "cluster.net._frames", "Cutting received bytes into frames, compiled (see cluster/net/_frames.c).",
     -1, frames_methods, NULL, NULL, NULL, NULL,
 };
 

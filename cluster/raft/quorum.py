@@ -12,7 +12,7 @@ Rules this module keeps (no I/O, no clock):
   one, and only once its bytes meet the flush policy), and it only moves to an index of
   the current term (``first_index_of_term``): entries of earlier terms commit with the first
   entry of this term, which is why a new leader appends a no-op. It never goes back.
-- Only voters count (cluster/membership.py): :meth:`set_voters` follows a membership change
+- Only voters count (cluster/raft/membership.py): :meth:`set_voters` follows a membership change
   the moment its entry is appended; a member that is no voter (a learner, or a leader that
   removed itself) is acknowledged but not counted.
 """
