@@ -15,7 +15,6 @@ from cluster.net import dialect
 from cluster.raft.rpc import (
     HeartBeatRequest,
     InstallSnapshotRequest,
-    LeadershipTransferRequest,
     ProbeRequest,
     PushRequest,
     RepairRequest,

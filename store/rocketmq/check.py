@@ -47,7 +47,7 @@ from .message import (
     TRANSACTION_ROLLBACK_TYPE,
     tags_code,
 )
-from .scan import _item, batches
+from .scan import entry_item, batches
 
 # ScheduleMessageService's default levels (MessageStoreConfig.messageDelayLevel), in ms
 DELAY_LEVELS_MS = [s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800,
@@ -118,7 +118,7 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
         topic = ids[mc.topic]
         keep = np.ones(len(normal), bool)
         for k in np.flatnonzero(mc.status == SLOW):  # message.decode says what it is
-            it = _item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
+            it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
             if it.message is None:
                 keep[k] = False
                 if findings is not None:
@@ -145,7 +145,7 @@ def _log_findings(b, normal, mc, keep, topic, c: Columns, findings: list) -> Non
     """A batch's messages whose body or PHYSICALOFFSET is wrong."""
     pos, index = b.pos[normal], b.index[normal]
     for k in np.flatnonzero(keep & ~mc.crc_ok):
-        it = _item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
+        it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
         m = it.message
         actual = crc32(b.buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF
         findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start, it.index, m,

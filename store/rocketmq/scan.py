@@ -150,10 +150,12 @@ def items(node_dir: str, sel: Selection | None = None, *, data_file_size: int | 
             continue
         for magic, size, idx, term, pos, bsize in zip(b.magic.tolist(), b.size.tolist(), b.index.tolist(),
                                                       b.term.tolist(), b.pos.tolist(), b.bsize.tolist()):
-            yield _item(b.buf, b.file, b.start, magic, size, idx, term, pos, bsize)
+            yield entry_item(b.buf, b.file, b.start, magic, size, idx, term, pos, bsize)
 
 
-def _item(buf, fname: str, fstart: int, magic: int, size: int, idx: int, term: int, pos: int, bsize: int) -> Item:
+def entry_item(buf, fname: str, fstart: int, magic: int, size: int, idx: int, term: int, pos: int, bsize: int) -> Item:
+    """The entry at logical ``pos`` of the data file ``fname`` (starting at ``fstart``; its
+    bytes ``buf``), decoded as a message when it is a normal entry."""
     kind = KINDS.get(magic, "not-a-message")
     if kind != "message":
         return Item(kind, idx, term, pos, size, fname, buf, None, f"DLedger entry of magic {magic}")
