@@ -36,13 +36,9 @@ States are DLedger's (EntryDispatcher): COMPARE -> TRUNCATE -> APPEND <-> COMMIT
   counts while the leader's forced truncation is on its way to the follower; the
   watermark is first lowered below the cut, so no entry can commit on the strength of
   copies about to be dropped. :meth:`compare_from` then restarts at COMPARE.
-- DEEP_COMPARE (ours): a dledgerctl follower that refuses, ``STUCK_AFTER`` times running,
-  the push that follows a compare matching at the same index does not converge: it holds
-  an entry it counts as committed that is not ours (only a forged push or commit can put
-  one there). The dispatcher compares the entries from there by their bytes (PROBE, crc32
-  of each whole entry: cluster/raft/divergence.py), cuts the follower where they first differ
-  (REPAIR, committed entries included: the leader of the term holds every committed
-  entry) and fills it again from COMPARE, saying so in one line.
+- DEEP_COMPARE (ours): a follower that does not converge (it refuses, again and again,
+  to replace an entry it counts as committed) is compared byte for byte, cut where it
+  differs and filled again: deepcompare.py.
 
 Invariants: the watermark only counts entries the follower acknowledged in this term;
 responses to requests of another term, or to a compare/truncate that is no longer the
@@ -51,12 +47,13 @@ outstanding one, are ignored.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from store.errors import StoreError
 from store.format import ENTRY_HEADER, MAGIC_NORMAL
 
+from .deepcompare import DeepCompare
+from .dispatchstate import DispatchState
 from .divergence import DivergenceSearch
 from .rpc import (
     Code,
@@ -78,19 +75,6 @@ from .rpc import (
 # unneeded. Followers then learn a commit up to this much (plus a tick) later; clients are
 # answered by the leader and do not wait for that.
 COMMIT_IDLE_MS = 5
-# Refusals of the push after a compare that matched at the same index before a follower is
-# compared byte for byte (DEEP_COMPARE): one can be a follower that restarted meanwhile.
-STUCK_AFTER = 2
-
-
-class DispatchState(enum.StrEnum):
-    COMPARE = "COMPARE"
-    TRUNCATE = "TRUNCATE"
-    APPEND = "APPEND"
-    COMMIT = "COMMIT"
-    INSTALL_SNAPSHOT = "INSTALL_SNAPSHOT"  # DLedger HEAD's: a follower that needs entries we no longer hold
-    REPAIR = "REPAIR"  # ours: paused while an operator's forced truncation is on its way
-    DEEP_COMPARE = "DEEP_COMPARE"  # ours: a follower that does not converge is compared byte for byte, then cut
 
 
 @dataclass
@@ -110,7 +94,7 @@ class InFlight:
     sent_at: int
 
 
-class Dispatcher:
+class Dispatcher(DeepCompare):
     def __init__(self, peer: str, group: str, self_id: str, term: int, store, config, quorum, now: int,
                  java: bool = False, snapshots=None, configs=None) -> None:
         self.peer, self.group, self.self_id, self.term = peer, group, self_id, term
@@ -477,55 +461,6 @@ class Dispatcher:
             if index > self.refused_at:
                 self.refused_at, self.refusals = -2, 0  # (it moved on)
         self.quorum.ack(self.peer, self.term, index)
-
-    # -- a follower that does not converge -----------------------------------------------
-    def _refused_after(self, matched: int) -> None:
-        """The push after a match at ``matched`` was refused as inconsistent."""
-        if matched != self.refused_at:
-            self.refused_at, self.refusals = matched, 0
-        self.refusals += 1
-        if self.refusals >= STUCK_AFTER and not self.java:
-            self.refusals = 0
-            self._restart(DispatchState.DEEP_COMPARE, matched, self.last_error)
-            self.search = DivergenceSearch(self.store, self.peer, deep=True, start=matched + 1)
-            self.said.append(f"replication to {self.peer} does not converge after {matched} ({self.last_error}): "
-                             f"comparing its entries with ours byte for byte")
-
-    def _deep_compare(self, now: int, commit_index: int) -> list:
-        if self.outstanding is not None:
-            if now - self.outstanding_at < self.config.max_push_timeout_ms:
-                return []
-            self.outstanding = None  # unanswered: ask again
-        search = self.search
-        probe = search.next_probe()
-        if probe is not None:
-            req = ProbeRequest(self.group, self.self_id, self.term, *probe)
-        else:
-            r = search.result
-            if r.truncate_from is None:  # all equal after all (it caught up meanwhile): go on
-                self.compare_from(r.match_index, f"no entry of {self.peer} differs from ours after {search.start - 1}")
-                return self.poll(now, commit_index)
-            req = RepairRequest(self.group, self.self_id, self.term, r.truncate_from)
-        self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
-        return [req]
-
-    def _deep_answered(self, req, resp, now: int) -> None:
-        if resp.code != Code.SUCCESS:
-            self.last_error = f"{type(req).__name__[:-7].lower()}: {resp.code.name} {resp.remark}".strip()
-            self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
-            self.compare_from(self.search.start - 1, self.last_error)
-            return
-        if type(req) is ProbeRequest:
-            self.search.feed(resp)
-            return
-        r = self.search.result
-        where = (f"its entry {r.first_diff} differs from ours (term {r.follower_term}, crc32 {r.follower_digest}; "
-                 f"ours term {r.leader_term}, crc32 {r.leader_digest})" if r.first_diff is not None
-                 else f"it holds entries past our end {r.leader_end}")
-        self.said.append(f"cut {self.peer} back from {req.from_index}, committed entries included "
-                         f"({resp.dropped} dropped): {where}; filling it again from {req.from_index}")
-        self.note = f"cut back from {req.from_index}: {where}"
-        self.compare_from(req.from_index - 1, "filling it again after a byte-for-byte compare")
 
     def _lost_entries(self, end: int) -> None:
         self.quorum.lower(self.peer, end)
