@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from store.format import HEADER_SIZE, MAGIC_NORMAL
-from store.rocketmq.message import NotAMessage, body_crc, body_of, decode
+from store.rocketmq.message import NotAMessage, decode
+from store.rocketmq.scan import message_fields
 
 # (name, Arrow type, Spark SQL type), after the entry columns
 MQ_COLUMNS = [
@@ -49,6 +50,7 @@ MQ_COLUMNS = [
 ]
 MSG_BODY_COLUMN = ("msg_body", pa.binary(), "binary")
 _FIELDS = [name for name, _, _ in MQ_COLUMNS]
+_AS = {"msg_body_size": "body_size"}  # column -> message_fields' name, where they differ
 
 
 def message_arrays(buf, rel: np.ndarray | None, size: np.ndarray | None, magic, n: int, body: bool) -> dict:
@@ -67,21 +69,14 @@ def message_arrays(buf, rel: np.ndarray | None, size: np.ndarray | None, magic, 
             except NotAMessage as exc:
                 cols["msg_note"][k] = str(exc)
                 continue
-            raw = buf[m.body_at:m.body_at + m.body_size]
-            for name, value in (("msg_id", m.msg_id), ("topic", m.topic), ("queue_id", m.queue_id),
-                                ("queue_offset", m.queue_offset), ("phy_offset", m.phy_offset),
-                                ("sys_flag", m.sys_flag), ("flag", m.flag), ("born_timestamp", m.born_timestamp),
-                                ("born_host", m.born_host), ("store_timestamp", m.store_timestamp),
-                                ("store_host", m.store_host), ("reconsume_times", m.reconsume_times),
-                                ("prepared_tx_offset", m.prepared_tx_offset), ("msg_body_size", m.body_size),
-                                ("body_crc_ok", body_crc(raw) == m.body_crc), ("tags", m.tags), ("keys", m.keys),
-                                ("uniq_key", m.uniq_key), ("properties", list(m.properties.items()))):
-                cols[name][k] = value
+            fields = message_fields(buf, m, (lambda b: b) if body else None)  # (mq messages' reading)
+            for name in _FIELDS[:-1]:
+                cols[name][k] = fields[_AS.get(name, name)]
+            cols["properties"][k] = list(m.properties.items())
             if body:
-                try:
-                    bodies[k] = body_of(buf, m)
-                except NotAMessage as exc:
-                    cols["msg_note"][k] = str(exc)
+                bodies[k] = fields["body"]
+                if bodies[k] is None:  # (a compressed body that does not inflate: the note says why)
+                    cols["msg_note"][k] = fields["note"]
     out = {name: pa.array(cols[name], typ) for name, typ, _ in MQ_COLUMNS}
     if body:
         out["msg_body"] = pa.array(bodies, pa.binary())
