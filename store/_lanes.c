@@ -460,11 +460,70 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(run_doc,
+"run_headers(buf, off, end, records, r, n, first, base, prev_term, out) -> accepted\n\n"
+"The framing checks of store/scan.py's run lane, compiled: the longest prefix of the\n"
+"``n`` index records at ``records[r:]`` whose entries lie end to end in ``buf`` from\n"
+"``off`` (logical offset ``base + off``; each starting before ``end``), with indexes\n"
+"``first``, ``first + 1``, ..., a valid magic, headers equal to their records on magic,\n"
+"size, index, term and pos, size == 48 + bodySize, and terms that never go back (from\n"
+"``prev_term`` on: the smallest int64 when unknown). Copies each accepted header into ``out`` (48 bytes\n"
+"a row) and returns how many it accepted. The checksums are left to the caller.");
+
+static PyObject *lanes_run_headers(PyObject *self, PyObject *args) {
+    Py_buffer buf, records, out;
+    Py_ssize_t off, end, r, n;
+    long long first, base, prev_term;
+    if (!PyArg_ParseTuple(args, "y*nny*nnLLLw*:run_headers", &buf, &off, &end, &records, &r, &n, &first, &base,
+                          &prev_term, &out))
+        return NULL;
+    Py_ssize_t done = 0;
+    if (off < 0 || r < 0 || n < 0 || r > records.len || n > (records.len - r) / RECORD_SIZE ||
+        n > out.len / HEADER_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "run_headers: offsets or counts outside the buffers");
+        goto finish;
+    }
+    const unsigned char *p = buf.buf, *rec = (const unsigned char *)records.buf + r;
+    unsigned char *o = out.buf;
+    long long buflen = buf.len, expect = off, last_term = prev_term;
+    Py_BEGIN_ALLOW_THREADS
+    for (; done < n; done++) {
+        const unsigned char *x = rec + done * RECORD_SIZE;
+        if (done + 8 < n) {  /* the header eight entries on: its place is known from its record */
+            long long ahead = get64(rec + (done + 8) * RECORD_SIZE + 4) - base;
+            if (ahead >= 0 && ahead < buflen)
+                __builtin_prefetch(p + ahead);
+        }
+        int32_t magic = get32(x), size = get32(x + 12);
+        long long rel = get64(x + 4) - base;
+        if (rel != expect || rel >= end || size < HEADER_SIZE || rel + size > buflen ||
+            get64(x + 16) != first + done || magic < 1 || magic > 3)
+            break;
+        const unsigned char *h = p + rel;
+        int64_t term = get64(h + 16);
+        int32_t bsize = get32(h + 44);
+        if (get32(h) != magic || get32(h + 4) != size || get64(h + 8) != get64(x + 16) || term != get64(x + 24) ||
+            get64(h + 24) != get64(x + 4) || bsize < 0 || (long long)size != HEADER_SIZE + (long long)bsize ||
+            term < last_term)
+            break;
+        memcpy(o + done * HEADER_SIZE, h, HEADER_SIZE);
+        last_term = term;
+        expect = rel + size;
+    }
+    Py_END_ALLOW_THREADS
+finish:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&records);
+    PyBuffer_Release(&out);
+    return PyErr_Occurred() ? NULL : PyLong_FromSsize_t(done);
+}
+
 static PyMethodDef lanes_methods[] = {
     {"crc32", lanes_crc32, METH_VARARGS, "crc32(data, value=0): zlib's CRC-32 of data, continued from value."},
     {"encode_entries", lanes_encode, METH_VARARGS, encode_doc},
     {"encode_packed", lanes_encode_packed, METH_VARARGS, packed_doc},
     {"check_entries", lanes_check, METH_VARARGS, check_doc},
+    {"run_headers", lanes_run_headers, METH_VARARGS, run_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -479,9 +538,9 @@ PyMODINIT_FUNC PyInit__lanes(void) {
     if (m == NULL)
         return NULL;
 #ifdef HAVE_CLMUL_PATH
-    if (PyModule_AddIntConstant(m, "CLMUL", have_clmul) < 0) {
+    if (PyModule_AddIntConstant(m, "CLMUL", have_clmul) < 0 || PyModule_AddIntConstant(m, "VCLMUL", have_vclmul) < 0) {
 #else
-    if (PyModule_AddIntConstant(m, "CLMUL", 0) < 0) {
+    if (PyModule_AddIntConstant(m, "CLMUL", 0) < 0 || PyModule_AddIntConstant(m, "VCLMUL", 0) < 0) {
 #endif
         Py_DECREF(m);
         return NULL;

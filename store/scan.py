@@ -13,9 +13,10 @@ log there, verify reports and goes on).
 A scan has two lanes over the same bytes. The per-entry lane (iterating a scan) decodes one
 record at a time with ``struct`` and is the only judge of statuses and stops. The run lane
 (:meth:`FileScan.walk`) takes the entry positions from the index file, gathers those headers
-with numpy and checks a whole stretch at once; it only ever *accepts* entries (the longest
-prefix that passes every check the per-entry lane makes, plus equality with the index
-record) and hands everything else back to the per-entry lane. Both lanes apply the rules
+and checks a whole stretch at once (store/_lanes.c's run_headers where it was built, numpy
+otherwise); it only ever *accepts* entries (the longest prefix that passes every check the
+per-entry lane makes, plus equality with the index record) and hands everything else back
+to the per-entry lane. Both lanes apply the rules
 below, so a stretch accepted by the run lane is exactly what the per-entry lane would have
 yielded as healthy; tests compare the two on damaged stores.
 
@@ -51,6 +52,11 @@ from .format import (
     INDEX_UNIT_SIZE,
     crc32,
 )
+
+try:  # the run lane's framing checks, compiled (store/_lanes.c); numpy's below when not built
+    from . import _lanes
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _lanes = None
 
 # Scanned.status values. OK and NO_CRC are healthy entries.
 OK = "ok"  # checksums recorded and correct
@@ -329,6 +335,7 @@ class FileScan:
 
 # --- the run lane ------------------------------------------------------------------------
 
+INT64_MIN = -(1 << 63)  # (for run_headers: no term before the first)
 RUN_MAX = 1 << 16  # entries checked per run: bounds the temporary arrays (a few MiB)
 SLOW_STRIDE_MIN = 64  # after a refused run, this many entries go through the per-entry lane
 SLOW_STRIDE_DOUBLINGS = 10  # ... doubling with each consecutive refusal (a damaged index)
@@ -379,8 +386,7 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
     the per-entry lane would make by following ``size`` fields."""
     buf = scan.buf
     off = scan._off
-    buflen = len(buf)
-    if off >= scan.end or buflen - off < HEADER_SIZE or buflen < HEADER_SIZE:
+    if off >= scan.end or len(buf) - off < HEADER_SIZE:
         return None
     limit = RUN_MAX if scan._remaining is None else min(RUN_MAX, scan._remaining)
     if limit <= 0:
@@ -399,41 +405,26 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
     if n <= 0:
         return None
     base = scan.file_start
-    rec = np.frombuffer(ifile.mm, dtype=INDEX_DTYPE, count=n, offset=r)
-    pos = rec["pos"].astype(np.int64)
-    if pos[0] != base + off:
-        return None
-    rel = pos - base
-    size = rec["size"].astype(np.int64)
-    # Framing from the index records alone, so every gather below stays inside buf.
-    ok = (size >= HEADER_SIZE) & (rel < scan.end) & (rel + size <= buflen)
-    ok[1:] &= rel[1:] == rel[:-1] + size[:-1]
-    ok &= rec["index"] == np.arange(first, first + n, dtype=np.int64)
-    ok &= (rec["magic"] >= MAGIC_LOW) & (rec["magic"] <= MAGIC_HIGH)
-    n = prefix_true(ok)
-    if n == 0:
-        return None
-    rel, size = rel[:n], size[:n]
-    raw = gather_headers(buf, rel)  # (n, 48) copies of the headers
-    # Header == index record on (magic, size, index, term, pos), compared as 32-bit words:
-    # both layouts are big-endian and 4-byte aligned, only the field order differs.
-    words = np.frombuffer(ifile.mm, dtype=np.uint32, count=n * 8, offset=r).reshape(n, 8)
-    ok = headers_equal_records(raw, words)
-    hdr = raw.view(HEADER_DTYPE)[:, 0]
-    term = hdr["term"].astype(np.int64)
-    bsize = hdr["bsize"].astype(np.int64)
-    ok &= (bsize >= 0) & (size == bsize + HEADER_SIZE)
-    ok[1:] &= term[1:] >= term[:-1]
-    if scan.prev_term is not None:
-        ok[0] &= bool(term[0] >= scan.prev_term)
+    if _lanes is not None:
+        raw = np.empty((n, HEADER_SIZE), dtype=np.uint8)
+        n = _lanes.run_headers(buf, off, scan.end, ifile.mm, r, n, first, base,
+                               INT64_MIN if scan.prev_term is None else scan.prev_term, raw)
+        raw = raw[:n]
+    else:
+        raw = _run_headers(scan, ifile, r, n, first, base, off)
+        n = len(raw)
     if scan.release_pages:
         release_pages(ifile.mm, r, r + n * INDEX_UNIT_SIZE)
+    if n == 0:
+        return None
+    hdr = raw.view(HEADER_DTYPE)[:, 0]
+    term = hdr["term"]
     bcrc = hdr["bcrc"].astype(np.int64)
     chain = hdr["chain"].astype(np.int64)
     absent = (bcrc == 0) & (chain == 0)
-    n = prefix_true(ok)
-    if n and scan.check_crc and not absent[:n].all():
-        raw, rel, size, bcrc, chain, absent = raw[:n], rel[:n], size[:n], bcrc[:n], chain[:n], absent[:n]
+    if scan.check_crc and not absent.all():
+        rel = hdr["pos"].astype(np.int64) - base
+        size = hdr["size"].astype(np.int64)
         ok = absent.copy()
         want = np.flatnonzero(~absent)
         data = memoryview(buf)
@@ -459,7 +450,7 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
     if n == 0:
         return None
     last = n - 1
-    end_rel = int(rel[last] + size[last])
+    end_rel = int(hdr["pos"][last]) - base + int(hdr["size"][last])
     crc_absent = int(absent[:n].sum())
     run = Run(base + off, base + end_rel, n, first, int(term[0]), first + last, int(term[last]),
               int(chain[last]), n - crc_absent, crc_absent, hdr[:n] if scan.run_headers else None)
@@ -469,3 +460,39 @@ def _fast_run(scan: FileScan, index_files) -> Run | None:
     if scan._remaining is not None:
         scan._remaining -= n
     return run
+
+
+def _run_headers(scan: FileScan, ifile, r: int, n: int, first: int, base: int, off: int) -> np.ndarray:
+    """The run lane's framing checks with numpy (store._lanes.run_headers when built): the
+    headers, (k, 48) bytes, of the longest prefix of the ``n`` index records from ``r`` that
+    passes them."""
+    buf = scan.buf
+    buflen = len(buf)
+    rec = np.frombuffer(ifile.mm, dtype=INDEX_DTYPE, count=n, offset=r)
+    pos = rec["pos"].astype(np.int64)
+    if pos[0] != base + off:
+        return np.empty((0, HEADER_SIZE), dtype=np.uint8)
+    rel = pos - base
+    size = rec["size"].astype(np.int64)
+    # Framing from the index records alone, so every gather below stays inside buf.
+    ok = (size >= HEADER_SIZE) & (rel < scan.end) & (rel + size <= buflen)
+    ok[1:] &= rel[1:] == rel[:-1] + size[:-1]
+    ok &= rec["index"] == np.arange(first, first + n, dtype=np.int64)
+    ok &= (rec["magic"] >= MAGIC_LOW) & (rec["magic"] <= MAGIC_HIGH)
+    n = prefix_true(ok)
+    if n == 0:
+        return np.empty((0, HEADER_SIZE), dtype=np.uint8)
+    rel, size = rel[:n], size[:n]
+    raw = gather_headers(buf, rel)  # (n, 48) copies of the headers
+    # Header == index record on (magic, size, index, term, pos), compared as 32-bit words:
+    # both layouts are big-endian and 4-byte aligned, only the field order differs.
+    words = np.frombuffer(ifile.mm, dtype=np.uint32, count=n * 8, offset=r).reshape(n, 8)
+    ok = headers_equal_records(raw, words)
+    hdr = raw.view(HEADER_DTYPE)[:, 0]
+    term = hdr["term"].astype(np.int64)
+    bsize = hdr["bsize"].astype(np.int64)
+    ok &= (bsize >= 0) & (size == bsize + HEADER_SIZE)
+    ok[1:] &= term[1:] >= term[:-1]
+    if scan.prev_term is not None:
+        ok[0] &= bool(term[0] >= scan.prev_term)
+    return raw[:prefix_true(ok)]

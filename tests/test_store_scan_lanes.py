@@ -61,8 +61,13 @@ def walk_items(node, run_max=None, monkeypatch=None):
     return items
 
 
-def test_healthy_store_goes_through_the_run_lane(pristine, monkeypatch):
+@pytest.mark.parametrize("framing", ["compiled", "numpy"])
+def test_healthy_store_goes_through_the_run_lane(pristine, monkeypatch, framing):
     node, raw = pristine
+    if framing == "numpy":
+        monkeypatch.setattr(scan_mod, "_lanes", None)
+    else:
+        assert scan_mod._lanes is not None, "store._lanes was not built: see the output of pip install -e ."
     items = walk_items(node)
     assert all(type(i) is Run for i in items)
     assert sum(i.count for i in items) == len(raw)
@@ -125,14 +130,18 @@ def outcome(node):
 
 def both_lanes(monkeypatch, node, run_max):
     """outcome() with runs of at most ``run_max`` entries, checked equal to the outcome with
-    the per-entry lane alone; returns it."""
+    the per-entry lane alone; the run lane's framing both compiled (when built) and with
+    numpy. Returns it."""
     with monkeypatch.context() as m:
         m.setattr(scan_mod, "RUN_MAX", run_max)
         fast = outcome(node)
+        m.setattr(scan_mod, "_lanes", None)
+        with_numpy = outcome(node)
     with monkeypatch.context() as m:
         m.setattr(scan_mod, "_fast_run", lambda scan, index_files: None)
         slow = outcome(node)
     assert fast == slow
+    assert with_numpy == slow
     return fast
 
 
