@@ -179,6 +179,39 @@ def test_check_finds_units_past_a_truncated_log(broker):
     assert len(found) == len(dispatched_after)
 
 
+def test_the_compiled_unit_check_finds_what_numpys_finds(broker, monkeypatch):
+    """check.py matches each queue's units to the messages in C (_columns.units) where it
+    is built: the same findings, in the same order, as its numpy twin, over units damaged
+    every way a unit can be (and a queue whose topic the log does not hold)."""
+    import random
+
+    from store.rocketmq import check
+    from store.rocketmq.layout import resolve_broker
+
+    if check._columns is None:
+        pytest.skip("store.rocketmq._columns is not built")
+    root, specs, written = broker
+    rng = random.Random(7)
+    end = written[-1]["phy_offset"] + written[-1]["size"]
+    for topic, qid in (("Topic0", 0), ("Topic1", 1), ("Topic0", 2)):
+        qdir = root / "consumequeue" / topic / str(qid)
+        for name in sorted(os.listdir(qdir)):
+            with open(qdir / name, "r+b") as fh:
+                for slot in range(len(fh.read()) // 20):
+                    if rng.random() < 0.4:
+                        w = rng.choice(written)
+                        fh.seek(slot * 20)
+                        fh.write(cq_unit(rng.choice([w["phy_offset"], w["phy_offset"] + 3, end + 100, 0]),
+                                         w["size"] + rng.choice([0, 0, 1]), rng.choice([0, 3552214])))
+    write_queue(str(root), "NoSuchTopic", 0, [cq_unit(w["phy_offset"], w["size"], 0) for w in written[:3]])
+    b = resolve_broker(str(root))
+    compiled = check.check_broker(b)
+    monkeypatch.setattr(check, "_columns", None)
+    assert check.check_broker(b) == compiled
+    kinds = {f["finding"] for f in compiled[0]}
+    assert {"cq-mismatch", "cq-elsewhere", "cq-past-log-end"} <= kinds, kinds
+
+
 def test_check_finds_a_unit_of_another_size_and_a_queue_offset_out_of_order(tmp_path):
     root = tmp_path / "store"
     specs = [spec(0, queue_id=0, topic="T"), spec(1, queue_id=0, topic="T"), spec(2, queue_id=0, topic="T",

@@ -316,8 +316,113 @@ done:
     return result;
 }
 
+static const char units_doc[] =
+    "units(phy, topic, queue_id, queue_offset, size, tags, delay, store_ts, units, first, tid, qid, first_phy,\n"
+    "      last_phy, covered) -> (before, flagged)\n\n"
+    "One consume queue's units (``units``: 20-byte records, offset i64, size i32, tag code i64 in\n"
+    "the machine's byte order, consumequeue.UNIT_NATIVE; the first one's queue offset ``first``; its topic id ``tid`` and queue id ``qid``)\n"
+    "against the messages' columns (phy increasing; int64, int32, int32, int64, int64, int64, bool,\n"
+    "int64), as check.py's check_queues does with numpy: marks each message a unit points at in\n"
+    "``covered`` (bool), counts the units pointing before ``first_phy`` and returns the others\n"
+    "that are findings, as (k, code, message) with code 0 past ``last_phy``, 1 where no message\n"
+    "starts, 2 at a message that differs.";
+
+#define UNIT_SIZE 20
+
+static PyObject *columns_units(PyObject *self, PyObject *args) {
+    Py_buffer col[8], units, covered;
+    long long first, first_phy, last_phy;
+    int tid, qid;
+    static const Py_ssize_t width[8] = {8, 4, 4, 8, 8, 8, 1, 8};
+    memset(col, 0, sizeof(col));
+    memset(&units, 0, sizeof(units));
+    memset(&covered, 0, sizeof(covered));
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*LiiLLw*:units", &col[0], &col[1], &col[2], &col[3], &col[4],
+                          &col[5], &col[6], &col[7], &units, &first, &tid, &qid, &first_phy, &last_phy, &covered))
+        return NULL;
+    PyObject *result = NULL, *flagged = PyList_New(0);
+    Py_ssize_t m = col[0].len / 8, n = units.len / UNIT_SIZE;
+    long long before = 0;
+    if (flagged == NULL)
+        goto done;
+    for (int c = 0; c < 8; c++) {
+        if (col[c].len != m * width[c]) {
+            PyErr_Format(PyExc_ValueError, "column %d holds %zd bytes, not %zd", c, col[c].len, m * width[c]);
+            goto done;
+        }
+    }
+    if (covered.len != m || units.len % UNIT_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "covered must have one byte a message, units whole records");
+        goto done;
+    }
+    const int64_t *phy = col[0].buf, *qoff = col[3].buf, *size = col[4].buf, *tags = col[5].buf,
+                  *store_ts = col[7].buf;
+    const int32_t *topic = col[1].buf, *queue_id = col[2].buf;
+    const uint8_t *delay = col[6].buf;
+    uint8_t *cov = covered.buf;
+    const unsigned char *u = units.buf;
+    Py_ssize_t lo = 0;  /* units are mostly increasing: each search starts at the last one's answer */
+    for (Py_ssize_t k = 0; k < n; k++, u += UNIT_SIZE) {
+        int64_t p, got_tags;
+        int32_t usize;
+        memcpy(&p, u, 8);
+        memcpy(&usize, u + 8, 4);
+        memcpy(&got_tags, u + 12, 8);
+        if (lo > 0 && phy[lo - 1] >= p)
+            lo = 0;
+        /* gallop from lo (everything before it is below p), then halve */
+        Py_ssize_t hi = lo, step = 1;
+        while (hi < m && phy[hi] < p) {
+            lo = hi + 1;
+            hi = lo + step;
+            step *= 2;
+        }
+        if (hi > m)
+            hi = m;
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if (phy[mid] < p)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        Py_ssize_t at = lo;
+        int code;
+        if (at < m && phy[at] == p) {
+            cov[at] = 1;
+            int tags_ok = tags[at] == got_tags || (delay[at] && got_tags >= store_ts[at]);
+            if (topic[at] == tid && queue_id[at] == qid && qoff[at] == first + k && size[at] == usize && tags_ok)
+                continue;
+            code = 2;
+        } else if (p < first_phy) {
+            before++;
+            continue;
+        } else {
+            code = p > last_phy ? 0 : 1;
+        }
+        PyObject *f = Py_BuildValue("(nin)", k, code, at < m ? at : m - 1);
+        if (f == NULL || PyList_Append(flagged, f) < 0) {
+            Py_XDECREF(f);
+            goto done;
+        }
+        Py_DECREF(f);
+    }
+    result = Py_BuildValue("(LO)", before, flagged);
+done:
+    Py_XDECREF(flagged);
+    for (int c = 0; c < 8; c++)
+        if (col[c].obj != NULL)
+            PyBuffer_Release(&col[c]);
+    if (units.obj != NULL)
+        PyBuffer_Release(&units);
+    if (covered.obj != NULL)
+        PyBuffer_Release(&covered);
+    return result;
+}
+
 static PyMethodDef columns_methods[] = {
     {"read", columns_read, METH_VARARGS, read_doc},
+    {"units", columns_units, METH_VARARGS, units_doc},
     {NULL, NULL, 0, NULL},
 };
 

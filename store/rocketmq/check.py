@@ -37,8 +37,8 @@ import numpy as np
 
 from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..inspect import Selection
-from .columns import SLOW, delay_level, message_columns
-from .consumequeue import Queue, find_queues, read_units
+from .columns import SLOW, _columns, delay_level, message_columns
+from .consumequeue import UNIT_NATIVE, Queue, find_queues, read_units
 from .layout import BrokerStore
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -231,36 +231,23 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
         if u is None or not len(u):
             continue
         units += len(u)
-        p = u["offset"].astype(np.int64)
-        at = np.minimum(np.searchsorted(phy, p), max(len(phy) - 1, 0))
-        hit = phy[at] == p if len(phy) else np.zeros(len(p), bool)
-        before = ~hit & (p < first_phy)
-        before_log += int(before.sum())
-        qoffs = np.arange(q.first, q.first + len(u), dtype=np.int64)
-        past = ~hit & ~before & (p > last_phy)
-        for k in np.flatnonzero(past):
-            findings.append(_unit_finding("cq-past-log-end", q, int(qoffs[k]), u[k],
-                                          f"points at {int(p[k])}, past the log's last message at {last_phy}"))
-        for k in np.flatnonzero(~hit & ~before & ~past):
-            findings.append(_unit_finding("cq-elsewhere", q, int(qoffs[k]), u[k],
-                                          f"points at {int(p[k])}, where no message starts"))
-        idx = at[hit]
-        covered[idx] = True
-        exp_tags, got_tags = a["tags"][idx], u["tags"][hit].astype(np.int64)
-        # (a delay message's unit holds its delivery time: with levels configured otherwise
-        # than the default, any time from its store time on)
-        tags_ok = (exp_tags == got_tags) | (a["delay"][idx] & (got_tags >= a["store_ts"][idx]))
-        bad = ((a["topic"][idx] != tid) | (a["queue_id"][idx] != q.queue_id) | (a["queue_offset"][idx] != qoffs[hit])
-               | (a["size"][idx] != u["size"][hit]) | ~tags_ok)
-        for k in np.flatnonzero(bad):
-            i, unit, qoff = int(idx[k]), u[hit][k], int(qoffs[hit][k])
-            differ = [f"its topic is {names[a['topic'][i]]}" if a["topic"][i] != tid else "",
-                      f"its queue is {a['queue_id'][i]}" if a["queue_id"][i] != q.queue_id else "",
-                      f"its queue offset is {a['queue_offset'][i]}" if a["queue_offset"][i] != qoff else "",
-                      f"its size is {a['size'][i]}" if a["size"][i] != unit["size"] else "",
-                      f"its tag code is {a['tags'][i]}" if not tags_ok[k] else ""]
-            findings.append(_unit_finding("cq-mismatch", q, qoff, unit, f"points at entry {a['index'][i]}, but "
-                                          + ", ".join(d for d in differ if d)))
+        before, flagged = _match_units(a, u, q.first, tid, q.queue_id, first_phy, last_phy, covered)
+        before_log += before
+        for k, code, i in sorted(flagged, key=lambda f: (f[1], f[0])):
+            unit, qoff, p = u[k], q.first + k, int(u["offset"][k])
+            if code == PAST_LOG:
+                findings.append(_unit_finding("cq-past-log-end", q, qoff, unit,
+                                              f"points at {p}, past the log's last message at {last_phy}"))
+            elif code == ELSEWHERE:
+                findings.append(_unit_finding("cq-elsewhere", q, qoff, unit, f"points at {p}, where no message starts"))
+            else:
+                differ = [f"its topic is {names[a['topic'][i]]}" if a["topic"][i] != tid else "",
+                          f"its queue is {a['queue_id'][i]}" if a["queue_id"][i] != q.queue_id else "",
+                          f"its queue offset is {a['queue_offset'][i]}" if a["queue_offset"][i] != qoff else "",
+                          f"its size is {a['size'][i]}" if a["size"][i] != unit["size"] else "",
+                          f"its tag code is {a['tags'][i]}" if not _tags_ok(a, i, int(unit["tags"])) else ""]
+                findings.append(_unit_finding("cq-mismatch", q, qoff, unit, f"points at entry {a['index'][i]}, but "
+                                              + ", ".join(d for d in differ if d)))
     # each message against its queue's range: inside it, a unit must point at it (a hole
     # if none does); past its end (or without a queue), it is not dispatched yet
     keys = np.array(sorted(spans), np.int64)
@@ -279,6 +266,45 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
                                  detail="no unit points at this message, though its queue goes past it"))
     undispatched = int((a["dispatched"] & ~inside & ~(found & (qo < (firsts[at] if len(keys) else 0)))).sum())
     return {"units": units, "units_before_log": before_log, "undispatched": undispatched}
+
+
+PAST_LOG, ELSEWHERE, MISMATCH = 0, 1, 2  # what a unit that is a finding does (_match_units)
+
+
+def _match_units(a: dict, u: np.ndarray, first: int, tid: int, qid: int, first_phy: int, last_phy: int,
+                 covered: np.ndarray) -> tuple[int, list]:
+    """One queue's units against the messages: marks the messages they point at in
+    ``covered``; returns how many point before the log, and (unit, PAST_LOG | ELSEWHERE |
+    MISMATCH, message) for each that is a finding. Compiled (_columns.units) when built."""
+    if _columns is not None:
+        return _columns.units(a["phy"], a["topic"], a["queue_id"], a["queue_offset"], a["size"], a["tags"],
+                              a["delay"], a["store_ts"], np.ascontiguousarray(u, UNIT_NATIVE), first, tid, qid,
+                              first_phy, last_phy, covered)
+    phy = a["phy"]
+    p = u["offset"].astype(np.int64)
+    at = np.minimum(np.searchsorted(phy, p), max(len(phy) - 1, 0))
+    hit = phy[at] == p if len(phy) else np.zeros(len(p), bool)
+    before = ~hit & (p < first_phy)
+    past = ~hit & ~before & (p > last_phy)
+    idx = at[hit]
+    covered[idx] = True
+    got_tags = u["tags"][hit].astype(np.int64)
+    # (a delay message's unit holds its delivery time: with levels configured otherwise
+    # than the default, any time from its store time on)
+    tags_ok = (a["tags"][idx] == got_tags) | (a["delay"][idx] & (got_tags >= a["store_ts"][idx]))
+    qoffs = np.arange(first, first + len(u), dtype=np.int64)
+    bad = np.zeros(len(p), bool)
+    bad[hit] = ((a["topic"][idx] != tid) | (a["queue_id"][idx] != qid) | (a["queue_offset"][idx] != qoffs[hit])
+                | (a["size"][idx] != u["size"][hit]) | ~tags_ok)
+    flagged = [(k, PAST_LOG, int(at[k])) for k in np.flatnonzero(past).tolist()]
+    flagged += [(k, ELSEWHERE, int(at[k])) for k in np.flatnonzero(~hit & ~before & ~past).tolist()]
+    flagged += [(k, MISMATCH, int(at[k])) for k in np.flatnonzero(bad).tolist()]
+    return int(before.sum()), flagged
+
+
+def _tags_ok(a: dict, i: int, got: int) -> bool:
+    """Does a unit's tag code ``got`` fit message ``i`` (see _match_units)?"""
+    return bool(a["tags"][i] == got or (a["delay"][i] and got >= a["store_ts"][i]))
 
 
 def _small_key(topic: np.ndarray, queue_id: np.ndarray) -> np.ndarray:

@@ -25,7 +25,8 @@ from ..format import FILE_NAME_DIGITS
 CQ_STORE_UNIT_SIZE = 20  # ConsumeQueue.CQ_STORE_UNIT_SIZE
 CONSUME_QUEUE_DIR = "consumequeue"  # StorePathConfigHelper.getStorePathConsumeQueue
 BLANK_SIZE = (1 << 31) - 1  # fillPreBlank's size: Integer.MAX_VALUE
-UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # as the files hold them
+UNIT_NATIVE = np.dtype([("offset", "=i8"), ("size", "=i4"), ("tags", "=i8")])  # Queue.units
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Queue:
     dir: str
     files: list[tuple[int, str]]  # (first byte, path), in order
     first: int = -1  # queue offset of the first unit that points at a message (-1: none)
-    units: np.ndarray | None = None  # from ``first`` on, up to the queue's end
+    units: np.ndarray | None = None  # UNIT_NATIVE, from ``first`` on, up to the queue's end
     blanks: int = 0  # fillPreBlank units before ``first``
     damaged: str = ""  # why the files could not all be read (a gap between files, an unreadable one)
 
@@ -134,6 +135,6 @@ def read_units(q: Queue) -> Queue:
             break
         expect = start + size
     q.first = first if parts else (q.files[0][0] // CQ_STORE_UNIT_SIZE + blanks if q.files else 0)
-    q.units = np.concatenate(parts) if parts else np.empty(0, UNIT)
+    q.units = np.concatenate(parts, dtype=UNIT_NATIVE) if parts else np.empty(0, UNIT_NATIVE)
     q.blanks = blanks
     return q
