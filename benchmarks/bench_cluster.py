@@ -227,8 +227,9 @@ def bench_java(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import javadledger
     from cluster.net import dialect
-    from cluster.net.transport import Channel
-    from cluster.net.wire import APPEND, Frame, decode_response
+    from cluster.net.channel import Channel
+    from cluster.net.frames import Frame
+    from cluster.net.wire import APPEND, decode_response
 
     try:
         java = javadledger.build()

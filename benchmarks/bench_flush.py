@@ -3,7 +3,7 @@
 Not a test: it measures and prints a table (``--json`` for machine-readable results).
 
 A node's event loop is busy in Python while its flushes run elsewhere
-(cluster.node.process.BackgroundSync). This script makes one process look like that: the loop
+(cluster.node.background.BackgroundSync). This script makes one process look like that: the loop
 thread writes ``--bytes`` (default 235,840: 220 entries of 1,072 bytes, what a node
 writes in 10 ms at 22k entries/s) every ``--interval-ms`` into a file and otherwise runs
 plain Python work, counting it; after each write it starts a flush of the file unless the
@@ -34,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from cluster.node import runtime  # noqa: E402
-from cluster.node.process import BackgroundSync  # noqa: E402
+from cluster.node.background import BackgroundSync  # noqa: E402
 from store.files import Flusher, SyncJob  # noqa: E402
 
 

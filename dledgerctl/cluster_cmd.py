@@ -19,7 +19,7 @@ from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_ad
 from cluster.node import launcher
 from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
 from cluster.net.transport import TransportError
-from cluster.net.wire import ProtocolError
+from cluster.net.frames import ProtocolError
 
 from .common import (BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
                      LogLabels, client_tls, errors_as_exit, fail, plural, tls_options, use_record_tls)
@@ -538,7 +538,7 @@ def append_cmd(
                 rows = list(resp["entries"])
             except KeyError:
                 raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
-            except ProtocolError as exc:  # (read only now: cluster.net.wire.AnswerRows)
+            except ProtocolError as exc:  # (read only now: cluster.net.appends.AnswerRows)
                 raise ClientError(f"{c.leader}: {exc}") from None
             out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
         return out

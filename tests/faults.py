@@ -66,8 +66,9 @@ from cluster.net.client import AppendError, Client, ClientError  # noqa: E402
 from cluster.raft.config import Peer  # noqa: E402
 from cluster.net.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
 from cluster.node.launcher import node_command  # noqa: E402
-from cluster.net.transport import Channel, TransportError  # noqa: E402
-from cluster.net.wire import ProtocolError  # noqa: E402
+from cluster.net.channel import Channel
+from cluster.net.transport import TransportError
+from cluster.net.frames import ProtocolError
 from store.errors import StoreError  # noqa: E402
 from store.filestore import FileStore  # noqa: E402
 from store.format import (CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP,  # noqa: E402

@@ -19,6 +19,7 @@ import random
 import socket
 import struct
 
+from cluster.net.frames import FrameReceiver
 from cluster.net.wire import (
     APPEND,
     CHANGE_MEMBERS,
@@ -34,7 +35,6 @@ from cluster.net.wire import (
     QUERY,
     REPAIR,
     VOTE,
-    FrameReceiver,
 )
 
 I64 = (1 << 63) - 1

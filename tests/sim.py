@@ -206,7 +206,7 @@ class Sim:
             self._push(self.now + self._delay(), "request", frm, to, req, rid)
 
     def operator_truncate(self, peer: str, from_index: int) -> bool:
-        """``peer truncate``, as cluster/node/process.py carries it out; False when the leader
+        """``peer truncate``, as cluster/node/operator.py carries it out; False when the leader
         would refuse (no leader, not a follower, at or below the commit index)."""
         leader = self.leader()
         core = self.nodes[leader] if leader else None

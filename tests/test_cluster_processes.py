@@ -149,12 +149,14 @@ def test_a_node_survives_garbage_and_oversized_frames(cluster):
 
     # well-formed frames the node must refuse with an answer: an unknown code, a wrong group
     from cluster.raft.rpc import Code, VoteRequest
-    from cluster.net.wire import FrameDecoder, Frame, encode_frame, request_frame
+    from cluster.net.frames import Frame, encode_frame
+    from cluster.net.frames import FrameReceiver
+    from cluster.net.wire import request_frame
 
     def ask(frame):
         with socket.create_connection((host, int(port)), timeout=5) as s:
             s.sendall(encode_frame(frame))
-            dec, got = FrameDecoder(), []
+            dec, got = FrameReceiver(), []
             while not got:
                 chunk = s.recv(65536)
                 assert chunk, "connection closed instead of an answer"

@@ -13,7 +13,8 @@ import pytest
 
 from cluster.net import dialect
 from cluster.raft.config import NodeConfig, parse_peers
-from cluster.raft.core import VOTE_AGAIN_MS, RaftCore
+from cluster.raft.core import RaftCore
+from cluster.raft.elections import VOTE_AGAIN_MS
 from cluster.raft.dispatcher import DispatchState
 from cluster.raft.member import MemoryTermStore, Role
 from cluster.raft.rpc import (
@@ -29,7 +30,8 @@ from cluster.raft.rpc import (
     VoteResult,
     split_entries,
 )
-from cluster.net.wire import BadMessage, LEADERSHIP_TRANSFER, Frame, decode_request, request_frame
+from cluster.net.frames import BadMessage, Frame
+from cluster.net.wire import LEADERSHIP_TRANSFER, decode_request, request_frame
 from store.format import ENTRY_HEADER, MAGIC_NOOP
 from store.memstore import MemoryStore
 

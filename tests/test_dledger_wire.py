@@ -18,7 +18,8 @@ import pytest
 import javadledger
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
-from cluster.net.wire import METADATA, Frame, json_body
+from cluster.net.frames import Frame, json_body
+from cluster.net.wire import METADATA
 from test_cluster_processes import cli, down, free_port_base, up, wait_for
 
 GROUP = "g"

@@ -23,8 +23,9 @@ import faults
 from cluster.net.client import AppendError, Client
 from cluster.raft.config import Peer
 from cluster.raft.rpc import Code
-from cluster.net.transport import FrameServer
-from cluster.net.wire import APPEND, METADATA, WATERMARKS, Frame, response_frame
+from cluster.net.server import FrameServer
+from cluster.net.frames import Frame
+from cluster.net.wire import APPEND, METADATA, WATERMARKS, response_frame
 from store.filestore import FileStore
 from store.verify import verify_store
 

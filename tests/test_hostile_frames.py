@@ -18,15 +18,8 @@ import socket
 import pytest
 
 from cluster.raft.rpc import Code, HeartBeatRequest
-from cluster.net.wire import (
-    GET,
-    HEART_BEAT,
-    METADATA,
-    PUSH,
-    FrameReceiver,
-    encode_frame,
-    request_frame,
-)
+from cluster.net.frames import FrameReceiver, encode_frame
+from cluster.net.wire import GET, HEART_BEAT, METADATA, PUSH, request_frame
 from hostile import DEEP, I64, frame, hostile_frames, nested, send_all
 from ports import free_port_base
 from store.format import encode_entry

@@ -105,3 +105,14 @@ def test_the_rules_have_no_io_of_their_own(name, path):
 def test_the_three_rooms_are_all_there_is():
     top = sorted(n for n, _ in MODULES if n.count(".") == 1 and n.startswith("cluster."))
     assert top == ["cluster.net", "cluster.node", "cluster.raft"], top
+
+
+SIZE_LIMIT = 600  # lines: split a module by concern before it grows past this
+
+
+@pytest.mark.parametrize("name, path", [m for m in MODULES if _under(m[0], "cluster")],
+                         ids=[n for n, _ in MODULES if _under(n, "cluster")])
+def test_no_module_of_the_cluster_grows_past_the_limit(name, path):
+    with open(path, encoding="utf-8") as fh:
+        lines = sum(1 for _ in fh)
+    assert lines <= SIZE_LIMIT, f"{name} has {lines} lines: split it by concern"

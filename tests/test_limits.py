@@ -1,5 +1,5 @@
 """A node under a flood of idle connections and a slowloris client keeps serving appends, with
-its descriptors and memory bounded (cluster/net/transport.py FrameServer limits). Real processes."""
+its descriptors and memory bounded (cluster/net/server.py FrameServer limits). Real processes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """store._flusher (a flush thread that never takes the interpreter lock) against
-store.files.sync_fds, and cluster.node.process.BackgroundSync, which runs either for a node.
+store.files.sync_fds, and cluster.node.background.BackgroundSync, which runs either for a node.
 
 Both ways must keep sync_fds's rules: every fd of a batch is closed whatever fails, the
 first failure is what is reported (StoreIOError "flush failed: ..."), and what was written
@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from cluster.node.process import BackgroundSync
+from cluster.node.background import BackgroundSync
 from store import files as files_mod
 from store.errors import StoreIOError
 from store.files import SyncJob, sync_fds

@@ -18,8 +18,10 @@ import pytest
 from cluster.net import pki
 from cluster.raft.rpc import HeartBeatRequest, PushRequest, PushType, VoteRequest
 from cluster.net.tls import Identity, Tls, TlsFiles, identity_of, parse_uri, refusal
-from cluster.net.transport import Channel, TransportError
-from cluster.net.wire import REMOTING_NO_PERMISSION, request_frame
+from cluster.net.channel import Channel
+from cluster.net.transport import TransportError
+from cluster.net.frames import REMOTING_NO_PERMISSION
+from cluster.net.wire import request_frame
 from test_cluster_processes import cli, down, free_port_base
 
 GROUP = "default"  # (cluster up's)

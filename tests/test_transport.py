@@ -1,4 +1,4 @@
-"""The asyncio transport (cluster/net/transport.py) on real loopback sockets.
+"""The asyncio transport (cluster/net/transport.py, server.py, channel.py) on real loopback sockets.
 
 Channels must recover from whatever the far end does: close at once, go away with
 requests in flight, come back. Every wait here has a deadline.
@@ -11,16 +11,12 @@ import asyncio
 import pytest
 
 from cluster.node import runtime
-from cluster.net.transport import (
-    Channel,
-    ConnectionLost,
-    FrameServer,
-    RequestTimeout,
-    TransportError,
-    Unreachable,
-)
+from cluster.net.channel import Channel
+from cluster.net.server import FrameServer
+from cluster.net.transport import ConnectionLost, RequestTimeout, TransportError, Unreachable
 from ports import free_ports
-from cluster.net.wire import FLAG_RESPONSE, Frame, append_ext, append_request, response_bytes, unpack_bodies
+from cluster.net.appends import append_ext, append_request, unpack_bodies
+from cluster.net.frames import FLAG_RESPONSE, Frame, response_bytes
 
 HOST = "127.0.0.1"
 
@@ -230,7 +226,7 @@ def test_answers_later_callbacks_and_deadlines(loop):
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_call_sends_encoded_requests_connected_or_not(loop):
-    """Channel.call (the client's APPEND path, wire.append_request) connects when it has
+    """Channel.call (the client's APPEND path, appends.append_request) connects when it has
     to, matches answers by the opaque it assigns, leaves large bodies as they are, and
     times out like request does."""
     async def main():

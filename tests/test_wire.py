@@ -1,4 +1,4 @@
-"""The frame codec (cluster/net/wire.py): exact layout, round trips, streaming, limits, fuzz."""
+"""The frame codec (cluster/net/frames.py, wire.py, appends.py): exact layout, round trips, streaming, limits, fuzz."""
 
 from __future__ import annotations
 
@@ -25,29 +25,26 @@ from cluster.raft.rpc import (
     VoteResult,
     split_entries,
 )
-from cluster.net.wire import (
-    APPEND,
-    PUSH,
-    VOTE,
+from cluster.net.appends import append_ext, append_request, decode_append_answer, pack_bodies, unpack_bodies
+from cluster.net.frames import (
     BadMessage,
     Frame,
-    FrameDecoder,
     FrameReceiver,
     FrameTooLarge,
     MalformedFrame,
     ProtocolError,
-    append_ext,
-    append_request,
-    decode_append_answer,
+    encode_frame,
+    response_bytes,
+)
+from cluster.net.wire import (
+    APPEND,
+    PUSH,
+    VOTE,
     decode_request,
     decode_response,
-    encode_frame,
-    pack_bodies,
     request_code_of,
     request_frame,
-    response_bytes,
     response_frame,
-    unpack_bodies,
 )
 from store.format import encode_entry
 
@@ -87,7 +84,7 @@ def test_frame_layout_is_rocketmq_remoting():
 
 @pytest.mark.parametrize("req", REQUESTS, ids=lambda r: f"{type(r).__name__}")
 def test_requests_round_trip(req):
-    frames = FrameDecoder().feed(encode_frame(request_frame(req, 42)))
+    frames = FrameReceiver().feed(encode_frame(request_frame(req, 42)))
     assert len(frames) == 1 and frames[0].opaque == 42 and frames[0].code == request_code_of(req)
     assert decode_request(frames[0]) == req
 
@@ -95,7 +92,7 @@ def test_requests_round_trip(req):
 @pytest.mark.parametrize("kind,resp", RESPONSES, ids=lambda r: getattr(r, "__name__", type(r).__name__))
 def test_responses_round_trip(kind, resp):
     code = request_code_of(next(r for r in REQUESTS if type(r) is kind))
-    f = FrameDecoder().feed(encode_frame(response_frame(resp, 9, code)))[0]
+    f = FrameReceiver().feed(encode_frame(response_frame(resp, 9, code)))[0]
     assert f.is_response and f.opaque == 9
     assert decode_response(f, code) == resp
 
@@ -120,7 +117,7 @@ def test_push_body_is_raw_entries():
 @given(cuts=st.lists(st.integers(1, 400), max_size=30))
 def test_streaming_any_split(cuts):
     stream = b"".join(encode_frame(request_frame(r, i)) for i, r in enumerate(REQUESTS))
-    dec, got, pos = FrameDecoder(), [], 0
+    dec, got, pos = FrameReceiver(), [], 0
     for c in cuts + [len(stream)]:
         got += dec.feed(stream[pos : pos + c])
         pos += c
@@ -153,11 +150,11 @@ def test_receiver_lends_buffers_for_frames_small_and_large(sizes, reads):
 
 
 def test_oversized_frame_refused_from_its_length_alone():
-    dec = FrameDecoder(max_frame=1024)
+    dec = FrameReceiver(max_frame=1024)
     with pytest.raises(FrameTooLarge):
         dec.feed(struct.pack(">i", 1025))
     with pytest.raises(MalformedFrame):
-        FrameDecoder().feed(struct.pack(">i", 2) + b"xx")
+        FrameReceiver().feed(struct.pack(">i", 2) + b"xx")
 
 
 def test_client_append_bodies():
@@ -173,7 +170,7 @@ def test_client_append_bodies():
        kind=st.sampled_from([bytes, bytearray, memoryview]))
 @settings(max_examples=150, deadline=None)
 def test_append_request_parts_equal_an_encoded_append_frame(opaque, group, sizes, kind):
-    """wire.append_request (the client's hot path) writes the bytes the Frame path writes,
+    """appends.append_request (the client's hot path) writes the bytes the Frame path writes,
     for one body, many, small and large ones (joined, or left as they are), any group."""
     bodies = [kind(bytes([i % 251]) * n) for i, n in enumerate(sizes)]
     ext = {"group": group, "count": str(len(bodies))}
@@ -181,7 +178,7 @@ def test_append_request_parts_equal_an_encoded_append_frame(opaque, group, sizes
     frame = Frame(APPEND, opaque, ext=ext, body=pack_bodies([bytes(b) for b in bodies]))
     assert b"".join(bytes(p) for p in parts) == encode_frame(frame)
     assert len(parts) == (1 if sum(sizes) < 16 << 10 else 2 if len(bodies) > 64 else 1 + len(bodies))
-    got = FrameDecoder().feed(b"".join(bytes(p) for p in parts))[0]
+    got = FrameReceiver().feed(b"".join(bytes(p) for p in parts))[0]
     assert (got.code, got.opaque, got.ext) == (APPEND, opaque, ext)
     if bodies:
         assert [bytes(b) for b in unpack_bodies(got.body, len(bodies))] == [bytes(b) for b in bodies]
@@ -193,7 +190,7 @@ def test_response_bytes_equal_an_encoded_response_frame(opaque, entries, leader)
     body = {"code": 200, "term": 3, "leaderId": leader, "remark": "", "entries": entries}
     frame = response_frame(body, opaque, 50001)
     assert response_bytes(opaque, frame.body) == encode_frame(frame)
-    got = FrameDecoder().feed(response_bytes(opaque, frame.body))[0]
+    got = FrameReceiver().feed(response_bytes(opaque, frame.body))[0]
     assert (got.opaque, got.is_response, json.loads(got.body)) == (opaque, True, body)
 
 
@@ -212,7 +209,7 @@ def test_frame_head_is_the_header_dict_encoded(code, opaque, flag, remark, ext, 
 
 
 def _decode_everything(data: bytes) -> None:
-    for f in FrameDecoder(max_frame=1 << 16).feed(data):
+    for f in FrameReceiver(max_frame=1 << 16).feed(data):
         try:
             decode_request(f)
         except BadMessage:

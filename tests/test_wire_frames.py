@@ -1,4 +1,4 @@
-"""cluster.net._frames, the compiled frame splitter, against wire.split_frames, its Python
+"""cluster.net._frames, the compiled frame splitter, against frames.split_frames, its Python
 reference: the same frames, the same stopping points, the same errors, for headers in
 every form a peer may send (the plain one frame_head writes, JSON with spaces, escapes,
 unicode, nulls, unknown or repeated keys, numbers out of range) and for arbitrary bytes.
@@ -18,10 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.net import wire
+from cluster.net import appends as appends_mod
+from cluster.net import frames as frames_mod
 from store.base import AppendedRun
 
-from cluster.net.wire import APPEND, Frame, FrameReceiver, ProtocolError, decode_frame_body, encode_frame, split_frames
+from cluster.net.frames import Frame, FrameReceiver, ProtocolError, decode_frame_body, encode_frame, split_frames
+from cluster.net.wire import APPEND
 
 try:
     from cluster.net import _frames
@@ -34,9 +36,9 @@ compiled = pytest.mark.skipif(_frames is None, reason="cluster.net._frames is no
 def test_the_frame_splitter_is_built_where_there_is_a_compiler():
     cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(cc) is None:
-        pytest.skip("no C compiler: frames are cut by wire.split_frames")
+        pytest.skip("no C compiler: frames are cut by frames.split_frames")
     assert _frames is not None, "cluster.net._frames was not built: see the output of pip install -e ."
-    assert wire._split is _frames.split
+    assert frames_mod._split is _frames.split
 
 
 def _outcome(split, data: bytes, start: int = 0, max_frame: int = 1 << 20):
@@ -204,7 +206,7 @@ def test_the_receiver_gives_the_same_frames_with_either_splitter(monkeypatch):
     stream = b"".join(map(encode_frame, frames))
     seen = {}
     for name, split in (("python", split_frames), ("compiled", _frames.split)):
-        monkeypatch.setattr(wire, "_split", split)
+        monkeypatch.setattr(frames_mod, "_split", split)
         r, got, k = FrameReceiver(), [], 0
         while k < len(stream):
             step = rng.choice([1, 3, 7, 100, 5000, 70000])
@@ -221,11 +223,11 @@ def test_framing_errors_are_those_of_the_python_loop():
                             (ok + struct.pack(">i", -5), 1 << 20), (ok + ok[:6], 1 << 20), (ok, 4)]:
         _same(data, 0, max_frame)
     r = FrameReceiver(max_frame=100)
-    with pytest.raises(wire.FrameTooLarge, match="frame of 101 bytes is above the 100-byte limit"):
+    with pytest.raises(frames_mod.FrameTooLarge, match="frame of 101 bytes is above the 100-byte limit"):
         r.feed(ok + struct.pack(">i", 101))
-    with pytest.raises(wire.MalformedFrame, match="frame length 2 is too small"):
+    with pytest.raises(frames_mod.MalformedFrame, match="frame length 2 is too small"):
         FrameReceiver().feed(struct.pack(">i", 2) + b"\0\0")
-    with pytest.raises(wire.MalformedFrame, match="serialize type 1"):
+    with pytest.raises(frames_mod.MalformedFrame, match="serialize type 1"):
         FrameReceiver().feed(_frame(b'{"code":1}', b"", 1))
 
 
@@ -247,20 +249,20 @@ def _runs(draw):
 @given(run_waiters=_runs(), remark=_texts)
 def test_append_answers_are_the_python_ones(run_waiters, remark):
     run, waiters = run_waiters
-    head = wire.json_body({"code": 200, "term": run.terms, "leaderId": "n0", "remark": remark})[:-1] + b',"entries":'
-    got = wire.append_answers(head, waiters, run)
-    saved, wire._frames = wire._frames, None
+    head = frames_mod.json_body({"code": 200, "term": run.terms, "leaderId": "n0", "remark": remark})[:-1] + b',"entries":'
+    got = appends_mod.append_answers(head, waiters, run)
+    saved, appends_mod._frames = appends_mod._frames, None
     try:
-        want = wire.append_answers(head, waiters, run)
+        want = appends_mod.append_answers(head, waiters, run)
     finally:
-        wire._frames = saved
+        appends_mod._frames = saved
     assert got == want
     for data, (_r, opaque, start, n) in zip(got, waiters):
         (f,) = FrameReceiver().feed(data)
         assert f.opaque == opaque and f.is_response
         rows = [list(r) for r in run.rows()[start:start + n]]
         assert msgspec.json.decode(f.body)["entries"] == rows
-        answer = wire.decode_append_answer(f)  # what a client reads
+        answer = appends_mod.decode_append_answer(f)  # what a client reads
         assert (answer["code"], answer["term"], answer["leaderId"], answer["remark"]) == (200, run.terms, "n0", remark)
         assert answer["entries"] == rows and list(answer["entries"]) == rows and len(answer["entries"]) == n
 
@@ -276,15 +278,15 @@ def test_append_answers_refuse_waiters_outside_the_run():
 
 def _unpacked(data, count):
     try:
-        return [bytes(b) for b in wire.unpack_bodies(data, count)]
-    except wire.BadMessage as exc:
+        return [bytes(b) for b in appends_mod.unpack_bodies(data, count)]
+    except frames_mod.BadMessage as exc:
         return "refused", str(exc)
 
 
 def _checked(data, count):
     try:
-        return wire.check_bodies(data, count)
-    except wire.BadMessage as exc:
+        return appends_mod.check_bodies(data, count)
+    except frames_mod.BadMessage as exc:
         return "refused", str(exc)
 
 
@@ -296,7 +298,7 @@ def test_batched_bodies_are_unpacked_and_checked_as_the_python_loop_does(bodies,
     """unpack_bodies, and check_bodies (a leader's hot path: it hands the frame to the
     store as it is), compiled or not, refuse the same frames with the same words;
     check_bodies otherwise gives the largest body."""
-    data = bytearray(wire.pack_bodies(bodies) if bodies else b"")
+    data = bytearray(appends_mod.pack_bodies(bodies) if bodies else b"")
     for at, value in damage:
         if at < len(data):
             data[at] = value
@@ -304,12 +306,12 @@ def test_batched_bodies_are_unpacked_and_checked_as_the_python_loop_does(bodies,
     for count in {len(bodies) + extra, len(bodies), 1, 2}:
         got = _unpacked(memoryview(data) if as_view else data, count)
         checked = _checked(memoryview(data) if as_view else data, count)
-        saved, wire._frames = wire._frames, None
+        saved, appends_mod._frames = appends_mod._frames, None
         try:
             want = _unpacked(data, count)
             assert _checked(data, count) == checked
         finally:
-            wire._frames = saved
+            appends_mod._frames = saved
         assert got == want
         assert checked == (max(map(len, want)) if isinstance(want, list) else want)
     if not damage and len(bodies) > 1:
@@ -325,9 +327,9 @@ def test_batched_bodies_with_sizes_that_do_not_fit(sizes, rest):
     got = _unpacked(data, len(sizes))
     checked = _checked(data, len(sizes))
     assert checked == (max(map(len, got)) if isinstance(got, list) else got)
-    saved, wire._frames = wire._frames, None
+    saved, appends_mod._frames = appends_mod._frames, None
     try:
         assert got == _unpacked(data, len(sizes))
         assert checked == _checked(data, len(sizes))
     finally:
-        wire._frames = saved
+        appends_mod._frames = saved

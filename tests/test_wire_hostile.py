@@ -1,4 +1,4 @@
-"""Property-based fuzz of the decoders (cluster/net/wire.py, cluster/net/dialect.py) with hostile
+"""Property-based fuzz of the decoders (cluster/net/frames.py, wire.py, appends.py, dialect.py) with hostile
 fields: every field missing, of the wrong type, out of its range, or nested deep. A decoder
 raises only ProtocolError (BadMessage for a body, MalformedFrame for a header), and what
 it does return holds only numbers the rest of the node can use."""
@@ -20,23 +20,25 @@ from cluster.raft.rpc import (
     RepairRequest,
     VoteRequest,
 )
-from cluster.net.wire import (
-    HEART_BEAT,
-    INSTALL_SNAPSHOT,
-    LEADERSHIP_TRANSFER,
+from cluster.net.frames import (
     MAX_JSON_DEPTH,
-    PROBE,
-    PUSH,
-    REPAIR,
-    VOTE,
     BadMessage,
     Frame,
     FrameReceiver,
     MalformedFrame,
     ProtocolError,
+    json_depth,
+)
+from cluster.net.wire import (
+    HEART_BEAT,
+    INSTALL_SNAPSHOT,
+    LEADERSHIP_TRANSFER,
+    PROBE,
+    PUSH,
+    REPAIR,
+    VOTE,
     decode_request,
     decode_response,
-    json_depth,
 )
 from hostile import BAD_NUMBERS, I64, frame, nested, peer_requests, push_ext, snapshot_ext
 from store.format import TERM_MAX

@@ -14,29 +14,15 @@ import base64
 import functools
 import ssl
 
-from . import dialect
 from ..raft.config import ConfigError, Peer, parse_peers
 from ..raft.rpc import Code
+from . import dialect
+from .appends import append_ext, append_request, decode_append_answer
+from .channel import Channel
+from .frames import BadMessage, Forbidden, Frame, ProtocolError, json_body
 from .tls import expect_member
-from .transport import Channel, ConnectionLost, TransportError, Unreachable, WrongPeer
-from .wire import (
-    APPEND,
-    BadMessage,
-    GET,
-    HEART_BEAT,
-    LEADERSHIP_TRANSFER,
-    CHANGE_MEMBERS,
-    METADATA,
-    QUERY,
-    Forbidden,
-    Frame,
-    ProtocolError,
-    append_ext,
-    append_request,
-    decode_append_answer,
-    decode_response,
-    json_body,
-)
+from .transport import ConnectionLost, TransportError, Unreachable, WrongPeer
+from .wire import APPEND, CHANGE_MEMBERS, GET, HEART_BEAT, LEADERSHIP_TRANSFER, METADATA, QUERY, decode_response
 
 
 class ClientError(Exception):
@@ -54,7 +40,7 @@ class OutOfRange(ClientError):
 
 
 # Entries asked for per GET while paging: a node answers at most this many
-# (cluster/node/process.py MAX_GET_COUNT); asking for more would only be cut.
+# (cluster/node/serving.py MAX_GET_COUNT); asking for more would only be cut.
 MAX_PAGE = 1024
 # GETs in flight at once while paging a Java DLedger node (one entry per GET)
 JAVA_PAGE = 64
@@ -223,7 +209,7 @@ class Client:
 
     async def append(self, bodies: list[bytes], *, resend_unknown: bool = True) -> dict:
         """Append on the leader; returns its answer (code, term, leaderId, remark, and
-        entries: [index, term, pos, size] per body, read when first used: wire.AnswerRows).
+        entries: [index, term, pos, size] per body, read when first used: appends.AnswerRows).
 
         Follows NOT_LEADER and retries until the timeout. After an attempt whose outcome
         is unknown (no answer, TERM_CHANGED), the bodies are sent again only with
@@ -403,7 +389,7 @@ class Client:
 
     async def get(self, index: int, count: int = 1, peer: str | None = None) -> list[dict]:
         """Committed entries from ``index``, as many as the node gives in one answer (at
-        most ``count``; a node caps an answer, cluster/node/process.py MAX_GET_COUNT/BYTES); bodies
+        most ``count``; a node caps an answer, cluster/node/serving.py MAX_GET_COUNT/BYTES); bodies
         decoded. An index outside the node's committed log raises :class:`OutOfRange`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout

@@ -23,7 +23,8 @@ import msgspec
 
 from store.format import ENTRY_HEADER, HEADER_SIZE
 
-from .wire import ENTRY_INDEX, INDEX, TERM, BadMessage, check_depth, in_range
+from .frames import BadMessage, check_depth
+from .wire import ENTRY_INDEX, INDEX, TERM, in_range
 
 DLEDGER_RESPONSE_HEADER = 200  # the header code of every Java DLedger response
 

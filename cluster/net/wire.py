@@ -1,24 +1,15 @@
-"""Frames on the wire: RocketMQ remoting framing with DLedger's request codes. Sans-I/O.
-
-A frame is ``int32 length`` (bytes after this field) · ``int32 (serializeType << 24) |
-headerLength`` · header JSON · body. The header holds ``code``, ``flag`` (bit 0 response,
-bit 1 one-way), ``opaque`` (pairs a response with its request), ``remark``, ``extFields``
-(string map), ``language`` and ``version``.
+"""Messages on the wire: DLedger's request codes and the peer and operator messages of
+cluster/raft/rpc.py as frames (frames.py), and back. Sans-I/O.
 
 Rules this module keeps:
 
-- Decoding never raises anything but :class:`ProtocolError` (and its subclasses), whatever
-  the bytes: a peer's bad frame becomes an error response or a closed connection.
-- A frame longer than the configured maximum is refused as soon as its length field is
-  seen, before any of it is buffered; a header longer than ``MAX_HEADER_BYTES`` and JSON
-  nested deeper than ``MAX_JSON_DEPTH`` (header or body) are refused before they are parsed.
+- Decoding never raises anything but ProtocolError (frames.py) and its subclasses, whatever
+  the bytes: a bad message becomes an error response.
 - Every number a message carries is checked against its field's domain where it is
   decoded (:class:`Ints`: terms, indexes, counts, sizes), so nothing past the decoder meets
   a term that cannot be incremented or an index the log format cannot store.
 - Requests carry DLedger's codes (METADATA 50000 ... LEADERSHIP_TRANSFER 51005); our operator
-  requests use 52000 and up. A response's header ``code`` is the remoting status (0 when
-  the request was handled; its body then holds the DLedger response code); non-zero
-  header codes are transport-level refusals with the reason in ``remark``.
+  requests use 52000 and up.
 - PUSH carries its scalar fields in ``extFields`` and the entries as raw on-disk bytes in the
   body, so a follower writes what it receives without re-encoding; every other message
   is a JSON object body with DLedger's field names.
@@ -26,22 +17,11 @@ Rules this module keeps:
 
 from __future__ import annotations
 
-import base64
-import itertools
-import re
-import struct
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import msgspec
-import numpy as np
 
-from store.base import AppendedRun, appended_rows
 from store.format import INT64_MAX, TERM_MAX
-
-try:  # the compiled loops of this module (cluster/net/_frames.c), when built
-    from . import _frames
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _frames = None
 
 from ..raft.rpc import (
     Code,
@@ -62,6 +42,7 @@ from ..raft.rpc import (
     VoteResponse,
     VoteResult,
 )
+from .frames import FLAG_RESPONSE, HANDLED, REMOTING_SUCCESS, BadMessage, Frame, json_body, json_object, refusal_error
 
 # DLedgerRequestCode
 METADATA = 50000
@@ -83,47 +64,6 @@ REPAIR = 52005  # leader -> follower: forced truncation (cluster/raft/rpc.py Rep
 QUERY = 52006  # client -> a node: ask its state machine (cluster/raft/statemachine.py), once it has applied what was committed
 CHANGE_MEMBERS = 52007  # operator -> leader: add a learner, or remove a member (cluster/raft/membership.py)
 OPERATOR_CODES = (WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE)
-
-# RocketMQ RemotingSysResponseCode, for header codes of responses
-REMOTING_SUCCESS = 0
-REMOTING_SYSTEM_ERROR = 1
-REMOTING_SYSTEM_BUSY = 2
-REMOTING_NOT_SUPPORTED = 3
-REMOTING_NO_PERMISSION = 16  # ours under TLS: the connection's certificate may not do this (remark says why)
-
-FLAG_RESPONSE = 1
-FLAG_ONEWAY = 2
-SERIALIZE_JSON = 0
-DEFAULT_MAX_FRAME = 64 << 20
-# A header holds a few short fields (a PUSH's extFields carry the member list at most): far
-# below this. Kept in step with MAX_HEADER in cluster/net/_frames.c.
-MAX_HEADER_BYTES = 64 << 10
-# The deepest any message of DLedger's or ours nests is 3 (a Java push: object, batchEntry,
-# entry); JSON deeper than this is refused before it is parsed (a parser recurses per level).
-MAX_JSON_DEPTH = 32
-_LEN = struct.Struct(">i")
-_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1  # RemotingCommand's code, opaque, flag and version are Java ints
-_HDR = struct.Struct(">ii")
-
-
-class ProtocolError(Exception):
-    """A peer sent something that is not a valid frame or message."""
-
-
-class FrameTooLarge(ProtocolError):
-    pass
-
-
-class MalformedFrame(ProtocolError):
-    pass
-
-
-class BadMessage(ProtocolError):
-    """The frame is well formed but its fields are not the message its code names."""
-
-
-class Forbidden(BadMessage):
-    """The peer refused the request for the identity of this connection's certificate."""
 
 
 class Ints(NamedTuple):
@@ -153,276 +93,6 @@ def in_range(value: int, kind: Ints, name: str) -> int:
 def _short(value: int) -> str:
     """A number for an error message (one of thousands of digits is not printed)."""
     return str(value) if abs(value) < 10**30 else f"a number of {value.bit_length()} bits"
-
-
-_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-
-
-def json_depth(data) -> int:
-    """How deep the JSON ``data`` nests (objects and arrays; brackets inside strings do not
-    count), read without parsing it. An unterminated string counts what follows it."""
-    flat = _STRINGS.sub(b"", bytes(data))
-    a = np.frombuffer(flat, np.uint8)
-    step = (a == 0x5B).view(np.int8) + (a == 0x7B).view(np.int8) - (a == 0x5D).view(np.int8) - (a == 0x7D).view(np.int8)
-    return int(np.cumsum(step, dtype=np.int64).max(initial=0))
-
-
-def check_depth(data, what: str, error=None) -> None:
-    """Refuse JSON ``data`` nested deeper than MAX_JSON_DEPTH (BadMessage, or ``error``).
-    Counting the brackets is enough when there are few of them (every frame's header, every
-    body but a Java push or GET answer of many entries); only more are read properly."""
-    if not isinstance(data, (bytes, bytearray)):
-        data = bytes(data)
-    if data.count(b"{") + data.count(b"[") <= MAX_JSON_DEPTH:
-        return
-    depth = json_depth(data)
-    if depth > MAX_JSON_DEPTH:
-        raise (error or BadMessage)(f"{what} nests {depth} deep, above the limit of {MAX_JSON_DEPTH}")
-
-
-def _refused(f: Frame) -> BadMessage:
-    if f.code == REMOTING_NO_PERMISSION:
-        return Forbidden(f"refused: {f.remark}")
-    return BadMessage(f"refused by the peer (remoting code {f.code}): {f.remark}")
-
-
-_encoder = msgspec.json.Encoder()
-
-
-class Frame(msgspec.Struct):
-    """A frame. Decoding its header JSON makes it (msgspec), so a received frame costs one
-    C call and no copy of the header's fields; ``body`` is set after (its JSON name is one
-    no header holds). ``remark`` and ``ext`` are never None once decoded."""
-
-    code: int
-    opaque: int = 0
-    flag: int = 0
-    remark: str | None = ""
-    ext: dict[str, str] | None = msgspec.field(default_factory=dict, name="extFields")
-    body: bytes = msgspec.field(default=b"", name="__dledgerctl_body__")  # or a memoryview, for frames received
-    # into a buffer of their own
-    language: str = "PYTHON"  # (header fields of RocketMQ remoting that dledgerctl does not use)
-    version: int = 0
-    serializeTypeCurrentRPC: str | None = None
-
-    @property
-    def is_response(self) -> bool:
-        return bool(self.flag & FLAG_RESPONSE)
-
-
-_frame_decoder = msgspec.json.Decoder(Frame)
-
-
-_HEADER = b'{"code":%d,"flag":%d,"opaque":%d,"language":"PYTHON","version":0'
-
-
-def frame_head(f: Frame) -> bytes:
-    """A frame's bytes up to its body: length, header length, header."""
-    if f.remark:
-        h = {"code": f.code, "flag": f.flag, "opaque": f.opaque, "language": "PYTHON", "version": 0,
-             "remark": f.remark}
-        if f.ext:
-            h["extFields"] = f.ext
-        header = _encoder.encode(h)
-    else:  # what encoding the dict above gives, a third faster (every frame but errors comes here)
-        header = _HEADER % (f.code, f.flag, f.opaque)
-        header += b',"extFields":' + _encoder.encode(f.ext) + b"}" if f.ext else b"}"
-    return _HDR.pack(4 + len(header) + len(f.body), (SERIALIZE_JSON << 24) | len(header)) + header
-
-
-def encode_frame(f: Frame) -> bytes:
-    return frame_head(f) + f.body if f.body else frame_head(f)
-
-
-# frame_head's header of a response that carries neither remark nor extFields, around its opaque
-_RESPONSE_PRE = b'{"code":%d,"flag":%d,"opaque":' % (REMOTING_SUCCESS, FLAG_RESPONSE)
-_RESPONSE_POST = b',"language":"PYTHON","version":0}'
-_RESPONSE_HEADER = _RESPONSE_PRE + b"%d" + _RESPONSE_POST
-
-
-def response_bytes(opaque: int, body: bytes) -> bytes:
-    """A whole successful response frame around a JSON ``body``: the bytes
-    ``encode_frame(Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=body))`` gives, made
-    without a Frame or a header dict (a leader makes one per client append)."""
-    header = _RESPONSE_HEADER % opaque
-    return _HDR.pack(4 + len(header) + len(body), (SERIALIZE_JSON << 24) | len(header)) + header + body
-
-
-def append_answers(head: bytes, waiters: list, appended) -> list[bytes]:
-    """The whole answer frame of each APPEND of a proposal: ``waiters`` are (conn, opaque,
-    start, n), ``appended`` what the store says it stored, and each answer's body is
-    ``head`` (the JSON object up to ``"entries":``), the rows ``[index, term, pos, size]``
-    of entries ``start`` to ``start + n - 1``, and ``}``. A leader makes one per client
-    append: a proposal the compiled lanes stored as one run (AppendedRun, one term) is
-    answered by cluster/net/_frames.c without a tuple or an int object per entry; the Python
-    below is what it does."""
-    if _frames is not None and type(appended) is AppendedRun and type(appended.terms) is int:
-        return _frames.append_answers(_RESPONSE_PRE, _RESPONSE_POST, head, waiters, appended.first,
-                                      appended.terms, appended.pos, appended.ends)
-    rows = appended_rows(appended)
-    return [response_bytes(opaque, head + json_body(rows[start:start + n]) + b"}") for _r, opaque, start, n in waiters]
-
-
-class FrameReceiver:
-    """Bytes in, frames out, receiving straight into buffers it lends out.
-
-    ``buffer()`` is where the next bytes go (a socket reads into it, e.g. an asyncio
-    BufferedProtocol's ``get_buffer``); ``received(n)`` says how many arrived and returns the
-    frames completed. Small frames are cut out of one reused chunk, their body copied once.
-    A frame longer than ``BIG`` gets a buffer of its own, uninitialised and exactly its size,
-    that the rest of it is received into; its body is a view of that buffer, so a push or a
-    batched append of megabytes reaches the store without any copy after the kernel's.
-    At most one partial frame is kept. A frame longer than ``max_frame`` is refused from its
-    length field alone, before anything of it is kept.
-    """
-
-    CHUNK = 256 << 10
-    BIG = 64 << 10
-
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        self.max_frame = max_frame
-        self._buf = self._view = None  # made at the first bytes: an idle connection holds no buffer
-        self._start = self._end = 0
-        self._big: memoryview | None = None  # the frame (after its length field) being filled
-        self._have = 0
-
-    def release(self) -> None:
-        """Give the receive buffer back while nothing is in it (it is made again when bytes come)."""
-        if not self.partial:
-            self._buf = self._view = None
-            self._start = self._end = 0
-
-    @property
-    def partial(self) -> bool:
-        """Part of a frame has arrived and the rest has not."""
-        return self._big is not None or self._end > self._start
-
-    def buffer(self) -> memoryview:
-        if self._big is not None:
-            return self._big[self._have :]
-        if self._buf is None:
-            self._buf = bytearray(self.CHUNK)
-            self._view = memoryview(self._buf)
-        if self.CHUNK - self._end < self.BIG and self._start:  # little room left: move the partial frame
-            n = self._end - self._start  # (at most BIG + 4 bytes: longer ones have their own buffer)
-            self._buf[:n] = bytes(self._view[self._start : self._end])  # a copy: the ranges may overlap
-            self._start, self._end = 0, n
-        return self._view[self._end :]
-
-    def received(self, n: int) -> list[Frame]:
-        if self._big is not None:
-            self._have += n
-            if self._have < len(self._big):
-                return []
-            big, self._big = self._big, None
-            return [decode_frame_body(big, copy=False)]
-        self._end += n
-        out, start, error, length = _split(self._buf, self._view, self._start, self._end, self.max_frame,
-                                           Frame, decode_frame_body)
-        end = self._end
-        if error == 1:
-            err = FrameTooLarge(f"frame of {length} bytes is above the {self.max_frame}-byte limit")
-            err.length = length
-            raise err
-        if error == 2:
-            raise MalformedFrame(f"frame length {length} is too small")
-        if length > self.BIG:  # the rest goes straight into a buffer of the frame's size
-            have = end - start - 4
-            big = memoryview(np.empty(length, np.uint8)).cast("B")
-            big[:have] = self._view[start + 4 : end]
-            self._big, self._have = big, have
-            start = end = 0
-        if start == end:
-            start = end = 0
-        self._start, self._end = start, end
-        return out
-
-    def feed(self, data) -> list[Frame]:
-        """Frames completed by ``data`` (any split of the stream)."""
-        out = []
-        data = memoryview(data).cast("B")
-        while data:
-            space = self.buffer()
-            n = min(len(space), len(data))
-            space[:n] = data[:n]
-            data = data[n:]
-            out += self.received(n)
-        return out
-
-
-FrameDecoder = FrameReceiver
-
-
-def decode_frame_body(data, *, copy: bool = True) -> Frame:
-    """One frame without its leading length field. The body is a copy (``bytes``), or
-    with ``copy=False`` a view of ``data``."""
-    if len(data) < 4:
-        raise MalformedFrame(f"frame of {len(data)} bytes has no header length")
-    (mark,) = _LEN.unpack_from(data, 0)
-    kind, hlen = (mark >> 24) & 0xFF, mark & 0xFFFFFF
-    if kind != SERIALIZE_JSON:
-        raise MalformedFrame(f"serialize type {kind} is not supported (JSON only)")
-    if hlen > len(data) - 4:
-        raise MalformedFrame(f"header length {hlen} exceeds the frame ({len(data) - 4} bytes)")
-    if hlen > MAX_HEADER_BYTES:
-        raise MalformedFrame(f"header of {hlen} bytes is above the {MAX_HEADER_BYTES}-byte limit")
-    header = data[4 : 4 + hlen]
-    check_depth(bytes(header), "header JSON", MalformedFrame)
-    try:
-        f = _frame_decoder.decode(header)
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-        raise MalformedFrame(f"bad header: {exc}") from None
-    if not (_I32_MIN <= f.code <= _I32_MAX and _I32_MIN <= f.opaque <= _I32_MAX and _I32_MIN <= f.flag <= _I32_MAX
-            and _I32_MIN <= f.version <= _I32_MAX):
-        raise MalformedFrame("a header number (code, opaque, flag or version) is outside int32")
-    if f.remark is None:
-        f.remark = ""
-    if f.ext is None:
-        f.ext = {}
-    body = data[4 + hlen :]
-    f.body = bytes(body) if copy else body
-    return f
-
-
-def split_frames(buf, view, start: int, end: int, max_frame: int, frame_type=None, decode=None):
-    """The frames complete in ``buf[start:end]`` (``view``: a memoryview of ``buf``), as
-    ``(frames, start, error, length)``: where the unread bytes now start; error 0 with the
-    length of the incomplete frame there (-1 when fewer than 4 bytes are left), error 1 when
-    that length is above ``max_frame``, error 2 when it is below 4. The reference of
-    cluster/net/_frames.c split, which FrameReceiver uses when it is built (the signature is
-    that one's; ``frame_type`` and ``decode`` are Frame and decode_frame_body)."""
-    out = []
-    while end - start >= 4:
-        (length,) = _LEN.unpack_from(buf, start)
-        if length > max_frame:
-            return out, start, 1, length
-        if length < 4:
-            return out, start, 2, length
-        if end - start < 4 + length:
-            return out, start, 0, length
-        out.append(decode_frame_body(view[start + 4 : start + 4 + length]))
-        start += 4 + length
-    return out, start, 0, -1
-
-
-_split = split_frames if _frames is None else _frames.split  # compiled (cluster/net/_frames.c) when built
-
-
-# -- messages <-> frames ------------------------------------------------------------------
-
-def json_body(obj: dict) -> bytes:
-    return _encoder.encode(obj)
-
-
-def json_object(body: bytes) -> dict:
-    check_depth(body, "body JSON")
-    try:
-        obj = msgspec.json.decode(body) if body else {}
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-        raise BadMessage(f"body is not JSON: {exc}") from None
-    if not isinstance(obj, dict):
-        raise BadMessage("body is not a JSON object")
-    return obj
 
 
 def get_field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
@@ -587,11 +257,6 @@ def response_frame(resp, opaque: int, request_code: int) -> Frame:
     return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=json_body(body))
 
 
-# Header codes of a handled request: dledgerctl answers 0 (RemotingSysResponseCode.SUCCESS),
-# Java DLedger 200 (its DLedgerResponseCode.SUCCESS); either way the body holds the outcome.
-HANDLED = (REMOTING_SUCCESS, 200)
-
-
 def _code(o: dict) -> Code:
     try:
         return Code(get_field(o, "code", STATUS_CODE))
@@ -602,7 +267,7 @@ def _code(o: dict) -> Code:
 def decode_response(f: Frame, request_code: int):
     """The response to a request of ``request_code``; BadMessage if it does not fit."""
     if f.code not in HANDLED:
-        raise _refused(f)
+        raise refusal_error(f)
     o = json_object(f.body)
     if request_code == VOTE:
         try:
@@ -641,179 +306,7 @@ def decode_response(f: Frame, request_code: int):
     return o
 
 
-class _AppendAnswer(msgspec.Struct):
-    code: int = -1
-    term: int = -1
-    leaderId: str | None = None
-    remark: str | None = ""
-    entries: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-
-
-_append_answer_decoder = msgspec.json.Decoder(_AppendAnswer)
-_rows_decoder = msgspec.json.Decoder(list[list[int]])
-
-
-class AnswerRows(Sequence):
-    """The ``entries`` of an APPEND answer, ``[index, term, pos, size]`` per body, read
-    from their JSON when first used. A client that only waits for the acknowledgement
-    (a producer, the benchmark) never builds the rows, which at 64 bodies were most of
-    decoding an answer (3.0 us now, 10.5 with the rows). Equal to the list of rows."""
-
-    __slots__ = ("_raw", "_rows")
-
-    def __init__(self, raw: bytes) -> None:
-        self._raw, self._rows = raw, None
-
-    def _list(self) -> list:
-        if self._rows is None:
-            try:
-                rows = _rows_decoder.decode(self._raw)
-            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
-                raise BadMessage(f"APPEND answer: entries do not fit: {exc}") from None
-            if any(len(r) != 4 for r in rows):
-                raise BadMessage("APPEND answer: an entry is not [index, term, pos, size]")
-            self._rows = rows
-        return self._rows
-
-    def __len__(self) -> int:
-        return len(self._list())
-
-    def __getitem__(self, i):
-        return self._list()[i]
-
-    def __iter__(self):
-        return iter(self._list())
-
-    def __eq__(self, other) -> bool:
-        if isinstance(other, AnswerRows):
-            other = other._list()
-        return self._list() == other if isinstance(other, list) else NotImplemented
-
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return repr(self._list())
-
-
-def decode_append_answer(f: Frame) -> dict:
-    """The answer to an APPEND: ``code``, ``term``, ``leaderId``, ``remark`` and, when the
-    leader sent them, ``entries`` (:class:`AnswerRows`); BadMessage if it does not fit."""
-    if f.code not in HANDLED:
-        raise _refused(f)
-    try:
-        a = _append_answer_decoder.decode(f.body or b"{}")
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:  # (too deep: msgspec recurses)
-        raise BadMessage(f"APPEND answer does not fit: {exc}") from None
-    out = {"code": a.code, "term": a.term, "leaderId": a.leaderId, "remark": a.remark}
-    if a.entries is not msgspec.UNSET:
-        out["entries"] = AnswerRows(a.entries)
-    return out
-
-
-def error_frame(opaque: int, code: int, remark: str) -> Frame:
-    return Frame(code, opaque, FLAG_RESPONSE, remark)
-
-
 def request_code_of(req) -> int:
     return {PushRequest: PUSH, VoteRequest: VOTE, HeartBeatRequest: HEART_BEAT,
             LeadershipTransferRequest: LEADERSHIP_TRANSFER, ProbeRequest: PROBE, RepairRequest: REPAIR,
             InstallSnapshotRequest: INSTALL_SNAPSHOT}[type(req)]
-
-
-# -- client requests (APPEND, GET, METADATA) ---------------------------------------------
-# APPEND: extFields group, count; body = ``count`` int32 body sizes, then the bodies one
-# after another (so the sizes are read in one call, not one per body).
-# Response body JSON: code, term, leaderId, index (first), entries [[index, term, pos, size]].
-# GET: JSON {"group", "index", "count"}; response JSON with entries [{index, term, pos, magic,
-# body (base64)}].
-
-MAX_APPEND_COUNT = 1 << 20
-_BODY_LEN = struct.Struct(">i")
-_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1  # RemotingCommand's code, opaque, flag and version are Java ints
-
-
-def pack_bodies(bodies) -> bytes:
-    bodies = list(bodies)
-    if len(bodies) == 1:
-        return _BODY_LEN.pack(len(bodies[0])) + bodies[0]
-    return b"".join([struct.pack(f">{len(bodies)}i", *map(len, bodies)), *bodies])
-
-
-_APPEND_HEAD = b'{"code":%d,"flag":0,"opaque":' % APPEND
-_APPEND_MID = b',"language":"PYTHON","version":0,"extFields":'
-JOIN_BELOW = 16 << 10  # bodies smaller than this are copied behind their head; larger are written as they are
-_PARTS_MAX = 64  # more bodies than this are joined into one part (one copy, as pack_bodies makes)
-
-
-def append_ext(group: str, count: int) -> bytes:
-    """The extFields JSON of an APPEND of ``count`` bodies, for :func:`append_request`."""
-    return _encoder.encode({"group": group, "count": str(count)})
-
-
-def append_request(opaque: int, ext_json: bytes, bodies) -> list:
-    """A whole APPEND request frame, as the parts to write one after the other: the bytes
-    ``encode_frame(Frame(APPEND, opaque, ext=ext, body=pack_bodies(bodies)))`` gives, where
-    ``ext_json`` is :func:`append_ext`'s encoding of ``ext``. A client's hot path: no Frame,
-    no header dict, and the bodies are copied at most once (not at all when large)."""
-    n = len(bodies)
-    if n == 1:
-        blen = len(bodies[0])
-        sizes = _BODY_LEN.pack(blen)
-    else:
-        lens = [len(b) for b in bodies]
-        blen = sum(lens)
-        sizes = struct.pack(f">{n}i", *lens)
-    header = b"%b%d%b%b}" % (_APPEND_HEAD, opaque, _APPEND_MID, ext_json)
-    head = _HDR.pack(4 + len(header) + len(sizes) + blen, (SERIALIZE_JSON << 24) | len(header)) + header + sizes
-    if blen < JOIN_BELOW:
-        return [b"".join([head, *bodies])]
-    if n > _PARTS_MAX:
-        return [head, b"".join(bodies)]
-    return [head, *bodies]
-
-
-def unpack_bodies(data, count: int) -> list:
-    """The bodies of an APPEND (zero-copy views of ``data``); BadMessage, as
-    :func:`check_bodies` says it, if they do not add up to exactly ``count`` bodies
-    filling the frame. (A leader does not cut them: it hands the frame to the store.)"""
-    check_bodies(data, count)
-    view = memoryview(data)
-    if count == 1:
-        return [view[4:]]
-    ends = list(itertools.accumulate(struct.unpack_from(f">{count}i", data), initial=4 * count))
-    return list(map(view.__getitem__, map(slice, ends[:-1], ends[1:])))
-
-
-def check_bodies(data, count: int) -> int:
-    """The largest body of an APPEND whose ``data`` holds ``count`` bodies (their sizes,
-    then the bodies: a packed run, store.packed); BadMessage saying what is wrong if they
-    do not add up to exactly ``count`` bodies filling the frame. Makes nothing per body:
-    a leader hands the frame to the store as it is."""
-    if not 0 < count <= MAX_APPEND_COUNT:
-        raise BadMessage(f"APPEND count {count} is not 1-{MAX_APPEND_COUNT}")
-    if count == 1 and len(data) >= 4:
-        size = _BODY_LEN.unpack_from(data)[0]
-        if size != len(data) - 4:
-            raise BadMessage(f"APPEND body size {size} does not match the {len(data) - 4} bytes the frame carries")
-        return size
-    if _frames is not None:
-        largest = _frames.check_bodies(data, count)
-        if largest >= 0:
-            return largest
-    return max(_body_sizes(data, count))
-
-
-def _body_sizes(data, count: int) -> tuple:
-    """The size table of an APPEND of ``count`` (> 1) bodies, or BadMessage saying what is wrong with it."""
-    table = 4 * count
-    if len(data) < table:
-        raise BadMessage(f"APPEND of {count} bodies has {len(data)} bytes, too few for its size table")
-    sizes = struct.unpack_from(f">{count}i", data)
-    if min(sizes) < 0 or sum(sizes) != len(data) - table:
-        raise BadMessage(f"APPEND body sizes add up to {sum(sizes)}, the frame carries {len(data) - table} "
-                         f"bytes of bodies" if min(sizes) >= 0 else "APPEND has a negative body size")
-    return sizes
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")

@@ -129,7 +129,7 @@ class NodeConfig:
     # (store.files.FileList.take_dirty); 0 leaves it to the kernel, as DLedger does
     drop_behind: int = 256 << 20
     max_frame_bytes: int = 64 << 20
-    # what one client may hold of a node (cluster/net/transport.py FrameServer)
+    # what one client may hold of a node (cluster/net/server.py FrameServer)
     max_connections: int = 1024
     idle_timeout_s: float = 300.0
     frame_timeout_s: float = 30.0  # a frame (and a TLS handshake) must complete within this

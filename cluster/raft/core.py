@@ -36,29 +36,31 @@ Rules kept here:
   ("check quorum"), so a partitioned leader stops accepting appends it cannot commit.
 - Role behaviour lives in ``_tick_<role>`` functions picked by role, not in scattered ifs.
 
-Concerns of their own live beside it, as parts of the same object (base classes, so the
-simulator drives one RaftCore): membership changes in cluster/raft/reconfig.py, the log's moving
-beginning (retention, deletion after snapshots) in cluster/raft/compaction.py; the leader's
-per-follower replication in cluster/raft/dispatcher.py, the follower's in cluster/raft/follower.py
-and cluster/raft/install.py.
+Here: where every event enters (the five calls), ticks by role, role changes and the
+handling of peers' requests and answers. Concerns of their own live beside it, as parts of
+the same object (base classes, so the simulator drives one RaftCore): votes and leadership
+transfer in elections.py, proposals, commit and the operator's view of the followers in
+leading.py, membership changes in reconfig.py, the log's moving beginning (retention,
+deletion after snapshots) in compaction.py; the leader's per-follower replication in
+dispatcher.py, the follower's in follower.py and install.py.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Sequence
 
-from store.errors import StoreError, StoreIOError, is_disk_full
-from store.format import MAGIC_NOOP, MAGIC_NORMAL
+from store.errors import StoreError, is_disk_full
+from store.format import MAGIC_NOOP
 
 from . import install
 from .appendtimes import AppendTimes
 from .compaction import Compaction
 from .config import NodeConfig
 from .dispatcher import Dispatcher, DispatchState
+from .elections import TAKE_WAIT_MS, VOTE_AGAIN_MS, Elections, Round, Transfer
 from .follower import FollowerLog
+from .leading import Leading
 from .member import MemberState, Role
 from .membership import Configs, initial
 from .proposal import Note, Proposal, Ready
@@ -86,9 +88,6 @@ from .rpc import (
     VoteResult,
 )
 
-PREVOTE_JAVA_WAIT_MS = 100  # how long a pre-vote waits for dledgerctl members before asking Java ones
-TAKE_WAIT_MS = 1000  # DLedgerConfig.leadershipTransferWaitTimeout: a transferee catching up first
-VOTE_AGAIN_MS = 20  # a Java voter that answered REJECT_TERM_NOT_READY is asked again after this
 SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._flush_period)
 # How far above its own term a message may move a node. With pre-vote a group's term grows
 # by one per election, and a Java member (which has none) alone by one a second at most:
@@ -98,31 +97,7 @@ SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._f
 TERM_STEP_MAX = 1 << 31
 
 
-@dataclass
-class _Round:
-    pre: bool
-    term: int
-    deadline: int
-    take_leadership: bool = False
-    accepts: set = field(default_factory=set)
-    rejects: set = field(default_factory=set)
-    # Java DLedger voters answer a vote for a term above theirs REJECT_TERM_NOT_READY and
-    # move to that term: asked again a moment later, they vote (peer -> when to ask again)
-    again: dict = field(default_factory=dict)
-    request: object = None
-    # a pre-vote asks Java members (which take it for a vote, and leave their leader for its
-    # term) only after no dledgerctl member has said a leader is alive: when to ask them
-    java_at: int | None = None
-
-
-@dataclass
-class _Transfer:
-    target: str
-    deadline: int
-    asked: bool = False
-
-
-class RaftCore(Reconfiguration, Compaction):
+class RaftCore(Elections, Leading, Reconfiguration, Compaction):
     def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None,
                  syncer=None, clock=None, disk_usage=None) -> None:
         """``flusher()``: the periodic flush (default: the store's, inline). ``syncer(done)``:
@@ -151,8 +126,8 @@ class RaftCore(Reconfiguration, Compaction):
         self.append_times: AppendTimes | None = None  # leader: when its entries were appended
         self.quorum: Quorum | None = None
         self.pending: deque[Proposal] = deque()
-        self.round: _Round | None = None
-        self.transfer: _Transfer | None = None
+        self.round: Round | None = None
+        self.transfer: Transfer | None = None
         self.last_leader_contact: int | None = None
         # A node that has just started knows of no leader to wait for: it asks for a
         # pre-vote after one vote round, not after the whole leader-lost interval (which
@@ -225,15 +200,7 @@ class RaftCore(Reconfiguration, Compaction):
                            was_state=None if before is None else str(before), match_index=d.watermark,
                            next_index=d.next_index, compare_index=d.compare_index)
 
-
     # -- time -------------------------------------------------------------------------
-    def _election_timeout(self) -> int:
-        c = self.cfg
-        return c.leader_lost_ms + self.rng.randint(c.min_vote_interval_ms, c.max_vote_interval_ms)
-
-    def _vote_round_timeout(self) -> int:
-        c = self.cfg
-        return c.heartbeat_interval_ms + self.rng.randint(c.min_vote_interval_ms, c.max_vote_interval_ms)
 
     def tick(self, now: int) -> None:
         self.now = now
@@ -254,7 +221,6 @@ class RaftCore(Reconfiguration, Compaction):
                     persist()
                 except StoreError as exc:
                     self._note(f"checkpoint not written: {exc}")
-
 
     def _flush_period(self) -> int:
         """How often the periodic flush runs. With flush=sync every acknowledged entry is
@@ -290,20 +256,6 @@ class RaftCore(Reconfiguration, Compaction):
             self._note(f"no leader heard for {self.cfg.leader_lost_ms} ms; asking for a pre-vote")
             self._start_round(now, pre=True)
 
-    def _tick_candidate(self, now: int) -> None:
-        r = self.round
-        if not self._is_voter():  # removed (or made a learner) while standing
-            self._become_follower(now, self.member.term, None)
-            return
-        if r is None or now >= r.deadline:
-            self._start_round(now, pre=True)
-            return
-        for p, at in list(r.again.items()):
-            if now >= at:
-                del r.again[p]
-                self._send(p, r.request)
-        self._ask_java(now)
-
     def mark_java(self, peer: str) -> None:
         """``peer`` is a Java DLedger node (it sent or answered as one)."""
         if peer in self.members.members and peer != self.cfg.self_id and peer not in self.java_peers:
@@ -330,112 +282,6 @@ class RaftCore(Reconfiguration, Compaction):
                 self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term))
         self._progress_transfer(now)
         self._pump(now)
-
-    # -- elections --------------------------------------------------------------------
-    def _start_round(self, now: int, *, pre: bool, take_leadership: bool = False) -> None:
-        m, c = self.member, self.cfg
-        term = m.term + 1
-        if not pre and not self._persist_term(term, c.self_id):
-            self._become_follower(now, m.term, None)  # no election it cannot remember
-            return
-        m.role, m.leader_id = Role.CANDIDATE, None
-        req = VoteRequest(c.group, c.self_id, term, self.store.end_index, self.store.end_term, pre, take_leadership)
-        self.round = r = _Round(pre, term, now + self._vote_round_timeout(), take_leadership, {c.self_id},
-                                request=req)
-        voters = self._voters_but_me()
-        first = [p for p in voters if not (pre and p in self.java_peers)]
-        for p in first:
-            self._send(p, req)
-        if len(first) < len(voters):
-            r.java_at = now + PREVOTE_JAVA_WAIT_MS if first else now
-            self._ask_java(now)
-        self._count_round(now)
-
-    def _ask_java(self, now: int) -> None:
-        """Send the pre-vote to the Java members once it is time (Round.java_at)."""
-        r = self.round
-        if r is not None and r.java_at is not None and now >= r.java_at:
-            r.java_at = None
-            for p in self._voters_but_me():
-                if p in self.java_peers:
-                    self._send(p, r.request)
-
-    def _count_round(self, now: int) -> None:
-        r = self.round
-        members = self.members
-        if r is None or sum(1 for p in r.accepts if p in members.voters) < members.quorum:
-            return
-        if r.pre:
-            self._start_round(now, pre=False, take_leadership=r.take_leadership)
-        else:
-            self._become_leader(now)
-
-    def _leader_alive(self, now: int) -> bool:
-        if self.member.role == Role.LEADER:
-            return True
-        return (self.member.leader_id is not None and self.last_leader_contact is not None
-                and now - self.last_leader_contact < self.cfg.leader_lost_ms)
-
-    def _on_vote(self, req: VoteRequest, now: int) -> VoteResponse:
-        m, s = self.member, self.store
-        if req.leader_id not in self.members.voters:  # a learner, or a member removed: it cannot lead
-            return VoteResponse(m.term, VoteResult.REJECT_UNKNOWN_LEADER)
-        if req.term < m.term or (req.pre_vote and req.term <= m.term and m.voted_for not in (None, req.leader_id)):
-            return VoteResponse(m.term, VoteResult.REJECT_EXPIRED_VOTE_TERM)
-        # (the member we asked to take over is let in: a Java one does not say it is taking over)
-        taking = req.take_leadership or (self.transfer is not None and self.transfer.asked
-                                         and self.transfer.target == req.leader_id)
-        if not taking and self._leader_alive(now) and m.leader_id != req.leader_id:
-            return VoteResponse(m.term, VoteResult.REJECT_ALREADY_HAS_LEADER)
-        if req.ledger_end_term < s.end_term:
-            rejection = VoteResult.REJECT_EXPIRED_LEDGER_TERM
-        elif req.ledger_end_term == s.end_term and req.ledger_end_index < s.end_index:
-            rejection = VoteResult.REJECT_SMALL_LEDGER_END_INDEX
-        else:
-            rejection = None
-        if req.pre_vote:
-            return VoteResponse(m.term, rejection or VoteResult.ACCEPT)
-        if req.term > m.term and not self._become_follower(now, req.term, None):
-            return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, self._disk_code())
-        if rejection is not None:
-            return VoteResponse(m.term, rejection)
-        if m.voted_for not in (None, req.leader_id):
-            return VoteResponse(m.term, VoteResult.REJECT_ALREADY_VOTED)
-        try:
-            m.vote(self.terms, req.leader_id)
-        except StoreError as exc:
-            self.term_error = exc
-            self._note(f"cannot vote for {req.leader_id} in term {m.term}, the vote is not on disk: {exc}")
-            return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, self._disk_code())
-        self.election_at = now + self._election_timeout()
-        return VoteResponse(m.term, VoteResult.ACCEPT)
-
-    def _on_vote_response(self, peer: str, req: VoteRequest, resp: VoteResponse, now: int) -> None:
-        r = self.round
-        if resp.term > self.member.term and resp.vote_result != VoteResult.ACCEPT:
-            self._become_follower(now, resp.term, None)
-            return
-        if r is None or r.term != req.term or r.pre != req.pre_vote or self.member.role != Role.CANDIDATE:
-            return  # an answer to an earlier round
-        if resp.vote_result == VoteResult.REJECT_TERM_NOT_READY and resp.code == Code.SUCCESS:
-            # A Java voter whose term is below ours: it checked our log first (it answers so
-            # only to a log at least as new as its own) and is moving to our term now. As a
-            # pre-vote that is a yes (Java has no pre-vote: it took ours for a vote); as a
-            # vote, ask it again in a moment.
-            if r.pre:
-                r.accepts.add(peer)
-                self._count_round(now)
-            else:
-                r.again[peer] = now + VOTE_AGAIN_MS
-            return
-        (r.accepts if resp.vote_result == VoteResult.ACCEPT else r.rejects).add(peer)
-        if r.java_at is not None:
-            if resp.vote_result == VoteResult.REJECT_ALREADY_HAS_LEADER:
-                r.java_at = None  # a live leader: leave the Java members with it
-            elif all(p in r.accepts or p in r.rejects for p in self._voters_but_me() if p not in self.java_peers):
-                r.java_at = now
-                self._ask_java(now)
-        self._count_round(now)
 
     # -- role changes -----------------------------------------------------------------
     def _become_leader(self, now: int) -> None:
@@ -637,221 +483,6 @@ class RaftCore(Reconfiguration, Compaction):
             d = self.dispatchers.get(peer)
             if d is not None:
                 d.on_failure(req, now, why)
-
-    # -- replication (leader) ---------------------------------------------------------
-    def _pump(self, now: int) -> None:
-        if self.member.role != Role.LEADER:
-            return
-        committed = self.store.committed_index
-        for p, d in self.dispatchers.items():
-            for req in d.poll(now, committed):
-                self._send(p, req)
-            if d.said:
-                for text in d.said:
-                    self._note(text)
-                d.said.clear()
-
-    def _ack_self(self) -> None:
-        """The leader's own copy counts once it meets the flush policy: at once (async: the
-        page cache), or once fsynced (sync)."""
-        term, end = self.member.term, self.store.end_index
-        if self.cfg.flush != "sync":
-            self.quorum.ack(self.cfg.self_id, term, end)
-            return
-        if self.syncer is None:
-            self._flush()
-            self._synced(term, end)
-        else:
-            self.syncer(lambda: self._synced(term, end))
-
-    def _synced(self, term: int, end: int) -> None:
-        if self.quorum is not None and self.member.term == term and self.member.role == Role.LEADER:
-            if self.quorum.ack(self.cfg.self_id, term, end):
-                self._advance_commit()
-
-    def _advance_commit(self) -> None:
-        if self.quorum is None:
-            return
-        q = self.quorum.advance()
-        if q is None:
-            return
-        self.store.set_committed(q)
-        while self.pending and self.pending[0].last_index <= q:
-            self._finish(self.pending.popleft(), Code.SUCCESS)
-        if not self._is_voter() and self.configs.last_index <= q:
-            self._note(f"config entry {self.configs.last_index}, which leaves this node out of the voters, is "
-                       "committed: stepping down")
-            self._become_follower(self.now, self.member.term, None)
-
-    def _finish(self, p: Proposal, code: Code, remark: str = "") -> None:
-        p.code, p.remark = code, remark
-        self._done.append(p)
-
-    def _expire_proposals(self, now: int) -> None:
-        while self.pending and self.pending[0].deadline <= now:
-            self._finish(self.pending.popleft(), Code.WAIT_QUORUM_ACK_TIMEOUT,
-                         f"no quorum acknowledged the entry within {self.cfg.max_wait_ack_ms} ms")
-
-    def propose(self, bodies, now: int) -> Proposal:
-        """Append ``bodies`` as leader. The returned proposal is finished at once when
-        refused (NOT_LEADER, LEADER_PENDING_FULL, DISK_FULL, ...: nothing was appended),
-        else when committed or timed out (it then shows up in ``take().done``)."""
-        self.now = now
-        m = self.member
-        p = Proposal(len(bodies), m.term, leader_id=m.leader_id)
-        if m.role != Role.LEADER:
-            p.code, p.remark = Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
-            return p
-        if not bodies:
-            p.code, p.remark = Code.REQUEST_WITH_EMPTY_BODYS, "nothing to append"
-            return p
-        if self.transfer is not None:
-            p.code, p.remark = Code.LEADER_TRANSFERRING, f"handing leadership to {self.transfer.target}"
-            return p
-        if len(self.pending) >= self.cfg.max_pending_requests:
-            p.code, p.remark = Code.LEADER_PENDING_FULL, f"{len(self.pending)} appends wait for the quorum"
-            return p
-        if self.disk_full is not None:
-            p.code, p.remark = Code.DISK_FULL, self.disk_full
-            return p
-        try:
-            appended = self.store.append_leader(bodies if isinstance(bodies, Sequence) else list(bodies), m.term,
-                                                MAGIC_NORMAL)
-        except StoreIOError as exc:
-            # the store keeps a batch whole or not at all: a full disk refuses it cleanly
-            full = is_disk_full(exc)
-            p.code, p.remark = (Code.DISK_FULL, f"disk full: {exc}") if full else (Code.DISK_ERROR, str(exc))
-            if not self.disk_refusing:
-                self._note(f"appends refused with {p.code.name} until the disk takes them: {exc}")
-            self.disk_refusing = True
-            return p
-        except StoreError as exc:
-            p.code, p.remark = Code.UNEXPECTED_ARGUMENT, str(exc)
-            return p
-        if self.disk_refusing:
-            self.disk_refusing = False
-            self._note("the disk takes appends again")
-        return self._track(p, appended, now)
-
-    def _track(self, p: Proposal, appended, now: int) -> Proposal:
-        """``p``'s entries are appended: it waits for the quorum (or its deadline)."""
-        p.appended, p.first_index, p.last_index = appended, appended[0].index, appended[-1].index
-        p.deadline = now + self.cfg.max_wait_ack_ms
-        self.append_times.record(p.last_index, now)
-        self.pending.append(p)
-        self._ack_self()
-        self._advance_commit()
-        self._pump(now)
-        return p
-
-    # -- leadership transfer ----------------------------------------------------------
-    def _on_transfer(self, req: LeadershipTransferRequest, now: int) -> LeadershipTransferResponse:
-        m, c = self.member, self.cfg
-        if req.take:
-            # from our leader: we are caught up, take over now
-            if req.term != m.term or m.leader_id != req.leader_id:
-                return LeadershipTransferResponse(m.term, Code.INCONSISTENT_LEADER, "not from the current leader")
-            if req.end_index > self.store.end_index:
-                # (a Java leader asks while we may still lack up to 1000 of its entries: wait
-                # for them, as DLedger's transferee does, or its voters would refuse us)
-                self.pending_take = (req.leader_id, req.term, req.end_index, now + TAKE_WAIT_MS)
-                self._note(f"taking leadership from {req.leader_id} once caught up to its entry {req.end_index}")
-                return LeadershipTransferResponse(m.term)
-            self._note(f"taking leadership from {req.leader_id}")
-            self._start_round(now, pre=False, take_leadership=True)
-            return LeadershipTransferResponse(m.term)
-        if m.role != Role.LEADER:
-            return LeadershipTransferResponse(m.term, Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}")
-        if req.transferee not in self.members.voters or req.transferee == c.self_id:
-            return LeadershipTransferResponse(m.term, Code.UNKNOWN_MEMBER, f"cannot hand over to {req.transferee!r}")
-        if not self._peer_alive(req.transferee, now):
-            return LeadershipTransferResponse(m.term, Code.TAKE_LEADERSHIP_FAILED,
-                                              f"{req.transferee} has not answered for {c.leader_lost_ms} ms")
-        if self.transfer is not None:
-            return LeadershipTransferResponse(m.term, Code.LEADER_TRANSFERRING,
-                                              f"already handing leadership to {self.transfer.target}")
-        self.start_transfer(req.transferee, now)
-        return LeadershipTransferResponse(m.term)
-
-    def start_transfer(self, target: str, now: int) -> None:
-        self.transfer = _Transfer(target, now + self.cfg.max_wait_ack_ms)
-        self._note(f"handing leadership to {target}: new appends wait until it has caught up")
-        self._progress_transfer(now)
-
-    def _progress_transfer(self, now: int) -> None:
-        t = self.transfer
-        if t is None:
-            p = self.cfg.preferred_leader
-            d = self.dispatchers.get(p) if p else None
-            if d is not None and d.watermark == self.store.end_index and not self.pending:
-                self.start_transfer(p, now)  # the preferred leader is caught up: hand over
-            return
-        if now >= t.deadline:
-            self._note(f"leadership transfer to {t.target} timed out; staying leader")
-            self.transfer = None
-            return
-        d = self.dispatchers[t.target]
-        if not t.asked and d.watermark == self.store.end_index:
-            t.asked = True
-            self._send(t.target, LeadershipTransferRequest(self.cfg.group, self.cfg.self_id, t.target,
-                                                           self.member.term, take=True, end_index=self.store.end_index))
-
-    # -- for operators ----------------------------------------------------------------
-    def _peer_alive(self, peer: str, now: int) -> bool:
-        d = self.dispatchers.get(peer)
-        return d is not None and d.last_ack_at is not None and now - d.last_ack_at < self.cfg.leader_lost_ms
-
-    def refuse_operator(self, peer: str | None) -> tuple[Code, str] | None:
-        """Why an operator request about follower ``peer`` cannot be served here, if it cannot."""
-        m, c = self.member, self.cfg
-        if m.role != Role.LEADER:
-            return Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
-        if peer is None:
-            return None
-        if peer not in self.members.members:
-            return Code.UNKNOWN_MEMBER, f"{peer!r} is not a member ({', '.join(self.members.members)})"
-        if peer == c.self_id:
-            return Code.UNEXPECTED_ARGUMENT, f"{peer} is the leader itself"
-        return None
-
-    def watermarks(self, now: int) -> list[dict]:
-        """One row per member, the leader's first: what it has and what each follower
-        acknowledged (see Dispatcher.describe), with the leader's end and commit index."""
-        s, c, members = self.store, self.cfg, self.members
-        common = {"leader": c.self_id, "term": self.member.term, "leader_end_index": s.end_index,
-                  "committed_index": s.committed_index}
-        me = members.members.get(c.self_id) or c.peers[c.self_id]
-        rows = [{"peer": c.self_id, "address": me.address, "member": members.role_of(c.self_id) or "removed",
-                 "alive": True, "state": "LEADER",
-                 "watermark": s.end_index, "next_index": s.end_index + 1, "lag_entries": 0, "lag_bytes": 0,
-                 "in_flight": 0, "in_flight_bytes": 0, "ms_since_ack": 0, "lag_ms": 0, "last_error": "", "note": "",
-                 **common}]
-        for p, d in self.dispatchers.items():
-            row = d.describe(now)
-            row = {"peer": p, "address": members.members[p].address, "member": members.role_of(p),
-                   "alive": self._peer_alive(p, now), **row, **common,
-                   "lag_ms": self.append_times.age_ms(d.watermark + 1, now) if row["lag_entries"] else 0}
-            rows.append({k: row[k] for k in rows[0]})  # every row in the leader row's field order
-        return rows
-
-    def pause_peer(self, peer: str, below: int, why: str) -> bool:
-        """Hold replication to ``peer`` (see Dispatcher.pause) while a repair is under way;
-        False when this node no longer leads (its dispatchers are gone)."""
-        d = self.dispatchers.get(peer)
-        if d is None or self.member.role != Role.LEADER:
-            return False
-        d.pause(below, why)
-        self._note(f"replication to {peer} paused: {why}")
-        return True
-
-    def compare_peer(self, peer: str, index: int, why: str, now: int) -> None:
-        """Send ``peer``'s dispatcher back to COMPARE from ``index``."""
-        d = self.dispatchers.get(peer)
-        if d is None or self.member.role != Role.LEADER:
-            return
-        d.compare_from(index, why)
-        self._note(f"replication to {peer} compares again from {index}: {why}")
-        self._pump(now)
 
     def describe(self) -> dict:
         m, s = self.member, self.store
