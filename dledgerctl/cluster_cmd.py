@@ -83,6 +83,10 @@ def node_start(
                                                             "member whenever it is caught up.")] = None,
     max_pending: Annotated[int, typer.Option("--max-pending", min=1, help="Appends waiting for the quorum before "
                                              "new ones get LEADER_PENDING_FULL.")] = 10000,
+    never_lead: Annotated[bool, typer.Option("--never-lead", help="Vote, replicate and count for the quorum, but "
+                          "never stay leader (a member of a RocketMQ broker group, whose leader must be a broker): "
+                          "lead only when a voter behind this log cannot be elected otherwise, write nothing, and "
+                          "hand leadership to it once it has caught up.")] = False,
     dledger_peers: Annotated[Optional[str], typer.Option("--dledger-peers", help="Members that are Java DLedger "
                              "nodes, comma-separated ids: spoken to in DLedger's own push from the start, and no "
                              "no-op entries (DLedger 0.2.7 cannot read them). Name them on every dledgerctl member of "
@@ -165,7 +169,7 @@ def node_start(
         cfg = NodeConfig(group, node_id, parse_peers(peers), store_base_dir=store_base_dir, flush=flush,
                          flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
                          min_vote_interval_ms=min_vote_ms, max_vote_interval_ms=max_vote_ms,
-                         preferred_leader=preferred_leader, max_pending_requests=max_pending,
+                         preferred_leader=preferred_leader, never_lead=never_lead, max_pending_requests=max_pending,
                          dledger_peers=tuple(p.strip() for p in (dledger_peers or "").split(",") if p.strip()),
                          data_file_size=data_file_size, index_file_size=index_file_size,
                          file_reserved_hours=file_reserved_hours, delete_when=delete_when,
@@ -228,6 +232,8 @@ def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = Non
             for k in ("applied_index", "snapshot_index"):  # (with a state machine)
                 if k in md:
                     row[k] = md[k]
+            if md.get("never_lead"):  # (node start --never-lead)
+                row["never_lead"] = True
         else:
             row.update({"state": "down", **{k: None for k in STATUS_COLUMNS[3:]}, "error": md})
         if pid in procs:
@@ -256,7 +262,8 @@ def _render_status(rows: list[dict], fmt: Format, extra: list[str] = ()) -> None
     """Status rows: the table shows uptime as a duration; json, jsonl and csv keep uptime_s."""
     with_proc = any("uptime_s" in r for r in rows)
     if fmt == Format.table:
-        rows = [{**r, "uptime": _duration(r.get("uptime_s"))} for r in rows]
+        rows = [{**r, "uptime": _duration(r.get("uptime_s")),
+                 **({"member": f"{r.get('member')}, never leads"} if r.get("never_lead") else {})} for r in rows]
         render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(PROCESS_COLUMNS if with_proc else [])])
     elif fmt == Format.csv:
         render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(["pid", "uptime_s"] if with_proc else [])])

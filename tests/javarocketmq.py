@@ -17,8 +17,10 @@ from local git mirrors, compiled with javac, and the classes are cached. What is
   gets netty's Throwable-only logger methods, delegating to its own;
 - our own Java programs, tests/java/rocketmq/*.java: ``RocketMQStoreWriter`` (opens
   ``DefaultMessageStore`` with ``enableDLegerCommitLog``, puts messages, prints what
-  RocketMQ reported and stored) and ``RocketMQDecodeAll`` (RocketMQ's
-  ``MessageDecoder.decode`` over every entry of a DLedger node directory, timed).
+  RocketMQ reported and stored), ``RocketMQDecodeAll`` (RocketMQ's
+  ``MessageDecoder.decode`` over every entry of a DLedger node directory, timed) and
+  ``RocketMQBrokerMember`` (one member of a broker group of several, putting messages
+  whenever it leads: :class:`BrokerMember`).
 
 ``version="4.9.8"`` builds the same way from ``rocketmq-all-4.9.8`` with DLedger 0.3.1.2
 (``dledger-all-0.3.1.2``, its ``dledger`` module: the version 4.9.8's pom names) and the
@@ -59,7 +61,8 @@ What RocketMQ's store does with what it is given (seen with both versions, which
   broker and by the schedule service, which only a broker's role change starts.
 
 Used by the tests and benchmarks that compare dledgerctl's reading of a RocketMQ commit log
-with RocketMQ's: :func:`build`, then :func:`write_store` and :func:`decode_all`.
+with RocketMQ's: :func:`build`, then :func:`write_store` and :func:`decode_all`; and by the
+broker group with a dledgerctl member (tests/test_rocketmq_group.py): :class:`BrokerMember`.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
+import time
 
 from javabuild import (
     JAVA_FLAGS,
@@ -467,3 +472,130 @@ def decode_all(rocketmq: JavaRocketMQ, node_dir: str, *, warmup: int = 1, repeat
     if len(lines) != 1:
         raise AssertionError(f"{DECODER} printed {len(lines)} JSON lines, expected one")
     return lines[0]
+
+
+MEMBER = "RocketMQBrokerMember"
+
+
+class BrokerMember:
+    """One member of a broker group: RocketMQ's message store in DLedger mode in a JVM of its
+    own (tests/java/rocketmq/RocketMQBrokerMember.java), putting a message every
+    ``put_interval_ms`` whenever its member leads. Its events (JSON lines) are collected by
+    a thread: ``events`` (all, in order), ``puts()`` (the acknowledged ones). ``start()``
+    (again after ``kill()`` or ``quit()``: the same store root), ``kill()`` (SIGKILL),
+    ``quit()`` (graceful), ``pause()`` / ``resume()`` the puts."""
+
+    def __init__(self, rocketmq: JavaRocketMQ, root: str, self_id: str, peers: str, *, group: str = "broker-a",
+                 topic: str = "T", queues: int = 4, put_interval_ms: int = 20, body_bytes: int = 100,
+                 data_file_size: int = 1 << 20, consume_queue_file_size: int = 20 * 1000, log_path: str | None = None):
+        if not re.fullmatch(r"n\d+", self_id):
+            raise ValueError(f"self_id {self_id!r}: RocketMQ parses the digits after one letter (n0, n1, ...)")
+        self.rocketmq, self.root, self.self_id = rocketmq, os.path.abspath(root), self_id
+        self.spec = {"root": self.root, "group": group, "selfId": self_id, "peers": peers,
+                     "dataFileSize": int(data_file_size), "consumeQueueFileSize": int(consume_queue_file_size),
+                     "topic": topic, "queues": int(queues), "putIntervalMs": int(put_interval_ms),
+                     "bodyBytes": int(body_bytes)}
+        self.log_path = log_path or os.path.join(os.path.dirname(self.root), f"{self_id}-java.log")
+        self.events: list[dict] = []
+        self.proc: subprocess.Popen | None = None
+        self._cond = threading.Condition()
+        self._spec_path: str | None = None
+
+    def start(self) -> "BrokerMember":
+        if self.proc is not None and self.proc.poll() is None:
+            raise RuntimeError(f"{self.self_id} is running")
+        os.makedirs(self.root, exist_ok=True)
+        self._spec_path = os.path.join(os.path.dirname(self.root), f"{self.self_id}-spec.json")
+        with open(self._spec_path, "w") as fh:
+            json.dump(self.spec, fh)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.rocketmq.command(MEMBER, self._spec_path), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=log)
+        log.close()
+        proc = self.proc
+
+        def read() -> None:
+            for line in proc.stdout:
+                if line.startswith(b"{"):
+                    rec = json.loads(line)
+                    rec["run"] = proc.pid
+                    with self._cond:
+                        self.events.append(rec)
+                        self._cond.notify_all()
+            with self._cond:
+                self._cond.notify_all()
+
+        threading.Thread(target=read, daemon=True, name=f"{self.self_id}-events").start()
+        self.wait_for(lambda e: e["event"] == "started" and e["run"] == proc.pid, 60, "the store to start")
+        return self
+
+    def wait_for(self, match, timeout: float, what: str) -> dict:
+        """The first event (of all so far, then as they come) ``match`` takes; AssertionError after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._cond:
+            while True:
+                for e in self.events[seen:]:
+                    if match(e):
+                        return e
+                seen = len(self.events)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"{self.self_id}: no {what} within {timeout} s (its log: {self.log_path})")
+                if self.proc is not None and self.proc.poll() is not None and seen == len(self.events):
+                    self._cond.wait(min(left, 0.2))
+                    if len(self.events) == seen:
+                        raise AssertionError(f"{self.self_id} exited ({self.proc.returncode}) before {what} "
+                                             f"(its log: {self.log_path})")
+                else:
+                    self._cond.wait(min(left, 0.5))
+
+    def _say(self, command: str) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError(f"{self.self_id} is not running")
+        self.proc.stdin.write(command.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def pause(self) -> None:
+        self._say("pause")
+
+    def resume(self) -> None:
+        self._say("resume")
+
+    def state(self, timeout: float = 10) -> dict:
+        n = len(self.events)
+        self._say("state")
+        return self.wait_for(lambda e: e["event"] == "state" and self.events.index(e) >= n, timeout, "state")
+
+    def quit(self, timeout: float = 60) -> None:
+        """Stop putting, let the consume queues catch up, shut the store down."""
+        self._say("quit")
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"{self.self_id} did not quit within {timeout} s (its log: {self.log_path})") \
+                from None
+        if self.proc.returncode != 0:
+            raise AssertionError(f"{self.self_id} quit with status {self.proc.returncode} (its log: {self.log_path})")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def puts(self) -> list[dict]:
+        """The puts RocketMQ acknowledged (PUT_OK), in order."""
+        with self._cond:
+            return [e for e in self.events if e["event"] == "put" and e["status"] == "PUT_OK"]
+
+    def role(self) -> dict | None:
+        with self._cond:
+            roles = [e for e in self.events if e["event"] == "role" and self.proc is not None
+                     and e["run"] == self.proc.pid]
+        return roles[-1] if roles else None

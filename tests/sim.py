@@ -136,13 +136,14 @@ class _Event:
 class Sim:
     def __init__(self, n: int = 3, seed: int = 1, net: NetConfig | None = None, tick_ms: int = 2,
                  data_file_size: int = 1 << 20, snapshots_dir: str | None = None, snapshot_pad: int = 0,
-                 **cfg) -> None:
+                 per_node: dict | None = None, **cfg) -> None:
+        """``cfg``: NodeConfig settings of every node; ``per_node``: id -> settings of that one (never_lead=True)."""
         self.rng = random.Random(seed)
         self.net = net or NetConfig()
         self.ids = [f"n{i}" for i in range(n)]
         peers = parse_peers(";".join(f"{i}-127.0.0.1:{20911 + k}" for k, i in enumerate(self.ids)))
         self.cfg = cfg
-        self.configs = {i: NodeConfig("sim", i, peers, **cfg) for i in self.ids}
+        self.configs = {i: NodeConfig("sim", i, peers, **{**cfg, **(per_node or {}).get(i, {})}) for i in self.ids}
         self.bases: dict[str, tuple] = {}  # what a node keeps in members.json: (membership, index)
         self.gone: set[str] = set()  # removed from the group and stopped for good
         # The wall clock of a simulation: SIM_EPOCH + simulated time. Retention reads it (the

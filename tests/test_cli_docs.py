@@ -148,18 +148,19 @@ def test_page_formats_without_warnings(page):
     assert run.returncode == 0 and not run.stderr.strip(), run.stderr
 
 
-# --- the README: every command it shows is one the command line accepts -----------------
+# --- the README and docs/: every command they show is one the command line accepts ------
 
 PROJECT = os.path.dirname(MAN)
 README = os.path.join(PROJECT, "README.md")
+DOCS = sorted(os.path.join(PROJECT, "docs", n) for n in os.listdir(os.path.join(PROJECT, "docs")) if n.endswith(".md"))
 
 
-def _readme_commands() -> list[list[str]]:
-    """Every ``dledgerctl ...`` command in the README's fenced blocks, as argument lists:
+def _doc_commands(path: str) -> list[list[str]]:
+    """Every ``dledgerctl ...`` command in a page's fenced blocks, as argument lists:
     comments dropped, continuation lines joined, the dledgerctl part of a pipeline taken."""
     import shlex
 
-    with open(README, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8") as fh:
         blocks = re.findall(r"^```[^\n]*\n(.*?)^```", fh.read(), re.S | re.M)
     out = []
     for block in blocks:
@@ -167,7 +168,7 @@ def _readme_commands() -> list[list[str]]:
             try:
                 tokens = shlex.split(line, comments=True)
             except ValueError as exc:
-                raise AssertionError(f"README: cannot split {line!r}: {exc}") from None
+                raise AssertionError(f"{os.path.basename(path)}: cannot split {line!r}: {exc}") from None
             segment: list[str] = []
             for tok in tokens + ["|"]:
                 if tok != "|":
@@ -179,7 +180,8 @@ def _readme_commands() -> list[list[str]]:
     return out
 
 
-README_COMMANDS = _readme_commands()
+README_COMMANDS = _doc_commands(README)
+DOC_COMMANDS = README_COMMANDS + [c for page in DOCS for c in _doc_commands(page)]
 
 
 def test_the_readme_shows_commands():
@@ -188,8 +190,8 @@ def test_the_readme_shows_commands():
     assert {"cluster", "append", "get", "peer", "store", "spark"} <= groups
 
 
-@pytest.mark.parametrize("args", README_COMMANDS, ids=[" ".join(a)[:60] for a in README_COMMANDS])
-def test_every_readme_command_parses(args):
+@pytest.mark.parametrize("args", DOC_COMMANDS, ids=[" ".join(a)[:60] for a in DOC_COMMANDS])
+def test_every_documented_command_parses(args):
     """The command and its options exist, and its arguments are valid for it: the real
     command's parser takes them (types, ranges, required options), without running it."""
     cmd, path, rest = ROOT, ["dledgerctl"], list(args)

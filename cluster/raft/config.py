@@ -83,6 +83,10 @@ class NodeConfig:
     min_vote_interval_ms: int = 300  # DLedgerConfig.minVoteIntervalMs
     max_vote_interval_ms: int = 1000  # DLedgerConfig.maxVoteIntervalMs
     preferred_leader: str | None = None  # DLedgerConfig.preferredLeaderIds (one id)
+    # a voter that never stays leader (a member of a RocketMQ broker group, whose leader must be
+    # a broker): it stands for election only when a voter behind its log asks for votes it
+    # cannot get, writes nothing as leader, and hands leadership to a caught-up voter
+    never_lead: bool = False
     # members that are Java DLedger nodes (more are recognised from their messages)
     dledger_peers: tuple = ()
     # mutual TLS on every connection (cluster/net/tls.py TlsFiles), None for plain TCP
@@ -149,6 +153,8 @@ class NodeConfig:
             raise ConfigError(f"self id {self.self_id!r} is not in peers ({', '.join(self.peers)})")
         if self.preferred_leader is not None and self.preferred_leader not in self.peers:
             raise ConfigError(f"preferred leader {self.preferred_leader!r} is not in peers")
+        if self.never_lead and self.preferred_leader == self.self_id:
+            raise ConfigError(f"{self.self_id} never leads: it cannot be the preferred leader")
         for p in self.dledger_peers:
             if p not in self.peers or p == self.self_id:
                 raise ConfigError(f"Java DLedger member {p!r} is not one of the other peers")

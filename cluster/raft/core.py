@@ -129,12 +129,14 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         self.round: Round | None = None
         self.transfer: Transfer | None = None
         self.last_leader_contact: int | None = None
+        self.last_leader_heartbeat: int | None = None  # (a Java leader is judged alive by these alone)
         # A node that has just started knows of no leader to wait for: it asks for a
         # pre-vote after one vote round, not after the whole leader-lost interval (which
         # can be long), and pre-vote keeps it from disturbing a leader that does exist.
         self.election_at = now + self._vote_round_timeout()
         self.heartbeat_due: dict[str, int] = {}
         self.peer_ack_at: dict[str, int] = {}
+        self.answered_at: dict[str, int] = {}  # leader: when each peer last answered in this term
         self.flush_at = now + config.flush_interval_ms
         self.checkpoint_at = now + config.checkpoint_interval_ms
         self.retention = Retention(config, clock, disk_usage) if hasattr(store, "delete_head") else None
@@ -147,6 +149,7 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         # and their dispatchers speak as DLedger's leader does (cluster/raft/dispatcher.py).
         self.java_peers: set[str] = set(config.dledger_peers)
         self.pending_take: tuple | None = None  # a transfer to us waiting to catch up: leader, term, end, deadline
+        self.behind_voter: tuple | None = None  # never-lead: (voter, when) it refused a vote for a shorter log
         # The state machine's side of snapshots (cluster/raft/statemachine.py Applier; the node or
         # the simulator sets it, None without a state machine): a leader sends its snapshot to
         # a follower that needs entries it no longer holds, a follower installs the one sent.
@@ -253,7 +256,16 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
             if not self._is_voter():  # a learner, or removed: it never stands for election
                 self.election_at = now + self._election_timeout()
                 return
-            self._note(f"no leader heard for {self.cfg.leader_lost_ms} ms; asking for a pre-vote")
+            if self.cfg.never_lead:
+                behind = self._behind_voter(now)
+                if behind is None:  # the others elect among themselves
+                    self.election_at = now + self._election_timeout()
+                    return
+                self._note(f"no leader heard for {self.cfg.leader_lost_ms} ms and {behind}'s log is behind this "
+                           "one's: standing, to bring it up to date and hand leadership to it (this member never "
+                           "leads)")
+            else:
+                self._note(f"no leader heard for {self.cfg.leader_lost_ms} ms; asking for a pre-vote")
             self._start_round(now, pre=True)
 
     def mark_java(self, peer: str) -> None:
@@ -275,7 +287,8 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
                        "stepping down")
             self._become_follower(now, self.member.term, None)
             return
-        self._promote_learners(now)
+        if not self.cfg.never_lead:  # (a never-lead leader writes nothing: no config entry either)
+            self._promote_learners(now)
         for p in self._others():
             if now >= self.heartbeat_due.get(p, now):
                 self.heartbeat_due[p] = now + c.heartbeat_interval_ms
@@ -288,7 +301,10 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         m, c, s = self.member, self.cfg, self.store
         m.role, m.leader_id = Role.LEADER, c.self_id
         self.round = None
-        if self.java_peers:
+        if self.cfg.never_lead:
+            # it leads only to hand over: it writes nothing (a broker reads every entry as a message)
+            first, said = s.end_index + 1, "it never leads: handing over to a voter once caught up"
+        elif self.java_peers:
             # DLedger 0.2.7 stops reading its log at a no-op (magic 2): none while Java members
             # are in the group; earlier terms' entries commit with this term's first append
             first, said = s.end_index + 1, "no no-op: Java DLedger members"
@@ -305,7 +321,7 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         if first <= s.end_index:
             self.append_times.record(first, now)
         self._ack_self()
-        self.dispatchers, self.peer_ack_at, self.heartbeat_due = {}, {}, {}
+        self.dispatchers, self.peer_ack_at, self.heartbeat_due, self.answered_at = {}, {}, {}, {}
         for p in self._others():
             self._add_dispatcher(p, now)
         self._leader_said = said
@@ -344,7 +360,7 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         self.election_at = now + self._election_timeout()
         return moved
 
-    def _accept_leader(self, leader: str, term: int, now: int) -> Code | None:
+    def _accept_leader(self, leader: str, term: int, now: int, heartbeat: bool = False) -> Code | None:
         """A heartbeat or push from ``leader`` in ``term``: None to go on, or the code to refuse it with."""
         m = self.member
         if term < m.term:
@@ -357,6 +373,8 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
             if not self._become_follower(now, term, leader):
                 return self._disk_code()  # nothing is accepted from a term not on disk
         self.last_leader_contact = now
+        if heartbeat:
+            self.last_leader_heartbeat = now
         self.election_at = now + self._election_timeout()
         return None
 
@@ -387,7 +405,7 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         if kind is VoteRequest:
             return self._on_vote(req, now)
         if kind is HeartBeatRequest:
-            refused = self._accept_leader(req.leader_id, req.term, now)
+            refused = self._accept_leader(req.leader_id, req.term, now, heartbeat=True)
             return HeartBeatResponse(self.member.term, refused or Code.SUCCESS, self.member.leader_id)
         if kind is PushRequest:
             refused = self._accept_leader(req.leader_id, req.term, now)
@@ -465,6 +483,7 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
             return
         if self.member.role != Role.LEADER or getattr(req, "term", None) != self.member.term:
             return
+        self.answered_at[peer] = now
         if getattr(resp, "code", None) in (Code.SUCCESS, Code.INCONSISTENT_STATE, Code.INCONSISTENT_INDEX):
             self.peer_ack_at[peer] = now
         if isinstance(req, HeartBeatRequest) and resp.code == Code.TERM_NOT_READY:
@@ -499,6 +518,7 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
             "committed_index": s.committed_index,
             "pending": len(self.pending),
             "member": self.members.role_of(self.cfg.self_id) or "removed",
+            "never_lead": self.cfg.never_lead,
             **self.configs.describe(),
         }
         if m.role == Role.LEADER:

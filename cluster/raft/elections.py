@@ -118,8 +118,13 @@ class Elections:
     def _leader_alive(self, now: int) -> bool:
         if self.member.role == Role.LEADER:
             return True
-        return (self.member.leader_id is not None and self.last_leader_contact is not None
-                and now - self.last_leader_contact < self.cfg.leader_lost_ms)
+        # A Java follower takes its leader for lost once no heartbeat came for the leader-lost
+        # interval, pushes or not (DLedgerLeaderElector): of a Java leader, this node judges
+        # alike, or it would refuse the vote of the follower that saw the leader die first
+        # (and DLedger waits a whole leader-lost interval again after such a refusal).
+        leader = self.member.leader_id
+        contact = self.last_leader_heartbeat if leader in self.java_peers else self.last_leader_contact
+        return leader is not None and contact is not None and now - contact < self.cfg.leader_lost_ms
 
     def _on_vote(self, req: VoteRequest, now: int) -> VoteResponse:
         m, s = self.member, self.store
@@ -132,17 +137,22 @@ class Elections:
                                          and self.transfer.target == req.leader_id)
         if not taking and self._leader_alive(now) and m.leader_id != req.leader_id:
             return VoteResponse(m.term, VoteResult.REJECT_ALREADY_HAS_LEADER)
-        if req.ledger_end_term < s.end_term:
+        # (an empty log's last term is -1 as DLedger says it; the store says 0)
+        end_term = s.end_term if s.end_index >= 0 else -1
+        if req.ledger_end_term < end_term:
             rejection = VoteResult.REJECT_EXPIRED_LEDGER_TERM
-        elif req.ledger_end_term == s.end_term and req.ledger_end_index < s.end_index:
+        elif req.ledger_end_term == end_term and req.ledger_end_index < s.end_index:
             rejection = VoteResult.REJECT_SMALL_LEDGER_END_INDEX
         else:
             rejection = None
         if req.pre_vote:
+            if rejection is not None:
+                self._refused_behind(req.leader_id, now)
             return VoteResponse(m.term, rejection or VoteResult.ACCEPT)
         if req.term > m.term and not self._become_follower(now, req.term, None):
             return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, self._disk_code())
         if rejection is not None:
+            self._refused_behind(req.leader_id, now)
             return VoteResponse(m.term, rejection)
         if m.voted_for not in (None, req.leader_id):
             return VoteResponse(m.term, VoteResult.REJECT_ALREADY_VOTED)
@@ -186,6 +196,8 @@ class Elections:
         m, c = self.member, self.cfg
         if req.take:
             # from our leader: we are caught up, take over now
+            if c.never_lead:
+                return LeadershipTransferResponse(m.term, Code.TAKE_LEADERSHIP_FAILED, f"{c.self_id} never leads")
             if req.term != m.term or m.leader_id != req.leader_id:
                 return LeadershipTransferResponse(m.term, Code.INCONSISTENT_LEADER, "not from the current leader")
             if req.end_index > self.store.end_index:
@@ -199,6 +211,9 @@ class Elections:
             return LeadershipTransferResponse(m.term)
         if m.role != Role.LEADER:
             return LeadershipTransferResponse(m.term, Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}")
+        if c.never_lead and self.transfer is not None:
+            return LeadershipTransferResponse(m.term, Code.LEADER_TRANSFERRING,
+                                              f"{c.self_id} never leads: handing leadership to {self.transfer.target}")
         if req.transferee not in self.members.voters or req.transferee == c.self_id:
             return LeadershipTransferResponse(m.term, Code.UNKNOWN_MEMBER, f"cannot hand over to {req.transferee!r}")
         if not self._peer_alive(req.transferee, now):
@@ -217,6 +232,11 @@ class Elections:
 
     def _progress_transfer(self, now: int) -> None:
         t = self.transfer
+        if t is None and self.cfg.never_lead:
+            target = self._handover_target(now)
+            if target is not None:
+                self.start_transfer(target, now)
+            return
         if t is None:
             p = self.cfg.preferred_leader
             d = self.dispatchers.get(p) if p else None
@@ -232,3 +252,36 @@ class Elections:
             t.asked = True
             self._send(t.target, LeadershipTransferRequest(self.cfg.group, self.cfg.self_id, t.target,
                                                            self.member.term, take=True, end_index=self.store.end_index))
+
+    # -- a member that never leads (NodeConfig.never_lead) ----------------------------------
+    def _refused_behind(self, voter: str, now: int) -> None:
+        """A never-lead member refused ``voter`` a vote for a log shorter than its own: without
+        this vote it cannot win, so unless a leader is alive this member stands soon (a random
+        vote interval, not a whole election timeout) to bring it up to date."""
+        if not self.cfg.never_lead:
+            return
+        self.behind_voter = (voter, now)
+        if self.member.role == Role.FOLLOWER and not self._leader_alive(now):
+            c = self.cfg
+            self.election_at = min(self.election_at, now + self.rng.randint(c.min_vote_interval_ms,
+                                                                            c.max_vote_interval_ms))
+
+    def _behind_voter(self, now: int) -> str | None:
+        """The voter whose request for votes this member refused for a log shorter than its
+        own, within the last two leader-lost intervals: with this member's vote out of its
+        reach, the group may have no leader unless this member brings it up to date."""
+        if self.behind_voter is None:
+            return None
+        voter, at = self.behind_voter
+        if now - at > 2 * self.cfg.leader_lost_ms or voter not in self.members.voters:
+            self.behind_voter = None
+            return None
+        return voter
+
+    def _handover_target(self, now: int) -> str | None:
+        """The voter a never-lead leader hands leadership to: of those that answer, the one
+        nearest the end of the log (the transfer asks it once it has everything)."""
+        lost = self.cfg.leader_lost_ms  # (alive: it answered a heartbeat or a push lately)
+        alive = [(d.watermark, p) for p, d in self.dispatchers.items() if p in self.members.voters
+                 and p != self.cfg.self_id and p in self.answered_at and now - self.answered_at[p] < lost]
+        return max(alive)[1] if alive else None

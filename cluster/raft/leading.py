@@ -85,6 +85,12 @@ class Leading:
         if m.role != Role.LEADER:
             p.code, p.remark = Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
             return p
+        if self.cfg.never_lead:
+            target = self.transfer.target if self.transfer is not None else None
+            p.code, p.leader_id = Code.NOT_LEADER, target
+            p.remark = (f"{self.cfg.self_id} never leads: it leads only to hand leadership to "
+                        f"{target or 'a voter that catches up'}")
+            return p
         if not bodies:
             p.code, p.remark = Code.REQUEST_WITH_EMPTY_BODYS, "nothing to append"
             return p
@@ -156,6 +162,9 @@ class Leading:
                  "watermark": s.end_index, "next_index": s.end_index + 1, "lag_entries": 0, "lag_bytes": 0,
                  "in_flight": 0, "in_flight_bytes": 0, "ms_since_ack": 0, "lag_ms": 0, "last_error": "", "note": "",
                  **common}]
+        if c.never_lead:
+            target = self.transfer.target if self.transfer is not None else "a voter, once one answers"
+            rows[0]["note"] = f"never leads: handing leadership to {target}"
         for p, d in self.dispatchers.items():
             row = d.describe(now)
             row = {"peer": p, "address": members.members[p].address, "member": members.role_of(p),

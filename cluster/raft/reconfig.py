@@ -138,6 +138,8 @@ class Reconfiguration:
         refusal = None
         if m.role != Role.LEADER:
             refusal = Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
+        elif self.cfg.never_lead:
+            refusal = Code.NOT_LEADER, f"{self.cfg.self_id} never leads: it writes no config entry"
         elif self.java_peers:
             refusal = Code.UNSUPPORTED, ("the group has Java DLedger members, which cannot read config entries "
                                          f"({', '.join(sorted(self.java_peers))})")
