@@ -125,6 +125,9 @@ def test_while_it_leads_it_refuses_appends_and_names_where_leadership_goes():
     w.until(lambda: w.sim.nodes["n2"].transfer is not None, 5_000)
     p = w.sim.propose("n2", [b"y"])
     assert p.code == Code.NOT_LEADER and p.leader_id == other and other in p.remark
+    # what peer watermarks and cluster status show of it
+    assert w.sim.nodes["n2"].watermarks(w.sim.now)[0]["note"] == f"never leads: handing leadership to {other}"
+    assert w.sim.nodes["n2"].describe()["never_lead"] is True
     assert w.sim.nodes["n2"].change_members("remove", other, None, w.sim.now).code == Code.NOT_LEADER
     assert w.sim.stores["n2"].end_index == end  # no no-op, no config entry, nothing
     w.until(lambda: w.sim.leader() == other, 30_000)
