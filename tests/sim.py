@@ -171,6 +171,7 @@ class Sim:
         self.committed: dict[int, bytes] = {}  # index -> bytes first seen committed
         self.seen_committed: dict[str, int] = {i: -1 for i in self.ids}
         self.done = []  # finished proposals
+        self.reads_done = []  # finished ReadIndex reads (raft/reads.py)
         self.notes: list[tuple[int, str, str]] = []
         self.next_tick = 0
 
@@ -349,6 +350,13 @@ class Sim:
             self.done.append(p)
         return p
 
+    def read(self, node: str):
+        """A linearizable read's index from ``node`` (raft/reads.py ReadIndex; done at once
+        when refused, else when its heartbeat round is answered or it times out)."""
+        r = self.nodes[node].read_index(self.now)
+        self._drain(node)
+        return r
+
     def _drain(self, node: str) -> None:
         n = self.nodes[node]
         if n is None:
@@ -357,6 +365,7 @@ class Sim:
         for s in ready.sends:
             self._send(node, s.to, s.request)
         self.done.extend(ready.done)
+        self.reads_done.extend(ready.reads)
         self.notes.extend((self.now, node, t) for t in ready.notes)
 
     # -- running ----------------------------------------------------------------------

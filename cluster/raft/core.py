@@ -61,6 +61,7 @@ from .dispatcher import Dispatcher, DispatchState
 from .elections import TAKE_WAIT_MS, VOTE_AGAIN_MS, Elections, Round, Transfer
 from .follower import FollowerLog
 from .leading import Leading
+from .reads import Reads
 from .member import MemberState, Role
 from .membership import Configs, initial
 from .proposal import Note, Proposal, Ready
@@ -97,7 +98,7 @@ SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._f
 TERM_STEP_MAX = 1 << 31
 
 
-class RaftCore(Elections, Leading, Reconfiguration, Compaction):
+class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
     def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None,
                  syncer=None, clock=None, disk_usage=None) -> None:
         """``flusher()``: the periodic flush (default: the store's, inline). ``syncer(done)``:
@@ -137,6 +138,12 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         self.heartbeat_due: dict[str, int] = {}
         self.peer_ack_at: dict[str, int] = {}
         self.answered_at: dict[str, int] = {}  # leader: when each peer last answered in this term
+        # linearizable reads (raft/reads.py): the latest heartbeat round, the voters that answered
+        # it (None: no round out), when it began, the reads waiting, the reads done
+        self.read_round, self.read_acks, self.read_round_at = 0, None, 0
+        self.reads_waiting: list = []
+        self._reads_done: list = []
+        self.term_first_index: int | None = None  # leader: the first entry of its term (reads wait for it)
         self.flush_at = now + config.flush_interval_ms
         self.checkpoint_at = now + config.checkpoint_interval_ms
         self.retention = Retention(config, clock, disk_usage) if hasattr(store, "delete_head") else None
@@ -166,8 +173,8 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
     # -- outputs ----------------------------------------------------------------------
     def take(self) -> Ready:
         self._say_state()
-        ready = Ready(self._sends, self._done, self._notes)
-        self._sends, self._done, self._notes = [], [], []
+        ready = Ready(self._sends, self._done, self._notes, self._reads_done)
+        self._sends, self._done, self._notes, self._reads_done = [], [], [], []
         return ready
 
     def _send(self, to: str, request) -> None:
@@ -210,6 +217,9 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         _TICKS[self.member.role](self, now)
         if self.member.role == Role.LEADER:
             self._expire_proposals(now)
+            self._expire_reads(now)
+            if self.read_acks is not None and now - self.read_round_at >= self.cfg.heartbeat_interval_ms:
+                self._start_read_round(now)  # (its heartbeats or answers were lost: ask again)
         if now >= self.flush_at:
             self.flush_at = now + self._flush_period()
             self._flush()
@@ -317,6 +327,7 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
                 return
             said = f"no-op at {first}"
         self.quorum = Quorum(list(self.members.voters), c.self_id, m.term, first, s.committed_index)
+        self.term_first_index = first
         self.append_times = AppendTimes(first, now)  # (a follower's lag in time: the age of what it lacks)
         if first <= s.end_index:
             self.append_times.record(first, now)
@@ -353,7 +364,8 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         m.role, m.leader_id = Role.FOLLOWER, leader
         self.round = None
         if was_leader:
-            self.dispatchers, self.quorum, self.transfer = {}, None, None
+            self.dispatchers, self.quorum, self.transfer, self.term_first_index = {}, None, None, None
+            self._fail_reads(Code.NOT_LEADER, "leadership changed before the read was confirmed")
             while self.pending:
                 p = self.pending.popleft()
                 self._finish(p, Code.TERM_CHANGED, "leadership changed before the entry committed")
@@ -486,6 +498,8 @@ class RaftCore(Elections, Leading, Reconfiguration, Compaction):
         self.answered_at[peer] = now
         if getattr(resp, "code", None) in (Code.SUCCESS, Code.INCONSISTENT_STATE, Code.INCONSISTENT_INDEX):
             self.peer_ack_at[peer] = now
+        if isinstance(req, HeartBeatRequest) and req.read_round and resp.code == Code.SUCCESS:
+            self._read_answered(peer, req, now)
         if isinstance(req, HeartBeatRequest) and resp.code == Code.TERM_NOT_READY:
             # a Java member still moving to our term (it voted for us as a candidate): beat again soon
             self.heartbeat_due[peer] = min(self.heartbeat_due.get(peer, now), now + VOTE_AGAIN_MS)

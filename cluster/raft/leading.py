@@ -59,6 +59,8 @@ class Leading:
         if q is None:
             return
         self.store.set_committed(q)
+        if self.reads_waiting and self._term_committed():
+            self._term_entry_committed(self.now)
         while self.pending and self.pending[0].last_index <= q:
             self._finish(self.pending.popleft(), Code.SUCCESS)
         if not self._is_voter() and self.configs.last_index <= q:

@@ -45,3 +45,4 @@ class Ready:
     sends: list[Send]
     done: list[Proposal]
     notes: list[str]
+    reads: list = field(default_factory=list)  # ReadIndex reads done (raft/reads.py)

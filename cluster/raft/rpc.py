@@ -103,6 +103,7 @@ class HeartBeatRequest:
     group: str
     leader_id: str
     term: int
+    read_round: int = 0  # the leader's own mark: the read round it confirms (raft/reads.py); not on the wire
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,142 @@
+"""Linearizable reads: the ReadIndex way (Raft thesis §6.4, as etcd serves them). A part of
+RaftCore (core.py), as a base class.
+
+A read asks the leader for a read index (:meth:`Reads.read_index`). The leader notes its
+commit index, then confirms it still leads with a round of heartbeats answered by a
+majority: a leader cut off from the majority cannot, and answers NOT_LEADER (or times out)
+instead of serving what may already be stale. Reads that arrive while a round is out wait
+for the next one, and share it: one round serves all the reads that arrived before it
+began. A new leader serves reads only once an entry of its own term has committed, since
+until then its commit index may be behind what an earlier leader acknowledged; the reads
+that arrive meanwhile take the commit index of that moment.
+
+A confirmed read carries its index: the caller answers once it has applied (or holds
+committed) that far. The read's round is a local mark on the heartbeats (never on the
+wire): an answer counts for the reads registered before its heartbeat was sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .member import Role
+from .rpc import Code, HeartBeatRequest
+
+
+@dataclass(eq=False)
+class ReadIndex:
+    """A linearizable read waiting for the leader: ``code`` is None until it is done; then
+    SUCCESS with ``index`` (answer once applied that far), or why not (NOT_LEADER with
+    ``leader_id`` when known, TIMEOUT)."""
+
+    deadline: int
+    index: int = -1  # the commit index the read must see; -1 until the term's first entry commits
+    round: int = 0  # the heartbeat round that confirms it
+    code: Code | None = None
+    leader_id: str | None = None
+    remark: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.code is not None
+
+
+class Reads:
+    """ReadIndex reads (a base of RaftCore: its member, store, quorum, and the round state
+    ``read_round``, ``read_acks``, ``reads_waiting``, ``term_first_index``)."""
+
+    def read_index(self, now: int) -> ReadIndex:
+        """A read index for a linearizable read: done at once when refused (NOT_LEADER, or
+        SUCCESS on a leader that needs nobody else), else once a heartbeat round confirms
+        this node still leads (then it shows up in ``take().reads``)."""
+        self.now = now
+        m, c = self.member, self.cfg
+        r = ReadIndex(now + c.max_wait_ack_ms, leader_id=m.leader_id)
+        if m.role != Role.LEADER or c.never_lead:
+            r.code, r.leader_id = Code.NOT_LEADER, None if m.role == Role.LEADER else m.leader_id
+            r.remark = f"{c.self_id} never leads" if c.never_lead and m.role == Role.LEADER else \
+                f"leader is {m.leader_id or 'unknown'}"
+            return r
+        if self._term_committed():
+            r.index = self.store.committed_index
+        others = [p for p in self.members.voters if p != c.self_id]
+        if not others and self._is_voter() and r.index >= 0:  # (a group of one: nobody to ask)
+            r.code = Code.SUCCESS
+            return r
+        r.round = self.read_round + 1
+        self.reads_waiting.append(r)
+        if self.read_acks is None:  # no round out: start one now
+            self._start_read_round(now)
+        return r
+
+    def _term_committed(self) -> bool:
+        return self.term_first_index is not None and self.store.committed_index >= self.term_first_index
+
+    def _start_read_round(self, now: int) -> None:
+        c = self.cfg
+        self.read_round += 1
+        self.read_round_at = now
+        self.read_acks = {c.self_id} if self._is_voter() else set()
+        for p in self._others():
+            self.heartbeat_due[p] = now + c.heartbeat_interval_ms  # (this round is a heartbeat too)
+            self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term, read_round=self.read_round))
+        self._confirm_reads(now)
+
+    def _read_answered(self, peer: str, req: HeartBeatRequest, now: int) -> None:
+        """A heartbeat of a read round was answered SUCCESS in this term by ``peer``."""
+        if req.read_round != self.read_round or self.read_acks is None:
+            return  # (an earlier round's: it was confirmed already, or failed with its leader)
+        if peer in self.members.voters:
+            self.read_acks.add(peer)
+        self._confirm_reads(now)
+
+    def _confirm_reads(self, now: int) -> None:
+        if self.read_acks is None or len(self.read_acks) < self.members.quorum:
+            return
+        confirmed, self.read_acks = self.read_round, None
+        waiting, self.reads_waiting = self.reads_waiting, []
+        for r in waiting:
+            if r.round <= confirmed and r.index >= 0:
+                self._read_done(r, Code.SUCCESS)
+            else:
+                self.reads_waiting.append(r)  # (arrived during the round, or the term's first entry is not in)
+        if any(r.index >= 0 for r in self.reads_waiting):
+            for r in self.reads_waiting:
+                r.round = min(r.round, self.read_round + 1)
+            self._start_read_round(now)
+
+    def _term_entry_committed(self, now: int) -> None:
+        """The first entry of this leader's term committed: the reads waiting for it read from here."""
+        pending = [r for r in self.reads_waiting if r.index < 0]
+        if not pending:
+            return
+        for r in pending:
+            r.index = self.store.committed_index
+            r.round = self.read_round + 1
+        if self.read_acks is None:
+            self._start_read_round(now)
+
+    def _read_done(self, r: ReadIndex, code: Code, remark: str = "") -> None:
+        r.code, r.remark = code, remark
+        if code != Code.SUCCESS:
+            r.leader_id = self.member.leader_id if self.member.leader_id != self.cfg.self_id else None
+        self._reads_done.append(r)
+
+    def _fail_reads(self, code: Code, remark: str) -> None:
+        """Every waiting read ends (leadership was lost)."""
+        waiting, self.reads_waiting, self.read_acks = self.reads_waiting, [], None
+        for r in waiting:
+            self._read_done(r, code, remark)
+
+    def _expire_reads(self, now: int) -> None:
+        if not self.reads_waiting or self.reads_waiting[0].deadline > now:
+            return
+        keep = []
+        for r in self.reads_waiting:
+            if r.deadline <= now:
+                self._read_done(r, Code.TIMEOUT, f"no majority confirmed this leader within {self.cfg.max_wait_ack_ms} ms")
+            else:
+                keep.append(r)
+        self.reads_waiting = keep
+        if not keep:
+            self.read_acks = None
