@@ -553,6 +553,25 @@ def append_cmd(
     render(_with_client(parsed, rec_group or group, timeout, work), fmt)
 
 
+class Consistency(str, Enum):
+    linearizable = "linearizable"
+    serializable = "serializable"
+
+
+ConsistencyOpt = Annotated[Optional[Consistency], typer.Option(
+    "--consistency", case_sensitive=False, show_default=False,
+    help="linearizable (the default): answered once the leader has confirmed with a majority that it still leads, "
+         "so the read sees every write acknowledged before it began; serializable: the asked node's own state at "
+         "once, which a deposed leader or a lagging follower may have behind (the default with --node).")]
+
+
+def read_consistency(given: Consistency | None, node: str | None) -> str:
+    """What a read asks for: as given, else linearizable from the leader, serializable from --node."""
+    if given is not None:
+        return given.value
+    return Consistency.serializable.value if node is not None else Consistency.linearizable.value
+
+
 class Decode(str, Enum):
     """What ``get --decode`` reads an entry's body as."""
 
@@ -579,11 +598,15 @@ def get_cmd(
                                                             "RocketMQ message: topic, queue, msg id, tags, keys, "
                                                             "properties; its body uncompressed).",
                                            case_sensitive=False)] = Decode.none,
+    consistency: ConsistencyOpt = None,
+    node: Annotated[Optional[str], typer.Option("--node", help="Read from this member instead of the leader "
+                                                "(serializable unless --consistency linearizable).")] = None,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Read committed entries from the leader: exactly --count (or up to --to-index), paging through a node's
-    per-answer limit; fewer only when the log is not committed that far, which is said on stderr."""
+    per-answer limit; fewer only when the log is not committed that far, which is said on stderr. Linearizable by
+    default: an entry committed before the command began is there."""
     import base64
 
     if count is not None and to_index is not None:
@@ -602,13 +625,16 @@ def get_cmd(
         columns = ["index", "term", "pos", "kind", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
                    "tags", "keys", "body_crc_ok"] + ([] if show is None else ["body"]) + ["note"]
     parsed, rec_group = _peers(peers, base_dir)
+    if node is not None and node not in parsed:
+        raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
+    level = read_consistency(consistency, node)
     out = RowStream(fmt, columns, live=follow)
     told = {"first": index, "last": None}
 
     async def pages(c: Client):
         first = index
         if first is None:
-            leader = await c.find_leader(asyncio.get_running_loop().time() + timeout)
+            leader = node or await c.find_leader(asyncio.get_running_loop().time() + timeout)
             try:
                 first = int((await c.metadata(leader))["committed_index"]) + 1
             except (TransportError, ProtocolError, KeyError, TypeError, ValueError) as exc:
@@ -616,7 +642,7 @@ def get_cmd(
         last = to_index if to_index is not None else first + count - 1 if count is not None else (
             None if follow else first)
         told.update(first=first, last=last)
-        async for page in c.read(first, last, follow=follow, poll=interval,
+        async for page in c.read(first, last, follow=follow, poll=interval, consistency=level, peer=node,
                                  on_wait=lambda why: typer.echo(f"Note: {why}", err=True)):
             yield page
 

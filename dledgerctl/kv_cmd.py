@@ -9,7 +9,18 @@ import typer
 
 from cluster.net.client import ClientError
 
-from .cluster_cmd import BaseDirOpt, DEFAULT_BASE_DIR, DEFAULT_GROUP, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
+from .cluster_cmd import (
+    DEFAULT_BASE_DIR,
+    DEFAULT_GROUP,
+    BaseDirOpt,
+    ConsistencyOpt,
+    GroupOpt,
+    PeersOpt,
+    TimeoutOpt,
+    _peers,
+    _with_client,
+    read_consistency,
+)
 from .common import FormatOpt, fail, tls_options
 from .render import Format, render
 
@@ -44,20 +55,24 @@ def get_cmd(
     keys: Annotated[list[str], typer.Argument(help="Keys to read.", show_default=False)],
     node: Annotated[Optional[str], typer.Option("--node", help="Ask this member instead of the leader: it answers "
                                                 "once it has applied what it knew to be committed, which may be "
-                                                "behind the leader.")] = None,
+                                                "behind the leader (serializable; with --consistency linearizable "
+                                                "it first asks the leader for a read index).")] = None,
+    consistency: ConsistencyOpt = None,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
-    """The latest value of each KEY, from the leader once it has applied everything committed when asked (so a get
-    sees every put acknowledged before it). A key never set has the value null; exit 1 if none is set."""
+    """The latest value of each KEY, from the leader once it has confirmed with a majority that it still leads and
+    applied everything committed then (linearizable: a get sees every put acknowledged before it began). A key never
+    set has the value null; exit 1 if none is set."""
     parsed, rec_group = _peers(peers, base_dir)
     if node is not None and node not in parsed:
         raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
+    level = read_consistency(consistency, node)
 
     async def work(c):
         rows = []
         for key in keys:
-            resp = await c.query(key.encode(), node)
+            resp = await c.query(key.encode(), node, consistency=level)
             try:
                 value = json.loads(resp["result"])["value"]
             except (ValueError, KeyError, TypeError):

@@ -172,14 +172,15 @@ class Client:
             return p, md
         return dict(await asyncio.gather(*(one(p) for p in self.peers)))
 
-    async def find_leader(self, deadline: float) -> str:
+    async def find_leader(self, deadline: float, avoid: frozenset = frozenset()) -> str:
         """The leader's id: asks every peer at once and takes the first that says it leads,
-        without waiting for peers that do not answer (stopped or partitioned)."""
+        without waiting for peers that do not answer (stopped or partitioned); not one of
+        ``avoid`` (members that just refused to serve as leader)."""
         loop = asyncio.get_running_loop()
         # why a member did not answer (a TLS refusal first): the likely reason when no leader is found
         refused, refused_tls = None, False
         while True:
-            if self.leader is not None:
+            if self.leader is not None and self.leader not in avoid:
                 return self.leader
             wait = max(0.05, min(1.0, deadline - loop.time()))
             tasks = [asyncio.ensure_future(self._metadata_of(p, wait)) for p in self.peers]
@@ -195,7 +196,8 @@ class Client:
                         if refused is None or (tls_problem and not refused_tls):
                             refused, refused_tls = f"{p}: {md}", tls_problem
                         continue
-                    if isinstance(md, dict) and md.get("role") == "leader" and md.get("id") in self.peers:
+                    if isinstance(md, dict) and md.get("role") == "leader" and md.get("id") in self.peers \
+                            and md["id"] not in avoid:
                         self.leader = md["id"]
                         return self.leader
             finally:
@@ -343,19 +345,40 @@ class Client:
             self.learn(resp["peers"])
         return resp
 
-    async def query(self, request: bytes, peer: str | None = None) -> dict:
-        """Ask a node's state machine (QUERY; the leader by default): ``result`` (bytes) and
-        ``appliedIndex``, once it has applied everything committed when it got the request."""
+    async def _read(self, code: int, body, peer: str | None) -> tuple[str, dict]:
+        """A read (GET or QUERY) of ``peer``, or of the leader: a member that refuses to
+        serve a linearizable read as leader (NOT_LEADER: it was deposed; TIMEOUT: it cannot
+        reach a majority) is left for the one it names or the next that says it leads.
+        ``body(target)`` is the request's JSON object. (target, answer)."""
         loop = asyncio.get_running_loop()
-        target = peer or await self.find_leader(loop.time() + self.timeout)
-        if self.java.get(target):
-            raise ClientError(f"{target} is a Java DLedger node: it runs no dledgerctl state machine")
-        body = json_body({"group": self.group, "remoteId": target,
-                          "query": base64.b64encode(request).decode("ascii")})
-        try:
-            resp = await self._call(target, Frame(QUERY, body=body), QUERY, self.timeout)
-        except (TransportError, ProtocolError) as exc:
-            raise ClientError(f"{target}: {exc}") from None
+        deadline = loop.time() + self.timeout
+        avoid: set[str] = set()
+        while True:
+            target = peer or await self.find_leader(deadline, frozenset(avoid))
+            if self.java.get(target) and code == QUERY:
+                raise ClientError(f"{target} is a Java DLedger node: it runs no dledgerctl state machine")
+            try:
+                resp = await self._call(target, Frame(code, body=json_body(body(target))), code,
+                                        max(0.05, deadline - loop.time()))
+            except (TransportError, ProtocolError) as exc:
+                raise ClientError(f"{target}: {exc}") from None
+            rc = resp.get("code")
+            if peer is None and rc in (Code.NOT_LEADER, Code.TIMEOUT) and loop.time() < deadline:
+                avoid.add(target)
+                hint = resp.get("leaderId")
+                self.leader = hint if hint in self.peers and hint not in avoid else None
+                await asyncio.sleep(0.02)
+                continue
+            return target, resp
+
+    async def query(self, request: bytes, peer: str | None = None, consistency: str = "linearizable") -> dict:
+        """Ask a node's state machine (QUERY; the leader by default): ``result`` (bytes) and
+        ``appliedIndex``. Linearizable: once it has applied up to a read index the leader
+        confirmed (it sees every put acknowledged before the query began); serializable: once
+        it has applied what it knew to be committed."""
+        target, resp = await self._read(QUERY, lambda target: {
+            "group": self.group, "remoteId": target, "query": base64.b64encode(request).decode("ascii"),
+            "consistency": consistency}, peer)
         code = resp.get("code")
         if code != _SUCCESS:
             name = Code(code).name if code in Code._value2member_map_ else str(code)
@@ -387,23 +410,29 @@ class Client:
         # that one has started its election in the next term)
         return leader, body["term"] if body["term"] >= 0 else resp.term
 
-    async def get(self, index: int, count: int = 1, peer: str | None = None) -> list[dict]:
+    async def get(self, index: int, count: int = 1, peer: str | None = None,
+                  consistency: str = "linearizable") -> list[dict]:
         """Committed entries from ``index``, as many as the node gives in one answer (at
         most ``count``; a node caps an answer, cluster/node/serving.py MAX_GET_COUNT/BYTES); bodies
-        decoded. An index outside the node's committed log raises :class:`OutOfRange`."""
+        decoded. Linearizable: the node answers once a read index is confirmed (an entry
+        committed before the read began is there); serializable: from its own log at once.
+        An index outside the node's committed log raises :class:`OutOfRange`."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout
-        target = peer or await self.find_leader(deadline)
+        target = peer or await self.find_leader(loop.time() + self.timeout)
         try:
             if target not in self.java:
                 await self.metadata(target)
-            if self.java[target]:
-                resp = await self._get_java(target, index, min(count, JAVA_PAGE))
-            else:
-                resp = await self._call(target, Frame(GET, body=json_body({
-                    "group": self.group, "remoteId": target, "index": index, "count": count})), GET, self.timeout)
         except (TransportError, ProtocolError) as exc:
             raise ClientError(f"{target}: {exc}") from None
+        if self.java[target]:  # (a Java node answers from its own log, as leader only)
+            try:
+                resp = await self._get_java(target, index, min(count, JAVA_PAGE))
+            except (TransportError, ProtocolError) as exc:
+                raise ClientError(f"{target}: {exc}") from None
+        else:
+            target, resp = await self._read(GET, lambda target: {
+                "group": self.group, "remoteId": target, "index": index, "count": count,
+                "consistency": consistency}, peer)
         code = resp.get("code")
         if code == Code.INDEX_OUT_OF_RANGE:
             try:
@@ -445,7 +474,7 @@ class Client:
         return {"code": _SUCCESS, "entries": entries}
 
     async def read(self, index: int, last: int | None = None, *, follow: bool = False, poll: float = 0.1,
-                   on_wait=None):
+                   on_wait=None, consistency: str = "linearizable", peer: str | None = None):
         """Committed entries ``index..last`` (``last`` None: no end), one list per answer, in
         order, each index exactly once, paging through the node's per-answer caps.
 
@@ -463,7 +492,7 @@ class Client:
         while last is None or nxt <= last:
             want = MAX_PAGE if last is None else min(MAX_PAGE, last - nxt + 1)
             try:
-                page = await self.get(nxt, want)
+                page = await self.get(nxt, want, peer, consistency=consistency)
             except OutOfRange as exc:
                 if exc.begin is not None and nxt < exc.begin:
                     raise OutOfRange(f"{exc.peer}: entry {nxt} is no longer in the log, which now begins at "

@@ -47,6 +47,7 @@ from ..raft.statemachine import load as load_state_machine
 from .background import BackgroundSync
 from .metrics import Counts, MetricsServer
 from .operator import OperatorRequests
+from .reads import ReadServing
 from .serving import Serving
 from .terms import FileTermStore
 
@@ -91,7 +92,7 @@ def _unlink_logged(paths: list[str]) -> None:
         log.warning("clean space: %s", exc)
 
 
-class Node(Serving, OperatorRequests):
+class Node(Serving, ReadServing, OperatorRequests):
     """One member of a group, in this process (see the module's docstring)."""
 
     def __init__(self, cfg: NodeConfig) -> None:
@@ -144,6 +145,8 @@ class Node(Serving, OperatorRequests):
         self._snapshotter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self._applying = False
         self._queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
+        self._read_waiters: dict[int, asyncio.Future] = {}  # id(ReadIndex) -> its waiter (reads.py)
+        self._commit_waiters: list[tuple] = []  # linearizable reads on a follower: (index, future)
         # members' connections keep their place when the connection limit is reached
         self._sync_members(self.configs.current)
         self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
@@ -383,6 +386,9 @@ class Node(Serving, OperatorRequests):
             self.channels[peer].flush()
         for p in ready.done:
             self._finish(p)
+        if ready.reads:
+            self._reads_done(ready.reads)
+        self._wake_commit_waiters()
 
     def _frame_for(self, peer: str, req) -> Frame:
         """A request to ``peer`` in its dialect: DLedger's JSON PUSH to a Java member, the

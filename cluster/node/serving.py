@@ -51,6 +51,7 @@ from ..net.wire import (
     PROBE,
     PUSH,
     QUERY,
+    READ_INDEX,
     REPAIR,
     STATUS,
     VOTE,
@@ -61,6 +62,7 @@ from ..net.wire import (
 from ..raft.proposal import Proposal
 from ..raft.rpc import Code, LeadershipTransferRequest
 from ..raft.statemachine import StateMachineError
+from .reads import LINEARIZABLE, SERIALIZABLE, consistency_of
 
 log = logging.getLogger("dledgerctl.node")
 
@@ -111,6 +113,8 @@ class Serving:
                 return self._operator(f)
             if f.code == QUERY:
                 return self._query(f)
+            if f.code == READ_INDEX:
+                return self._serve_read_index(f)
             if f.code == CHANGE_MEMBERS:
                 return self._change_members(f)
             if f.code == PUSH and "term" not in f.ext:  # a Java leader's: JSON, entries as objects
@@ -207,9 +211,9 @@ class Serving:
 
     # -- queries (the state machine) --------------------------------------------------
     def _query(self, f: Frame):
-        """QUERY: the state machine's answer once it has applied everything committed when
-        the request arrived (so a read follows the writes acknowledged before it): a Frame
-        now, or an awaitable of one while entries are still being applied."""
+        """QUERY: the state machine's answer. Linearizable (the default): once it has applied
+        up to a confirmed read index (reads.py). Serializable: once it has applied what it
+        knew to be committed when the request arrived. A Frame now, or an awaitable of one."""
         o = json_object(f.body)
         if get_field(o, "group", str, self.cfg.group) != self.cfg.group:
             return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {self.cfg.group!r}")
@@ -220,10 +224,20 @@ class Serving:
             request = base64.b64decode(get_field(o, "query", str), validate=True)
         except (ValueError, TypeError):
             raise BadMessage("field 'query' is not base64") from None
+        if consistency_of(o) == LINEARIZABLE:
+            return self._query_linearizable(f, request)
         want = self.store.committed_index
         if self.applier.applied >= want:
             return self._query_answer(f, request)
         return self._query_later(f, request, want)
+
+    async def _query_linearizable(self, f: Frame, request: bytes) -> Frame:
+        code, at, hint, remark = await self._read_index()
+        if code != Code.SUCCESS:
+            return self._read_refusal(f, code, hint, remark)
+        if self.applier is not None and self.applier.applied >= at:
+            return self._query_answer(f, request)
+        return await self._query_later(f, request, at)
 
     async def _query_later(self, f: Frame, request: bytes, want: int) -> Frame:
         fut = self.loop.create_future()
@@ -378,15 +392,28 @@ class Serving:
         each as DLedger's entry object. DLedger's own client asks with ``beginIndex`` for one
         entry (GetEntriesRequest) and is answered in its form (GetEntriesResponse)."""
         o = json_object(f.body)
-        s = self.store
         theirs = "index" not in o and "beginIndex" in o
         refused = self._check_addressee(f)
         if refused is not None:
             return refused
-        if theirs:
-            index, count = get_field(o, "beginIndex", INDEX), 1
-        else:
-            index, count = get_field(o, "index", INDEX), get_field(o, "count", COUNT, 1)
+        if theirs:  # (DLedger's own client: as DLedger answers, from this node's log)
+            return self._entries(f, get_field(o, "beginIndex", INDEX), 1)
+        index, count = get_field(o, "index", INDEX), get_field(o, "count", COUNT, 1)
+        if consistency_of(o) == SERIALIZABLE:
+            return self._entries(f, index, count)
+        return self._get_linearizable(f, index, count)
+
+    async def _get_linearizable(self, f: Frame, index: int, count: int) -> Frame:
+        code, at, hint, remark = await self._read_index()
+        if code != Code.SUCCESS:
+            return self._read_refusal(f, code, hint, remark)
+        if not await self._committed_to(at):
+            return self._refusal(f, Code.TIMEOUT, f"this node did not commit up to the read index {at} within "
+                                                  f"{self.cfg.max_wait_ack_ms} ms")
+        return self._entries(f, index, count)
+
+    def _entries(self, f: Frame, index: int, count: int) -> Frame:
+        s = self.store
         base = {"group": self.cfg.group, "leaderId": self.core.member.leader_id, "term": self.core.member.term}
         if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
             self.counts.refusal(Code.INDEX_OUT_OF_RANGE.name)

@@ -1,0 +1,121 @@
+"""Linearizable reads of a node, through :class:`ReadServing`, a base of the Node
+(cluster/node/process.py): GET and QUERY with ``"consistency": "linearizable"`` (what
+dledgerctl's client asks by default) are answered only after a read index is confirmed
+(cluster/raft/reads.py): on the leader by a heartbeat round to a majority; on a follower by
+asking the leader for one (READ_INDEX) and waiting until it holds (GET: committed; QUERY:
+applied) that far. A node that cannot confirm answers NOT_LEADER, with the leader when it
+knows it, or TIMEOUT; the client then asks the leader.
+
+``"consistency": "serializable"`` answers from the asked node's own state at once, as every
+read did before (and as DLedger's own GetEntriesRequest is always answered).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..net.frames import BadMessage, Frame, json_body, json_object
+from ..net.wire import INDEX, READ_INDEX, get_field, response_frame
+from ..raft.member import Role
+from ..raft.rpc import Code
+
+LINEARIZABLE, SERIALIZABLE = "linearizable", "serializable"
+
+
+def consistency_of(o: dict, default: str = LINEARIZABLE) -> str:
+    """The ``consistency`` a read asks for (BadMessage when it is neither)."""
+    value = get_field(o, "consistency", str, default)
+    if value not in (LINEARIZABLE, SERIALIZABLE):
+        raise BadMessage(f"consistency must be {LINEARIZABLE} or {SERIALIZABLE}, not {value!r}")
+    return value
+
+
+class ReadServing:
+    """Read indexes for linearizable reads (a base of Node: core, store, applier, channels,
+    loop, and Serving's _refusal)."""
+
+    async def _read_index(self) -> tuple[Code, int, str | None, str]:
+        """A confirmed read index: (SUCCESS, index, None, "") or (code, -1, leader hint, why not)."""
+        core, timeout = self.core, self.cfg.max_wait_ack_ms / 1000
+        if core.member.role == Role.LEADER:
+            r = core.read_index(self.now())
+            if not r.done:
+                fut = self._read_waiters[id(r)] = self.loop.create_future()
+                self._process()
+                try:
+                    await asyncio.wait_for(asyncio.shield(fut), timeout + 1)
+                except asyncio.TimeoutError:
+                    return Code.TIMEOUT, -1, None, "the read index was not confirmed in time"
+                finally:
+                    self._read_waiters.pop(id(r), None)
+            return r.code, r.index, r.leader_id, r.remark
+        leader = core.member.leader_id
+        ch = self.channels.get(leader) if leader else None
+        if ch is None:
+            return Code.NOT_LEADER, -1, None, "no leader known to ask for a read index"
+        try:
+            frame = await ch.request(Frame(READ_INDEX, body=json_body({"group": self.cfg.group})), timeout)
+            o = json_object(frame.body)
+            code = get_field(o, "code", int)
+            index = get_field(o, "index", INDEX, -1)
+        except Exception as exc:  # noqa: BLE001 - the transport's and the decoder's: the leader did not say
+            return Code.NOT_LEADER, -1, leader, f"{leader} gave no read index: {exc}"
+        if code != Code.SUCCESS:
+            return Code(code) if code in Code._value2member_map_ else Code.UNKNOWN, -1, \
+                get_field(o, "leaderId", str, None), get_field(o, "remark", str, "")
+        return Code.SUCCESS, index, None, ""
+
+    def _reads_done(self, reads) -> None:
+        """The core's ReadIndex reads done (from take()): wake whoever waits for them."""
+        for r in reads:
+            fut = self._read_waiters.pop(id(r), None)
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+    async def _serve_read_index(self, f: Frame) -> Frame:
+        """READ_INDEX from a follower serving a linearizable read: this leader's confirmed index."""
+        o = json_object(f.body)
+        if get_field(o, "group", str, self.cfg.group) != self.cfg.group:
+            return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {self.cfg.group!r}")
+        code, index, hint, remark = await self._read_index()
+        if code != Code.SUCCESS:
+            return self._read_refusal(f, code, hint, remark)
+        return response_frame({"code": int(Code.SUCCESS), "index": index, "leaderId": self.cfg.self_id}, f.opaque,
+                              f.code)
+
+    def _read_refusal(self, f: Frame, code: Code, hint: str | None, remark: str) -> Frame:
+        out = self._refusal(f, code, remark)
+        if hint is not None:  # (the leader the core or the leader named)
+            o = json_object(out.body)
+            o["leaderId"] = hint
+            if hint in self.cfg.peers:
+                o["leaderAddress"] = self.cfg.peers[hint].address
+            out.body = json_body(o)
+        return out
+
+    async def _committed_to(self, index: int) -> bool:
+        """Wait until this node's commit index reaches ``index`` (a follower behind its
+        leader's read index); False after max_wait_ack_ms."""
+        if self.store.committed_index >= index:
+            return True
+        fut = self.loop.create_future()
+        self._commit_waiters.append((index, fut))
+        try:
+            await asyncio.wait_for(fut, self.cfg.max_wait_ack_ms / 1000)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def _wake_commit_waiters(self) -> None:
+        if not self._commit_waiters:
+            return
+        c = self.store.committed_index
+        keep = []
+        for index, fut in self._commit_waiters:
+            if fut.done():
+                continue
+            if index <= c:
+                fut.set_result(None)
+            else:
+                keep.append((index, fut))
+        self._commit_waiters = keep
