@@ -713,6 +713,11 @@ def _stream(peers: dict, group: str, timeout: float, pages):
                     return
                 except ClientError as exc:
                     raise fail(str(exc)) from None
+                # Ctrl-C cancels the page being read; when the cancellation lands as that page
+                # completes, asyncio can lose it (wait_for in 3.11) and the page comes back:
+                # the runner still counted the interrupt, so stop here all the same
+                if getattr(runner, "_interrupt_count", 0):
+                    raise KeyboardInterrupt
                 yield page
         finally:
             try:
