@@ -78,10 +78,13 @@ class Follower:
     """``dledgerctl get --follow --format jsonl`` in a process, its lines read as they come."""
 
     def __init__(self, base: str, *args: str) -> None:
+        # (Ctrl-C as a user's terminal delivers it: a test run started in the background,
+        # as by nohup, hands its children SIGINT ignored, and Python then keeps it so)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dledgerctl", "get", "--base-dir", base, "--follow", "--format", "jsonl",
              "--interval", "0.05", "--timeout", "2", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=ROOT),
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.rows: list[dict] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
