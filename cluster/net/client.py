@@ -347,8 +347,9 @@ class Client:
 
     async def _read(self, code: int, body, peer: str | None) -> tuple[str, dict]:
         """A read (GET or QUERY) of ``peer``, or of the leader: a member that refuses to
-        serve a linearizable read as leader (NOT_LEADER: it was deposed; TIMEOUT: it cannot
-        reach a majority) is left for the one it names or the next that says it leads.
+        serve a linearizable read as leader (NOT_LEADER: it was deposed) is left for the one
+        it names or the next that says it leads; after a TIMEOUT (it could not reach a
+        majority in time) the leader is looked for again.
         ``body(target)`` is the request's JSON object. (target, answer)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
@@ -364,7 +365,8 @@ class Client:
                 raise ClientError(f"{target}: {exc}") from None
             rc = resp.get("code")
             if peer is None and rc in (Code.NOT_LEADER, Code.TIMEOUT) and loop.time() < deadline:
-                avoid.add(target)
+                if rc == Code.NOT_LEADER:  # (TIMEOUT: slow, or cut off and soon deposed: it may be asked again)
+                    avoid.add(target)
                 hint = resp.get("leaderId")
                 self.leader = hint if hint in self.peers and hint not in avoid else None
                 await asyncio.sleep(0.02)

@@ -39,13 +39,12 @@ class ReadServing:
         core, timeout = self.core, self.cfg.max_wait_ack_ms / 1000
         if core.member.role == Role.LEADER:
             r = core.read_index(self.now())
-            if not r.done:
+            if not r.done:  # (the core ends every read: confirmed, timed out, or leadership lost)
                 fut = self._read_waiters[id(r)] = self.loop.create_future()
-                self._process()
+                if core.has_output():  # (it began a heartbeat round; a read that joins one sends nothing)
+                    self._process()
                 try:
-                    await asyncio.wait_for(asyncio.shield(fut), timeout + 1)
-                except asyncio.TimeoutError:
-                    return Code.TIMEOUT, -1, None, "the read index was not confirmed in time"
+                    await fut
                 finally:
                     self._read_waiters.pop(id(r), None)
             return r.code, r.index, r.leader_id, r.remark
@@ -65,12 +64,71 @@ class ReadServing:
                 get_field(o, "leaderId", str, None), get_field(o, "remark", str, "")
         return Code.SUCCESS, index, None, ""
 
+    def _linearizable(self, f: Frame, answer, applied: bool):
+        """The answer to a linearizable read: ``answer()`` (a Frame) once a read index is
+        confirmed, and with ``applied`` once the state machine has applied that far; a
+        refusal Frame when it cannot be. On the leader, what it returns is a Frame now or a
+        future the read's confirmation resolves (no task per read: reads are a hot path);
+        on a follower, an awaitable that asks the leader first."""
+        core = self.core
+        if core.member.role != Role.LEADER:
+            return self._linearizable_here(f, answer, applied)
+        r = core.read_index(self.now())
+        if r.done:
+            return self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
+        fut = self.loop.create_future()
+        self._read_waiters[id(r)] = (fut, f, answer, applied)
+        if core.has_output():  # (it began a heartbeat round; a read that joins one sends nothing)
+            self._process()
+        return fut
+
+    async def _linearizable_here(self, f: Frame, answer, applied: bool) -> Frame:
+        code, index, hint, remark = await self._read_index()
+        out = self._after_read(f, code, index, hint, remark, answer, applied)
+        return out if isinstance(out, Frame) else await out
+
+    def _after_read(self, f: Frame, code: Code, index: int, hint: str | None, remark: str, answer, applied: bool):
+        """A Frame, or an awaitable of one while this node catches up to ``index``."""
+        if code != Code.SUCCESS:
+            return self._read_refusal(f, code, hint, remark)
+        if applied:
+            if self.applier is not None and self.applier.applied >= index:
+                return answer()
+            return self._applied_then(f, index, answer)
+        if self.store.committed_index >= index:
+            return answer()
+        return self._committed_then(f, index, answer)
+
+    async def _applied_then(self, f: Frame, index: int, answer) -> Frame:
+        refused = await self._wait_applied(f, index)  # (Serving's: the queries waiting for the applier)
+        return refused or answer()
+
+    async def _committed_then(self, f: Frame, index: int, answer) -> Frame:
+        if not await self._committed_to(index):
+            return self._refusal(f, Code.TIMEOUT, f"this node did not commit up to the read index {index} within "
+                                                  f"{self.cfg.max_wait_ack_ms} ms")
+        return answer()
+
     def _reads_done(self, reads) -> None:
-        """The core's ReadIndex reads done (from take()): wake whoever waits for them."""
+        """The core's ReadIndex reads done (from take()): answer or wake whoever waits for them."""
         for r in reads:
-            fut = self._read_waiters.pop(id(r), None)
-            if fut is not None and not fut.done():
-                fut.set_result(None)
+            waiter = self._read_waiters.pop(id(r), None)
+            if waiter is None:
+                continue
+            if isinstance(waiter, asyncio.Future):  # (_read_index, awaiting)
+                if not waiter.done():
+                    waiter.set_result(None)
+                continue
+            fut, f, answer, applied = waiter
+            if fut.done():
+                continue
+            out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
+            if isinstance(out, Frame):
+                fut.set_result(out)
+            else:  # (this node is still applying up to the read index: rare on a leader)
+                task = asyncio.ensure_future(out)
+                task.add_done_callback(lambda t, fut=fut: fut.done() or (
+                    fut.set_exception(t.exception()) if t.exception() else fut.set_result(t.result())))
 
     async def _serve_read_index(self, f: Frame) -> Frame:
         """READ_INDEX from a follower serving a linearizable read: this leader's confirmed index."""

@@ -225,21 +225,15 @@ class Serving:
         except (ValueError, TypeError):
             raise BadMessage("field 'query' is not base64") from None
         if consistency_of(o) == LINEARIZABLE:
-            return self._query_linearizable(f, request)
+            return self._linearizable(f, lambda: self._query_answer(f, request), applied=True)
         want = self.store.committed_index
         if self.applier.applied >= want:
             return self._query_answer(f, request)
-        return self._query_later(f, request, want)
+        return self._applied_then(f, want, lambda: self._query_answer(f, request))
 
-    async def _query_linearizable(self, f: Frame, request: bytes) -> Frame:
-        code, at, hint, remark = await self._read_index()
-        if code != Code.SUCCESS:
-            return self._read_refusal(f, code, hint, remark)
-        if self.applier is not None and self.applier.applied >= at:
-            return self._query_answer(f, request)
-        return await self._query_later(f, request, at)
-
-    async def _query_later(self, f: Frame, request: bytes, want: int) -> Frame:
+    async def _wait_applied(self, f: Frame, want: int) -> Frame | None:
+        """Wait until the state machine has applied entry ``want``: None, or the refusal
+        Frame when it does not within max_wait_ack_ms or stops."""
         fut = self.loop.create_future()
         self._queries.append((want, fut))
         try:
@@ -250,7 +244,7 @@ class Serving:
             return self._refusal(f, Code.INTERNAL_ERROR, str(exc))
         if self.applier is None:
             return self._refusal(f, Code.INTERNAL_ERROR, "the state machine stopped")
-        return self._query_answer(f, request)
+        return None
 
     def _query_answer(self, f: Frame, request: bytes) -> Frame:
         answer = self.applier.sm.query(request)
@@ -401,16 +395,7 @@ class Serving:
         index, count = get_field(o, "index", INDEX), get_field(o, "count", COUNT, 1)
         if consistency_of(o) == SERIALIZABLE:
             return self._entries(f, index, count)
-        return self._get_linearizable(f, index, count)
-
-    async def _get_linearizable(self, f: Frame, index: int, count: int) -> Frame:
-        code, at, hint, remark = await self._read_index()
-        if code != Code.SUCCESS:
-            return self._read_refusal(f, code, hint, remark)
-        if not await self._committed_to(at):
-            return self._refusal(f, Code.TIMEOUT, f"this node did not commit up to the read index {at} within "
-                                                  f"{self.cfg.max_wait_ack_ms} ms")
-        return self._entries(f, index, count)
+        return self._linearizable(f, lambda: self._entries(f, index, count), applied=False)
 
     def _entries(self, f: Frame, index: int, count: int) -> Frame:
         s = self.store

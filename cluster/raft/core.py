@@ -138,9 +138,9 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         self.heartbeat_due: dict[str, int] = {}
         self.peer_ack_at: dict[str, int] = {}
         self.answered_at: dict[str, int] = {}  # leader: when each peer last answered in this term
-        # linearizable reads (raft/reads.py): the latest heartbeat round, the voters that answered
-        # it (None: no round out), when it began, the reads waiting, the reads done
-        self.read_round, self.read_acks, self.read_round_at = 0, None, 0
+        # linearizable reads (raft/reads.py): the latest heartbeat round, the rounds out (round ->
+        # the voters that answered it, when it began), the reads waiting, the reads done
+        self.read_round, self.read_rounds = 0, {}
         self.reads_waiting: list = []
         self._reads_done: list = []
         self.term_first_index: int | None = None  # leader: the first entry of its term (reads wait for it)
@@ -176,6 +176,10 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         ready = Ready(self._sends, self._done, self._notes, self._reads_done)
         self._sends, self._done, self._notes, self._reads_done = [], [], [], []
         return ready
+
+    def has_output(self) -> bool:
+        """Is there something for take() (requests to send, proposals or reads done)?"""
+        return bool(self._sends or self._done or self._reads_done)
 
     def _send(self, to: str, request) -> None:
         self._sends.append(Send(to, request))
@@ -218,8 +222,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         if self.member.role == Role.LEADER:
             self._expire_proposals(now)
             self._expire_reads(now)
-            if self.read_acks is not None and now - self.read_round_at >= self.cfg.heartbeat_interval_ms:
-                self._start_read_round(now)  # (its heartbeats or answers were lost: ask again)
+            self._retry_read_rounds(now)
         if now >= self.flush_at:
             self.flush_at = now + self._flush_period()
             self._flush()

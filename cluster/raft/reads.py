@@ -4,9 +4,10 @@ RaftCore (core.py), as a base class.
 A read asks the leader for a read index (:meth:`Reads.read_index`). The leader notes its
 commit index, then confirms it still leads with a round of heartbeats answered by a
 majority: a leader cut off from the majority cannot, and answers NOT_LEADER (or times out)
-instead of serving what may already be stale. Reads that arrive while a round is out wait
-for the next one, and share it: one round serves all the reads that arrived before it
-began. A new leader serves reads only once an entry of its own term has committed, since
+instead of serving what may already be stale. A round serves every read that arrived
+before it began; up to ROUNDS_IN_FLIGHT rounds are out at once, so a read that arrives
+while one is out starts the next at once (or, when that many are out, waits for a slot and
+shares the round begun then with every read that came meanwhile). A new leader serves reads only once an entry of its own term has committed, since
 until then its commit index may be behind what an earlier leader acknowledged; the reads
 that arrive meanwhile take the commit index of that moment.
 
@@ -41,14 +42,18 @@ class ReadIndex:
         return self.code is not None
 
 
+ROUNDS_IN_FLIGHT = 2  # heartbeat rounds out at once: reads that come while one is out need not wait for it
+
+
 class Reads:
-    """ReadIndex reads (a base of RaftCore: its member, store, quorum, and the round state
-    ``read_round``, ``read_acks``, ``reads_waiting``, ``term_first_index``)."""
+    """ReadIndex reads (a base of RaftCore: its member, store, quorum, and the round state:
+    ``read_round`` the latest round started, ``read_rounds`` the rounds out (round -> the
+    voters that answered it, and when it began), ``reads_waiting``, ``term_first_index``)."""
 
     def read_index(self, now: int) -> ReadIndex:
         """A read index for a linearizable read: done at once when refused (NOT_LEADER, or
-        SUCCESS on a leader that needs nobody else), else once a heartbeat round confirms
-        this node still leads (then it shows up in ``take().reads``)."""
+        SUCCESS on a leader that needs nobody else), else once a heartbeat round begun after
+        it arrived is answered by a majority (then it shows up in ``take().reads``)."""
         self.now = now
         m, c = self.member, self.cfg
         r = ReadIndex(now + c.max_wait_ack_ms, leader_id=m.leader_id)
@@ -65,7 +70,7 @@ class Reads:
             return r
         r.round = self.read_round + 1
         self.reads_waiting.append(r)
-        if self.read_acks is None:  # no round out: start one now
+        if len(self.read_rounds) < ROUNDS_IN_FLIGHT:
             self._start_read_round(now)
         return r
 
@@ -75,35 +80,53 @@ class Reads:
     def _start_read_round(self, now: int) -> None:
         c = self.cfg
         self.read_round += 1
-        self.read_round_at = now
-        self.read_acks = {c.self_id} if self._is_voter() else set()
+        self.read_rounds[self.read_round] = ({c.self_id} if self._is_voter() else set(), now)
         for p in self._others():
             self.heartbeat_due[p] = now + c.heartbeat_interval_ms  # (this round is a heartbeat too)
             self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term, read_round=self.read_round))
-        self._confirm_reads(now)
+        self._confirm_reads(self.read_round, now)
 
     def _read_answered(self, peer: str, req: HeartBeatRequest, now: int) -> None:
         """A heartbeat of a read round was answered SUCCESS in this term by ``peer``."""
-        if req.read_round != self.read_round or self.read_acks is None:
-            return  # (an earlier round's: it was confirmed already, or failed with its leader)
+        out = self.read_rounds.get(req.read_round)
+        if out is None:
+            return  # (a round confirmed already, or given up)
         if peer in self.members.voters:
-            self.read_acks.add(peer)
-        self._confirm_reads(now)
+            out[0].add(peer)
+        self._confirm_reads(req.read_round, now)
 
-    def _confirm_reads(self, now: int) -> None:
-        if self.read_acks is None or len(self.read_acks) < self.members.quorum:
+    def _confirm_reads(self, k: int, now: int) -> None:
+        """Round ``k`` is confirmed once a majority answered it: every read registered before
+        it began is served, and the rounds before it are of no more use."""
+        out = self.read_rounds.get(k)
+        if out is None or len(out[0]) < self.members.quorum:
             return
-        confirmed, self.read_acks = self.read_round, None
+        for done in [j for j in self.read_rounds if j <= k]:
+            del self.read_rounds[done]
         waiting, self.reads_waiting = self.reads_waiting, []
         for r in waiting:
-            if r.round <= confirmed and r.index >= 0:
+            if r.round <= k and r.index >= 0:
                 self._read_done(r, Code.SUCCESS)
             else:
-                self.reads_waiting.append(r)  # (arrived during the round, or the term's first entry is not in)
-        if any(r.index >= 0 for r in self.reads_waiting):
-            for r in self.reads_waiting:
-                r.round = min(r.round, self.read_round + 1)
+                self.reads_waiting.append(r)  # (arrived after it began, or the term's first entry is not in)
+        if (len(self.read_rounds) < ROUNDS_IN_FLIGHT
+                and any(r.index >= 0 and r.round > self.read_round for r in self.reads_waiting)):
             self._start_read_round(now)
+
+    def _retry_read_rounds(self, now: int) -> None:
+        """No round begun for a heartbeat interval while reads wait (their heartbeats or the
+        answers may be lost, or slow behind pushes): another round, which serves every read
+        waiting (they all arrived before it). The rounds out stay good for their reads until
+        max_wait_ack_ms, when the reads themselves time out."""
+        if not self.reads_waiting or not any(r.index >= 0 for r in self.reads_waiting):
+            return
+        c = self.cfg
+        latest = max((at for _acks, at in self.read_rounds.values()), default=None)
+        if latest is not None and now - latest < c.heartbeat_interval_ms:
+            return
+        for k in [k for k, (_acks, at) in self.read_rounds.items() if now - at >= c.max_wait_ack_ms]:
+            del self.read_rounds[k]
+        self._start_read_round(now)
 
     def _term_entry_committed(self, now: int) -> None:
         """The first entry of this leader's term committed: the reads waiting for it read from here."""
@@ -113,7 +136,7 @@ class Reads:
         for r in pending:
             r.index = self.store.committed_index
             r.round = self.read_round + 1
-        if self.read_acks is None:
+        if len(self.read_rounds) < ROUNDS_IN_FLIGHT:
             self._start_read_round(now)
 
     def _read_done(self, r: ReadIndex, code: Code, remark: str = "") -> None:
@@ -124,7 +147,7 @@ class Reads:
 
     def _fail_reads(self, code: Code, remark: str) -> None:
         """Every waiting read ends (leadership was lost)."""
-        waiting, self.reads_waiting, self.read_acks = self.reads_waiting, [], None
+        waiting, self.reads_waiting, self.read_rounds = self.reads_waiting, [], {}
         for r in waiting:
             self._read_done(r, code, remark)
 
@@ -139,4 +162,4 @@ class Reads:
                 keep.append(r)
         self.reads_waiting = keep
         if not keep:
-            self.read_acks = None
+            self.read_rounds = {}
