@@ -206,6 +206,19 @@ def pytest_generate_tests(metafunc):
 
 # --- Spark ------------------------------------------------------------------------------------
 
+@pytest.fixture(scope="module", params=["4.9.4", "4.9.8"])
+def rocketmq(request):
+    """RocketMQ's message store in DLedger mode built from the mirrors (tests/javarocketmq.py):
+    4.9.4 with DLedger 0.2.6, and 4.9.8 with DLedger 0.3.1.2; the test skips, saying why,
+    when a piece is missing."""
+    import javarocketmq
+
+    try:
+        return javarocketmq.build(request.param)
+    except javarocketmq.Unavailable as exc:
+        pytest.skip(str(exc))
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One real local Spark session (local[2]) for the whole test run: small shuffles, no

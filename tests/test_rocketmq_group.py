@@ -30,8 +30,6 @@ import sys
 import time
 from datetime import datetime
 
-import pytest
-
 import javarocketmq
 from ports import free_ports
 
@@ -39,15 +37,6 @@ PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_FILE = 1 << 20  # the brokers' mappedFileSizeCommitLog, and so the member's data file size
 FAILOVER_S = 10.0
 HANDOVER_S = 8.0  # the longest the dledgerctl member may lead (catch a broker up, transfer)
-
-
-@pytest.fixture(scope="module", params=["4.9.4", "4.9.8"])
-def rocketmq(request):
-    """RocketMQ 4.9.4 with DLedger 0.2.6, and 4.9.8 with DLedger 0.3.1.2."""
-    try:
-        return javarocketmq.build(request.param)
-    except javarocketmq.Unavailable as exc:
-        pytest.skip(str(exc))
 
 
 class Member:

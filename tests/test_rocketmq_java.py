@@ -58,14 +58,6 @@ def specs() -> list[dict]:
     return out
 
 
-@pytest.fixture(scope="module", params=["4.9.4", "4.9.8"])
-def rocketmq(request):
-    try:
-        return javarocketmq.build(request.param)
-    except javarocketmq.Unavailable as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.fixture(scope="module")
 def written(rocketmq, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"rmq-{rocketmq.version}") / "store"

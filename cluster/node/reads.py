@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ..net.frames import BadMessage, Frame, json_body, json_object
+from ..net.frames import BadMessage, Frame, ProtocolError, json_body, json_object
+from ..net.transport import TransportError
 from ..net.wire import INDEX, READ_INDEX, get_field, response_frame
 from ..raft.member import Role
 from ..raft.rpc import Code
@@ -57,7 +58,7 @@ class ReadServing:
             o = json_object(frame.body)
             code = get_field(o, "code", int)
             index = get_field(o, "index", INDEX, -1)
-        except Exception as exc:  # noqa: BLE001 - the transport's and the decoder's: the leader did not say
+        except (TransportError, ProtocolError) as exc:  # (no answer, or one that does not decode)
             return Code.NOT_LEADER, -1, leader, f"{leader} gave no read index: {exc}"
         if code != Code.SUCCESS:
             return Code(code) if code in Code._value2member_map_ else Code.UNKNOWN, -1, \
