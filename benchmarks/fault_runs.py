@@ -36,6 +36,10 @@ def main(argv=None) -> int:
     ap.add_argument("--first-seed", type=int, default=None, help="default: from the clock")
     ap.add_argument("--profile", choices=[*PROFILES, "all"], default="all")
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--readers", type=int, default=0, help="clients that also put and get keys of the kv state "
+                    "machine; their history is checked for linearizability")
+    ap.add_argument("--consistency", choices=["linearizable", "serializable"], default="linearizable",
+                    help="what the readers' gets ask for (serializable runs show the checker failing)")
     ap.add_argument("--tls", action="store_true", help="mutual TLS on every connection")
     ap.add_argument("--flush", choices=["async", "sync"], help="default: sync for odd seeds of mixed, else async")
     ap.add_argument("--workdir", default=None, help="where run directories go (default: a temporary directory)")
@@ -60,7 +64,8 @@ def main(argv=None) -> int:
         profile = profiles[k % len(profiles)] if args.seed is None else profiles[0]
         workdir = os.path.join(root, f"{profile}-{seed}")
         r = run_seed(seed, profile, args.seconds, workdir, keep=args.keep, nodes=args.nodes, clients=args.clients,
-                     flush=args.flush, verbose=args.verbose, tls=args.tls)
+                     flush=args.flush, verbose=args.verbose, tls=args.tls, readers=args.readers,
+                     consistency=args.consistency)
         print(r.summary(), flush=True)
         if not r.ok:
             print(f"  kept: {workdir}", flush=True)

@@ -62,13 +62,15 @@ if ROOT not in sys.path:
 from cluster.net import pki  # noqa: E402
 from ports import free_ports  # noqa: E402,F401 (tests take it from here too)
 import hostile  # noqa: E402
+import linearizability  # noqa: E402
+from kvclients import KvClients  # noqa: E402
 from cluster.net.client import AppendError, Client, ClientError  # noqa: E402
 from cluster.raft.config import Peer  # noqa: E402
 from cluster.net.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
 from cluster.node.launcher import node_command  # noqa: E402
-from cluster.net.channel import Channel
-from cluster.net.transport import TransportError
-from cluster.net.frames import ProtocolError
+from cluster.net.channel import Channel  # noqa: E402
+from cluster.net.frames import ProtocolError  # noqa: E402
+from cluster.net.transport import TransportError  # noqa: E402
 from store.errors import StoreError  # noqa: E402
 from store.filestore import FileStore  # noqa: E402
 from store.format import (CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP,  # noqa: E402
@@ -1190,6 +1192,7 @@ class Result:
     workdir: str
     elapsed: float = 0.0
     replay: str = ""
+    kv: dict | None = None  # with readers: the key-value history's counts and the checker's verdict
 
     @property
     def ok(self) -> bool:
@@ -1209,6 +1212,11 @@ class Result:
             f"{self.slowest_heal:.1f} s over {self.heals} heals; longest time without an acknowledged append: "
             f"{self.max_unavailable:.1f} s",
         ]
+        if self.kv is not None:
+            k = self.kv
+            lines.append(f"  key-value history: {k['puts']} puts, {k['puts_unknown']} of unknown outcome, {k['gets']} "
+                         f"{k['consistency']} gets ({k['unanswered']} unanswered); "
+                         f"{'linearizable' if k['linearizable'] else 'NOT linearizable (key ' + k['bad_key'] + ')'}")
         for p in self.problems[:20]:
             lines.append(f"  PROBLEM: {p}")
         if len(self.problems) > 20:
@@ -1218,15 +1226,19 @@ class Result:
 
 
 def replay_command(seed: int, profile: str, nodes: int, seconds: float, flush: str | None = None,
-                   tls: bool = False) -> str:
+                   tls: bool = False, readers: int = 0) -> str:
     return (f"python benchmarks/fault_runs.py --nodes {nodes} --profile {profile} --seconds {seconds:g} "
-            f"--seed {seed}" + (f" --flush {flush}" if flush else "") + (" --tls" if tls else ""))
+            f"--seed {seed}" + (f" --flush {flush}" if flush else "") + (" --tls" if tls else "")
+            + (f" --readers {readers}" if readers else ""))
 
 
 async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: int = 3, clients: int = 4,
-              flush: str | None = None, heal_bound: float = 15.0, verbose: bool = False, tls: bool = False) -> Result:
+              flush: str | None = None, heal_bound: float = 15.0, verbose: bool = False, tls: bool = False,
+              readers: int = 0, consistency: str = "linearizable") -> Result:
     """One seeded run: start ``nodes`` nodes, append from ``clients`` clients while the
-    profile's faults run for ``seconds``, heal, converge, stop, check."""
+    profile's faults run for ``seconds``, heal, converge, stop, check. With ``readers``, the
+    nodes run the kv state machine and that many more clients put and get keys
+    (tests/kvclients.py, gets of ``consistency``): their history must be linearizable."""
     t0 = time.monotonic()
     flush = flush or ("sync" if profile == "mixed" and seed % 2 else "async")
     events: list[str] = []
@@ -1238,12 +1250,17 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
             print(line, flush=True)
 
     os.makedirs(workdir, exist_ok=True)
-    cluster = Cluster(workdir, nodes, seed, flush, heal_bound=heal_bound, tls=tls, spares=SPARES.get(profile, 0))
+    # (kv with snapshots that never come: the checks read every acknowledged entry back from the logs)
+    extra = ["--state-machine", "kv", "--snapshot-threshold", str(1 << 30)] if readers else None
+    cluster = Cluster(workdir, nodes, seed, flush, extra=extra, heal_bound=heal_bound, tls=tls,
+                      spares=SPARES.get(profile, 0))
     steps = make_schedule(seed, profile, seconds)
     nemesis = Nemesis(cluster, steps, seed, log)
     appender = Appender(cluster.direct, clients, seed, f"s{seed}", timeout=3.0, tls=cluster.tls)
+    kv = KvClients(cluster.direct, readers, seed, GROUP, consistency=consistency, tls=cluster.tls) if readers else None
     problems: list[str] = []
     stopped, unknown_committed = False, 0
+    kv_load, kv_summary = None, None
     load_from = load_to = 0.0
     watch = MetricsWatch(cluster.nodes)
     watching = None
@@ -1258,6 +1275,7 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
             log(f"leader {cluster.monitor.leader} after {first:.1f} s")
             cluster.monitor.restart_clock()
             load = asyncio.ensure_future(appender.run())
+            kv_load = asyncio.ensure_future(kv.run()) if kv is not None else None
             load_from = asyncio.get_running_loop().time()
             await nemesis.run(seconds)
             load_to = asyncio.get_running_loop().time()
@@ -1274,6 +1292,12 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
                 await asyncio.wait_for(load, 30)
             except asyncio.TimeoutError:
                 problems.append("append clients did not finish within 30 s of being stopped")
+            if kv_load is not None:
+                kv.stopping.set()
+                try:
+                    await asyncio.wait_for(kv_load, 30)
+                except asyncio.TimeoutError:
+                    problems.append("key-value clients did not finish within 30 s of being stopped")
             if not await cluster.converge(60):
                 problems.append("nodes did not converge within 60 s: "
                                 + "; ".join(f"{p}: " + (f"{m['role']} term {m['term']} end {m['end_index']} committed "
@@ -1289,8 +1313,17 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
         stopped = True
         problems += cluster.tracebacks()
         problems += nemesis.problems
-        found, unknown_committed = check({i: n.dir for i, n in cluster.nodes.items()}, appender.requests)
+        found, unknown_committed = check({i: n.dir for i, n in cluster.nodes.items()}, appender.requests,
+                                         others=kv.sent if kv else frozenset(),
+                                         refused=kv.refused_bodies if kv else frozenset())
         problems += found
+        if kv is not None:
+            verdict = linearizability.check(kv.history)
+            kv_summary = {**kv.counts(), "consistency": consistency, "linearizable": verdict.ok,
+                          "bad_key": verdict.bad_key}
+            if not verdict.ok:
+                problems.append(f"the key-value history ({verdict.ops} operations) is not linearizable: key "
+                                f"{verdict.bad_key}")
     finally:
         watch.stopping.set()
         if watching is not None and not watching.done():
@@ -1304,7 +1337,8 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
     result = Result(seed, profile, nodes, seconds, appender.counts(), entries, dict(nemesis.counts),
                     cluster.monitor.max_leaderless, unavailable, max(nemesis.heal_waits, default=0.0),
                     len(nemesis.heal_waits),
-                    problems, workdir, time.monotonic() - t0, replay_command(seed, profile, nodes, seconds, flush, tls))
+                    problems, workdir, time.monotonic() - t0,
+                    replay_command(seed, profile, nodes, seconds, flush, tls, readers), kv_summary)
     with open(os.path.join(workdir, "events.log"), "w") as fh:
         fh.write("\n".join(events) + "\n")
     if problems:
@@ -1338,9 +1372,12 @@ def cli(*args, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, env=dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200"))
 
 
-def check(dirs: dict[str, str], requests: list[Request], *, verify: bool = True) -> tuple[list[str], int]:
+def check(dirs: dict[str, str], requests: list[Request], *, verify: bool = True, others: set = frozenset(),
+          refused: set = frozenset()) -> tuple[list[str], int]:
     """The promise, on the stopped cluster's stores: one line per problem found, and how
-    many entries of appends with an unknown outcome are in the committed log."""
+    many entries of appends with an unknown outcome are in the committed log. ``others``:
+    bodies other clients sent (the key-value clients: their history is checked apart), of
+    which ``refused`` were refused, so must be nowhere."""
     problems: list[str] = []
     logs: dict[str, dict[int, object]] = {}
     where: dict[str, dict[bytes, list[int]]] = {}
@@ -1367,7 +1404,12 @@ def check(dirs: dict[str, str], requests: list[Request], *, verify: bool = True)
     for i, index_of in where.items():
         for body, at in index_of.items():
             r = sent.get(body)
-            if r is None:
+            if r is None and body in others:
+                if body in refused:
+                    problems.append(f"{i}: entry {at[0]} holds {body[:60]!r}, a key-value put that was refused")
+                elif len(at) > 1:
+                    problems.append(f"{i}: the key-value put {body[:40]!r} is in the log {len(at)} times, at {at}")
+            elif r is None:
                 problems.append(f"{i}: entry {at[0]} holds a body no client sent: {body[:60]!r}")
             elif len(at) > 1:
                 problems.append(f"{i}: {body[:40]!r} ({r.outcome}) is in the log {len(at)} times, at {at}")

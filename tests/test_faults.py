@@ -54,6 +54,20 @@ def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
             + result.faults.get("partition+pause", 0) >= 1
 
 
+def test_linearizable_reads_through_partitions_pass_the_checker(tmp_path):
+    """Partitions that isolate the leader, kills and pauses, with three more clients putting
+    and getting keys of the kv state machine (linearizable gets, reaching every node
+    directly, so some ask a deposed leader): their recorded history passes the
+    linearizability checker (tests/linearizability.py). benchmarks/fault_runs.py --readers
+    runs longer ones."""
+    result = faults.run_seed(4, "mixed", 30, str(tmp_path / "run"), nodes=3, keep=True, readers=3)
+    print(result.summary())
+    assert result.ok, result.summary() + f"\n  logs: {result.workdir}"
+    kv = result.kv
+    assert kv["linearizable"] and kv["puts"] > 100 and kv["gets"] > 100, kv
+    assert sum(result.faults.values()) >= 4
+
+
 def test_seeded_run_with_tls_keeps_every_acknowledged_append(tmp_path):
     """The same checks with mutual TLS on every connection (members' certificates through
     the proxies, the clients' and the monitor's an operator's): kills and partitions."""
