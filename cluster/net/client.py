@@ -74,6 +74,12 @@ def _append_error(message: str, unknown: bool, code: Code | None) -> AppendError
 _SUCCESS = int(Code.SUCCESS)
 
 
+def _default_consistency(peer: str | None) -> str:
+    """A read of the leader is linearizable unless asked otherwise; a read of a named member,
+    serializable (its own state, as such reads always were)."""
+    return "linearizable" if peer is None else "serializable"
+
+
 class Client:
     def __init__(self, peers: dict[str, Peer], group: str, *, timeout: float = 3.0, tls=None) -> None:
         """``tls``: a cluster/net/tls.py Tls for mutual TLS (each member must present its own
@@ -373,11 +379,13 @@ class Client:
                 continue
             return target, resp
 
-    async def query(self, request: bytes, peer: str | None = None, consistency: str = "linearizable") -> dict:
+    async def query(self, request: bytes, peer: str | None = None, consistency: str | None = None) -> dict:
         """Ask a node's state machine (QUERY; the leader by default): ``result`` (bytes) and
-        ``appliedIndex``. Linearizable: once it has applied up to a read index the leader
-        confirmed (it sees every put acknowledged before the query began); serializable: once
-        it has applied what it knew to be committed."""
+        ``appliedIndex``. Linearizable (the default, but of a ``peer``): once it has applied
+        up to a read index the leader confirmed (it sees every put acknowledged before the
+        query began); serializable (the default of a ``peer``): once it has applied what it
+        knew to be committed."""
+        consistency = consistency or _default_consistency(peer)
         target, resp = await self._read(QUERY, lambda target: {
             "group": self.group, "remoteId": target, "query": base64.b64encode(request).decode("ascii"),
             "consistency": consistency}, peer)
@@ -413,12 +421,14 @@ class Client:
         return leader, body["term"] if body["term"] >= 0 else resp.term
 
     async def get(self, index: int, count: int = 1, peer: str | None = None,
-                  consistency: str = "linearizable") -> list[dict]:
+                  consistency: str | None = None) -> list[dict]:
         """Committed entries from ``index``, as many as the node gives in one answer (at
         most ``count``; a node caps an answer, cluster/node/serving.py MAX_GET_COUNT/BYTES); bodies
-        decoded. Linearizable: the node answers once a read index is confirmed (an entry
-        committed before the read began is there); serializable: from its own log at once.
-        An index outside the node's committed log raises :class:`OutOfRange`."""
+        decoded. Linearizable (the default, but of a ``peer``): the node answers once a read
+        index is confirmed (an entry committed before the read began is there); serializable
+        (the default of a ``peer``): from its own log at once. An index outside the node's
+        committed log raises :class:`OutOfRange`."""
+        consistency = consistency or _default_consistency(peer)
         loop = asyncio.get_running_loop()
         target = peer or await self.find_leader(loop.time() + self.timeout)
         try:
@@ -476,7 +486,7 @@ class Client:
         return {"code": _SUCCESS, "entries": entries}
 
     async def read(self, index: int, last: int | None = None, *, follow: bool = False, poll: float = 0.1,
-                   on_wait=None, consistency: str = "linearizable", peer: str | None = None):
+                   on_wait=None, consistency: str | None = None, peer: str | None = None):
         """Committed entries ``index..last`` (``last`` None: no end), one list per answer, in
         order, each index exactly once, paging through the node's per-answer caps.
 
