@@ -1,11 +1,11 @@
 """The deciding logic of one node: election, replication, commit. No sockets, no clock.
 
-Everything comes in through five calls, each given the current time in milliseconds:
+Everything comes in through six calls, each given the current time in milliseconds:
 ``tick(now)``, ``handle(request, now) -> response`` (a request from a peer),
 ``on_response(peer, request, response, now)`` and ``on_failure(peer, request, why, now)``
-(the outcome of a request this node sent), and ``propose(bodies, now)`` (a client append).
-What the node must do comes out of ``take()``: requests to send, finished proposals and
-notes for the log. Randomness comes from the ``rng`` given at construction. So a test
+(the outcome of a request this node sent), ``propose(bodies, now)`` (a client append) and
+``read_index(now)`` (a linearizable read, reads.py). What the node must do comes out of
+``take()``: requests to send, finished proposals and reads, and notes for the log. Randomness comes from the ``rng`` given at construction. So a test
 can run whole clusters deterministically, and the asyncio node only moves bytes.
 
 Rules kept here:
