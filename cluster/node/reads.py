@@ -91,7 +91,7 @@ class ReadServing:
     def _after_read(self, f: Frame, code: Code, index: int, hint: str | None, remark: str, answer, applied: bool):
         """A Frame, or an awaitable of one while this node catches up to ``index``."""
         if code != Code.SUCCESS:
-            return self._read_refusal(f, code, hint, remark)
+            return self._refusal(f, code, remark, hint)
         if applied:
             if self.applier is not None and self.applier.applied >= index:
                 return answer()
@@ -138,19 +138,9 @@ class ReadServing:
             return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {self.cfg.group!r}")
         code, index, hint, remark = await self._read_index()
         if code != Code.SUCCESS:
-            return self._read_refusal(f, code, hint, remark)
+            return self._refusal(f, code, remark, hint)
         return response_frame({"code": int(Code.SUCCESS), "index": index, "leaderId": self.cfg.self_id}, f.opaque,
                               f.code)
-
-    def _read_refusal(self, f: Frame, code: Code, hint: str | None, remark: str) -> Frame:
-        out = self._refusal(f, code, remark)
-        if hint is not None:  # (the leader the core or the leader named)
-            o = json_object(out.body)
-            o["leaderId"] = hint
-            if hint in self.cfg.peers:
-                o["leaderAddress"] = self.cfg.peers[hint].address
-            out.body = json_body(o)
-        return out
 
     async def _committed_to(self, index: int) -> bool:
         """Wait until this node's commit index reaches ``index`` (a follower behind its

@@ -170,9 +170,10 @@ class Serving:
         self.counts.refusal("NO_PERMISSION")
         return error_frame(f.opaque, REMOTING_NO_PERMISSION, why)
 
-    def _refusal(self, f: Frame, code: Code, remark: str) -> Frame:
+    def _refusal(self, f: Frame, code: Code, remark: str, leader: str | None = None) -> Frame:
+        """A refused request's answer, naming the leader (``leader``, else the one this node knows)."""
         self.counts.refusal(code.name)
-        leader = self.core.member.leader_id
+        leader = leader or self.core.member.leader_id
         out = {"code": int(code), "remark": remark, "leaderId": leader}
         if leader in self.cfg.peers:
             out["leaderAddress"] = self.cfg.peers[leader].address
