@@ -21,8 +21,9 @@ from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherE
 from cluster.net.transport import TransportError
 from cluster.net.frames import ProtocolError
 
-from .common import (BodyFormat, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
-                     LogLabels, client_tls, errors_as_exit, fail, plural, tls_options, use_record_tls)
+from .common import (BodyFormat, ConsistencyOpt, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
+                     LogLabels, client_tls, errors_as_exit, fail, plural, read_consistency, tls_options,
+                     use_record_tls)
 from .render import Format, RowStream, render
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
@@ -551,25 +552,6 @@ def append_cmd(
         return out
 
     render(_with_client(parsed, rec_group or group, timeout, work), fmt)
-
-
-class Consistency(str, Enum):
-    linearizable = "linearizable"
-    serializable = "serializable"
-
-
-ConsistencyOpt = Annotated[Optional[Consistency], typer.Option(
-    "--consistency", case_sensitive=False, show_default=False,
-    help="linearizable (the default): answered once the leader has confirmed with a majority that it still leads, "
-         "so the read sees every write acknowledged before it began; serializable: the asked node's own state at "
-         "once, which a deposed leader or a lagging follower may have behind (the default with --node).")]
-
-
-def read_consistency(given: Consistency | None, node: str | None) -> str:
-    """What a read asks for: as given, else linearizable from the leader, serializable from --node."""
-    if given is not None:
-        return given.value
-    return Consistency.serializable.value if node is not None else Consistency.linearizable.value
 
 
 class Decode(str, Enum):

@@ -152,6 +152,25 @@ def client_tls():
         raise fail(str(exc)) from None
 
 
+class Consistency(str, Enum):
+    linearizable = "linearizable"
+    serializable = "serializable"
+
+
+ConsistencyOpt = Annotated[Consistency | None, typer.Option(
+    "--consistency", case_sensitive=False, show_default=False,
+    help="linearizable (the default): answered once the leader has confirmed with a majority that it still leads, "
+         "so the read sees every write acknowledged before it began; serializable: the asked node's own state at "
+         "once, which a deposed leader or a lagging follower may have behind (the default with --node).")]
+
+
+def read_consistency(given: Consistency | None, node: str | None) -> str:
+    """What a read asks for: as given, else linearizable from the leader, serializable from --node."""
+    if given is not None:
+        return given.value
+    return Consistency.serializable.value if node is not None else Consistency.linearizable.value
+
+
 class BodyFormat(str, Enum):
     none = "none"
     hex = "hex"
