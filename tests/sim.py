@@ -353,9 +353,15 @@ class Sim:
     def read(self, node: str):
         """A linearizable read's index from ``node`` (raft/reads.py ReadIndex; done at once
         when refused, else when its heartbeat round is answered or it times out)."""
-        r = self.nodes[node].read_index(self.now)
+        return self.reads(node, 1)[0]
+
+    def reads(self, node: str, n: int, joins: int = 0) -> list:
+        """``n`` linearizable reads registered on ``node`` together (as a node registers the
+        reads one socket read brings), then its output sent; ``joins``: the round they may
+        join (read_index's argument)."""
+        out = [self.nodes[node].read_index(self.now, joins) for _ in range(n)]
         self._drain(node)
-        return r
+        return out
 
     def _drain(self, node: str) -> None:
         n = self.nodes[node]

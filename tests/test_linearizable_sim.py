@@ -177,6 +177,42 @@ def test_reads_arriving_together_share_one_heartbeat_round():
     assert sim.sent["HeartBeatRequest"] - before <= 4 + 2 * 2
 
 
+def test_reads_registered_together_wait_for_one_round_begun_when_output_is_taken():
+    sim = Sim(3, seed=6)
+    sim.run_until(lambda: sim.leader() is not None, 10_000)
+    leader = sim.leader()
+    sim.run(200)
+    core = sim.nodes[leader]
+    before, rounds = sim.sent["HeartBeatRequest"], core.read_round
+    reads = sim.reads(leader, 30)
+    assert core.read_round == rounds + 1 and {r.round for r in reads} == {rounds + 1}
+    assert sim.sent["HeartBeatRequest"] - before == 2  # (one round: a heartbeat to each follower)
+    sim.run_until(lambda: all(r.done for r in reads), 2_000)
+    assert all(r.code == Code.SUCCESS for r in reads)
+
+
+def test_a_read_joins_a_round_only_while_it_is_out():
+    sim = Sim(3, seed=7)
+    sim.run_until(lambda: sim.leader() is not None, 10_000)
+    leader = sim.leader()
+    sim.run(200)
+    core = sim.nodes[leader]
+    first = sim.read(leader)
+    k = first.round
+    assert k in core.read_rounds
+    # arrived before round k's heartbeats left (the caller vouches): no round of its own
+    before = sim.sent["HeartBeatRequest"]
+    joined = sim.reads(leader, 5, joins=k)
+    assert {r.round for r in joined} == {k} and sim.sent["HeartBeatRequest"] == before
+    sim.run_until(lambda: first.done, 2_000)
+    assert all(r.done and r.code == Code.SUCCESS for r in joined)
+    # round k is confirmed and gone: a read naming it waits for a round of its own
+    late = sim.reads(leader, 1, joins=k)[0]
+    assert late.round > k and not late.done
+    sim.run_until(lambda: late.done, 2_000)
+    assert late.code == Code.SUCCESS and late.index >= first.index
+
+
 def test_an_isolated_leader_cannot_confirm_a_read():
     sim = Sim(3, seed=5)
     sim.run_until(lambda: sim.leader() is not None, 10_000)

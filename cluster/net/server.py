@@ -37,6 +37,7 @@ class _ServerConnection(FrameConnection):
         self.partial_since: float | None = None
         self._write_paused = self._full = False
         self._frames = 0
+        self.read_seq = 0  # the server's count of socket reads when this connection last read
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -55,6 +56,8 @@ class _ServerConnection(FrameConnection):
 
     def buffer_updated(self, nbytes: int) -> None:
         frames = self._frames
+        self.server.reads += 1  # (the frames these bytes complete arrived no later than this read)
+        self.read_seq = self.server.reads
         super().buffer_updated(nbytes)
         if not self.receiver.partial:
             self.partial_since = None
@@ -129,7 +132,7 @@ class _ServerConnection(FrameConnection):
                 log.exception("request code %s failed%s", f.code, held_back(held))
             resp = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
         if resp is None or isinstance(resp, Frame):
-            self._answer(f, resp)
+            self.answer(f, resp)
             return
         if not isinstance(resp, asyncio.Future):  # an awaitable: a task of its own
             resp = asyncio.ensure_future(resp)
@@ -145,11 +148,12 @@ class _ServerConnection(FrameConnection):
         exc = fut.exception()
         if exc is not None:
             log.error("request code %s failed: %s", f.code, exc, exc_info=exc)
-            self._answer(f, Frame(1, f.opaque, FLAG_RESPONSE, "internal error"))
+            self.answer(f, Frame(1, f.opaque, FLAG_RESPONSE, "internal error"))
         else:
-            self._answer(f, fut.result())
+            self.answer(f, fut.result())
 
-    def _answer(self, f: Frame, resp: Frame | None) -> None:
+    def answer(self, f: Frame, resp: Frame | None) -> None:
+        """Send ``resp`` as the answer to request ``f`` (nothing when None, or closed)."""
         if resp is None:
             return
         resp.opaque, resp.flag = f.opaque, resp.flag | FLAG_RESPONSE
@@ -197,6 +201,10 @@ class FrameServer:
         # most max_connections at once; past handshake_timeout, asyncio has closed them
         self._handshakes: dict[int, float] = {}
         self.bad_streams = Repeats()  # connections closed for bad bytes, logged per host
+        # socket reads so far, on every connection: a request parsed from read N arrived before
+        # anything this server's process wrote after the count reached N (linearizable reads
+        # join a heartbeat round sent after them this way, cluster/node/reads.py)
+        self.reads = 0
 
     @property
     def connections(self) -> int:

@@ -146,6 +146,8 @@ class Node(Serving, ReadServing, OperatorRequests):
         self._applying = False
         self._queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
         self._read_waiters: dict[int, asyncio.Future] = {}  # id(ReadIndex) -> its waiter (reads.py)
+        self._read_round_scheduled = False  # a call to begin the waiting reads' round is queued (reads.py)
+        self._read_join = (0, -1)  # the latest read round begun, and the socket reads before it (reads.py)
         self._commit_waiters: list[tuple] = []  # linearizable reads on a follower: (index, future)
         # members' connections keep their place when the connection limit is reached
         self._sync_members(self.configs.current)
@@ -350,6 +352,7 @@ class Node(Serving, ReadServing, OperatorRequests):
     # -- core outputs -----------------------------------------------------------------
     def _process(self) -> None:
         ready = self.core.take()
+        self._note_read_round()
         m = self.core.member
         if m.leader_id is not None and self._leader_seen != (m.term, m.leader_id):
             self._leader_seen = (m.term, m.leader_id)

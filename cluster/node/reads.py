@@ -13,6 +13,7 @@ read did before (and as DLedger's own GetEntriesRequest is always answered).
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from ..net.frames import BadMessage, Frame, ProtocolError, json_body, json_object
 from ..net.transport import TransportError
@@ -42,8 +43,7 @@ class ReadServing:
             r = core.read_index(self.now())
             if not r.done:  # (the core ends every read: confirmed, timed out, or leadership lost)
                 fut = self._read_waiters[id(r)] = self.loop.create_future()
-                if core.has_output():  # (it began a heartbeat round; a read that joins one sends nothing)
-                    self._process()
+                self._read_round_soon()
                 try:
                     await fut
                 finally:
@@ -65,23 +65,54 @@ class ReadServing:
                 get_field(o, "leaderId", str, None), get_field(o, "remark", str, "")
         return Code.SUCCESS, index, None, ""
 
-    def _linearizable(self, f: Frame, answer, applied: bool):
+    def _linearizable(self, f: Frame, answer, applied: bool, conn=None):
         """The answer to a linearizable read: ``answer()`` (a Frame) once a read index is
         confirmed, and with ``applied`` once the state machine has applied that far; a
-        refusal Frame when it cannot be. On the leader, what it returns is a Frame now or a
-        future the read's confirmation resolves (no task per read: reads are a hot path);
-        on a follower, an awaitable that asks the leader first."""
+        refusal Frame when it cannot be. On the leader, the answer is a Frame now or, with
+        the request's connection ``conn``, None: the request is held on it and answered when
+        its round is confirmed (no future, no task per read: reads are a hot path). On a
+        follower (or without ``conn``), an awaitable."""
         core = self.core
         if core.member.role != Role.LEADER:
             return self._linearizable_here(f, answer, applied)
-        r = core.read_index(self.now())
+        joined, after = self._read_join
+        r = core.read_index(self.now(), joined if conn is not None and conn.read_seq <= after else 0)
         if r.done:
             return self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
-        fut = self.loop.create_future()
-        self._read_waiters[id(r)] = (fut, f, answer, applied)
-        if core.has_output():  # (it began a heartbeat round; a read that joins one sends nothing)
+        if conn is None:
+            fut = self.loop.create_future()
+            self._read_waiters[id(r)] = fut
+            self._read_round_soon()
+            return self._held_then(fut, r, f, answer, applied)
+        self._read_waiters[id(r)] = (conn, f, answer, applied)
+        conn.hold()
+        if core.read_round_due:
+            if core.read_rounds:
+                self._read_round_soon()
+            else:  # (none out: begin one now, and the reads this socket read brought with it join it)
+                self._process()
+        return None
+
+    async def _held_then(self, fut, r, f: Frame, answer, applied: bool) -> Frame:
+        try:
+            await fut
+        finally:
+            self._read_waiters.pop(id(r), None)
+        out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
+        return out if isinstance(out, Frame) else await out
+
+    def _read_round_soon(self) -> None:
+        """The read just registered waits for a heartbeat round, which the core begins on the
+        next take(): after the rest of this loop iteration, so that the reads that came with
+        it share it (one round for them all, and the heartbeats go out once)."""
+        if not self._read_round_scheduled:
+            self._read_round_scheduled = True
+            self.loop.call_soon(self._read_round_now)
+
+    def _read_round_now(self) -> None:
+        self._read_round_scheduled = False
+        if self.core is not None and self.core.has_output():
             self._process()
-        return fut
 
     async def _linearizable_here(self, f: Frame, answer, applied: bool) -> Frame:
         code, index, hint, remark = await self._read_index()
@@ -110,26 +141,40 @@ class ReadServing:
                                                   f"{self.cfg.max_wait_ack_ms} ms")
         return answer()
 
+    def _note_read_round(self) -> None:
+        """From _process, after take(): a read round just begun is noted with the count of
+        socket reads so far; a read parsed from any of those arrived before its heartbeats
+        leave, and may join it (_linearizable)."""
+        if self.core.read_round != self._read_join[0]:
+            self._read_join = (self.core.read_round, self.server.reads)
+
     def _reads_done(self, reads) -> None:
-        """The core's ReadIndex reads done (from take()): answer or wake whoever waits for them."""
+        """The core's ReadIndex reads done (from take()): answer the held requests, or wake
+        whoever awaits them."""
         for r in reads:
             waiter = self._read_waiters.pop(id(r), None)
             if waiter is None:
                 continue
-            if isinstance(waiter, asyncio.Future):  # (_read_index, awaiting)
+            if isinstance(waiter, asyncio.Future):  # (_read_index or _held_then, awaiting)
                 if not waiter.done():
                     waiter.set_result(None)
                 continue
-            fut, f, answer, applied = waiter
-            if fut.done():
-                continue
+            conn, f, answer, applied = waiter
             out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
             if isinstance(out, Frame):
-                fut.set_result(out)
+                conn.answer(f, out)
+                conn.release()
             else:  # (this node is still applying up to the read index: rare on a leader)
                 task = asyncio.ensure_future(out)
-                task.add_done_callback(lambda t, fut=fut: fut.done() or (
-                    fut.set_exception(t.exception()) if t.exception() else fut.set_result(t.result())))
+                self._tasks.add(task)
+                task.add_done_callback(functools.partial(self._held_answered, conn, f))
+
+    def _held_answered(self, conn, f: Frame, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        conn.release()
+        if not task.cancelled():
+            conn.answer(f, task.result() if task.exception() is None else
+                        self._refusal(f, Code.INTERNAL_ERROR, str(task.exception())))
 
     async def _serve_read_index(self, f: Frame) -> Frame:
         """READ_INDEX from a follower serving a linearizable read: this leader's confirmed index."""

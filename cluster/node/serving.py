@@ -103,7 +103,7 @@ class Serving:
             if f.code == GET:
                 started = time.perf_counter()
                 try:
-                    return self._get(f)
+                    return self._get(f, conn)
                 finally:
                     self.counts.read_latency.observe(time.perf_counter() - started)
             if f.code in (METADATA, STATUS):
@@ -112,7 +112,7 @@ class Serving:
             if f.code in OPERATOR_CODES:
                 return self._operator(f)
             if f.code == QUERY:
-                return self._query(f)
+                return self._query(f, conn)
             if f.code == READ_INDEX:
                 return self._serve_read_index(f)
             if f.code == CHANGE_MEMBERS:
@@ -211,7 +211,7 @@ class Serving:
                                "peers": {k: peer.address for k, peer in m.members.items()}}, f.opaque, f.code)
 
     # -- queries (the state machine) --------------------------------------------------
-    def _query(self, f: Frame):
+    def _query(self, f: Frame, conn=None):
         """QUERY: the state machine's answer. Linearizable (the default): once it has applied
         up to a confirmed read index (reads.py). Serializable: once it has applied what it
         knew to be committed when the request arrived. A Frame now, or an awaitable of one."""
@@ -226,7 +226,7 @@ class Serving:
         except (ValueError, TypeError):
             raise BadMessage("field 'query' is not base64") from None
         if consistency_of(o) == LINEARIZABLE:
-            return self._linearizable(f, lambda: self._query_answer(f, request), applied=True)
+            return self._linearizable(f, lambda: self._query_answer(f, request), applied=True, conn=conn)
         want = self.store.committed_index
         if self.applier.applied >= want:
             return self._query_answer(f, request)
@@ -382,7 +382,7 @@ class Serving:
             self._finish(p)
         self._process()
 
-    def _get(self, f: Frame) -> Frame:
+    def _get(self, f: Frame, conn=None):
         """Committed entries from ``index`` (up to ``count``, MAX_GET_COUNT, MAX_GET_BYTES),
         each as DLedger's entry object. DLedger's own client asks with ``beginIndex`` for one
         entry (GetEntriesRequest) and is answered in its form (GetEntriesResponse)."""
@@ -396,7 +396,7 @@ class Serving:
         index, count = get_field(o, "index", INDEX), get_field(o, "count", COUNT, 1)
         if consistency_of(o) == SERIALIZABLE:
             return self._entries(f, index, count)
-        return self._linearizable(f, lambda: self._entries(f, index, count), applied=False)
+        return self._linearizable(f, lambda: self._entries(f, index, count), applied=False, conn=conn)
 
     def _entries(self, f: Frame, index: int, count: int) -> Frame:
         s = self.store

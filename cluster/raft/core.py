@@ -141,6 +141,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         # linearizable reads (raft/reads.py): the latest heartbeat round, the rounds out (round ->
         # the voters that answered it, when it began), the reads waiting, the reads done
         self.read_round, self.read_rounds = 0, {}
+        self.read_round_due = False  # reads registered since take() last ran (it begins their round)
         self.reads_waiting: list = []
         self._reads_done: list = []
         self.term_first_index: int | None = None  # leader: the first entry of its term (reads wait for it)
@@ -172,6 +173,8 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
 
     # -- outputs ----------------------------------------------------------------------
     def take(self) -> Ready:
+        if self.read_round_due:
+            self._begin_due_read_round()
         self._say_state()
         ready = Ready(self._sends, self._done, self._notes, self._reads_done)
         self._sends, self._done, self._notes, self._reads_done = [], [], [], []
@@ -179,7 +182,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
 
     def has_output(self) -> bool:
         """Is there something for take() (requests to send, proposals or reads done)?"""
-        return bool(self._sends or self._done or self._reads_done)
+        return bool(self._sends or self._done or self._reads_done or self.read_round_due)
 
     def _send(self, to: str, request) -> None:
         self._sends.append(Send(to, request))

@@ -5,9 +5,13 @@ A read asks the leader for a read index (:meth:`Reads.read_index`). The leader n
 commit index, then confirms it still leads with a round of heartbeats answered by a
 majority: a leader cut off from the majority cannot, and answers NOT_LEADER (or times out)
 instead of serving what may already be stale. A round serves every read that arrived
-before it began; up to ROUNDS_IN_FLIGHT rounds are out at once, so a read that arrives
-while one is out starts the next at once (or, when that many are out, waits for a slot and
-shares the round begun then with every read that came meanwhile). A new leader serves reads only once an entry of its own term has committed, since
+before it began. Reads do not begin rounds themselves: the next take() does, so the reads
+registered together share one round; and a read the caller knows arrived before a round out
+began (the node: its bytes were read from the socket before the heartbeats were written)
+joins that round. Up to
+ROUNDS_IN_FLIGHT rounds are out at once, so a read that arrives while one is out starts
+the next at once (or, when that many are out, waits for a slot and shares the round begun
+then with every read that came meanwhile). A new leader serves reads only once an entry of its own term has committed, since
 until then its commit index may be behind what an earlier leader acknowledged; the reads
 that arrive meanwhile take the commit index of that moment.
 
@@ -24,7 +28,7 @@ from .member import Role
 from .rpc import Code, HeartBeatRequest
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class ReadIndex:
     """A linearizable read waiting for the leader: ``code`` is None until it is done; then
     SUCCESS with ``index`` (answer once applied that far), or why not (NOT_LEADER with
@@ -50,10 +54,12 @@ class Reads:
     ``read_round`` the latest round started, ``read_rounds`` the rounds out (round -> the
     voters that answered it, and when it began), ``reads_waiting``, ``term_first_index``)."""
 
-    def read_index(self, now: int) -> ReadIndex:
+    def read_index(self, now: int, joins: int = 0) -> ReadIndex:
         """A read index for a linearizable read: done at once when refused (NOT_LEADER, or
         SUCCESS on a leader that needs nobody else), else once a heartbeat round begun after
-        it arrived is answered by a majority (then it shows up in ``take().reads``)."""
+        it arrived is answered by a majority (then it shows up in ``take().reads``).
+        ``joins``: a round whose heartbeats the caller knows left after this read arrived
+        (0: none); while it is out, it serves this read too."""
         self.now = now
         m, c = self.member, self.cfg
         r = ReadIndex(now + c.max_wait_ack_ms, leader_id=m.leader_id)
@@ -64,15 +70,25 @@ class Reads:
             return r
         if self._term_committed():
             r.index = self.store.committed_index
-        others = [p for p in self.members.voters if p != c.self_id]
-        if not others and self._is_voter() and r.index >= 0:  # (a group of one: nobody to ask)
+        voters = self.members.voters
+        if r.index >= 0 and len(voters) == 1 and c.self_id in voters:  # (a group of one: nobody to ask)
             r.code = Code.SUCCESS
             return r
-        r.round = self.read_round + 1
         self.reads_waiting.append(r)
-        if len(self.read_rounds) < ROUNDS_IN_FLIGHT:
-            self._start_read_round(now)
+        if joins and joins in self.read_rounds:
+            r.round = joins
+            return r
+        r.round = self.read_round + 1
+        self.read_round_due = True  # (begun by take(): every read registered until then shares it)
         return r
+
+    def _begin_due_read_round(self) -> None:
+        """From take(): the round the reads registered since the last one wait for, when a
+        slot is free (else the first round out to be confirmed begins it)."""
+        self.read_round_due = False
+        if (len(self.read_rounds) < ROUNDS_IN_FLIGHT and self.member.role == Role.LEADER
+                and any(r.index >= 0 and r.round > self.read_round for r in self.reads_waiting)):
+            self._start_read_round(self.now)
 
     def _term_committed(self) -> bool:
         return self.term_first_index is not None and self.store.committed_index >= self.term_first_index
