@@ -45,12 +45,19 @@ KEYS = 1000
 CASES = ("kv get serializable", "kv get linearizable", "appends, serializable reads", "appends, linearizable reads")
 
 
+def roles(cpu_us: dict[str, float], leader: str | None) -> tuple[float, float, float]:
+    """CPU time per read, us: the leader's, the followers' (each, on average), the load generator's."""
+    followers = [v for k, v in cpu_us.items() if k not in (leader, "loadgen")]
+    return cpu_us.get(leader, 0.0), sum(followers) / max(1, len(followers)), cpu_us["loadgen"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     results: dict[str, list[float]] = {k: [] for k in CASES}
+    cpu: dict[str, list[tuple]] = {k: [] for k in CASES}  # per round: leader, followers (each), load generator
     with tempfile.TemporaryDirectory(prefix="bench_reads.") as tmp:
         base = os.path.join(tmp, "c")
         rec, _ = up(base, 3, free_ports(3), "bench", "async", ["--data-file-size", "64MiB", "--state-machine", "kv"])
@@ -69,15 +76,17 @@ def main() -> int:
                         return call
                     return make_call
 
-                async def make_writer():
+                async def make_writer():  # (other keys: every round reads the same short values)
                     async def call(_batch):
-                        await c.append([f"k{next(counter) % KEYS}={'v' * 1000}".encode()])
+                        await c.append([f"w{next(counter) % KEYS}={'v' * 1000}".encode()])
                     return call
 
+                members = {n["id"]: n["pid"] for n in rec["nodes"]}
                 for rnd in range(args.rounds):
                     for level in ("serializable", "linearizable"):
-                        r = await drive(reader(level), 64, 1, args.seconds)
+                        r = await drive(reader(level), 64, 1, args.seconds, members)
                         results[f"kv get {level}"].append(r["entries_per_s"])
+                        cpu[f"kv get {level}"].append(roles(r["cpu_us"], c.leader))
                         log(f"  round {rnd + 1}: kv get {level}: {r['entries_per_s']:,.0f}/s "
                             f"(p50 {r['p50_ms']:.2f} ms)")
                     for level in ("serializable", "linearizable"):
@@ -97,6 +106,12 @@ def main() -> int:
     print(f"{'case':<30} {'per s':>10}   rounds")
     for name in CASES:
         print(f"{name:<30} {med[name]:>10,.0f}   " + "  ".join(f"{x:,.0f}" for x in results[name]))
+    print("CPU time per read, us (user + system, from /proc), in the median round: leader, each follower, "
+          "load generator")
+    for name in CASES[:2]:
+        at = results[name].index(med[name]) if med[name] in results[name] else 0
+        lead, follower, gen = cpu[name][at]
+        print(f"{name:<30} {lead:>6.1f} {follower:>6.1f} {gen:>6.1f}")
     print(f"kv get linearizable / serializable: {med['kv get linearizable'] / med['kv get serializable']:.2f} "
           "(target >= 0.7)")
     print(f"appends with linearizable / serializable reads: "

@@ -145,7 +145,6 @@ class Node(Serving, ReadServing, OperatorRequests):
         self._snapshotter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self._applying = False
         self._queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
-        self._read_waiters: dict[int, asyncio.Future] = {}  # id(ReadIndex) -> its waiter (reads.py)
         self._read_round_scheduled = False  # a call to begin the waiting reads' round is queued (reads.py)
         self._read_join = (0, -1)  # the latest read round begun, and the socket reads before it (reads.py)
         self._commit_waiters: list[tuple] = []  # linearizable reads on a follower: (index, future)

@@ -42,12 +42,9 @@ class ReadServing:
         if core.member.role == Role.LEADER:
             r = core.read_index(self.now())
             if not r.done:  # (the core ends every read: confirmed, timed out, or leadership lost)
-                fut = self._read_waiters[id(r)] = self.loop.create_future()
+                r.ctx = fut = self.loop.create_future()
                 self._read_round_soon()
-                try:
-                    await fut
-                finally:
-                    self._read_waiters.pop(id(r), None)
+                await fut
             return r.code, r.index, r.leader_id, r.remark
         leader = core.member.leader_id
         ch = self.channels.get(leader) if leader else None
@@ -77,14 +74,13 @@ class ReadServing:
             return self._linearizable_here(f, answer, applied)
         joined, after = self._read_join
         r = core.read_index(self.now(), joined if conn is not None and conn.read_seq <= after else 0)
-        if r.done:
+        if r.code is not None:
             return self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
         if conn is None:
-            fut = self.loop.create_future()
-            self._read_waiters[id(r)] = fut
+            r.ctx = fut = self.loop.create_future()
             self._read_round_soon()
             return self._held_then(fut, r, f, answer, applied)
-        self._read_waiters[id(r)] = (conn, f, answer, applied)
+        r.ctx = (conn, f, answer, applied)
         conn.hold()
         if core.read_round_due:
             if core.read_rounds:
@@ -94,10 +90,7 @@ class ReadServing:
         return None
 
     async def _held_then(self, fut, r, f: Frame, answer, applied: bool) -> Frame:
-        try:
-            await fut
-        finally:
-            self._read_waiters.pop(id(r), None)
+        await fut
         out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
         return out if isinstance(out, Frame) else await out
 
@@ -150,17 +143,24 @@ class ReadServing:
 
     def _reads_done(self, reads) -> None:
         """The core's ReadIndex reads done (from take()): answer the held requests, or wake
-        whoever awaits them."""
+        whoever awaits them (each read's ``ctx``)."""
+        success = Code.SUCCESS
+        applier = self.applier
         for r in reads:
-            waiter = self._read_waiters.pop(id(r), None)
+            waiter = r.ctx
             if waiter is None:
                 continue
+            r.ctx = None
             if isinstance(waiter, asyncio.Future):  # (_read_index or _held_then, awaiting)
                 if not waiter.done():
                     waiter.set_result(None)
                 continue
             conn, f, answer, applied = waiter
-            out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
+            if r.code == success and (self.store.committed_index >= r.index if not applied else
+                                      applier is not None and applier.applied >= r.index):
+                out = answer()  # (the common case, _after_read's first)
+            else:
+                out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
             if isinstance(out, Frame):
                 conn.answer(f, out)
                 conn.release()

@@ -40,6 +40,7 @@ class ReadIndex:
     code: Code | None = None
     leader_id: str | None = None
     remark: str = ""
+    ctx: object = None  # the caller's own, for when the read is done (the node: who waits for it)
 
     @property
     def done(self) -> bool:
@@ -62,23 +63,23 @@ class Reads:
         (0: none); while it is out, it serves this read too."""
         self.now = now
         m, c = self.member, self.cfg
-        r = ReadIndex(now + c.max_wait_ack_ms, leader_id=m.leader_id)
         if m.role != Role.LEADER or c.never_lead:
-            r.code, r.leader_id = Code.NOT_LEADER, None if m.role == Role.LEADER else m.leader_id
+            r = ReadIndex(now, code=Code.NOT_LEADER, leader_id=None if m.role == Role.LEADER else m.leader_id)
             r.remark = f"{c.self_id} never leads" if c.never_lead and m.role == Role.LEADER else \
                 f"leader is {m.leader_id or 'unknown'}"
             return r
-        if self._term_committed():
-            r.index = self.store.committed_index
+        first = self.term_first_index
+        committed = self.store.committed_index
+        index = committed if first is not None and committed >= first else -1
+        if joins and joins in self.read_rounds:  # (the common case under load: a round just begun)
+            r = ReadIndex(now + c.max_wait_ack_ms, index, joins, None, m.leader_id)
+            self.reads_waiting.append(r)
+            return r
         voters = self.members.voters
-        if r.index >= 0 and len(voters) == 1 and c.self_id in voters:  # (a group of one: nobody to ask)
-            r.code = Code.SUCCESS
-            return r
+        if index >= 0 and len(voters) == 1 and c.self_id in voters:  # (a group of one: nobody to ask)
+            return ReadIndex(now + c.max_wait_ack_ms, index, 0, Code.SUCCESS, m.leader_id)
+        r = ReadIndex(now + c.max_wait_ack_ms, index, self.read_round + 1, None, m.leader_id)
         self.reads_waiting.append(r)
-        if joins and joins in self.read_rounds:
-            r.round = joins
-            return r
-        r.round = self.read_round + 1
         self.read_round_due = True  # (begun by take(): every read registered until then shares it)
         return r
 
@@ -120,9 +121,11 @@ class Reads:
         for done in [j for j in self.read_rounds if j <= k]:
             del self.read_rounds[done]
         waiting, self.reads_waiting = self.reads_waiting, []
+        done, success = self._reads_done, Code.SUCCESS
         for r in waiting:
             if r.round <= k and r.index >= 0:
-                self._read_done(r, Code.SUCCESS)
+                r.code = success
+                done.append(r)
             else:
                 self.reads_waiting.append(r)  # (arrived after it began, or the term's first entry is not in)
         if (len(self.read_rounds) < ROUNDS_IN_FLIGHT
