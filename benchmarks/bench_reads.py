@@ -12,6 +12,9 @@ of this shared machine falls on all cases alike; the median round of each case c
 - ``kv get linearizable``: the same with ``consistency: linearizable`` (the default: the
   leader confirms its read index with a heartbeat round answered by a majority, shared by
   the reads that arrive together, then answers);
+- ``kv get linearizable, lease``: the same on a second cluster (idle meanwhile) whose nodes
+  run with ``--read-lease``: the leader answers at once while a majority answered a
+  heartbeat within its lease;
 - ``appends, serializable reads`` and ``appends, linearizable reads``: 64 clients of 1 KiB
   appends while 16 clients read, of the one kind or the other (what the read rounds cost
   the write path).
@@ -42,7 +45,9 @@ from cluster.node.launcher import down, up  # noqa: E402
 from cluster.raft.config import parse_peers  # noqa: E402
 
 KEYS = 1000
-CASES = ("kv get serializable", "kv get linearizable", "appends, serializable reads", "appends, linearizable reads")
+LEASE = "kv get linearizable, lease"
+CASES = ("kv get serializable", "kv get linearizable", LEASE, "appends, serializable reads",
+         "appends, linearizable reads")
 
 
 def roles(cpu_us: dict[str, float], leader: str | None) -> tuple[float, float, float]:
@@ -59,20 +64,28 @@ def main() -> int:
     results: dict[str, list[float]] = {k: [] for k in CASES}
     cpu: dict[str, list[tuple]] = {k: [] for k in CASES}  # per round: leader, followers (each), load generator
     with tempfile.TemporaryDirectory(prefix="bench_reads.") as tmp:
-        base = os.path.join(tmp, "c")
-        rec, _ = up(base, 3, free_ports(3), "bench", "async", ["--data-file-size", "64MiB", "--state-machine", "kv"])
+        base, leased = os.path.join(tmp, "c"), os.path.join(tmp, "lease")
+        node_args = ["--data-file-size", "64MiB", "--state-machine", "kv"]
+        rec, _ = up(base, 3, free_ports(3), "bench", "async", node_args)
+        try:
+            rec_lease, _ = up(leased, 3, free_ports(3), "bench", "async", node_args + ["--read-lease"])
+        except BaseException:
+            down(base)
+            raise
         try:
             async def run():
                 c = Client(parse_peers(rec["peers"]), "bench", timeout=30)
-                await c.find_leader(asyncio.get_running_loop().time() + 30)
-                for k in range(0, KEYS, 100):
-                    await c.append([f"k{j}=v{j}".encode() for j in range(k, k + 100)])
+                c_lease = Client(parse_peers(rec_lease["peers"]), "bench", timeout=30)
+                for client in (c, c_lease):
+                    await client.find_leader(asyncio.get_running_loop().time() + 30)
+                    for k in range(0, KEYS, 100):
+                        await client.append([f"k{j}=v{j}".encode() for j in range(k, k + 100)])
                 counter = iter(range(1 << 62))
 
-                def reader(level):
+                def reader(level, client=c):
                     async def make_call():
                         async def call(_batch):
-                            await c.query(b"k%d" % (next(counter) % KEYS), consistency=level)
+                            await client.query(b"k%d" % (next(counter) % KEYS), consistency=level)
                         return call
                     return make_call
 
@@ -82,13 +95,15 @@ def main() -> int:
                     return call
 
                 members = {n["id"]: n["pid"] for n in rec["nodes"]}
+                members_lease = {n["id"]: n["pid"] for n in rec_lease["nodes"]}
                 for rnd in range(args.rounds):
-                    for level in ("serializable", "linearizable"):
-                        r = await drive(reader(level), 64, 1, args.seconds, members)
-                        results[f"kv get {level}"].append(r["entries_per_s"])
-                        cpu[f"kv get {level}"].append(roles(r["cpu_us"], c.leader))
-                        log(f"  round {rnd + 1}: kv get {level}: {r['entries_per_s']:,.0f}/s "
-                            f"(p50 {r['p50_ms']:.2f} ms)")
+                    for name, level, client, pids in (("kv get serializable", "serializable", c, members),
+                                                      ("kv get linearizable", "linearizable", c, members),
+                                                      (LEASE, "linearizable", c_lease, members_lease)):
+                        r = await drive(reader(level, client), 64, 1, args.seconds, pids)
+                        results[name].append(r["entries_per_s"])
+                        cpu[name].append(roles(r["cpu_us"], client.leader))
+                        log(f"  round {rnd + 1}: {name}: {r['entries_per_s']:,.0f}/s (p50 {r['p50_ms']:.2f} ms)")
                     for level in ("serializable", "linearizable"):
                         reads = asyncio.ensure_future(drive(reader(level), 16, 1, args.seconds))
                         w = await drive(make_writer, 64, 1, args.seconds)
@@ -96,10 +111,12 @@ def main() -> int:
                         results[f"appends, {level} reads"].append(w["entries_per_s"])
                         log(f"  round {rnd + 1}: appends with {level} reads: {w['entries_per_s']:,.0f}/s")
                 await c.close()
+                await c_lease.close()
 
             runtime.run(run)
         finally:
             down(base)
+            down(leased)
     med = {k: statistics.median(v) for k, v in results.items()}
     print(f"3 nodes, flush=async, --state-machine kv; {args.rounds} alternating rounds of {args.seconds:g} s; "
           "medians")
@@ -108,12 +125,14 @@ def main() -> int:
         print(f"{name:<30} {med[name]:>10,.0f}   " + "  ".join(f"{x:,.0f}" for x in results[name]))
     print("CPU time per read, us (user + system, from /proc), in the median round: leader, each follower, "
           "load generator")
-    for name in CASES[:2]:
+    for name in CASES[:3]:
         at = results[name].index(med[name]) if med[name] in results[name] else 0
         lead, follower, gen = cpu[name][at]
         print(f"{name:<30} {lead:>6.1f} {follower:>6.1f} {gen:>6.1f}")
     print(f"kv get linearizable / serializable: {med['kv get linearizable'] / med['kv get serializable']:.2f} "
           "(target >= 0.7)")
+    print(f"kv get linearizable on a lease (node start --read-lease) / serializable: "
+          f"{med[LEASE] / med['kv get serializable']:.2f}")
     print(f"appends with linearizable / serializable reads: "
           f"{med['appends, linearizable reads'] / med['appends, serializable reads']:.2f} (target: within noise)")
     return 0

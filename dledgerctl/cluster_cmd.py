@@ -88,6 +88,10 @@ def node_start(
                           "never stay leader (a member of a RocketMQ broker group, whose leader must be a broker): "
                           "lead only when a voter behind this log cannot be elected otherwise, write nothing, and "
                           "hand leadership to it once it has caught up.")] = False,
+    read_lease: Annotated[bool, typer.Option("--read-lease", help="Answer linearizable reads as leader with no "
+                          "heartbeat round while a majority answered one within 0.9x the leader-lost interval, and "
+                          "as a voter grant no vote within leader-lost of hearing from the leader or of starting. "
+                          "Give it to every member; safe while clock rates differ by under 10%.")] = False,
     dledger_peers: Annotated[Optional[str], typer.Option("--dledger-peers", help="Members that are Java DLedger "
                              "nodes, comma-separated ids: spoken to in DLedger's own push from the start, and no "
                              "no-op entries (DLedger 0.2.7 cannot read them). Name them on every dledgerctl member of "
@@ -170,7 +174,8 @@ def node_start(
         cfg = NodeConfig(group, node_id, parse_peers(peers), store_base_dir=store_base_dir, flush=flush,
                          flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
                          min_vote_interval_ms=min_vote_ms, max_vote_interval_ms=max_vote_ms,
-                         preferred_leader=preferred_leader, never_lead=never_lead, max_pending_requests=max_pending,
+                         preferred_leader=preferred_leader, never_lead=never_lead, read_lease=read_lease,
+                         max_pending_requests=max_pending,
                          dledger_peers=tuple(p.strip() for p in (dledger_peers or "").split(",") if p.strip()),
                          data_file_size=data_file_size, index_file_size=index_file_size,
                          file_reserved_hours=file_reserved_hours, delete_when=delete_when,
@@ -319,7 +324,7 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
 _SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
             "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
             "disk_ratio_force", "disk_full_ratio", "state_machine", "snapshot_threshold", "snapshot_keep", "push_quota",
-            "tls", "metrics_port_base")
+            "read_lease", "tls", "metrics_port_base")
 
 
 @cluster_app.command("up")
@@ -352,6 +357,8 @@ def cluster_up(
                                   "--state-machine: entries applied between snapshots (default 1000).")] = None,
     snapshot_keep: SnapshotKeepOpt = None,
     push_quota: PushQuotaOpt = None,
+    read_lease: Annotated[bool, typer.Option("--read-lease", help="Every node serves linearizable reads on a "
+                          "leader's lease (see node start).")] = False,
     tls: Annotated[bool, typer.Option("--tls", help="Mutual TLS between every member and client: certificates "
                                       "made in BASE_DIR/tls (as 'certs init' makes them: one per member, an "
                                       "operator 'admin' and a client 'app'); commands finding the cluster through "
@@ -378,6 +385,8 @@ def cluster_up(
         extra += ["--index-file-size", str(index_file_size)]
     if drop_behind is not None:
         extra += ["--drop-behind", str(drop_behind)]
+    if read_lease:
+        extra += ["--read-lease"]
     for opt, value in (("--file-reserved-hours", file_reserved_hours), ("--delete-when", delete_when),
                        ("--disk-ratio-check", disk_ratio_check), ("--disk-ratio-force", disk_ratio_force),
                        ("--disk-full-ratio", disk_full_ratio), ("--state-machine", state_machine),

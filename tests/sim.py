@@ -44,7 +44,7 @@ from cluster.raft.config import NodeConfig, parse_peers
 from cluster.raft.core import RaftCore
 from cluster.raft.member import MemoryTermStore, Role
 from cluster.raft.membership import initial, load_configs
-from cluster.raft.rpc import RepairRequest
+from cluster.raft.rpc import Code, RepairRequest
 from cluster.raft.statemachine import Applier
 from store.memstore import MemoryStore
 from store.snapshot import SnapshotStore
@@ -157,6 +157,7 @@ class Sim:
         self.appliers: dict[str, Applier | None] = {}
         self.states: dict[int, tuple] = {}  # applied index -> the state first seen there
         self.sent: collections.Counter = collections.Counter()  # requests the cores sent, by type
+        self.lease_reads = 0  # reads a leader answered on its lease (read_lease), with no round
         self.now = 0
         self.tick_ms = tick_ms
         self.nodes: dict[str, RaftCore | None] = {}
@@ -360,6 +361,7 @@ class Sim:
         reads one socket read brings), then its output sent; ``joins``: the round they may
         join (read_index's argument)."""
         out = [self.nodes[node].read_index(self.now, joins) for _ in range(n)]
+        self.lease_reads += sum(1 for r in out if r.code == Code.SUCCESS and r.round == 0)  # (no round: a lease)
         self._drain(node)
         return out
 

@@ -72,3 +72,63 @@ def test_a_follower_serves_a_linearizable_read_through_the_leaders_read_index(tm
             assert g.returncode == 0 and json.loads(g.stdout)[0]["body"] == f"k=v{k}", g.stderr
     finally:
         down(base)
+
+
+def test_a_leader_on_its_lease_answers_only_within_it_once_its_majority_stops(tmp_path):
+    """``--read-lease``: with its majority SIGSTOPped, the leader still answers linearizable
+    reads at once for a while (with no round, which it could not complete), but none sent
+    later than the lease after the last answer it could have had."""
+    import asyncio
+    import time
+
+    from cluster.net.client import Client, ClientError
+    from cluster.node import runtime
+    from cluster.raft.config import NodeConfig, parse_peers
+
+    base = str(tmp_path / "c")
+    try:
+        r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(free_port_base(3)),
+                "--wait", "40", "--data-file-size", "1MiB", "--index-file-size", "64KiB", "--state-machine", "kv",
+                "--read-lease")
+        assert r.returncode == 0, r.stderr
+        with open(os.path.join(base, "cluster.json")) as fh:
+            rec = json.load(fh)
+        assert cli("kv", "put", "--base-dir", base, "k", "v1").returncode == 0
+        leader = leader_of(base)
+        pids = {n["id"]: n["pid"] for n in rec["nodes"]}
+        others = [n for n in pids if n != leader]
+        peers = parse_peers(rec["peers"])
+        lease_s = NodeConfig(rec["group"], leader, peers).read_lease_ms / 1000  # (cluster up's defaults)
+        V1 = json.dumps({"key": "k", "value": "v1"}).encode()  # (the kv state machine's answer)
+
+        async def reads():
+            c = Client(peers, rec["group"], timeout=0.3)
+            try:
+                assert (await c.query(b"k", peer=leader, consistency="linearizable"))["result"] == V1
+                for n in others:
+                    os.kill(pids[n], signal.SIGSTOP)
+                stopped = time.monotonic()
+                out = []
+                while time.monotonic() < stopped + lease_s + 1.5:
+                    sent = time.monotonic()
+                    try:
+                        ok = (await c.query(b"k", peer=leader, consistency="linearizable"))["result"] == V1
+                    except ClientError:
+                        ok = False
+                    out.append((sent - stopped, ok))
+                    await asyncio.sleep(0.02)
+                return out
+            finally:
+                await c.close()
+
+        try:
+            out = runtime.run(reads)
+        finally:
+            for n in others:
+                os.kill(pids[n], signal.SIGCONT)
+        served = [t for t, ok in out if ok]
+        assert served and served[0] < 0.2, out[:5]  # (at once: no round could have been answered)
+        assert max(served) < lease_s + 0.05, (max(served), lease_s)  # (+: the stop signals' delivery)
+        assert not out[-1][1], out[-3:]
+    finally:
+        down(base)

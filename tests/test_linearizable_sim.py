@@ -105,9 +105,9 @@ class Client:
         self.leader = hint if hint in live else self.rng.choice(live)
 
 
-def run(seed: int, consistency: str) -> tuple[list[Op], Sim]:
+def run(seed: int, consistency: str, **cfg) -> tuple[list[Op], Sim]:
     rng = random.Random(seed)
-    sim = Sim(3, seed=seed, net=NetConfig(delay=(1, 8), drop=0.01))
+    sim = Sim(3, seed=seed, net=NetConfig(delay=(1, 8), drop=0.01), **cfg)
     sim.run_until(lambda: sim.leader() is not None, 10_000)
     view, history = KvView(sim), []
     clients = [Client(f"c{k}", sim, rng, view, consistency, history) for k in range(4)]
@@ -138,6 +138,14 @@ def test_linearizable_reads_pass_the_checker_through_a_partition(seed):
     history, sim = run(seed, "linearizable")
     gets = [o for o in history if o.kind == "get"]
     assert len(gets) > 50 and len([o for o in history if o.kind == "put"]) > 50
+    r = check(history)
+    assert r, f"seed {seed}: key {r.bad_key} is not linearizable ({r.ops} operations)"
+
+
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_reads_on_a_lease_pass_the_checker_through_a_partition(seed):
+    history, sim = run(seed, "linearizable", read_lease=True)
+    assert len([o for o in history if o.kind == "get"]) > 50 and sim.lease_reads > 50
     r = check(history)
     assert r, f"seed {seed}: key {r.bad_key} is not linearizable ({r.ops} operations)"
 

@@ -27,6 +27,7 @@ from cluster.raft.rpc import (
 )
 from cluster.net.appends import append_ext, append_request, decode_append_answer, pack_bodies, unpack_bodies
 from cluster.net.frames import (
+    FLAG_RESPONSE,
     BadMessage,
     Frame,
     FrameReceiver,
@@ -64,6 +65,7 @@ REQUESTS = [
 RESPONSES = [
     (VoteRequest, VoteResponse(7, VoteResult.REJECT_ALREADY_VOTED)),
     (HeartBeatRequest, HeartBeatResponse(3, Code.EXPIRED_TERM, "n2")),
+    (HeartBeatRequest, HeartBeatResponse(3, Code.SUCCESS, "n0", lease=True)),
     (PushRequest, PushResponse(4, Code.INCONSISTENT_STATE, 5, 3, 0, 11, 2, 4, "why")),
     (LeadershipTransferRequest, LeadershipTransferResponse(4, Code.NOT_LEADER, "leader is n1")),
     (InstallSnapshotRequest, InstallSnapshotResponse(4, Code.INSTALL_SNAPSHOT_ERROR, 512, False, 3, 9, "crc")),
@@ -95,6 +97,16 @@ def test_responses_round_trip(kind, resp):
     f = FrameReceiver().feed(encode_frame(response_frame(resp, 9, code)))[0]
     assert f.is_response and f.opaque == 9
     assert decode_response(f, code) == resp
+
+
+def test_a_heartbeat_answer_says_read_lease_only_when_it_keeps_the_promise():
+    code = request_code_of(REQUESTS[2])
+    plain = response_frame(HeartBeatResponse(3, Code.SUCCESS, "n0"), 9, code)
+    assert "readLease" not in json.loads(plain.body)  # (what DLedger's members see, byte for byte)
+    for bad in (1, "yes", None):
+        f = Frame(code, 9, FLAG_RESPONSE, body=json.dumps({"term": 3, "code": 0, "readLease": bad}).encode())
+        with pytest.raises(BadMessage):
+            decode_response(f, code)
 
 
 def test_an_install_chunk_whose_length_does_not_fit_is_refused():

@@ -234,6 +234,8 @@ def response_frame(resp, opaque: int, request_code: int) -> Frame:
         body = {"term": resp.term, "voteResult": str(resp.vote_result), "code": int(resp.code)}
     elif isinstance(resp, HeartBeatResponse):
         body = {"term": resp.term, "code": int(resp.code), "leaderId": resp.leader_id}
+        if resp.lease:  # (dledgerctl's own key, only when set: DLedger's members never see it)
+            body["readLease"] = True
     elif isinstance(resp, PushResponse):
         body = {"term": resp.term, "code": int(resp.code), "index": resp.index, "count": resp.count,
                 "beginIndex": resp.begin_index, "endIndex": resp.end_index, "xTerm": resp.x_term,
@@ -277,7 +279,8 @@ def decode_response(f: Frame, request_code: int):
             result = VoteResult.UNKNOWN
         return VoteResponse(get_field(o, "term", SOME_TERM), result, _code(o))
     if request_code == HEART_BEAT:
-        return HeartBeatResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "leaderId", str, None))
+        return HeartBeatResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "leaderId", str, None),
+                                 get_field(o, "readLease", bool, False))
     if request_code == PUSH:
         return PushResponse(get_field(o, "term", SOME_TERM), _code(o), get_field(o, "index", INDEX, -1),
                             get_field(o, "count", COUNT, 0), get_field(o, "beginIndex", INDEX, -1),

@@ -19,6 +19,9 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message says which and why."""
 
 
+READ_LEASE_DRIFT = 0.1  # how far apart the members' clock rates may be for leases (a generous bound)
+
+
 @dataclass(frozen=True)
 class Peer:
     id: str
@@ -87,6 +90,12 @@ class NodeConfig:
     # a broker): it stands for election only when a voter behind its log asks for votes it
     # cannot get, writes nothing as leader, and hands leadership to a caught-up voter
     never_lead: bool = False
+    # linearizable reads on a leader's lease (cluster/raft/reads.py): a leader answers them at once
+    # while a majority that keeps the lease promise answered a heartbeat it sent within
+    # read_lease_ms; as a voter, this member keeps the promise: no vote (not even for itself)
+    # within leader-lost of hearing from its leader, or of starting. Safe while clocks run at
+    # rates within READ_LEASE_DRIFT of each other.
+    read_lease: bool = False
     # members that are Java DLedger nodes (more are recognised from their messages)
     dledger_peers: tuple = ()
     # mutual TLS on every connection (cluster/net/tls.py TlsFiles), None for plain TCP
@@ -193,6 +202,13 @@ class NodeConfig:
     @property
     def quorum(self) -> int:
         return len(self.peers) // 2 + 1
+
+    @property
+    def read_lease_ms(self) -> int:
+        """How long after a heartbeat left that a majority answered the leader serves reads on
+        its lease: the leader-lost interval (which the promise keeps a new leader from being
+        elected within), less the clock drift bound."""
+        return int(self.leader_lost_ms * (1 - READ_LEASE_DRIFT))
 
     @property
     def leader_lost_ms(self) -> int:

@@ -135,6 +135,8 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         # pre-vote after one vote round, not after the whole leader-lost interval (which
         # can be long), and pre-vote keeps it from disturbing a leader that does exist.
         self.election_at = now + self._vote_round_timeout()
+        if config.read_lease:  # (but one keeping the lease promise waits out leader-lost: _lease_promised)
+            self.election_at = max(self.election_at, now + config.leader_lost_ms)
         self.heartbeat_due: dict[str, int] = {}
         self.peer_ack_at: dict[str, int] = {}
         self.answered_at: dict[str, int] = {}  # leader: when each peer last answered in this term
@@ -145,6 +147,11 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         self.reads_waiting: list = []
         self._reads_done: list = []
         self.term_first_index: int | None = None  # leader: the first entry of its term (reads wait for it)
+        # read leases (raft/reads.py): per voter keeping the promise, when the latest heartbeat it
+        # answered left; until when the lease holds (-1: it does not); whether a transfer voided it
+        self.lease_acks: dict[str, int] = {}
+        self.lease_until, self.lease_void = -1, False
+        self.started_at = now  # (a member keeping the lease promise votes for nobody for leader-lost after)
         self.flush_at = now + config.flush_interval_ms
         self.checkpoint_at = now + config.checkpoint_interval_ms
         self.retention = Retention(config, clock, disk_usage) if hasattr(store, "delete_head") else None
@@ -308,7 +315,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         for p in self._others():
             if now >= self.heartbeat_due.get(p, now):
                 self.heartbeat_due[p] = now + c.heartbeat_interval_ms
-                self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term))
+                self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term, sent_at=now))
         self._progress_transfer(now)
         self._pump(now)
 
@@ -339,6 +346,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
             self.append_times.record(first, now)
         self._ack_self()
         self.dispatchers, self.peer_ack_at, self.heartbeat_due, self.answered_at = {}, {}, {}, {}
+        self.lease_acks, self.lease_until, self.lease_void = {}, -1, False
         for p in self._others():
             self._add_dispatcher(p, now)
         self._leader_said = said
@@ -424,7 +432,8 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
             return self._on_vote(req, now)
         if kind is HeartBeatRequest:
             refused = self._accept_leader(req.leader_id, req.term, now, heartbeat=True)
-            return HeartBeatResponse(self.member.term, refused or Code.SUCCESS, self.member.leader_id)
+            return HeartBeatResponse(self.member.term, refused or Code.SUCCESS, self.member.leader_id,
+                                     refused is None and self.cfg.read_lease)
         if kind is PushRequest:
             refused = self._accept_leader(req.leader_id, req.term, now)
             if refused is not None:
@@ -504,8 +513,8 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         self.answered_at[peer] = now
         if getattr(resp, "code", None) in (Code.SUCCESS, Code.INCONSISTENT_STATE, Code.INCONSISTENT_INDEX):
             self.peer_ack_at[peer] = now
-        if isinstance(req, HeartBeatRequest) and req.read_round and resp.code == Code.SUCCESS:
-            self._read_answered(peer, req, now)
+        if isinstance(req, HeartBeatRequest) and resp.code == Code.SUCCESS:
+            self._heartbeat_answered(peer, req, resp, now)
         if isinstance(req, HeartBeatRequest) and resp.code == Code.TERM_NOT_READY:
             # a Java member still moving to our term (it voted for us as a candidate): beat again soon
             self.heartbeat_due[peer] = min(self.heartbeat_due.get(peer, now), now + VOTE_AGAIN_MS)

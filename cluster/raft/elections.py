@@ -77,8 +77,17 @@ class Elections:
                 self._send(p, r.request)
         self._ask_java(now)
 
+    def _lease_promised(self, now: int) -> bool:
+        """Is this member within leader-lost of its start while keeping the read-lease promise
+        (NodeConfig.read_lease)? Then it votes for nobody, itself included, but a member taking
+        over from its leader."""
+        return self.cfg.read_lease and now - self.started_at < self.cfg.leader_lost_ms
+
     def _start_round(self, now: int, *, pre: bool, take_leadership: bool = False) -> None:
         m, c = self.member, self.cfg
+        if not take_leadership and self._lease_promised(now):
+            self.election_at = self.started_at + c.leader_lost_ms
+            return
         term = m.term + 1
         if not pre and not self._persist_term(term, c.self_id):
             self._become_follower(now, m.term, None)  # no election it cannot remember
@@ -136,6 +145,8 @@ class Elections:
         taking = req.take_leadership or (self.transfer is not None and self.transfer.asked
                                          and self.transfer.target == req.leader_id)
         if not taking and self._leader_alive(now) and m.leader_id != req.leader_id:
+            return VoteResponse(m.term, VoteResult.REJECT_ALREADY_HAS_LEADER)
+        if not taking and self._lease_promised(now):  # (it may have answered a leader just before it started)
             return VoteResponse(m.term, VoteResult.REJECT_ALREADY_HAS_LEADER)
         # (an empty log's last term is -1 as DLedger says it; the store says 0)
         end_term = s.end_term if s.end_index >= 0 else -1
@@ -250,6 +261,7 @@ class Elections:
         d = self.dispatchers[t.target]
         if not t.asked and d.watermark == self.store.end_index:
             t.asked = True
+            self._void_lease()  # (its voters will grant it although this leader is alive)
             self._send(t.target, LeadershipTransferRequest(self.cfg.group, self.cfg.self_id, t.target,
                                                            self.member.term, take=True, end_index=self.store.end_index))
 

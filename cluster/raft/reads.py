@@ -15,6 +15,12 @@ then with every read that came meanwhile). A new leader serves reads only once a
 until then its commit index may be behind what an earlier leader acknowledged; the reads
 that arrive meanwhile take the commit index of that moment.
 
+With NodeConfig.read_lease, a leader also holds a lease: a majority keeping the lease promise
+(no vote for anyone within leader-lost of hearing from their leader, or of starting) answered
+heartbeats it sent less than read_lease_ms ago, so no other leader can have been elected
+meanwhile; while it holds, a read takes the commit index at once, with no round. Its safety
+rests on the members' clocks running at rates within READ_LEASE_DRIFT of each other.
+
 A confirmed read carries its index: the caller answers once it has applied (or holds
 committed) that far. The read's round is a local mark on the heartbeats (never on the
 wire): an answer counts for the reads registered before its heartbeat was sent.
@@ -71,6 +77,8 @@ class Reads:
         first = self.term_first_index
         committed = self.store.committed_index
         index = committed if first is not None and committed >= first else -1
+        if index >= 0 and now < self.lease_until and not self.lease_void:  # (on the lease: no round)
+            return ReadIndex(now, index, 0, Code.SUCCESS, m.leader_id)
         if joins and joins in self.read_rounds:  # (the common case under load: a round just begun)
             r = ReadIndex(now + c.max_wait_ack_ms, index, joins, None, m.leader_id)
             self.reads_waiting.append(r)
@@ -100,8 +108,36 @@ class Reads:
         self.read_rounds[self.read_round] = ({c.self_id} if self._is_voter() else set(), now)
         for p in self._others():
             self.heartbeat_due[p] = now + c.heartbeat_interval_ms  # (this round is a heartbeat too)
-            self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term, read_round=self.read_round))
+            self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term, read_round=self.read_round,
+                                           sent_at=now))
         self._confirm_reads(self.read_round, now)
+
+    def _heartbeat_answered(self, peer: str, req: HeartBeatRequest, resp, now: int) -> None:
+        """A heartbeat was answered SUCCESS in this term by ``peer``: for the read round it
+        belongs to, and for the lease when ``peer`` keeps the lease promise."""
+        if req.read_round:
+            self._read_answered(peer, req, now)
+        if resp.lease and self.cfg.read_lease and req.sent_at > self.lease_acks.get(peer, -1):
+            self.lease_acks[peer] = req.sent_at
+            self._renew_lease()
+
+    def _renew_lease(self) -> None:
+        """The lease holds until read_lease_ms after the latest time by which a majority (this
+        leader and the voters keeping the promise) had answered heartbeats sent since: none of
+        them votes for another leader before (NodeConfig.read_lease). Never with Java members
+        (they make no such promise), nor once this term's leadership is being handed over."""
+        c, voters = self.cfg, self.members.voters
+        if self.java_peers or self.lease_void:
+            self.lease_until = -1
+            return
+        need = self.members.quorum - (1 if c.self_id in voters else 0)
+        acks = sorted((self.lease_acks.get(p, -1) for p in voters if p != c.self_id), reverse=True)
+        self.lease_until = -1 if need > len(acks) or acks[need - 1] < 0 else acks[need - 1] + c.read_lease_ms
+
+    def _void_lease(self) -> None:
+        """Leadership is being handed over (a member was asked to take it, and its voters grant
+        it although this leader is alive): no more reads on the lease in this term."""
+        self.lease_void, self.lease_until = True, -1
 
     def _read_answered(self, peer: str, req: HeartBeatRequest, now: int) -> None:
         """A heartbeat of a read round was answered SUCCESS in this term by ``peer``."""

@@ -104,6 +104,7 @@ class HeartBeatRequest:
     leader_id: str
     term: int
     read_round: int = 0  # the leader's own mark: the read round it confirms (raft/reads.py); not on the wire
+    sent_at: int = 0  # the leader's own mark: when it was made, for read leases (raft/reads.py); not on the wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,7 @@ class HeartBeatResponse:
     term: int
     code: Code = Code.SUCCESS
     leader_id: str | None = None  # who the responder thinks leads, when it is not the sender
+    lease: bool = False  # the responder keeps the read-lease promise (NodeConfig.read_lease)
 
 
 @dataclass(frozen=True, slots=True)
