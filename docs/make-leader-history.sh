@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes docs/leader-history.png, the picture in the README: a local 3-node cluster whose
+# Makes docs/leader-history.png, the picture in docs/observability.md: a local 3-node cluster whose
 # leadership is moved, whose leader is then killed (and started again), and one of whose
 # followers is stopped for the last appends; then 'spark stats --plot' over its three stores. Needs the .venv of the README's commands
 # and Java (for Spark). Usage: bash docs/make-leader-history.sh [OUT.png]

@@ -218,3 +218,23 @@ def test_the_readme_test_command_is_what_ci_runs():
     assert f"```\n{ci_last}\n```" in readme, f"the README does not show CI's command: {ci_last}"
     assert "```\nbash scripts/cluster.sh\n```" in readme and os.path.exists(os.path.join(PROJECT, "scripts",
                                                                                            "cluster.sh"))
+
+
+def test_the_readme_fits_and_links_every_page_in_docs():
+    """The README is a guide a newcomer reads whole: under 12,000 bytes, with every page in
+    docs/ linked from it, and every relative link in it and in docs/ pointing at a file."""
+    with open(README, "rb") as fh:
+        raw = fh.read()
+    assert len(raw) < 12_000, f"README.md is {len(raw)} bytes"
+    readme = raw.decode()
+    for page in DOCS:
+        name = os.path.relpath(page, PROJECT)
+        assert f"]({name})" in readme, f"README.md does not link {name}"
+    for page in [README, *DOCS]:
+        with open(page, encoding="utf-8") as fh:
+            text = fh.read()
+        for target in re.findall(r"\]\(([^)#\s]+)\)", text):
+            if "://" in target:
+                continue
+            path = os.path.normpath(os.path.join(os.path.dirname(page), target))
+            assert os.path.exists(path), f"{os.path.relpath(page, PROJECT)} links {target}, which is not there"

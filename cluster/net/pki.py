@@ -4,7 +4,7 @@ Writes, in one directory: ``ca.pem`` and ``ca.key`` (an EC P-256 CA), and per id
 ``<role>-<name>.pem`` and ``<role>-<name>.key``, each certificate naming its identity in
 a URI subject alternative name (cluster/net/tls.py) and signed by the CA. Keys are written
 with mode 0600. A real deployment uses its own PKI: any CA will do, as long as each
-certificate carries the URI name (see the README).
+certificate carries the URI name (see docs/security.md).
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ class NodeConfig:
     max_pending_requests: int = 10000  # DLedgerConfig.maxPendingRequestsNum: then LEADER_PENDING_FULL
     max_wait_ack_ms: int = 2500  # DLedgerConfig.maxWaitAckTimeMs: a client append times out after this
     max_push_timeout_ms: int = 1000  # DLedgerConfig.maxPushTimeOutMs: a push unanswered this long is resent
-    push_batch_bytes: int = 4 << 20  # one PUSH carries at most this many bytes of entries (see README)
+    push_batch_bytes: int = 4 << 20  # one PUSH carries at most this many bytes of entries
     push_batch_entries: int = 4096
     push_window: int = 16  # pushes in flight per follower ...
     # ... and at most this many bytes of them: with 4 MiB pushes, 16 in flight would be
