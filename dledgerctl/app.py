@@ -66,9 +66,24 @@ def _json_handler() -> logging.Handler:
     return handler
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            mine = version("dledgerctl")
+        except PackageNotFoundError:  # (run from a source tree that was never installed)
+            mine = "unknown (not installed)"
+        typer.echo(f"dledgerctl {mine} (DLedger 0.2.7 store format and wire; Python "
+                   f"{'.'.join(map(str, sys.version_info[:3]))})")
+        raise typer.Exit()
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
+    _show_version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_version,
+                             help="Print dledgerctl's version and exit.")] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log output (-v info, -vv debug).")] = 0,
     log_format: Annotated[LogFormat, typer.Option("--log-format", envvar="DLEDGERCTL_LOG_FORMAT", help="text: "
                           "readable lines; json: one JSON object per line (time, level, logger, msg, and a node's "

@@ -238,3 +238,13 @@ def test_the_readme_fits_and_links_every_page_in_docs():
                 continue
             path = os.path.normpath(os.path.join(os.path.dirname(page), target))
             assert os.path.exists(path), f"{os.path.relpath(page, PROJECT)} links {target}, which is not there"
+
+
+def test_version_is_the_installed_distributions():
+    import sys
+    import tomllib
+
+    with open(os.path.join(PROJECT, "pyproject.toml"), "rb") as fh:
+        declared = tomllib.load(fh)["project"]["version"]
+    r = subprocess.run([sys.executable, "-m", "dledgerctl", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith(f"dledgerctl {declared} ("), (r.stdout, r.stderr)
