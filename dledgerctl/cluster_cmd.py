@@ -21,6 +21,7 @@ from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherE
 from cluster.net.transport import TransportError
 from cluster.net.frames import ProtocolError
 
+from . import nodeconf
 from .common import (BodyFormat, ConsistencyOpt, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
                      LogLabels, client_tls, errors_as_exit, fail, plural, read_consistency, tls_options,
                      use_record_tls)
@@ -67,6 +68,7 @@ def _peers(peers: str | None, base_dir: str) -> tuple[dict, str | None]:
 
 @node_app.command("start")
 def node_start(
+    ctx: typer.Context,
     node_id: Annotated[str, typer.Option("--id", help="This node's id; must be one of --peers.")],
     peers: Annotated[str, typer.Option("--peers", "-p", help="All members: 'n0-HOST:PORT;n1-HOST:PORT;...'.")],
     group: GroupOpt = DEFAULT_GROUP,
@@ -141,9 +143,19 @@ def node_start(
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
+    config: Annotated[Optional[str], typer.Option("--config", metavar="FILE", is_eager=True,
+                      callback=nodeconf.config_callback, help="Read the settings from this TOML file, one key per "
+                      "option (heartbeat-interval = 500); the command line and DLEDGERCTL_<OPTION> variables "
+                      "win over it.")] = None,
+    print_config: Annotated[bool, typer.Option("--print-config", help="Print the settings this node would run with "
+                            "(from the file, the environment, the command line and the defaults), as a --config "
+                            "file, and exit.")] = False,
 ) -> None:
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v). SIGHUP reloads its TLS
-    certificate and key."""
+    certificate and key. Every option can come from a --config file or a DLEDGERCTL_<OPTION> variable."""
+    if print_config:
+        typer.echo(nodeconf.render(nodeconf.effective(ctx), nodeconf.sources_of(ctx)), nl=False)
+        return
     from cluster.node.process import Node
     from cluster.raft.membership import MembershipError
     from cluster.raft.statemachine import StateMachineError
@@ -407,9 +419,9 @@ def cluster_up(
         else:
             given = [p for p in _SHAPING if ctx.get_parameter_source(p).name not in ("DEFAULT", "DEFAULT_MAP")]
             if given:
-                want = launcher.planned_commands(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
+                want = launcher.planned_settings(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
                                                  metrics_port_base=metrics_port_base)
-                if [c[1:] for c in want] != [n["cmd"][1:] for n in rec["nodes"]]:
+                if want != [launcher.settings_of(n) for n in rec["nodes"]]:
                     names = {p.name: p.opts[0] for p in ctx.command.params}
                     opts = ", ".join(names[p] for p in given)
                     raise fail(f"the cluster recorded in {base_dir} was started with other settings than the "

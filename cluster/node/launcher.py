@@ -1,7 +1,9 @@
 """Local clusters for trying things out: start N node processes, record them, stop exactly those.
 
 The record is ``<base-dir>/cluster.json``: group, peers and, per node, its pid, start time,
-address, log file and command line. Members are stopped and started one by one
+address, log file, config file and command line. Each member runs from its own config file,
+``<base-dir>/config/<id>.toml`` (memberconf.py: ``node start --config FILE``, as on a
+server). Members are stopped and started one by one
 (:func:`stop`, :func:`start`) with their recorded command lines, so a restarted member is
 the same member on the same store; :func:`up` on a record with members down starts exactly
 those. Nothing is ever signalled unless it is alive *and* has the recorded command line,
@@ -18,6 +20,7 @@ import sys
 import time
 
 from ..raft.config import ConfigError, format_peers, parse_peers
+from . import memberconf
 
 RECORD = "cluster.json"
 DEFAULT_BASE_DIR = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
@@ -106,8 +109,11 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
     commands = planned_commands(base_dir, nodes, port_base, group, flush, extra, host, tls_dir, metrics_port_base)
     for i in range(nodes):
         nid = f"n{i}"
+        settings = memberconf.settings_from_args(commands[i][6:])
+        path = memberconf.write(base_dir, nid, settings)
         rec["nodes"].append({"id": nid, "pid": None, "address": f"{host}:{port_base + i}",
-                             "log": os.path.join(base_dir, "logs", f"{nid}.log"), "cmd": commands[i]})
+                             "log": os.path.join(base_dir, "logs", f"{nid}.log"), "config": path,
+                             "settings": settings, "cmd": memberconf.command(path)})
         if metrics_port_base is not None:
             scheme = "http" if tls_dir is None else "https"
             rec["nodes"][-1]["metrics"] = f"{scheme}://{host}:{metrics_port_base + i}/metrics"
@@ -129,6 +135,17 @@ def planned_commands(base_dir: str, nodes: int, port_base: int, group: str, flus
                          tls_dir and os.path.abspath(tls_dir),
                          None if metrics_port_base is None else f"{host}:{metrics_port_base + i}")
             for i in range(nodes)]
+
+
+def planned_settings(*args, **kwargs) -> list[dict]:
+    """The members' config-file settings :func:`up` would write (the arguments of
+    :func:`planned_commands`)."""
+    return [memberconf.settings_from_args(c[6:]) for c in planned_commands(*args, **kwargs)]
+
+
+def settings_of(node: dict) -> dict:
+    """A recorded member's settings (a record written before config files: from its command line)."""
+    return node.get("settings") or memberconf.settings_from_args(node["cmd"][6:])
 
 
 def _spawn(base_dir: str, node: dict) -> subprocess.Popen:
@@ -226,17 +243,19 @@ def add_member(base_dir: str, node_id: str, address: str, members: dict[str, str
     except ConfigError as exc:
         raise LauncherError(str(exc)) from None
     template = rec["nodes"][0]
-    cmd = _with_option(_with_option(list(template["cmd"]), "--id", node_id), "--peers", peers)
+    settings = {**settings_of(template), "id": node_id, "peers": peers, "learner": True}
+    settings.pop("metrics-address", None)  # (the template's port is taken)
+    settings.pop("metrics-tls", None)
     tls = rec.get("tls")
     if tls is not None:
         from ..net import pki
         from ..net.tls import Identity
 
-        cert, key = pki.issue(tls["dir"], Identity(rec["group"], "member", node_id))
-        cmd = _with_option(_with_option(cmd, "--tls-cert", cert), "--tls-key", key)
-    cmd.append("--learner")
+        settings["tls-cert"], settings["tls-key"] = pki.issue(tls["dir"], Identity(rec["group"], "member", node_id))
+    path = memberconf.write(base_dir, node_id, settings)
     node = {"id": node_id, "pid": None, "address": address,
-            "log": os.path.join(os.path.dirname(template["log"]), f"{node_id}.log"), "cmd": cmd}
+            "log": os.path.join(os.path.dirname(template["log"]), f"{node_id}.log"), "config": path,
+            "settings": settings, "cmd": memberconf.command(path)}
     proc = _spawn(base_dir, node)
     rec["nodes"].append(node)
     rec["peers"] = peers
@@ -257,14 +276,6 @@ def forget_member(base_dir: str, node_id: str) -> list[dict]:
     rec["peers"] = format_peers(peers) if peers else ""
     write_record(base_dir, rec)
     return rows
-
-
-def _with_option(cmd: list[str], option: str, value: str) -> list[str]:
-    """``cmd`` with ``option``'s value replaced (appended when it has none)."""
-    if option in cmd:
-        k = cmd.index(option)
-        return cmd[:k + 1] + [value] + cmd[k + 2:]
-    return cmd + [option, value]
 
 
 def log_tail(node: dict, lines: int = 5) -> str:
