@@ -11,6 +11,7 @@ from typing import Annotated
 
 import click_log
 import typer
+from typer.completion import completion_init
 
 from . import certs_cmd, cluster_cmd, kv_cmd, mq_cmd, peer_cmd, spark_cmd, store_cmd
 from .common import LogLabels, log
@@ -34,6 +35,22 @@ app.command("append")(cluster_cmd.append_cmd)
 app.command("get")(cluster_cmd.get_cmd)
 
 
+class Shell(str, Enum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+@app.command("completion")
+def completion_cmd(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.", show_default=False)]) -> None:
+    """Print the shell completion script for SHELL: it completes commands, options, and member ids (from --peers or
+    the cluster recorded in --base-dir). bash: 'source <(dledgerctl completion bash)' in ~/.bashrc; zsh: write it to
+    a file named _dledgerctl in a directory of $fpath; fish: write it to ~/.config/fish/completions/dledgerctl.fish."""
+    from typer._completion_shared import get_completion_script
+
+    typer.echo(get_completion_script(prog_name="dledgerctl", complete_var="_DLEDGERCTL_COMPLETE", shell=shell.value))
+
+
 def _unwrap(text: str) -> str:
     """A docstring's paragraphs with their source line breaks joined, so ``--help`` wraps
     them to the terminal instead of breaking lines where the source did."""
@@ -50,6 +67,7 @@ def _unwrap_help(typer_app: typer.Typer) -> None:
 
 
 _unwrap_help(app)
+completion_init()  # (typer's bash, zsh and fish protocols, which the scripts of 'completion' speak)
 
 
 class LogFormat(str, Enum):

@@ -22,7 +22,7 @@ from cluster.net.transport import TransportError
 from cluster.net.frames import ProtocolError
 
 from . import nodeconf
-from .common import (BodyFormat, ConsistencyOpt, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
+from .common import (BodyFormat, ConsistencyOpt, complete_members, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
                      LogLabels, client_tls, errors_as_exit, fail, plural, read_consistency, tls_options,
                      use_record_tls)
 from .render import Format, RowStream, render
@@ -470,7 +470,7 @@ def _make_certs(directory: str, group: str, members: list[str], operators: list[
 
 
 NodeIdsArg = Annotated[list[str], typer.Argument(help="Member ids as recorded by 'cluster up' (n0, n1, ...).",
-                                                 show_default=False)]
+                                                 show_default=False, autocompletion=complete_members)]
 
 
 @cluster_app.command("start")
@@ -603,7 +603,8 @@ def get_cmd(
                                            case_sensitive=False)] = Decode.none,
     consistency: ConsistencyOpt = None,
     node: Annotated[Optional[str], typer.Option("--node", help="Read from this member instead of the leader "
-                                                "(serializable unless --consistency linearizable).")] = None,
+                                                "(serializable unless --consistency linearizable).",
+                                                autocompletion=complete_members)] = None,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:

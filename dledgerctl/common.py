@@ -220,3 +220,21 @@ def progress_bar(description: str, total: int) -> Iterator:
                   TimeRemainingColumn(), console=Console(stderr=True), transient=True) as prog:
         task = prog.add_task(description, total=total)
         yield lambda n: prog.advance(task, n)
+
+
+def complete_members(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of a member id: the members of ``--peers`` when given, else of the
+    cluster recorded in ``--base-dir`` (or the default one); none when neither says."""
+    from cluster.node.launcher import DEFAULT_BASE_DIR, LauncherError, read_record
+    from cluster.raft.config import ConfigError, parse_peers
+
+    params = ctx.params if ctx is not None else {}
+    try:
+        if params.get("peers"):
+            ids = list(parse_peers(params["peers"]))
+        else:
+            rec = read_record(params.get("base_dir") or DEFAULT_BASE_DIR)
+            ids = [n["id"] for n in rec["nodes"]] if rec else []
+    except (ConfigError, LauncherError, OSError, KeyError, TypeError):
+        return []
+    return [i for i in ids if i.startswith(incomplete)]

@@ -10,7 +10,7 @@ import typer
 from cluster.net.client import ClientError
 
 from .cluster_cmd import BaseDirOpt, DEFAULT_BASE_DIR, DEFAULT_GROUP, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
-from .common import ConsistencyOpt, FormatOpt, fail, read_consistency, tls_options
+from .common import ConsistencyOpt, FormatOpt, complete_members, fail, read_consistency, tls_options
 from .render import Format, render
 
 app = typer.Typer(help="A key-value table kept by the nodes' built-in state machine (node start --state-machine kv): "
@@ -45,7 +45,8 @@ def get_cmd(
     node: Annotated[Optional[str], typer.Option("--node", help="Ask this member instead of the leader: it answers "
                                                 "once it has applied what it knew to be committed, which may be "
                                                 "behind the leader (serializable; with --consistency linearizable "
-                                                "it first asks the leader for a read index).")] = None,
+                                                "it first asks the leader for a read index).",
+                                                autocompletion=complete_members)] = None,
     consistency: ConsistencyOpt = None,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,

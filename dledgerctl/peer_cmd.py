@@ -16,7 +16,7 @@ from cluster.node.launcher import DEFAULT_BASE_DIR
 from cluster.net.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
 
 from .cluster_cmd import BaseDirOpt, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
-from .common import FormatOpt, fail, plural, tls_options
+from .common import FormatOpt, complete_members, fail, plural, tls_options
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Operator requests to a running cluster: replication watermarks, forced compare and "
@@ -24,7 +24,8 @@ app = typer.Typer(help="Operator requests to a running cluster: replication wate
 
 WATERMARK_COLUMNS = ["peer", "address", "member", "alive", "state", "watermark", "next_index", "lag_entries", "lag_bytes",
                      "lag_ms", "in_flight", "ms_since_ack", "leader_end_index", "committed_index", "note"]
-PeerOpt = Annotated[str, typer.Option("--peer", help="The follower's id.", show_default=False)]
+PeerOpt = Annotated[str, typer.Option("--peer", help="The follower's id.", show_default=False,
+                                      autocompletion=complete_members)]
 
 
 def _cluster(peers: str | None, group: str, base_dir: str) -> tuple[dict, str]:
@@ -208,7 +209,8 @@ def truncate_cmd(
 @app.command("transfer-leader")
 @tls_options
 def transfer_leader_cmd(
-    to: Annotated[str, typer.Option("--to", help="The member to hand leadership to.", show_default=False)],
+    to: Annotated[str, typer.Option("--to", help="The member to hand leadership to.", show_default=False,
+                                    autocompletion=complete_members)],
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
 ) -> None:
@@ -363,7 +365,8 @@ def add_cmd(
 @app.command("remove")
 @tls_options
 def remove_cmd(
-    node: Annotated[str, typer.Option("--id", help="The member to remove.", show_default=False)],
+    node: Annotated[str, typer.Option("--id", help="The member to remove.", show_default=False,
+                                      autocompletion=complete_members)],
     stop_it: StopOpt = True,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
@@ -379,7 +382,8 @@ def remove_cmd(
 @app.command("replace")
 @tls_options
 def replace_cmd(
-    node: Annotated[str, typer.Option("--id", help="The member to replace.", show_default=False)],
+    node: Annotated[str, typer.Option("--id", help="The member to replace.", show_default=False,
+                                      autocompletion=complete_members)],
     new: Annotated[str, typer.Option("--with", help="The new member: ID=HOST:PORT.", show_default=False)],
     start_it: StartOpt = True, stop_it: StopOpt = True, wait: WaitOpt = 120.0,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
