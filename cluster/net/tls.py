@@ -107,6 +107,7 @@ class Tls:
             ctx.minimum_version = ssl.TLSVersion.TLSv1_2
             ctx.verify_mode = ssl.CERT_REQUIRED
         self.identity: Identity | None = None
+        self.expires_at: float | None = None  # when the certificate in use expires (Unix time)
         self.reload()
 
     def reload(self) -> Identity:
@@ -132,8 +133,18 @@ class Tls:
                 ctx.load_verify_locations(f.ca)
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise TlsError(f"cannot load TLS files ({f.cert}, {f.key}, {f.ca}): {exc}") from None
-        self.identity = ident
+        self.identity, self.expires_at = ident, _expiry_of_file(f.cert)
         return ident
+
+
+def _expiry_of_file(path: str) -> float | None:
+    from cryptography import x509
+
+    try:
+        with open(path, "rb") as fh:
+            return x509.load_pem_x509_certificate(fh.read()).not_valid_after_utc.timestamp()
+    except (OSError, ValueError):
+        return None
 
 
 def _identity_of_file(path: str) -> Identity | None:

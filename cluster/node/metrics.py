@@ -78,6 +78,9 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_flush_latency_seconds", "histogram", (), "How long each flush (fdatasync of the written files) took."),
     ("dledger_flush_failures_total", "counter", (), "Flushes that failed (appends waiting for them stay unanswered)."),
     ("dledger_disk_usage_ratio", "gauge", (), "Used share of the store's file system, as df shows it."),
+    ("dledger_disk_ratio_limit", "gauge", ("kind",),
+     "This node's disk usage thresholds (kind: check, expired files deleted at any hour; force, the oldest deleted "
+     "whatever their age; full, appends refused)."),
     ("dledger_store_files", "gauge", ("kind",), "Files of the store (kind: data, index)."),
     ("dledger_store_file_bytes", "gauge", ("kind",), "Bytes those files take (file count x file size)."),
     ("dledger_refused_requests_total", "counter", ("code",),
@@ -89,6 +92,8 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_recovery_dropped_entries", "gauge", (), "Entries recovery dropped from the log when this node started."),
     ("dledger_recovery_dropped_committed_entries", "gauge", (),
      "Of those, entries the checkpoint had recorded as committed (they must come back from the leader)."),
+    ("dledger_tls_certificate_expiry_timestamp_seconds", "gauge", (),
+     "With TLS: when the certificate this node shows expires (Unix time; a SIGHUP reload updates it)."),
 )
 
 
@@ -225,6 +230,10 @@ def families(state: dict, counts: Counts, labels: dict[str, str]) -> list:
     put("dledger_flush_failures_total", counts.flush_failures)
     if state["disk_usage"] is not None:
         put("dledger_disk_usage_ratio", state["disk_usage"])
+    for kind, ratio in state["disk_limits"].items():
+        put("dledger_disk_ratio_limit", ratio, kind)
+    if state.get("cert_expiry") is not None:
+        put("dledger_tls_certificate_expiry_timestamp_seconds", state["cert_expiry"])
     for kind, (files, size) in state["store_files"].items():
         put("dledger_store_files", files, kind)
         put("dledger_store_file_bytes", files * size, kind)

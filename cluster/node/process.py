@@ -517,6 +517,9 @@ class Node(Serving, ReadServing, OperatorRequests):
                "begin_index": s.begin_index, "end_index": s.end_index, "committed_index": s.committed_index,
                "pending_appends": len(core.pending), "peers": [], "dispatch_states": [str(x) for x in DispatchState],
                "disk_usage": self._disk_usage(), "connections": self.server.connections,
+               "disk_limits": {"check": self.cfg.disk_ratio_check, "force": self.cfg.disk_ratio_force,
+                               "full": self.cfg.disk_full_ratio},
+               "cert_expiry": self.tls.expires_at if self.tls is not None else None,
                "closed_for": dict(self.server.closed_for),
                "store_files": {"data": (len(s.data.files), s.data.file_size),
                                "index": (len(s.index.files), s.index.file_size)}}
