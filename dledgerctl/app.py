@@ -13,7 +13,7 @@ import click_log
 import typer
 from typer.completion import completion_init
 
-from . import certs_cmd, cluster_cmd, kv_cmd, mq_cmd, peer_cmd, spark_cmd, store_cmd
+from . import certs_cmd, cluster_cmd, kv_cmd, mq_cmd, node_cmd, peer_cmd, spark_cmd, store_cmd
 from .common import LogLabels, log
 
 app = typer.Typer(
@@ -24,7 +24,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(store_cmd.app, name="store")
-app.add_typer(cluster_cmd.node_app, name="node")
+app.add_typer(node_cmd.node_app, name="node")
 app.add_typer(cluster_cmd.cluster_app, name="cluster")
 app.add_typer(peer_cmd.app, name="peer")
 app.add_typer(spark_cmd.app, name="spark")

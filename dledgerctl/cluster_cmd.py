@@ -1,5 +1,5 @@
-"""``dledgerctl node start``, ``dledgerctl cluster up|down|status`` and the client commands
-``append`` and ``get``: thin wrappers over cluster/."""
+"""``dledgerctl cluster up|down|status|start|stop`` and the client commands ``append`` and
+``get``: thin wrappers over cluster/ (``node start`` is in node_cmd.py)."""
 
 from __future__ import annotations
 
@@ -13,44 +13,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from cluster.node import runtime
 from cluster.net.client import Client, ClientError
-from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
+from cluster.raft.config import DEFAULT_GROUP, ConfigError, parse_peers
 from cluster.node import launcher
 from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
 from cluster.net.transport import TransportError
 from cluster.net.frames import ProtocolError
 
-from . import nodeconf
-from .common import (BodyFormat, ConsistencyOpt, complete_members, DataSizeOpt, DropBehindOpt, FormatOpt, IndexSizeOpt, PushQuotaOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt,
-                     LogLabels, client_tls, errors_as_exit, fail, plural, read_consistency, tls_options,
-                     use_record_tls)
+from .common import (BaseDirOpt, BodyFormat, ConsistencyOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt,
+                     GroupOpt, IndexSizeOpt, PeersOpt, PushQuotaOpt, RatioCheckOpt, RatioForceOpt, RatioFullOpt,
+                     ReservedOpt, SnapshotKeepOpt, TimeoutOpt, client_tls, complete_members, fail, plural,
+                     read_consistency, tls_options, use_record_tls)
 from .render import Format, RowStream, render
 
-node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 cluster_app = typer.Typer(help="Start, stop and look at a local cluster of node processes.", no_args_is_help=True)
-
-GroupOpt = Annotated[str, typer.Option("--group", "-g", help="Raft group name (DLedger's group).")]
-PeersOpt = Annotated[Optional[str], typer.Option(
-    "--peers", "-p", help="Peers as 'n0-HOST:PORT;n1-HOST:PORT;...' (default: the cluster recorded in --base-dir "
-                          "by 'cluster up').")]
-BaseDirOpt = Annotated[str, typer.Option("--base-dir", help="Base directory of a local cluster (its stores, logs "
-                                                            "and cluster.json).")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for an answer.")]
-# retention (cluster/raft/retention.py), with DLedger's defaults and names
-ReservedOpt = Annotated[float, typer.Option("--file-reserved-hours", min=0.0001, help="Delete data files "
-                                            "last written longer ago than this, hours (DLedger's "
-                                            "fileReservedHours).")]
-DeleteWhenOpt = Annotated[str, typer.Option("--delete-when", help="Hours of the day when expired files are deleted, "
-                                            "'04' or '03;04' (DLedger's deleteWhen).")]
-RatioCheckOpt = Annotated[float, typer.Option("--disk-ratio-check", min=0, max=1, help="Disk usage above which expired "
-                                              "files are deleted at any hour (diskSpaceRatioToCheckExpired).")]
-RatioForceOpt = Annotated[float, typer.Option("--disk-ratio-force", min=0, max=1, help="Disk usage above which the "
-                                              "oldest files are deleted whatever their age, even ones a live "
-                                              "follower still needs (diskSpaceRatioToForceClean).")]
-RatioFullOpt = Annotated[float, typer.Option("--disk-full-ratio", min=0, max=1, help="Disk usage above which appends "
-                                             "are refused with DISK_FULL (diskFullRatio).")]
-
 
 def _peers(peers: str | None, base_dir: str) -> tuple[dict, str | None]:
     """Parsed peers from --peers, else from the cluster record; and the recorded group, if any."""
@@ -64,156 +40,6 @@ def _peers(peers: str | None, base_dir: str) -> tuple[dict, str | None]:
         raise fail(f"no --peers given and no cluster recorded in {base_dir} (start one with 'dledgerctl cluster up')", 2)
     use_record_tls(rec)
     return parse_peers(rec["peers"]), rec.get("group")
-
-
-@node_app.command("start")
-def node_start(
-    ctx: typer.Context,
-    node_id: Annotated[str, typer.Option("--id", help="This node's id; must be one of --peers.")],
-    peers: Annotated[str, typer.Option("--peers", "-p", help="All members: 'n0-HOST:PORT;n1-HOST:PORT;...'.")],
-    group: GroupOpt = DEFAULT_GROUP,
-    store_base_dir: Annotated[str, typer.Option("--store-base-dir", help="Where dledger-<id>/ lives.")] = DEFAULT_BASE_DIR,
-    flush: Annotated[str, typer.Option("--flush", help="async: acknowledge once a majority has the entry in the page "
-                                                       "cache (DLedger's way); sync: fsync before acknowledging.")] = "async",
-    flush_ms: Annotated[int, typer.Option("--flush-interval", min=1, help="flush=async: how often the page cache is "
-                                          "flushed to disk, ms (DLedger's flushFileInterval).")] = 10,
-    heartbeat_ms: Annotated[int, typer.Option("--heartbeat-interval", min=1, help="Heartbeat interval, ms.")] = 500,
-    heartbeat_leak: Annotated[int, typer.Option("--max-heartbeat-leak", min=1, help="Missed heartbeats before a "
-                                                "follower starts an election.")] = 3,
-    min_vote_ms: Annotated[int, typer.Option("--min-vote-interval", min=1, help="Least random election wait, ms.")] = 300,
-    max_vote_ms: Annotated[int, typer.Option("--max-vote-interval", min=1, help="Most random election wait, ms.")] = 1000,
-    preferred_leader: Annotated[Optional[str], typer.Option("--preferred-leader", help="Hand leadership to this "
-                                                            "member whenever it is caught up.")] = None,
-    max_pending: Annotated[int, typer.Option("--max-pending", min=1, help="Appends waiting for the quorum before "
-                                             "new ones get LEADER_PENDING_FULL.")] = 10000,
-    never_lead: Annotated[bool, typer.Option("--never-lead", help="Vote, replicate and count for the quorum, but "
-                          "never stay leader (a member of a RocketMQ broker group, whose leader must be a broker): "
-                          "lead only when a voter behind this log cannot be elected otherwise, write nothing, and "
-                          "hand leadership to it once it has caught up.")] = False,
-    read_lease: Annotated[bool, typer.Option("--read-lease", help="Answer linearizable reads as leader with no "
-                          "heartbeat round while a majority answered one within 0.9x the leader-lost interval, and "
-                          "as a voter grant no vote within leader-lost of hearing from the leader or of starting. "
-                          "Give it to every member; safe while clock rates differ by under 10%.")] = False,
-    dledger_peers: Annotated[Optional[str], typer.Option("--dledger-peers", help="Members that are Java DLedger "
-                             "nodes, comma-separated ids: spoken to in DLedger's own push from the start, and no "
-                             "no-op entries (DLedger 0.2.7 cannot read them). Name them on every dledgerctl member of "
-                             "such a group.")] = None,
-    data_file_size: DataSizeOpt = None,
-    index_file_size: IndexSizeOpt = None,
-    drop_behind: DropBehindOpt = None,
-    event_loop: Annotated[str, typer.Option("--event-loop", help="auto: uvloop when installed, else asyncio's own "
-                                            "loop; uvloop; asyncio.")] = "auto",
-    file_reserved_hours: ReservedOpt = 72.0,
-    delete_when: DeleteWhenOpt = "04",
-    disk_ratio_check: RatioCheckOpt = 0.70,
-    disk_ratio_force: RatioForceOpt = 0.85,
-    disk_full_ratio: RatioFullOpt = 0.90,
-    force_clean: Annotated[bool, typer.Option("--force-clean/--no-force-clean", help="Above --disk-ratio-force, "
-                                              "delete the oldest files whatever their age (DLedger's "
-                                              "enableDiskForceClean).")] = True,
-    retention_check_ms: Annotated[int, typer.Option("--retention-check-interval", min=1, help="How often the "
-                                                    "clean-space check runs, ms.")] = 1000,
-    max_connections: Annotated[int, typer.Option("--max-connections", min=1, help="Connections this node keeps "
-                                                 "open; one more takes the place of the one idle longest.")] = 1024,
-    idle_timeout: Annotated[float, typer.Option("--idle-timeout", min=0.1, help="Seconds a connection may send "
-                                                "nothing before it is closed.")] = 300.0,
-    frame_timeout: Annotated[float, typer.Option("--frame-timeout", min=0.1, help="Seconds a frame (and a TLS "
-                                                 "handshake) may take to arrive whole.")] = 30.0,
-    max_inflight: Annotated[int, typer.Option("--max-inflight", min=1, help="Requests one connection may have "
-                                              "waiting for answers; beyond, it is not read until half are "
-                                              "answered.")] = 4096,
-    state_machine: Annotated[Optional[str], typer.Option("--state-machine", help="Feed committed entries to a "
-                             "state machine: module:Class, or kv (the built-in table of key=value entries, for "
-                             "'dledgerctl kv').")] = None,
-    snapshot_threshold: Annotated[int, typer.Option("--snapshot-threshold", min=1, help="With --state-machine: "
-                                  "entries applied between snapshots (DLedger's snapshotThreshold).")] = 1000,
-    snapshot_keep: SnapshotKeepOpt = None,
-    push_quota: PushQuotaOpt = None,
-    peer_address: Annotated[Optional[list[str]], typer.Option("--peer-address", metavar="ID=HOST:PORT",
-                            help="Reach member ID at this address, whatever --peers or the member list says (a "
-                            "member behind NAT or a proxy); repeatable.")] = None,
-    learner: Annotated[bool, typer.Option("--learner", help="Join a running group as a learner: receive entries, "
-                                          "vote only once the leader promotes it (after 'peer add'). Its log's "
-                                          "member list wins over --peers once it has one.")] = False,
-    metrics_address: Annotated[Optional[str], typer.Option("--metrics-address", metavar="HOST:PORT",
-                               help="Serve Prometheus metrics at http://HOST:PORT/metrics (off by default; "
-                               "port 0 picks a free one). The names are listed in dledgerctl-node(1).")] = None,
-    metrics_tls: Annotated[bool, typer.Option("--metrics-tls", help="Serve the metrics over HTTPS with this node's "
-                           "--tls-cert and --tls-key, to scrapers showing a certificate --tls-ca signed.")] = False,
-    tls_cert: TlsCertOpt = None,
-    tls_key: TlsKeyOpt = None,
-    tls_ca: TlsCaOpt = None,
-    config: Annotated[Optional[str], typer.Option("--config", metavar="FILE", is_eager=True,
-                      callback=nodeconf.config_callback, help="Read the settings from this TOML file, one key per "
-                      "option (heartbeat-interval = 500); the command line and DLEDGERCTL_<OPTION> variables "
-                      "win over it.")] = None,
-    print_config: Annotated[bool, typer.Option("--print-config", help="Print the settings this node would run with "
-                            "(from the file, the environment, the command line and the defaults), as a --config "
-                            "file, and exit.")] = False,
-) -> None:
-    """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v). SIGHUP reloads its TLS
-    certificate and key. Every option can come from a --config file or a DLEDGERCTL_<OPTION> variable."""
-    if print_config:
-        typer.echo(nodeconf.render(nodeconf.effective(ctx), nodeconf.sources_of(ctx)), nl=False)
-        return
-    from cluster.node.process import Node
-    from cluster.raft.membership import MembershipError
-    from cluster.raft.statemachine import StateMachineError
-    from cluster.net.tls import TlsError, TlsFiles
-
-    try:
-        tls = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
-    except TlsError as exc:
-        raise fail(str(exc), 2) from None
-    overrides = {}
-    for spec in peer_address or []:
-        pid, sep, address = spec.partition("=")
-        try:
-            overrides.update(parse_peers(f"{pid}-{address}") if sep else {})
-        except ConfigError as exc:
-            raise fail(f"--peer-address {spec!r}: {exc}", 2) from None
-        if not sep:
-            raise fail(f"--peer-address {spec!r}: give ID=HOST:PORT", 2)
-    metrics = None
-    if metrics_tls and (tls is None or metrics_address is None):
-        raise fail("--metrics-tls needs --metrics-address and the node's --tls-cert, --tls-key and --tls-ca", 2)
-    if metrics_address is not None:
-        try:
-            metrics = parse_address(metrics_address)
-        except ConfigError as exc:
-            raise fail(f"--metrics-address: {exc}", 2) from None
-    try:
-        cfg = NodeConfig(group, node_id, parse_peers(peers), store_base_dir=store_base_dir, flush=flush,
-                         flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
-                         min_vote_interval_ms=min_vote_ms, max_vote_interval_ms=max_vote_ms,
-                         preferred_leader=preferred_leader, never_lead=never_lead, read_lease=read_lease,
-                         max_pending_requests=max_pending,
-                         dledger_peers=tuple(p.strip() for p in (dledger_peers or "").split(",") if p.strip()),
-                         data_file_size=data_file_size, index_file_size=index_file_size,
-                         file_reserved_hours=file_reserved_hours, delete_when=delete_when,
-                         disk_ratio_check=disk_ratio_check, disk_ratio_force=disk_ratio_force,
-                         disk_full_ratio=disk_full_ratio, force_clean=force_clean,
-                         retention_check_ms=retention_check_ms, tls=tls, max_connections=max_connections,
-                         idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
-                         max_inflight_per_connection=max_inflight, state_machine=state_machine,
-                         snapshot_threshold=snapshot_threshold, learner=learner, peer_addresses=overrides,
-                         metrics_address=metrics, metrics_tls=metrics_tls,
-                         **({} if snapshot_keep is None else {"snapshot_keep_entries": snapshot_keep}),
-                         **({} if push_quota is None else {"peer_push_quota": push_quota}),
-                         **({} if drop_behind is None else {"drop_behind": drop_behind}))
-    except ConfigError as exc:
-        raise fail(str(exc), 2) from None
-    try:
-        runtime.loop_factory(event_loop)
-    except runtime.RuntimeChoiceError as exc:
-        raise fail(str(exc), 2) from None
-    with errors_as_exit():
-        try:
-            LogLabels.labels = {"group": group, "node": node_id}
-            node = Node(cfg)
-        except (TlsError, StateMachineError, MembershipError) as exc:
-            raise fail(str(exc)) from None
-        runtime.run(node.run, event_loop)
 
 
 STATUS_COLUMNS = ["id", "address", "state", "impl", "role", "member", "term", "leader", "begin_index", "end_index", "committed_index"]

@@ -10,11 +10,33 @@ import sys
 import typing
 from contextlib import contextmanager
 from enum import Enum
-from typing import Annotated, Iterator
+from typing import Annotated, Iterator, Optional
 
 import typer
 
 from .render import Format
+
+# options many commands share
+GroupOpt = Annotated[str, typer.Option("--group", "-g", help="Raft group name (DLedger's group).")]
+PeersOpt = Annotated[Optional[str], typer.Option(
+    "--peers", "-p", help="Peers as 'n0-HOST:PORT;n1-HOST:PORT;...' (default: the cluster recorded in --base-dir "
+                          "by 'cluster up').")]
+BaseDirOpt = Annotated[str, typer.Option("--base-dir", help="Base directory of a local cluster (its stores, logs "
+                                                            "and cluster.json).")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for an answer.")]
+# retention (cluster/raft/retention.py), with DLedger's defaults and names
+ReservedOpt = Annotated[float, typer.Option("--file-reserved-hours", min=0.0001, help="Delete data files "
+                                            "last written longer ago than this, hours (DLedger's "
+                                            "fileReservedHours).")]
+DeleteWhenOpt = Annotated[str, typer.Option("--delete-when", help="Hours of the day when expired files are deleted, "
+                                            "'04' or '03;04' (DLedger's deleteWhen).")]
+RatioCheckOpt = Annotated[float, typer.Option("--disk-ratio-check", min=0, max=1, help="Disk usage above which expired "
+                                              "files are deleted at any hour (diskSpaceRatioToCheckExpired).")]
+RatioForceOpt = Annotated[float, typer.Option("--disk-ratio-force", min=0, max=1, help="Disk usage above which the "
+                                              "oldest files are deleted whatever their age, even ones a live "
+                                              "follower still needs (diskSpaceRatioToForceClean).")]
+RatioFullOpt = Annotated[float, typer.Option("--disk-full-ratio", min=0, max=1, help="Disk usage above which appends "
+                                             "are refused with DISK_FULL (diskFullRatio).")]
 
 log = logging.getLogger("dledgerctl")
 

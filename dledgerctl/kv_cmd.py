@@ -9,8 +9,9 @@ import typer
 
 from cluster.net.client import ClientError
 
-from .cluster_cmd import BaseDirOpt, DEFAULT_BASE_DIR, DEFAULT_GROUP, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
-from .common import ConsistencyOpt, FormatOpt, complete_members, fail, read_consistency, tls_options
+from .cluster_cmd import DEFAULT_BASE_DIR, DEFAULT_GROUP, _peers, _with_client
+from .common import (BaseDirOpt, ConsistencyOpt, FormatOpt, GroupOpt, PeersOpt, TimeoutOpt, complete_members, fail,
+                     read_consistency, tls_options)
 from .render import Format, render
 
 app = typer.Typer(help="A key-value table kept by the nodes' built-in state machine (node start --state-machine kv): "

@@ -15,8 +15,8 @@ from cluster.raft.config import DEFAULT_GROUP
 from cluster.node.launcher import DEFAULT_BASE_DIR
 from cluster.net.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
 
-from .cluster_cmd import BaseDirOpt, GroupOpt, PeersOpt, TimeoutOpt, _peers, _with_client
-from .common import FormatOpt, complete_members, fail, plural, tls_options
+from .cluster_cmd import _peers, _with_client
+from .common import BaseDirOpt, FormatOpt, GroupOpt, PeersOpt, TimeoutOpt, complete_members, fail, plural, tls_options
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Operator requests to a running cluster: replication watermarks, forced compare and "
