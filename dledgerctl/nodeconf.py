@@ -4,7 +4,7 @@ start`` option (the long option's name: ``heartbeat-interval = 500``, ``peers = 
 the environment variable ``DLEDGERCTL_`` + its name in capitals with ``_`` for ``-``
 (``DLEDGERCTL_HEARTBEAT_INTERVAL``). The command line wins over the environment, which wins
 over the file, which wins over the defaults. A key no option has, or a value its option
-would refuse, is a one-line usage error naming the file and the key. ``--print-config``
+would refuse, is a one-line usage error (exit 2) naming the file and the key. ``--print-config``
 shows the settings the node would run with, as such a file.
 """
 
@@ -15,6 +15,8 @@ import os
 import tomllib
 
 import typer
+
+from .common import fail
 
 ENV_PREFIX = "DLEDGERCTL_"
 NOT_KEYS = ("config", "print_config", "help")  # (parameters that are not settings)
@@ -49,9 +51,9 @@ def config_callback(ctx: typer.Context, param: typer.CallbackParam, value: str |
         with open(value, "rb") as fh:
             raw = tomllib.load(fh)
     except OSError as exc:
-        raise typer.BadParameter(f"cannot read {value}: {exc.strerror or exc}", ctx, param) from None
+        raise fail(f"--config: cannot read {value}: {exc.strerror or exc}", 2) from None
     except tomllib.TOMLDecodeError as exc:
-        raise typer.BadParameter(f"{value} is not TOML: {exc}", ctx, param) from None
+        raise fail(f"--config: {value} is not TOML: {exc}", 2) from None
     ctx.default_map = {**(ctx.default_map or {}), **from_file(ctx, param, value, raw, options)}
     return value
 
@@ -61,7 +63,7 @@ def from_file(ctx: typer.Context, param, path: str, raw: dict, options: dict) ->
     out = {}
 
     def bad(why: str):
-        return typer.BadParameter(f"{path}: {why}", ctx, param)
+        return fail(f"--config {path}: {why}", 2)
 
     for key, value in raw.items():
         p = options.get(key)
