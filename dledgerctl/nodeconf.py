@@ -51,9 +51,9 @@ def config_callback(ctx: typer.Context, param: typer.CallbackParam, value: str |
         with open(value, "rb") as fh:
             raw = tomllib.load(fh)
     except OSError as exc:
-        raise fail(f"--config: cannot read {value}: {exc.strerror or exc}", 2) from None
+        raise fail(f"--config {value}: cannot read it: {exc.strerror or exc}", 2) from None
     except tomllib.TOMLDecodeError as exc:
-        raise fail(f"--config: {value} is not TOML: {exc}", 2) from None
+        raise fail(f"--config {value}: not TOML: {exc}", 2) from None
     ctx.default_map = {**(ctx.default_map or {}), **from_file(ctx, param, value, raw, options)}
     return value
 

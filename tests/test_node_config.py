@@ -60,7 +60,7 @@ def test_every_option_reads_its_environment_variable_without_a_file():
     ("data-file-size = \"12 parsecs\"\n", "data-file-size: '12 parsecs' is not a size"),
     ("peers = [\"a\", \"b\"]\n", "peers: one value, not a list"),
     ("[tls]\ncert = \"x\"\n", "unknown key 'tls'"),
-    ("id = \n", "is not TOML"),
+    ("id = \n", "not TOML"),
 ])
 def test_a_file_that_does_not_fit_is_a_usage_error_naming_the_key(tmp_path, text, says):
     path = write(tmp_path, text)
