@@ -206,6 +206,9 @@ def truncate_cmd(
     render_object(result, fmt)
 
 
+TAKE_WAIT_S = 4.0  # a transfer asked: the leader waits up to max_wait_ack_ms (2.5 s) for the target to catch up
+
+
 @app.command("transfer-leader")
 @tls_options
 def transfer_leader_cmd(
@@ -215,29 +218,55 @@ def transfer_leader_cmd(
     timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Hand leadership to a member (DLedger's LEADERSHIP_TRANSFER): the leader stops taking appends until the
-    target has caught up, then the target takes over. Waits until it leads, or says why it does not."""
+    target has caught up, then the target takes over. A target the leader has not heard from lately (one just
+    started) or a transfer already under way is waited for, within --timeout, saying so on stderr. Waits until the
+    target leads, or says why it does not."""
     parsed, grp = _cluster(peers, group, base_dir)
     _member(parsed, to, "--to")
 
     async def work(c: Client) -> dict:
+        from cluster.net.client import ClientError, Refused
+        from cluster.raft.rpc import Code
+
         loop = asyncio.get_running_loop()
         start = loop.time()
-        if await c.find_leader(start + c.timeout) == to:
-            md = await c.metadata(to)
-            return {"from": to, "to": to, "leader": to, "term": md.get("term"), "elapsed_ms": 0}
-        old, old_term = await c.transfer_leadership(to)
-        seen = {}
-        while loop.time() - start < c.timeout:
-            seen = await c.status()
-            md = seen.get(to)
-            if isinstance(md, dict) and md.get("role") == "leader" and md.get("term", 0) > old_term:
-                return {"from": old, "to": to, "leader": to, "term": md["term"],
-                        "elapsed_ms": round((loop.time() - start) * 1000)}
-            await asyncio.sleep(0.05)
+        end = start + c.timeout
+        said, seen = None, {}
+
+        def waiting(text: str) -> None:
+            nonlocal said
+            if said != text:
+                said = text
+                _say(f"waiting: {text}")
+
+        while True:
+            if await c.find_leader(end) == to:
+                md = await c.metadata(to)
+                return {"from": to, "to": to, "leader": to, "term": md.get("term"), "elapsed_ms": 0}
+            try:
+                old, old_term = await c.transfer_leadership(to)
+            except Refused as exc:  # (not yet: the target is not answering the leader, or a transfer is on)
+                if exc.code not in (Code.TAKE_LEADERSHIP_FAILED, Code.LEADER_TRANSFERRING) or loop.time() + 0.2 >= end:
+                    raise
+                waiting(f"{exc.peer} cannot hand leadership to {to} yet ({exc.remark})")
+                c.leader = None  # (it may have moved meanwhile)
+                await asyncio.sleep(0.2)
+                continue
+            # the leader waits for the target to catch up, then asks it to take over (a while: TAKE_WAIT_S)
+            asked_until = min(end, loop.time() + TAKE_WAIT_S)
+            while loop.time() < asked_until:
+                seen = await c.status()
+                md = seen.get(to)
+                if isinstance(md, dict) and md.get("role") == "leader" and md.get("term", 0) > old_term:
+                    return {"from": old, "to": to, "leader": to, "term": md["term"],
+                            "elapsed_ms": round((loop.time() - start) * 1000)}
+                await asyncio.sleep(0.05)
+            if loop.time() >= end:
+                break
+            waiting(f"{to} did not take over within {TAKE_WAIT_S:g} s (catching up?); asking again")
+            c.leader = None
         leaders = [f"{p} (term {md.get('term')})" for p, md in seen.items()
                    if isinstance(md, dict) and md.get("role") == "leader"]
-        from cluster.net.client import ClientError
-
         raise ClientError(f"{to} did not take leadership within {c.timeout:g} s; leader now: "
                           f"{', '.join(leaders) or 'none'}")
 

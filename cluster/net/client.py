@@ -29,6 +29,14 @@ class ClientError(Exception):
     """The request could not be served: one line says why."""
 
 
+class Refused(ClientError):
+    """A member answered with a refusal: ``code`` (a Code) and its ``remark``, by ``peer``."""
+
+    def __init__(self, message: str, peer: str, code: Code, remark: str) -> None:
+        super().__init__(message)
+        self.peer, self.code, self.remark = peer, code, remark
+
+
 class OutOfRange(ClientError):
     """GET of an index outside the node's committed log ``[begin, committed]`` (DLedger's
     INDEX_OUT_OF_RANGE). ``begin``/``committed``: the node's, asked right after; None when
@@ -415,7 +423,8 @@ class Client:
         except (TransportError, ProtocolError) as exc:
             raise ClientError(f"{leader}: {exc}") from None
         if resp.code != Code.SUCCESS:
-            raise ClientError(f"{leader} refused to hand leadership to {target}: {resp.code.name} {resp.remark}".strip())
+            raise Refused(f"{leader} refused to hand leadership to {target}: {resp.code.name} {resp.remark}".strip(),
+                          leader, resp.code, resp.remark)
         # (the term asked in: a Java leader answers with its transferee's answer, given once
         # that one has started its election in the next term)
         return leader, body["term"] if body["term"] >= 0 else resp.term
