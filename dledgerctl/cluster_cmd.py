@@ -170,7 +170,8 @@ def cluster_up(
     ctx: typer.Context,
     nodes: Annotated[int, typer.Option("--nodes", "-n", min=1, max=9, help="How many node processes.")] = 3,
     base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
-    port_base: Annotated[int, typer.Option("--port-base", help="Port of n0; n1 gets the next one, and so on.")] = DEFAULT_PORT_BASE,
+    port_base: Annotated[int, typer.Option("--port-base", envvar="DLEDGERCTL_PORT_BASE",
+                                           help="Port of n0; n1 gets the next one, and so on.")] = DEFAULT_PORT_BASE,
     group: GroupOpt = DEFAULT_GROUP,
     flush: Annotated[str, typer.Option("--flush", help="Flush policy of every node: async or sync.")] = "async",
     flush_ms: Annotated[Optional[int], typer.Option("--flush-interval", min=1, help="flush=async: how often every "

@@ -21,8 +21,8 @@ GroupOpt = Annotated[str, typer.Option("--group", "-g", help="Raft group name (D
 PeersOpt = Annotated[Optional[str], typer.Option(
     "--peers", "-p", help="Peers as 'n0-HOST:PORT;n1-HOST:PORT;...' (default: the cluster recorded in --base-dir "
                           "by 'cluster up').")]
-BaseDirOpt = Annotated[str, typer.Option("--base-dir", help="Base directory of a local cluster (its stores, logs "
-                                                            "and cluster.json).")]
+BaseDirOpt = Annotated[str, typer.Option("--base-dir", envvar="DLEDGER_STORE", help="Base directory of a local "
+                                         "cluster (its stores, logs and cluster.json).")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for an answer.")]
 # retention (cluster/raft/retention.py), with DLedger's defaults and names
 ReservedOpt = Annotated[float, typer.Option("--file-reserved-hours", min=0.0001, help="Delete data files "
