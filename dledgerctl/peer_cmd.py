@@ -324,7 +324,7 @@ async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | 
         except (launcher.LauncherError, OSError) as exc:
             raise ClientError(f"cannot start {node}: {exc}") from None
         _say(f"{node}: started as a learner at {address} (log in {base_dir}/logs/{node}.log)")
-    resp = await c.change_members("add", node, address)
+    resp = await _change(c, "add", node, address, start + wait)
     _say(f"{node}: config entry {resp.get('index')} committed: a learner; catching up")
     said = None
     while loop.time() - start < wait:
@@ -347,12 +347,34 @@ async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | 
                       f"reachable at {address}?); it will be once it has caught up")
 
 
+async def _change(c: Client, kind: str, node: str, address: str | None, until: float) -> dict:
+    """The leader's answer to a member change; a refusal that passes by itself (another change
+    not committed yet, a transfer under way, a voter just started that the leader has not
+    heard from yet: no live majority without it) is waited out until ``until``, saying so."""
+    from cluster.net.client import Refused
+    from cluster.raft.rpc import Code
+
+    loop = asyncio.get_running_loop()
+    said = None
+    while True:
+        try:
+            return await c.change_members(kind, node, address)
+        except Refused as exc:
+            if exc.code not in (Code.ILLEGAL_MEMBER_STATE, Code.LEADER_TRANSFERRING) or loop.time() + 0.2 >= until:
+                raise
+            if exc.remark != said:
+                said = exc.remark
+                _say(f"waiting: {exc.peer} cannot make the change yet ({exc.remark})")
+            c.leader = None
+            await asyncio.sleep(0.2)
+
+
 async def _remove(c: Client, node: str, base_dir: str | None, stop_it: bool) -> dict:
     from cluster.node import launcher
 
     loop = asyncio.get_running_loop()
     start = loop.time()
-    resp = await c.change_members("remove", node)
+    resp = await _change(c, "remove", node, None, start + c.timeout)
     _say(f"{node}: config entry {resp.get('index')} committed: removed")
     if stop_it:
         rows = launcher.forget_member(base_dir, node)

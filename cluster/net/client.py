@@ -340,6 +340,8 @@ class Client:
             name = Code(rc).name if rc in Code._value2member_map_ else str(rc)
             last_error = f"{leader}: {name} {resp.get('remark') or ''}".strip()
             if rc != Code.NOT_LEADER:
+                if rc in Code._value2member_map_:
+                    raise Refused(last_error, leader, Code(rc), resp.get("remark") or "")
                 raise ClientError(last_error)
             hint = resp.get("leaderId")
             self.leader = hint if hint in self.peers and hint != leader else None
@@ -363,7 +365,8 @@ class Client:
         """A read (GET or QUERY) of ``peer``, or of the leader: a member that refuses to
         serve a linearizable read as leader (NOT_LEADER: it was deposed) is left for the one
         it names or the next that says it leads; after a TIMEOUT (it could not reach a
-        majority in time) the leader is looked for again.
+        majority in time) the leader is looked for again. A named ``peer`` that knows no
+        leader yet (just started) is asked again until the deadline.
         ``body(target)`` is the request's JSON object. (target, answer)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
@@ -378,6 +381,9 @@ class Client:
             except (TransportError, ProtocolError) as exc:
                 raise ClientError(f"{target}: {exc}") from None
             rc = resp.get("code")
+            if peer is not None and rc == Code.NOT_LEADER and not resp.get("leaderId") and loop.time() + 0.1 < deadline:
+                await asyncio.sleep(0.1)  # (a member just started, that has not heard from a leader yet: ask it again)
+                continue
             if peer is None and rc in (Code.NOT_LEADER, Code.TIMEOUT) and loop.time() < deadline:
                 if rc == Code.NOT_LEADER:  # (TIMEOUT: slow, or cut off and soon deposed: it may be asked again)
                     avoid.add(target)
