@@ -12,6 +12,7 @@ import os
 WIDTH, HEIGHT, DPI = 1200, 700, 100
 SPARKS = "▁▂▃▄▅▆▇█"
 _HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "--", "++")
+MIN_TERM_SHARE = 0.02  # of the index axis: the least width a term is drawn with (about 20 pixels)
 
 
 class PlotError(Exception):
@@ -60,6 +61,23 @@ def _human(n: float) -> str:
     return str(n)
 
 
+def term_layout(rows: list[dict], node: str):
+    """Where ``node``'s terms are drawn on the index axis: (row, left, width, widened), in
+    index order. A term narrower than MIN_TERM_SHARE of the whole axis (every node's) is drawn
+    that wide, centred on its place, and pushes what follows it right, so terms never cover
+    each other and every one can be seen."""
+    lo, hi = min(r["first_index"] for r in rows), max(r["last_index"] for r in rows)
+    least = (hi - lo + 1) * MIN_TERM_SHARE
+    cursor = float("-inf")
+    for r in sorted((r for r in rows if r["node"] == node), key=lambda r: r["first_index"]):
+        width = r["last_index"] - r["first_index"] + 1
+        short = width < least
+        left = max(cursor, r["first_index"] - (least - width) / 2 if short else r["first_index"])
+        drawn = least if short else max(least, r["last_index"] + 1 - left)
+        cursor = left + drawn
+        yield r, left, drawn, short
+
+
 def leader_history(rows: list[dict], path: str, title: str = "") -> None:
     """``spark stats`` rows (node, term, entries, bytes, first_index, last_index): above,
     each node's log as the index ranges of its terms, a colour per term (who led when, and
@@ -72,17 +90,26 @@ def leader_history(rows: list[dict], path: str, title: str = "") -> None:
     fig, (top, bottom) = _figure(2)
     cmap = _term_colours(terms)
     for y, node in enumerate(nodes):
-        for r in (r for r in rows if r["node"] == node):
-            width = r["last_index"] - r["first_index"] + 1
-            top.barh(y, width, left=r["first_index"], height=0.6, color=cmap[r["term"]], edgecolor="black",
-                     linewidth=0.4)
-            if len(terms) <= 40:
-                top.text(r["first_index"] + width / 2, y, str(r["term"]), ha="center", va="center", fontsize=7,
-                         clip_on=True)
+        shorts = 0
+        for r, left, drawn, short in term_layout(rows, node):
+            top.barh(y, drawn, left=left, height=0.6, color=cmap[r["term"]], edgecolor="black",
+                     linewidth=1.2 if short else 0.4)
+            if len(terms) > 40:
+                continue
+            if short:  # (labelled outside, above and below in turn: the bar is too narrow for it)
+                above = shorts % 2 == 0
+                shorts += 1
+                top.annotate(f"{r['term']} ({r['last_index'] - r['first_index'] + 1})",
+                             (left + drawn / 2, y - 0.3 if above else y + 0.3), xytext=(0, 1 if above else -1),
+                             textcoords="offset points", ha="center", va="bottom" if above else "top", fontsize=7,
+                             annotation_clip=False)
+            else:
+                top.text(left + drawn / 2, y, str(r["term"]), ha="center", va="center", fontsize=7, clip_on=True)
     top.set_yticks(range(len(nodes)), [os.path.basename(n.rstrip("/")) or n for n in nodes])
     top.invert_yaxis()
     top.set_xlabel("entry index")
-    top.set_title((title + ": " if title else "") + "leader history (each term's index range; labels: term)")
+    top.set_title((title + ": " if title else "") + "leader history (each term's index range; labels: term; "
+                  "a term too short to see is widened, labelled with its entry count)")
     from matplotlib.patches import Patch
 
     width = 0.8 / len(nodes)
@@ -98,9 +125,13 @@ def leader_history(rows: list[dict], path: str, title: str = "") -> None:
     step = max(1, len(terms) // 30)
     bottom.set_xticks(range(0, len(terms), step), [str(t) for t in terms[::step]])
     bottom.set_xlabel("term")
-    bottom.set_ylabel("bytes")
+    sizes = [r["bytes"] for r in rows if r["bytes"] > 0]
+    logged = bool(sizes) and max(sizes) / min(sizes) >= 100  # (terms of very different sizes: each one readable)
+    if logged:
+        bottom.set_yscale("log")
+    bottom.set_ylabel("bytes" + (" (log scale)" if logged else ""))
     bottom.yaxis.set_major_formatter(_bytes_formatter())
-    bottom.set_title("bytes per term")
+    bottom.set_title("bytes per term" + (" (log scale: the terms differ by orders of magnitude)" if logged else ""))
     bottom.legend(handles=legend, fontsize=8, ncols=min(len(nodes), 6))
     fig.tight_layout()
     _save(fig, path)

@@ -75,3 +75,44 @@ def test_sparkline_scales_to_the_largest():
     assert sparkline([0, 5, 10]) == SPARKS[0] + SPARKS[4] + SPARKS[7]
     assert sparkline([None, 1]) == " " + SPARKS[7]
     assert sparkline([]) == ""
+
+
+def _history_rows():
+    rows = []
+    for n in ("n0", "n1", "n2"):
+        rows += [dict(node=n, term=1, entries=1000, bytes=1_024_000, first_index=0, last_index=999),
+                 dict(node=n, term=2, entries=2, bytes=2048, first_index=1000, last_index=1001),
+                 dict(node=n, term=3, entries=1, bytes=16, first_index=1002, last_index=1002),
+                 dict(node=n, term=4, entries=900, bytes=921_600, first_index=1003, last_index=1902)]
+    return rows
+
+
+def test_every_term_is_drawn_wide_enough_to_see_and_none_covers_another():
+    from dledgerctl.plots import MIN_TERM_SHARE, term_layout
+
+    rows = _history_rows()
+    span = 1903
+    for node in ("n0", "n1", "n2"):
+        bars = list(term_layout(rows, node))
+        assert [r["term"] for r, *_ in bars] == [1, 2, 3, 4]
+        assert all(drawn >= span * MIN_TERM_SHARE - 1e-9 for _r, _left, drawn, _short in bars)
+        assert [short for *_, short in bars] == [False, True, True, False]
+        for (_a, left_a, drawn_a, _), (_b, left_b, _d, _) in zip(bars, bars[1:]):
+            assert left_a + drawn_a <= left_b + 1e-9  # (side by side, in index order)
+
+
+def test_leader_history_shows_a_two_entry_term_beside_a_thousand_entry_one(tmp_path):
+    """The picture itself: term 2's colour (2 entries of 1,903) is on every node's row, a
+    band of it about MIN_TERM_SHARE of the axis wide, not a sliver."""
+    from dledgerctl.plots import _term_colours, leader_history
+
+    path = str(tmp_path / "h.png")
+    leader_history(_history_rows(), path, "t")
+    assert png_size(path) == (WIDTH, HEIGHT)
+    from matplotlib.colors import to_rgb
+
+    colour = np.array(to_rgb(_term_colours([1, 2, 3, 4])[2]))
+    img = imread(path)[:, :, :3]
+    top = img[: HEIGHT // 2]
+    cols = np.where((np.abs(top - colour).max(axis=2) < 0.02).any(axis=0))[0]
+    assert cols.size >= 12, f"term 2 is {cols.size} pixels wide"
