@@ -10,13 +10,14 @@ refused before appending (the codes in :data:`REFUSED_BEFORE_APPEND`) or nothing
 from __future__ import annotations
 
 import asyncio
+import collections
 import base64
 import functools
 import ssl
 
 from ..raft.config import ConfigError, Peer, parse_peers
 from ..raft.rpc import Code
-from . import dialect
+from . import dialect, getraw
 from .appends import append_ext, append_request, decode_append_answer
 from .channel import Channel
 from .frames import BadMessage, Forbidden, Frame, ProtocolError, json_body
@@ -50,6 +51,8 @@ class OutOfRange(ClientError):
 # Entries asked for per GET while paging: a node answers at most this many
 # (cluster/node/serving.py MAX_GET_COUNT); asking for more would only be cut.
 MAX_PAGE = 1024
+PAGES_IN_FLIGHT = 4  # read(): GET pages asked at once while they come back full
+BYTES_IN_FLIGHT = 32 << 20  # ... and at most about this many bytes of them
 # GETs in flight at once while paging a Java DLedger node (one entry per GET)
 JAVA_PAGE = 64
 
@@ -126,6 +129,8 @@ class Client:
 
     async def _call(self, peer: str, frame: Frame, code: int, timeout: float) -> dict:
         resp = await self.channels[peer].request(frame, timeout)
+        if code == GET and getraw.is_raw(resp):  # (entries as their bytes: no JSON, no base64)
+            return getraw.decode_answer(resp)
         return decode_response(resp, code)
 
     async def metadata(self, peer: str, timeout: float | None = None) -> dict:
@@ -459,7 +464,7 @@ class Client:
         else:
             target, resp = await self._read(GET, lambda target: {
                 "group": self.group, "remoteId": target, "index": index, "count": count,
-                "consistency": consistency}, peer)
+                "consistency": consistency, "raw": True}, peer)
         code = resp.get("code")
         if code == Code.INDEX_OUT_OF_RANGE:
             try:
@@ -472,7 +477,8 @@ class Client:
             name = Code(code).name if code in Code._value2member_map_ else str(code)
             raise ClientError(f"{target}: {name} {resp.get('remark') or ''}".strip())
         for e in resp["entries"]:
-            e["body"] = base64.b64decode(e["body"])
+            if not isinstance(e["body"], bytes):  # (the JSON form: a node that does not answer raw)
+                e["body"] = base64.b64decode(e["body"])
         return resp["entries"]
 
     async def _get_java(self, peer: str, index: int, count: int) -> dict:
@@ -503,7 +509,11 @@ class Client:
     async def read(self, index: int, last: int | None = None, *, follow: bool = False, poll: float = 0.1,
                    on_wait=None, consistency: str | None = None, peer: str | None = None):
         """Committed entries ``index..last`` (``last`` None: no end), one list per answer, in
-        order, each index exactly once, paging through the node's per-answer caps.
+        order, each index exactly once, paging through the node's per-answer caps. While
+        pages come back full, up to PAGES_IN_FLIGHT of them are asked at once (within
+        BYTES_IN_FLIGHT by the size of the last one), so the answers stream; a page that
+        comes back short (a node's byte cap, or the commit index) drops the ones asked after
+        it, and the next starts where it ended.
 
         Without ``follow`` it ends at the commit index (the caller compares what it got
         with what it asked for). With ``follow`` it waits for entries to commit, polling
@@ -515,37 +525,72 @@ class Client:
         past the commit index without ``follow``; without ``follow`` unreachable members
         raise ClientError."""
         loop = asyncio.get_running_loop()
-        nxt, waiting = index, None
-        while last is None or nxt <= last:
-            want = MAX_PAGE if last is None else min(MAX_PAGE, last - nxt + 1)
-            try:
-                page = await self.get(nxt, want, peer, consistency=consistency)
-            except OutOfRange as exc:
-                if exc.begin is not None and nxt < exc.begin:
-                    raise OutOfRange(f"{exc.peer}: entry {nxt} is no longer in the log, which now begins at "
-                                     f"index {exc.begin}", exc.peer, exc.begin, exc.committed) from None
-                if not follow:
-                    if nxt == index:
-                        raise  # nothing at all from there: an error, as a single GET is
-                    return  # (the end of the log; a Java node does not say where it commits)
-                page = []
-            except ClientError as exc:
-                if not follow:
-                    raise
-                self.leader = None
-                if waiting is None and on_wait is not None:
-                    on_wait(f"{exc}; waiting for a leader")
-                waiting = loop.time()
-                await asyncio.sleep(min(1.0, self.timeout))
-                continue
-            waiting = None
-            if page:
-                first = page[0].get("index")
-                if first != nxt:
-                    raise ClientError(f"{self.leader}: asked for entries from {nxt}, got {first}")
-                nxt += len(page)
-                yield page
-            elif follow:  # (a Java leader logs a stack trace for each GET past its end: ask it less often)
-                await asyncio.sleep(max(poll, 1.0) if self.java.get(self.leader) else poll)
-            else:
-                return
+        nxt, waiting, depth = index, None, 1
+        asked: collections.deque = collections.deque()  # (first index, count, task), in index order
+
+        def drop_asked() -> None:
+            for _i, _n, t in asked:
+                t.cancel()
+                t.add_done_callback(_retrieved)
+            asked.clear()
+
+        try:
+            while last is None or nxt <= last:
+                planned = asked[-1][0] + asked[-1][1] if asked else nxt
+                while len(asked) < depth and (last is None or planned <= last):
+                    want = MAX_PAGE if last is None else min(MAX_PAGE, last - planned + 1)
+                    asked.append((planned, want, asyncio.ensure_future(
+                        self.get(planned, want, peer, consistency=consistency))))
+                    planned += want
+                _first, want, task = asked.popleft()
+                try:
+                    page = await task
+                except OutOfRange as exc:
+                    drop_asked()
+                    depth = 1
+                    if exc.begin is not None and nxt < exc.begin:
+                        raise OutOfRange(f"{exc.peer}: entry {nxt} is no longer in the log, which now begins at "
+                                         f"index {exc.begin}", exc.peer, exc.begin, exc.committed) from None
+                    if not follow:
+                        if nxt == index:
+                            raise  # nothing at all from there: an error, as a single GET is
+                        return  # (the end of the log; a Java node does not say where it commits)
+                    page = []
+                except ClientError as exc:
+                    drop_asked()
+                    depth = 1
+                    if not follow:
+                        raise
+                    self.leader = None
+                    if waiting is None and on_wait is not None:
+                        on_wait(f"{exc}; waiting for a leader")
+                    waiting = loop.time()
+                    await asyncio.sleep(min(1.0, self.timeout))
+                    continue
+                waiting = None
+                if page:
+                    first = page[0].get("index")
+                    if first != nxt:
+                        raise ClientError(f"{self.leader}: asked for entries from {nxt}, got {first}")
+                    nxt += len(page)
+                    yield page
+                    if len(page) < want:  # (short: what was asked after it starts elsewhere)
+                        drop_asked()
+                        depth = 1
+                    else:
+                        size = sum(e.get("size") or len(e["body"]) for e in page)
+                        depth = max(1, min(PAGES_IN_FLIGHT, BYTES_IN_FLIGHT // max(1, size)))
+                elif follow:  # (a Java leader logs a stack trace for each GET past its end: ask it less often)
+                    drop_asked()
+                    depth = 1
+                    await asyncio.sleep(max(poll, 1.0) if self.java.get(self.leader) else poll)
+                else:
+                    return
+        finally:
+            drop_asked()
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    """A page asked and then dropped: its outcome is of no use (and no warning)."""
+    if not task.cancelled():
+        task.exception()

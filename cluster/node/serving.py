@@ -21,7 +21,7 @@ from store.base import appended_rows
 from store.errors import StoreError
 from store.packed import PackedBodies
 
-from ..net import dialect
+from ..net import dialect, getraw
 from ..net.appends import append_answers, check_bodies
 from ..net.frames import (
     REMOTING_NO_PERMISSION,
@@ -394,11 +394,12 @@ class Serving:
         if theirs:  # (DLedger's own client: as DLedger answers, from this node's log)
             return self._entries(f, get_field(o, "beginIndex", INDEX), 1)
         index, count = get_field(o, "index", INDEX), get_field(o, "count", COUNT, 1)
+        raw = get_field(o, "raw", bool, False)  # (dledgerctl's client: the entries' own bytes, net/getraw.py)
         if consistency_of(o) == SERIALIZABLE:
-            return self._entries(f, index, count)
-        return self._linearizable(f, lambda: self._entries(f, index, count), applied=False, conn=conn)
+            return self._entries(f, index, count, raw)
+        return self._linearizable(f, lambda: self._entries(f, index, count, raw), applied=False, conn=conn)
 
-    def _entries(self, f: Frame, index: int, count: int) -> Frame:
+    def _entries(self, f: Frame, index: int, count: int, raw: bool = False) -> Frame:
         s = self.store
         base = {"group": self.cfg.group, "leaderId": self.core.member.leader_id, "term": self.core.member.term}
         if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
@@ -407,6 +408,13 @@ class Serving:
                                    "remark": f"index {index} is outside the committed log "
                                              f"[{s.begin_index}, {s.committed_index}]"}, f.opaque, GET)
         last = min(s.committed_index, index + max(1, min(count, MAX_GET_COUNT)) - 1)
+        if raw:
+            try:
+                blob, n = s.read_entries(index, last - index + 1, MAX_GET_BYTES)
+            except StoreError as exc:
+                self.counts.refusal(Code.DISK_ERROR.name)
+                return response_frame({**base, "code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
+            return getraw.answer_frame(f.opaque, GET, blob, n, base["term"], base["leaderId"])
         entries, total = [], 0
         try:
             for i in range(index, last + 1):
