@@ -5,10 +5,13 @@ inspect-data DIR --from-index 0 --to-index N-1 --format jsonl --body utf8`` (the
 by side in one run, in alternating rounds; the median round counts. Output goes to
 /dev/null; the times include each command's start.
 
-One 3-node cluster (flush=async), N entries of 1 KiB appended first in batches.
-Target (issue 7/7): get >= 0.8x inspect-data, and >= 150,000 entries/s.
+One 3-node cluster (flush=async), N entries of 1 KiB appended first in batches. Then
+``get --follow`` runs while 64 clients append 1 KiB entries for a minute: every 5 s, how far
+behind the commit index its output is.
+Targets (issue 7/7): get >= 0.8x inspect-data, and >= 150,000 entries/s; the follow lag
+does not grow.
 
-Usage: python benchmarks/bench_get.py [--entries 200000] [--rounds 3]
+Usage: python benchmarks/bench_get.py [--entries 200000] [--rounds 3] [--follow-seconds 60]
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--entries", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--follow-seconds", type=float, default=60.0, help="get --follow under load (0: skip)")
     args = ap.parse_args()
     n = args.entries
     with tempfile.TemporaryDirectory(prefix="bench_get.") as tmp:
@@ -79,6 +83,7 @@ def main() -> int:
                     dt = timed(cmd)
                     times[name].append(dt)
                     log(f"  round {rnd + 1}: {name}: {dt:.2f} s ({n / dt:,.0f} entries/s)")
+            lags = follow_lag(base, rec, args.follow_seconds) if args.follow_seconds > 0 else []
         finally:
             down(base)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -89,7 +94,60 @@ def main() -> int:
         print(f"{name:<36} {med[name]:>6.2f} {n / med[name]:>11,.0f}   " + "  ".join(f"{x:.2f}" for x in times[name]))
     ratio = med["store inspect-data --format jsonl"] / med["get --format jsonl"]
     print(f"get / inspect-data (throughput): {ratio:.2f} (target >= 0.8; get >= 150,000 entries/s)")
+    if lags:
+        print("get --follow behind 64 appending clients (1 KiB each), every 5 s: entries appended and committed "
+              "but not yet printed:")
+        print("  " + "  ".join(f"{t:.0f}s:{lag:,}" for t, lag, _rate in lags))
+        print(f"  appends committed meanwhile: {lags[-1][2]:,.0f}/s; the lag must not grow")
     return 0
+
+
+def follow_lag(base: str, rec: dict, seconds: float) -> list[tuple[float, int, float]]:
+    """``get --follow`` from the commit index on, while 64 clients append for ``seconds``:
+    every 5 s, how far the last index it printed is behind the leader's commit index."""
+    import threading
+
+    from bench_cluster import drive
+
+    proc = subprocess.Popen(CLI + ["get", "--base-dir", base, "--follow", "--format", "csv", "--body", "none"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    printed = [-1]
+
+    def reader():
+        for line in proc.stdout:
+            head = line.split(b",", 1)[0]
+            if head.isdigit():
+                printed[0] = int(head)
+    threading.Thread(target=reader, daemon=True).start()
+    out: list[tuple[float, int, float]] = []
+    try:
+        async def run():
+            c = Client(parse_peers(rec["peers"]), "bench", timeout=30)
+            await c.find_leader(asyncio.get_running_loop().time() + 30)
+            body = b"y" * 1024
+
+            async def make_call():
+                async def call(_batch):
+                    await c.append([body])
+                return call
+            load = asyncio.ensure_future(drive(make_call, 64, 1, seconds))
+            t0 = time.monotonic()
+            start_commit = None
+            while not load.done():
+                await asyncio.sleep(5)
+                md = await c.metadata(c.leader)
+                committed = int(md["committed_index"])
+                start_commit = committed if start_commit is None else start_commit
+                elapsed = time.monotonic() - t0
+                out.append((elapsed, committed - printed[0], (committed - start_commit) / max(1e-9, elapsed - 5)))
+                log(f"  follow: {elapsed:.0f} s: lag {committed - printed[0]:,} entries")
+            await load
+            await c.close()
+        runtime.run(run)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return out
 
 
 if __name__ == "__main__":

@@ -409,6 +409,42 @@ class Decode(str, Enum):
     rocketmq = "rocketmq"
 
 
+class GetFormat(str, Enum):
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+    raw = "raw"
+
+
+class Delimiter(str, Enum):
+    newline = "newline"
+    nul = "nul"
+    length = "length"
+
+
+class RawBodies:
+    """``get --format raw``: each body's bytes to standard output, delimited, written a page
+    at a time (the count of what was written, as RowStream keeps it)."""
+
+    def __init__(self, delimiter: Delimiter) -> None:
+        self.delimiter, self.count = delimiter, 0
+        self.out = sys.stdout.buffer
+
+    def write(self, bodies: list[bytes]) -> None:
+        if self.delimiter == Delimiter.length:
+            chunk = b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
+        else:
+            sep = b"\n" if self.delimiter == Delimiter.newline else b"\0"
+            chunk = sep.join(bodies) + sep if bodies else b""
+        self.out.write(chunk)
+        self.out.flush()
+        self.count += len(bodies)
+
+    def close(self) -> None:
+        self.out.flush()
+
+
 @tls_options
 def get_cmd(
     index: Annotated[Optional[int], typer.Option("--index", "-i", min=0, help="First entry index (with --follow, "
@@ -432,8 +468,14 @@ def get_cmd(
     node: Annotated[Optional[str], typer.Option("--node", help="Read from this member instead of the leader "
                                                 "(serializable unless --consistency linearizable).",
                                                 autocompletion=complete_members)] = None,
+    delimiter: Annotated[Delimiter, typer.Option("--delimiter", help="With --format raw: after each body a newline, a "
+                                                 "NUL byte, or none but a 4-byte big-endian length before it.",
+                                                 case_sensitive=False)] = Delimiter.newline,
     peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
-    timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
+    timeout: TimeoutOpt = 5.0,
+    fmt: Annotated[GetFormat, typer.Option("--format", "-f", help="Output format: table, json, jsonl, csv, or raw (the "
+                                           "bodies only, as bytes, for piping into other tools: see --delimiter).",
+                                           case_sensitive=False)] = GetFormat.table,
 ) -> None:
     """Read committed entries from the leader: exactly --count (or up to --to-index), paging through a node's
     per-answer limit; fewer only when the log is not committed that far, which is said on stderr. Linearizable by
@@ -446,7 +488,9 @@ def get_cmd(
         raise fail("give --index/-i, the first entry to read (or --follow for entries as they commit)", 2)
     if to_index is not None and index is not None and to_index < index:
         raise fail(f"--to-index {to_index} is before --index {index}", 2)
-    if follow and fmt == Format.json and count is None and to_index is None:
+    if fmt == GetFormat.raw and decode != Decode.none:
+        raise fail("--format raw writes the bodies as they are: no --decode", 2)
+    if follow and fmt == GetFormat.json and count is None and to_index is None:
         raise fail("--follow without --count or --to-index never ends: use --format jsonl (one line per entry)", 2)
     shows = {"utf8": lambda b: b.decode("utf-8", "replace"), "hex": bytes.hex,
              "base64": lambda b: base64.b64encode(b).decode(), "none": None}
@@ -459,7 +503,7 @@ def get_cmd(
     if node is not None and node not in parsed:
         raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
     level = read_consistency(consistency, node)
-    out = RowStream(fmt, columns, live=follow)
+    out = RawBodies(delimiter) if fmt == GetFormat.raw else RowStream(Format(fmt.value), columns, live=follow)
     told = {"first": index, "last": None}
 
     async def pages(c: Client):
@@ -477,7 +521,9 @@ def get_cmd(
                                  on_wait=lambda why: typer.echo(f"Note: {why}", err=True)):
             yield page
 
-    def rows(page: list[dict]) -> list[dict]:
+    def rows(page: list[dict]) -> list:
+        if fmt == GetFormat.raw:
+            return [e["body"] for e in page]
         if decode == Decode.rocketmq:
             return [_rocketmq_row(e, show, fmt) for e in page]
         if show is None:

@@ -104,6 +104,18 @@ def test_append_get_failover_and_down(cluster):
     r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--batch", "16", "--format", "json", input=lines)
     assert r.returncode == 0, r.stderr
     assert [a["index"] for a in json.loads(r.stdout)] == list(range(3, 103))
+    # the bodies alone, for another tool: newline-, NUL- or length-delimited
+    raw = subprocess.run([sys.executable, "-m", "dledgerctl", "get", "--base-dir", base, "-i", "1", "-c", "102",
+                          "--format", "raw", "--delimiter", "length"], capture_output=True, timeout=60)
+    assert raw.returncode == 0, raw.stderr
+    bodies, off = [], 0
+    while off < len(raw.stdout):
+        n = int.from_bytes(raw.stdout[off:off + 4], "big")
+        bodies.append(raw.stdout[off + 4:off + 4 + n])
+        off += 4 + n
+    assert bodies == [b"hello", b"world"] + [f"line {k}".encode() for k in range(100)]
+    r = cli("get", "--base-dir", base, "-i", "1", "-c", "3", "--format", "raw")
+    assert r.returncode == 0 and r.stdout == "hello\nworld\nline 0\n", r.stdout
 
     # kill the leader hard: the other two elect a new one and keep committing
     rows = status(base)
