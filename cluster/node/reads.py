@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 
-from ..net.frames import BadMessage, Frame, ProtocolError, json_body, json_object
+from ..net.frames import FLAG_RESPONSE, BadMessage, Frame, ProtocolError, json_body, json_object
 from ..net.transport import TransportError
 from ..net.wire import INDEX, READ_INDEX, get_field, response_frame
 from ..raft.member import Role
 from ..raft.rpc import Code
 
 LINEARIZABLE, SERIALIZABLE = "linearizable", "serializable"
+log = logging.getLogger("dledgerctl.node")
 
 
 def consistency_of(o: dict, default: str = LINEARIZABLE) -> str:
@@ -156,11 +158,15 @@ class ReadServing:
                     waiter.set_result(None)
                 continue
             conn, f, answer, applied = waiter
-            if r.code == success and (self.store.committed_index >= r.index if not applied else
-                                      applier is not None and applier.applied >= r.index):
-                out = answer()  # (the common case, _after_read's first)
-            else:
-                out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
+            try:
+                if r.code == success and (self.store.committed_index >= r.index if not applied else
+                                          applier is not None and applier.applied >= r.index):
+                    out = answer()  # (the common case, _after_read's first)
+                else:
+                    out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
+            except Exception:  # noqa: BLE001 - as the server answers a handler that failed: the node goes on
+                log.exception("answering a linearizable read (request code %s) failed", f.code)
+                out = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
             if isinstance(out, Frame):
                 conn.answer(f, out)
                 conn.release()

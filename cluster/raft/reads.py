@@ -132,7 +132,10 @@ class Reads:
             return
         need = self.members.quorum - (1 if c.self_id in voters else 0)
         acks = sorted((self.lease_acks.get(p, -1) for p in voters if p != c.self_id), reverse=True)
-        self.lease_until = -1 if need > len(acks) or acks[need - 1] < 0 else acks[need - 1] + c.read_lease_ms
+        if need <= 0 or need > len(acks) or acks[need - 1] < 0:  # (a group of one reads without a lease)
+            self.lease_until = -1
+            return
+        self.lease_until = acks[need - 1] + c.read_lease_ms
 
     def _void_lease(self) -> None:
         """Leadership is being handed over (a member was asked to take it, and its voters grant
