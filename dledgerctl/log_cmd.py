@@ -1,0 +1,274 @@
+"""The top-level client commands ``append`` and ``get``: thin wrappers over
+cluster/net/client.py (``cluster ...`` is in cluster_cmd.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from cluster.net.client import Client, ClientError
+from cluster.net.frames import ProtocolError
+from cluster.net.transport import TransportError
+from cluster.raft.config import DEFAULT_GROUP
+from cluster.node.launcher import DEFAULT_BASE_DIR
+
+from .cluster_cmd import _peers, _with_client
+from .common import (BaseDirOpt, BodyFormat, ConsistencyOpt, FormatOpt, GroupOpt, PeersOpt, TimeoutOpt, client_tls,
+                     complete_members, fail, plural, read_consistency, tls_options)
+from .render import Format, RowStream, render
+
+
+def _read_bodies(data: list[str] | None, file: str | None, lines: bool) -> list[bytes]:
+    sources = sum(x is not None and x != [] for x in (data, file))
+    if sources != 1:
+        raise fail("give exactly one of --data/-d or --file (use --file - for standard input)", 2)
+    if data:
+        return [d.encode() for d in data]
+    try:
+        raw = sys.stdin.buffer.read() if file == "-" else open(file, "rb").read()
+    except OSError as exc:
+        raise fail(f"{file}: {exc.strerror}") from None
+    return raw.splitlines() if lines else [raw]
+
+
+@tls_options
+def append_cmd(
+    data: Annotated[Optional[list[str]], typer.Option("--data", "-d", help="An entry body (repeat for several).")] = None,
+    file: Annotated[Optional[str], typer.Option("--file", help="Read the body from a file ('-': standard input).")] = None,
+    lines: Annotated[bool, typer.Option("--lines", help="With --file: each line is one entry.")] = False,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Entries per APPEND request.")] = 64,
+    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
+) -> None:
+    """Append entries on the leader (following NOT_LEADER); prints index, term and pos of each committed entry."""
+    bodies = _read_bodies(data, file, lines)
+    parsed, rec_group = _peers(peers, base_dir)
+
+    async def work(c: Client) -> list[dict]:
+        out = []
+        for k in range(0, len(bodies), batch):
+            resp = await c.append(bodies[k:k + batch])
+            try:
+                rows = list(resp["entries"])
+            except KeyError:
+                raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
+            except ProtocolError as exc:  # (read only now: cluster.net.appends.AnswerRows)
+                raise ClientError(f"{c.leader}: {exc}") from None
+            out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
+        return out
+
+    render(_with_client(parsed, rec_group or group, timeout, work), fmt)
+
+
+class Decode(str, Enum):
+    """What ``get --decode`` reads an entry's body as."""
+
+    none = "none"
+    rocketmq = "rocketmq"
+
+
+class GetFormat(str, Enum):
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+    raw = "raw"
+
+
+class Delimiter(str, Enum):
+    newline = "newline"
+    nul = "nul"
+    length = "length"
+
+
+class RawBodies:
+    """``get --format raw``: each body's bytes to standard output, delimited, written a page
+    at a time (the count of what was written, as RowStream keeps it)."""
+
+    def __init__(self, delimiter: Delimiter) -> None:
+        self.delimiter, self.count = delimiter, 0
+        self.out = sys.stdout.buffer
+
+    def write(self, bodies: list[bytes]) -> None:
+        if self.delimiter == Delimiter.length:
+            chunk = b"".join(len(b).to_bytes(4, "big") + b for b in bodies)
+        else:
+            sep = b"\n" if self.delimiter == Delimiter.newline else b"\0"
+            chunk = sep.join(bodies) + sep if bodies else b""
+        self.out.write(chunk)
+        self.out.flush()
+        self.count += len(bodies)
+
+    def close(self) -> None:
+        self.out.flush()
+
+
+@tls_options
+def get_cmd(
+    index: Annotated[Optional[int], typer.Option("--index", "-i", min=0, help="First entry index (with --follow, "
+                                                 "default: the next entry to commit).")] = None,
+    count: Annotated[Optional[int], typer.Option("--count", "-c", min=1, help="How many entries (default 1; with "
+                                                 "--follow, no limit).")] = None,
+    to_index: Annotated[Optional[int], typer.Option("--to-index", min=0, help="Last entry index, instead of "
+                                                    "--count.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="Keep printing entries as they commit, like tail -f, "
+                                                          "through leader changes, until Ctrl-C or --count/--to-index "
+                                                          "is reached.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.01, help="With --follow: seconds between polls "
+                                            "while no new entry commits.")] = 0.2,
+    body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies as utf8, hex, base64 or none.",
+                                             case_sensitive=False)] = BodyFormat.utf8,
+    decode: Annotated[Decode, typer.Option("--decode", help="Read each body as: none (bytes), or rocketmq (a "
+                                                            "RocketMQ message: topic, queue, msg id, tags, keys, "
+                                                            "properties; its body uncompressed).",
+                                           case_sensitive=False)] = Decode.none,
+    consistency: ConsistencyOpt = None,
+    node: Annotated[Optional[str], typer.Option("--node", help="Read from this member instead of the leader "
+                                                "(serializable unless --consistency linearizable).",
+                                                autocompletion=complete_members)] = None,
+    delimiter: Annotated[Delimiter, typer.Option("--delimiter", help="With --format raw: after each body a newline, a "
+                                                 "NUL byte, or none but a 4-byte big-endian length before it.",
+                                                 case_sensitive=False)] = Delimiter.newline,
+    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    timeout: TimeoutOpt = 5.0,
+    fmt: Annotated[GetFormat, typer.Option("--format", "-f", help="Output format: table, json, jsonl, csv, or raw (the "
+                                           "bodies only, as bytes, for piping into other tools: see --delimiter).",
+                                           case_sensitive=False)] = GetFormat.table,
+) -> None:
+    """Read committed entries from the leader: exactly --count (or up to --to-index), paging through a node's
+    per-answer limit; fewer only when the log is not committed that far, which is said on stderr. Linearizable by
+    default: an entry committed before the command began is there."""
+    import base64
+
+    if count is not None and to_index is not None:
+        raise fail("give --count or --to-index, not both", 2)
+    if index is None and not follow:
+        raise fail("give --index/-i, the first entry to read (or --follow for entries as they commit)", 2)
+    if to_index is not None and index is not None and to_index < index:
+        raise fail(f"--to-index {to_index} is before --index {index}", 2)
+    if fmt == GetFormat.raw and decode != Decode.none:
+        raise fail("--format raw writes the bodies as they are: no --decode", 2)
+    if follow and fmt == GetFormat.json and count is None and to_index is None:
+        raise fail("--follow without --count or --to-index never ends: use --format jsonl (one line per entry)", 2)
+    shows = {"utf8": lambda b: b.decode("utf-8", "replace"), "hex": bytes.hex,
+             "base64": lambda b: base64.b64encode(b).decode(), "none": None}
+    show = shows[body.value]
+    columns = ["index", "term", "pos", "size", "magic"] + ([] if show is None else ["body"])
+    if decode == Decode.rocketmq:
+        columns = ["index", "term", "pos", "kind", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
+                   "tags", "keys", "body_crc_ok"] + ([] if show is None else ["body"]) + ["note"]
+    parsed, rec_group = _peers(peers, base_dir)
+    if node is not None and node not in parsed:
+        raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
+    level = read_consistency(consistency, node)
+    out = RawBodies(delimiter) if fmt == GetFormat.raw else RowStream(Format(fmt.value), columns, live=follow)
+    told = {"first": index, "last": None}
+
+    async def pages(c: Client):
+        first = index
+        if first is None:
+            leader = node or await c.find_leader(asyncio.get_running_loop().time() + timeout)
+            try:
+                first = int((await c.metadata(leader))["committed_index"]) + 1
+            except (TransportError, ProtocolError, KeyError, TypeError, ValueError) as exc:
+                raise ClientError(f"{leader}: cannot read its commit index: {exc}") from None
+        last = to_index if to_index is not None else first + count - 1 if count is not None else (
+            None if follow else first)
+        told.update(first=first, last=last)
+        async for page in c.read(first, last, follow=follow, poll=interval, consistency=level, peer=node,
+                                 on_wait=lambda why: typer.echo(f"Note: {why}", err=True)):
+            yield page
+
+    def rows(page: list[dict]) -> list:
+        if fmt == GetFormat.raw:
+            return [e["body"] for e in page]
+        if decode == Decode.rocketmq:
+            return [_rocketmq_row(e, show, fmt) for e in page]
+        if show is None:
+            return [{k: e[k] for k in columns} for e in page]
+        return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
+                 "body": show(e["body"])} for e in page]
+
+    try:
+        for page in _stream(parsed, rec_group or group, timeout, pages):
+            out.write(rows(page))
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        _quiet_stdout()
+        return
+    out.close()
+    first, last = told["first"], told["last"]
+    if last is not None and out.count < last - first + 1:
+        asked = last - first + 1
+        typer.echo(f"Note: {plural(out.count, 'entry', 'entries')} of {asked} asked for: the log is committed up "
+                   f"to index {first + out.count - 1}", err=True)
+
+
+def _rocketmq_row(e: dict, show, fmt: Format) -> dict:
+    """An entry of ``get --decode rocketmq``: its message's fields (store/rocketmq), or why it is none."""
+    from store.format import MAGIC_NORMAL
+    from store.rocketmq.message import NotAMessage, decode
+    from store.rocketmq.scan import KINDS, message_fields
+
+    row = {"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
+           "kind": KINDS.get(e["magic"], "not-a-message")}
+    raw = e["body"]
+    fields = None
+    if e["magic"] == MAGIC_NORMAL:
+        try:
+            fields = message_fields(raw, decode(raw, 0, len(raw)), show)
+        except NotAMessage as exc:
+            row.update(kind="not-a-message", note=str(exc))
+    if fields is None:
+        fields = {k: None for k in ("phy_offset", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
+                                    "tags", "keys", "body_crc_ok")}
+        if show is not None:
+            fields["body"] = None
+        fields.setdefault("note", row.pop("note", ""))
+    row.update(fields)
+    if fmt in (Format.table, Format.csv) and isinstance(row.get("properties"), dict):
+        row["properties"] = json.dumps(row["properties"], ensure_ascii=False)
+    return row
+
+
+def _stream(peers: dict, group: str, timeout: float, pages):
+    """Iterate ``pages(client)``, an async generator of lists, from synchronous code (so each
+    page is printed as it arrives); the client is closed at the end. A ClientError becomes
+    the one-line error and exit 1 (an index the log does not hold: OutOfRange, too)."""
+    tls = client_tls()
+    with asyncio.Runner() as runner:
+        client = Client(peers, group, timeout=timeout, tls=tls)
+        agen = pages(client)
+        try:
+            while True:
+                try:
+                    page = runner.run(agen.__anext__())
+                except StopAsyncIteration:
+                    return
+                except ClientError as exc:
+                    raise fail(str(exc)) from None
+                # Ctrl-C cancels the page being read; when the cancellation lands as that page
+                # completes, asyncio can lose it (wait_for in 3.11) and the page comes back:
+                # the runner still counted the interrupt, so stop here all the same
+                if getattr(runner, "_interrupt_count", 0):
+                    raise KeyboardInterrupt
+                yield page
+        finally:
+            try:
+                runner.run(agen.aclose())
+            finally:
+                runner.run(client.close())
+
+
+def _quiet_stdout() -> None:
+    """After a closed pipe (``get --follow | head``): send what is left of stdout nowhere, so
+    the interpreter's final flush does not complain."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
