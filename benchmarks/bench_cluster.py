@@ -221,6 +221,57 @@ def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1, tls: bo
         shutil.rmtree(base, ignore_errors=True)
 
 
+def tls_crypto_us_per_kib(directory: str) -> float:
+    """CPU time, in us, to encrypt one KiB on one side of a TLS connection and decrypt it on
+    the other, through Python's ssl memory BIOs (the path uvloop's TLS transport takes),
+    with certificates from cluster/net/pki.py; in 64 KiB writes, over about a second."""
+    import ssl as _ssl
+
+    tls = _certs(directory, "floor", ["m0", "m1"])
+    a_in, a_out, b_in, b_out = (_ssl.MemoryBIO() for _ in range(4))
+    a = tls.client.wrap_bio(a_in, a_out, server_hostname=None)
+    b = tls.server.wrap_bio(b_in, b_out, server_side=True)
+    for _ in range(10):  # the handshake: shuttle bytes until both sides are done
+        for obj in (a, b):
+            try:
+                obj.do_handshake()
+            except _ssl.SSLWantReadError:
+                pass
+        b_in.write(a_out.read())
+        a_in.write(b_out.read())
+    chunk, done = os.urandom(64 * 1024), 0
+    t0 = time.process_time()
+    while time.process_time() - t0 < 1.0:
+        a.write(chunk)
+        b_in.write(a_out.read())
+        got = 0
+        while got < len(chunk):
+            got += len(b.read(len(chunk)))
+        done += len(chunk)
+    return (time.process_time() - t0) / (done / 1024) * 1e6
+
+
+def tls_ceiling(results: dict, crypto_us: float) -> list[str]:
+    """What encryption alone leaves of plaintext's throughput per case: each 1 KiB entry
+    is encrypted and decrypted three times (load generator -> leader, leader -> each of
+    two followers). With every core busy the ceiling is plaintext's CPU per entry over that
+    plus the crypto; with the leader the bottleneck, the leader's CPU over its own plus
+    the 1.5 pairs it does (one decryption, two encryptions)."""
+    plain = results.get("dledgerctl async") or {}
+    whole, leader = [], []
+    for c, b in CASES:
+        cpu = (plain.get(f"{c}x{b}") or {}).get("cpu_us")
+        if not cpu:
+            return []
+        lead = sum(v for k, v in cpu.items() if k.startswith("leader"))
+        total = sum(cpu.values())
+        whole.append(f"{total / (total + 3 * crypto_us):.2f}")
+        leader.append(f"{lead / (lead + 1.5 * crypto_us):.2f}")
+    return [f"TLS crypto on this machine: {crypto_us:.2f} us to encrypt and decrypt 1 KiB (ssl memory BIOs, 64 KiB writes);",
+            f"  ceiling of tls / plaintext from that alone, with every core busy: {'  '.join(whole)}",
+            f"  and with the leader the bottleneck: {'  '.join(leader)}"]
+
+
 # -- Java DLedger 0.2.7 -------------------------------------------------------------------------
 
 def bench_java(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
@@ -541,7 +592,7 @@ def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = (), repeat: int 
 
 
 def table(results: dict, conf: list[str] = ()) -> str:
-    systems = list(results)
+    systems = [s for s in results if s != "tls_crypto_us_per_kib"]
     lines = [f"{'case':<22}" + "".join(f"{s:>34}" for s in systems)]
     lines.append(f"{'':<22}" + "".join(f"{'entries/s   p50 ms   p99 ms':>34}" for _ in systems))
     for clients, batch in CASES:
@@ -565,9 +616,11 @@ def table(results: dict, conf: list[str] = ()) -> str:
             ratios = [f"{results[a][f'{c}x{n}']['entries_per_s'] / results[b][f'{c}x{n}']['entries_per_s']:.2f}"
                       for c, n in CASES]
             ratio_lines.append(f"{a} / {b}: " + "  ".join(ratios))
+    if results.get("tls_crypto_us_per_kib"):
+        ratio_lines += tls_ceiling(results, results["tls_crypto_us_per_kib"])
     if ratio_lines:
         lines += [""] + ratio_lines
-    if any(len(r.get("runs", ())) > 1 for res in results.values() if res for r in res.values()):
+    if any(len(r.get("runs", ())) > 1 for s in systems if results[s] for r in results[s].values()):
         lines += ["", "entries/s of every run, in the order run (the table shows the median run's figures):"]
         for s in systems:
             for clients, batch in CASES:
@@ -635,6 +688,7 @@ def main() -> int:
         if not args.no_tls:
             log("dledgerctl flush=async, mutual TLS")
             results["dledgerctl async tls"] = bench_dledger("async", seconds, tmp, args.repeat, tls=True)
+            results["tls_crypto_us_per_kib"] = tls_crypto_us_per_kib(os.path.join(tmp, "floor"))
         if not args.no_java:
             log("dledger 0.2.7 (Java)")
             results["dledger 0.2.7"] = bench_java(seconds, tmp, args.repeat)
