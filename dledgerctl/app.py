@@ -16,6 +16,21 @@ from typer.completion import completion_init
 from . import certs_cmd, cluster_cmd, kv_cmd, log_cmd, mq_cmd, node_cmd, peer_cmd, spark_cmd, store_cmd
 from .common import LogLabels, log
 
+
+# Usage errors as click prints them (usage, the help hint, then one "Error: ..." line), not
+# in the rich panel typer draws, which wraps the reason over several lines: the same
+# "Error:" line as every other failure, for people and for scripts. typer's own main takes
+# the markup mode only to choose how it prints errors (help keeps its rich panels).
+_typer_main = typer.core._main
+
+
+def _plain_errors_main(*args, **kwargs):
+    kwargs["rich_markup_mode"] = None
+    return _typer_main(*args, **kwargs)
+
+
+typer.core._main = _plain_errors_main
+
 app = typer.Typer(
     name="dledgerctl",
     help="Operations toolkit for DLedger-compatible Raft commit logs (RocketMQ DLedger mode).",

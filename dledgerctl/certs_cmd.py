@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import FormatOpt, fail
+from .common import FormatOpt, check_group, fail
 from .render import Format, render
 
 app = typer.Typer(help="Certificates for mutual TLS: a CA and one certificate per member, operator and client.",
@@ -24,7 +24,8 @@ def init_cmd(
                                              "existing CA there is reused).", show_default=False)],
     members: Annotated[list[str], typer.Option("--members", help="Member ids, comma-separated or repeated: one "
                                                "certificate each, for --group.", show_default=False)],
-    group: Annotated[str, typer.Option("--group", "-g", help="The group the members (and, without --any-group, the "
+    group: Annotated[str, typer.Option("--group", "-g", callback=check_group,
+                                       help="The group the members (and, without --any-group, the "
                                        "operators and clients) belong to.")] = "default",
     operators: Annotated[Optional[list[str]], typer.Option("--operators", help="Operator names: may also compare "
                                                            "and truncate followers and transfer leadership.")] = None,

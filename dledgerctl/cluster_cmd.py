@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import time
 from typing import Annotated, Optional
 
@@ -13,11 +14,11 @@ import typer
 from cluster.net.client import Client, ClientError
 from cluster.raft.config import DEFAULT_GROUP, ConfigError, parse_peers
 from cluster.node import launcher
-from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, log_tail, read_record, up
+from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, read_record, up
 
-from .common import (BaseDirOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt, GroupOpt, IndexSizeOpt,
-                     PeersOpt, PushQuotaOpt, RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt,
-                     TimeoutOpt, client_tls, complete_members, fail, tls_options, use_record_tls)
+from .common import (BaseDirOpt, ClientGroupOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt, GroupOpt,
+                     IndexSizeOpt, PeersOpt, PushQuotaOpt, RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt,
+                     SnapshotKeepOpt, TimeoutOpt, client_tls, complete_members, fail, tls_options, use_record_tls)
 from .render import Format, render
 
 cluster_app = typer.Typer(help="Start, stop and look at a local cluster of node processes.", no_args_is_help=True)
@@ -65,7 +66,10 @@ def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = Non
     rows = []
     for pid, md in _with_client(peers, group, timeout, lambda c: c.status()).items():
         row = {"id": pid, "address": peers[pid].address if pid in peers else None}
-        if isinstance(md, dict):
+        stranger = _stranger(procs.get(pid), md)
+        if stranger is not None:
+            row.update({"state": "stranger", **{k: None for k in STATUS_COLUMNS[3:]}, "error": stranger})
+        elif isinstance(md, dict):
             row.update({"state": "up", **{k: md.get(k) for k in STATUS_COLUMNS[3:]}})
             for k in ("applied_index", "snapshot_index"):  # (with a state machine)
                 if k in md:
@@ -80,6 +84,18 @@ def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = Non
             row["uptime_s"] = None if up_s is None else round(up_s, 1)
         rows.append(row)
     return rows
+
+
+def _stranger(node: dict | None, md) -> str | None:
+    """Why the answer at a recorded member's address is not from that member (another
+    process, of another cluster say, listens there), or None."""
+    if node is None or not isinstance(md, dict) or not isinstance(md.get("pid"), int):
+        return None  # (not recorded, no answer, or a node that does not say its pid: Java)
+    mine = node.get("pid") if launcher.alive(node) else None
+    if md["pid"] == mine:
+        return None
+    return (f"pid {md['pid']} answers at {node.get('address')}, not {node['id']}'s recorded process "
+            f"({'pid ' + str(mine) if mine else 'not running'})")
 
 
 def _duration(seconds: float | None) -> str | None:
@@ -99,12 +115,13 @@ def _duration(seconds: float | None) -> str | None:
 def _render_status(rows: list[dict], fmt: Format, extra: list[str] = ()) -> None:
     """Status rows: the table shows uptime as a duration; json, jsonl and csv keep uptime_s."""
     with_proc = any("uptime_s" in r for r in rows)
+    errors = ["error"] if any(r.get("error") for r in rows) else []  # (why a member is down: shown, not hidden)
     if fmt == Format.table:
         rows = [{**r, "uptime": _duration(r.get("uptime_s")),
                  **({"member": f"{r.get('member')}, never leads"} if r.get("never_lead") else {})} for r in rows]
-        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(PROCESS_COLUMNS if with_proc else [])])
+        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(PROCESS_COLUMNS if with_proc else []), *errors])
     elif fmt == Format.csv:
-        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(["pid", "uptime_s"] if with_proc else [])])
+        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(["pid", "uptime_s"] if with_proc else []), *errors])
     else:
         render(rows, fmt)
 
@@ -120,16 +137,20 @@ def _record(base_dir: str) -> dict | None:
 
 @cluster_app.command("status")
 @tls_options
-def cluster_status(peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+def cluster_status(peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
                    timeout: TimeoutOpt = 2.0, fmt: FormatOpt = Format.table) -> None:
     """Per node: address, up/down, role, term, leader, begin/end/committed index, and for a cluster started by
     'cluster up' the pid and uptime of each member's process. Exit 1 if any node is down."""
     parsed, rec_group = _peers(peers, base_dir)
     rec = None if peers else _record(base_dir)
-    rows = _status_rows(parsed, rec_group or group, timeout, rec)
+    rows = _status_rows(parsed, group or rec_group or DEFAULT_GROUP, timeout, rec)
     _render_status(rows, fmt)
     if any(r["state"] != "up" for r in rows):
         raise typer.Exit(1)
+
+
+class StartFailed(Exception):
+    """A member that was started exited (its reason in the message)."""
 
 
 def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_leader: bool) -> list[dict]:
@@ -142,7 +163,7 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
         dead = [n for n, proc in started if proc.poll() is not None]
         if dead:
             n = dead[0]
-            raise fail(f"node {n['id']} exited at start: {log_tail(n) or 'see ' + n['log']}")
+            raise StartFailed(f"node {n['id']} exited at start: {launcher.exit_reason(n) or 'see ' + n['log']}")
         rows = _status_rows(peers, group, 1.0, rec)
         if all(r["state"] == "up" for r in rows) and (not need_leader or any(r.get("role") == "leader" for r in rows)):
             return rows
@@ -229,8 +250,11 @@ def cluster_up(
             extra += [opt, str(value)]
     rec = _record(base_dir)
     tls_dir = os.path.join(base_dir, "tls") if tls else None
+    made: list[str] = []  # what a fresh start made, removed again if it fails
+    started: list = []
     try:
         if rec is None:
+            made = launcher.new_paths(base_dir, [f"n{i}" for i in range(nodes)])
             if tls_dir is not None:
                 _make_certs(tls_dir, group, [f"n{i}" for i in range(nodes)], ["admin"], ["app"])
             rec, procs = up(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
@@ -242,22 +266,27 @@ def cluster_up(
             if given:
                 want = launcher.planned_settings(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
                                                  metrics_port_base=metrics_port_base)
-                if want != [launcher.settings_of(n) for n in rec["nodes"]]:
-                    names = {p.name: p.opts[0] for p in ctx.command.params}
-                    opts = ", ".join(names[p] for p in given)
-                    raise fail(f"the cluster recorded in {base_dir} was started with other settings than the "
-                               f"{opts} given here; 'cluster up' there only starts its members that are down "
-                               "(run 'cluster down' first to start another)", 2)
+                differ = _differences(ctx, [launcher.settings_of(n) for n in rec["nodes"]], want, given)
+                if differ is not None:
+                    raise fail(f"the cluster recorded in {base_dir} was started with other settings: {differ}; "
+                               "'cluster up' there only starts its members that are down (run 'cluster down' first "
+                               "to start another)", 2)
             done, started = launcher.start(base_dir, None)
             rec = _record(base_dir)  # with the new pids
             actions = {r["id"]: r["result"] for r in done}
-    except (LauncherError, OSError) as exc:
+        rows = _wait_until_serving(rec, started, rec.get("group", group), wait, need_leader=True)
+        rows = [{**r, "action": actions.get(r["id"])} for r in rows]
+        if not (any(r.get("role") == "leader" for r in rows) and all(r["state"] == "up" for r in rows)):
+            if not made:
+                _render_status(rows, fmt, ["action"])
+            odd = [f"{r['id']}: {r['error']}" for r in rows if r["state"] != "up" and r.get("error")]
+            raise StartFailed(f"no leader elected within {wait:g} s" + (f" ({'; '.join(odd)})" if odd else "") +
+                              ("" if made else f"; logs are in {os.path.join(base_dir, 'logs')}"))
+    except (LauncherError, OSError, StartFailed) as exc:
+        if made:  # a fresh start: leave nothing of it behind
+            _end([proc for _n, proc in started])
+            launcher.discard(made)
         raise fail(str(exc)) from None
-    rows = _wait_until_serving(rec, started, rec.get("group", group), wait, need_leader=True)
-    rows = [{**r, "action": actions.get(r["id"])} for r in rows]
-    if not (any(r.get("role") == "leader" for r in rows) and all(r["state"] == "up" for r in rows)):
-        _render_status(rows, fmt, ["action"])
-        raise fail(f"no leader elected within {wait:g} s; logs are in {os.path.join(base_dir, 'logs')}")
     if fmt == Format.table:
         typer.echo(f"peers: {rec['peers']}")
     _render_status(rows, fmt, ["action"])
@@ -273,6 +302,45 @@ def cluster_up(
         width = max(len(t) for t, _ in tips)
         typer.echo(f"\nlogs in {os.path.join(base_dir, 'logs')}; try next:\n" +
                    "\n".join(f"  dledgerctl {t.ljust(width)}  # {why}" for t, why in tips))
+
+
+def _end(procs: list, timeout: float = 5.0) -> None:
+    """Stop processes this command started (SIGTERM, SIGKILL after ``timeout``) and reap them."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# a member's config key (node start's option) -> the cluster up parameter that sets it
+_KEY_PARAMS = {"peers": "port_base", "flush-interval": "flush_ms", "heartbeat-interval": "heartbeat_ms",
+               "max-heartbeat-leak": "heartbeat_leak", "snapshot-keep-entries": "snapshot_keep",
+               "peer-push-quota": "push_quota", "tls-ca": "tls", "tls-cert": "tls", "tls-key": "tls",
+               "metrics-address": "metrics_port_base", "metrics-tls": "metrics_port_base"}
+
+
+def _differences(ctx, have: list[dict], want: list[dict], given: list[str]) -> str | None:
+    """The ``given`` options whose settings differ from the recorded ones (``have``, one dict
+    per member; ``want``: what they would be): ``--heartbeat-interval (recorded 500, given
+    300)``; None when every given option matches the record."""
+    names = {p.name: p.opts[0] for p in ctx.command.params}
+    if len(have) != len(want) and "nodes" in given:
+        return f"--nodes (recorded {len(have)}, given {len(want)})"
+    out: dict[str, str] = {}
+    for h, w in zip(have, want):
+        for key in sorted(set(h) | set(w)):
+            param = _KEY_PARAMS.get(key, key.replace("-", "_"))
+            if h.get(key) != w.get(key) and param in given:
+                was, now = (h.get(key, "unset"), w.get(key, "unset")) if param != "tls" else (
+                    "on" if h.get(key) else "off", "on" if w.get(key) else "off")
+                out.setdefault(param, f"{names[param]} (recorded {was}, given {now})")
+    return ", ".join(out.values()) or None
 
 
 def _make_certs(directory: str, group: str, members: list[str], operators: list[str], clients: list[str],

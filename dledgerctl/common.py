@@ -16,11 +16,40 @@ import typer
 
 from .render import Format
 
+
+def check_group(value: str | None) -> str | None:
+    """--group: a usage error when it cannot name a group (empty, spaces, control characters)."""
+    from cluster.raft.config import group_problem
+
+    problem = None if value is None else group_problem(value)
+    if problem is not None:
+        raise typer.BadParameter(f"{value!r}: {problem}")
+    return value
+
+
+def check_peers(value: str | None) -> str | None:
+    """--peers: a usage error unless it parses (unique ids and addresses, well-formed hosts)."""
+    from cluster.raft.config import ConfigError, parse_peers
+
+    if value is not None:
+        try:
+            parse_peers(value)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
 # options many commands share
-GroupOpt = Annotated[str, typer.Option("--group", "-g", help="Raft group name (DLedger's group).")]
+GroupOpt = Annotated[str, typer.Option("--group", "-g", callback=check_group, help="Raft group name (DLedger's "
+                                                                                     "group).")]
+# a command talking to a group: the recorded cluster's group unless given
+ClientGroupOpt = Annotated[Optional[str], typer.Option(
+    "--group", "-g", callback=check_group, show_default=False,
+    help="Raft group name (DLedger's group); default: the group of the cluster recorded in --base-dir, else "
+         "'default'.")]
 PeersOpt = Annotated[Optional[str], typer.Option(
-    "--peers", "-p", help="Peers as 'n0-HOST:PORT;n1-HOST:PORT;...' (default: the cluster recorded in --base-dir "
-                          "by 'cluster up').")]
+    "--peers", "-p", callback=check_peers, help="Peers as 'n0-HOST:PORT;n1-HOST:PORT;...' (default: the cluster "
+                                                 "recorded in --base-dir by 'cluster up').")]
 BaseDirOpt = Annotated[str, typer.Option("--base-dir", envvar="DLEDGER_STORE", help="Base directory of a local "
                                          "cluster (its stores, logs and cluster.json).")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for an answer.")]

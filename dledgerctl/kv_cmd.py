@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Optional
 
@@ -10,8 +11,8 @@ import typer
 from cluster.net.client import ClientError
 
 from .cluster_cmd import DEFAULT_BASE_DIR, DEFAULT_GROUP, _peers, _with_client
-from .common import (BaseDirOpt, ConsistencyOpt, FormatOpt, GroupOpt, PeersOpt, TimeoutOpt, complete_members, fail,
-                     read_consistency, tls_options)
+from .common import (BaseDirOpt, ClientGroupOpt, ConsistencyOpt, FormatOpt, PeersOpt, TimeoutOpt, complete_members,
+                     fail, read_consistency, tls_options)
 from .render import Format, render
 
 app = typer.Typer(help="A key-value table kept by the nodes' built-in state machine (node start --state-machine kv): "
@@ -23,7 +24,7 @@ app = typer.Typer(help="A key-value table kept by the nodes' built-in state mach
 def put_cmd(
     key: Annotated[str, typer.Argument(help="The key (no '=').", show_default=False)],
     value: Annotated[str, typer.Argument(help="Its new value.", show_default=False)],
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Set KEY to VALUE: appends the entry KEY=VALUE and waits until it is committed."""
@@ -32,11 +33,16 @@ def put_cmd(
     parsed, rec_group = _peers(peers, base_dir)
 
     async def work(c):
+        md = await c.metadata(await c.find_leader(asyncio.get_running_loop().time() + c.timeout))
+        if md.get("state_machine") != "kv":  # (nothing would apply the entry: refuse before appending it)
+            sm = md.get("state_machine")
+            raise ClientError(f"the group's state machine is {sm!r}, not kv" if sm else
+                              "the group runs no state machine (start its members with --state-machine kv)")
         resp = await c.append([f"{key}={value}".encode()])
         index, term, _pos, _size = resp["entries"][0]
         return [{"key": key, "value": value, "index": index, "term": term}]
 
-    render(_with_client(parsed, rec_group or group, timeout, work), fmt)
+    render(_with_client(parsed, group or rec_group or DEFAULT_GROUP, timeout, work), fmt)
 
 
 @app.command("get")
@@ -49,7 +55,7 @@ def get_cmd(
                                                 "it first asks the leader for a read index).",
                                                 autocompletion=complete_members)] = None,
     consistency: ConsistencyOpt = None,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """The latest value of each KEY, from the leader once it has confirmed with a majority that it still leads and
@@ -71,7 +77,7 @@ def get_cmd(
             rows.append({"key": key, "value": value, "applied_index": resp.get("appliedIndex")})
         return rows
 
-    rows = _with_client(parsed, rec_group or group, timeout, work)
+    rows = _with_client(parsed, group or rec_group or DEFAULT_GROUP, timeout, work)
     render(rows, fmt)
     if rows and all(r["value"] is None for r in rows):
         raise typer.Exit(1)

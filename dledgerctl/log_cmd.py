@@ -19,8 +19,8 @@ from cluster.raft.config import DEFAULT_GROUP
 from cluster.node.launcher import DEFAULT_BASE_DIR
 
 from .cluster_cmd import _peers, _with_client
-from .common import (BaseDirOpt, BodyFormat, ConsistencyOpt, FormatOpt, GroupOpt, PeersOpt, TimeoutOpt, client_tls,
-                     complete_members, fail, plural, read_consistency, tls_options)
+from .common import (BaseDirOpt, BodyFormat, ClientGroupOpt, ConsistencyOpt, FormatOpt, PeersOpt, TimeoutOpt,
+                     client_tls, complete_members, fail, plural, read_consistency, tls_options)
 from .render import Format, RowStream, render
 
 
@@ -29,6 +29,8 @@ def _read_bodies(data: list[str] | None, file: str | None, lines: bool) -> list[
     if sources != 1:
         raise fail("give exactly one of --data/-d or --file (use --file - for standard input)", 2)
     if data:
+        if lines:
+            raise fail("--lines splits a --file into entries; with --data/-d every -d is one entry already", 2)
         return [d.encode() for d in data]
     try:
         raw = sys.stdin.buffer.read() if file == "-" else open(file, "rb").read()
@@ -43,7 +45,7 @@ def append_cmd(
     file: Annotated[Optional[str], typer.Option("--file", help="Read the body from a file ('-': standard input).")] = None,
     lines: Annotated[bool, typer.Option("--lines", help="With --file: each line is one entry.")] = False,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Entries per APPEND request.")] = 64,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Append entries on the leader (following NOT_LEADER); prints index, term and pos of each committed entry."""
@@ -63,7 +65,7 @@ def append_cmd(
             out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
         return out
 
-    render(_with_client(parsed, rec_group or group, timeout, work), fmt)
+    render(_with_client(parsed, group or rec_group or DEFAULT_GROUP, timeout, work), fmt)
 
 
 class Decode(str, Enum):
@@ -135,7 +137,7 @@ def get_cmd(
     delimiter: Annotated[Delimiter, typer.Option("--delimiter", help="With --format raw: after each body a newline, a "
                                                  "NUL byte, or none but a 4-byte big-endian length before it.",
                                                  case_sensitive=False)] = Delimiter.newline,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0,
     fmt: Annotated[GetFormat, typer.Option("--format", "-f", help="Output format: table, json, jsonl, csv, or raw (the "
                                            "bodies only, as bytes, for piping into other tools: see --delimiter).",
@@ -196,7 +198,7 @@ def get_cmd(
                  "body": show(e["body"])} for e in page]
 
     try:
-        for page in _stream(parsed, rec_group or group, timeout, pages):
+        for page in _stream(parsed, group or rec_group or DEFAULT_GROUP, timeout, pages):
             out.write(rows(page))
     except KeyboardInterrupt:
         pass

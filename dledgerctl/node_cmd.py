@@ -3,6 +3,8 @@ variables and a --config file (nodeconf.py)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from typing import Annotated, Optional
 
 import typer
@@ -14,7 +16,7 @@ from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_ad
 from . import nodeconf
 from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, PushQuotaOpt, RatioCheckOpt,
                      RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt, LogLabels,
-                     errors_as_exit, fail)
+                     check_peers, errors_as_exit, fail)
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 
@@ -23,7 +25,8 @@ node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 def node_start(
     ctx: typer.Context,
     node_id: Annotated[str, typer.Option("--id", help="This node's id; must be one of --peers.")],
-    peers: Annotated[str, typer.Option("--peers", "-p", help="All members: 'n0-HOST:PORT;n1-HOST:PORT;...'.")],
+    peers: Annotated[str, typer.Option("--peers", "-p", callback=check_peers,
+                                       help="All members: 'n0-HOST:PORT;n1-HOST:PORT;...'.")],
     group: GroupOpt = DEFAULT_GROUP,
     store_base_dir: Annotated[str, typer.Option("--store-base-dir", help="Where dledger-<id>/ lives.")] = DEFAULT_BASE_DIR,
     flush: Annotated[str, typer.Option("--flush", help="async: acknowledge once a majority has the entry in the page "
@@ -160,10 +163,31 @@ def node_start(
         runtime.loop_factory(event_loop)
     except runtime.RuntimeChoiceError as exc:
         raise fail(str(exc), 2) from None
-    with errors_as_exit():
-        try:
-            LogLabels.labels = {"group": group, "node": node_id}
-            node = Node(cfg)
-        except (TlsError, StateMachineError, MembershipError) as exc:
-            raise fail(str(exc)) from None
-        runtime.run(node.run, event_loop)
+    from cluster.node.process import node_dir
+
+    made = _first_missing(node_dir(cfg))  # (a store this start creates: removed again if it never serves)
+    node = None
+    try:
+        with errors_as_exit():
+            try:
+                LogLabels.labels = {"group": group, "node": node_id}
+                node = Node(cfg)
+            except (TlsError, StateMachineError, MembershipError) as exc:
+                raise fail(str(exc)) from None
+            runtime.run(node.run, event_loop)
+    except BaseException:
+        if made is not None and not (node is not None and node.served):
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+
+
+def _first_missing(path: str) -> str | None:
+    """The outermost directory of ``path`` that does not exist yet (None when it does)."""
+    path = os.path.abspath(path)
+    missing = None
+    while not os.path.exists(path):
+        missing, parent = path, os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing

@@ -16,7 +16,8 @@ from cluster.node.launcher import DEFAULT_BASE_DIR
 from cluster.net.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
 
 from .cluster_cmd import _peers, _with_client
-from .common import BaseDirOpt, FormatOpt, GroupOpt, PeersOpt, TimeoutOpt, complete_members, fail, plural, tls_options
+from .common import (BaseDirOpt, ClientGroupOpt, FormatOpt, PeersOpt, TimeoutOpt, complete_members, fail, plural,
+                     tls_options)
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Operator requests to a running cluster: replication watermarks, forced compare and "
@@ -30,7 +31,7 @@ PeerOpt = Annotated[str, typer.Option("--peer", help="The follower's id.", show_
 
 def _cluster(peers: str | None, group: str, base_dir: str) -> tuple[dict, str]:
     parsed, rec_group = _peers(peers, base_dir)
-    return parsed, rec_group or group
+    return parsed, group or rec_group or DEFAULT_GROUP
 
 
 def _member(parsed: dict, peer: str, what: str = "--peer") -> None:
@@ -51,7 +52,7 @@ def watermarks_cmd(
     interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between refreshes with --watch.")] = 1.0,
     count: Annotated[Optional[int], typer.Option("--count", min=1, help="With --watch: stop after this many "
                                                  "refreshes.")] = None,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 3.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Per member, from the leader: alive, dispatcher state, match index (watermark), next index, lag in entries
@@ -140,7 +141,7 @@ def compare_cmd(
                                                       "the same terms), not only terms as DLedger does.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report where the logs differ; change nothing "
                                                             "(exit 1 when they do).")] = False,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 30.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Find where a follower's log stops being the leader's; unless --dry-run, cut it there and send the leader's
@@ -182,7 +183,7 @@ def truncate_cmd(
     from_index: Annotated[int, typer.Option("--from-index", min=0, help="Cut this entry and every later one; must be "
                                             "above the committed index.", show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Cut a follower's log from --from-index on through the leader, which then re-fills it. Refused at or below
@@ -203,6 +204,8 @@ def truncate_cmd(
                           lambda c: c.operator(FORCE_TRUNCATE, {"peer": peer, "fromIndex": from_index}))
     result.pop("code", None)
     result.pop("remark", None)
+    if not result.get("dropped"):  # (as store truncate: past the end there is nothing to cut)
+        raise fail(f"nothing to cut: {peer}'s log ends at index {result.get('follower_end')}")
     render_object(result, fmt)
 
 
@@ -214,7 +217,7 @@ TAKE_WAIT_S = 4.0  # a transfer asked: the leader waits up to max_wait_ack_ms (2
 def transfer_leader_cmd(
     to: Annotated[str, typer.Option("--to", help="The member to hand leadership to.", show_default=False,
                                     autocompletion=complete_members)],
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Hand leadership to a member (DLedger's LEADERSHIP_TRANSFER): the leader stops taking appends until the
@@ -310,7 +313,7 @@ def _row(step: str, node: str, resp: dict, start: float, now: float) -> dict:
 async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | None, start_it: bool) -> dict:
     """Start the new member (with a record), add it as a learner, wait until it is a voter."""
     from cluster.node import launcher
-    from cluster.net.client import ClientError
+    from cluster.net.client import ClientError, Refused
 
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -318,13 +321,26 @@ async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | 
     md = await c.metadata(leader)
     if node in md.get("peers", {}):
         raise ClientError(f"{node} is a member already ({'voter' if node in md.get('voters', []) else 'learner'})")
+    taken = [p for p, a in md.get("peers", {}).items() if a == address]
+    if taken:
+        raise ClientError(f"{address} is the address of member {taken[0]}")
+    made: list[str] = []
     if start_it:
+        made = launcher.new_paths(base_dir, [node])
         try:
+            launcher.check_ports(address.rpartition(":")[0].strip("[]"), {int(address.rpartition(":")[2]): node})
             launcher.add_member(base_dir, node, address, md["peers"])
         except (launcher.LauncherError, OSError) as exc:
+            launcher.discard(made)
             raise ClientError(f"cannot start {node}: {exc}") from None
         _say(f"{node}: started as a learner at {address} (log in {base_dir}/logs/{node}.log)")
-    resp = await _change(c, "add", node, address, start + wait)
+    try:
+        resp = await _change(c, "add", node, address, start + wait)
+    except Refused:
+        if start_it:  # refused: the member started for it goes again, with what it made (not after a timeout:
+            launcher.forget_member(base_dir, node)  # the change may have been made)
+            launcher.discard(made)
+        raise
     _say(f"{node}: config entry {resp.get('index')} committed: a learner; catching up")
     said = None
     while loop.time() - start < wait:
@@ -399,7 +415,7 @@ def add_cmd(
     node: Annotated[str, typer.Option("--id", help="The new member's id.", show_default=False)],
     address: Annotated[str, typer.Option("--address", help="Where it listens: HOST:PORT.", show_default=False)],
     start_it: StartOpt = True, wait: WaitOpt = 120.0,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Add a member: it joins as a learner (entries, no vote), and the leader promotes it to voter with a second
@@ -419,7 +435,7 @@ def remove_cmd(
     node: Annotated[str, typer.Option("--id", help="The member to remove.", show_default=False,
                                       autocompletion=complete_members)],
     stop_it: StopOpt = True,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Remove a member (the leader too: it steps down once the entry that removes it commits). Refused while
@@ -437,7 +453,7 @@ def replace_cmd(
                                       autocompletion=complete_members)],
     new: Annotated[str, typer.Option("--with", help="The new member: ID=HOST:PORT.", show_default=False)],
     start_it: StartOpt = True, stop_it: StopOpt = True, wait: WaitOpt = 120.0,
-    peers: PeersOpt = None, group: GroupOpt = DEFAULT_GROUP, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 10.0, fmt: FormatOpt = Format.table,
 ) -> None:
     """Replace a member (one that died for good, say) without stopping the group: add the new one as a learner,

@@ -30,6 +30,20 @@ def _cell(value: Any) -> Any:
     return "" if value is None else value
 
 
+# C0 and C1 control characters and DEL, as a terminal must not receive them from data
+_ESCAPES = {**{c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7f, 0xa0))},
+            ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"}
+
+
+def shown(value: Any) -> str:
+    """A table cell's text: None as empty, control characters escaped (\\n, \\x1b), so a
+    body's bytes can neither move the cursor nor break the table's lines."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    return text.translate(_ESCAPES) if not text.isprintable() else text
+
+
 def render(rows: Iterable[dict], fmt: Format, *, columns: list[str] | None = None, out=None) -> int:
     """Write ``rows``; returns how many were written. jsonl and csv stream row by row."""
     out = out or sys.stdout
@@ -47,6 +61,8 @@ def render(rows: Iterable[dict], fmt: Format, *, columns: list[str] | None = Non
                 writer.writeheader()
             writer.writerow({k: _cell(v) for k, v in row.items()})
             n += 1
+        if writer is None and columns:  # no rows: still the header, so a reader sees the columns
+            csv.DictWriter(out, fieldnames=columns, lineterminator="\n").writeheader()
         return n
     rows = list(rows)
     if fmt == Format.json:
@@ -56,7 +72,7 @@ def render(rows: Iterable[dict], fmt: Format, *, columns: list[str] | None = Non
         out.write("(no rows)\n")
         return 0
     cols = columns or list(dict.fromkeys(k for row in rows for k in row))
-    table = [[_cell(row.get(c)) for c in cols] for row in rows]
+    table = [[shown(row.get(c)) for c in cols] for row in rows]
     out.write(tabulate(table, headers=cols, tablefmt="simple", disable_numparse=True) + "\n")
     return len(rows)
 
@@ -73,7 +89,7 @@ def render_object(obj: dict, fmt: Format, out=None) -> None:
         writer.writerow({k: _cell(v) for k, v in obj.items()})
         out.write(buf.getvalue())
     else:
-        out.write(tabulate([[k, _cell(v)] for k, v in obj.items()], tablefmt="plain", disable_numparse=True) + "\n")
+        out.write(tabulate([[k, shown(v)] for k, v in obj.items()], tablefmt="plain", disable_numparse=True) + "\n")
 
 
 class StreamTable:
@@ -89,10 +105,10 @@ class StreamTable:
     def write(self, rows: list[dict]) -> None:
         if not rows:
             return
-        cells = [["" if r.get(c) is None else str(r.get(c)) for c in self.columns] for r in rows]
+        cells = [[shown(r.get(c)) for c in self.columns] for r in rows]
         lines = []
         if self.widths is None:
-            self.widths = [max([len(c)] + [len(row[k][0]) for row in cells]) for k, c in enumerate(self.columns)]
+            self.widths = [max([len(c)] + [len(row[k]) for row in cells]) for k, c in enumerate(self.columns)]
             lines.append(self._line(list(self.columns)))
             lines.append(self._line(["-" * w for w in self.widths]))
         for row in cells:
@@ -141,4 +157,6 @@ class RowStream:
             render(self._held, self.fmt, columns=self.columns)
         elif self.count == 0 and self.fmt == Format.table:
             self.out.write("(no rows)\n")
+        elif self.count == 0 and self.fmt == Format.csv and self._csv is None:
+            render([], self.fmt, columns=self.columns, out=self.out)
         self.out.flush()

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from store.errors import StoreUsageError
-from store.filestore import FileStore, lock_node_dir
+from store.filestore import FileStore, lock_node_dir, unlock_node_dir
 from store.inspect import Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
 from store.layout import NodeLayout, resolve_node_dir
 from store.retention import head_files, plan_head_deletion
@@ -43,6 +43,7 @@ def _node(path: str, self_id: str | None) -> str:
 
 
 DATA_COLUMNS = ["kind", "file", "file_offset", "pos", "index", "term", "magic", "size", "crc", "status", "note"]
+INDEX_COLUMNS = ["file", "file_offset", "slot", "magic", "pos", "size", "index", "term", "status"]
 
 
 @app.command("inspect-data")
@@ -68,8 +69,17 @@ def inspect_data_cmd(
         rows = inspect_data(node, sel, body=body, all_records=all_records, data_file_size=data_file_size,
                             index_file_size=index_file_size)
         cols = DATA_COLUMNS + (["body"] if body != "none" else [])
-        render(rows, fmt, columns=cols if fmt in (Format.table, Format.csv) else None)
+        if not render(rows, fmt, columns=cols if fmt in (Format.table, Format.csv) else None):
+            _range_note(node, data_file_size, index_file_size)
         _snapshot_note(node)
+
+
+def _range_note(node: str, data_file_size, index_file_size) -> None:
+    """On stderr, when a selection found nothing: which entries the log holds."""
+    with FileStore.open(node, read_only=True, data_file_size=data_file_size, index_file_size=index_file_size) as s:
+        begin, end = s.begin_index, s.end_index
+    held = "no entries" if end < begin else f"entries {begin} to {end}"
+    typer.echo(f"Note: nothing in that range: this log holds {held}", err=True)
 
 
 def _snapshot_note(node: str) -> None:
@@ -100,8 +110,10 @@ def inspect_index_cmd(
     sel = _selection(index, from_index, to_index, pos)
     with errors_as_exit():
         node = _node(dir, self_id)
-        render(inspect_index(node, sel, all_records=all_records, data_file_size=data_file_size,
-                             index_file_size=index_file_size), fmt)
+        if not render(inspect_index(node, sel, all_records=all_records, data_file_size=data_file_size,
+                                    index_file_size=index_file_size), fmt,
+                      columns=INDEX_COLUMNS if fmt in (Format.table, Format.csv) else None):
+            _range_note(node, data_file_size, index_file_size)
 
 
 @app.command("verify")
@@ -137,8 +149,10 @@ def verify_cmd(
         render_object({"summary": summary, "problems": problems}, fmt)
     elif fmt == Format.jsonl:
         render(problems + [{"summary": summary}], fmt)
-    elif fmt == Format.csv:
-        render(problems, fmt, columns=["severity", "code", "file", "offset", "index", "message"])
+    elif fmt == Format.csv:  # (the verdict as a last row of the same columns)
+        verdict = {"severity": "summary", "code": "ok" if report.ok else "problems",
+                   "message": "; ".join(f"{k}={v}" for k, v in summary.items())}
+        render([*problems, verdict], fmt, columns=["severity", "code", "file", "offset", "index", "message"])
     else:
         if problems:
             render(problems, fmt)
@@ -254,7 +268,7 @@ def truncate_cmd(
             return _truncate(node, lock, from_index, yes, force, backup, dsize, isize, fmt)
         finally:
             if lock >= 0:
-                os.close(lock)
+                unlock_node_dir(NodeLayout(node), lock)
 
 
 def _truncate(node, lock, from_index, yes, force, backup, dsize, isize, fmt) -> None:
@@ -331,7 +345,7 @@ def purge_cmd(
         try:
             _purge(node, lock, before_index, older_than, dry_run, yes, data_file_size, index_file_size, fmt)
         finally:
-            os.close(lock)
+            unlock_node_dir(NodeLayout(node), lock)
 
 
 def _purge(node, lock, before_index, older_than, dry_run, yes, dsize, isize, fmt) -> None:

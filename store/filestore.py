@@ -161,37 +161,61 @@ class _PreallocatingFileList(FileList):
 
 
 def lock_node_dir(layout: NodeLayout) -> int:
-    """Take the node directory's exclusive lock; returns its fd (closing it unlocks).
+    """Take the node directory's exclusive lock; returns its fd (:func:`unlock_node_dir`
+    releases it).
 
     A writable store holds it for as long as it is open, so a second writer (another node
     on the same directory, ``store truncate`` on a running node) is refused instead of
     corrupting the files. An flock dies with its process, so a crash leaves no stale lock.
-    The file holds the holder's pid, only to name it in the error."""
+    The file holds the holder's pid, only to name it in the error; the holder removes it
+    when it lets go, so a finished or refused command leaves no file behind. A lock taken
+    on a file that was removed meanwhile (its holder let go between our open and our
+    flock) is not the lock: that is tried again."""
+    for _ in range(8):
+        try:
+            os.makedirs(layout.node_dir, exist_ok=True)
+            fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreIOError(f"cannot create {layout.lock_path}: {exc.strerror}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = ""
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                try:
+                    holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                except OSError:
+                    pass
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                who = f" (pid {holder})" if holder.isdigit() else ""
+                raise StoreInUseError(f"{layout.node_dir} is in use by another process{who}; stop it first") from None
+            raise StoreIOError(f"cannot lock {layout.lock_path}: {exc.strerror}") from exc
+        held = os.fstat(fd)
+        try:
+            named = os.stat(layout.lock_path)
+        except OSError:
+            named = None
+        if named is None or (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+            os.close(fd)  # (locked a file its holder removed as it let go)
+            continue
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # the pid is informational
+        return fd
+    raise StoreInUseError(f"{layout.node_dir}: its lock file keeps being replaced; is another process taking it?")
+
+
+def unlock_node_dir(layout: NodeLayout, fd: int) -> None:
+    """Let go of :func:`lock_node_dir`'s lock: remove the file while it is still held (so
+    nobody can lock it after), then close it."""
     try:
-        os.makedirs(layout.node_dir, exist_ok=True)
-        fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise StoreIOError(f"cannot create {layout.lock_path}: {exc.strerror}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        holder = ""
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            try:
-                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            except OSError:
-                pass
-        os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            who = f" (pid {holder})" if holder.isdigit() else ""
-            raise StoreInUseError(f"{layout.node_dir} is in use by another process{who}; stop it first") from None
-        raise StoreIOError(f"cannot lock {layout.lock_path}: {exc.strerror}") from exc
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.unlink(layout.lock_path)
     except OSError:
-        pass  # the pid is informational
-    return fd
+        pass
+    os.close(fd)
 
 
 # The messages of the checks of FileStore._check_entries (and of store._lanes.check_entries,
@@ -298,7 +322,7 @@ class FileStore(LogStore):
             data.close()
             index.close()
             if store is not None and store._owns_lock:
-                os.close(store._lock_fd)
+                unlock_node_dir(layout, store._lock_fd)
             raise
         return store
 
@@ -364,7 +388,7 @@ class FileStore(LogStore):
             self.index.close()
             self.closed = True
             if self._owns_lock:
-                os.close(self._lock_fd)  # releases the flock
+                unlock_node_dir(self.layout, self._lock_fd)
                 self._owns_lock, self._lock_fd = False, -1
 
     def __enter__(self) -> "FileStore":

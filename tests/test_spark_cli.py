@@ -126,6 +126,10 @@ def test_export(spark, group, tmp_path):
         assert table.column("body").to_pylist() == [s.get(i).body for i in range(56)]
     r = invoke("spark", "export", group, "--to", to)
     assert r.exit_code == 1 and r.stderr.startswith("Error: ") and "already exists" in r.stderr
+    (tmp_path / "a-file").write_text("")  # (root may write anywhere: under a file, nobody can)
+    r = invoke("spark", "export", group, "--to", tmp_path / "a-file" / "out")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.output
+    assert "An error occurred while calling" not in r.stderr and "a-file" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("args,code,text", [

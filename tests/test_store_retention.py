@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from conftest import all_digests, sample_bodies, write_project_store
 from dledgerctl.app import app
 from store.errors import StoreUsageError
-from store.filestore import FileStore, lock_node_dir
+from store.filestore import FileStore, lock_node_dir, unlock_node_dir
 from store.layout import NodeLayout
 from store.retention import HeadFile, head_files, plan_head_deletion
 
@@ -153,8 +153,8 @@ def test_purge_refusals(tmp_path):
         r = run("store", "purge", str(node), "--before-index", "50", "--yes")
         assert r.exit_code == 1 and "in use by another process" in r.stderr
     finally:
-        os.close(lock)
-    assert all_digests(node) == before
+        unlock_node_dir(NodeLayout(str(node)), lock)
+    assert all_digests(node) == before  # (and no lock file left by any of them)
 
 
 def test_diff_compares_the_overlap_of_replicas_that_begin_apart(tmp_path):

@@ -168,7 +168,7 @@ def test_a_tls_cluster_serves_its_identities_and_refuses_the_rest(tls_cluster, t
     assert r.returncode == 1 and "no leader" in r.stderr
     r = cli("append", "--peers", peers, "-d", "x", "--timeout", "2", *_tls(rec, "client-app", ca=os.path.join(
         other_ca, "ca.pem")))
-    assert r.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in r.stderr  # the members' certificates are not trusted
+    assert r.returncode == 1 and "certificate verify failed" in r.stderr  # the members' certificates are not trusted
     r = cli("append", "--peers", peers, "-d", "x", "--timeout", "2")
     assert r.returncode == 1 and "no leader" in r.stderr
     now = datetime.datetime.now(datetime.timezone.utc)

@@ -14,7 +14,7 @@ from typing import Awaitable
 
 from .frames import DEFAULT_MAX_FRAME, Frame, ProtocolError
 from .tls import identity_of
-from .transport import ConnectionLost, FrameConnection, RequestTimeout, Unreachable, WrongPeer, settle
+from .transport import ConnectionLost, FrameConnection, RequestTimeout, Unreachable, WrongPeer, settle, why
 
 log = logging.getLogger("dledgerctl.transport")
 
@@ -84,12 +84,14 @@ class Channel:
     """A client connection to one address, reconnecting on demand."""
 
     def __init__(self, host: str, port: int, *, connect_timeout: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME,
-                 backoff_min: float = 0.05, backoff_max: float = 2.0, ssl=None, expect=None) -> None:
+                 backoff_min: float = 0.05, backoff_max: float = 2.0, ssl=None, expect=None, on_lost=None) -> None:
         """``ssl``: a client SSLContext (mutual TLS), or None for plain TCP. ``expect(identity)``
         says why the server's certificate identity (cluster/net/tls.py) is not the one meant, or
-        returns None: a connection to another one is closed and the request fails."""
+        returns None: a connection to another one is closed and the request fails.
+        ``on_lost()`` is called when an open connection is lost (the other side went away),
+        with requests pending or not."""
         self.host, self.port = host, port
-        self.ssl, self.expect = ssl, expect
+        self.ssl, self.expect, self.on_lost = ssl, expect, on_lost
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.backoff_min, self.backoff_max = backoff_min, backoff_max
@@ -138,7 +140,7 @@ class Channel:
             except (OSError, asyncio.TimeoutError) as exc:
                 self._backoff = min(self.backoff_max, max(self.backoff_min, self._backoff * 2))
                 self._retry_at = loop.time() + self._backoff
-                raise Unreachable(f"cannot connect to {self.address}: {exc or 'timed out'}") from exc
+                raise Unreachable(f"cannot connect to {self.address}: {why(exc)}") from exc
             self._backoff = 0.0
             if self.closed:
                 conn.close()
@@ -153,13 +155,16 @@ class Channel:
         return conn
 
     def _lost(self, conn: _ClientConnection, cause: BaseException | None) -> None:
-        if self._conn is conn:
+        was_open = self._conn is conn
+        if was_open:
             self._conn = None
         pending, conn.pending = conn.pending, {}
         for target, _deadline, _timeout in pending.values():
-            err = ConnectionLost(f"connection to {self.address} lost")
+            err = ConnectionLost(f"connection to {self.address} lost" + (f": {why(cause)}" if cause else ""))
             err.__cause__ = cause
             settle(target, None, err)
+        if was_open and not self.closed and self.on_lost is not None:
+            self.on_lost()
 
     def _issue(self, conn: _ClientConnection, frame: Frame, timeout: float, target=None):
         # The answer, the connection's deadline sweep or its loss settles the request,

@@ -210,8 +210,7 @@ class Client:
                         tls_problem = isinstance(md, (Forbidden, WrongPeer)) or (
                             isinstance(md, TransportError) and isinstance(md.__cause__, ssl.SSLError))
                         if tls_problem and isinstance(md, ConnectionLost):
-                            md = f"{md}: TLS: {md.__cause__} (is this certificate valid, and signed by the CA " \
-                                 f"the members trust?)"
+                            md = f"{md} (is this certificate valid, and signed by the CA the members trust?)"
                         if refused is None or (tls_problem and not refused_tls):
                             refused, refused_tls = f"{p}: {md}", tls_problem
                         continue

@@ -33,6 +33,29 @@ class ConnectionLost(TransportError):
     pass
 
 
+def why(exc: BaseException | None) -> str:
+    """What went wrong, in words, for an error whose text may be empty (a reset connection
+    says nothing; an SSL error's text is its library's code): TLS errors name the alert or
+    the verification failure."""
+    import ssl
+
+    if exc is None:
+        return "no reason given"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS: certificate verify failed: {exc.verify_message or exc.reason}"
+    if isinstance(exc, ssl.SSLError):
+        reason = (exc.reason or str(exc)).replace("_", " ").lower()
+        if "alert" in reason:  # (the other side refused our certificate, and said why)
+            return f"TLS: the other side refused this connection ({reason})"
+        return f"TLS: {reason}"
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.errno and exc.strerror:
+        text = exc.strerror
+    return text or {ConnectionResetError: "connection reset by the other side"}.get(type(exc), type(exc).__name__)
+
+
 class Unreachable(TransportError):
     pass
 

@@ -51,9 +51,10 @@ def read_record(base_dir: str) -> dict | None:
 def _cmdline(pid: int) -> list[str] | None:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return [p.decode(errors="replace") for p in fh.read().split(b"\0") if p]
+            args = fh.read().split(b"\0")
     except OSError:
         return None
+    return [p.decode(errors="replace") for p in (args[:-1] if args and args[-1] == b"" else args)]
 
 
 def alive(node: dict) -> bool:
@@ -102,6 +103,12 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
         running = ", ".join(f"{n['id']} (pid {n['pid']})" for n in old["nodes"] if alive(n))
         raise LauncherError(f"a cluster started from {base_dir} is still running: {running}; run 'cluster down' first")
     peers = _peers(nodes, port_base, host)
+    ports = {port_base + i: f"n{i}" for i in range(nodes)}
+    if metrics_port_base is not None:
+        ports.update({metrics_port_base + i: f"n{i}'s metrics" for i in range(nodes)})
+        if len(ports) < 2 * nodes:
+            raise LauncherError("--metrics-port-base overlaps the members' ports (--port-base)")
+    check_ports(host, ports)
     os.makedirs(os.path.join(base_dir, "logs"), exist_ok=True)
     rec = {"group": group, "peers": peers, "base_dir": os.path.abspath(base_dir), "started": time.time(), "nodes": []}
     if tls_dir is not None:
@@ -276,6 +283,63 @@ def forget_member(base_dir: str, node_id: str) -> list[dict]:
     rec["peers"] = format_peers(peers) if peers else ""
     write_record(base_dir, rec)
     return rows
+
+
+def exit_reason(node: dict) -> str:
+    """Why a member exited at start, from its log: its last ``Error:`` line (what ``node
+    start`` says when it refuses to run), else the log's last line; '' without a log."""
+    tail = log_tail(node, 40).split(" | ")
+    errors = [line for line in tail if line.startswith("Error: ")]
+    if errors:
+        return errors[-1][len("Error: "):]
+    return tail[-1] if tail else ""
+
+
+def check_ports(host: str, ports: dict[int, str]) -> None:
+    """LauncherError naming the first of ``ports`` (port -> what it is for) that cannot be
+    bound on ``host`` now (another process listens there, say): checked before anything
+    is started or written, so a taken port leaves nothing behind."""
+    import socket
+
+    for port, what in ports.items():
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as the nodes bind)
+            sock.bind((host, port))
+        except OSError as exc:
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise LauncherError(f"{host}:{port} ({what}) cannot be used: {why}") from None
+        finally:
+            sock.close()
+
+
+def new_paths(base_dir: str, ids: list[str]) -> list[str]:
+    """What starting members ``ids`` from ``base_dir`` would create that is not there yet:
+    the base directory itself when it is missing, else its parts (the record, the logs,
+    config and tls directories or the members' files in them, the members' stores), so a
+    start that fails half-way can remove exactly what it made (:func:`discard`)."""
+    if not os.path.exists(base_dir):
+        return [base_dir]
+    parts = [record_path(base_dir), record_path(base_dir) + ".tmp", os.path.join(base_dir, "tls")]
+    for sub, names in (("logs", [f"{i}.log" for i in ids]), ("config", [f"{i}.toml" for i in ids])):
+        d = os.path.join(base_dir, sub)
+        parts += [d] if not os.path.exists(d) else [os.path.join(d, n) for n in names]
+    parts += [os.path.join(base_dir, f"dledger-{i}") for i in ids]
+    return [p for p in parts if not os.path.lexists(p)]
+
+
+def discard(paths: list[str]) -> None:
+    """Remove what :func:`new_paths` listed (those of them that now exist)."""
+    import shutil
+
+    for p in paths:
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
 
 
 def log_tail(node: dict, lines: int = 5) -> str:

@@ -98,6 +98,7 @@ class Node(Serving, ReadServing, OperatorRequests):
     def __init__(self, cfg: NodeConfig) -> None:
         self.cfg = cfg
         self.dir = node_dir(cfg)
+        self.served = False
         # the term and vote first (StoreCorruptError when they cannot be used): nothing opened yet to undo
         self.terms = FileTermStore(self.dir)
         self.terms.load()
@@ -186,7 +187,8 @@ class Node(Serving, ReadServing, OperatorRequests):
             if ch is not None:
                 self._close_later(ch)
             self.channels[p] = Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes,
-                                       expect=functools.partial(expect_member, cfg.group, p), **ssl_out)
+                                       expect=functools.partial(expect_member, cfg.group, p),
+                                       on_lost=functools.partial(self._peer_lost, p), **ssl_out)
         for p in [p for p in self.channels if p not in members.members]:
             self._close_later(self.channels.pop(p))
         self.server.members = frozenset(Identity(cfg.group, "member", p) for p in {**cfg.peers, **members.members})
@@ -228,7 +230,8 @@ class Node(Serving, ReadServing, OperatorRequests):
         except OSError as exc:
             self._syncer.close()
             self.store.close()
-            raise OSError(exc.errno, f"cannot listen on {me.address}: {exc.strerror}") from exc
+            why = os.strerror(exc.errno) if exc.errno else exc.strerror  # (not uvloop's "error while attempting...")
+            raise OSError(exc.errno, f"cannot listen on {me.address}: {why}") from exc
         for sig, handler in ((signal.SIGTERM, self.stop), (signal.SIGINT, self.stop), (signal.SIGHUP, self.reload_tls)):
             try:
                 self.loop.add_signal_handler(sig, handler)
@@ -246,6 +249,7 @@ class Node(Serving, ReadServing, OperatorRequests):
                 await self._shutdown()
                 raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
             log.info("metrics on %s", self.metrics.url)
+        self.served = True  # (listening: from here on the store is this member's, whatever follows)
         if ready is not None:
             ready()
         ticker = asyncio.create_task(self._tick_loop())
@@ -412,6 +416,12 @@ class Node(Serving, ReadServing, OperatorRequests):
             self._feed(peer, req, None, exc)
         else:
             self._feed(peer, req, frame, None, sent)
+
+    def _peer_lost(self, peer: str) -> None:
+        """The connection to ``peer`` went away (it stopped, say): the core counts it as
+        unreachable until it answers again."""
+        if self.core is not None and not self._stop.is_set():
+            self.core.on_peer_lost(peer, self.now())
 
     def _feed(self, peer: str, req, frame: Frame | None, exc: BaseException | None, sent: float = 0.0) -> None:
         """Hand a peer's answer (or why there is none) to the core and act on what follows;

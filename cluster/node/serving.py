@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import os
 import time
 
 from store.base import appended_rows
@@ -61,7 +62,7 @@ from ..net.wire import (
 )
 from ..raft.proposal import Proposal
 from ..raft.rpc import Code, LeadershipTransferRequest
-from ..raft.statemachine import StateMachineError
+from ..raft.statemachine import KeyValue, StateMachineError
 from .reads import LINEARIZABLE, SERIALIZABLE, consistency_of
 
 log = logging.getLogger("dledgerctl.node")
@@ -281,8 +282,11 @@ class Serving:
         d["peers"] = {p: peer.address for p, peer in self.core.members.members.items()}
         if self.applier is not None:
             d["applied_index"], d["snapshot_index"] = self.applier.applied, self.applier.snapshot_index
+            sm = type(self.applier.sm)
+            d["state_machine"] = "kv" if issubclass(sm, KeyValue) else f"{sm.__module__}:{sm.__qualname__}"
         d["flush"] = self.cfg.flush
         d["flush_interval_ms"] = self.cfg.flush_interval_ms
+        d["pid"] = os.getpid()  # (which process answers: 'cluster status' tells a recorded member from a stranger)
         return d
 
     def _append(self, f: Frame, conn):

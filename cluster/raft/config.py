@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 DEFAULT_GROUP = "default"  # DLedgerConfig.group
 PEER_SEPARATOR = ";"  # DLedgerConfig.peers: "n0-host:port;n1-host:port"
 _ID_RE = re.compile(r"^[A-Za-z0-9_.]+$")
+# a host name or IPv4 address, or an IPv6 address in brackets
+_HOST_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])$")
 
 
 class ConfigError(ValueError):
@@ -40,11 +42,12 @@ def parse_peers(text: str) -> dict[str, Peer]:
     """Parse DLedger's peers string ``"n0-127.0.0.1:20911;n1-127.0.0.1:20912"``.
 
     The id is everything before the first ``-`` (ids are letters, digits, ``_`` and ``.``);
-    order is kept. Raises ConfigError naming the bad part."""
+    order is kept. Ids and addresses are unique. Raises ConfigError naming the bad part."""
     peers: dict[str, Peer] = {}
     parts = [p.strip() for p in (text or "").split(PEER_SEPARATOR) if p.strip()]
     if not parts:
         raise ConfigError("peers is empty; expected e.g. 'n0-127.0.0.1:20911;n1-127.0.0.1:20912'")
+    owners: dict[tuple[str, int], str] = {}
     for part in parts:
         ident, sep, address = part.partition("-")
         host, colon, port_text = address.rpartition(":")
@@ -52,12 +55,28 @@ def parse_peers(text: str) -> dict[str, Peer]:
             raise ConfigError(f"peer {part!r} is not ID-HOST:PORT")
         if not _ID_RE.match(ident):
             raise ConfigError(f"peer id {ident!r} must be letters, digits, '_' or '.'")
+        if not _HOST_RE.match(host):
+            hint = "; peers are separated by ';'" if "," in host or " " in host else ""
+            raise ConfigError(f"peer {part!r}: {host!r} is not a host name or address{hint}")
         if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise ConfigError(f"peer {part!r}: port {port_text!r} is not 1-65535")
         if ident in peers:
             raise ConfigError(f"peer id {ident!r} appears twice")
-        peers[ident] = Peer(ident, host.strip("[]"), int(port_text))
+        peer = Peer(ident, host.strip("[]"), int(port_text))
+        other = owners.setdefault((peer.host, peer.port), ident)
+        if other != ident:
+            raise ConfigError(f"peers {other!r} and {ident!r} have the same address {peer.address}")
+        peers[ident] = peer
     return peers
+
+
+def group_problem(group: str) -> str | None:
+    """Why ``group`` cannot name a Raft group (empty, spaces, control characters), or None."""
+    if not group:
+        return "a group name must not be empty"
+    if not group.isprintable() or any(c.isspace() for c in group):
+        return "a group name must not hold spaces or control characters"
+    return None
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -186,6 +205,16 @@ class NodeConfig:
         for name in ("disk_ratio_check", "disk_ratio_force", "disk_full_ratio"):
             if not 0 < getattr(self, name) <= 1:
                 raise ConfigError(f"{name} must be a ratio above 0 and at most 1, not {getattr(self, name)}")
+        if not self.disk_ratio_check <= self.disk_ratio_force <= self.disk_full_ratio:
+            raise ConfigError(f"the disk ratios must rise: --disk-ratio-check {self.disk_ratio_check:g} <= "
+                              f"--disk-ratio-force {self.disk_ratio_force:g} <= --disk-full-ratio "
+                              f"{self.disk_full_ratio:g}")
+        stray = [p for p in self.peer_addresses if p not in self.peers]
+        if stray:
+            raise ConfigError(f"--peer-address names {', '.join(stray)}, not in peers ({', '.join(self.peers)})")
+        problem = group_problem(self.group)
+        if problem is not None:
+            raise ConfigError(f"--group {self.group!r}: {problem}")
         from .retention import parse_delete_when
 
         try:

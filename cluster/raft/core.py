@@ -532,6 +532,14 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
             if d is not None:
                 d.on_failure(req, now, why)
 
+    def on_peer_lost(self, peer: str, now: int) -> None:
+        """The connection to ``peer`` was lost: until it answers again it does not count as
+        live for a membership change (it may have stopped a moment ago)."""
+        self.now = now
+        d = self.dispatchers.get(peer) if self.member.role == Role.LEADER else None
+        if d is not None:
+            d.lost_at = now
+
     def describe(self) -> dict:
         m, s = self.member, self.store
         out = {

@@ -120,6 +120,7 @@ class Dispatcher(DeepCompare):
         self.retry_at = now  # nothing is sent before this (back-off after a failure)
         self.last_send_at = -(1 << 62)
         self.last_ack_at: int | None = None
+        self.lost_at: int | None = None  # when its connection or a request failed, since its last answer
         self.commit_sent = -2
         self.commit_moved_at: int | None = None  # when the commit index first differed from commit_sent
         self.quota_window = now
@@ -248,7 +249,7 @@ class Dispatcher(DeepCompare):
     def on_response(self, req, resp, now: int) -> None:
         if req.term != self.term or self.state == DispatchState.REPAIR:
             return
-        self.last_ack_at = now
+        self.last_ack_at, self.lost_at = now, None
         if type(req) is InstallSnapshotRequest:
             if req is self.outstanding:
                 self.outstanding = None
@@ -289,7 +290,7 @@ class Dispatcher(DeepCompare):
         """The request failed (timeout, connection lost): retry after a short back-off."""
         if req.term != self.term or self.state == DispatchState.REPAIR:
             return
-        self.last_error = why
+        self.last_error, self.lost_at = why, now
         self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
         if req is self.outstanding:
             self.outstanding = None

@@ -139,6 +139,11 @@ class Leading:
         d = self.dispatchers.get(peer)
         return d is not None and d.last_ack_at is not None and now - d.last_ack_at < self.cfg.leader_lost_ms
 
+    def _peer_reachable(self, peer: str, now: int) -> bool:
+        """Alive, and nothing sent to it has failed since it last answered (a member stopped
+        a moment ago answered recently, but its connection is gone)."""
+        return self._peer_alive(peer, now) and self.dispatchers[peer].lost_at is None
+
     def refuse_operator(self, peer: str | None) -> tuple[Code, str] | None:
         """Why an operator request about follower ``peer`` cannot be served here, if it cannot."""
         m, c = self.member, self.cfg

@@ -155,7 +155,7 @@ class Reconfiguration:
             except (MembershipError, ConfigError) as exc:
                 refusal = Code.UNEXPECTED_ARGUMENT, str(exc)
             else:
-                live = [v for v in new.voters if v == self.cfg.self_id or self._peer_alive(v, now)]
+                live = [v for v in new.voters if v == self.cfg.self_id or self._peer_reachable(v, now)]
                 if len(live) < new.quorum:
                     refusal = Code.ILLEGAL_MEMBER_STATE, (
                         f"{'adding' if kind == 'add' else 'removing'} {node} would leave {len(live)} live voters "

@@ -229,7 +229,30 @@ def first_line(exc: BaseException) -> str:
         if m and not ln.startswith(("org.apache", "java.", "py4j.", "scala.")):
             return f"{m.group(2)}" if m.group(1) in ("StoreIOError", "NotAStoreError", "StoreCorruptError",
                                                           "StoreUsageError", "ValueError") else f"{m.group(1)}: {m.group(2)}"
+    java = _java_reason(exc)
+    if java is not None:
+        return java
     return lines[0] if lines else type(exc).__name__
+
+
+def _java_reason(exc: BaseException) -> str | None:
+    """For an error the JVM raised (py4j's "An error occurred while calling o71.parquet."),
+    the innermost Java cause: ``IOException: Mkdirs failed to create file:/out``."""
+    j = getattr(exc, "java_exception", None)
+    if j is None:
+        return None
+    try:
+        for _ in range(32):
+            cause = j.getCause()
+            if cause is None:
+                break
+            j = cause
+        name = j.getClass().getSimpleName()
+        message = j.getMessage()
+    except Exception:  # noqa: BLE001 - the JVM may be gone: the text is all there is
+        return None
+    first = " ".join(str(message).split("\n")[0].split()) if message else ""
+    return f"{name}: {first}" if first else name
 
 
 @contextmanager

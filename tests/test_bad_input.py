@@ -1,0 +1,442 @@
+"""What a newcomer's mistakes show, command by command: the exit code, one ``Error:`` line
+naming the real cause, and nothing left behind (no process, no record, no lock file, no
+empty store directory).
+
+Every leaf command of the app has a row in ``MATRIX`` (a test fails for a new command
+without one). Rows that need no running group use typer's CliRunner; the others share one
+real 3-node cluster on 127.0.0.1 (``group``), or start their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from dledgerctl.app import app
+from ports import free_port_base
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+runner = CliRunner()
+
+
+def run(*args, input=None):
+    return runner.invoke(app, list(args), input=input)
+
+
+def cli(*args, timeout=90, input=None, env=None):
+    env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200", **(env or {}))
+    return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, input=input)
+
+
+def one_error(stderr: str, *words: str) -> str:
+    """The one ``Error:`` line of ``stderr`` (exactly one), which holds every one of ``words``."""
+    lines = [line for line in stderr.splitlines() if line.startswith("Error:")]
+    assert len(lines) == 1, stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def tree(path) -> set[str]:
+    """Every file and directory under ``path`` (relative), to compare before and after."""
+    out = set()
+    for dirpath, dirs, files in os.walk(path):
+        for name in dirs + files:
+            out.add(os.path.relpath(os.path.join(dirpath, name), path))
+    return out
+
+
+def processes_naming(text: str) -> list[int]:
+    """Pids of running processes whose command line holds ``text`` (a base directory)."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    if text.encode() in fh.read():
+                        pids.append(int(pid))
+            except OSError:
+                pass
+    return pids
+
+
+def wait_for(cond, seconds: float, what: str):
+    end = time.monotonic() + seconds
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+# -- the matrix: every command, and the cases of it below --------------------------------------
+MATRIX = {
+    "append": ["test_append_lines_needs_a_file", "test_bad_peers_lists"],
+    "get": ["test_get_follow_renders_empty_and_control_bodies", "test_bad_peers_lists"],
+    "completion": ["test_completion_of_an_unknown_shell"],
+    "store inspect-data": ["test_inspect_past_the_log_says_where_it_is", "test_store_commands_on_a_missing_dir"],
+    "store inspect-index": ["test_inspect_past_the_log_says_where_it_is", "test_store_commands_on_a_missing_dir"],
+    "store verify": ["test_verify_csv_has_a_header_and_a_verdict", "test_store_commands_on_a_missing_dir"],
+    "store checkpoint": ["test_store_commands_on_a_missing_dir"],
+    "store snapshot": ["test_store_commands_on_a_missing_dir"],
+    "store diff": ["test_store_commands_on_a_missing_dir"],
+    "store truncate": ["test_refused_repairs_leave_no_lock_file"],
+    "store purge": ["test_refused_repairs_leave_no_lock_file"],
+    "node start": ["test_node_start_checks_members_and_ratios", "test_node_start_on_a_taken_port_leaves_nothing"],
+    "cluster status": ["test_status_of_another_group_is_not_up", "test_status_tells_a_stranger_from_a_member",
+                       "test_bad_peers_lists"],
+    "cluster up": ["test_cluster_up_on_a_taken_port_leaves_nothing", "test_cluster_up_empty_group",
+                   "test_cluster_up_names_the_option_that_differs", "test_cluster_up_whose_members_exit_is_undone"],
+    "cluster start": ["test_cluster_commands_without_a_record"],
+    "cluster stop": ["test_cluster_commands_without_a_record"],
+    "cluster down": ["test_cluster_commands_without_a_record"],
+    "peer watermarks": ["test_bad_peers_lists"],
+    "peer compare": ["test_peer_commands_name_members"],
+    "peer truncate": ["test_peer_truncate_past_the_end_fails"],
+    "peer transfer-leader": ["test_peer_commands_name_members"],
+    "peer add": ["test_refused_peer_add_leaves_the_record_alone"],
+    "peer remove": ["test_remove_right_after_a_stop_is_refused"],
+    "peer replace": ["test_refused_peer_add_leaves_the_record_alone"],
+    "spark audit": ["test_spark_commands_on_a_missing_path"],
+    "spark diverge": ["test_spark_commands_on_a_missing_path"],
+    "spark stats": ["test_spark_commands_on_a_missing_path"],
+    "spark export": ["test_spark_commands_on_a_missing_path"],
+    "spark mq-topics": ["test_spark_commands_on_a_missing_path"],
+    "spark mq-find": ["test_spark_commands_on_a_missing_path"],
+    "spark mq-export": ["test_spark_commands_on_a_missing_path"],
+    "certs init": ["test_certs_init_checks_the_group"],
+    "kv put": ["test_kv_put_without_a_state_machine_is_refused"],
+    "kv get": ["test_bad_peers_lists"],
+    "mq messages": ["test_mq_commands_on_a_missing_dir"],
+    "mq topics": ["test_mq_commands_on_a_missing_dir"],
+    "mq check": ["test_mq_commands_on_a_missing_dir"],
+}
+
+
+def _leaf_commands(cmd, path=()):
+    if hasattr(cmd, "commands"):
+        for name, sub in cmd.commands.items():
+            yield from _leaf_commands(sub, (*path, name))
+    else:
+        yield " ".join(path)
+
+
+def test_every_command_has_a_row():
+    commands = set(_leaf_commands(typer.main.get_command(app)))
+    assert commands - set(MATRIX) == set(), "commands without a row in MATRIX"
+    assert set(MATRIX) - commands == set(), "rows of commands that are gone"
+    cases = {c for cs in MATRIX.values() for c in cs}
+    assert cases <= set(globals()), f"rows naming no test: {cases - set(globals())}"
+
+
+# -- parse-time checks (CliRunner) -------------------------------------------------------------
+@pytest.mark.parametrize("args", [["append", "-d", "x"], ["get", "-i", "0"], ["cluster", "status"],
+                                  ["peer", "watermarks"], ["kv", "get", "k"]])
+@pytest.mark.parametrize("peers, why", [("n0-127.0.0.1:1, n1-127.0.0.1:2", "separated by ';'"),
+                                        ("n0-127.0.0.1:1;n1-127.0.0.1:1", "the same address"),
+                                        ("n0-127.0.0.1", "is not ID-HOST:PORT")])
+def test_bad_peers_lists(args, peers, why):
+    r = run(*args, "--peers", peers)
+    assert r.exit_code == 2
+    one_error(r.stderr, "--peers", why)
+
+
+def test_append_lines_needs_a_file():
+    r = run("append", "--lines", "-d", "x", "--peers", "n0-127.0.0.1:1")
+    assert r.exit_code == 2
+    one_error(r.stderr, "--lines")
+
+
+def test_completion_of_an_unknown_shell():
+    r = run("completion", "tcsh")
+    assert r.exit_code == 2
+    one_error(r.stderr, "tcsh")
+
+
+@pytest.mark.parametrize("extra, why", [
+    (["--peers", "a-127.0.0.1:7001;b-127.0.0.1:7001"], "the same address"),
+    (["--peers", "a-127.0.0.1:7001, b-127.0.0.1:7002"], "separated by ';'"),
+    (["--peers", "a-127.0.0.1:7001;b-127.0.0.1:7002", "--peer-address", "c=127.0.0.1:7003"], "names c, not in peers"),
+    (["--peers", "a-127.0.0.1:7001;b-127.0.0.1:7002", "--disk-ratio-force", "0.5"], "must rise"),
+    (["--peers", "a-127.0.0.1:7001;b-127.0.0.1:7002", "--group", ""], "must not be empty"),
+])
+def test_node_start_checks_members_and_ratios(tmp_path, extra, why):
+    r = run("node", "start", "--id", "a", "--store-base-dir", str(tmp_path / "s"), *extra)
+    assert r.exit_code == 2
+    one_error(r.stderr, why)
+    assert not (tmp_path / "s").exists()
+
+
+def test_certs_init_checks_the_group(tmp_path):
+    r = run("certs", "init", str(tmp_path / "tls"), "--members", "n0", "--group", "a b")
+    assert r.exit_code == 2
+    one_error(r.stderr, "--group", "spaces")
+    assert not (tmp_path / "tls").exists()
+
+
+def test_cluster_up_empty_group(tmp_path):
+    r = run("cluster", "up", "--base-dir", str(tmp_path / "c"), "--group", "")
+    assert r.exit_code == 2
+    one_error(r.stderr, "--group", "must not be empty")
+    assert not (tmp_path / "c").exists()
+
+
+def test_cluster_commands_without_a_record(tmp_path):
+    for args in (["start", "n0"], ["stop", "n0"], ["down"]):
+        r = run("cluster", *args, "--base-dir", str(tmp_path))
+        assert r.exit_code == 1, (args, r.output)
+        one_error(r.stderr, "no cluster record")
+    assert tree(tmp_path) == set()
+
+
+@pytest.mark.parametrize("sub", ["inspect-data", "inspect-index", "verify", "checkpoint", "snapshot"])
+def test_store_commands_on_a_missing_dir(tmp_path, sub):
+    r = run("store", sub, str(tmp_path / "nope"))
+    assert r.exit_code in (1, 2)
+    one_error(r.stderr, "nope")
+    assert not (tmp_path / "nope").exists()
+    if sub == "inspect-data":
+        r = run("store", "diff", str(tmp_path / "nope"), str(tmp_path / "nope2"))
+        assert r.exit_code in (1, 2)
+        one_error(r.stderr, "nope")
+
+
+@pytest.mark.parametrize("sub", ["messages", "topics", "check"])
+def test_mq_commands_on_a_missing_dir(tmp_path, sub):
+    r = run("mq", sub, str(tmp_path / "nope"))
+    assert r.exit_code in (1, 2)
+    one_error(r.stderr, "nope")
+
+
+@pytest.mark.parametrize("sub", ["audit", "diverge", "stats", "export", "mq-topics", "mq-find", "mq-export"])
+def test_spark_commands_on_a_missing_path(tmp_path, sub):
+    extra = {"export": ["--to", str(tmp_path / "out")], "mq-export": ["--to", str(tmp_path / "out")],
+             "mq-find": ["--key", "k"]}.get(sub, [])
+    r = run("spark", sub, str(tmp_path / "nope"), *extra)
+    assert r.exit_code in (1, 2), r.output
+    one_error(r.stderr, "nope")
+    assert tree(tmp_path) == set()
+
+
+# -- store files ----------------------------------------------------------------------------------
+def _store(tmp_path, count=40):
+    from conftest import write_project_store
+
+    node = tmp_path / "dledger-n0"
+    write_project_store(str(node), count=count)
+    return node
+
+
+def test_refused_repairs_leave_no_lock_file(tmp_path):
+    node = _store(tmp_path)
+    before = tree(node)
+    r = run("store", "truncate", str(node), "--from-index", "99999", "--yes")
+    assert r.exit_code == 1
+    one_error(r.stderr, "nothing to cut")
+    r = run("store", "purge", str(node), "--before-index", "10", "--dry-run")
+    assert r.exit_code in (0, 1), r.output
+    assert tree(node) == before  # (no lock file, nothing else)
+
+
+def test_verify_csv_has_a_header_and_a_verdict(tmp_path):
+    node = _store(tmp_path)
+    r = run("store", "verify", str(node), "-f", "csv")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0] == "severity,code,file,offset,index,message"
+    assert lines[-1].startswith("summary,ok,")
+
+
+def test_inspect_past_the_log_says_where_it_is(tmp_path):
+    node = _store(tmp_path, count=40)
+    for sub in ("inspect-data", "inspect-index"):
+        r = run("store", sub, str(node), "-i", "5000", "-f", "csv")
+        assert r.exit_code == 0, r.output
+        assert r.stdout.splitlines()[0].startswith("file,") or "index" in r.stdout.splitlines()[0]
+        assert len(r.stdout.splitlines()) == 1  # the header alone
+        assert "this log holds entries 0 to 39" in r.stderr
+
+
+# -- processes -------------------------------------------------------------------------------------
+def _hold(port: int) -> socket.socket:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    return s
+
+
+def test_node_start_on_a_taken_port_leaves_nothing(tmp_path):
+    port = free_port_base(1)
+    with _hold(port):
+        r = cli("node", "start", "--id", "a", "--peers", f"a-127.0.0.1:{port}", "--store-base-dir",
+                str(tmp_path / "s"))
+    assert r.returncode == 1
+    one_error(r.stderr, f"127.0.0.1:{port}", "Address already in use")
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("taken", [0, 1])
+def test_cluster_up_on_a_taken_port_leaves_nothing(tmp_path, taken):
+    port = free_port_base(3)
+    base = str(tmp_path / "c")
+    with _hold(port + taken):
+        r = cli("cluster", "up", "--base-dir", base, "--port-base", str(port), "--wait", "20")
+    assert r.returncode == 1
+    one_error(r.stderr, f"127.0.0.1:{port + taken} (n{taken})", "Address already in use")
+    assert not os.path.exists(base)
+    assert processes_naming(base) == []
+
+
+def test_cluster_up_whose_members_exit_is_undone(tmp_path):
+    base = str(tmp_path / "c")
+    r = cli("cluster", "up", "--base-dir", base, "--port-base", str(free_port_base(3)), "--wait", "20",
+            "--state-machine", "nosuchmodule:Machine")
+    assert r.returncode == 1
+    one_error(r.stderr, "exited at start", "cannot load state machine")
+    assert not os.path.exists(base)
+    assert processes_naming(base) == []
+
+
+def _up(base: str, *extra) -> int:
+    port = free_port_base(3)
+    r = cli("cluster", "up", "--base-dir", base, "--port-base", str(port), "--wait", "40",
+            "--data-file-size", "8MiB", "--index-file-size", "1MiB", *extra)
+    assert r.returncode == 0, r.stderr
+    return port
+
+
+def _down(base: str) -> None:
+    if os.path.exists(os.path.join(base, "cluster.json")):
+        cli("cluster", "down", "--base-dir", base)
+    wait_for(lambda: not processes_naming(base), 15, f"the processes of {base} to end")
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    """One 3-member cluster (no state machine) for the rows that only read or are refused."""
+    base = str(tmp_path_factory.mktemp("bad-input") / "c")
+    try:
+        _up(base)
+        yield base
+    finally:
+        _down(base)
+
+
+def _record(base: str) -> dict:
+    with open(os.path.join(base, "cluster.json")) as fh:
+        return json.load(fh)
+
+
+def test_cluster_up_names_the_option_that_differs(group):
+    r = cli("cluster", "up", "--base-dir", group, "--heartbeat-interval", "300")
+    assert r.returncode == 2
+    line = one_error(r.stderr, "--heartbeat-interval")
+    assert "--port-base" not in line and "--nodes" not in line
+
+
+def test_status_tells_a_stranger_from_a_member(group, tmp_path):
+    """A record whose members are gone, at addresses where other processes (another
+    cluster's members) answer: not shown as up."""
+    rec = _record(group)
+    for n in rec["nodes"]:
+        n["pid"] = 999999999  # (no such process)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "cluster.json").write_text(json.dumps(rec))
+    r = cli("cluster", "status", "--base-dir", str(other), "--format", "json")
+    assert r.returncode == 1
+    rows = json.loads(r.stdout)
+    assert {x["state"] for x in rows} == {"stranger"}
+    assert all("not running" in x["error"] for x in rows), rows
+
+
+def test_status_of_another_group_is_not_up(group):
+    r = cli("cluster", "status", "--base-dir", group, "--group", "nosuchgroup", "--format", "json")
+    assert r.returncode == 1
+    rows = json.loads(r.stdout)
+    assert {x["state"] for x in rows} == {"down"} and all("UNKNOWN_GROUP" in x["error"] for x in rows)
+
+
+def _end_index(base: str) -> int:
+    rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
+    return max(x["end_index"] for x in rows if x["state"] == "up")
+
+
+def test_get_follow_renders_empty_and_control_bodies(group):
+    first = _end_index(group) + 1
+    assert cli("append", "--base-dir", group, "-d", "", "-d", "a\x1b[31mred\tb").returncode == 0
+    for extra in ([], ["--body", "none"]):
+        for i, c in ((0, 1), (first, 2)):  # (index 0: the leader's empty no-op entry)
+            r = cli("get", "--base-dir", group, "--follow", "-i", str(i), "-c", str(c), *extra, timeout=30)
+            assert r.returncode == 0, r.stderr
+            lines = r.stdout.splitlines()
+            assert len(lines) == 2 + c and "\x1b" not in r.stdout, r.stdout
+            header = lines[0].split()
+            assert header[:2] == ["index", "term"]
+            widths = [len(w) for w in lines[1].split("  ")]
+            assert len(widths) == len(header)  # one dash run per column: the columns line up
+            if not extra and i == first:
+                assert lines[-1].endswith("a\\x1b[31mred\\tb"), lines[-1]
+
+
+def test_kv_put_without_a_state_machine_is_refused(group):
+    end = json.loads(cli("cluster", "status", "--base-dir", group, "--format", "json").stdout)[0]["end_index"]
+    r = cli("kv", "put", "--base-dir", group, "k", "v")
+    assert r.returncode == 1
+    one_error(r.stderr, "no state machine")
+    after = json.loads(cli("cluster", "status", "--base-dir", group, "--format", "json").stdout)[0]["end_index"]
+    assert after == end  # nothing was appended
+
+
+def test_peer_truncate_past_the_end_fails(group):
+    r = cli("peer", "truncate", "--base-dir", group, "--peer", "n1", "--from-index", "99999", "--yes")
+    assert r.returncode == 1
+    one_error(r.stderr, "nothing to cut", "n1")
+
+
+def test_peer_commands_name_members(group):
+    for args in (["compare", "--peer", "n9"], ["transfer-leader", "--to", "n9"]):
+        r = cli("peer", *args, "--base-dir", group)
+        assert r.returncode in (1, 2)
+        one_error(r.stderr, "n9")
+
+
+def test_refused_peer_add_leaves_the_record_alone(group):
+    before = _record(group)
+    taken = before["nodes"][1]["address"]
+    files = tree(group)
+    r = cli("peer", "add", "--base-dir", group, "--id", "n7", "--address", taken)
+    assert r.returncode == 1
+    one_error(r.stderr, taken, "n1")
+    r = cli("peer", "replace", "--base-dir", group, "--id", "n2", "--with", f"n7={taken}")
+    assert r.returncode == 1
+    one_error(r.stderr, taken, "n1")
+    assert _record(group) == before
+    assert {f for f in tree(group) - files if not f.startswith("logs/")} == set()
+    assert cli("cluster", "status", "--base-dir", group).returncode == 0
+
+
+def test_remove_right_after_a_stop_is_refused(tmp_path):
+    base = str(tmp_path / "c")
+    try:
+        _up(base)
+        rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
+        leader = next(x["id"] for x in rows if x["role"] == "leader")
+        a, b = [x["id"] for x in rows if x["id"] != leader]
+        assert cli("cluster", "stop", "--base-dir", base, a).returncode == 0
+        r = cli("peer", "remove", "--base-dir", base, "--id", b, "--timeout", "2")
+        assert r.returncode == 1
+        one_error(r.stderr, "no majority")
+        marks = json.loads(cli("peer", "watermarks", "--base-dir", base, "--format", "json").stdout)
+        assert {x["peer"] for x in marks} == {leader, a, b}  # (b is still a member)
+    finally:
+        _down(base)
