@@ -16,7 +16,7 @@ from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_ad
 from . import nodeconf
 from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, PushQuotaOpt, RatioCheckOpt,
                      RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt, LogLabels,
-                     check_peers, errors_as_exit, fail)
+                     check_peers, errors_as_exit, fail, log)
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 
@@ -159,6 +159,10 @@ def node_start(
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    stray = [p for p in overrides if p not in cfg.peers]
+    if stray:  # (allowed: members that join later are reached there; said, in case it is a typo)
+        log.warning("--peer-address names %s, not in --peers (%s): used if %s joins the group", ", ".join(stray),
+                    ", ".join(cfg.peers), "it" if len(stray) == 1 else "they")
     try:
         runtime.loop_factory(event_loop)
     except runtime.RuntimeChoiceError as exc:

@@ -164,7 +164,6 @@ def test_completion_of_an_unknown_shell():
 @pytest.mark.parametrize("extra, why", [
     (["--peers", "a-127.0.0.1:7001;b-127.0.0.1:7001"], "the same address"),
     (["--peers", "a-127.0.0.1:7001, b-127.0.0.1:7002"], "separated by ';'"),
-    (["--peers", "a-127.0.0.1:7001;b-127.0.0.1:7002", "--peer-address", "c=127.0.0.1:7003"], "names c, not in peers"),
     (["--peers", "a-127.0.0.1:7001;b-127.0.0.1:7002", "--disk-ratio-force", "0.5"], "must rise"),
     (["--peers", "a-127.0.0.1:7001;b-127.0.0.1:7002", "--group", ""], "must not be empty"),
 ])

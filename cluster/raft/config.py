@@ -209,9 +209,6 @@ class NodeConfig:
             raise ConfigError(f"the disk ratios must rise: --disk-ratio-check {self.disk_ratio_check:g} <= "
                               f"--disk-ratio-force {self.disk_ratio_force:g} <= --disk-full-ratio "
                               f"{self.disk_full_ratio:g}")
-        stray = [p for p in self.peer_addresses if p not in self.peers]
-        if stray:
-            raise ConfigError(f"--peer-address names {', '.join(stray)}, not in peers ({', '.join(self.peers)})")
         problem = group_problem(self.group)
         if problem is not None:
             raise ConfigError(f"--group {self.group!r}: {problem}")
