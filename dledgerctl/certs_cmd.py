@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Optional
 
 import typer
@@ -53,3 +54,50 @@ def init_cmd(
     except OSError as exc:
         raise fail(f"{exc.filename or directory}: {exc.strerror or exc}") from None
     render(rows, fmt, columns=["identity", "cert", "key"] if fmt in (Format.table, Format.csv) else None)
+
+
+def _serial(text: str) -> int:
+    """A serial number as OpenSSL and the nodes' logs print it: hex (0x, colons allowed)."""
+    digits = text.strip().lower().removeprefix("0x").replace(":", "")
+    try:
+        return int(digits, 16)
+    except ValueError:
+        raise fail(f"--serial {text!r} is not a serial number in hex", 2) from None
+
+
+@app.command("revoke")
+def revoke_cmd(
+    directory: Annotated[str, typer.Argument(help="The directory 'certs init' made (its ca.pem, ca.key and "
+                                             "crl.pem).", show_default=False)],
+    serials: Annotated[Optional[list[str]], typer.Option("--serial", help="A certificate's serial number, in hex "
+                                                         "(as 'openssl x509 -serial' and the nodes' logs print it); "
+                                                         "repeatable.")] = None,
+    identities: Annotated[Optional[list[str]], typer.Option("--identity", help="Revoke every certificate in DIR "
+                                                            "naming this identity (dledger://GROUP/ROLE/NAME); "
+                                                            "repeatable.")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Add certificates to DIR/crl.pem, signed with the CA's key there. Members started with --tls-crl on that file
+    (cluster up --tls does so) refuse them once they read it again: send SIGHUP to every member; their open
+    connections with a revoked certificate are closed then."""
+    from cluster.net import crl
+
+    if not serials and not identities:
+        raise fail("give --serial or --identity (the certificates to revoke)", 2)
+    wanted = {_serial(s): None for s in serials or []}
+    if not os.path.isdir(directory):
+        raise fail(f"{directory}: no such directory")
+    known = crl.issued(directory)
+    for uri in identities or []:
+        found = [serial for serial, (_file, ident) in known.items() if ident == uri]
+        if not found:
+            raise fail(f"no certificate in {directory} names {uri}")
+        wanted.update(dict.fromkeys(found))
+    try:
+        path, added = crl.revoke(directory, list(wanted))
+    except crl.CrlError as exc:
+        raise fail(str(exc)) from None
+    rows = [{"serial": f"{s:X}", "file": known.get(s, ("", ""))[0] or None, "identity": known.get(s, ("", ""))[1]
+             or None, "result": "revoked" if s in added else "revoked already"} for s in wanted]
+    render(rows, fmt, columns=["serial", "file", "identity", "result"] if fmt in (Format.table, Format.csv) else None)
+    typer.echo(f"{path} updated; send SIGHUP to every member started with --tls-crl {path}", err=True)

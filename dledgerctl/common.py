@@ -148,6 +148,10 @@ TlsKeyOpt = Annotated[str | None, typer.Option("--tls-key", envvar="DLEDGERCTL_T
 TlsCaOpt = Annotated[str | None, typer.Option("--tls-ca", envvar="DLEDGERCTL_TLS_CA", metavar="PEM",
                                               help="CA certificate(s) the other side's certificate must be signed by "
                                                    "(env DLEDGERCTL_TLS_CA).")]
+TlsCrlOpt = Annotated[str | None, typer.Option("--tls-crl", envvar="DLEDGERCTL_TLS_CRL", metavar="PEM",
+                                               help="Revoked certificates: a CRL signed by the CA (as 'certs init' "
+                                                    "and 'certs revoke' keep it); connections presenting one are "
+                                                    "refused. Read again on SIGHUP (env DLEDGERCTL_TLS_CRL).")]
 
 # The TLS a client command was given (tls_options), for the client it makes; a cluster found
 # through its record uses the record's operator certificate when none is given.

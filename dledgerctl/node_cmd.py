@@ -15,7 +15,7 @@ from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_ad
 
 from . import nodeconf
 from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, PushQuotaOpt, RatioCheckOpt,
-                     RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsKeyOpt, LogLabels,
+                     RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsCrlOpt, TlsKeyOpt, LogLabels,
                      check_peers, errors_as_exit, fail, log)
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
@@ -99,6 +99,7 @@ def node_start(
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
+    tls_crl: TlsCrlOpt = None,
     config: Annotated[Optional[str], typer.Option("--config", metavar="FILE", is_eager=True,
                       callback=nodeconf.config_callback, help="Read the settings from this TOML file, one key per "
                       "option (heartbeat-interval = 500); the command line and DLEDGERCTL_<OPTION> variables "
@@ -118,7 +119,7 @@ def node_start(
     from cluster.net.tls import TlsError, TlsFiles
 
     try:
-        tls = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
+        tls = TlsFiles.resolve(tls_cert, tls_key, tls_ca, tls_crl)
     except TlsError as exc:
         raise fail(str(exc), 2) from None
     overrides = {}

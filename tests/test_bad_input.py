@@ -113,6 +113,7 @@ MATRIX = {
     "spark mq-find": ["test_spark_commands_on_a_missing_path"],
     "spark mq-export": ["test_spark_commands_on_a_missing_path"],
     "certs init": ["test_certs_init_checks_the_group"],
+    "certs revoke": ["test_certs_revoke_needs_what_to_revoke"],
     "kv put": ["test_kv_put_without_a_state_machine_is_refused"],
     "kv get": ["test_bad_peers_lists"],
     "mq messages": ["test_mq_commands_on_a_missing_dir"],
@@ -179,6 +180,21 @@ def test_certs_init_checks_the_group(tmp_path):
     assert r.exit_code == 2
     one_error(r.stderr, "--group", "spaces")
     assert not (tmp_path / "tls").exists()
+
+
+def test_certs_revoke_needs_what_to_revoke(tmp_path):
+    d = str(tmp_path / "tls")
+    assert run("certs", "init", d, "--members", "n0").exit_code == 0
+    before = {p: open(os.path.join(d, p), "rb").read() for p in os.listdir(d)}
+    for args, code, why in (([], 2, "--serial or --identity"), (["--serial", "zz"], 2, "not a serial number"),
+                            (["--identity", "dledger://default/operator/nobody"], 1, "no certificate")):
+        r = run("certs", "revoke", d, *args)
+        assert r.exit_code == code, r.output
+        one_error(r.stderr, why)
+    r = run("certs", "revoke", str(tmp_path / "nope"), "--serial", "1F")
+    assert r.exit_code == 1
+    one_error(r.stderr, "nope")
+    assert {p: open(os.path.join(d, p), "rb").read() for p in os.listdir(d)} == before
 
 
 def test_cluster_up_empty_group(tmp_path):

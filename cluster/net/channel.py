@@ -84,14 +84,16 @@ class Channel:
     """A client connection to one address, reconnecting on demand."""
 
     def __init__(self, host: str, port: int, *, connect_timeout: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME,
-                 backoff_min: float = 0.05, backoff_max: float = 2.0, ssl=None, expect=None, on_lost=None) -> None:
+                 backoff_min: float = 0.05, backoff_max: float = 2.0, ssl=None, expect=None, on_lost=None,
+                 refuse=None) -> None:
         """``ssl``: a client SSLContext (mutual TLS), or None for plain TCP. ``expect(identity)``
         says why the server's certificate identity (cluster/net/tls.py) is not the one meant, or
         returns None: a connection to another one is closed and the request fails.
         ``on_lost()`` is called when an open connection is lost (the other side went away),
-        with requests pending or not."""
+        with requests pending or not. ``refuse(peercert)`` says why a verified server
+        certificate is refused all the same (revoked), or returns None."""
         self.host, self.port = host, port
-        self.ssl, self.expect, self.on_lost = ssl, expect, on_lost
+        self.ssl, self.expect, self.on_lost, self.refuse = ssl, expect, on_lost, refuse
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.backoff_min, self.backoff_max = backoff_min, backoff_max
@@ -128,8 +130,10 @@ class Channel:
                     # ephemeral range, and holding this would keep its owner from binding it
                     conn.close()
                     raise ConnectionRefusedError("connected to itself (nothing listens there)")
-                if self.ssl is not None and self.expect is not None:
-                    problem = self.expect(identity_of(transport.get_extra_info("peercert")))
+                if self.ssl is not None:
+                    cert = transport.get_extra_info("peercert")
+                    problem = self.expect(identity_of(cert)) if self.expect is not None else None
+                    problem = problem or (self.refuse(cert) if self.refuse is not None else None)
                     if problem is not None:
                         conn.close()
                         raise WrongPeer(f"{self.address}: {problem}")
@@ -146,6 +150,17 @@ class Channel:
                 conn.close()
                 raise ConnectionLost(f"channel to {self.address} is closed")
             self._conn = conn
+
+    def close_if_refused(self) -> str | None:
+        """Close the open connection when ``refuse`` now refuses its server's certificate (a
+        CRL reloaded); why, or None."""
+        conn = self._live()
+        if conn is None or self.refuse is None or conn.transport is None:
+            return None
+        why = self.refuse(conn.transport.get_extra_info("peercert"))
+        if why is not None:
+            conn.close()
+        return why
 
     def _live(self) -> _ClientConnection | None:
         """The open connection, if any (one that has been lost is forgotten here)."""

@@ -37,6 +37,8 @@ class _ServerConnection(FrameConnection):
         self.server = server
         self.peer = None
         self.identity = None  # with TLS: who the client's certificate names (cluster/net/tls.py)
+        self.peercert: dict | None = None  # with TLS: the client's certificate, as verified
+        self.refused: str | None = None  # why every request on it is refused (its certificate is revoked)
         self.inflight: set = set()  # tasks and futures whose answers go out here
         self.held = 0  # requests the handler answers later (hold/release): APPENDs waiting to commit
         self.last_frame_at = self._loop.time()  # the last whole request (idle connections are closed)
@@ -51,7 +53,11 @@ class _ServerConnection(FrameConnection):
         self.peer = transport.get_extra_info("peername")
         self.server._handshakes.pop(id(self), None)
         if self.server.ssl is not None:  # (called once the handshake has verified the certificate)
-            self.identity = identity_of(transport.get_extra_info("peercert"))
+            self.peercert = transport.get_extra_info("peercert")
+            self.identity = identity_of(self.peercert)
+            self.refused = self.server.refuse(self.peercert) if self.server.refuse is not None else None
+            if self.refused is not None:  # (a revoked certificate, cluster/net/crl.py: every request is refused)
+                log.warning("a connection from %s presents a refused certificate: %s", self.peer, self.refused)
         self.server._admit(self)
 
     def connection_lost(self, exc) -> None:
@@ -190,7 +196,7 @@ class FrameServer:
 
     def __init__(self, handler, *, max_frame: int = DEFAULT_MAX_FRAME, ssl=None,
                  handshake_timeout: float = 10.0, max_connections: int = 1024, idle_timeout: float = 300.0,
-                 frame_timeout: float = 30.0, max_inflight: int = 4096) -> None:
+                 frame_timeout: float = 30.0, max_inflight: int = 4096, refuse=None) -> None:
         """``handler(frame, conn)`` returns the response (a Frame), an awaitable of a Frame
         or None, or None for no response now. A handler that answers later keeps ``conn``
         and writes the whole answer frame, opaque included, with ``conn.send_bytes`` or
@@ -199,6 +205,8 @@ class FrameServer:
         self.handler = handler
         self.max_frame = max_frame
         self.ssl, self.handshake_timeout = ssl, handshake_timeout  # ssl: a server SSLContext, or None
+        # refuse(peercert): why a verified client certificate is refused (revoked), or None
+        self.refuse = refuse
         self.max_connections, self.idle_timeout = max_connections, idle_timeout
         self.frame_timeout, self.max_inflight = frame_timeout, max_inflight
         self.server: asyncio.base_events.Server | None = None
@@ -287,6 +295,18 @@ class FrameServer:
                     c.close()
                 elif c.partial_since is None and now - c.last_frame_at > IDLE_BUFFER_S:
                     c.receiver.release()  # an idle connection keeps no receive buffer
+
+    def close_refused(self) -> int:
+        """Close the open connections whose certificate ``refuse`` now refuses (a CRL
+        reloaded); how many."""
+        closed = 0
+        for c in list(self._conns):
+            why = self.refuse(c.peercert) if self.refuse is not None and c.peercert is not None else None
+            if why is not None:
+                log.warning("closing the connection from %s: %s", c.peer, why)
+                c.close()
+                closed += 1
+        return closed
 
     async def close(self) -> None:
         if self._sweeper is not None:

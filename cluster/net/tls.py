@@ -17,7 +17,9 @@ connection it came on (:func:`refusal`).
 
 Reloading (:meth:`Tls.reload`) loads the certificate and key again into the same
 contexts, so new connections use them and open ones go on; a CA file that changed adds
-its certificates to those trusted (OpenSSL cannot forget one without a restart).
+its certificates to those trusted (OpenSSL cannot forget one without a restart). A CRL
+(``--tls-crl``, cluster/net/crl.py) is read again too: :meth:`Tls.refused` says whether a
+peer's certificate is revoked.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import NamedTuple
 SCHEME = "dledger"
 ROLES = ("member", "operator", "client")
 ANY_GROUP = "*"
-ENV = {"cert": "DLEDGERCTL_TLS_CERT", "key": "DLEDGERCTL_TLS_KEY", "ca": "DLEDGERCTL_TLS_CA"}
+ENV = {"cert": "DLEDGERCTL_TLS_CERT", "key": "DLEDGERCTL_TLS_KEY", "ca": "DLEDGERCTL_TLS_CA",
+       "crl": "DLEDGERCTL_TLS_CRL"}
 
 
 class TlsError(Exception):
@@ -78,19 +81,23 @@ class TlsFiles:
     cert: str
     key: str
     ca: str
+    crl: str | None = None  # revoked certificates (cluster/net/crl.py), or None
 
     @classmethod
-    def resolve(cls, cert: str | None, key: str | None, ca: str | None) -> "TlsFiles | None":
+    def resolve(cls, cert: str | None, key: str | None, ca: str | None, crl: str | None = None) -> "TlsFiles | None":
         """The files from the options, else from ``DLEDGERCTL_TLS_*``; None when none is
         given (plain TCP); TlsError when only some are."""
         given = {"cert": cert or os.environ.get(ENV["cert"]), "key": key or os.environ.get(ENV["key"]),
                  "ca": ca or os.environ.get(ENV["ca"])}
+        crl = crl or os.environ.get(ENV["crl"])
         if not any(given.values()):
+            if crl:
+                raise TlsError("--tls-crl goes with --tls-cert, --tls-key and --tls-ca")
             return None
         missing = [f"--tls-{k}" for k, v in given.items() if not v]
         if missing:
             raise TlsError(f"TLS needs --tls-cert, --tls-key and --tls-ca together; missing {', '.join(missing)}")
-        return cls(**{k: os.path.abspath(v) for k, v in given.items()})
+        return cls(**{k: os.path.abspath(v) for k, v in given.items()}, crl=os.path.abspath(crl) if crl else None)
 
 
 class Tls:
@@ -108,7 +115,18 @@ class Tls:
             ctx.verify_mode = ssl.CERT_REQUIRED
         self.identity: Identity | None = None
         self.expires_at: float | None = None  # when the certificate in use expires (Unix time)
+        self.revoked: dict = {}  # serial -> when, from files.crl (cluster/net/crl.py)
         self.reload()
+
+    def refused(self, peercert: dict | None) -> str | None:
+        """Why a verified peer certificate is refused although it verified (its serial is on
+        the CRL), or None."""
+        from .crl import serial_of
+
+        serial = serial_of(peercert)
+        if serial is None or serial not in self.revoked:
+            return None
+        return f"certificate serial {serial:X} ({identity_of(peercert) or 'no identity'}) is revoked"
 
     def reload(self) -> Identity:
         """(Re)load the certificate, key and CA; the identity the certificate names."""
@@ -116,6 +134,14 @@ class Tls:
         for path, what in ((f.cert, "certificate"), (f.key, "key"), (f.ca, "CA certificate")):
             if not os.path.isfile(path):
                 raise TlsError(f"TLS {what} {path} does not exist")
+        revoked = self.revoked
+        if f.crl is not None:
+            from .crl import CrlError, load
+
+            try:
+                revoked = load(f.crl, f.ca)
+            except CrlError as exc:
+                raise TlsError(f"CRL: {exc}") from None
         ident = _identity_of_file(f.cert)
         if ident is None:
             raise TlsError(f"{f.cert} names no identity (a subjectAltName URI {SCHEME}://GROUP/ROLE/NAME)")
@@ -133,7 +159,7 @@ class Tls:
                 ctx.load_verify_locations(f.ca)
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise TlsError(f"cannot load TLS files ({f.cert}, {f.key}, {f.ca}): {exc}") from None
-        self.identity, self.expires_at = ident, _expiry_of_file(f.cert)
+        self.identity, self.expires_at, self.revoked = ident, _expiry_of_file(f.cert), revoked
         return ident
 
 
@@ -153,8 +179,17 @@ def _identity_of_file(path: str) -> Identity | None:
     try:
         with open(path, "rb") as fh:
             cert = x509.load_pem_x509_certificate(fh.read())
+    except (OSError, ValueError):
+        return None
+    return _identity_of_cert(cert)
+
+
+def _identity_of_cert(cert) -> Identity | None:
+    from cryptography import x509
+
+    try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    except (OSError, ValueError, x509.ExtensionNotFound):
+    except (ValueError, x509.ExtensionNotFound):
         return None
     found = {i for u in san.get_values_for_type(x509.UniformResourceIdentifier) if (i := parse_uri(u)) is not None}
     return found.pop() if len(found) == 1 else None

@@ -73,7 +73,8 @@ def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str
         extra = [*extra, "--metrics-address", metrics, *(["--metrics-tls"] if https else [])]
     tls = [] if tls_dir is None else ["--tls-cert", os.path.join(tls_dir, f"member-{node_id}.pem"),
                                       "--tls-key", os.path.join(tls_dir, f"member-{node_id}.key"),
-                                      "--tls-ca", os.path.join(tls_dir, "ca.pem")]
+                                      "--tls-ca", os.path.join(tls_dir, "ca.pem"),
+                                      "--tls-crl", os.path.join(tls_dir, "crl.pem")]
     return [sys.executable, "-m", "dledgerctl", "-v", "node", "start", "--group", group, "--id", node_id,
             "--peers", peers, "--store-base-dir", base_dir, "--flush", flush, *extra, *tls]
 
@@ -81,7 +82,8 @@ def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str
 def tls_record(tls_dir: str) -> dict:
     """The record's TLS part for certificates made by cluster/net/pki.py in ``tls_dir``."""
     pair = lambda stem: {"cert": os.path.join(tls_dir, f"{stem}.pem"), "key": os.path.join(tls_dir, f"{stem}.key")}
-    return {"dir": tls_dir, "ca": os.path.join(tls_dir, "ca.pem"), "operator": pair("operator-admin"),
+    return {"dir": tls_dir, "ca": os.path.join(tls_dir, "ca.pem"), "crl": os.path.join(tls_dir, "crl.pem"),
+            "operator": pair("operator-admin"),
             "client": pair("client-app")}
 
 

@@ -279,7 +279,7 @@ class _Collector:
 CONNECTION_TIMEOUT_S = 10.0  # a scraper's connection: TLS handshake, request and answer
 
 
-def _server_class(family: int, context):
+def _server_class(family: int, context, refuse=None):
     """A threading WSGI server whose connections each have ``CONNECTION_TIMEOUT_S`` and, with
     an SSL ``context``, do their TLS handshake in their own thread: a client that connects
     and sends nothing holds one thread for a while, never the accepting one (which
@@ -299,6 +299,11 @@ def _server_class(family: int, context):
             except OSError as exc:  # (ssl.SSLError too: no certificate, one the CA did not sign, not TLS)
                 log.debug("metrics: TLS handshake with %s failed: %s", client_address, exc)
                 return
+            why = refuse(conn.getpeercert()) if refuse is not None else None
+            if why is not None:  # (a revoked certificate: cluster/net/crl.py)
+                log.warning("metrics: refused a scrape from %s: %s", client_address, why)
+                conn.close()
+                return
             try:
                 super().finish_request(conn, client_address)
             finally:
@@ -311,11 +316,12 @@ class MetricsServer:
     """The HTTP endpoint (``/metrics``; prometheus_client's WSGI app in a server thread),
     with the process metrics (CPU, memory, open files) beside the node's. With ``tls`` (the
     node's TlsFiles) it serves HTTPS with the node's certificate and takes only scrapers
-    showing a certificate the CA signed (TLS 1.2 or later); the files are read once, at
-    start (SIGHUP reloads the node's connections, not this)."""
+    showing a certificate the CA signed (TLS 1.2 or later), and not one ``refuse(peercert)``
+    refuses (revoked: the node's CRL, reloaded on SIGHUP); the certificate files are read
+    once, at start (SIGHUP reloads the node's connections, not this)."""
 
     def __init__(self, host: str, port: int, loop, read_state, counts: Counts, labels: dict[str, str],
-                 tls=None) -> None:
+                 tls=None, refuse=None) -> None:
         import socket
         import ssl
         import threading
@@ -338,7 +344,7 @@ class MetricsServer:
             context.load_verify_locations(tls.ca)
             context.load_cert_chain(tls.cert, tls.key)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.httpd = make_server(host, port, make_wsgi_app(self.registry), _server_class(family, context),
+        self.httpd = make_server(host, port, make_wsgi_app(self.registry), _server_class(family, context, refuse),
                                  handler_class=Quiet)
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                        name="metrics", daemon=True)

@@ -134,7 +134,8 @@ class Node(Serving, ReadServing, OperatorRequests):
                                   ssl=None if self.tls is None else self.tls.server,
                                   max_connections=cfg.max_connections, idle_timeout=cfg.idle_timeout_s,
                                   frame_timeout=cfg.frame_timeout_s, handshake_timeout=cfg.frame_timeout_s,
-                                  max_inflight=cfg.max_inflight_per_connection)
+                                  max_inflight=cfg.max_inflight_per_connection,
+                                  refuse=None if self.tls is None else self.tls.refused)
         self._refusals_logged: dict[tuple, float] = {}
         self._bad_requests = Repeats()  # refused malformed requests, logged per host
         self._repeated_notes = Repeats()  # the core's notes: the same line at most every 10 s
@@ -188,7 +189,8 @@ class Node(Serving, ReadServing, OperatorRequests):
                 self._close_later(ch)
             self.channels[p] = Channel(peer.host, peer.port, max_frame=cfg.max_frame_bytes,
                                        expect=functools.partial(expect_member, cfg.group, p),
-                                       on_lost=functools.partial(self._peer_lost, p), **ssl_out)
+                                       on_lost=functools.partial(self._peer_lost, p),
+                                       refuse=None if self.tls is None else self.tls.refused, **ssl_out)
         for p in [p for p in self.channels if p not in members.members]:
             self._close_later(self.channels.pop(p))
         self.server.members = frozenset(Identity(cfg.group, "member", p) for p in {**cfg.peers, **members.members})
@@ -244,7 +246,8 @@ class Node(Serving, ReadServing, OperatorRequests):
             try:
                 self.metrics = MetricsServer(host, port, self.loop, self.metrics_state, self.counts,
                                              {"group": self.cfg.group, "node": self.cfg.self_id},
-                                             self.cfg.tls if self.cfg.metrics_tls else None)
+                                             self.cfg.tls if self.cfg.metrics_tls else None,
+                                             refuse=self.tls.refused if self.cfg.metrics_tls else None)
             except OSError as exc:  # (ssl.SSLError too: a certificate file the TLS context took already)
                 await self._shutdown()
                 raise OSError(exc.errno, f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from exc
@@ -321,9 +324,16 @@ class Node(Serving, ReadServing, OperatorRequests):
         try:
             self.tls.reload()
         except TlsError as exc:
-            log.error("TLS reload failed, keeping the certificate loaded before: %s", exc)
+            log.error("TLS reload failed, keeping the certificate (and CRL) loaded before: %s", exc)
             return
-        log.warning("TLS certificate reloaded from %s", self.cfg.tls.cert)
+        log.warning("TLS certificate reloaded from %s%s", self.cfg.tls.cert,
+                    f" (CRL {self.cfg.tls.crl}: {len(self.tls.revoked)} revoked)" if self.cfg.tls.crl else "")
+        # connections of certificates the CRL now revokes end now, not when they next reconnect
+        self.server.close_refused()
+        for p, ch in self.channels.items():
+            why = ch.close_if_refused()
+            if why is not None:
+                log.warning("closed the connection to %s: %s", p, why)
 
     async def _shutdown(self) -> None:
         log.info("node %s shutting down", self.cfg.self_id)

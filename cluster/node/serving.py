@@ -95,6 +95,9 @@ class Serving:
         """The answer to a frame: a Frame now, None when it comes later through ``conn``
         (APPEND), or an awaitable of one (operator requests)."""
         try:
+            if conn.refused is not None:  # (its certificate is revoked: cluster/net/crl.py)
+                self.counts.refusal("NO_PERMISSION")
+                return error_frame(f.opaque, REMOTING_NO_PERMISSION, conn.refused)
             if self.tls is not None and f.code not in _PEER_CODES:
                 denied = self._denied(f, conn, _client_need(f))
                 if denied is not None:
