@@ -349,17 +349,13 @@ def _make_certs(directory: str, group: str, members: list[str], operators: list[
     from cluster.net import pki
     from cluster.net.tls import ANY_GROUP, Identity
 
-    from cluster.net import crl
-
     rows = []
     for role, names in (("member", members), ("operator", operators), ("client", clients)):
         for name in names:
             ident = Identity(ANY_GROUP if any_group and role != "member" else group, role, name)
             cert, key = pki.issue(directory, ident)
             rows.append({"identity": ident.uri, "role": role, "name": name, "cert": cert, "key": key})
-    if not os.path.exists(os.path.join(directory, crl.CRL_FILE)):
-        crl.revoke(directory, [])  # (an empty CRL: members can be started with --tls-crl from the start)
-    return rows
+    return rows  # (and pki's empty crl.pem beside the CA)
 
 
 NodeIdsArg = Annotated[list[str], typer.Argument(help="Member ids as recorded by 'cluster up' (n0, n1, ...).",

@@ -413,9 +413,11 @@ def test_kv_put_without_a_state_machine_is_refused(group):
 
 
 def test_peer_truncate_past_the_end_fails(group):
-    r = cli("peer", "truncate", "--base-dir", group, "--peer", "n1", "--from-index", "99999", "--yes")
+    rows = json.loads(cli("cluster", "status", "--base-dir", group, "--format", "json").stdout)
+    follower = next(x["id"] for x in rows if x["role"] == "follower")
+    r = cli("peer", "truncate", "--base-dir", group, "--peer", follower, "--from-index", "99999", "--yes")
     assert r.returncode == 1
-    one_error(r.stderr, "nothing to cut", "n1")
+    one_error(r.stderr, "nothing to cut", follower)
 
 
 def test_peer_commands_name_members(group):

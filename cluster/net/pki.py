@@ -1,6 +1,7 @@
 """A small certificate authority for trying TLS out (``dledgerctl certs init``, ``cluster up --tls``).
 
-Writes, in one directory: ``ca.pem`` and ``ca.key`` (an EC P-256 CA), and per identity
+Writes, in one directory: ``ca.pem`` and ``ca.key`` (an EC P-256 CA), ``crl.pem`` (its
+revocation list, empty until ``certs revoke``: cluster/net/crl.py), and per identity
 ``<role>-<name>.pem`` and ``<role>-<name>.key``, each certificate naming its identity in
 a URI subject alternative name (cluster/net/tls.py) and signed by the CA. Keys are written
 with mode 0600. A real deployment uses its own PKI: any CA will do, as long as each
@@ -45,6 +46,7 @@ def init_ca(directory: str, days: int = 3650) -> tuple[str, str]:
     os.makedirs(directory, exist_ok=True)
     cert_path, key_path = os.path.join(directory, CA_CERT), os.path.join(directory, CA_KEY)
     if os.path.isfile(cert_path) and os.path.isfile(key_path):
+        _empty_crl(directory)
         return cert_path, key_path
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dledgerctl test CA")])
@@ -59,7 +61,17 @@ def init_ca(directory: str, days: int = 3650) -> tuple[str, str]:
             .sign(key, hashes.SHA256()))
     _write(key_path, _key_pem(key), private=True)
     _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    _empty_crl(directory)
     return cert_path, key_path
+
+
+def _empty_crl(directory: str) -> None:
+    """An empty CRL beside the CA (cluster/net/crl.py) unless one is there: members can be
+    started with ``--tls-crl`` on it from the start, and ``certs revoke`` adds to it."""
+    from .crl import CRL_FILE, revoke
+
+    if not os.path.exists(os.path.join(directory, CRL_FILE)):
+        revoke(directory, [])
 
 
 def issue(directory: str, ident: Identity, *, days: int = 825, not_before: datetime.datetime | None = None,
