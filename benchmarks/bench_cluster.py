@@ -267,7 +267,8 @@ def tls_ceiling(results: dict, crypto_us: float) -> list[str]:
         total = sum(cpu.values())
         whole.append(f"{total / (total + 3 * crypto_us):.2f}")
         leader.append(f"{lead / (lead + 1.5 * crypto_us):.2f}")
-    return [f"TLS crypto on this machine: {crypto_us:.2f} us to encrypt and decrypt 1 KiB (ssl memory BIOs, 64 KiB writes);",
+    return [f"TLS crypto on this machine: {crypto_us:.2f} us to encrypt and decrypt 1 KiB "
+            "(ssl memory BIOs, 64 KiB writes);",
             f"  ceiling of tls / plaintext from that alone, with every core busy: {'  '.join(whole)}",
             f"  and with the leader the bottleneck: {'  '.join(leader)}"]
 

@@ -282,10 +282,12 @@ def cluster_up(
             odd = [f"{r['id']}: {r['error']}" for r in rows if r["state"] != "up" and r.get("error")]
             raise StartFailed(f"no leader elected within {wait:g} s" + (f" ({'; '.join(odd)})" if odd else "") +
                               ("" if made else f"; logs are in {os.path.join(base_dir, 'logs')}"))
-    except (LauncherError, OSError, StartFailed) as exc:
-        if made:  # a fresh start: leave nothing of it behind
+    except (LauncherError, OSError, StartFailed, KeyboardInterrupt) as exc:
+        if made:  # a fresh start: leave nothing of it behind (Ctrl-C while it waits too)
             _end([proc for _n, proc in started])
             launcher.discard(made)
+        if isinstance(exc, KeyboardInterrupt):
+            raise typer.Exit(130) from None
         raise fail(str(exc)) from None
     if fmt == Format.table:
         typer.echo(f"peers: {rec['peers']}")
@@ -377,8 +379,11 @@ def cluster_start(
     except LauncherError as exc:
         raise fail(str(exc)) from None
     rec = _record(base_dir)
-    status = {r["id"]: r for r in _wait_until_serving(rec, started, rec.get("group", DEFAULT_GROUP), wait,
-                                                      need_leader=False)}
+    try:
+        status = {r["id"]: r for r in _wait_until_serving(rec, started, rec.get("group", DEFAULT_GROUP), wait,
+                                                          need_leader=False)}
+    except StartFailed as exc:
+        raise fail(str(exc)) from None
     for r in rows:
         st = status.get(r["id"], {})
         r.update(state=st.get("state"), role=st.get("role"), term=st.get("term"))

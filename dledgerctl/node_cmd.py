@@ -14,9 +14,9 @@ from cluster.node.launcher import DEFAULT_BASE_DIR
 from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
 
 from . import nodeconf
-from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, PushQuotaOpt, RatioCheckOpt,
-                     RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt, TlsCrlOpt, TlsKeyOpt, LogLabels,
-                     check_peers, errors_as_exit, fail, log)
+from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, LogLabels, PushQuotaOpt,
+                     RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt,
+                     TlsCrlOpt, TlsKeyOpt, check_peers, errors_as_exit, fail, log)
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 

@@ -65,18 +65,49 @@ def watermarks_cmd(
         return
     n = 0
     trend = LagTrend()
+    source = _Watermarks(parsed, grp, timeout)  # (one client, its connection kept, for every refresh)
     try:
         if sys.stdout.isatty() and fmt == Format.table:
-            _watch_live(parsed, grp, timeout, interval, count, trend)
+            _watch_live(source, interval, count, trend)
             return
         while count is None or n < count:
             if n:
                 time.sleep(interval)
-            render(trend.add(_watermark_rows(parsed, grp, timeout)), fmt, columns=cols and [*cols, "lag_trend"])
+            render(trend.add(source.rows()), fmt, columns=cols and [*cols, "lag_trend"])
             sys.stdout.flush()
             n += 1
     except KeyboardInterrupt:
         pass
+    finally:
+        source.close()
+
+
+class _Watermarks:
+    """WATERMARKS from the leader, refresh after refresh, through one client on a loop of
+    its own (its connection stays open between refreshes); a ClientError is the one-line
+    error."""
+
+    def __init__(self, parsed: dict, group: str, timeout: float) -> None:
+        from .common import client_tls
+
+        tls = client_tls()
+        self.loop = asyncio.new_event_loop()
+
+        async def make():
+            return Client(parsed, group, timeout=timeout, tls=tls)
+        self.client = self.loop.run_until_complete(make())
+
+    def rows(self) -> list[dict]:
+        from cluster.net.client import ClientError
+
+        try:
+            return self.loop.run_until_complete(self.client.operator(WATERMARKS, {}))["peers"]
+        except ClientError as exc:
+            raise fail(str(exc)) from None
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.client.close())
+        self.loop.close()
 
 
 class LagTrend:
@@ -109,13 +140,12 @@ class LagTrend:
         return rows
 
 
-def _watch_live(parsed: dict, group: str, timeout: float, interval: float, count: int | None,
-                trend: LagTrend) -> None:
+def _watch_live(source: "_Watermarks", interval: float, count: int | None, trend: LagTrend) -> None:
     from rich.live import Live
     from rich.table import Table
 
     def table() -> Table:
-        rows = trend.add(_watermark_rows(parsed, group, timeout))
+        rows = trend.add(source.rows())
         t = Table(title=f"watermarks at {time.strftime('%H:%M:%S')} (Ctrl-C to stop)")
         for c in [*WATERMARK_COLUMNS, "lag_trend"]:
             t.add_column(c, justify="left" if c in ("peer", "address", "state", "lag_trend") else "right")

@@ -32,8 +32,7 @@ from typing import NamedTuple
 SCHEME = "dledger"
 ROLES = ("member", "operator", "client")
 ANY_GROUP = "*"
-ENV = {"cert": "DLEDGERCTL_TLS_CERT", "key": "DLEDGERCTL_TLS_KEY", "ca": "DLEDGERCTL_TLS_CA",
-       "crl": "DLEDGERCTL_TLS_CRL"}
+ENV = {"cert": "DLEDGERCTL_TLS_CERT", "key": "DLEDGERCTL_TLS_KEY", "ca": "DLEDGERCTL_TLS_CA"}
 
 
 class TlsError(Exception):
@@ -86,10 +85,10 @@ class TlsFiles:
     @classmethod
     def resolve(cls, cert: str | None, key: str | None, ca: str | None, crl: str | None = None) -> "TlsFiles | None":
         """The files from the options, else from ``DLEDGERCTL_TLS_*``; None when none is
-        given (plain TCP); TlsError when only some are."""
+        given (plain TCP); TlsError when only some are. ``crl`` (a node's ``--tls-crl``,
+        whose option reads ``DLEDGERCTL_TLS_CRL``) is taken as given: clients have none."""
         given = {"cert": cert or os.environ.get(ENV["cert"]), "key": key or os.environ.get(ENV["key"]),
                  "ca": ca or os.environ.get(ENV["ca"])}
-        crl = crl or os.environ.get(ENV["crl"])
         if not any(given.values()):
             if crl:
                 raise TlsError("--tls-crl goes with --tls-cert, --tls-key and --tls-ca")
