@@ -339,7 +339,7 @@ def _differences(ctx, have: list[dict], want: list[dict], given: list[str]) -> s
         for key in sorted(set(h) | set(w)):
             param = _KEY_PARAMS.get(key, key.replace("-", "_"))
             if h.get(key) != w.get(key) and param in given:
-                was, now = (h.get(key, "unset"), w.get(key, "unset")) if param != "tls" else (
+                was, now = (h.get(key, "default"), w.get(key, "default")) if param != "tls" else (
                     "on" if h.get(key) else "off", "on" if w.get(key) else "off")
                 out.setdefault(param, f"{names[param]} (recorded {was}, given {now})")
     return ", ".join(out.values()) or None
