@@ -344,6 +344,7 @@ async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | 
     """Start the new member (with a record), add it as a learner, wait until it is a voter."""
     from cluster.node import launcher
     from cluster.net.client import ClientError, Refused
+    from cluster.raft.config import parse_address
 
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -358,7 +359,8 @@ async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | 
     if start_it:
         made = launcher.new_paths(base_dir, [node])
         try:
-            launcher.check_ports(address.rpartition(":")[0].strip("[]"), {int(address.rpartition(":")[2]): node})
+            host, port = parse_address(address)
+            launcher.check_ports(host, {port: node})
             launcher.add_member(base_dir, node, address, md["peers"])
         except (launcher.LauncherError, OSError) as exc:
             launcher.discard(made)

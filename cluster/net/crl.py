@@ -30,6 +30,16 @@ class CrlError(Exception):
 def load(path: str, ca_path: str) -> dict[int, datetime.datetime]:
     """The serial numbers ``path`` revokes (-> when), once its signature is checked against
     the CA certificates in ``ca_path``."""
+    return _serials(_checked(path, ca_path))
+
+
+def _serials(crl) -> dict[int, datetime.datetime]:
+    return {r.serial_number: r.revocation_date_utc for r in crl}
+
+
+def _checked(path: str, ca_path: str):
+    """The CRL in ``path`` (cryptography's object), once its signature is checked against
+    the CA certificates in ``ca_path``."""
     from cryptography import x509
 
     try:
@@ -44,7 +54,7 @@ def load(path: str, ca_path: str) -> dict[int, datetime.datetime]:
     issuers = [ca for ca in cas if ca.subject == crl.issuer]
     if not any(_signed_by(crl, ca) for ca in issuers):
         raise CrlError(f"{path} is not signed by a CA of {ca_path} (issuer {crl.issuer.rfc4514_string()})")
-    return {r.serial_number: r.revocation_date_utc for r in crl}
+    return crl
 
 
 def _signed_by(crl, ca) -> bool:
@@ -85,9 +95,8 @@ def revoke(directory: str, serials: list[int]) -> tuple[str, list[int]]:
     listed: dict[int, datetime.datetime] = {}
     number = 1
     if os.path.exists(path):
-        listed = load(path, os.path.join(directory, CA_CERT))
-        with open(path, "rb") as fh:
-            old = x509.load_pem_x509_crl(fh.read())
+        old = _checked(path, os.path.join(directory, CA_CERT))
+        listed = _serials(old)
         try:
             number = old.extensions.get_extension_for_class(x509.CRLNumber).value.crl_number + 1
         except x509.ExtensionNotFound:

@@ -290,7 +290,7 @@ def forget_member(base_dir: str, node_id: str) -> list[dict]:
 def exit_reason(node: dict) -> str:
     """Why a member exited at start, from its log: its last ``Error:`` line (what ``node
     start`` says when it refuses to run), else the log's last line; '' without a log."""
-    tail = log_tail(node, 40).split(" | ")
+    tail = _log_lines(node, 40)
     errors = [line for line in tail if line.startswith("Error: ")]
     if errors:
         return errors[-1][len("Error: "):]
@@ -344,15 +344,16 @@ def discard(paths: list[str]) -> None:
                 pass
 
 
-def log_tail(node: dict, lines: int = 5) -> str:
+def _log_lines(node: dict, lines: int) -> list[str]:
+    """The last ``lines`` lines of a member's log (of its last 4 KiB); none without a log."""
     try:
         with open(node["log"], "rb") as fh:
             fh.seek(0, 2)
             fh.seek(max(0, fh.tell() - 4096))
             text = fh.read().decode(errors="replace")
     except OSError:
-        return ""
-    return " | ".join(text.strip().splitlines()[-lines:])
+        return []
+    return text.strip().splitlines()[-lines:]
 
 
 def down(base_dir: str, timeout: float = 10.0) -> list[dict]:
