@@ -76,6 +76,8 @@ def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = Non
                     row[k] = md[k]
             if md.get("never_lead"):  # (node start --never-lead)
                 row["never_lead"] = True
+            if md.get("push_refused"):  # (a follower refusing its leader's entries: why, and the fix)
+                row["push_refused"] = md["push_refused"]
         else:
             row.update({"state": "down", **{k: None for k in STATUS_COLUMNS[3:]}, "error": md})
         if pid in procs:
@@ -116,6 +118,7 @@ def _render_status(rows: list[dict], fmt: Format, extra: list[str] = ()) -> None
     """Status rows: the table shows uptime as a duration; json, jsonl and csv keep uptime_s."""
     with_proc = any("uptime_s" in r for r in rows)
     errors = ["error"] if any(r.get("error") for r in rows) else []  # (why a member is down: shown, not hidden)
+    errors += ["push_refused"] if any(r.get("push_refused") for r in rows) else []
     if fmt == Format.table:
         rows = [{**r, "uptime": _duration(r.get("uptime_s")),
                  **({"member": f"{r.get('member')}, never leads"} if r.get("never_lead") else {})} for r in rows]

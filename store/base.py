@@ -25,6 +25,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from .errors import StoreUsageError
 from .format import HEADER_SIZE, MAGIC_NORMAL
 
 
@@ -152,6 +153,13 @@ class LogStore(abc.ABC):
     end_index: int
     end_term: int
     write_pos: int  # logical byte offset just past the last entry
+    data_file_size: int  # bytes of each data file: an entry that does not fit starts the next one
+
+    def adopt_data_file_size(self, size: int) -> None:
+        """Write data files of ``size`` bytes from now on (smaller than now), as the group's
+        leader does, if that moves no entry (see FileStore.adopt_data_file_size);
+        StoreUsageError with the reason otherwise."""
+        raise StoreUsageError(f"{type(self).__name__} cannot change its data file size")
 
     @property
     @abc.abstractmethod

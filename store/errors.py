@@ -25,6 +25,17 @@ class InconsistentAppend(StoreUsageError):
     """A follower append does not continue the local log (wrong index or position)."""
 
 
+class PositionMismatch(InconsistentAppend):
+    """A pushed entry is not where this log would put it: the leader's ``pos`` differs from
+    ``expected``, the local log's next position (None: the log cannot begin at ``pos``).
+    Entries before it are in order, so the two logs place entries differently: most often
+    they were written with different data file sizes (cluster/raft/filesize.py)."""
+
+    def __init__(self, message: str, *, index: int, pos: int, expected: int | None) -> None:
+        super().__init__(message)
+        self.index, self.pos, self.expected = index, pos, expected
+
+
 class StoreInUseError(StoreUsageError):
     """Another process (a running node, another repair) holds the node directory's lock."""
 

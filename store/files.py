@@ -347,6 +347,23 @@ class FileList:
         g = self._map(f.path, f.start)
         f.mm, f.fd, f.actual_size = g.mm, g.fd, g.actual_size
 
+    def cut_file(self, f: MappedFile, size: int) -> None:
+        """Make ``f`` a file of ``size`` bytes, shorter than it is (what lies past ``size``
+        is lost), durably: for a store that takes a smaller file size (FileStore.adopt_data_file_size)."""
+        self._unmap(f)
+        try:
+            fd = os.open(f.path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StoreIOError(exc.errno, f"cannot cut {f.path} to {size} bytes: {exc.strerror}") from exc
+        g = self._map(f.path, f.start)
+        f.mm, f.fd, f.actual_size, f.size, f.reserved = g.mm, g.fd, g.actual_size, size, g.reserved
+        f.dirty_from, f.dirty_to, f.dropped_to = None, 0, min(f.dropped_to, size)
+
     def take_dirty(self) -> list[SyncJob]:
         """Forget the dirty marks and return a job for every file that had one, for
         :func:`sync_fds` to run elsewhere (a thread) while writing goes on: a duplicate fd

@@ -39,6 +39,7 @@ from .errors import (
     StoreInUseError,
     InconsistentAppend,
     IndexOutOfRange,
+    PositionMismatch,
     StoreCorruptError,
     StoreIOError,
     StoreUsageError,
@@ -238,6 +239,13 @@ _CHECK_FAILURES = {
 
 def _check_failure(kind: str, *values) -> str:
     return _CHECK_FAILURES[kind].format(*values)
+
+
+def _append_error(failed: tuple) -> InconsistentAppend:
+    """The error of a failed check (a position that differs has its own, with the numbers)."""
+    if failed[0] == "pos":
+        return PositionMismatch(_check_failure(*failed), index=failed[1], pos=failed[2], expected=failed[3])
+    return InconsistentAppend(_check_failure(*failed))
 
 
 class FileStore(LogStore):
@@ -671,7 +679,7 @@ class FileStore(LogStore):
             self._write_segment(dfile, seg_rel, buf[off:stop], first, records, first + len(ends) - 1, terms[-1],
                                 chain)
             parts.append(AppendedRun(first, first_pos, ends, terms))
-        return stop, None if failed is None else InconsistentAppend(_check_failure(*failed))
+        return stop, None if failed is None else _append_error(failed)
 
     @staticmethod
     def _check_entries(buf, off: int, limit: int, idx: int, last_term: int, max_term: int | None,
@@ -998,8 +1006,8 @@ class FileStore(LogStore):
         if size != len(raw) or idx < 0 or pos < 0:
             raise StoreUsageError(f"reset needs exactly one encoded entry (got {len(raw)} bytes, size {size})")
         if pos % self.data.file_size:
-            raise StoreUsageError(f"entry {idx} at pos {pos} does not start a data file of {self.data.file_size} "
-                                  "bytes: a log cannot begin there")
+            raise PositionMismatch(f"entry {idx} at pos {pos} does not start a data file of {self.data.file_size} "
+                                   "bytes: a log cannot begin there", index=idx, pos=pos, expected=None)
         self.data.remove_head(len(self.data.files), self.remover)
         self.index.remove_head(len(self.index.files), self.remover)
         self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain = -1, idx - 1, 0, pos, 0
@@ -1009,6 +1017,38 @@ class FileStore(LogStore):
         finally:
             self.flush()  # like a truncation, a reset is made durable at once
         return out
+
+    @property
+    def data_file_size(self) -> int:
+        return self.data.file_size
+
+    def adopt_data_file_size(self, size: int) -> None:
+        """Write data files of ``size`` bytes from now on, smaller than the size the store was
+        opened with: the group's leader writes such files (cluster/raft/filesize.py). Allowed
+        only while that changes no entry's position: the log is empty, or it lies in one data
+        file whose start is a multiple of ``size`` and whose first entry begins it, and it
+        ends at least a BLANK header short of ``start + size``. That file is then cut to
+        ``size`` bytes (past the log it holds zeros only) and made durable, so a restart
+        without a configured size finds ``size`` (detect_file_size). StoreUsageError, with
+        the reason, when not allowed; nothing changes then."""
+        self._writable()
+        files, old = self.data.files, self.data.file_size
+        if size == old:
+            return
+        if not HEADER_SIZE + MIN_BLANK_LEN <= size < old:
+            raise StoreUsageError(f"the data file size can only go down from {old} bytes (to {size})")
+        if len(files) > 1:
+            raise StoreUsageError(f"the log spans {len(files)} data files of {old} bytes already")
+        if files:
+            f = files[0]
+            first_pos = self.locate(self.begin_index)[0] if self.end_index >= self.begin_index >= 0 else f.start
+            if f.start % size or first_pos != f.start or self.write_pos + MIN_BLANK_LEN > f.start + size:
+                raise StoreUsageError(f"the log's data file {f.name} (entries at {first_pos}..{self.write_pos}) "
+                                      f"does not fit one data file of {size} bytes")
+            self._forget_reads()
+            self.data.flush()
+            self.data.cut_file(f, size)
+        self.data.file_size = size
 
     def truncate(self, from_index: int, *, force: bool = False) -> int:
         self._writable()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import Appended, Entry, LogStore
-from .errors import InconsistentAppend, StoreUsageError
+from .errors import InconsistentAppend, PositionMismatch, StoreUsageError
 from .format import (
     CRC_MASK,
     DEFAULT_DATA_FILE_SIZE,
@@ -111,7 +111,8 @@ class MemoryStore(LogStore):
                 raise InconsistentAppend(f"entry {idx}: body checksum does not match")
             expected = self._next_pos(size)
             if pos != expected:
-                raise InconsistentAppend(f"entry {idx} is at pos {pos}, the local log continues at {expected}")
+                raise PositionMismatch(f"entry {idx} is at pos {pos}, the local log continues at {expected}",
+                                       index=idx, pos=pos, expected=expected)
             out.append(self._add(Entry(idx, term, pos, magic, body, bcrc, chain, ch)))
             off += size
         return out
@@ -160,12 +161,29 @@ class MemoryStore(LogStore):
         if size != len(raw) or idx < 0 or pos < 0:
             raise StoreUsageError(f"reset needs exactly one encoded entry (got {len(raw)} bytes, size {size})")
         if pos % self.data_file_size:
-            raise StoreUsageError(f"entry {idx} at pos {pos} does not start a data file of {self.data_file_size} "
-                                  "bytes: a log cannot begin there")
+            raise PositionMismatch(f"entry {idx} at pos {pos} does not start a data file of {self.data_file_size} "
+                                   "bytes: a log cannot begin there", index=idx, pos=pos, expected=None)
         self._entries, self._written_at = [], {}
         self.begin_index, self.end_index, self.end_term, self.write_pos = -1, idx - 1, 0, pos
         self._committed = idx - 1
         return self.append_follower(raw)
+
+    def adopt_data_file_size(self, size: int) -> None:
+        """As FileStore.adopt_data_file_size: smaller "files" from now on, if no entry moves."""
+        old = self.data_file_size
+        if size == old:
+            return
+        if not HEADER_SIZE + MIN_BLANK_LEN <= size < old:
+            raise StoreUsageError(f"the data file size can only go down from {old} bytes (to {size})")
+        files = self.head_files()
+        if len(files) > 1:
+            raise StoreUsageError(f"the log spans {len(files)} data files of {old} bytes already")
+        if files:
+            start = files[0].start
+            if start % size or self._entries[0].pos != start or self.write_pos + MIN_BLANK_LEN > start + size:
+                raise StoreUsageError(f"the log's data file {files[0].name} (entries at {self._entries[0].pos}.."
+                                      f"{self.write_pos}) does not fit one data file of {size} bytes")
+        self.data_file_size = size
 
     def indexes_with_magic(self, magic: int) -> list[int]:
         return [e.index for e in self._entries if e.magic == magic]

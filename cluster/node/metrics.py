@@ -60,6 +60,9 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_read_latency_seconds", "histogram", (), "How long each GET took to answer (read and encode)."),
     ("dledger_received_entries_total", "counter", (), "Follower: entries taken from the leader's pushes."),
     ("dledger_received_bytes_total", "counter", (), "Follower: bytes of those entries."),
+    ("dledger_push_refused_total", "counter", ("reason",),
+     "Follower: pushes refused, by reason (position: an entry is not where this log would put it, most often "
+     "data files of another size than the leader's; the node's log says the fix)."),
     ("dledger_replicated_entries_total", "counter", ("peer",), "Leader: entries each follower acknowledged from pushes."),
     ("dledger_replicated_bytes_total", "counter", ("peer",), "Leader: bytes of those entries."),
     ("dledger_replicate_latency_seconds", "histogram", ("peer",),
@@ -201,6 +204,8 @@ def families(state: dict, counts: Counts, labels: dict[str, str]) -> list:
     made["dledger_read_latency_seconds"].add_metric(values, b.cumulative(), b.sum)
     put("dledger_received_entries_total", counts.received_entries)
     put("dledger_received_bytes_total", counts.received_bytes)
+    for reason, n in sorted({"position": 0, **state.get("push_refused", {})}.items()):  # (a series from the start)
+        put("dledger_push_refused_total", n, reason)
     for row in state["peers"]:  # (every follower's series from the start: rate() sees the first push)
         if row["peer"] not in counts.replicated:
             counts.replicated[row["peer"]] = [0, 0, Buckets()]

@@ -375,7 +375,9 @@ class Node(Serving, ReadServing, OperatorRequests):
             for note in ready.notes:
                 held = self._repeated_notes.check(str(note), now)  # (a loop says each line once in a while)
                 if held is not None:
-                    log.info("%s%s", note, held_back(held), extra=getattr(note, "fields", None))
+                    fields = getattr(note, "fields", None)
+                    level = logging.WARNING if fields and fields.get("event") == "push_refused" else logging.INFO
+                    log.log(level, "%s%s", note, held_back(held), extra=fields)
         self._sync_members(self.core.members)  # (at once when they did not change)
         if self.applier is not None and not self._applying and self.store.committed_index > self.applier.applied:
             self._applying = True
@@ -541,6 +543,7 @@ class Node(Serving, ReadServing, OperatorRequests):
                                "full": self.cfg.disk_full_ratio},
                "cert_expiry": self.tls.expires_at if self.tls is not None else None,
                "closed_for": dict(self.server.closed_for),
+               "push_refused": dict(core.follower.refused),
                "store_files": {"data": (len(s.data.files), s.data.file_size),
                                "index": (len(s.index.files), s.index.file_size)}}
         if self.applier is not None:

@@ -118,7 +118,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         if store.end_term > self.member.term:
             # currterm behind the log (lost or damaged): never run below the log's own term
             self.member.advance_term(terms, store.end_term)
-        self.follower = FollowerLog(store, sync=config.flush == "sync")
+        self.follower = FollowerLog(store, sync=config.flush == "sync", learn_file_size=config.data_file_size is None)
         # who the members are: the last config entry in the log, else the base (--peers, or
         # what the node kept in members.json); the node replaces it with what it found on disk
         self.configs = Configs(initial(config.peers, config.self_id, config.learner))
@@ -446,6 +446,8 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
                            f"after the push the log ends at {self.store.end_index}", event="truncation", from_index=first,
                            to_index=last, leader=req.leader_id, term=req.term, end_index=self.store.end_index)
             self.follower.cuts.clear()
+            for text, fields in self.follower.take_notes(now):
+                self._note(text, **fields)
             if (req.members and req.type == PushType.TRUNCATE and resp.code == Code.SUCCESS
                     and self.store.begin_index == req.first_index):  # the log begins at the leader's first entry
                 self._begin_again(req.members, req.first_index - 1)
@@ -556,6 +558,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
             "pending": len(self.pending),
             "member": self.members.role_of(self.cfg.self_id) or "removed",
             "never_lead": self.cfg.never_lead,
+            **self.follower.describe(),
             **self.configs.describe(),
         }
         if m.role == Role.LEADER:

@@ -23,14 +23,21 @@ term; see core.py):
 - A malformed or inconsistent request gets an error response; nothing raises. A push
   the disk cannot take (full, or failing) is answered DISK_FULL / DISK_ERROR and leaves
   the log as it was.
+- Entries go where the leader put them. One whose position differs from where this log
+  would put it (data files of another size) is refused, counted in ``refused`` by reason
+  ("position"), kept as ``refusing`` until a push is taken again, and said in a note with
+  the fix (``take_notes``: once, then at most every ``REFUSAL_NOTE_MS``). Unless the data
+  file size was configured (``learn_file_size``), the leader's size is first learned from
+  the entry (filesize.py) and adopted by the store if no entry of this log moves.
 """
 
 from __future__ import annotations
 
-from store.errors import StoreError, StoreIOError, is_disk_full
+from store.errors import PositionMismatch, StoreError, StoreIOError, StoreUsageError, is_disk_full
 from store.format import ENTRY_HEADER, ENTRY_MAGICS, HEADER_SIZE
 
 from .divergence import PROBE_MAX, fingerprints
+from .filesize import fix_hint, leader_file_size
 from .rpc import (
     Code,
     ProbeRequest,
@@ -44,10 +51,24 @@ from .rpc import (
 )
 
 
+REFUSAL_NOTE_MS = 600_000  # the same refusal is said again this often at most, with how many since
+
+
+class _Unlearned(Exception):
+    """An entry showed the leader's data file size, which was not taken: (the store's
+    PositionMismatch, the size, why the store could not take it or None: it was configured)."""
+
+
 class FollowerLog:
-    def __init__(self, store, *, sync: bool = False) -> None:
+    def __init__(self, store, *, sync: bool = False, learn_file_size: bool = False) -> None:
         self.store = store
         self.sync = sync  # flush=sync: what a response acknowledges is on disk first
+        self.learn_file_size = learn_file_size  # no configured data file size: take the leader's
+        self.refused: dict[str, int] = {}  # pushes refused, by reason ("position")
+        self.refusing: str | None = None  # why the latest push was refused (until one is taken)
+        self._notes: list[tuple[str, dict]] = []
+        self._key: str | None = None  # the refusal's cause and fix (its entry numbers aside)
+        self._said: tuple[str, int, int] | None = None  # (refusal key said, when, refused count then)
         self.term = -1  # the leader term ``matched`` belongs to
         self.matched = -1
         # what a leader's push cut from the log, for the node's log (the core takes them):
@@ -81,14 +102,85 @@ class FollowerLog:
             # an append the disk refused was put back whole by the store; the leader's
             # dispatcher sends it again after a back-off
             resp = self._reply(req, Code.DISK_FULL if is_disk_full(exc) else Code.DISK_ERROR, remark=str(exc))
+        except _Unlearned as exc:
+            resp = self._reply(req, Code.INCONSISTENT_STATE, remark=self._refuse_position(*exc.args))
+        except PositionMismatch as exc:
+            resp = self._reply(req, Code.INCONSISTENT_STATE, remark=self._refuse_position(exc))
         except (StoreError, ValueError) as exc:
             resp = self._reply(req, Code.INCONSISTENT_STATE, remark=str(exc))
+        if resp.code == Code.SUCCESS and req.type in (PushType.APPEND, PushType.TRUNCATE):
+            self.refusing = None
         if resp.code == Code.SUCCESS and self.sync and req.type in (PushType.APPEND, PushType.TRUNCATE):
             self.store.flush(index=False)  # the entries are durable with the data file (see FileStore.flush)
         # every push, refused or not: what equals the leader's log up to its commit index is
         # committed here too (a follower whose disk is full keeps learning it, and serves it)
         self.store.set_committed(min(req.commit_index, self.matched))
         return resp
+
+    # -- entries at another position: the leader's data file size ---------------------
+    def _store_pushed(self, raw, max_term: int) -> int:
+        """Append pushed entries; on the first whose position shows the leader's data file
+        size (filesize.py), take that size when allowed and go on. Returns how many were
+        appended; when refused, PositionMismatch, or _Unlearned with the size it shows."""
+        s = self.store
+        try:
+            return len(s.append_follower(raw, max_term=max_term))
+        except PositionMismatch as exc:
+            off, done = _offset_of(raw, exc.index)
+            size = _entry_size(raw, off)
+            start = s.locate(s.begin_index)[0] if s.end_index >= s.begin_index >= 0 else -1
+            found = leader_file_size(s.data_file_size, start, s.write_pos, exc.pos, size)
+            if found is None:
+                raise
+            if not self.learn_file_size:
+                raise _Unlearned(exc, found, None) from exc
+            was = s.data_file_size
+            try:
+                s.adopt_data_file_size(found)
+            except StoreUsageError as why:
+                raise _Unlearned(exc, found, str(why)) from exc
+            self._notes.append((
+                f"took the leader's data file size, {found} bytes (this member had {was}): its entry {exc.index} "
+                f"begins a data file at pos {exc.pos}", {"event": "data_file_size", "data_file_size": found,
+                                                        "was": was, "index": exc.index, "pos": exc.pos}))
+            return done + len(s.append_follower(memoryview(raw)[off:], max_term=max_term))
+
+    def _refuse_position(self, exc: PositionMismatch, size: int | None = None, why: str | None = None) -> str:
+        """Count and describe a push refused for an entry's position (``size``: the leader's
+        data file size it shows; ``why``: the store could not take it): the remark, with the fix."""
+        own = self.store.data_file_size
+        if size is not None and why is not None:
+            cause = f"the leader's data files are {size} bytes, this member's {own}, and it cannot change: {why}"
+        elif size is not None:
+            cause = f"the leader's data files are {size} bytes, this member's {own} (configured)"
+        elif exc.expected is not None and exc.pos < exc.expected:
+            cause = f"the leader's data files are larger than this member's {own} bytes"
+        else:
+            cause = f"this member writes data files of {own} bytes"
+        text = f"refusing the leader's entries: {exc} ({cause}); {fix_hint(size)}"
+        self.refused["position"] = self.refused.get("position", 0) + 1
+        self.refusing, self._key = text, f"{cause}; {fix_hint(size)}"
+        return text
+
+    def take_notes(self, now: int) -> list[tuple[str, dict]]:
+        """What to log (text, fields): a size taken, and a refusal the first time it is made
+        and then every REFUSAL_NOTE_MS at most while it goes on."""
+        out, self._notes = self._notes, []
+        text, n = self.refusing, self.refused.get("position", 0)
+        if text is not None:
+            said = self._said
+            if said is None or said[0] != self._key or now - said[1] >= REFUSAL_NOTE_MS:
+                again = f" ({n - said[2]} refused since it was last said)" if said and said[0] == self._key else ""
+                out.append((text + again, {"event": "push_refused", "reason": "position", "refused": n}))
+                self._said = (self._key, now, n)
+        return out
+
+    def describe(self) -> dict:
+        """For the node's status: why pushes are refused now, and how many were, by reason."""
+        out: dict = {"push_refused": self.refusing} if self.refusing else {}
+        if self.refused:
+            out["pushes_refused"] = dict(self.refused)
+        return out
 
     # -- operator requests the leader relays (peer compare, peer truncate) --------------
     def probe(self, req: ProbeRequest, term: int) -> ProbeResponse:
@@ -213,12 +305,20 @@ class FollowerLog:
             off, k, index = off + size, k + 1, index + 1
         if off < len(raw):
             try:
-                k += len(s.append_follower(memoryview(raw)[off:], max_term=req.term))
+                k += self._store_pushed(memoryview(raw)[off:], req.term)
             finally:
                 self.matched = max(self.matched, s.end_index)
         if k != req.count:
             raise ValueError(f"APPEND says {req.count} entries from {req.first_index} but carries {k}")
         return self._reply(req, Code.SUCCESS)
+
+
+def _offset_of(raw, index: int) -> tuple[int, int]:
+    """(byte offset, entries before it) of entry ``index`` in a push's entries."""
+    off, k = 0, 0
+    while off < len(raw) and ENTRY_HEADER.unpack_from(raw, off)[2] != index:
+        off, k = off + _entry_size(raw, off), k + 1
+    return off, k
 
 
 def _entry_size(raw, off: int) -> int:
