@@ -6,23 +6,33 @@ puts entries where this member's log would not. It learns the leader's size from
 and takes it when no entry of its log moves (cluster/raft/filesize.py); when it cannot (the
 size was configured, its log spans several files, its files are smaller), it refuses the
 entry, counts it and says the fix once. Here: the pure rule, the follower over memory and
-file stores, and whole groups in the seeded simulation (tests/sim.py). The same with the
-real Java DLedger as leader: tests/test_follower_filesize_java.py.
+file stores, whole groups in the seeded simulation (tests/sim.py), and real dledgerctl
+processes (the refusal in the log, cluster status and the metrics; the fix). The same with
+the real Java DLedger as leader: tests/test_follower_filesize_java.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 
 from cluster.raft.filesize import leader_file_size
 from cluster.raft.follower import REFUSAL_NOTE_MS, FollowerLog
 from cluster.raft.rpc import Code, PushRequest, PushType
+from ports import free_port_base
 from sim import Sim, SimStore
 from store.errors import StoreUsageError
 from store.filestore import FileStore
 from store.memstore import MemoryStore
+from test_cluster_processes import ROOT, cli, wait_for
 
 KIB = 1024
 SMALL = 64 * KIB  # the leader's data files
@@ -215,3 +225,77 @@ def test_a_never_lead_member_with_a_wrong_configured_size_refuses_and_says_it_on
     assert "start this member with --data-file-size 65536, the leader's" in said[0]
     d = sim.nodes["n2"].describe()
     assert "--data-file-size 65536" in d["push_refused"] and d["pushes_refused"]["position"] >= 5
+
+
+# -- real dledgerctl processes -------------------------------------------------------------
+
+def test_real_members_refuse_with_a_wrong_size_then_learn_once_it_is_left_out(tmp_path):
+    """n0, n1 write 64 KiB files; n2 (--never-lead) is given 1 MiB: it refuses and says so in
+    its log, cluster status and its metrics. Started again on an empty store without the
+    size, as docs/rocketmq.md says, it takes the leader's and holds the same log."""
+    port = free_port_base(4)
+    peers = ";".join(f"n{k}-127.0.0.1:{port + k}" for k in range(3))
+    base, metrics = str(tmp_path), f"127.0.0.1:{port + 3}"
+    procs: dict[str, subprocess.Popen] = {}
+
+    def start(node: str, *extra: str) -> None:
+        with open(os.path.join(base, f"{node}.log"), "ab") as log:
+            procs[node] = subprocess.Popen(
+                [sys.executable, "-m", "dledgerctl", "-v", "--log-format", "json", "node", "start", "--group", "g",
+                 "--id", node, "--peers", peers, "--store-base-dir", base, *extra], stdout=log, stderr=log,
+                env=dict(os.environ, PYTHONPATH=ROOT))
+
+    def stop(node: str) -> None:
+        p = procs.pop(node)
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+
+    def status() -> dict:
+        r = cli("cluster", "status", "--peers", peers, "--group", "g", "--format", "json", "--timeout", "2")
+        return {row["id"]: row for row in json.loads(r.stdout)} if r.stdout.strip() else {}
+
+    def refused() -> float:
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as resp:
+            m = re.search(r'^dledger_push_refused_total\{[^}]*reason="position"[^}]*\} (\S+)$', resp.read().decode(),
+                          re.M)
+        assert m is not None, "dledger_push_refused_total is not served"
+        return float(m.group(1))
+
+    def n2_said(event: str) -> list[dict]:
+        with open(os.path.join(base, "n2.log"), "rb") as fh:
+            recs = [json.loads(line) for line in fh if line.startswith(b"{")]
+        return [r for r in recs if r.get("event") == event]
+
+    def identical(a: str, b: str) -> bool:
+        r = cli("store", "diff", os.path.join(base, f"dledger-{a}"), os.path.join(base, f"dledger-{b}"), "--format",
+                "json")
+        return r.returncode == 0 and json.loads(r.stdout)["identical"]
+
+    try:
+        for n in ("n0", "n1"):
+            start(n, "--data-file-size", "64KiB")
+        start("n2", "--never-lead", "--data-file-size", "1MiB", "--metrics-address", metrics)
+        leader = wait_for(lambda: next((n for n, r in status().items() if r.get("role") == "leader"), None), 30,
+                          "a leader")
+        bodies = sum((["-d", f"e{k:03d}-" + "m" * 3000] for k in range(40)), [])
+        r = cli("append", "--peers", peers, "--group", "g", *bodies, "--timeout", "20", timeout=120)
+        assert r.returncode == 0, r.stderr
+        wait_for(lambda: refused() >= 2, 30, "n2 to refuse the leader's pushes")
+        row = wait_for(lambda: status().get("n2", {}).get("push_refused"), 30, "cluster status to say why")
+        assert "start this member with --data-file-size 65536, the leader's" in row
+        table = cli("cluster", "status", "--peers", peers, "--group", "g", "--timeout", "2").stdout
+        assert "push_refused" in table and "--data-file-size 65536" in table
+        said = n2_said("push_refused")
+        assert len(said) == 1 and said[0]["level"] == "WARNING" and "--data-file-size 65536" in said[0]["msg"], said
+        # the fix: its store moved aside, started without the size
+        stop("n2")
+        shutil.move(os.path.join(base, "dledger-n2"), os.path.join(base, "n2-aside"))
+        start("n2", "--never-lead", "--metrics-address", metrics)
+        wait_for(lambda: identical(leader, "n2"), 60, "n2 to hold the leader's log")
+        took = n2_said("data_file_size")
+        assert len(took) == 1 and took[0]["data_file_size"] == 64 * KIB, took
+        assert refused() == 0 and "push_refused" not in status()["n2"]
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait(timeout=30)
