@@ -103,7 +103,8 @@ def test_a_configured_size_is_kept_and_the_push_refused_with_the_fix_said_once()
     assert resp is not None and resp.code == Code.INCONSISTENT_STATE
     assert f.store.end_index == 86 and f.store.data_file_size == 1 << 30  # (87 entries fit the first file)
     assert "entry 87 is at pos 65536, the local log continues at 65076" in resp.remark
-    assert "start this member with --data-file-size 65536, the leader's" in resp.remark
+    assert ("start this member with --data-file-size 65536, the leader's, its store moved aside (its files are "
+            "1073741824 bytes)") in resp.remark
     for _ in range(5):  # the leader compares and pushes again, again and again
         assert push(f, leader, 87, 3).code == Code.INCONSISTENT_STATE
     assert f.refused == {"position": 6}
@@ -141,6 +142,7 @@ def test_a_refused_cut_back_counts_too():
     assert resp.code == Code.INCONSISTENT_STATE
     assert f"at pos {2 * SMALL} does not start a data file of 1073741824 bytes" in resp.remark
     assert f.refused == {"position": 1} and "--data-file-size N" in f.refusing
+    assert "moved aside" not in f.refusing  # (nothing here to move: a restart with the size will do)
 
 
 # -- the file store ------------------------------------------------------------------------

@@ -49,9 +49,14 @@ def leader_file_size(own_size: int, start: int, write_pos: int, pos: int, size: 
     return found
 
 
-def fix_hint(size: int | None) -> str:
-    """What the operator does about a refused position: start with the leader's size."""
+def fix_hint(size: int | None, own_files: int | None = None) -> str:
+    """What the operator does about a refused position: start with the leader's size, on a
+    store moved aside when this one holds files of ``own_files`` bytes (they cannot change)."""
     if size is not None:
-        return f"start this member with --data-file-size {size}, the leader's"
-    return ("start this member with --data-file-size N, the leader's data file size (a RocketMQ broker's "
-            "mappedFileSizeCommitLog)")
+        out = f"start this member with --data-file-size {size}, the leader's"
+    else:
+        out = ("start this member with --data-file-size N, the leader's data file size (a RocketMQ broker's "
+               "mappedFileSizeCommitLog)")
+    if own_files is not None:
+        out += f", its store moved aside (its files are {own_files} bytes)"
+    return out

@@ -157,9 +157,10 @@ class FollowerLog:
             cause = f"the leader's data files are larger than this member's {own} bytes"
         else:
             cause = f"this member writes data files of {own} bytes"
-        text = f"refusing the leader's entries: {exc} ({cause}); {fix_hint(size)}"
+        fix = fix_hint(size, own if self.store.end_index >= 0 else None)
+        text = f"refusing the leader's entries: {exc} ({cause}); {fix}"
         self.refused["position"] = self.refused.get("position", 0) + 1
-        self.refusing, self._key = text, f"{cause}; {fix_hint(size)}"
+        self.refusing, self._key = text, f"{cause}; {fix}"
         return text
 
     def take_notes(self, now: int) -> list[tuple[str, dict]]:
