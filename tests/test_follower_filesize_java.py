@@ -13,6 +13,10 @@ DLedger's command line does not offer it). The member runs on DLedger's 1 GiB de
   so: one WARNING line naming ``--data-file-size 65536``, ``cluster status`` showing why, and
   ``dledger_push_refused_total{reason="position"}`` counting.
 
+The first case again as the issue met it: the leaders are RocketMQ brokers in DLedger mode
+(4.9.4 with DLedger 0.2.6, 4.9.8 with DLedger 0.3.1.2; tests/javarocketmq.py BrokerMember,
+putting a message every 20 ms while it leads) with 64 KiB commit-log files.
+
 Every wait polls under a deadline. Skipped, saying why, when Java or a mirror is missing.
 The rule and the follower alone: tests/test_follower_filesize.py.
 """
@@ -29,8 +33,9 @@ import urllib.request
 import pytest
 
 import javadledger
+import javarocketmq
 from javabuild import JAVA_FLAGS, javac
-from ports import free_port_base
+from ports import free_port_base, free_ports
 from test_cluster_processes import ROOT, cli, wait_for
 
 GROUP = "g"
@@ -187,3 +192,54 @@ def test_a_member_with_a_wrong_configured_size_refuses_and_says_why_once(java_se
         assert "--data-file-size 65536" in said[0]["msg"]
     finally:
         g.close()
+
+
+def test_a_member_without_the_size_keeps_a_broker_groups_third_replica_past_its_rolls(rocketmq, tmp_path):
+    peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(free_ports(3)))
+    brokers = {b: javarocketmq.BrokerMember(rocketmq, str(tmp_path / b / "store"), b, peers, data_file_size=SMALL,
+                                            body_bytes=400) for b in ("n0", "n1")}
+    base = str(tmp_path / "n2")
+    os.makedirs(base)
+    log_path = os.path.join(base, "n2.log")
+    member = None
+
+    def leader() -> str | None:
+        return next((b for b, m in brokers.items() if m.running and (m.role() or {}).get("role") == "LEADER"), None)
+
+    def data_files(node_dir: str) -> list[str]:
+        d = os.path.join(node_dir, "data")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    try:
+        with open(log_path, "ab") as log:
+            member = subprocess.Popen(
+                [sys.executable, "-m", "dledgerctl", "-v", "--log-format", "json", "node", "start", "--group",
+                 "broker-a", "--id", "n2", "--peers", peers, "--store-base-dir", base, "--never-lead",
+                 "--dledger-peers", "n0,n1", "--heartbeat-interval", "2000"], stdout=subprocess.DEVNULL, stderr=log,
+                env=dict(os.environ, PYTHONPATH=ROOT))
+        for b in brokers.values():
+            b.start()
+        first = wait_for(leader, 60, "a broker to lead")
+        dirs = {first: str(tmp_path / first / "store" / f"dledger-{first}"), "n2": os.path.join(base, "dledger-n2")}
+        wait_for(lambda: len(data_files(dirs[first])) >= 3, 90, "the leader broker to roll its 64 KiB files twice")
+        for b in brokers.values():
+            b.pause()
+        wait_for(lambda: _identical(dirs[first], dirs["n2"]), 60, "n2 to hold the leader broker's log")
+        names = data_files(dirs["n2"])
+        assert len(names) >= 3 and {os.path.getsize(os.path.join(dirs["n2"], "data", n)) for n in names} == {SMALL}
+        with open(log_path, "rb") as fh:
+            recs = [json.loads(line) for line in fh if line.startswith(b"{")]
+        took = [r for r in recs if r.get("event") == "data_file_size"]
+        assert len(took) == 1 and took[0]["data_file_size"] == SMALL, took
+        assert not [r for r in recs if r.get("event") == "push_refused"]
+        # the other broker stops: the leader and n2 are the majority, and puts are acknowledged
+        brokers["n1" if first == "n0" else "n0"].kill()
+        before = len(brokers[first].puts())
+        brokers[first].resume()
+        wait_for(lambda: len(brokers[first].puts()) >= before + 20, 60, "puts acknowledged with a broker down")
+    finally:
+        for b in brokers.values():
+            b.kill()
+        if member is not None:
+            member.kill()
+            member.wait(timeout=30)
