@@ -20,12 +20,16 @@ Findings (``mq check``), one row each with the file and the byte offset in it:
 - ``cq-mismatch``: a unit points at a message of another topic, queue, queue offset, size
   or tag code;
 - ``cq-hole``: a message lies inside its queue's range but no unit points at it;
+- ``cq-missing``: messages of a queue that no unit points at (its head or tail file is
+  missing, or the topic has no queues), below the commit-log offset a broker restarts
+  dispatch from (the highest any queue reached: ``DefaultMessageStore.start``), so never
+  dispatched; one finding per run of queue offsets, naming the file that should hold them;
 - ``cq-damaged``: a consume queue's files do not follow each other.
 
 Units that point before the log's first message are not findings: the log's head files
 are deleted before the consume queues' (RocketMQ corrects a queue's minimum offset then).
-Messages past the end of their queue (not yet dispatched, or a queue the broker rebuilds
-at its next start) are counted in the summary, not reported.
+Messages no unit points at from where dispatch restarts on (not dispatched yet: the
+broker dispatches them at its next start) are counted in the summary, not reported.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import numpy as np
 from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..inspect import Selection
 from .columns import SLOW, _columns, delay_level, message_columns
-from .consumequeue import UNIT_NATIVE, Queue, find_queues, read_units
+from .consumequeue import UNIT_NATIVE, Queue, expected_file, file_size, find_queues, read_units
 from .layout import BrokerStore
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -264,8 +268,52 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
         findings.append(_finding("cq-hole", path, off, int(a["index"][i]), topic=q.topic, queue_id=q.queue_id,
                                  queue_offset=int(qo[i]),
                                  detail="no unit points at this message, though its queue goes past it"))
-    undispatched = int((a["dispatched"] & ~inside & ~(found & (qo < (firsts[at] if len(keys) else 0)))).sum())
-    return {"units": units, "units_before_log": before_log, "undispatched": undispatched}
+    # the others no unit points at: below where a broker restarts dispatch, never dispatched
+    lacking = a["dispatched"] & ~inside & ~covered
+    reput = _reput_from(c, queues)
+    below = lacking & (phy < reput)
+    _missing(c, np.flatnonzero(below), spans, file_size(queues), reput, findings)
+    return {"units": units, "units_before_log": before_log, "undispatched": int((lacking & ~below).sum())}
+
+
+def _reput_from(c: Columns, queues: list[Queue]) -> int:
+    """The commit-log offset a broker restarts dispatch from: the highest any queue's units
+    reached (the end of the message they point at), and at least the log's first
+    (``DefaultMessageStore.start``'s ``maxPhysicalPosInLogicQueue``). Units past the log's
+    end do not count: the broker's recovery cuts them first (``truncateDirtyLogicFiles``)."""
+    reach = max(c.first_pos, 0)
+    for q in queues:
+        if q.units is not None and len(q.units):
+            ends = q.units["offset"].astype(np.int64) + q.units["size"]
+            ends = ends[ends <= c.end_pos]
+            if len(ends):
+                reach = max(reach, int(ends.max()))
+    return reach
+
+
+def _missing(c: Columns, lost: np.ndarray, spans: dict, fsize: int, reput: int, findings: list) -> None:
+    """``cq-missing``: one finding per run of consecutive queue offsets of one queue whose
+    messages no unit points at, though they lie before where dispatch restarts."""
+    if not len(lost):
+        return
+    a = c.arrays()
+    names = c.topic_names()
+    key, qo = _key(a["topic"][lost], a["queue_id"][lost]), a["queue_offset"][lost]
+    order = np.lexsort((qo, key))
+    lost, key, qo = lost[order], key[order], qo[order]
+    starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (qo[1:] != qo[:-1] + 1)])
+    for lo, hi in zip(starts.tolist(), np.r_[starts[1:], len(lost)].tolist()):
+        i, k = int(lost[lo]), int(key[lo])
+        topic, qid, q = names[a["topic"][i]], int(a["queue_id"][i]), spans.get(k)
+        first, last = int(qo[lo]), int(qo[hi - 1])
+        path, off = expected_file(topic, qid, first, fsize)
+        holds = (f"its units hold queue offsets {q.first}-{q.end - 1}" if q is not None and q.end > q.first else
+                 "its consume queue holds no unit" if q is not None else "it has no consume queue")
+        findings.append(_finding(
+            "cq-missing", path, off, int(a["index"][i]), topic=topic, queue_id=qid, queue_offset=first,
+            detail=f"queue offsets {first}-{last} ({hi - lo} message{'s' if hi - lo > 1 else ''}, entries "
+                   f"{int(a['index'][i])}-{int(a['index'][lost[hi - 1]])}) are in no unit ({holds}): a broker "
+                   f"restarts dispatch at commit-log offset {reput}, past them, so consumers never get them"))
 
 
 PAST_LOG, ELSEWHERE, MISMATCH = 0, 1, 2  # what a unit that is a finding does (_match_units)

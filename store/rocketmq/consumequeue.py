@@ -15,7 +15,9 @@ Read-only; the units come back as one numpy array per queue, read straight from 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,10 +25,17 @@ from ..errors import NotAStoreError
 from ..format import FILE_NAME_DIGITS
 
 CQ_STORE_UNIT_SIZE = 20  # ConsumeQueue.CQ_STORE_UNIT_SIZE
+CQ_FILE_SIZE = 300000 * CQ_STORE_UNIT_SIZE  # MessageStoreConfig.mappedFileSizeConsumeQueue's default
 CONSUME_QUEUE_DIR = "consumequeue"  # StorePathConfigHelper.getStorePathConsumeQueue
 BLANK_SIZE = (1 << 31) - 1  # fillPreBlank's size: Integer.MAX_VALUE
 UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])  # as the files hold them
 UNIT_NATIVE = np.dtype([("offset", "=i8"), ("size", "=i4"), ("tags", "=i8")])  # Queue.units
+
+
+class CqFile(NamedTuple):
+    start: int  # the first byte (the file's name)
+    path: str
+    size: int
 
 
 @dataclass
@@ -36,7 +45,7 @@ class Queue:
     topic: str
     queue_id: int
     dir: str
-    files: list[tuple[int, str]]  # (first byte, path), in order
+    files: list[CqFile]  # in order
     first: int = -1  # queue offset of the first unit that points at a message (-1: none)
     units: np.ndarray | None = None  # UNIT_NATIVE, from ``first`` on, up to the queue's end
     blanks: int = 0  # fillPreBlank units before ``first``
@@ -50,12 +59,27 @@ class Queue:
     def file_of(self, queue_offset: int) -> tuple[str, int]:
         """The file that holds ``queue_offset``'s unit, and the unit's byte offset in it."""
         byte = queue_offset * CQ_STORE_UNIT_SIZE
-        path, start = self.files[0][1], self.files[0][0]
-        for s, p in self.files:
-            if s <= byte:
-                path, start = p, s
+        path, start = self.files[0].path, self.files[0].start
+        for f in self.files:
+            if f.start <= byte:
+                path, start = f.path, f.start
         root = os.path.dirname(os.path.dirname(os.path.dirname(self.dir)))
         return os.path.relpath(path, root), byte - start
+
+
+def expected_file(topic: str, queue_id: int, queue_offset: int, file_size: int) -> tuple[str, int]:
+    """The file (relative to the store root) that holds ``queue_offset``'s unit in a queue
+    of ``file_size`` files, and the unit's byte offset in it, whether the file exists or not."""
+    byte = queue_offset * CQ_STORE_UNIT_SIZE
+    start = byte - byte % file_size
+    return os.path.join(CONSUME_QUEUE_DIR, topic, str(queue_id), f"{start:0{FILE_NAME_DIGITS}d}"), byte - start
+
+
+def file_size(queues: list[Queue]) -> int:
+    """The size of the store's consume-queue files: all are preallocated to the broker's
+    ``mappedFileSizeConsumeQueue``, so the most common size (the default without a file)."""
+    sizes = Counter(f.size for q in queues for f in q.files if f.size >= CQ_STORE_UNIT_SIZE)
+    return max(sizes.items(), key=lambda kv: (kv[1], kv[0]))[0] if sizes else CQ_FILE_SIZE
 
 
 def find_queues(root: str) -> list[Queue]:
@@ -76,8 +100,8 @@ def find_queues(root: str) -> list[Queue]:
             qdir = os.path.join(tdir, qname)
             if not (qname.isdigit() and os.path.isdir(qdir)):
                 continue
-            files = sorted((int(n), os.path.join(qdir, n)) for n in os.listdir(qdir)
-                           if len(n) == FILE_NAME_DIGITS and n.isdigit())
+            files = sorted(CqFile(int(n), os.path.join(qdir, n), os.path.getsize(os.path.join(qdir, n)))
+                           for n in os.listdir(qdir) if len(n) == FILE_NAME_DIGITS and n.isdigit())
             out.append(Queue(topic, int(qname), qdir, files))
     return out
 
@@ -105,7 +129,7 @@ def read_units(q: Queue) -> Queue:
     """Fill ``q.first``, ``q.units`` and ``q.blanks`` from its files (as RocketMQ's recovery
     reads them: up to the first unit that is not written)."""
     parts, first, blanks, expect = [], -1, 0, None
-    for start, path in q.files:
+    for start, path, _size in q.files:
         if start % CQ_STORE_UNIT_SIZE:
             q.damaged = f"{os.path.basename(path)} does not start at a unit"
             break
