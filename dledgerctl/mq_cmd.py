@@ -149,7 +149,8 @@ def check_cmd(
               + (f"; {plural(summary['undispatched'], 'message')} not in a queue yet" if summary["undispatched"]
                  else ""))
     typer.echo(f"{summary['node_dir']}: {plural(summary['messages'], 'message')} of "
-               f"{plural(summary['topics'], 'topic')} in {plural(summary['entries'], 'entry', 'entries')}, "
+               f"{plural(summary['topics'], 'topic')} in {plural(summary['entries'], 'entry', 'entries')}"
+               f"{' (none is a RocketMQ message: not a broker log)' if summary['no_messages'] else ''}, "
                f"{queues}: {plural(len(findings), 'finding')}", err=True)
     if findings:
         raise typer.Exit(1)

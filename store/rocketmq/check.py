@@ -130,6 +130,8 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
                 continue
             _fill(mc, k, it.message, b.buf, findings is not None)
             topic[k] = c.topics.setdefault(it.message.topic, len(c.topics))
+        if not keep.any():  # (then no topic may be known yet to index by)
+            continue
         if len(schedule) < len(c.topics):
             schedule = np.array([t == SCHEDULE_TOPIC for t in c.topic_names()], bool)
         delay = schedule[topic] & (mc.delay > 0)
@@ -382,7 +384,11 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
     c = collect(broker, findings, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
     summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": c.messages,
                "topics": len(c.topics), "consume_queues": None, "units": None, "units_before_log": None,
-               "undispatched": None}
+               "undispatched": None, "no_messages": False}
+    if not c.messages and not broker.has_consume_queues:
+        # not a broker's log (a dledgerctl group's own, say): its entries are not findings
+        summary["no_messages"] = bool(c.entries)
+        findings = [f for f in findings if f["finding"] != "not-a-message"]
     if broker.has_consume_queues:
         queues = find_queues(broker.root)
         summary["consume_queues"] = len(queues)
