@@ -103,3 +103,44 @@ def test_messages_past_every_queue_are_not_dispatched_yet_not_findings(tmp_path)
     r, found = check(root)
     assert r.exit_code == 0 and found == [], r.output
     assert "12 messages not in a queue yet" in r.stderr, r.stderr
+
+
+def _point_elsewhere(path, slot: int, written) -> None:
+    """Unit ``slot`` of the file at ``path`` now points into the middle of a message."""
+    with open(path, "r+b") as fh:
+        fh.seek(slot * 20)
+        fh.write(cq_unit(written[0]["phy_offset"] + 5, 10, 0))
+
+
+def test_a_missing_middle_file_is_named_and_the_files_after_it_are_checked(tmp_path):
+    root, specs, written = make(tmp_path)
+    qdir = root / "consumequeue" / "A" / "0"
+    os.remove(qdir / name(40))
+    _point_elsewhere(qdir / name(80), 1, written)  # queue offset 5, after the gap
+    r, found = check(root)
+    assert r.exit_code == 1, r.output
+    got = {(f["finding"], f["file"], f["queue_offset"]): f for f in found}
+    assert set(got) == {("cq-damaged", f"consumequeue/A/0/{name(40)}", None),
+                        ("cq-missing", f"consumequeue/A/0/{name(40)}", 2),
+                        ("cq-elsewhere", f"consumequeue/A/0/{name(80)}", 5),
+                        ("cq-hole", f"consumequeue/A/0/{name(80)}", 5)}, found
+    damaged = got[("cq-damaged", f"consumequeue/A/0/{name(40)}", None)]
+    assert "is missing" in damaged["detail"] and "queue offsets 2-3" in damaged["detail"], damaged["detail"]
+    assert "gap of" not in damaged["detail"]
+
+
+def test_a_short_file_is_named_with_its_size_and_the_files_after_it_are_checked(tmp_path):
+    root, specs, written = make(tmp_path)
+    qdir = root / "consumequeue" / "A" / "0"
+    os.truncate(qdir / name(40), 30)  # one unit and a half of two
+    _point_elsewhere(qdir / name(80), 0, written)  # queue offset 4
+    r, found = check(root)
+    assert r.exit_code == 1, r.output
+    got = {(f["finding"], f["file"], f["queue_offset"]): f for f in found}
+    assert set(got) == {("cq-damaged", f"consumequeue/A/0/{name(40)}", None),
+                        ("cq-missing", f"consumequeue/A/0/{name(40)}", 3),
+                        ("cq-elsewhere", f"consumequeue/A/0/{name(80)}", 4),
+                        ("cq-hole", f"consumequeue/A/0/{name(80)}", 4)}, found
+    damaged = got[("cq-damaged", f"consumequeue/A/0/{name(40)}", None)]
+    assert "30 bytes" in damaged["detail"] and "not 40" in damaged["detail"], damaged["detail"]
+    assert "queue offset 3" in damaged["detail"] and "gap of" not in damaged["detail"], damaged["detail"]

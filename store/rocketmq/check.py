@@ -42,7 +42,7 @@ import numpy as np
 from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..inspect import Selection
 from .columns import SLOW, _columns, delay_level, message_columns
-from .consumequeue import UNIT_NATIVE, Queue, expected_file, file_size, find_queues, read_units
+from .consumequeue import UNIT_NATIVE, Queue, expected_file, file_size, find_queues, offsets, read_units
 from .layout import BrokerStore
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -225,22 +225,22 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
     units = before_log = 0
     covered = np.zeros(len(phy), bool)
     spans: dict[int, Queue] = {}  # queue key -> queue, for the queues of topics the log holds
+    fsize = file_size(queues)
     for q in queues:
-        read_units(q)
-        if q.damaged:
-            findings.append(_finding("cq-damaged", q.file_of(q.first if q.first >= 0 else 0)[0], 0, None,
-                                     topic=q.topic, queue_id=q.queue_id, detail=q.damaged))
+        read_units(q, fsize)
+        for path, off, detail in q.damaged:
+            findings.append(_finding("cq-damaged", path, off, None, topic=q.topic, queue_id=q.queue_id, detail=detail))
         tid = c.topics.get(q.topic, -1)
         if tid >= 0:
             spans[_key(tid, q.queue_id)] = q
-        u = q.units
-        if u is None or not len(u):
-            continue
-        units += len(u)
-        before, flagged = _match_units(a, u, q.first, tid, q.queue_id, first_phy, last_phy, covered)
-        before_log += before
-        for k, code, i in sorted(flagged, key=lambda f: (f[1], f[0])):
-            unit, qoff, p = u[k], q.first + k, int(u["offset"][k])
+        flagged = []
+        for first, u in q.segments:
+            units += len(u)
+            before, got = _match_units(a, u, first, tid, q.queue_id, first_phy, last_phy, covered)
+            before_log += before
+            flagged += [(code, first + k, u[k], i) for k, code, i in got]
+        for code, qoff, unit, i in sorted(flagged, key=lambda f: (f[0], f[1])):
+            p = int(unit["offset"])
             if code == PAST_LOG:
                 findings.append(_unit_finding("cq-past-log-end", q, qoff, unit,
                                               f"points at {p}, past the log's last message at {last_phy}"))
@@ -254,16 +254,18 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
                           f"its tag code is {a['tags'][i]}" if not _tags_ok(a, i, int(unit["tags"])) else ""]
                 findings.append(_unit_finding("cq-mismatch", q, qoff, unit, f"points at entry {a['index'][i]}, but "
                                               + ", ".join(d for d in differ if d)))
-    # each message against its queue's range: inside it, a unit must point at it (a hole
-    # if none does); past its end (or without a queue), it is not dispatched yet
-    keys = np.array(sorted(spans), np.int64)
-    firsts = np.array([spans[k].first for k in keys.tolist()], np.int64)
-    ends = np.array([spans[k].end for k in keys.tolist()], np.int64)
-    mkey = _key(a["topic"], a["queue_id"])
-    at = np.minimum(np.searchsorted(keys, mkey), max(len(keys) - 1, 0))
-    found = keys[at] == mkey if len(keys) else np.zeros(len(mkey), bool)
+    # each message against its queue's segments: inside one, a unit must point at it (a
+    # hole if none does)
     qo = a["queue_offset"]
-    inside = a["dispatched"] & found & (qo >= firsts[at]) & (qo < ends[at]) if len(keys) else found
+    mkey = _key(a["topic"], a["queue_id"])
+    inside = np.zeros(len(phy), bool)
+    order = np.argsort(mkey, kind="stable")
+    sorted_keys = mkey[order]
+    for k, q in spans.items():
+        idx = order[np.searchsorted(sorted_keys, k, "left"):np.searchsorted(sorted_keys, k, "right")]
+        for first, u in q.segments:
+            inside[idx] |= (qo[idx] >= first) & (qo[idx] < first + len(u))
+    inside &= a["dispatched"]
     for i in np.flatnonzero(inside & ~covered):
         q = spans[int(mkey[i])]
         path, off = q.file_of(int(qo[i]))
@@ -274,7 +276,7 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
     lacking = a["dispatched"] & ~inside & ~covered
     reput = _reput_from(c, queues)
     below = lacking & (phy < reput)
-    _missing(c, np.flatnonzero(below), spans, file_size(queues), reput, findings)
+    _missing(c, np.flatnonzero(below), spans, fsize, reput, findings)
     return {"units": units, "units_before_log": before_log, "undispatched": int((lacking & ~below).sum())}
 
 
@@ -309,12 +311,15 @@ def _missing(c: Columns, lost: np.ndarray, spans: dict, fsize: int, reput: int, 
         topic, qid, q = names[a["topic"][i]], int(a["queue_id"][i]), spans.get(k)
         first, last = int(qo[lo]), int(qo[hi - 1])
         path, off = expected_file(topic, qid, first, fsize)
-        holds = (f"its units hold queue offsets {q.first}-{q.end - 1}" if q is not None and q.end > q.first else
-                 "its consume queue holds no unit" if q is not None else "it has no consume queue")
+        holds = ("it has no consume queue" if q is None else "its consume queue holds no unit" if not q.segments
+                 else f"its units begin at queue offset {q.first}" if last < q.first
+                 else f"its units end at queue offset {q.end - 1}" if first >= q.end
+                 else "its files leave them out")
         findings.append(_finding(
             "cq-missing", path, off, int(a["index"][i]), topic=topic, queue_id=qid, queue_offset=first,
-            detail=f"queue offsets {first}-{last} ({hi - lo} message{'s' if hi - lo > 1 else ''}, entries "
-                   f"{int(a['index'][i])}-{int(a['index'][lost[hi - 1]])}) are in no unit ({holds}): a broker "
+            detail=f"{offsets(first, last)} ({hi - lo} message{'s' if hi - lo > 1 else ''}, "
+                   f"{offsets(int(a['index'][i]), int(a['index'][lost[hi - 1]]), 'entry', 'entries')}) "
+                   f"{'is' if hi - lo == 1 else 'are'} in no unit ({holds}): a broker "
                    f"restarts dispatch at commit-log offset {reput}, past them, so consumers never get them"))
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -47,14 +47,17 @@ class Queue:
     dir: str
     files: list[CqFile]  # in order
     first: int = -1  # queue offset of the first unit that points at a message (-1: none)
-    units: np.ndarray | None = None  # UNIT_NATIVE, from ``first`` on, up to the queue's end
+    units: np.ndarray | None = None  # UNIT_NATIVE, every segment's units, in order
     blanks: int = 0  # fillPreBlank units before ``first``
-    damaged: str = ""  # why the files could not all be read (a gap between files, an unreadable one)
+    # runs of units at consecutive queue offsets: (queue offset of the first, units); more
+    # than one where a file is missing or short
+    segments: list[tuple[int, np.ndarray]] = field(default_factory=list)
+    damaged: list[tuple[str, int, str]] = field(default_factory=list)  # (file, byte offset in it, what is wrong)
 
     @property
     def end(self) -> int:
         """The queue offset after the last unit (``first`` when there is none)."""
-        return self.first + (0 if self.units is None else len(self.units))
+        return self.segments[-1][0] + len(self.segments[-1][1]) if self.segments else self.first
 
     def file_of(self, queue_offset: int) -> tuple[str, int]:
         """The file that holds ``queue_offset``'s unit, and the unit's byte offset in it."""
@@ -125,40 +128,87 @@ def _written(path: str) -> tuple[bytes, int]:
     return b"".join(parts), size
 
 
-def read_units(q: Queue) -> Queue:
-    """Fill ``q.first``, ``q.units`` and ``q.blanks`` from its files (as RocketMQ's recovery
-    reads them: up to the first unit that is not written)."""
+def read_units(q: Queue, fsize: int | None = None) -> Queue:
+    """Fill ``q.first``, ``q.units``, ``q.segments`` and ``q.blanks`` from its files (as
+    RocketMQ's recovery reads them: up to the first unit that is not written), and
+    ``q.damaged`` with each file that is missing between two others, of another size than
+    ``fsize`` (the store's queue files', :func:`file_size`), overlapping the next, or
+    unreadable. The files after such a one are read on (their names say their offsets)."""
+    fsize = fsize or file_size([q])
     parts, first, blanks, expect = [], -1, 0, None
-    for start, path, _size in q.files:
-        if start % CQ_STORE_UNIT_SIZE:
-            q.damaged = f"{os.path.basename(path)} does not start at a unit"
-            break
-        if expect is not None and start != expect:
-            q.damaged = f"{os.path.basename(path)} does not follow the file before it (a gap of " \
-                        f"{(start - expect) // CQ_STORE_UNIT_SIZE} units)"
-            break
+    files = []
+    for f in q.files:
+        if f.start % CQ_STORE_UNIT_SIZE:
+            q.damaged.append((_rel(q, f.path), 0, f"its name ({f.start}) is not a multiple of the "
+                                                  f"{CQ_STORE_UNIT_SIZE}-byte unit: the file is not read"))
+        else:
+            files.append(f)
+    for n, (start, path, size) in enumerate(files):
+        if expect is not None and start > expect:
+            more = -(-(start - expect) // fsize) - 1  # files missing after the first
+            q.damaged.append((_rel(q, os.path.join(q.dir, f"{expect:0{FILE_NAME_DIGITS}d}")), 0,
+                              f"is missing{f' (and {more} files after it)' if more > 0 else ''}, between "
+                              f"{os.path.basename(files[n - 1].path)} and {os.path.basename(path)}: "
+                              f"{_none(expect // CQ_STORE_UNIT_SIZE, start // CQ_STORE_UNIT_SIZE - 1)}"))
+        # (a file's units past the next file's name are that file's: RocketMQ finds a unit's
+        # file by name, findMappedFileByOffset)
+        limit = files[n + 1].start - start if n + 1 < len(files) else size
+        if size != fsize:
+            what = f"holds {size} bytes, not {fsize} as the queue files do (RocketMQ's load refuses it)"
+            if size > limit:
+                what += f"; from byte {limit} on it overlaps {os.path.basename(files[n + 1].path)}, whose " \
+                        "units are read there"
+            elif n + 1 < len(files) and size < min(fsize, limit):
+                lo = (start + size) // CQ_STORE_UNIT_SIZE
+                hi = start // CQ_STORE_UNIT_SIZE + min(fsize, limit) // CQ_STORE_UNIT_SIZE - 1
+                what += f": {_none(lo, hi)}"
+            q.damaged.append((_rel(q, path), min(size, limit), what))
         try:
             data, size = _written(path)
         except OSError as exc:
-            q.damaged = f"{os.path.basename(path)}: {exc.strerror or exc}"
-            break
+            q.damaged.append((_rel(q, path), 0, f"cannot be read: {exc.strerror or exc}"))
+            expect = start + fsize
+            continue
+        data = data[:limit]
         units = np.frombuffer(data, UNIT, count=len(data) // CQ_STORE_UNIT_SIZE)
         written = (units["offset"] >= 0) & (units["size"] > 0)
         stop = int(np.argmin(written)) if not written.all() else len(units)
         units = units[:stop]
+        at = start // CQ_STORE_UNIT_SIZE
         if first < 0:  # fillPreBlank units lead the queue's first file
             filler = (units["offset"] == 0) & (units["size"] == BLANK_SIZE) & (units["tags"] == 0)
             lead = int(np.argmin(filler)) if not filler.all() else len(units)
             blanks += lead
             units = units[lead:]
+            at += lead
             if len(units):
-                first = start // CQ_STORE_UNIT_SIZE + blanks
+                first = at
         if len(units):
-            parts.append(units)
-        if stop < len(written) or len(data) < size:  # the queue ends in this file
+            parts.append((at, units))
+        if stop < len(written) or len(data) < min(size, limit):  # the queue ends in this file
             break
-        expect = start + size
-    q.first = first if parts else (q.files[0][0] // CQ_STORE_UNIT_SIZE + blanks if q.files else 0)
-    q.units = np.concatenate(parts, dtype=UNIT_NATIVE) if parts else np.empty(0, UNIT_NATIVE)
+        expect = start + max(fsize, min(size, limit))
+    q.segments = []
+    for at, units in parts:
+        if q.segments and q.segments[-1][0] + len(q.segments[-1][1]) == at:
+            q.segments[-1] = (q.segments[-1][0], np.concatenate([q.segments[-1][1], units], dtype=UNIT_NATIVE))
+        else:
+            q.segments.append((at, np.asarray(units, UNIT_NATIVE)))
+    q.first = first if parts else (q.files[0].start // CQ_STORE_UNIT_SIZE + blanks if q.files else 0)
+    q.units = np.concatenate([u for _a, u in q.segments], dtype=UNIT_NATIVE) if parts else np.empty(0, UNIT_NATIVE)
     q.blanks = blanks
     return q
+
+
+def offsets(lo: int, hi: int, word: str = "queue offset", words: str = "queue offsets") -> str:
+    """'queue offset 3', 'queue offsets 2-3'."""
+    return f"{word} {lo}" if lo == hi else f"{words} {lo}-{hi}"
+
+
+def _none(lo: int, hi: int) -> str:
+    return f"{offsets(lo, hi)} {'is' if lo == hi else 'are'} in no file"
+
+
+def _rel(q: Queue, path: str) -> str:
+    """``path`` relative to the store root (consumequeue/TOPIC/QUEUE/NAME)."""
+    return os.path.relpath(path, os.path.dirname(os.path.dirname(os.path.dirname(q.dir))))
