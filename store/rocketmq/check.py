@@ -12,6 +12,7 @@ Findings (``mq check``), one row each with the file and the byte offset in it:
 - ``body-crc``: a message's body does not match its BODYCRC;
 - ``phy-offset``: PHYSICALOFFSET is not the entry's pos + 48 (the leader's append hook
   writes it; a consume queue finds the message there);
+- ``queue-id``: a message's QUEUEID is negative (no broker stores one; it is in no queue);
 - ``queue-offset``: a message's queue offset does not follow the one before it in its
   topic and queue (transaction halves that are never dispatched are left out);
 - ``cq-past-log-end``: a unit points past the log's last message (a follower truncated
@@ -136,7 +137,8 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
             schedule = np.array([t == SCHEDULE_TOPIC for t in c.topic_names()], bool)
         delay = schedule[topic] & (mc.delay > 0)
         tags = np.where(delay, mc.store_ts + _delay_ms(mc.delay), mc.tags)
-        dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT)
+        # (a negative QUEUEID is damage, not a queue: a broker picks a queue for one, SendMessageProcessor)
+        dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT) & (mc.queue_id >= 0)
         cols = dict(index=index, phy=pos + HEADER_SIZE, size=mc.size, topic=topic, queue_id=mc.queue_id,
                     queue_offset=mc.queue_offset, store_ts=mc.store_ts, dispatched=dispatched, tags=tags, delay=delay)
         c.add(**(cols if keep.all() else {k: v[keep] for k, v in cols.items()}))
@@ -157,6 +159,11 @@ def _log_findings(b, normal, mc, keep, topic, c: Columns, findings: list) -> Non
         findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start, it.index, m,
                                  detail=f"BODYCRC {m.body_crc}, the body's crc32 is {actual}"))
     names = c.topic_names()
+    for k in np.flatnonzero(keep & (mc.queue_id < 0)):
+        findings.append(_finding("queue-id", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
+                                 queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
+                                 detail=f"QUEUEID {int(mc.queue_id[k])} is negative: a broker never stores one (it "
+                                        "picks a queue for a negative id), so no queue holds this message"))
     for k in np.flatnonzero(keep & (mc.phy != pos + HEADER_SIZE)):
         findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
                                  queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
@@ -414,12 +421,12 @@ def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None
         key = key[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         count = np.diff(np.r_[starts, len(key)])
-        cols = {k: a[k][order] for k in ("size", "queue_offset", "store_ts")}
+        cols = {k: a[k][order] for k in ("size", "queue_offset", "store_ts", "queue_id")}
         nbytes = np.add.reduceat(cols["size"], starts)
         qmin, qmax = np.minimum.reduceat(cols["queue_offset"], starts), np.maximum.reduceat(cols["queue_offset"], starts)
         tmin, tmax = np.minimum.reduceat(cols["store_ts"], starts), np.maximum.reduceat(cols["store_ts"], starts)
-        for g, k in enumerate(key[starts].tolist()):
-            t, qid = names[k >> 32], int(np.int32(k & 0xFFFFFFFF))
+        for g, (k, qid) in enumerate(zip(key[starts].tolist(), cols["queue_id"][starts].tolist())):
+            t = names[k >> 32]
             rows[(t, qid)] = {"topic": t, "queue_id": qid, "messages": int(count[g]), "bytes": int(nbytes[g]),
                               "first_queue_offset": int(qmin[g]), "last_queue_offset": int(qmax[g]),
                               "first_store_time": int(tmin[g]), "last_store_time": int(tmax[g])}

