@@ -111,12 +111,15 @@ def topics_cmd(
 ) -> None:
     """Per topic and queue: messages, bytes, first/last queue offset and store time in the log, and the consume
     queue's own range (cq_first, cq_last, cq_units) beside them."""
+    notes: list[str] = []
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
         with progress_bar("reading messages", _data_bytes(broker.node_dir)) as advance:
             rows = topic_rows(broker, data_file_size=data_file_size, index_file_size=index_file_size,
-                              progress=advance)
+                              progress=advance, notes=notes)
     render(rows, fmt)
+    for note in notes:
+        typer.echo(f"Note: {note} (mq check says more)", err=True)
 
 
 FINDING_COLUMNS = ["finding", "file", "offset", "index", "topic", "queue_id", "queue_offset", "detail"]

@@ -409,8 +409,11 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
     return findings, summary
 
 
-def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None) -> list[dict]:
-    """``mq topics``: per topic and queue, what the log holds and what the consume queue holds."""
+def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None,
+               notes: list | None = None) -> list[dict]:
+    """``mq topics``: per topic and queue, what the log holds and what the consume queue
+    holds; a consume-queue file that is not read, or not as it should be, is a line of
+    ``notes`` (``mq check`` says more)."""
     c = collect(broker, None, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
     a = c.arrays()
     names = c.topic_names()
@@ -431,8 +434,12 @@ def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None
                               "first_queue_offset": int(qmin[g]), "last_queue_offset": int(qmax[g]),
                               "first_store_time": int(tmin[g]), "last_store_time": int(tmax[g])}
     if broker.has_consume_queues:
-        for q in find_queues(broker.root):
-            read_units(q)
+        queues = find_queues(broker.root)
+        fsize = file_size(queues)
+        for q in queues:
+            read_units(q, fsize)
+            if notes is not None:
+                notes += [f"{path}: {detail}" for path, _off, detail in q.damaged]
             row = rows.setdefault((q.topic, q.queue_id), {"topic": q.topic, "queue_id": q.queue_id, "messages": 0,
                                                           "bytes": 0, "first_queue_offset": None,
                                                           "last_queue_offset": None, "first_store_time": None,

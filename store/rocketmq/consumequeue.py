@@ -15,6 +15,7 @@ Read-only; the units come back as one numpy array per queue, read straight from 
 from __future__ import annotations
 
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -103,10 +104,31 @@ def find_queues(root: str) -> list[Queue]:
             qdir = os.path.join(tdir, qname)
             if not (qname.isdigit() and os.path.isdir(qdir)):
                 continue
-            files = sorted(CqFile(int(n), os.path.join(qdir, n), os.path.getsize(os.path.join(qdir, n)))
-                           for n in os.listdir(qdir) if len(n) == FILE_NAME_DIGITS and n.isdigit())
-            out.append(Queue(topic, int(qname), qdir, files))
+            q = Queue(topic, int(qname), qdir, [])
+            for n in os.listdir(qdir):
+                if len(n) == FILE_NAME_DIGITS and n.isdigit():
+                    path = os.path.join(qdir, n)
+                    try:
+                        st = os.stat(path)
+                    except OSError as exc:
+                        q.damaged.append((_rel(q, path), 0, f"cannot be read: {exc.strerror or exc}"))
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        q.files.append(CqFile(int(n), path, st.st_size))
+                    else:  # (opening a FIFO would wait for a writer forever)
+                        q.damaged.append((_rel(q, path), 0, f"is {file_kind(st.st_mode)}, not a file: not read"))
+            q.files.sort()
+            out.append(q)
     return out
+
+
+def file_kind(mode: int) -> str:
+    """'a FIFO', 'a directory', ... of a stat mode that is not a regular file's."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 _CHUNK = CQ_STORE_UNIT_SIZE << 16  # a preallocated file (6 MB by default) is read up to the chunk holding its end
@@ -114,8 +136,12 @@ _CHUNK = CQ_STORE_UNIT_SIZE << 16  # a preallocated file (6 MB by default) is re
 
 def _written(path: str) -> tuple[bytes, int]:
     """The bytes of a queue file up to (at least) its first unwritten unit, and its size."""
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # (never waits, should it no longer be a file)
+    with open(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{file_kind(st.st_mode)}, not a file")
+        size = st.st_size
         parts = []
         while True:
             chunk = fh.read(_CHUNK)
@@ -144,9 +170,10 @@ def read_units(q: Queue, fsize: int | None = None) -> Queue:
         else:
             files.append(f)
     for n, (start, path, size) in enumerate(files):
-        if expect is not None and start > expect:
+        gap = _rel(q, os.path.join(q.dir, f"{expect:0{FILE_NAME_DIGITS}d}")) if expect is not None else ""
+        if expect is not None and start > expect and not any(d[0] == gap for d in q.damaged):
             more = -(-(start - expect) // fsize) - 1  # files missing after the first
-            q.damaged.append((_rel(q, os.path.join(q.dir, f"{expect:0{FILE_NAME_DIGITS}d}")), 0,
+            q.damaged.append((gap, 0,
                               f"is missing{f' (and {more} files after it)' if more > 0 else ''}, between "
                               f"{os.path.basename(files[n - 1].path)} and {os.path.basename(path)}: "
                               f"{_none(expect // CQ_STORE_UNIT_SIZE, start // CQ_STORE_UNIT_SIZE - 1)}"))
