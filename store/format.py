@@ -125,9 +125,20 @@ def file_name(offset: int) -> str:
     return f"{offset:0{FILE_NAME_DIGITS}d}"
 
 
+def parse_decimal(text: str, *, signed: bool = False, limit: int | None = None) -> int | None:
+    """The number a name (a file's, a directory's) spells in ASCII decimal digits, with one
+    leading '-' when ``signed``; None for anything else, or past ``limit`` either way.
+
+    Every number read from a name goes through here: ``str.isdigit()`` alone accepts digits
+    ``int()`` refuses (superscripts, "²"), and ``int()`` alone accepts what no name of ours
+    holds (other scripts' digits, "+5", " 5", "1_0")."""
+    digits = text[1:] if signed and text[:1] == "-" else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        return None
+    value = int(text)
+    return None if limit is not None and abs(value) > limit else value
+
+
 def parse_file_name(name: str) -> int | None:
     """The start offset a file name encodes, or None if it is not a store file name."""
-    # isascii: str.isdigit() also accepts digits int() refuses (e.g. superscripts, "²").
-    if len(name) != FILE_NAME_DIGITS or not name.isascii() or not name.isdigit():
-        return None
-    return int(name)
+    return parse_decimal(name) if len(name) == FILE_NAME_DIGITS else None

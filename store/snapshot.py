@@ -25,6 +25,7 @@ import zlib
 from dataclasses import dataclass
 
 from .errors import StoreError
+from .format import INT64_MAX, parse_decimal
 
 SNAPSHOT_DIR = "snapshot"
 META_FILE = "snapshot_meta"
@@ -97,9 +98,10 @@ class SnapshotStore:
             raise StoreError(f"{self.base}: {exc.strerror or exc}") from None
         out = []
         for name in names:
-            if not name.startswith(DIR_PREFIX) or not name[len(DIR_PREFIX):].lstrip("-").isdigit():
+            index = parse_decimal(name[len(DIR_PREFIX):], signed=True, limit=INT64_MAX) if name.startswith(DIR_PREFIX) else None
+            if index is None:
                 continue
-            out.append(self._inspect(os.path.join(self.base, name), int(name[len(DIR_PREFIX):]), check_data))
+            out.append(self._inspect(os.path.join(self.base, name), index, check_data))
         return sorted(out, key=lambda s: s.index)
 
     def _inspect(self, path: str, index: int, check_data: bool) -> SnapshotInfo:

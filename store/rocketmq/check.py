@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
+from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32, parse_file_name
 from ..inspect import Selection
 from .columns import SLOW, _columns, delay_level, message_columns
 from .consumequeue import UNIT_NATIVE, Queue, expected_file, file_size, find_queues, offsets, read_units
@@ -209,7 +209,7 @@ def _queue_offset_order(c: Columns, findings: list, broker: BrokerStore) -> None
 
 def _entry_file(broker: BrokerStore, pos: int) -> tuple[str, int]:
     """The data file that holds logical offset ``pos``, and the offset in it."""
-    starts = sorted(int(n) for n in os.listdir(os.path.join(broker.node_dir, "data")) if n.isdigit())
+    starts = sorted(s for s in map(parse_file_name, os.listdir(os.path.join(broker.node_dir, "data"))) if s is not None)
     start = max((s for s in starts if s <= pos), default=0)
     return f"data/{start:020d}", pos - start
 

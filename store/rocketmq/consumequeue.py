@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import NotAStoreError
-from ..format import FILE_NAME_DIGITS
+from ..format import FILE_NAME_DIGITS, parse_decimal, parse_file_name
 
 CQ_STORE_UNIT_SIZE = 20  # ConsumeQueue.CQ_STORE_UNIT_SIZE
 CQ_FILE_SIZE = 300000 * CQ_STORE_UNIT_SIZE  # MessageStoreConfig.mappedFileSizeConsumeQueue's default
@@ -100,26 +100,36 @@ def find_queues(root: str) -> list[Queue]:
         tdir = os.path.join(base, topic)
         if not os.path.isdir(tdir):
             continue
-        for qname in sorted(os.listdir(tdir), key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0, n)):
+        ids = {qname: queue_id(qname) for qname in os.listdir(tdir)}
+        for qname in sorted((n for n, i in ids.items() if i is not None), key=ids.__getitem__):
             qdir = os.path.join(tdir, qname)
-            if not (qname.isdigit() and os.path.isdir(qdir)):
+            if not os.path.isdir(qdir):
                 continue
-            q = Queue(topic, int(qname), qdir, [])
-            for n in os.listdir(qdir):
-                if len(n) == FILE_NAME_DIGITS and n.isdigit():
-                    path = os.path.join(qdir, n)
-                    try:
-                        st = os.stat(path)
-                    except OSError as exc:
-                        q.damaged.append((_rel(q, path), 0, f"cannot be read: {exc.strerror or exc}"))
-                        continue
-                    if stat.S_ISREG(st.st_mode):
-                        q.files.append(CqFile(int(n), path, st.st_size))
-                    else:  # (opening a FIFO would wait for a writer forever)
-                        q.damaged.append((_rel(q, path), 0, f"is {file_kind(st.st_mode)}, not a file: not read"))
+            q = Queue(topic, ids[qname], qdir, [])
+            for n in sorted(os.listdir(qdir)):
+                path = os.path.join(qdir, n)
+                start = parse_file_name(n)
+                if start is None:
+                    q.damaged.append((_rel(q, path), 0, "its name is not a file's first byte (20 digits): not read"))
+                    continue
+                try:
+                    st = os.stat(path)
+                except OSError as exc:
+                    q.damaged.append((_rel(q, path), 0, f"cannot be read: {exc.strerror or exc}"))
+                    continue
+                if stat.S_ISREG(st.st_mode):
+                    q.files.append(CqFile(start, path, st.st_size))
+                else:  # (opening a FIFO would wait for a writer forever)
+                    q.damaged.append((_rel(q, path), 0, f"is {file_kind(st.st_mode)}, not a file: not read"))
             q.files.sort()
             out.append(q)
     return out
+
+
+def queue_id(name: str) -> int | None:
+    """The queue id a directory's name spells (as ``DefaultMessageStore.loadConsumeQueue``
+    reads it: an int; ASCII digits only here), or None: the broker skips such a directory."""
+    return parse_decimal(name, limit=(1 << 31) - 1)
 
 
 def file_kind(mode: int) -> str:
