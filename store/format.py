@@ -139,6 +139,16 @@ def parse_decimal(text: str, *, signed: bool = False, limit: int | None = None) 
     return None if limit is not None and abs(value) > limit else value
 
 
+def shown(name: str) -> str:
+    """A name read from the file system as text any output can carry: bytes that are not
+    UTF-8 (which ``os.listdir`` hands back as lone surrogates) as ``\\xNN`` escapes."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # (a surrogate no file name decodes to)
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def parse_file_name(name: str) -> int | None:
     """The start offset a file name encodes, or None if it is not a store file name."""
     return parse_decimal(name) if len(name) == FILE_NAME_DIGITS else None

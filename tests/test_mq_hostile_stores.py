@@ -83,3 +83,23 @@ def test_a_fifo_where_a_queue_file_should_be_is_a_finding_not_a_hang(tmp_path):
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert f"consumequeue/T/0/{40:020d}" in r.stderr and "a FIFO" in r.stderr, r.stderr
     assert {(x["queue_id"], x["cq_units"]) for x in jsonl(r)} == {(0, 2), (1, 3)}
+
+
+def test_a_topic_directory_whose_name_is_not_utf8_is_shown_escaped_in_every_format(tmp_path):
+    import shutil
+    root, written = store(tmp_path)
+    shutil.copytree(os.fsencode(root / "consumequeue" / "T"), os.fsencode(root / "consumequeue") + b"/T\xff")
+    for fmt in ("table", "csv", "json", "jsonl"):
+        slash = "\\" if fmt in ("table", "csv") else "\\\\"  # (JSON escapes the backslash)
+        r = invoke("mq", "topics", root, "--format", fmt)
+        assert r.exit_code == 0 and r.exception is None, (fmt, r.output)
+        assert f"T{slash}xff" in r.stdout, (fmt, r.stdout)
+        r = invoke("mq", "check", root, "--format", fmt)
+        assert r.exit_code == 1 and isinstance(r.exception, SystemExit), (fmt, r.output)
+        assert f"consumequeue/T{slash}xff/0/" + "0" * 20 in r.stdout, (fmt, r.stdout)
+    rows = json.loads(invoke("mq", "topics", root, "--format", "json").stdout)
+    assert {(x["topic"], x["queue_id"], x["messages"], x["cq_units"]) for x in rows} == \
+        {("T", 0, 3, 3), ("T", 1, 3, 3), ("T\\xff", 0, 0, 3), ("T\\xff", 1, 0, 3)}
+    found = jsonl(invoke("mq", "check", root, "--format", "jsonl"))
+    assert {f["topic"] for f in found} == {"T\\xff"} and all(f["finding"] == "cq-mismatch" for f in found), found
+    assert all(f["detail"].endswith("but its topic is T") for f in found)

@@ -237,7 +237,7 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
         read_units(q, fsize)
         for path, off, detail in q.damaged:
             findings.append(_finding("cq-damaged", path, off, None, topic=q.topic, queue_id=q.queue_id, detail=detail))
-        tid = c.topics.get(q.topic, -1)
+        tid = c.topics.get(q.topic, -1) if q.utf8 else -1
         if tid >= 0:
             spans[_key(tid, q.queue_id)] = q
         flagged = []
@@ -440,7 +440,7 @@ def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None
             read_units(q, fsize)
             if notes is not None:
                 notes += [f"{path}: {detail}" for path, _off, detail in q.damaged]
-            row = rows.setdefault((q.topic, q.queue_id), {"topic": q.topic, "queue_id": q.queue_id, "messages": 0,
+            row = rows.setdefault((q.topic if q.utf8 else "\0" + q.topic, q.queue_id), {"topic": q.topic, "queue_id": q.queue_id, "messages": 0,
                                                           "bytes": 0, "first_queue_offset": None,
                                                           "last_queue_offset": None, "first_store_time": None,
                                                           "last_store_time": None})

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import NotAStoreError
-from ..format import FILE_NAME_DIGITS, parse_decimal, parse_file_name
+from ..format import FILE_NAME_DIGITS, parse_decimal, parse_file_name, shown
 
 CQ_STORE_UNIT_SIZE = 20  # ConsumeQueue.CQ_STORE_UNIT_SIZE
 CQ_FILE_SIZE = 300000 * CQ_STORE_UNIT_SIZE  # MessageStoreConfig.mappedFileSizeConsumeQueue's default
@@ -43,7 +43,7 @@ class CqFile(NamedTuple):
 class Queue:
     """One consume queue's files, and the units they hold up to the queue's end."""
 
-    topic: str
+    topic: str  # its directory's name, bytes that are not UTF-8 escaped (format.shown)
     queue_id: int
     dir: str
     files: list[CqFile]  # in order
@@ -54,6 +54,7 @@ class Queue:
     # than one where a file is missing or short
     segments: list[tuple[int, np.ndarray]] = field(default_factory=list)
     damaged: list[tuple[str, int, str]] = field(default_factory=list)  # (file, byte offset in it, what is wrong)
+    utf8: bool = True  # the directory's name is UTF-8 (else no topic of a message can be its)
 
     @property
     def end(self) -> int:
@@ -67,8 +68,7 @@ class Queue:
         for f in self.files:
             if f.start <= byte:
                 path, start = f.path, f.start
-        root = os.path.dirname(os.path.dirname(os.path.dirname(self.dir)))
-        return os.path.relpath(path, root), byte - start
+        return _rel(self, path), byte - start
 
 
 def expected_file(topic: str, queue_id: int, queue_offset: int, file_size: int) -> tuple[str, int]:
@@ -105,7 +105,7 @@ def find_queues(root: str) -> list[Queue]:
             qdir = os.path.join(tdir, qname)
             if not os.path.isdir(qdir):
                 continue
-            q = Queue(topic, ids[qname], qdir, [])
+            q = Queue(shown(topic), ids[qname], qdir, [], utf8=shown(topic) == topic)
             for n in sorted(os.listdir(qdir)):
                 path = os.path.join(qdir, n)
                 start = parse_file_name(n)
@@ -248,4 +248,4 @@ def _none(lo: int, hi: int) -> str:
 
 def _rel(q: Queue, path: str) -> str:
     """``path`` relative to the store root (consumequeue/TOPIC/QUEUE/NAME)."""
-    return os.path.relpath(path, os.path.dirname(os.path.dirname(os.path.dirname(q.dir))))
+    return shown(os.path.relpath(path, os.path.dirname(os.path.dirname(os.path.dirname(q.dir)))))
