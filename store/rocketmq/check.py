@@ -8,6 +8,8 @@ against them all at once: each unit's commit-log offset is looked up among the m
 Findings (``mq check``), one row each with the file and the byte offset in it:
 
 - ``damage``: a data file's entries cannot be read on from there (store verify says more);
+- ``overlap``: a data file holds messages past where the next file begins (they are left
+  out: RocketMQ reads that range from the next file);
 - ``not-a-message``: a normal entry whose body is not a RocketMQ message;
 - ``body-crc``: a message's body does not match its BODYCRC;
 - ``phy-offset``: PHYSICALOFFSET is not the entry's pos + 48 (the leader's append hook
@@ -40,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32, parse_file_name
+from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..inspect import Selection
 from .columns import SLOW, _columns, delay_level, message_columns
 from .consumequeue import UNIT_NATIVE, Queue, expected_file, file_size, find_queues, offsets, read_units
@@ -60,7 +62,7 @@ DELAY_LEVELS_MS = [s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360,
 _DISPATCHED_NOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _COLUMNS = {"index": np.int64, "phy": np.int64, "size": np.int64, "topic": np.int32, "queue_id": np.int32,
             "queue_offset": np.int64, "store_ts": np.int64, "dispatched": np.bool_, "tags": np.int64,
-            "delay": np.bool_}
+            "delay": np.bool_, "fstart": np.int64}
 
 
 @dataclass
@@ -72,6 +74,7 @@ class Columns:
     entries: int = 0  # entries walked (messages or not)
     first_pos: int = -1  # the first entry's pos
     end_pos: int = -1  # just past the last entry
+    files: set = field(default_factory=set)  # the first offsets of the data files read
     _arrays: dict | None = None
 
     def add(self, **cols) -> None:
@@ -84,6 +87,11 @@ class Columns:
             self._arrays = {k: np.concatenate(v) if v else np.empty(0, _COLUMNS[k]) for k, v in self.parts.items()}
             self.parts = {k: [a] for k, a in self._arrays.items()}
         return self._arrays
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Only the messages ``rows`` (a mask) selects from now on."""
+        self._arrays = {k: v[rows] for k, v in self.arrays().items()}
+        self.parts = {k: [v] for k, v in self._arrays.items()}
 
     def topic_names(self) -> list[str]:
         names = [""] * len(self.topics)
@@ -104,6 +112,7 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
     c = Columns()
     schedule = np.zeros(0, bool)
     for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+        c.files.add(b.start)
         if b.damage:
             if findings is not None:
                 findings.append(_finding("damage", b.file, b.at - b.start, None, detail=b.damage))
@@ -113,7 +122,7 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
         c.entries += len(b)
         if c.first_pos < 0:
             c.first_pos = int(b.pos[0])
-        c.end_pos = int(b.pos[-1] + b.size[-1])
+        c.end_pos = max(c.end_pos, int(b.pos[-1] + b.size[-1]))  # (files that overlap go back)
         normal = np.flatnonzero(b.magic == MAGIC_NORMAL)
         if not len(normal):
             continue
@@ -140,13 +149,42 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
         # (a negative QUEUEID is damage, not a queue: a broker picks a queue for one, SendMessageProcessor)
         dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT) & (mc.queue_id >= 0)
         cols = dict(index=index, phy=pos + HEADER_SIZE, size=mc.size, topic=topic, queue_id=mc.queue_id,
-                    queue_offset=mc.queue_offset, store_ts=mc.store_ts, dispatched=dispatched, tags=tags, delay=delay)
+                    queue_offset=mc.queue_offset, store_ts=mc.store_ts, dispatched=dispatched, tags=tags, delay=delay,
+                    fstart=np.full(len(normal), b.start, np.int64))
         c.add(**(cols if keep.all() else {k: v[keep] for k, v in cols.items()}))
         if findings is not None:
             _log_findings(b, normal, mc, keep, topic, c, findings)
+    _overlapped(c, findings)
     if findings is not None:
-        _queue_offset_order(c, findings, broker)
+        _queue_offset_order(c, findings)
     return c
+
+
+def _overlapped(c: Columns, findings: list | None) -> None:
+    """Leave out the messages a data file holds past where the next file begins, or across
+    it (a file
+    longer than the store's others): RocketMQ reads that range from the next file, which
+    is named for it (and DLedger loads no file of another size). One ``overlap`` finding
+    per such file."""
+    a = c.arrays()
+    if len(c.files) < 2 or not len(a["phy"]):
+        return
+    starts = np.array(sorted(c.files), np.int64)
+    nxt = np.searchsorted(starts, a["fstart"], "right")
+    over = (nxt < len(starts)) & (a["phy"] + a["size"] > starts[np.minimum(nxt, len(starts) - 1)])
+    if not over.any():
+        return
+    if findings is not None:
+        for fstart in np.unique(a["fstart"][over]).tolist():
+            rows = np.flatnonzero(over & (a["fstart"] == fstart))
+            after = int(starts[np.searchsorted(starts, fstart, "right")])
+            first = int(a["phy"][rows[0]]) - HEADER_SIZE
+            findings.append(_finding(
+                "overlap", f"data/{fstart:020d}", first - fstart, int(a["index"][rows[0]]),
+                detail=f"runs past where data/{after:020d} begins ({after}): its {len(rows)} message"
+                       f"{'s' if len(rows) > 1 else ''} from offset {first - fstart} on are left out (RocketMQ reads that range "
+                       f"from data/{after:020d}; DLedger loads no file of another size)"))
+    c.keep(~over)
 
 
 def _log_findings(b, normal, mc, keep, topic, c: Columns, findings: list) -> None:
@@ -188,7 +226,7 @@ def _delay_ms(levels: np.ndarray) -> np.ndarray:
     return table[np.clip(levels, 0, len(DELAY_LEVELS_MS))]
 
 
-def _queue_offset_order(c: Columns, findings: list, broker: BrokerStore) -> None:
+def _queue_offset_order(c: Columns, findings: list) -> None:
     """A dispatched message whose queue offset does not follow the one before it in its queue."""
     a = c.arrays()
     disp = np.flatnonzero(a["dispatched"])
@@ -201,17 +239,11 @@ def _queue_offset_order(c: Columns, findings: list, broker: BrokerStore) -> None
     names = c.topic_names()
     for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
         i = int(order[j])
-        file, off = _entry_file(broker, int(a["phy"][i]) - HEADER_SIZE)
+        fstart = int(a["fstart"][i])  # (the file it was read from: files may overlap)
+        file, off = f"data/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart
         findings.append(_finding("queue-offset", file, off, int(a["index"][i]), topic=names[a["topic"][i]],
                                  queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
                                  detail=f"queue offset {int(q[j])} follows {int(q[j - 1])} in its queue"))
-
-
-def _entry_file(broker: BrokerStore, pos: int) -> tuple[str, int]:
-    """The data file that holds logical offset ``pos``, and the offset in it."""
-    starts = sorted(s for s in map(parse_file_name, os.listdir(os.path.join(broker.node_dir, "data"))) if s is not None)
-    start = max((s for s in starts if s <= pos), default=0)
-    return f"data/{start:020d}", pos - start
 
 
 def _finding(kind: str, file: str, offset: int, index: int | None, m=None, *, topic=None, queue_id=None,
@@ -226,11 +258,15 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
     """Every unit of every queue against the messages; returns the summary's counts."""
     a = c.arrays()
     names = c.topic_names()
-    phy = a["phy"]  # (in log order, which is commit-log order: increasing)
-    last_phy = int(phy[-1]) if len(phy) else -1
-    first_phy = int(phy[0]) if len(phy) else c.end_pos + HEADER_SIZE
+    phy = a["phy"]
+    # the matchers look units up among the messages by commit-log offset: in log order, which
+    # is that order, unless data files overlap (then by a sorted copy, the same for both)
+    by_phy = None if (phy[1:] > phy[:-1]).all() else np.argsort(phy, kind="stable")
+    m = a if by_phy is None else {k: v[by_phy] for k, v in a.items()}
+    last_phy = int(m["phy"][-1]) if len(phy) else -1
+    first_phy = int(m["phy"][0]) if len(phy) else c.end_pos + HEADER_SIZE
     units = before_log = 0
-    covered = np.zeros(len(phy), bool)
+    covered = np.zeros(len(phy), bool)  # (in m's order until the units are matched)
     spans: dict[int, Queue] = {}  # queue key -> queue, for the queues of topics the log holds
     fsize = file_size(queues)
     for q in queues:
@@ -243,9 +279,9 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
         flagged = []
         for first, u in q.segments:
             units += len(u)
-            before, got = _match_units(a, u, first, tid, q.queue_id, first_phy, last_phy, covered)
+            before, got = _match_units(m, u, first, tid, q.queue_id, first_phy, last_phy, covered)
             before_log += before
-            flagged += [(code, first + k, u[k], i) for k, code, i in got]
+            flagged += [(code, first + k, u[k], i if by_phy is None else int(by_phy[i])) for k, code, i in got]
         for code, qoff, unit, i in sorted(flagged, key=lambda f: (f[0], f[1])):
             p = int(unit["offset"])
             if code == PAST_LOG:
@@ -261,6 +297,10 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
                           f"its tag code is {a['tags'][i]}" if not _tags_ok(a, i, int(unit["tags"])) else ""]
                 findings.append(_unit_finding("cq-mismatch", q, qoff, unit, f"points at entry {a['index'][i]}, but "
                                               + ", ".join(d for d in differ if d)))
+    if by_phy is not None:  # back to log order; a unit points at every message read at its offset
+        same = np.flatnonzero(np.r_[True, m["phy"][1:] != m["phy"][:-1]])
+        covered = np.repeat(np.maximum.reduceat(covered, same), np.diff(np.r_[same, len(phy)]))
+        covered[by_phy] = covered.copy()
     # each message against its queue's segments: inside one, a unit must point at it (a
     # hole if none does)
     qo = a["queue_offset"]
