@@ -225,12 +225,14 @@ def read_units(q: Queue, fsize: int | None = None) -> Queue:
         if stop < len(written) or len(data) < min(size, limit):  # the queue ends in this file
             break
         expect = start + max(fsize, min(size, limit))
-    q.segments = []
+    runs: list[list] = []  # [first, end, parts] at consecutive offsets, each concatenated once
     for at, units in parts:
-        if q.segments and q.segments[-1][0] + len(q.segments[-1][1]) == at:
-            q.segments[-1] = (q.segments[-1][0], np.concatenate([q.segments[-1][1], units], dtype=UNIT_NATIVE))
+        if runs and runs[-1][1] == at:
+            runs[-1][1] += len(units)
+            runs[-1][2].append(units)
         else:
-            q.segments.append((at, np.asarray(units, UNIT_NATIVE)))
+            runs.append([at, at + len(units), [units]])
+    q.segments = [(at, np.concatenate(us, dtype=UNIT_NATIVE)) for at, _end, us in runs]
     q.first = first if parts else (q.files[0].start // CQ_STORE_UNIT_SIZE + blanks if q.files else 0)
     q.units = np.concatenate([u for _a, u in q.segments], dtype=UNIT_NATIVE) if parts else np.empty(0, UNIT_NATIVE)
     q.blanks = blanks
