@@ -7,6 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from cluster.net import crl
+from cluster.net.tls import ANY_GROUP, Identity, parse_uri
+
 from .common import FormatOpt, check_group, fail
 from .render import Format, render
 
@@ -19,41 +22,143 @@ def _names(values: list[str] | None) -> list[str]:
     return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
 
 
-@app.command("init")
-def init_cmd(
-    directory: Annotated[str, typer.Argument(help="Where the CA and the certificates go (made if missing; an "
-                                             "existing CA there is reused).", show_default=False)],
-    members: Annotated[list[str], typer.Option("--members", help="Member ids, comma-separated or repeated: one "
-                                               "certificate each, for --group.", show_default=False)],
-    group: Annotated[str, typer.Option("--group", "-g", callback=check_group,
-                                       help="The group the members (and, without --any-group, the "
-                                       "operators and clients) belong to.")] = "default",
-    operators: Annotated[Optional[list[str]], typer.Option("--operators", help="Operator names: may also compare "
-                                                           "and truncate followers and transfer leadership.")] = None,
-    clients: Annotated[Optional[list[str]], typer.Option("--clients", help="Client names: may append, get and "
-                                                         "read status and watermarks.")] = None,
-    any_group: Annotated[bool, typer.Option("--any-group", help="Operator and client certificates valid for every "
-                                            "group, not just --group.")] = False,
-    fmt: FormatOpt = Format.table,
-) -> None:
-    """Make a CA (ca.pem, ca.key) in DIR unless one is there, and a certificate and key per identity:
-    member-ID.pem/.key, operator-NAME.pem/.key, client-NAME.pem/.key. Each names its identity in a URI
-    subjectAltName dledger://GROUP/ROLE/NAME. For trying TLS out; use your own PKI in production."""
-    from .cluster_cmd import _make_certs
+# (cluster/net/pki.py is imported by the certs commands only: cryptography takes some 60 ms to
+# load, which every other command would pay at start)
 
+
+def _check_ca_name(value: str | None) -> str | None:
+    from cluster.net import pki
+
+    problem = None if value is None else pki.ca_name_problem(value)
+    if problem is not None:
+        raise typer.BadParameter(f"{value!r} {problem}")
+    return value
+
+
+MembersOpt = Annotated[Optional[list[str]], typer.Option("--members", help="Member ids, comma-separated or "
+                                                         "repeated: one certificate each, for --group.",
+                                                         show_default=False)]
+OperatorsOpt = Annotated[Optional[list[str]], typer.Option("--operators", help="Operator names: may also compare "
+                                                           "and truncate followers and transfer leadership.",
+                                                           show_default=False)]
+ClientsOpt = Annotated[Optional[list[str]], typer.Option("--clients", help="Client names: may append, get and "
+                                                         "read status and watermarks.", show_default=False)]
+AnyGroupOpt = Annotated[bool, typer.Option("--any-group", help="Operator and client certificates valid for every "
+                                           "group, not just --group.")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Re-issue the certificates and keys of identities DIR "
+                                        "already holds (new serials: one revoked before becomes valid again). "
+                                        "Without it they are refused; the CA is never re-made.")]
+
+
+def _identities(group: str, members, operators, clients, any_group: bool) -> list[Identity]:
+    """The identities asked for, checked: a usage error for a bad or repeated name."""
     names = {"--members": _names(members), "--operators": _names(operators), "--clients": _names(clients)}
-    if not names["--members"]:
-        raise fail("--members names no member", 2)
     for opt, ns in names.items():
         bad = [n for n in ns if "/" in n or n in (".", "..")]
         if bad or len(set(ns)) != len(ns):
             raise fail(f"{opt}: {'bad name ' + repr(bad[0]) if bad else 'a name is given twice'}", 2)
+    return [Identity(ANY_GROUP if any_group and role != "member" else group, role, name)
+            for role, opt in (("member", "--members"), ("operator", "--operators"), ("client", "--clients"))
+            for name in names[opt]]
+
+
+def _issue(directory: str, idents: list[Identity], force: bool, ca_name: str | None = None) -> list[dict]:
+    """Certificates for ``idents`` signed by the CA of ``directory`` (made, named ``ca_name``,
+    when missing): one row each. Files of an identity DIR holds already are refused before
+    anything is written, unless ``force``."""
+    from cluster.net import pki
+
+    held = {ident: pki.files_of(directory, ident) for ident in idents}
+    if not force:
+        there = [f for files in held.values() for f in files]
+        if there:
+            shown = ", ".join(there[:4]) + (f" and {len(there) - 4} more" if len(there) > 4 else "")
+            raise fail(f"{directory} holds {shown} already: 'certs add {directory}' adds other identities to its "
+                       "CA; --force re-issues these (a revoked one becomes valid again)")
+    rows = []
     try:
-        rows = _make_certs(directory, group, names["--members"], names["--operators"], names["--clients"],
-                           any_group)
+        pki.init_ca(directory, name=ca_name)
+        for ident in idents:
+            cert, key = pki.issue(directory, ident)
+            rows.append({"identity": ident.uri, "role": ident.role, "name": ident.name, "cert": cert, "key": key,
+                         "result": "re-issued" if held[ident] else "issued"})
     except OSError as exc:
         raise fail(f"{exc.filename or directory}: {exc.strerror or exc}") from None
-    render(rows, fmt, columns=["identity", "cert", "key"] if fmt in (Format.table, Format.csv) else None)
+    except ValueError as exc:  # (a CA file that is not one)
+        raise fail(f"the CA in {directory} cannot be used: {exc}") from None
+    return rows
+
+
+def _render_issued(rows: list[dict], fmt: Format) -> None:
+    render(rows, fmt, columns=["identity", "cert", "key", "result"] if fmt in (Format.table, Format.csv) else None)
+
+
+@app.command("init")
+def init_cmd(
+    directory: Annotated[str, typer.Argument(help="Where the CA and the certificates go (made if missing; an "
+                                             "existing CA there is reused).", show_default=False)],
+    members: MembersOpt = None,
+    group: Annotated[str, typer.Option("--group", "-g", callback=check_group,
+                                       help="The group the members (and, without --any-group, the "
+                                       "operators and clients) belong to.")] = "default",
+    operators: OperatorsOpt = None,
+    clients: ClientsOpt = None,
+    any_group: AnyGroupOpt = False,
+    ca_name: Annotated[Optional[str], typer.Option("--ca-name", callback=_check_ca_name, show_default=False,
+                                                   help="The new CA's common name (default: 'dledgerctl CA' and "
+                                                   "DIR's absolute path).")] = None,
+    force: ForceOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Make a CA (ca.pem, ca.key) in DIR unless one is there, and a certificate and key per identity:
+    member-ID.pem/.key, operator-NAME.pem/.key, client-NAME.pem/.key. Each names its identity in a URI
+    subjectAltName dledger://GROUP/ROLE/NAME. Certificates DIR holds already are never re-issued without
+    --force ('certs add' adds identities). For trying TLS out; use your own PKI in production."""
+    from cluster.net import pki
+
+    idents = _identities(group, members, operators, clients, any_group)
+    if not any(i.role == "member" for i in idents):
+        raise fail("--members names no member", 2)
+    if ca_name is not None and pki.has_ca(directory) and pki.ca_name(directory) != ca_name:
+        raise fail(f"{directory} has a CA already ({pki.ca_name(directory)!r}); --ca-name names a new CA only")
+    _render_issued(_issue(directory, idents, force, ca_name), fmt)
+
+
+def _group_of(directory: str) -> str:
+    """The group of the member certificates in ``directory`` (of the others when it holds no
+    member's); 'default' when none names one; a usage error when they name several."""
+    idents = [i for _file, uri in crl.issued(directory).values() if (i := parse_uri(uri)) is not None]
+    groups = sorted({i.group for i in idents if i.role == "member"}
+                    or {i.group for i in idents if i.group != ANY_GROUP})
+    if len(groups) > 1:
+        raise fail(f"{directory} holds certificates of groups {', '.join(groups)}: give --group", 2)
+    return groups[0] if groups else "default"
+
+
+@app.command("add")
+def add_cmd(
+    directory: Annotated[str, typer.Argument(help="A directory 'certs init' made (its ca.pem and ca.key sign the "
+                                             "new certificates).", show_default=False)],
+    members: MembersOpt = None,
+    operators: OperatorsOpt = None,
+    clients: ClientsOpt = None,
+    group: Annotated[Optional[str], typer.Option("--group", "-g", callback=check_group, show_default=False,
+                                                 help="The group of the new identities (default: the group of "
+                                                 "the member certificates in DIR).")] = None,
+    any_group: AnyGroupOpt = False,
+    force: ForceOpt = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Add identities to the CA in DIR: a certificate and key each, as 'certs init' writes them. Identities DIR
+    holds already are refused (nothing is written) unless --force; the CA and crl.pem are left as they are."""
+    from cluster.net import pki
+
+    if not (_names(members) or _names(operators) or _names(clients)):
+        raise fail("give --members, --operators or --clients (the identities to add)", 2)
+    if not pki.has_ca(directory):
+        raise fail(f"no CA in {directory} (ca.pem and ca.key): 'certs init' makes one")
+    idents = _identities(group or _group_of(directory), members, operators, clients, any_group)
+    _render_issued(_issue(directory, idents, force), fmt)
 
 
 def _serial(text: str) -> int:
@@ -80,8 +185,6 @@ def revoke_cmd(
     """Add certificates to DIR/crl.pem, signed with the CA's key there. Members started with --tls-crl on that file
     (cluster up --tls does so) refuse them once they read it again: send SIGHUP to every member; their open
     connections with a revoked certificate are closed then."""
-    from cluster.net import crl
-
     if not serials and not identities:
         raise fail("give --serial or --identity (the certificates to revoke)", 2)
     wanted = {_serial(s): None for s in serials or []}

@@ -113,6 +113,7 @@ MATRIX = {
     "spark mq-find": ["test_spark_commands_on_a_missing_path"],
     "spark mq-export": ["test_spark_commands_on_a_missing_path"],
     "certs init": ["test_certs_init_checks_the_group"],
+    "certs add": ["test_certs_add_needs_a_ca"],
     "certs revoke": ["test_certs_revoke_needs_what_to_revoke"],
     "kv put": ["test_kv_put_without_a_state_machine_is_refused"],
     "kv get": ["test_bad_peers_lists"],
@@ -179,6 +180,13 @@ def test_certs_init_checks_the_group(tmp_path):
     r = run("certs", "init", str(tmp_path / "tls"), "--members", "n0", "--group", "a b")
     assert r.exit_code == 2
     one_error(r.stderr, "--group", "spaces")
+    assert not (tmp_path / "tls").exists()
+
+
+def test_certs_add_needs_a_ca(tmp_path):
+    r = run("certs", "add", str(tmp_path / "tls"), "--operators", "ops")
+    assert r.exit_code == 1
+    one_error(r.stderr, "no CA", "certs init")
     assert not (tmp_path / "tls").exists()
 
 

@@ -22,6 +22,49 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from .tls import Identity
 
 CA_CERT, CA_KEY = "ca.pem", "ca.key"
+CN_MAX = 64  # X.509's ub-common-name: a longer common name is refused
+_CA_PREFIX = "dledgerctl CA "
+
+
+def default_ca_name(directory: str) -> str:
+    """A CA's common name when none is given: named after its directory (absolute; its tail
+    when too long), so two directories' CAs can be told apart, in a node's log, by
+    ``openssl``, and by a verifier trusting both (the CRL's issuer names one)."""
+    path = os.path.abspath(directory)
+    room = CN_MAX - len(_CA_PREFIX)
+    return _CA_PREFIX + (path if len(path) <= room else "..." + path[-(room - 3):])
+
+
+def ca_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a CA's common name, or None."""
+    if not name.strip():
+        return "must not be empty"
+    if len(name) > CN_MAX:
+        return f"is {len(name)} characters long; a common name holds {CN_MAX} at most"
+    if not name.isprintable():
+        return "holds control characters"
+    return None
+
+
+def has_ca(directory: str) -> bool:
+    return all(os.path.isfile(os.path.join(directory, f)) for f in (CA_CERT, CA_KEY))
+
+
+def ca_name(directory: str) -> str | None:
+    """The common name of the CA in ``directory`` (None when it has none, or names none)."""
+    try:
+        with open(os.path.join(directory, CA_CERT), "rb") as fh:
+            cert = x509.load_pem_x509_certificate(fh.read())
+    except (OSError, ValueError):
+        return None
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else None
+
+
+def files_of(directory: str, ident: Identity) -> list[str]:
+    """The files ``issue`` writes for ``ident`` that ``directory`` already holds."""
+    stem = file_stem(ident)
+    return [f for f in (f"{stem}.pem", f"{stem}.key") if os.path.lexists(os.path.join(directory, f))]
 
 
 def file_stem(ident: Identity) -> str:
@@ -41,17 +84,18 @@ def _key_pem(key) -> bytes:
                              serialization.NoEncryption())
 
 
-def init_ca(directory: str, days: int = 3650) -> tuple[str, str]:
-    """The CA of ``directory``, made when it has none: (certificate path, key path)."""
+def init_ca(directory: str, days: int = 3650, name: str | None = None) -> tuple[str, str]:
+    """The CA of ``directory``, made when it has none (its common name ``name``, else
+    :func:`default_ca_name`): (certificate path, key path)."""
     os.makedirs(directory, exist_ok=True)
     cert_path, key_path = os.path.join(directory, CA_CERT), os.path.join(directory, CA_KEY)
-    if os.path.isfile(cert_path) and os.path.isfile(key_path):
+    if has_ca(directory):
         _empty_crl(directory)
         return cert_path, key_path
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "dledgerctl test CA")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name or default_ca_name(directory))])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
