@@ -161,13 +161,18 @@ def add_cmd(
     _render_issued(_issue(directory, idents, force), fmt)
 
 
+SERIAL_MAX = (1 << 159) - 1  # RFC 5280 4.1.2.2: a positive number of at most 20 octets (DER, so 159 bits)
+
+
 def _serial(text: str) -> int:
-    """A serial number as OpenSSL and the nodes' logs print it: hex (0x, colons allowed)."""
+    """A serial number as OpenSSL and the nodes' logs print it: hex (0x, colons allowed),
+    one a certificate can have (1 to 2^159-1), else a usage error."""
     digits = text.strip().lower().removeprefix("0x").replace(":", "")
-    try:
-        return int(digits, 16)
-    except ValueError:
-        raise fail(f"--serial {text!r} is not a serial number in hex", 2) from None
+    value = int(digits, 16) if digits and all(c in "0123456789abcdef" for c in digits) else None
+    if value is None or not 1 <= value <= SERIAL_MAX:
+        raise fail(f"--serial {text!r} is not a serial number in hex: certificates' run from 1 to 2^159-1 "
+                   "(positive, at most 20 bytes: RFC 5280)", 2)
+    return value
 
 
 @app.command("revoke")
@@ -200,7 +205,16 @@ def revoke_cmd(
         path, added = crl.revoke(directory, list(wanted))
     except crl.CrlError as exc:
         raise fail(str(exc)) from None
+    strangers = [s for s in wanted if s not in known]
     rows = [{"serial": f"{s:X}", "file": known.get(s, ("", ""))[0] or None, "identity": known.get(s, ("", ""))[1]
-             or None, "result": "revoked" if s in added else "revoked already"} for s in wanted]
-    render(rows, fmt, columns=["serial", "file", "identity", "result"] if fmt in (Format.table, Format.csv) else None)
-    typer.echo(f"{path} updated; send SIGHUP to every member started with --tls-crl {path}", err=True)
+             or None, "result": "revoked" if s in added else "revoked already",
+             "note": f"no certificate in {directory} has this serial" if s in strangers else None} for s in wanted]
+    render(rows, fmt, columns=["serial", "file", "identity", "result", "note"]
+           if fmt in (Format.table, Format.csv) else None)
+    for s in strangers:  # (a typo in a serial revokes nothing real: say so where a person looks)
+        typer.echo(f"Warning: no certificate in {directory} has serial {s:X}: check it is the one meant (one "
+                   "issued from here but since deleted is revoked all the same)", err=True)
+    if added:
+        typer.echo(f"{path} updated; send SIGHUP to every member started with --tls-crl {path}", err=True)
+    else:
+        typer.echo(f"{path} unchanged: every certificate asked for is revoked already", err=True)

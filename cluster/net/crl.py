@@ -11,6 +11,12 @@ revokes). The CRL must be signed by one of the CA certificates of ``--tls-ca``; 
 that is not (or is unreadable, or not a CRL) is refused whole, and a reload keeps the
 list loaded before.
 
+A CRL past its nextUpdate is used all the same, with one warning per load (at start and at
+each SIGHUP): what it lists stays revoked, and refusing it would refuse every connection,
+members' too, at one instant, the whole group down over a date (as nginx and OpenSSL's own
+CRL check do), while it only may miss revocations made since. The warning says to publish
+a fresh one; ``certs revoke`` writes its CRLs with a nextUpdate ten years on.
+
 ``dledgerctl certs init`` writes an empty ``crl.pem`` beside ``ca.pem``; ``certs revoke``
 adds serials to it (:func:`revoke`), signed with the CA's key.
 """
@@ -18,9 +24,11 @@ adds serials to it (:func:`revoke`), signed with the CA's key.
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 
 CRL_FILE = "crl.pem"
+log = logging.getLogger("dledgerctl.tls")
 
 
 class CrlError(Exception):
@@ -29,8 +37,13 @@ class CrlError(Exception):
 
 def load(path: str, ca_path: str) -> dict[int, datetime.datetime]:
     """The serial numbers ``path`` revokes (-> when), once its signature is checked against
-    the CA certificates in ``ca_path``."""
-    return _serials(_checked(path, ca_path))
+    the CA certificates in ``ca_path``. A CRL past its nextUpdate is logged (once a load)."""
+    crl = _checked(path, ca_path)
+    due = crl.next_update_utc
+    if due is not None and due < datetime.datetime.now(datetime.timezone.utc):
+        log.warning("CRL %s is past its nextUpdate (%s): using it, but revocations made since it was issued may be "
+                    "missing; publish a fresh one and send SIGHUP", path, due.isoformat(timespec="seconds"))
+    return _serials(crl)
 
 
 def _serials(crl) -> dict[int, datetime.datetime]:
