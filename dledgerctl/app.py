@@ -14,7 +14,7 @@ import typer
 from typer.completion import completion_init
 
 from . import certs_cmd, cluster_cmd, kv_cmd, log_cmd, mq_cmd, node_cmd, peer_cmd, spark_cmd, store_cmd
-from .common import LogLabels, log
+from .common import LogLabels, fail, log, quiet_closed_stdout, stdout_gone
 
 
 # Usage errors as click prints them (usage, the help hint, then one "Error: ..." line), not
@@ -31,8 +31,27 @@ def _plain_errors_main(*args, **kwargs):
 
 typer.core._main = _plain_errors_main
 
+
+class _Root(typer.core.TyperGroup):
+    """The root command: every command runs inside its ``invoke``. A reader of stdout that
+    went away (``| head -1``) ends any command quietly with exit 0, in every format, as
+    ``head`` got what it asked for; click alone would exit 1, and a command's own OSError
+    handling would print "Error: Broken pipe". A broken pipe that is not stdout's (a
+    connection) stays an error."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            if not stdout_gone():
+                raise fail(f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}") from None
+            quiet_closed_stdout()
+            raise typer.Exit(0) from None
+
+
 app = typer.Typer(
     name="dledgerctl",
+    cls=_Root,
     help="Operations toolkit for DLedger-compatible Raft commit logs (RocketMQ DLedger mode).",
     no_args_is_help=True,
     add_completion=False,

@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import re
+import select
 import sys
 import typing
 from contextlib import contextmanager
@@ -245,6 +247,30 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def stdout_gone() -> bool:
+    """Whether stdout's reader went away (a pipe or socket with nobody reading: poll says
+    POLLERR/POLLHUP), so a BrokenPipeError was stdout's and not a connection's."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # (no stdout file descriptor: CliRunner's, or closed)
+        return False
+
+
+def quiet_closed_stdout() -> None:
+    """After stdout's reader went away (``dledgerctl ... | head -1``): what is left for
+    stdout goes nowhere, so neither this command nor the interpreter's last flush complains.
+    The root command (app.py) calls it for a BrokenPipeError from any command, which then
+    ends with exit 0, as ``head`` got what it wanted."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # (stdout closed or not a file: nothing is left to flush there)
+        pass
+
+
 @contextmanager
 def errors_as_exit() -> Iterator[None]:
     """Turn the library's errors into one error line and exit code 1."""
@@ -252,7 +278,7 @@ def errors_as_exit() -> Iterator[None]:
 
     try:
         yield
-    except typer.Exit:
+    except (typer.Exit, BrokenPipeError):  # (a reader that went away is no error: see quiet_closed_stdout)
         raise
     except StoreError as exc:
         log.debug("store error", exc_info=True)
