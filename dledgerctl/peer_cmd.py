@@ -15,6 +15,7 @@ from cluster.raft.config import DEFAULT_GROUP
 from cluster.node.launcher import DEFAULT_BASE_DIR
 from cluster.net.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
 
+from . import peer_members
 from .cluster_cmd import _peers, _with_client
 from .common import (BaseDirOpt, ClientGroupOpt, FormatOpt, PeersOpt, TimeoutOpt, complete_members, fail, plural,
                      tls_options)
@@ -270,7 +271,7 @@ def transfer_leader_cmd(
             nonlocal said
             if said != text:
                 said = text
-                _say(f"waiting: {text}")
+                peer_members.say(f"waiting: {text}")
 
         while True:
             if await c.find_leader(end) == to:
@@ -316,131 +317,6 @@ StopOpt = Annotated[bool, typer.Option("--stop/--no-stop", help="With a cluster 
                                        "removed member's process once its removal commits, and forget it.")]
 
 
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
-def _parse_new(spec: str, what: str) -> tuple[str, str]:
-    """``ID=HOST:PORT`` (or ``ID-HOST:PORT``) -> (id, address); exit 2 when malformed."""
-    from cluster.raft.config import ConfigError, parse_peers
-
-    node, sep, address = spec.partition("=")
-    try:
-        peer = parse_peers(f"{node}-{address}" if sep else spec)
-    except ConfigError as exc:
-        raise fail(f"{what} {spec!r}: {exc} (give ID=HOST:PORT)", 2) from None
-    (node, p), = peer.items()
-    return node, p.address
-
-
-def _row(step: str, node: str, resp: dict, start: float, now: float) -> dict:
-    member = "voter" if node in resp.get("voters", []) else "learner" if node in resp.get("learners", []) else "removed"
-    return {"step": step, "id": node, "address": resp.get("peers", {}).get(node), "member": member,
-            "config_index": resp.get("index"), "voters": ",".join(resp.get("voters", [])),
-            "learners": ",".join(resp.get("learners", [])), "elapsed_ms": round((now - start) * 1000)}
-
-
-async def _add(c: Client, node: str, address: str, wait: float, base_dir: str | None, start_it: bool) -> dict:
-    """Start the new member (with a record), add it as a learner, wait until it is a voter."""
-    from cluster.node import launcher
-    from cluster.net.client import ClientError, Refused
-    from cluster.raft.config import parse_address
-
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    leader = await c.find_leader(start + c.timeout)
-    md = await c.metadata(leader)
-    if node in md.get("peers", {}):
-        raise ClientError(f"{node} is a member already ({'voter' if node in md.get('voters', []) else 'learner'})")
-    taken = [p for p, a in md.get("peers", {}).items() if a == address]
-    if taken:
-        raise ClientError(f"{address} is the address of member {taken[0]}")
-    made: list[str] = []
-    if start_it:
-        made = launcher.new_paths(base_dir, [node])
-        try:
-            host, port = parse_address(address)
-            launcher.check_ports(host, {port: node})
-            launcher.add_member(base_dir, node, address, md["peers"])
-        except (launcher.LauncherError, OSError) as exc:
-            launcher.discard(made)
-            raise ClientError(f"cannot start {node}: {exc}") from None
-        _say(f"{node}: started as a learner at {address} (log in {base_dir}/logs/{node}.log)")
-    try:
-        resp = await _change(c, "add", node, address, start + wait)
-    except Refused:
-        if start_it:  # refused: the member started for it goes again, with what it made (not after a timeout:
-            launcher.forget_member(base_dir, node)  # the change may have been made)
-            launcher.discard(made)
-        raise
-    _say(f"{node}: config entry {resp.get('index')} committed: a learner; catching up")
-    said = None
-    while loop.time() - start < wait:
-        c.leader = None
-        leader = await c.find_leader(loop.time() + c.timeout)
-        md = await c.metadata(leader)
-        if node in md.get("voters", []):
-            resp = {**resp, "voters": md["voters"], "learners": md.get("learners", []), "peers": md["peers"],
-                    "index": md.get("config_index")}
-            _say(f"{node}: a voter (config entry {md.get('config_index')})")
-            return _row("add", node, resp, start, loop.time())
-        mark = next((r for r in md.get("replication", []) if r.get("peer") == node), None)
-        now_said = (f"{node}: learner, {mark['lag_entries']} entries behind ({mark['state']})" if mark
-                    else f"{node}: not yet replicated to")
-        if now_said != said:
-            _say(now_said)
-            said = now_said
-        await asyncio.sleep(0.2)
-    raise ClientError(f"{node} joined as a learner but was not promoted within {wait:g} s (is it running, and "
-                      f"reachable at {address}?); it will be once it has caught up")
-
-
-async def _change(c: Client, kind: str, node: str, address: str | None, until: float) -> dict:
-    """The leader's answer to a member change; a refusal that passes by itself (another change
-    not committed yet, a transfer under way, a voter just started that the leader has not
-    heard from yet: no live majority without it) is waited out until ``until``, saying so."""
-    from cluster.net.client import Refused
-    from cluster.raft.rpc import Code
-
-    loop = asyncio.get_running_loop()
-    said = None
-    while True:
-        try:
-            return await c.change_members(kind, node, address)
-        except Refused as exc:
-            if exc.code not in (Code.ILLEGAL_MEMBER_STATE, Code.LEADER_TRANSFERRING) or loop.time() + 0.2 >= until:
-                raise
-            if exc.remark != said:
-                said = exc.remark
-                _say(f"waiting: {exc.peer} cannot make the change yet ({exc.remark})")
-            c.leader = None
-            await asyncio.sleep(0.2)
-
-
-async def _remove(c: Client, node: str, base_dir: str | None, stop_it: bool) -> dict:
-    from cluster.node import launcher
-
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    resp = await _change(c, "remove", node, None, start + c.timeout)
-    _say(f"{node}: config entry {resp.get('index')} committed: removed")
-    if stop_it:
-        rows = launcher.forget_member(base_dir, node)
-        if rows:
-            _say(f"{node}: process {rows[0]['result']}, dropped from the record")
-    c.leader = None
-    return _row("remove", node, resp, start, loop.time())
-
-
-def _record_dir(peers: str | None, base_dir: str, flag: bool) -> str | None:
-    """The base directory whose record --start/--stop act on, None when there is none."""
-    from cluster.node.launcher import read_record
-
-    if peers is not None or not flag:
-        return None
-    return base_dir if read_record(base_dir) is not None else None
-
-
 @app.command("add")
 @tls_options
 def add_cmd(
@@ -454,11 +330,18 @@ def add_cmd(
     config entry once it has caught up. Progress goes to stderr. Refused while another change is pending. Start
     the new node first with 'node start --learner' (its --peers: the members and itself), or let --start do it for
     a cluster from 'cluster up'."""
-    node, address = _parse_new(f"{node}={address}", "--id/--address")
+    node, address = peer_members.check_new(node, address, "--id", "--address")
     parsed, grp = _cluster(peers, group, base_dir)
-    rec_dir = _record_dir(peers, base_dir, start_it)
-    render([_with_client(parsed, grp, timeout, lambda c: _add(c, node, address, wait, rec_dir, rec_dir is not None))],
-           fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    rec_dir = peer_members.record_dir(peers, base_dir, start_it)
+    adding = peer_members.Adding(node)
+    try:
+        row = _with_client(parsed, grp, timeout,
+                           lambda c: peer_members.add(c, node, address, wait, rec_dir, rec_dir is not None, adding))
+    except KeyboardInterrupt:
+        if not adding.done:
+            peer_members.undo_add(parsed, grp, timeout, adding)
+        raise typer.Exit(130) from None
+    render([row], fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
 
 
 @app.command("remove")
@@ -473,8 +356,8 @@ def remove_cmd(
     """Remove a member (the leader too: it steps down once the entry that removes it commits). Refused while
     another change is pending, or when the voters left would not have a live majority."""
     parsed, grp = _cluster(peers, group, base_dir)
-    rec_dir = _record_dir(peers, base_dir, stop_it)
-    render([_with_client(parsed, grp, timeout, lambda c: _remove(c, node, rec_dir, rec_dir is not None))],
+    rec_dir = peer_members.record_dir(peers, base_dir, stop_it)
+    render([_with_client(parsed, grp, timeout, lambda c: peer_members.remove(c, node, rec_dir, rec_dir is not None))],
            fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
 
 
@@ -490,12 +373,12 @@ def replace_cmd(
 ) -> None:
     """Replace a member (one that died for good, say) without stopping the group: add the new one as a learner,
     wait until it has caught up and is a voter, then remove the old one. One row per step; progress on stderr."""
-    new_id, address = _parse_new(new, "--with")
+    new_id, address = peer_members.parse_new(new)
     if new_id == node:
         raise fail("--with must name another id than --id", 2)
     parsed, grp = _cluster(peers, group, base_dir)
-    start_dir = _record_dir(peers, base_dir, start_it)
-    stop_dir = _record_dir(peers, base_dir, stop_it)
+    start_dir = peer_members.record_dir(peers, base_dir, start_it)
+    stop_dir = peer_members.record_dir(peers, base_dir, stop_it)
 
     async def work(c: Client) -> list[dict]:
         from cluster.net.client import ClientError
@@ -504,8 +387,17 @@ def replace_cmd(
         md = await c.metadata(leader)
         if node not in md.get("peers", {}):
             raise ClientError(f"{node} is not a member ({', '.join(md.get('peers', {}))})")
-        added = await _add(c, new_id, address, wait, start_dir, start_dir is not None)
-        return [added, await _remove(c, node, stop_dir, stop_dir is not None)]
+        added = await peer_members.add(c, new_id, address, wait, start_dir, start_dir is not None, adding)
+        return [added, await peer_members.remove(c, node, stop_dir, stop_dir is not None)]
 
-    render(_with_client(parsed, grp, timeout, work), fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv)
-           else None)
+    adding = peer_members.Adding(new_id)
+    try:
+        rows = _with_client(parsed, grp, timeout, work)
+    except KeyboardInterrupt:
+        if not adding.done:
+            peer_members.undo_add(parsed, grp, timeout, adding)
+        else:
+            peer_members.say(f"interrupted: {new_id} was added; the removal of {node} may not be made ('cluster status' shows; "
+                 f"'peer remove --id {node}' makes it)")
+        raise typer.Exit(130) from None
+    render(rows, fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)

@@ -308,8 +308,11 @@ def check_ports(host: str, ports: dict[int, str]) -> None:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as the nodes bind)
             sock.bind((host, port))
+        except socket.gaierror as exc:  # (its errno is getaddrinfo's, which os.strerror does not know)
+            raise LauncherError(f"{host}:{port} ({what}) cannot be used: host {host!r} does not resolve "
+                                f"({exc.strerror})") from None
         except OSError as exc:
-            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            why = exc.strerror or str(exc)
             raise LauncherError(f"{host}:{port} ({what}) cannot be used: {why}") from None
         finally:
             sock.close()

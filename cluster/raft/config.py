@@ -89,6 +89,29 @@ def parse_address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port_text)
 
 
+def id_problem(ident: str) -> str | None:
+    """Why ``ident`` cannot be a member id (one ``--peers`` can hold), or None: a predicate,
+    "'x' ..." reads as a sentence."""
+    if not ident:
+        return "is empty"
+    if not _ID_RE.match(ident):
+        why = " ('-' would end it in a peers list 'ID-HOST:PORT')" if "-" in ident else ""
+        return f"is not a member id: letters, digits, '_' or '.'{why}"
+    return None
+
+
+def address_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a member's address (HOST:PORT as a peers list holds it), or None."""
+    host, colon, port_text = (text or "").strip().rpartition(":")
+    if not colon or not host:
+        return "is not HOST:PORT"
+    if not _HOST_RE.match(host):
+        return f"names {host!r}, which is not a host name or address"
+    if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        return f"has port {port_text!r}, not 1-65535"
+    return None
+
+
 def format_peers(peers: dict[str, Peer]) -> str:
     return PEER_SEPARATOR.join(str(p) for p in peers.values())
 
