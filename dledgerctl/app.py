@@ -32,6 +32,22 @@ def _plain_errors_main(*args, **kwargs):
 typer.core._main = _plain_errors_main
 
 
+def _with_whole_option_names(format_help):
+    def format_help_whole(self, ctx, formatter):
+        # (function-level import: rich's table and typer's help code load only when help is
+        # shown; they take longer to import than most commands take to run)
+        from . import help_layout
+
+        help_layout.install()
+        return format_help(self, ctx, formatter)
+    return format_help_whole
+
+
+# --help draws every option name whole at any width (help_layout.py)
+for _cls in (typer.core.TyperCommand, typer.core.TyperGroup):
+    _cls.format_help = _with_whole_option_names(_cls.format_help)
+
+
 class _Root(typer.core.TyperGroup):
     """The root command: every command runs inside its ``invoke``. A reader of stdout that
     went away (``| head -1``) ends any command quietly with exit 0, in every format, as

@@ -1,0 +1,57 @@
+"""How ``--help`` lays out a command's options: typer's rich panels, with every option name
+whole at any terminal width.
+
+typer (rich_utils) gives an option's long names, short names, negative long and short
+names, type and help a column each. At 80 columns those cannot all fit beside the help,
+and rich cuts the names (``--store-base-d…``), the one thing a reader must copy whole.
+:class:`OptionsTable` puts a row's names in one column, one name per line, as wide as the
+longest name; the help wraps beside it, and a word too long for its column folds onto the
+next line instead of being cut. Loaded only when help is shown (app.py): rich's table and
+typer's help code take longer to import than most commands take to run.
+"""
+
+from __future__ import annotations
+
+from rich.columns import Columns
+from rich.table import Table
+from rich.text import Text
+from typer import rich_utils
+
+_OPTION_CELLS = 6  # typer's option row: long, short, negative long, negative short, type, help (+ required first)
+
+
+def _names(long: Text, short: Text) -> Text:
+    if long.plain and short.plain:
+        return Text.assemble(long, ", ", short)
+    return long if long.plain else short
+
+
+def _folding(cell):
+    """A help cell whose words longer than its column fold instead of being cut."""
+    texts = cell.renderables if isinstance(cell, Columns) else [cell]
+    for text in texts:
+        if isinstance(text, Text):
+            text.overflow = "fold"
+    return cell
+
+
+class OptionsTable(Table):
+    """typer's options table with one column of names (see the module's docstring). Other
+    tables (the commands panel: two cells a row) are left as typer makes them."""
+
+    def add_row(self, *cells, **kwargs) -> None:
+        if not self.show_header and len(cells) in (_OPTION_CELLS, _OPTION_CELLS + 1) \
+                and all(isinstance(c, Text) for c in cells[-_OPTION_CELLS:-1]):
+            required = cells[:-_OPTION_CELLS]
+            long, short, neg_long, neg_short, types, help_cell = cells[-_OPTION_CELLS:]
+            names = [t for t in (_names(long, short), _names(neg_long, neg_short)) if t.plain]
+            cells = (*required, Text("\n").join(names), types, _folding(help_cell))
+            if not self.columns:  # (the names never wrap nor shrink: the type and help columns give way)
+                for i in range(len(cells)):
+                    self.add_column(no_wrap=i <= len(required))
+        super().add_row(*cells, **kwargs)
+
+
+def install() -> None:
+    """Make typer's help draw its options with :class:`OptionsTable`."""
+    rich_utils.Table = OptionsTable
