@@ -5,10 +5,12 @@ from __future__ import annotations
 import csv
 import io
 import sys
+import unicodedata
 from enum import Enum
 from typing import Any, Iterable
 
 import msgspec
+import tabulate as _tabulate
 from tabulate import tabulate
 
 
@@ -42,6 +44,35 @@ def shown(value: Any) -> str:
         return ""
     text = value if isinstance(value, str) else str(value)
     return text.translate(_ESCAPES) if not text.isprintable() else text
+
+
+_ZERO_WIDTH = {"Mn", "Me", "Cf"}  # combining marks, enclosing marks, format characters (zero-width joiner, ...)
+
+
+def display_width(text: str) -> int:
+    """How many terminal columns ``text`` takes: East Asian wide and fullwidth characters
+    (CJK, most emoji) two, combining marks and format characters none, the others one, as
+    terminals draw them. Tables pad by this, not by ``len``, so a column of CJK topic names
+    lines up."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.category(c) in _ZERO_WIDTH else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+class _DisplayWidths:
+    """What tabulate asks of the optional ``wcwidth`` package to pad wide characters
+    (``wcswidth``), answered by :func:`display_width`; one measure for every table."""
+
+    wcswidth = staticmethod(display_width)
+
+
+_tabulate.wcwidth = _DisplayWidths
+_tabulate.WIDE_CHARS_MODE = True
+
+
+def _ljust(text: str, width: int) -> str:
+    return text + " " * (width - display_width(text))
 
 
 def render(rows: Iterable[dict], fmt: Format, *, columns: list[str] | None = None, out=None) -> int:
@@ -108,17 +139,18 @@ class StreamTable:
         cells = [[shown(r.get(c)) for c in self.columns] for r in rows]
         lines = []
         if self.widths is None:
-            self.widths = [max([len(c)] + [len(row[k]) for row in cells]) for k, c in enumerate(self.columns)]
+            self.widths = [max([display_width(c)] + [display_width(row[k]) for row in cells])
+                           for k, c in enumerate(self.columns)]
             lines.append(self._line(list(self.columns)))
             lines.append(self._line(["-" * w for w in self.widths]))
         for row in cells:
-            self.widths = [max(w, len(text)) for w, text in zip(self.widths, row)]
+            self.widths = [max(w, display_width(text)) for w, text in zip(self.widths, row)]
             lines.append(self._line(row))
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
 
     def _line(self, row: list[str]) -> str:
-        return "  ".join(text.ljust(w) for text, w in zip(row[:-1], self.widths)) + "  " + row[-1]
+        return "  ".join(_ljust(text, w) for text, w in zip(row[:-1], self.widths)) + "  " + row[-1]
 
 
 class RowStream:
