@@ -12,6 +12,7 @@ import pytest
 
 from cluster.raft.dispatcher import DispatchState
 from cluster.raft.rpc import Code
+from cluster.raft.retention import parse_delete_when
 from sim import Sim
 from test_cluster_sim import commit, elect
 
@@ -169,3 +170,14 @@ def test_a_follower_that_lost_entries_below_the_leaders_beginning_is_cut_back():
     sim.restart(victim)
     sim.run_until(lambda: sim.logs_equal() and st.committed_index == lead.committed_index, 30_000)
     assert st.begin_index >= lead.begin_index and st.end_index == lead.end_index == idx[-1] + 0
+
+
+@pytest.mark.parametrize("text", ["²", "0²", "١", "04;²", "-1", "24"])
+def test_delete_when_refuses_hours_that_are_not_ascii_hours(text):
+    # "²".isdigit() is true and int("²") raises: the refusal must be the ValueError naming the option
+    with pytest.raises(ValueError, match="delete-when"):
+        parse_delete_when(text)
+
+
+def test_delete_when_takes_hours():
+    assert parse_delete_when("03; 04") == frozenset({3, 4})

@@ -33,7 +33,7 @@ def parse_delete_when(text: str) -> frozenset[int]:
         part = part.strip()
         if not part:
             continue
-        if not part.isdigit() or not 0 <= int(part) <= 23:
+        if not (part.isascii() and part.isdigit()) or not 0 <= int(part) <= 23:
             raise ValueError(f"delete-when {text!r}: {part!r} is not an hour 00-23")
         hours.add(int(part))
     if not hours:
