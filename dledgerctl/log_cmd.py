@@ -17,10 +17,11 @@ from cluster.net.frames import ProtocolError
 from cluster.net.transport import TransportError
 from cluster.raft.config import DEFAULT_GROUP
 from cluster.node.launcher import DEFAULT_BASE_DIR
+from store.rocketmq.message import MAX_MESSAGE_SIZE
 
 from .cluster_cmd import _peers, _with_client
-from .common import (BaseDirOpt, BodyFormat, ClientGroupOpt, ConsistencyOpt, FormatOpt, PeersOpt, TimeoutOpt,
-                     client_tls, complete_members, fail, plural, read_consistency, tls_options)
+from .common import (BaseDirOpt, BodyFormat, ClientGroupOpt, ConsistencyOpt, FormatOpt, MaxBodyOpt, PeersOpt,
+                     TimeoutOpt, client_tls, complete_members, fail, plural, read_consistency, tls_options)
 from .render import Format, RowStream, render
 
 
@@ -130,6 +131,7 @@ def get_cmd(
                                                             "RocketMQ message: topic, queue, msg id, tags, keys, "
                                                             "properties; its body uncompressed).",
                                            case_sensitive=False)] = Decode.none,
+    max_body: MaxBodyOpt = MAX_MESSAGE_SIZE,
     consistency: ConsistencyOpt = None,
     node: Annotated[Optional[str], typer.Option("--node", help="Read from this member instead of the leader "
                                                 "(serializable unless --consistency linearizable).",
@@ -191,7 +193,7 @@ def get_cmd(
         if fmt == GetFormat.raw:
             return [e["body"] for e in page]
         if decode == Decode.rocketmq:
-            return [_rocketmq_row(e, show, fmt) for e in page]
+            return [_rocketmq_row(e, show, fmt, max_body) for e in page]
         if show is None:
             return [{k: e[k] for k in columns} for e in page]
         return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
@@ -213,7 +215,7 @@ def get_cmd(
                    f"to index {first + out.count - 1}", err=True)
 
 
-def _rocketmq_row(e: dict, show, fmt: Format) -> dict:
+def _rocketmq_row(e: dict, show, fmt: Format, max_body: int = MAX_MESSAGE_SIZE) -> dict:
     """An entry of ``get --decode rocketmq``: its message's fields (store/rocketmq), or why it is none."""
     from store.format import MAGIC_NORMAL
     from store.rocketmq.message import NotAMessage, decode
@@ -225,7 +227,7 @@ def _rocketmq_row(e: dict, show, fmt: Format) -> dict:
     fields = None
     if e["magic"] == MAGIC_NORMAL:
         try:
-            fields = message_fields(raw, decode(raw, 0, len(raw)), show)
+            fields = message_fields(raw, decode(raw, 0, len(raw)), show, max_body=max_body)
         except NotAMessage as exc:
             row.update(kind="not-a-message", note=str(exc))
     if fields is None:

@@ -11,9 +11,11 @@ import typer
 
 from store.rocketmq.check import check_broker, topic_rows
 from store.rocketmq.layout import resolve_broker
+from store.rocketmq.message import MAX_MESSAGE_SIZE
 from store.rocketmq.scan import MESSAGE_FIELDS, Filter, message_rows, msg_id_pos
 
-from .common import BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural, progress_bar
+from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, MaxBodyOpt, SelfIdOpt, errors_as_exit, plural,
+                     progress_bar)
 from .render import Format, render
 from .store_cmd import FromOpt, ToOpt, _selection
 
@@ -76,6 +78,7 @@ def messages_cmd(
     until: Annotated[Optional[str], typer.Option("--until", help="Stored at or before, likewise.")] = None,
     body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies (uncompressed) as none, utf8, hex or base64.",
                                              case_sensitive=False)] = BodyFormat.none,
+    max_body: MaxBodyOpt = MAX_MESSAGE_SIZE,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
@@ -94,7 +97,8 @@ def messages_cmd(
             raise typer.BadParameter(str(exc), param_hint="--msg-id") from None
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
-        rows = message_rows(broker.node_dir, sel, flt, body=_render_body(body), data_file_size=data_file_size,
+        rows = message_rows(broker.node_dir, sel, flt, body=_render_body(body), max_body=max_body,
+                            data_file_size=data_file_size,
                             index_file_size=index_file_size)
         cols = MESSAGE_FIELDS + (["body"] if body != BodyFormat.none else [])
         render(rows, fmt, columns=(TABLE_COLUMNS + (["body"] if body != BodyFormat.none else []))

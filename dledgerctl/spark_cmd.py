@@ -16,7 +16,9 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 
-from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail, log
+from store.rocketmq.message import MAX_MESSAGE_SIZE
+
+from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, MaxBodyOpt, errors_as_exit, fail, log
 from .render import Format, render
 
 app = typer.Typer(help="Audit, compare, summarise and export the logs of many nodes with PySpark.",
@@ -313,6 +315,7 @@ def mq_export_cmd(
     committed_only: Annotated[bool, typer.Option("--committed-only", help="Only messages up to each node's "
                                                                           "committed index (from its checkpoint).")]
     = False,
+    max_body: MaxBodyOpt = MAX_MESSAGE_SIZE,
     master: MasterOpt = None,
     conf: ConfOpt = None,
     ship: ShipOpt = None,
@@ -322,6 +325,7 @@ def mq_export_cmd(
     bodies (uncompressed) to Parquet, partitioned by node; print what was written."""
     with _spark(master, conf, ship) as (spark, mods):
         with _progress(spark, mods, "mq-export"):
-            df = mods["messages"].mq_export(spark, paths, to, committed_only=committed_only)
+            df = mods["messages"].mq_export(spark, paths, to, committed_only=committed_only,
+                                                 max_body=max_body)
             rows = [r.asDict() for r in df.collect()]
     render(rows, fmt)

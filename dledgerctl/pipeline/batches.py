@@ -37,6 +37,7 @@ import pyarrow as pa
 from store.files import MappedFile
 from store.format import HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, MAGIC_NOOP, crc32
 from store.recovery import read_index_record
+from store.rocketmq.message import MAX_MESSAGE_SIZE
 from store.scan import (
     BAD_BODY_CRC,
     BAD_CHAIN_CRC,
@@ -156,6 +157,7 @@ class ReadOptions:
     batch_bytes: int = DEFAULT_BATCH_BYTES  # batchBytes: body bytes per batch, about
     problem_rows: int = DEFAULT_PROBLEM_ROWS  # problemRows: records=runs, entries listed per code and file
     rocketmq: bool = False  # rocketmq: add each entry's RocketMQ message columns (pipeline/messages.py)
+    max_body: int = MAX_MESSAGE_SIZE  # maxBody: with rocketmq and body, inflate a body to at most this (else a note)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
@@ -179,6 +181,7 @@ class ReadOptions:
             batch_bytes=_int_option(opts, "batchBytes", DEFAULT_BATCH_BYTES),
             problem_rows=_int_option(opts, "problemRows", DEFAULT_PROBLEM_ROWS),
             rocketmq=_bool_option(opts, "rocketmq", False),
+            max_body=_int_option(opts, "maxBody", MAX_MESSAGE_SIZE),
         )
 
     def columns(self) -> list[tuple]:
@@ -435,7 +438,8 @@ class FileReader:
         if self.opts.body and "body" not in cols:
             cols["body"] = _bodies_array(buf, rel, size)
         if self.opts.rocketmq and "topic" not in cols:
-            cols.update(message_arrays(buf, rel, size, cols["magic"], n, self.opts.body))
+            cols.update(message_arrays(buf, rel, size, cols["magic"], n, self.opts.body,
+                                       self.opts.max_body))
         return pa.RecordBatch.from_arrays([cols[name] for name in self.schema.names], schema=self.schema)
 
     def _run_batches(self, buf, f: MappedFile, run: Run) -> Iterator[pa.RecordBatch]:

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from store.format import HEADER_SIZE, MAGIC_NORMAL
-from store.rocketmq.message import NotAMessage, decode
+from store.rocketmq.message import MAX_MESSAGE_SIZE, NotAMessage, decode
 from store.rocketmq.scan import message_fields
 
 # (name, Arrow type, Spark SQL type), after the entry columns
@@ -53,9 +53,11 @@ _FIELDS = [name for name, _, _ in MQ_COLUMNS]
 _AS = {"msg_body_size": "body_size"}  # column -> message_fields' name, where they differ
 
 
-def message_arrays(buf, rel: np.ndarray | None, size: np.ndarray | None, magic, n: int, body: bool) -> dict:
+def message_arrays(buf, rel: np.ndarray | None, size: np.ndarray | None, magic, n: int, body: bool,
+                   max_body: int = MAX_MESSAGE_SIZE) -> dict:
     """The RocketMQ columns of ``n`` entries at relative offsets ``rel`` of ``buf`` (entry
-    sizes ``size``, DLedger magics ``magic``); all null when ``rel`` is None (a stop row)."""
+    sizes ``size``, DLedger magics ``magic``); all null when ``rel`` is None (a stop row).
+    Bodies are inflated as ``mq messages`` inflates them, to at most ``max_body`` bytes."""
     cols = {name: [None] * n for name in _FIELDS}
     bodies = [None] * n if body else None
     if rel is not None:
@@ -69,7 +71,7 @@ def message_arrays(buf, rel: np.ndarray | None, size: np.ndarray | None, magic, 
             except NotAMessage as exc:
                 cols["msg_note"][k] = str(exc)
                 continue
-            fields = message_fields(buf, m, (lambda b: b) if body else None)  # (mq messages' reading)
+            fields = message_fields(buf, m, (lambda b: b) if body else None, max_body=max_body)  # (mq messages')
             for name in _FIELDS[:-1]:
                 cols[name][k] = fields[_AS.get(name, name)]
             cols["properties"][k] = list(m.properties.items())
@@ -130,10 +132,11 @@ def mq_find(spark, paths, *, key: str | None = None, msg_id: str | None = None, 
     return df.select(*MQ_FIND_COLUMNS).orderBy("node", "index")
 
 
-def mq_export(spark, paths, to: str, *, committed_only: bool = False):
+def mq_export(spark, paths, to: str, *, committed_only: bool = False, max_body: int = MAX_MESSAGE_SIZE):
     """The messages of every node to Parquet under ``to``/node=NAME/, with their columns and
-    bodies (uncompressed); one summary row per node, as ``export`` gives."""
+    bodies (uncompressed, to at most ``max_body`` bytes: past it ``msg_body`` is null and
+    ``msg_note`` says so); one summary row per node, as ``export`` gives."""
     from .jobs import check_output, write_by_node
     check_output(to)
-    nodes, df = _messages(spark, paths, body=True)
+    nodes, df = _messages(spark, paths, body=True, maxBody=max_body)
     return write_by_node(spark, nodes, df, to, MQ_EXPORT_COLUMNS, "msg_body_size", committed_only=committed_only)

@@ -18,7 +18,9 @@ Rules kept here:
   a body of another kind, or a damaged message are all just "not a message").
 - Only what is asked for is built: :func:`decode` makes the fixed fields, the topic and
   the property map; the body stays in the buffer (``body_at``, ``body_size``) until
-  :func:`body_of` copies (and, when compressed, inflates) it.
+  :func:`body_of` copies (and, when compressed, inflates) it, never past a limit
+  (RocketMQ's ``maxMessageSize``, 4 MiB, unless the caller asks for more): a crafted body
+  that inflates further is a NotAMessage (BodyTooLarge), never memory.
 - Values keep RocketMQ's meaning: BODYCRC is ``crc32(body) & 0x7fffffff`` (``UtilAll.crc32``)
   of the body as stored (compressed, when it is); a consume queue's tag code is Java's
   ``String.hashCode()`` of TAGS (:func:`tags_code`); the message id is the store host's
@@ -65,6 +67,7 @@ PROPERTY_TAGS = "TAGS"
 PROPERTY_DELAY_TIME_LEVEL = "DELAY"
 PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # MessageStoreConfig.maxMessageSize: the most a body is inflated to here
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -77,6 +80,10 @@ _I64 = struct.Struct(">q")
 
 class NotAMessage(ValueError):
     """The bytes are not a RocketMQ message (the text says what does not fit)."""
+
+
+class BodyTooLarge(NotAMessage):
+    """A compressed body inflates past the limit asked for (the text says which)."""
 
 
 @dataclass(slots=True)
@@ -244,31 +251,101 @@ def body_crc(body) -> int:
     return crc32(body) & 0x7FFFFFFF
 
 
-def body_of(buf, m: Message, *, inflate: bool = True) -> bytes:
-    """The message's body; with ``inflate``, a compressed one uncompressed (NotAMessage when
-    it does not inflate)."""
+def body_of(buf, m: Message, *, inflate: bool = True, limit: int = MAX_MESSAGE_SIZE) -> bytes:
+    """The message's body; with ``inflate``, a compressed one uncompressed, never past
+    ``limit`` bytes (NotAMessage when it does not inflate, is truncated, or would inflate
+    past ``limit``: BodyTooLarge)."""
     raw = bytes(buf[m.body_at:m.body_at + m.body_size])
     if not (inflate and m.sys_flag & COMPRESSED_FLAG and raw):
         return raw
-    return decompress(raw, m.sys_flag)
+    return decompress(raw, m.sys_flag, limit)
 
 
-def decompress(raw: bytes, sys_flag: int) -> bytes:
+def decompress(raw: bytes, sys_flag: int, limit: int = MAX_MESSAGE_SIZE) -> bytes:
+    """``raw`` inflated as SYSFLAG says (RocketMQ 5's compression type bits; RocketMQ 4:
+    zlib), streamed and never past ``limit`` bytes of output: what a crafted body (a
+    "decompression bomb") costs is bounded by ``limit``, not by what it declares.
+
+    LZ4 and ZSTD bodies may hold several frames back to back (the Java streams read on
+    into the next frame): all are inflated. A body that ends inside a frame is refused
+    (NotAMessage saying it is truncated), never shown as what its first part inflates to."""
     kind = (sys_flag & COMPRESSION_TYPE_COMPARATOR) >> 8
+    name = _COMPRESSION.get(kind)
+    if name is None:
+        raise NotAMessage(f"compression type {kind} is not LZ4, ZSTD or ZLIB")
     try:
-        if kind in (0, 3):  # ZLIB (Java's Deflater, zlib-wrapped)
-            return zlib.decompress(raw)
-        if kind == 1:  # LZ4, in LZ4's frame format (LZ4FrameOutputStream)
-            import lz4.frame
-            return lz4.frame.decompress(raw)
-        if kind == 2:  # ZSTD, a zstd frame (ZstdOutputStream)
-            import zstandard
-            return zstandard.ZstdDecompressor().decompressobj().decompress(raw)
+        out = _INFLATERS[name](raw, limit)
+    except (NotAMessage, MemoryError):
+        raise
     except Exception as exc:  # noqa: BLE001 - each library raises its own kind
-        raise NotAMessage(f"the compressed body does not inflate ({_COMPRESSION[kind]}): {exc}") from None
-    raise NotAMessage(f"compression type {kind} is not LZ4, ZSTD or ZLIB")
+        raise NotAMessage(f"the compressed body does not inflate ({name}): {exc}") from None
+    if out is None:
+        raise BodyTooLarge(f"the {name} body inflates past {limit} bytes, the limit for a body (maxMessageSize)")
+    return out
 
 
+def _truncated(name: str, got: int) -> NotAMessage:
+    where = "its stream" if name == "zlib" else "a frame"
+    return NotAMessage(f"the {name} body is truncated: it ends inside {where} ({got} bytes inflated before it ends)")
+
+
+def _zlib(raw: bytes, limit: int) -> bytes | None:
+    # Java's Deflater output, zlib-wrapped: one stream (InflaterInputStream stops at its end)
+    d = zlib.decompressobj()
+    out = d.decompress(raw, limit + 1)
+    if len(out) > limit:
+        return None
+    if not d.eof:
+        raise _truncated("zlib", len(out))
+    return out
+
+
+def _lz4(raw: bytes, limit: int) -> bytes | None:
+    # LZ4's frame format (LZ4FrameOutputStream); frames back to back are one body. (Imported
+    # here, as before: a Spark executor without lz4 still reads every other message.)
+    import lz4.frame
+    parts, total, rest = [], 0, raw
+    while rest:
+        d = lz4.frame.LZ4FrameDecompressor()
+        part = d.decompress(rest, max_length=limit - total + 1)
+        total += len(part)
+        if total > limit:
+            return None
+        parts.append(part)
+        if not d.eof:
+            raise _truncated("lz4", total)
+        rest = d.unused_data
+    return b"".join(parts)
+
+
+_ZSTD_BLOCK = 128 << 10  # zstd's largest block (ZSTD_BLOCKSIZE_MAX): what a few input bytes can inflate to
+
+
+def _zstd(raw: bytes, limit: int) -> bytes | None:
+    # A zstd frame (ZstdOutputStream), or several back to back (ZstdInputStream reads on).
+    # zstandard's decompressobj takes no output cap, so the input goes in small steps: a
+    # block costs at least 3 input bytes and yields at most _ZSTD_BLOCK, so a step of
+    # ``3 * (room // _ZSTD_BLOCK)`` bytes (at least 48) overshoots the room by at most ~2 MiB.
+    import zstandard  # (here for the reason _lz4 gives)
+    parts, total, rest = [], 0, raw
+    while rest:
+        d = zstandard.ZstdDecompressor().decompressobj()
+        at = 0
+        while at < len(rest) and not d.eof:
+            step = max(48, 3 * ((limit - total) // _ZSTD_BLOCK))
+            part = d.decompress(rest[at:at + step])
+            at += step
+            total += len(part)
+            if total > limit:
+                return None
+            parts.append(part)
+        if not d.eof:
+            raise _truncated("zstd", total)
+        rest = d.unused_data + rest[at:]
+    return b"".join(parts)
+
+
+_INFLATERS = {"zlib": _zlib, "lz4": _lz4, "zstd": _zstd}
 _COMPRESSION = {0: "zlib", 1: "lz4", 2: "zstd", 3: "zlib"}
 
 

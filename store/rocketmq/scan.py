@@ -18,7 +18,8 @@ from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 from ..inspect import Selection, open_lists, start_file
 from ..layout import NodeLayout
 from ..scan import FileScan, Run
-from .message import MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of, decode
+from .message import (MAX_MESSAGE_SIZE, MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of,
+                      decode)
 
 KINDS = {MAGIC_NORMAL: "message", MAGIC_NOOP: "no-op", MAGIC_CONFIG: "config"}
 
@@ -209,9 +210,11 @@ MESSAGE_FIELDS = ["kind", "index", "pos", "phy_offset", "msg_id", "topic", "queu
 
 
 def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None = None, *, body=None,
-                 data_file_size: int | None = None, index_file_size: int | None = None) -> Iterator[dict]:
+                 max_body: int = MAX_MESSAGE_SIZE, data_file_size: int | None = None,
+                 index_file_size: int | None = None) -> Iterator[dict]:
     """``mq messages``: a row per entry (MESSAGE_FIELDS, and ``body`` rendered by
-    ``body(bytes)`` when given: uncompressed). With a filter, messages that match only."""
+    ``body(bytes)`` when given: uncompressed, up to ``max_body`` bytes, else a note). With a
+    filter, messages that match only."""
     flt = flt or Filter()
     sel = sel or Selection()
     if flt.msg_id is not None and sel.pos is None:
@@ -229,13 +232,15 @@ def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None
             continue
         if not flt.wants(m):
             continue
-        row = {"kind": "message", "index": it.index, "pos": it.pos, **message_fields(it.buf, m, body)}
+        row = {"kind": "message", "index": it.index, "pos": it.pos, **message_fields(it.buf, m, body, max_body=max_body)}
         yield row
 
 
-def message_fields(buf, m: Message, body=None) -> dict:
-    """A message's fields as ``mq messages`` and ``get --decode rocketmq`` show them (from
-    ``phy_offset`` on in MESSAGE_FIELDS; ``body`` rendered by ``body(bytes)`` when given)."""
+def message_fields(buf, m: Message, body=None, *, max_body: int = MAX_MESSAGE_SIZE) -> dict:
+    """A message's fields as ``mq messages``, ``get --decode rocketmq`` and the Spark jobs
+    show them (from ``phy_offset`` on in MESSAGE_FIELDS; ``body`` rendered by ``body(bytes)``
+    when given, a compressed one inflated to at most ``max_body`` bytes: past that, or when
+    it does not inflate, ``body`` is None and the note says why)."""
     raw = buf[m.body_at:m.body_at + m.body_size]
     notes = ["RocketMQ 5 (V2) message"] if m.magic != MESSAGE_MAGIC_CODE else []
     compressed = compression_of(m.sys_flag)
@@ -250,7 +255,7 @@ def message_fields(buf, m: Message, body=None) -> dict:
            "properties": m.properties, "note": ""}
     if body is not None:
         try:
-            row["body"] = body(body_of(buf, m))
+            row["body"] = body(body_of(buf, m, limit=max_body))
         except NotAMessage as exc:
             row["body"] = None
             notes.append(str(exc))
