@@ -4,7 +4,9 @@ log and the consume queues beside it, offline (store/rocketmq/)."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
+import re
 from typing import Annotated, Optional
 
 import typer
@@ -12,7 +14,7 @@ import typer
 from store.rocketmq.check import check_broker, topic_rows
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.message import MAX_MESSAGE_SIZE
-from store.rocketmq.scan import MESSAGE_FIELDS, Filter, message_rows, msg_id_pos
+from store.rocketmq.scan import MESSAGE_FIELDS, Filter, message_rows, msg_id_pos, tag_set
 
 from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, MaxBodyOpt, SelfIdOpt, errors_as_exit, plural,
                      progress_bar)
@@ -29,20 +31,23 @@ TABLE_COLUMNS = ["kind", "index", "msg_id", "topic", "queue_id", "queue_offset",
                  "body_crc_ok", "tags", "keys", "note"]
 
 
+_EPOCH_MS = re.compile(r"-?[0-9]+")
+
+
 def _millis(text: str | None, name: str) -> int | None:
     """Epoch milliseconds, or an ISO 8601 time (UTC unless it says otherwise)."""
     if text is None:
         return None
-    if text.lstrip("-").isdigit():
+    if _EPOCH_MS.fullmatch(text.strip()):  # (ASCII digits only: '²'.isdigit() holds, int('²') fails)
         return int(text)
     try:
-        t = datetime.datetime.fromisoformat(text)
-    except ValueError:
+        t = datetime.datetime.fromisoformat(text.strip())
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=datetime.timezone.utc)
+        return int(t.timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):
         raise typer.BadParameter(f"{text!r} is neither epoch milliseconds nor an ISO 8601 time",
                                  param_hint=name) from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=datetime.timezone.utc)
-    return int(t.timestamp() * 1000)
 
 
 def _render_body(kind: BodyFormat):
@@ -65,12 +70,19 @@ def messages_cmd(
     dir: DirArg,
     from_index: FromOpt = None,
     to_index: ToOpt = None,
-    topic: Annotated[Optional[str], typer.Option("--topic", help="Only this topic.")] = None,
+    topic: Annotated[Optional[list[str]], typer.Option("--topic", help="Only this topic (repeat: any of them).")]
+    = None,
     queue_id: Annotated[Optional[int], typer.Option("--queue-id", min=0, help="Only this queue id.")] = None,
-    tag: Annotated[Optional[str], typer.Option("--tag", help="Only messages with these tags (TAGS).")] = None,
-    key: Annotated[Optional[str], typer.Option("--key", help="Only messages with this key among their KEYS.")] = None,
-    msg_id: Annotated[Optional[str], typer.Option("--msg-id", help="Only the message with this id (found by the "
-                                                                    "offset it holds, without a scan).")] = None,
+    tag: Annotated[Optional[list[str]], typer.Option("--tag", help="Only messages with these tags, as a consumer "
+                                                                   "subscribes: TAG, 'tag1||tag2', or '*' (repeat: "
+                                                                   "any of them).")] = None,
+    key: Annotated[Optional[list[str]], typer.Option("--key", help="Only messages with this key among their KEYS "
+                                                                   "(repeat: any of them).")] = None,
+    msg_id: Annotated[Optional[str], typer.Option("--msg-id", help="Only the message with this id: RocketMQ's "
+                                                                    "offset msgId (read at the offset it holds, "
+                                                                    "without a scan), else the producer's UNIQ_KEY "
+                                                                    "(what SendResult.getMsgId() shows); the "
+                                                                    "'matched' column says which.")] = None,
     uniq_key: Annotated[Optional[str], typer.Option("--uniq-key", help="Only the message with this UNIQ_KEY (the "
                                                                         "id a producer gives it).")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Stored at or after: epoch ms or ISO 8601 "
@@ -89,20 +101,34 @@ def messages_cmd(
     Entries that are not messages (a no-op, a config entry, another kind of body) are listed as such, unless a
     filter is given."""
     sel = _selection(None, from_index, to_index, None)
-    flt = Filter(topic, queue_id, tag, key, msg_id, uniq_key, _millis(since, "--since"), _millis(until, "--until"))
+    try:
+        tags = tag_set(tag)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--tag") from None
+    flt = Filter(tuple(topic or ()), queue_id, tags, tuple(key or ()), msg_id, uniq_key, _millis(since, "--since"),
+                 _millis(until, "--until"))
     if msg_id is not None:
         try:
             msg_id_pos(msg_id)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--msg-id") from None
+    extra = (["matched"] if msg_id is not None else []) + (["body"] if body != BodyFormat.none else [])
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
         rows = message_rows(broker.node_dir, sel, flt, body=_render_body(body), max_body=max_body,
-                            data_file_size=data_file_size,
-                            index_file_size=index_file_size)
-        cols = MESSAGE_FIELDS + (["body"] if body != BodyFormat.none else [])
-        render(rows, fmt, columns=(TABLE_COLUMNS + (["body"] if body != BodyFormat.none else []))
-               if fmt == Format.table else cols if fmt == Format.csv else None)
+                            data_file_size=data_file_size, index_file_size=index_file_size)
+        if fmt == Format.csv:
+            rows = _json_properties(rows)
+        render(rows, fmt, columns=TABLE_COLUMNS + extra if fmt == Format.table else
+               MESSAGE_FIELDS + extra if fmt == Format.csv else None)
+
+
+def _json_properties(rows):
+    """csv: the properties as a JSON object (as ``get --decode rocketmq -f csv`` writes them)."""
+    for row in rows:
+        if isinstance(row.get("properties"), dict):
+            row["properties"] = json.dumps(row["properties"], ensure_ascii=False)
+        yield row
 
 
 @app.command("topics")

@@ -9,7 +9,7 @@ a config entry, another kind of body) are yielded as what they are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
@@ -169,12 +169,15 @@ def entry_item(buf, fname: str, fstart: int, magic: int, size: int, idx: int, te
 
 @dataclass
 class Filter:
-    """Which messages ``mq messages`` lists (None: any). Times are store times in ms."""
+    """Which messages ``mq messages`` lists (empty or None: any). Several topics or keys:
+    any of them; ``tags``: the set a consumer's tag expression names (:func:`tag_set`).
+    Times are store times in ms. ``msg_id``: RocketMQ's offset message id or, when no
+    message has that one, the producer's UNIQ_KEY (see :func:`message_rows`)."""
 
-    topic: str | None = None
+    topics: tuple[str, ...] = ()
     queue_id: int | None = None
-    tag: str | None = None
-    key: str | None = None
+    tags: frozenset[str] | None = None
+    keys: tuple[str, ...] = ()
     msg_id: str | None = None
     uniq_key: str | None = None
     since: int | None = None
@@ -182,25 +185,53 @@ class Filter:
 
     @property
     def any(self) -> bool:
-        return any(v is not None for v in (self.topic, self.queue_id, self.tag, self.key, self.msg_id, self.uniq_key,
-                                           self.since, self.until))
+        return bool(self.topics or self.keys) or any(
+            v is not None for v in (self.queue_id, self.tags, self.msg_id, self.uniq_key, self.since, self.until))
 
     def wants(self, m: Message) -> bool:
-        return ((self.topic is None or m.topic == self.topic)
+        return ((not self.topics or m.topic in self.topics)
                 and (self.queue_id is None or m.queue_id == self.queue_id)
-                and (self.tag is None or m.tags == self.tag)
-                and (self.key is None or self.key in (m.keys or "").split())
+                and (self.tags is None or m.tags in self.tags)
+                and (not self.keys or _has_key(m.keys, self.keys))
                 and (self.msg_id is None or m.msg_id == self.msg_id.upper())
                 and (self.uniq_key is None or m.uniq_key == self.uniq_key)
                 and (self.since is None or m.store_timestamp >= self.since)
                 and (self.until is None or m.store_timestamp <= self.until))
 
 
+def _has_key(keys: str | None, wanted: tuple[str, ...]) -> bool:
+    have = (keys or "").split(KEY_SEPARATOR)
+    return any(k in have for k in wanted)
+
+
+def tag_set(expressions) -> frozenset[str] | None:
+    """The tags that consumers subscribing with these tag expressions receive, as RocketMQ
+    reads an expression (``FilterAPI.buildSubscriptionData``): ``*`` (or an empty one) is
+    every message, ``tag1 || tag2`` either tag (each trimmed; a ``*`` among them is just a
+    tag, as there). None: every message.
+    ValueError for an expression that names no tag (``||``)."""
+    out: set[str] = set()
+    for expr in expressions or ():
+        if expr.strip() in ("", SUB_ALL):
+            return None
+        tags = {t.strip() for t in expr.split("||") if t.strip()}
+        if not tags:
+            raise ValueError(f"{expr!r} names no tag (write tag1||tag2, or * for every message)")
+        out |= tags
+    return frozenset(out) if expressions else None
+
+
+SUB_ALL = "*"  # SubscriptionData.SUB_ALL
+KEY_SEPARATOR = " "  # MessageConst.KEY_SEPARATOR
+
+
 def msg_id_pos(msg_id: str) -> int:
     """The entry pos a message id names (its commit-log offset - 48); ValueError if it is
-    not a message id (32 hex digits for an IPv4 store host, 56 for IPv6)."""
+    not a message id (32 hex digits for an IPv4 store host, 56 for IPv6; a UNIQ_KEY has
+    the same form)."""
     if len(msg_id) not in (32, 56) or not all(c in "0123456789abcdefABCDEF" for c in msg_id):
-        raise ValueError(f"{msg_id!r} is not a message id (32 or 56 hex digits)")
+        raise ValueError(f"{msg_id!r} is not a message id (32 or 56 hex digits: RocketMQ's offset msgId, or the "
+                         "producer's UNIQ_KEY)")
     return int(msg_id[-16:], 16) - HEADER_SIZE
 
 
@@ -214,11 +245,32 @@ def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None
                  index_file_size: int | None = None) -> Iterator[dict]:
     """``mq messages``: a row per entry (MESSAGE_FIELDS, and ``body`` rendered by
     ``body(bytes)`` when given: uncompressed, up to ``max_body`` bytes, else a note). With a
-    filter, messages that match only."""
+    filter, messages that match only.
+
+    With ``flt.msg_id``, as ``mqadmin queryMsgById`` reads an id: first as the offset
+    msgId (the entry at the offset it holds, read without a scan), and when no message has
+    it, as the producer's UNIQ_KEY (what ``SendResult.getMsgId()`` shows; a scan). Each
+    row then says which in ``matched`` (``msg_id`` or ``uniq_key``)."""
     flt = flt or Filter()
     sel = sel or Selection()
-    if flt.msg_id is not None and sel.pos is None:
-        sel = Selection(sel.index, sel.from_index, sel.to_index, msg_id_pos(flt.msg_id))
+    opts = dict(body=body, max_body=max_body, data_file_size=data_file_size, index_file_size=index_file_size)
+    if flt.msg_id is None:
+        yield from _rows(node_dir, sel, flt, **opts)
+        return
+    found = False
+    pos = msg_id_pos(flt.msg_id)
+    if pos >= 0 and sel.pos in (None, pos):
+        for row in _rows(node_dir, Selection(sel.index, sel.from_index, sel.to_index, pos), flt, **opts):
+            found = True
+            yield {**row, "matched": "msg_id"}
+    uniq = flt.msg_id.upper()  # (RocketMQ's clients write UNIQ_KEY in upper-case hex)
+    if not found and flt.uniq_key in (None, uniq):
+        for row in _rows(node_dir, sel, replace(flt, msg_id=None, uniq_key=uniq), **opts):
+            yield {**row, "matched": "uniq_key"}
+
+
+def _rows(node_dir: str, sel: Selection, flt: Filter, *, body, max_body: int, data_file_size: int | None,
+          index_file_size: int | None) -> Iterator[dict]:
     for it in items(node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size):
         m = it.message
         if m is None:
@@ -232,8 +284,8 @@ def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None
             continue
         if not flt.wants(m):
             continue
-        row = {"kind": "message", "index": it.index, "pos": it.pos, **message_fields(it.buf, m, body, max_body=max_body)}
-        yield row
+        yield {"kind": "message", "index": it.index, "pos": it.pos, **message_fields(it.buf, m, body,
+                                                                                     max_body=max_body)}
 
 
 def message_fields(buf, m: Message, body=None, *, max_body: int = MAX_MESSAGE_SIZE) -> dict:
