@@ -125,8 +125,10 @@ def get_cmd(
                                                           "is reached.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=0.01, help="With --follow: seconds between polls "
                                             "while no new entry commits.")] = 0.2,
-    body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies as utf8, hex, base64 or none.",
-                                             case_sensitive=False)] = BodyFormat.utf8,
+    body: Annotated[Optional[BodyFormat], typer.Option("--body", help="Show bodies as utf8, hex, base64 or none "
+                                                       "(default utf8; in a table of --decode rocketmq, a body "
+                                                       "that is not text as <binary, N bytes>).",
+                                                       case_sensitive=False, show_default=False)] = None,
     decode: Annotated[Decode, typer.Option("--decode", help="Read each body as: none (bytes), or rocketmq (a "
                                                             "RocketMQ message: topic, queue, msg id, tags, keys, "
                                                             "properties; its body uncompressed).",
@@ -136,9 +138,10 @@ def get_cmd(
     node: Annotated[Optional[str], typer.Option("--node", help="Read from this member instead of the leader "
                                                 "(serializable unless --consistency linearizable).",
                                                 autocompletion=complete_members)] = None,
-    delimiter: Annotated[Delimiter, typer.Option("--delimiter", help="With --format raw: after each body a newline, a "
-                                                 "NUL byte, or none but a 4-byte big-endian length before it.",
-                                                 case_sensitive=False)] = Delimiter.newline,
+    delimiter: Annotated[Optional[Delimiter], typer.Option("--delimiter", help="With --format raw (only): after each "
+                                                           "body a newline (the default), a NUL byte, or none but a "
+                                                           "4-byte big-endian length before it.",
+                                                           case_sensitive=False, show_default=False)] = None,
     peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0,
     fmt: Annotated[GetFormat, typer.Option("--format", "-f", help="Output format: table, json, jsonl, csv, or raw (the "
@@ -158,11 +161,16 @@ def get_cmd(
         raise fail(f"--to-index {to_index} is before --index {index}", 2)
     if fmt == GetFormat.raw and decode != Decode.none:
         raise fail("--format raw writes the bodies as they are: no --decode", 2)
+    if delimiter is not None and fmt != GetFormat.raw:
+        raise fail(f"--delimiter {delimiter.value} separates the bodies of --format raw only: add -f raw, or drop "
+                   "--delimiter", 2)
     if follow and fmt == GetFormat.json and count is None and to_index is None:
         raise fail("--follow without --count or --to-index never ends: use --format jsonl (one line per entry)", 2)
     shows = {"utf8": lambda b: b.decode("utf-8", "replace"), "hex": bytes.hex,
              "base64": lambda b: base64.b64encode(b).decode(), "none": None}
-    show = shows[body.value]
+    show = shows[(body or BodyFormat.utf8).value]
+    if body is None and fmt == GetFormat.table and decode == Decode.rocketmq:
+        show = _text_or_size  # (not asked for: a table of messages shows text, and the size of what is not)
     columns = ["index", "term", "pos", "size", "magic"] + ([] if show is None else ["body"])
     if decode == Decode.rocketmq:
         columns = ["index", "term", "pos", "kind", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
@@ -171,7 +179,7 @@ def get_cmd(
     if node is not None and node not in parsed:
         raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
     level = read_consistency(consistency, node)
-    out = RawBodies(delimiter) if fmt == GetFormat.raw else RowStream(Format(fmt.value), columns, live=follow)
+    out = RawBodies(delimiter or Delimiter.newline) if fmt == GetFormat.raw else RowStream(Format(fmt.value), columns, live=follow)
     told = {"first": index, "last": None}
 
     async def pages(c: Client):
@@ -213,6 +221,16 @@ def get_cmd(
         asked = last - first + 1
         typer.echo(f"Note: {plural(out.count, 'entry', 'entries')} of {asked} asked for: the log is committed up "
                    f"to index {first + out.count - 1}", err=True)
+
+
+def _text_or_size(body: bytes) -> str:
+    """A message body for a table when no --body was asked for: as text when it is UTF-8
+    without NUL bytes, else ``<binary, N bytes>`` (not a line of escapes)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<binary, {len(body)} bytes>"
+    return f"<binary, {len(body)} bytes>" if "\x00" in text else text
 
 
 def _rocketmq_row(e: dict, show, fmt: Format, max_body: int = MAX_MESSAGE_SIZE) -> dict:
