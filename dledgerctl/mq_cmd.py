@@ -14,10 +14,10 @@ import typer
 from store.rocketmq.check import check_broker, topic_rows
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.message import MAX_MESSAGE_SIZE
-from store.rocketmq.scan import MESSAGE_FIELDS, Filter, message_rows, msg_id_pos, tag_set
+from store.rocketmq.scan import MESSAGE_FIELDS, Filter, message_rows, msg_id_pos, queue_offset_rows, tag_set
 
-from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, MaxBodyOpt, SelfIdOpt, errors_as_exit, plural,
-                     progress_bar)
+from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, MaxBodyOpt, SelfIdOpt, errors_as_exit, fail,
+                     plural, progress_bar)
 from .render import Format, render
 from .store_cmd import FromOpt, ToOpt, _selection
 
@@ -73,6 +73,10 @@ def messages_cmd(
     topic: Annotated[Optional[list[str]], typer.Option("--topic", help="Only this topic (repeat: any of them).")]
     = None,
     queue_id: Annotated[Optional[int], typer.Option("--queue-id", min=0, help="Only this queue id.")] = None,
+    queue_offset: Annotated[Optional[int], typer.Option("--queue-offset", min=0, help="With one --topic and "
+                                                        "--queue-id: the message at this queue offset, found "
+                                                        "through the consume queue as mqadmin queryMsgByOffset "
+                                                        "does (no scan).")] = None,
     tag: Annotated[Optional[list[str]], typer.Option("--tag", help="Only messages with these tags, as a consumer "
                                                                    "subscribes: TAG, 'tag1||tag2', or '*' (repeat: "
                                                                    "any of them).")] = None,
@@ -112,11 +116,26 @@ def messages_cmd(
             msg_id_pos(msg_id)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--msg-id") from None
+    if queue_offset is not None:
+        others = [name for name, v in (("--msg-id", msg_id), ("--uniq-key", uniq_key), ("--tag", tag), ("--key", key),
+                                       ("--since", since), ("--until", until), ("--from-index", from_index),
+                                       ("--to-index", to_index)) if v is not None and v != []]
+        if len(topic or ()) != 1 or queue_id is None or others:
+            raise typer.BadParameter("give it with exactly one --topic and a --queue-id (the queue it is an offset "
+                                     "in), and no other filter" + (f" (not {', '.join(others)})" if others else ""),
+                                     param_hint="--queue-offset")
     extra = (["matched"] if msg_id is not None else []) + (["body"] if body != BodyFormat.none else [])
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
-        rows = message_rows(broker.node_dir, sel, flt, body=_render_body(body), max_body=max_body,
-                            data_file_size=data_file_size, index_file_size=index_file_size)
+        opts = dict(body=_render_body(body), max_body=max_body, data_file_size=data_file_size,
+                    index_file_size=index_file_size)
+        if queue_offset is None:
+            rows = message_rows(broker.node_dir, sel, flt, **opts)
+        elif broker.root is None:
+            raise fail(f"{broker.node_dir}: no consume queues beside it ({os.path.dirname(broker.node_dir)} has no "
+                       "consumequeue/): --queue-offset reads through them", 1)
+        else:
+            rows = queue_offset_rows(broker.root, broker.node_dir, topic[0], queue_id, queue_offset, **opts)
         if fmt == Format.csv:
             rows = _json_properties(rows)
         render(rows, fmt, columns=TABLE_COLUMNS + extra if fmt == Format.table else

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -129,3 +130,70 @@ def test_tags_take_consumers_expressions(broker):
         [w["index"] for s, w in zip(specs, written) if s["topic"] == "Topic2"]
     r = invoke("mq", "messages", root, "--tag", "||")
     assert r.exit_code == 2 and "names no tag" in r.output
+
+
+# --- issue 44, also expected: --queue-offset through the consume queue ---------------------------
+
+def test_queue_offset_reads_the_message_the_consume_queue_points_at(broker):
+    root, specs, written = broker
+    for i in (0, 4, 13, 23):
+        s, w = specs[i], written[i]
+        r = invoke("mq", "messages", root, "--format", "jsonl", "--topic", s["topic"], "--queue-id", s["queue_id"],
+                   "--queue-offset", w["queue_offset"], "--body", "utf8")
+        assert r.exit_code == 0, r.output
+        (row,) = [json.loads(line) for line in r.stdout.splitlines()]
+        assert (row["index"], row["topic"], row["queue_id"], row["queue_offset"], row["body"], row["note"]) == \
+            (w["index"], s["topic"], s["queue_id"], w["queue_offset"], s["body"].decode(), "")
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--topic", "Topic0", "--queue-id", "0", "--queue-offset", "999"], ["Topic0/0", "999", "not written"]),
+    (["--topic", "NoSuch", "--queue-id", "0", "--queue-offset", "0"], ["NoSuch/0", "no such queue"]),
+    (["--topic", "Topic0", "--queue-id", "7", "--queue-offset", "0"], ["Topic0/7", "no such queue"]),
+])
+def test_queue_offset_not_in_the_queue_is_one_error(broker, args, words):
+    root, _specs, _written = broker
+    r = invoke("mq", "messages", root, *args)
+    assert r.exit_code == 1, r.output
+    errors = [line for line in r.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and all(w in errors[0] for w in words), r.output
+
+
+@pytest.mark.parametrize("args", [
+    ["--queue-offset", "0"], ["--queue-offset", "0", "--topic", "Topic0"],
+    ["--queue-offset", "0", "--queue-id", "0"],
+    ["--queue-offset", "0", "--queue-id", "0", "--topic", "Topic0", "--topic", "Topic1"],
+    ["--queue-offset", "0", "--queue-id", "0", "--topic", "Topic0", "--from-index", "0"],
+    ["--queue-offset", "0", "--queue-id", "0", "--topic", "Topic0", "--key", "k"],
+])
+def test_queue_offset_needs_one_queue(broker, args):
+    root, _specs, _written = broker
+    r = invoke("mq", "messages", root, *args)
+    assert r.exit_code == 2 and "--queue-offset" in r.output, r.output
+
+
+def test_queue_offset_says_when_the_unit_points_elsewhere(tmp_path):
+    from rmq_encode import cq_unit
+    from rmq_store import write_queue
+
+    root = tmp_path / "store"
+    written = write_broker_store(str(root), [spec(i) for i in range(6)])
+    # queue Topic0/0 holds messages 0 and 3 (queue offsets 0, 1); point its unit 1 at message 1 instead
+    w = written[1]
+    write_queue(str(root), "Topic0", 0, [cq_unit(written[0]["phy_offset"], written[0]["size"], 0),
+                                         cq_unit(w["phy_offset"], w["size"], 0)], 1000)
+    r = invoke("mq", "messages", root, "--format", "jsonl", "--topic", "Topic0", "--queue-id", "0",
+               "--queue-offset", "1")
+    assert r.exit_code == 0, r.output
+    (row,) = [json.loads(line) for line in r.stdout.splitlines()]
+    assert row["index"] == w["index"] and "points here, but this is a message Topic1/1 at queue offset 0" in \
+        row["note"]
+    r = invoke("mq", "messages", root / "dledger-n0", "--topic", "Topic0", "--queue-id", "0", "--queue-offset", "0",
+               "--format", "jsonl")
+    assert r.exit_code == 0 and json.loads(r.stdout)["index"] == written[0]["index"]  # (a node directory: beside)
+    write_queue(str(root), "Topic0", 0, [cq_unit(w["phy_offset"] + 7, w["size"], 0)], 1000)
+    r = invoke("mq", "messages", root, "--topic", "Topic0", "--queue-id", "0", "--queue-offset", "0")
+    assert r.exit_code == 1 and "where the log holds no entry" in r.output, r.output
+    shutil.rmtree(root / "consumequeue")
+    r = invoke("mq", "messages", root, "--topic", "Topic0", "--queue-id", "0", "--queue-offset", "0")
+    assert r.exit_code == 1 and "no consume queues" in r.output, r.output

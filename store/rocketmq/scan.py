@@ -18,6 +18,7 @@ from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 from ..inspect import Selection, open_lists, start_file
 from ..layout import NodeLayout
 from ..scan import FileScan, Run
+from .lookup import NotFound, queue_unit
 from .message import (MAX_MESSAGE_SIZE, MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of,
                       decode)
 
@@ -267,6 +268,33 @@ def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None
     if not found and flt.uniq_key in (None, uniq):
         for row in _rows(node_dir, sel, replace(flt, msg_id=None, uniq_key=uniq), **opts):
             yield {**row, "matched": "uniq_key"}
+
+
+def queue_offset_rows(root: str, node_dir: str, topic: str, queue_id: int, queue_offset: int, *, body=None,
+                      max_body: int = MAX_MESSAGE_SIZE, data_file_size: int | None = None,
+                      index_file_size: int | None = None) -> Iterator[dict]:
+    """``mq messages --queue-offset``, as ``mqadmin queryMsgByOffset``: the message the
+    consume queue's unit for ``queue_offset`` points at (one unit read, then the entry at
+    its commit-log offset; no scan). A row's note says so when what is there is not the
+    message the unit names. NotFound (lookup.py) when the queue has no such unit, or the
+    log holds no entry where it points."""
+    unit = queue_unit(root, topic, queue_id, queue_offset)
+    pos = unit.phy_offset - HEADER_SIZE
+    found = False
+    for row in _rows(node_dir, Selection(pos=pos), Filter(), body=body, max_body=max_body,
+                     data_file_size=data_file_size, index_file_size=index_file_size):
+        if row["pos"] != pos:
+            continue
+        found = True
+        if (row["topic"], row["queue_id"], row["queue_offset"]) != (topic, queue_id, queue_offset):
+            what = (f"message {row['topic']}/{row['queue_id']} at queue offset {row['queue_offset']}"
+                    if row["kind"] == "message" else f"{row['kind']} entry")
+            row["note"] = "; ".join(filter(None, [row["note"], f"{unit.file} (byte {unit.offset}) points here, "
+                                                                f"but this is a {what}"]))
+        yield row
+    if not found:
+        raise NotFound(f"{unit.file} (byte {unit.offset}) points at commit-log offset {unit.phy_offset}, where the "
+                       "log holds no entry")
 
 
 def _rows(node_dir: str, sel: Selection, flt: Filter, *, body, max_body: int, data_file_size: int | None,
