@@ -95,6 +95,9 @@ def messages_cmd(
     body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies (uncompressed) as none, utf8, hex or base64.",
                                              case_sensitive=False)] = BodyFormat.none,
     max_body: MaxBodyOpt = MAX_MESSAGE_SIZE,
+    scan: Annotated[bool, typer.Option("--scan", help="Read every message to find keys and UNIQ_KEYs, instead of "
+                                                      "looking them up in the broker's index/ files (used, with "
+                                                      "--topic, when they are there).")] = False,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
@@ -130,7 +133,8 @@ def messages_cmd(
         opts = dict(body=_render_body(body), max_body=max_body, data_file_size=data_file_size,
                     index_file_size=index_file_size)
         if queue_offset is None:
-            rows = message_rows(broker.node_dir, sel, flt, **opts)
+            rows = message_rows(broker.node_dir, sel, flt, **opts,
+                                index_root=None if scan else os.path.dirname(os.path.abspath(broker.node_dir)))
         elif broker.root is None:
             raise fail(f"{broker.node_dir}: no consume queues beside it ({os.path.dirname(broker.node_dir)} has no "
                        "consumequeue/): --queue-offset reads through them", 1)

@@ -13,6 +13,7 @@ asked for (an index slot holds a hash, not the key). Read-only; nothing here sca
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from ..errors import StoreUsageError
 from ..format import FILE_NAME_DIGITS
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE
+from .message import tags_code
 
 _UNIT = struct.Struct(">qiq")  # commit-log offset, size, tag code (ConsumeQueue.CQ_STORE_UNIT_SIZE)
 
@@ -79,3 +81,87 @@ def queue_unit(root: str, topic: str, queue_id: int, queue_offset: int) -> Unit:
         raise NotFound(f"{where}: queue offset {queue_offset} is a blank before the queue's first message "
                        "(fillPreBlank)")
     return Unit(rel, byte - start, phy, size, code)
+
+
+# --- the broker's index/ files (IndexFile, IndexHeader, IndexService of RocketMQ 4.9.4) -------------
+
+INDEX_DIR = "index"  # StorePathConfigHelper.getStorePathIndex
+INDEX_HEADER_SIZE = 40  # IndexHeader.INDEX_HEADER_SIZE
+HASH_SLOT_SIZE = 4  # IndexFile.hashSlotSize
+INDEX_SIZE = 20  # IndexFile.indexSize
+INDEX_PER_SLOT = 4  # MessageStoreConfig: maxIndexNum = maxHashSlotNum * 4 (5,000,000 and 20,000,000)
+_HEADER = struct.Struct(">qqqqii")  # begin/end timestamp, begin/end phy offset, hashSlotCount, indexCount
+_ENTRY = struct.Struct(">iqii")  # key hash, phy offset, time diff (s), previous index in the slot's chain
+
+
+@dataclass
+class IndexFile:
+    """One file of the broker's hash index of keys: a 40-byte header, ``slots`` i32 slots
+    (the newest entry of each hash), then 20-byte entries chained newest to oldest.
+    An entry's key is ``topic#key`` (IndexService.buildKey) for each of a message's KEYS
+    and for its UNIQ_KEY; entry 0 is never used (IndexHeader's indexCount starts at 1)."""
+
+    name: str
+    data: mmap.mmap
+    slots: int
+    begin_phy: int
+    end_phy: int
+    index_count: int
+
+    def offsets(self, key: str) -> list[int]:
+        """The commit-log offsets of the entries whose hash is ``key``'s, newest first
+        (``IndexFile.selectPhyOffset`` without its time bounds); the caller checks each
+        message really has the key."""
+        h = index_key_hash(key)
+        (v,) = struct.unpack_from(">i", self.data, INDEX_HEADER_SIZE + (h % self.slots) * HASH_SLOT_SIZE)
+        out: list[int] = []
+        if v <= 0 or v > self.index_count or self.index_count <= 1:
+            return out
+        base = INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE
+        n = v
+        for _ in range(self.index_count):  # (a crafted chain that loops ends here)
+            at = base + n * INDEX_SIZE
+            if at + INDEX_SIZE > len(self.data):
+                break
+            kh, phy, tdiff, prev = _ENTRY.unpack_from(self.data, at)
+            if tdiff < 0:
+                break
+            if kh == h:
+                out.append(phy)
+            if prev <= 0 or prev > self.index_count or prev == n:
+                break
+            n = prev
+        return out
+
+
+def index_key_hash(key: str) -> int:
+    """``IndexFile.indexKeyHashMethod``: Java's ``String.hashCode()``, made non-negative with
+    ``Math.abs`` (whose answer for Integer.MIN_VALUE stays negative: then 0)."""
+    h = tags_code(key)  # (Java's String.hashCode, as the consume queue's tag code is)
+    return 0 if h == -(1 << 31) else abs(h)
+
+
+def open_index(root: str) -> list[IndexFile] | None:
+    """The index files under ``root/index``, oldest first (their names are creation times),
+    or None when there are none or one is not of the shape the broker's settings make by
+    default (maxIndexNum = 4 x maxHashSlotNum, which the file size then tells): the caller
+    scans instead."""
+    d = os.path.join(root, INDEX_DIR)
+    try:
+        names = sorted(e.name for e in os.scandir(d) if e.is_file(follow_symlinks=False))
+    except OSError:
+        return None
+    out = []
+    for name in names:
+        try:  # (mapped, not read: a default file is 420 MB, most of it never touched by a look-up)
+            with open(os.path.join(d, name), "rb") as fh:
+                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # (ValueError: an empty file cannot be mapped)
+            return None
+        body = len(data) - INDEX_HEADER_SIZE
+        per_slot = HASH_SLOT_SIZE + INDEX_PER_SLOT * INDEX_SIZE
+        if body <= 0 or body % per_slot:
+            return None
+        _bts, _ets, begin_phy, end_phy, _slot_count, index_count = _HEADER.unpack_from(data)
+        out.append(IndexFile(name, data, body // per_slot, begin_phy, end_phy, index_count))
+    return out or None

@@ -18,7 +18,7 @@ from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 from ..inspect import Selection, open_lists, start_file
 from ..layout import NodeLayout
 from ..scan import FileScan, Run
-from .lookup import NotFound, queue_unit
+from .lookup import IndexFile, NotFound, open_index, queue_unit
 from .message import (MAX_MESSAGE_SIZE, MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of,
                       decode)
 
@@ -243,7 +243,7 @@ MESSAGE_FIELDS = ["kind", "index", "pos", "phy_offset", "msg_id", "topic", "queu
 
 def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None = None, *, body=None,
                  max_body: int = MAX_MESSAGE_SIZE, data_file_size: int | None = None,
-                 index_file_size: int | None = None) -> Iterator[dict]:
+                 index_file_size: int | None = None, index_root: str | None = None) -> Iterator[dict]:
     """``mq messages``: a row per entry (MESSAGE_FIELDS, and ``body`` rendered by
     ``body(bytes)`` when given: uncompressed, up to ``max_body`` bytes, else a note). With a
     filter, messages that match only.
@@ -251,12 +251,16 @@ def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None
     With ``flt.msg_id``, as ``mqadmin queryMsgById`` reads an id: first as the offset
     msgId (the entry at the offset it holds, read without a scan), and when no message has
     it, as the producer's UNIQ_KEY (what ``SendResult.getMsgId()`` shows; a scan). Each
-    row then says which in ``matched`` (``msg_id`` or ``uniq_key``)."""
+    row then says which in ``matched`` (``msg_id`` or ``uniq_key``).
+
+    With ``index_root`` (a broker's store root), keys and UNIQ_KEYs of given topics are
+    looked up in its ``index/`` files as ``mqadmin queryMsgByKey`` does, instead of a scan
+    (:func:`_indexed_rows`)."""
     flt = flt or Filter()
     sel = sel or Selection()
     opts = dict(body=body, max_body=max_body, data_file_size=data_file_size, index_file_size=index_file_size)
     if flt.msg_id is None:
-        yield from _rows(node_dir, sel, flt, **opts)
+        yield from _filtered(node_dir, sel, flt, index_root, **opts)
         return
     found = False
     pos = msg_id_pos(flt.msg_id)
@@ -266,8 +270,40 @@ def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None
             yield {**row, "matched": "msg_id"}
     uniq = flt.msg_id.upper()  # (RocketMQ's clients write UNIQ_KEY in upper-case hex)
     if not found and flt.uniq_key in (None, uniq):
-        for row in _rows(node_dir, sel, replace(flt, msg_id=None, uniq_key=uniq), **opts):
+        for row in _filtered(node_dir, sel, replace(flt, msg_id=None, uniq_key=uniq), index_root, **opts):
             yield {**row, "matched": "uniq_key"}
+
+
+def _filtered(node_dir: str, sel: Selection, flt: Filter, index_root: str | None, **opts) -> Iterator[dict]:
+    index = open_index(index_root) if index_root and flt.topics and (flt.keys or flt.uniq_key) else None
+    if index is None:
+        return _rows(node_dir, sel, flt, **opts)
+    return _indexed_rows(node_dir, sel, flt, index, **opts)
+
+
+def _indexed_rows(node_dir: str, sel: Selection, flt: Filter, index: list[IndexFile], **opts) -> Iterator[dict]:
+    """The messages ``flt`` wants among those the index files hold under its topics and
+    keys (or UNIQ_KEY), in log order, each read at its offset and checked (a slot holds a
+    hash); then those the index does not reach yet (after the last offset it holds),
+    scanned. A message the broker did not index (a rolled-back transaction's) is missed,
+    as by mqadmin: ``mq messages --scan`` reads every message."""
+    keys = (flt.uniq_key,) if flt.uniq_key is not None else flt.keys
+    offsets = sorted({phy for f in index for t in flt.topics for k in keys for phy in f.offsets(f"{t}#{k}")})
+    covered = max(f.end_phy for f in index) - HEADER_SIZE  # (the entry of the last message indexed)
+    for phy in offsets:
+        pos = phy - HEADER_SIZE
+        if pos < 0 or pos > covered or sel.pos not in (None, pos):  # (past ``covered``: the scan below reads it)
+            continue
+        for row in _rows(node_dir, Selection(sel.index, sel.from_index, sel.to_index, pos), flt, **opts):
+            if row["pos"] == pos:
+                yield row
+    last = next((it for it in items(node_dir, Selection(pos=covered), data_file_size=opts["data_file_size"],
+                                    index_file_size=opts["index_file_size"]) if it.pos == covered), None)
+    if last is not None and last.index >= 0:
+        lo = max(last.index + 1, sel.lower() if sel.lower() is not None else 0)
+        yield from _rows(node_dir, Selection(None, lo, sel.upper(), sel.pos), flt, **opts)
+    else:  # (the index points past the log, or at no entry: scan what follows that offset)
+        yield from (row for row in _rows(node_dir, sel, flt, **opts) if row["pos"] > covered)
 
 
 def queue_offset_rows(root: str, node_dir: str, topic: str, queue_id: int, queue_offset: int, *, body=None,
