@@ -18,6 +18,8 @@ import zlib
 import lz4.frame
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rmq_encode import encode_message
 from rmq_store import write_broker_store
@@ -87,6 +89,25 @@ def test_body_of_takes_the_limit():
     with pytest.raises(BodyTooLarge, match="past 65536 bytes"):
         body_of(raw, decode(raw), limit=65536)
     assert body_of(raw, decode(raw)) == b"y" * (1 << 20)
+
+
+_MAKERS = {ZLIB: zlib.compress, LZ4: lz4.frame.compress, ZSTD: lambda b: zstandard.ZstdCompressor().compress(b)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([ZLIB, LZ4, ZSTD]), st.binary(max_size=3000), st.integers(0, 3000), st.binary(max_size=8),
+       st.integers(1, 1 << 16), st.integers(1, 64))
+def test_any_compressed_bytes_inflate_within_the_limit_or_say_why(flag, plain, cut, junk, limit, repeat):
+    """Bodies made of real frames (repeated, cut, with bytes after them) and bombs small
+    enough to run often: the answer is the bytes, at most ``limit`` of them, or NotAMessage."""
+    make = _MAKERS[flag]
+    frame = make(plain * repeat)
+    for raw in (frame, frame[:cut], frame + junk, frame[:cut] + frame, make(bytes(limit + 1))):
+        try:
+            out = decompress(raw, flag, limit)
+        except NotAMessage:
+            continue
+        assert len(out) <= limit
 
 
 # --- the commands, as processes: their peak memory ---------------------------------------------
