@@ -281,9 +281,13 @@ def mq_topics_cmd(
 @app.command("mq-find")
 def mq_find_cmd(
     paths: PathsArg,
-    key: Annotated[Optional[str], typer.Option("--key", help="A key among a message's KEYS.")] = None,
-    msg_id: Annotated[Optional[str], typer.Option("--msg-id", help="A message id (store host and commit-log "
-                                                                    "offset, in hex).")] = None,
+    key: Annotated[Optional[list[str]], typer.Option("--key", help="A key among a message's KEYS (repeat: any of "
+                                                                   "them).")] = None,
+    msg_id: Annotated[Optional[str], typer.Option("--msg-id", help="A message id: RocketMQ's offset msgId (store "
+                                                                    "host and commit-log offset, in hex) or the "
+                                                                    "producer's UNIQ_KEY, as mqadmin queryMsgById "
+                                                                    "takes either; the 'matched' column says "
+                                                                    "which.")] = None,
     uniq_key: Annotated[Optional[str], typer.Option("--uniq-key", help="A message's UNIQ_KEY (the id a producer "
                                                                         "gives it).")] = None,
     master: MasterOpt = None,
@@ -298,7 +302,8 @@ def mq_find_cmd(
     With several options, a message must match them all."""
     with _spark(master, conf, ship) as (spark, mods):
         with _progress(spark, mods, "mq-find"):
-            df = mods["messages"].mq_find(spark, paths, key=key, msg_id=msg_id, uniq_key=uniq_key).cache()
+            df = mods["messages"].mq_find(spark, paths, key=tuple(key or ()) or None, msg_id=msg_id,
+                                                   uniq_key=uniq_key).cache()
             rows = [r.asDict() for r in df.collect()]
         _write(df, output, output_format)
     render(rows, fmt)

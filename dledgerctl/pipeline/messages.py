@@ -114,22 +114,30 @@ def mq_topics(spark, paths):
             .select(*MQ_TOPICS_COLUMNS))
 
 
-def mq_find(spark, paths, *, key: str | None = None, msg_id: str | None = None, uniq_key: str | None = None):
-    """Every entry, on every node, whose message has this key (among its KEYS), message id
-    or UNIQ_KEY (all given must match), ordered by node and index."""
+def mq_find(spark, paths, *, key=None, msg_id: str | None = None, uniq_key: str | None = None):
+    """Every entry, on every node, whose message has this key among its KEYS (``key``: one,
+    or several: any of them), message id or UNIQ_KEY (all given must match), ordered by node
+    and index. ``msg_id`` is RocketMQ's offset msgId or the producer's UNIQ_KEY, as
+    ``mqadmin queryMsgById`` takes either: the rows then have ``matched`` (``msg_id`` or
+    ``uniq_key``)."""
     from pyspark.sql import functions as F
 
     from .errors import PipelineUsageError
     if key is None and msg_id is None and uniq_key is None:
         raise PipelineUsageError("say what to find: --key, --msg-id or --uniq-key")
     _nodes, df = _messages(spark, paths)
-    if key is not None:
-        df = df.filter(F.array_contains(F.split(F.coalesce(F.col("keys"), F.lit("")), " "), key))
+    keys = [key] if isinstance(key, str) else list(key or ())
+    if keys:
+        df = df.filter(F.arrays_overlap(F.split(F.coalesce(F.col("keys"), F.lit("")), " "),
+                                        F.array(*[F.lit(k) for k in keys])))
+    columns = list(MQ_FIND_COLUMNS)
     if msg_id is not None:
-        df = df.filter(F.col("msg_id") == msg_id.upper())
+        by_id, by_uniq = F.col("msg_id") == msg_id.upper(), F.col("uniq_key") == msg_id.upper()
+        df = df.filter(by_id | by_uniq).withColumn("matched", F.when(by_id, "msg_id").otherwise("uniq_key"))
+        columns.append("matched")
     if uniq_key is not None:
         df = df.filter(F.col("uniq_key") == uniq_key)
-    return df.select(*MQ_FIND_COLUMNS).orderBy("node", "index")
+    return df.select(*columns).orderBy("node", "index")
 
 
 def mq_export(spark, paths, to: str, *, committed_only: bool = False, max_body: int = MAX_MESSAGE_SIZE):
