@@ -91,6 +91,23 @@ def test_body_of_takes_the_limit():
     assert body_of(raw, decode(raw)) == b"y" * (1 << 20)
 
 
+def test_mq_messages_shows_every_frame_and_says_when_a_body_is_truncated(tmp_path):
+    from typer.testing import CliRunner
+
+    from dledgerctl.app import app
+
+    z = zstandard.ZstdCompressor()
+    two = z.compress(b"first frame, ") + z.compress(b"second frame")
+    cut = z.compress(b"hello " * 200)[:-6]
+    root = tmp_path / "store"
+    write_broker_store(str(root), [dict(body=two, sys_flag=ZSTD), dict(body=cut, sys_flag=ZSTD)])
+    r = CliRunner().invoke(app, ["mq", "messages", str(root), "--body", "utf8", "--format", "jsonl"])
+    assert r.exit_code == 0, r.output
+    first, second = [json.loads(line) for line in r.stdout.splitlines()]
+    assert first["body"] == "first frame, second frame"
+    assert second["body"] is None and "the zstd body is truncated" in second["note"]
+
+
 _MAKERS = {ZLIB: zlib.compress, LZ4: lz4.frame.compress, ZSTD: lambda b: zstandard.ZstdCompressor().compress(b)}
 
 
