@@ -235,7 +235,7 @@ class BodyFormat(str, Enum):
     base64 = "base64"
 
 
-MaxBodyOpt = Annotated[int, typer.Option(
+MaxBodyOpt = Annotated[Optional[int], typer.Option(
     "--max-body", parser=parse_size, metavar="SIZE", help="Inflate a compressed RocketMQ body to at most this many "
     "bytes (default 4MiB, RocketMQ's maxMessageSize); past it the body is a note ('inflates past N bytes'), never "
     "memory. Accepts 65536, 64KiB, 1GiB.")]

@@ -133,7 +133,7 @@ def get_cmd(
                                                             "RocketMQ message: topic, queue, msg id, tags, keys, "
                                                             "properties; its body uncompressed).",
                                            case_sensitive=False)] = Decode.none,
-    max_body: MaxBodyOpt = MAX_MESSAGE_SIZE,
+    max_body: MaxBodyOpt = None,
     consistency: ConsistencyOpt = None,
     node: Annotated[Optional[str], typer.Option("--node", help="Read from this member instead of the leader "
                                                 "(serializable unless --consistency linearizable).",
@@ -161,6 +161,9 @@ def get_cmd(
         raise fail(f"--to-index {to_index} is before --index {index}", 2)
     if fmt == GetFormat.raw and decode != Decode.none:
         raise fail("--format raw writes the bodies as they are: no --decode", 2)
+    if max_body is not None and decode != Decode.rocketmq:
+        raise fail("--max-body bounds the RocketMQ bodies --decode rocketmq inflates: add --decode rocketmq, or drop "
+                   "--max-body", 2)
     if delimiter is not None and fmt != GetFormat.raw:
         raise fail(f"--delimiter {delimiter.value} separates the bodies of --format raw only: add -f raw, or drop "
                    "--delimiter", 2)
@@ -201,7 +204,7 @@ def get_cmd(
         if fmt == GetFormat.raw:
             return [e["body"] for e in page]
         if decode == Decode.rocketmq:
-            return [_rocketmq_row(e, show, fmt, max_body) for e in page]
+            return [_rocketmq_row(e, show, fmt, max_body or MAX_MESSAGE_SIZE) for e in page]
         if show is None:
             return [{k: e[k] for k in columns} for e in page]
         return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],

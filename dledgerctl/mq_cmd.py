@@ -94,7 +94,7 @@ def messages_cmd(
     until: Annotated[Optional[str], typer.Option("--until", help="Stored at or before, likewise.")] = None,
     body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies (uncompressed) as none, utf8, hex or base64.",
                                              case_sensitive=False)] = BodyFormat.none,
-    max_body: MaxBodyOpt = MAX_MESSAGE_SIZE,
+    max_body: MaxBodyOpt = None,
     scan: Annotated[bool, typer.Option("--scan", help="Read every message to find keys and UNIQ_KEYs, instead of "
                                                       "looking them up in the broker's index/ files (used, with "
                                                       "--topic, when they are there).")] = False,
@@ -108,6 +108,8 @@ def messages_cmd(
     Entries that are not messages (a no-op, a config entry, another kind of body) are listed as such, unless a
     filter is given."""
     sel = _selection(None, from_index, to_index, None)
+    if max_body is not None and body == BodyFormat.none:
+        raise typer.BadParameter("it bounds the bodies --body shows: give --body too", param_hint="--max-body")
     try:
         tags = tag_set(tag)
     except ValueError as exc:
@@ -130,7 +132,7 @@ def messages_cmd(
     extra = (["matched"] if msg_id is not None else []) + (["body"] if body != BodyFormat.none else [])
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
-        opts = dict(body=_render_body(body), max_body=max_body, data_file_size=data_file_size,
+        opts = dict(body=_render_body(body), max_body=max_body or MAX_MESSAGE_SIZE, data_file_size=data_file_size,
                     index_file_size=index_file_size)
         if queue_offset is None:
             rows = message_rows(broker.node_dir, sel, flt, **opts,

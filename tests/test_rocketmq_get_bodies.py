@@ -73,3 +73,10 @@ def test_delimiter_without_raw_is_a_usage_error(fmt, delim):
     assert r.exit_code == 2, r.output
     errors = [line for line in r.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "--delimiter" in errors[0] and "-f raw" in errors[0], r.output
+
+
+def test_max_body_without_what_it_bounds_is_a_usage_error(tmp_path):
+    r = CliRunner().invoke(app, ["get", "--peers", "n0-127.0.0.1:1", "-i", "0", "--max-body", "8MiB"])
+    assert r.exit_code == 2 and "--max-body" in r.output and "--decode rocketmq" in r.output, r.output
+    r = CliRunner().invoke(app, ["mq", "messages", str(tmp_path), "--max-body", "8MiB"])
+    assert r.exit_code == 2 and "--max-body" in r.output and "--body" in r.output, r.output
