@@ -19,7 +19,7 @@ import struct
 from dataclasses import dataclass
 
 from ..errors import StoreUsageError
-from ..format import FILE_NAME_DIGITS
+from ..format import parse_file_name
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE
 from .message import tags_code
 
@@ -42,8 +42,8 @@ class Unit:
 
 
 def _numbered(names) -> list[tuple[int, str]]:
-    # (ASCII digits only: '²'.isdigit() holds, int('²') fails)
-    return sorted((int(n), n) for n in names if len(n) == FILE_NAME_DIGITS and n.isascii() and n.isdigit())
+    # (store/format.py reads every number in a name: ASCII digits only)
+    return sorted((start, n) for n in names if (start := parse_file_name(n)) is not None)
 
 
 def queue_unit(root: str, topic: str, queue_id: int, queue_offset: int) -> Unit:
