@@ -14,8 +14,17 @@ Other masters (``spark://``, ``yarn``, ``k8s://``): executors must be able to im
 ``store`` and ``dledgerctl.pipeline``. With ``ship=True`` (the default for these) the two
 packages are zipped from this installation and added with ``SparkContext.addPyFile``;
 their own dependencies (pyarrow, numpy; isal optional) must be installed on the executors.
-Executors run ``spark.pyspark.python`` when it is set, else PYSPARK_PYTHON, which defaults
-to this interpreter's path (Spark also plans Python data sources on the driver with it).
+The zip holds Python files only: a compiled module cannot be imported from a zip, so the
+executors run the store's pure-Python twins of its C loops (same results, slower).
+A ``spark://`` master on a loopback address (127.0.0.1, localhost) means executors on this
+machine: the driver then binds to 127.0.0.1 too.
+
+Which Python the executors run: ``spark.pyspark.python`` when the conf gives it, else
+PYSPARK_PYTHON, else this interpreter's path. A PySpark program started from Python (as
+dledgerctl starts Spark) takes it from PYSPARK_PYTHON only, when its SparkContext starts,
+so the conf is applied by setting PYSPARK_PYTHON here. Spark also plans a Python data
+source's reads on the driver with that same Python (with the shipped zip on its path), so
+the path must exist on the driver's machine too.
 Every node directory must be readable at the same path on the driver and the executors.
 """
 
@@ -43,8 +52,21 @@ APP_NAME = "dledgerctl"
 _LOCAL = re.compile(r"^local(\[(\d+|\*)(,\d+)?\])?$")
 
 
+_LOOPBACK_MASTER = re.compile(r"^spark://(127\.[0-9.]+|localhost|\[::1\])(:\d+)?/?$", re.IGNORECASE)
+
+
 def is_local(master: str) -> bool:
     return bool(_LOCAL.match(master.strip()))
+
+
+def is_loopback(master: str) -> bool:
+    """A standalone master on this machine's loopback address (its executors run here)."""
+    return bool(_LOOPBACK_MASTER.match(master.strip()))
+
+
+def executor_python(conf: dict[str, str]) -> str:
+    """The Python the executors (and the driver's data source planning) run."""
+    return conf.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON") or sys.executable
 
 
 def _local_threads(master: str) -> int:
@@ -69,6 +91,8 @@ def default_conf(master: str) -> dict[str, str]:
             "spark.pyspark.driver.python": os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable,
             "spark.sql.shuffle.partitions": str(max(2, 2 * _local_threads(master))),
         })
+    elif is_loopback(master):
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     return conf
 
 
@@ -143,11 +167,11 @@ def start_session(master: str | None = None, conf: dict[str, str] | None = None,
     spark_conf = SparkConf(loadDefaults=False)
     for k, v in settings.items():
         spark_conf.set(k, v)
-    # Spark plans a Python data source's reads (on the driver) with a worker started from
-    # PYSPARK_PYTHON, the environment variable, not the spark.pyspark.python setting; it
-    # must be a Python that has pyarrow and dledgerctl: this one, unless the user chose.
-    # Executors run spark.pyspark.python when set, else the same PYSPARK_PYTHON.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # PySpark's SparkContext takes the Python of every Python worker (the executors', and
+    # the one planning a Python data source's reads on the driver) from PYSPARK_PYTHON,
+    # the environment variable, when it starts; spark.pyspark.python is read only by
+    # spark-submit. So a spark.pyspark.python given here is passed on through the variable.
+    os.environ["PYSPARK_PYTHON"] = executor_python(settings)
     work = _workdir()
     log_path = None
     popen_kwargs = {}
