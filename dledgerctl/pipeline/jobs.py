@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import urllib.parse
 from typing import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
@@ -247,7 +248,7 @@ def write_by_node(spark: SparkSession, nodes: list[Node], df: DataFrame, to: str
     writer.mode("overwrite" if "://" not in to and os.path.isdir(to) else "errorifexists").parquet(to)
     written = {r["node"]: r for r in spark.read.parquet(to).groupBy("node").agg(
         F.count(F.lit(1)).alias("entries"), F.sum(bytes_col).alias("bytes"), F.min("index").alias("first_index"),
-        F.max("index").alias("last_index")).collect()}
+        F.max("index").alias("last_index"), F.min("_metadata.file_path").alias("file")).collect()}
     rows = []
     for n in nodes:
         w = written.get(n.name)
@@ -255,5 +256,20 @@ def write_by_node(spark: SparkSession, nodes: list[Node], df: DataFrame, to: str
                      "bytes": w["bytes"] if w else 0, "first_index": w["first_index"] if w else None,
                      "last_index": w["last_index"] if w else None,
                      "committed_index": committed.get(n.name) if committed_only else None,
-                     "path": os.path.join(to, f"node={n.name}") if w else None})
+                     "path": written_dir(w["file"], to) if w else None})
     return spark.createDataFrame(rows, EXPORT_SUMMARY_SCHEMA)
+
+
+def written_dir(file_uri: str, to: str) -> str:
+    """The directory that holds a file Spark wrote, from the file's URI as Spark reports it.
+
+    It is ``to``/node=NAME only when NAME needs no escaping: Spark escapes characters of a
+    partition value ('/', ':', '=', '%', ...) in its directory name
+    (``node=a%2Fstore%2Fdledger-n0`` for node ``a/store/dledger-n0``), and the URI escapes
+    that name once more (``%252F``).
+    A local path for a local ``to``; a URI (hdfs://, s3a://) for a URI."""
+    parts = urllib.parse.urlsplit(file_uri)
+    directory = os.path.dirname(urllib.parse.unquote(parts.path))
+    if "://" in to:
+        return urllib.parse.urlunsplit((parts.scheme, parts.netloc, directory, "", ""))
+    return directory
