@@ -263,3 +263,13 @@ def test_mq_topics_on_a_standalone_cluster_is_the_local_answer(spark, standalone
                _clean_env(PYSPARK_PYTHON=bare_python), tmp_path)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == want
+
+
+def test_a_loopback_master_binds_the_driver_to_loopback():
+    from dledgerctl.pipeline.session import default_conf
+
+    for master in ("spark://127.0.0.1:7077", "spark://localhost:7077", "spark://[::1]:7077"):
+        conf = default_conf(master)
+        assert (conf["spark.driver.host"], conf["spark.driver.bindAddress"]) == ("127.0.0.1", "127.0.0.1"), master
+    for master in ("spark://10.1.2.3:7077", "spark://spark-master:7077", "yarn"):
+        assert "spark.driver.bindAddress" not in default_conf(master), master
