@@ -50,8 +50,6 @@ from .source import register
 DEFAULT_MASTER = "local[*]"
 APP_NAME = "dledgerctl"
 _LOCAL = re.compile(r"^local(\[(\d+|\*)(,\d+)?\])?$")
-
-
 _LOOPBACK_MASTER = re.compile(r"^spark://(127\.[0-9.]+|localhost|\[::1\])(:\d+)?/?$", re.IGNORECASE)
 
 
