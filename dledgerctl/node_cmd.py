@@ -9,8 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cluster.node import runtime
-from cluster.node.launcher import DEFAULT_BASE_DIR
+from cluster.node import runtime, service
 from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
 
 from . import nodeconf
@@ -27,8 +26,11 @@ def node_start(
     node_id: Annotated[str, typer.Option("--id", help="This node's id; must be one of --peers.")],
     peers: Annotated[str, typer.Option("--peers", "-p", callback=check_peers,
                                        help="All members: 'n0-HOST:PORT;n1-HOST:PORT;...'.")],
+    store_base_dir: Annotated[str, typer.Option("--store-base-dir", default_factory=service.default_store_base_dir,
+                              show_default="$STATE_DIRECTORY when systemd gives one, else /tmp/dledgerstore",
+                              help="Where dledger-<id>/ lives. Started by systemd, a node refuses a private or "
+                                   "tmpfs /tmp (PrivateTmp=), which would lose its store.")],
     group: GroupOpt = DEFAULT_GROUP,
-    store_base_dir: Annotated[str, typer.Option("--store-base-dir", help="Where dledger-<id>/ lives.")] = DEFAULT_BASE_DIR,
     flush: Annotated[str, typer.Option("--flush", help="async: acknowledge once a majority has the entry in the page "
                                                        "cache (DLedger's way); sync: fsync before acknowledging.")] = "async",
     flush_ms: Annotated[int, typer.Option("--flush-interval", min=1, help="flush=async: how often the page cache is "
@@ -109,7 +111,7 @@ def node_start(
                             "file, and exit.")] = False,
 ) -> None:
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v). SIGHUP reloads its TLS
-    certificate and key. Every option can come from a --config file or a DLEDGERCTL_<OPTION> variable."""
+    certificate, key, CA and CRL. Every option can come from a --config file or a DLEDGERCTL_<OPTION> variable."""
     if print_config:
         typer.echo(nodeconf.render(nodeconf.effective(ctx), nodeconf.sources_of(ctx)), nl=False)
         return
@@ -160,6 +162,9 @@ def node_start(
                          **({} if drop_behind is None else {"drop_behind": drop_behind}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    lost = service.lost_store_problem(cfg.store_base_dir)
+    if lost is not None:  # (exit 2: the unit's RestartPreventExitStatus=2 does not restart it every 2 s)
+        raise fail(lost, 2)
     stray = [p for p in overrides if p not in cfg.peers]
     if stray:  # (allowed: members that join later are reached there; said, in case it is a typo)
         log.warning("--peer-address names %s, not in --peers (%s): used if %s joins the group", ", ".join(stray),
