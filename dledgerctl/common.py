@@ -87,24 +87,29 @@ class LogLabels(logging.Filter):
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table, json, jsonl or csv.",
                                            case_sensitive=False)]
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*([0-9]+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE | re.ASCII)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def parse_size(text, *, zero: bool = False) -> int | None:
-    """'65536', '64k', '64KiB', '1g', '1GiB' -> bytes (binary units); 0 only with ``zero``."""
-    if text is None or isinstance(text, int):
+    """'65536', '64k', '64KiB', '1g', '1GiB' -> bytes (binary units); 0 only with ``zero``.
+    A whole number (a config file's ``data-file-size = 1048576``) is taken as bytes; any
+    other value (true, 1.5, a date) is refused, as is a negative one."""
+    if text is None:
         return text
-    m = _SIZE.match(text)
-    if not m:
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    elif isinstance(text, str) and _SIZE.match(text):
+        m = _SIZE.match(text)
+        value = int(m.group(1)) * _UNITS[m.group(2).lower()]
+    else:
         raise typer.BadParameter(f"{text!r} is not a size (examples: 65536, 64KiB, 1GiB)")
-    value = int(m.group(1)) * _UNITS[m.group(2).lower()]
-    if value <= 0 and not zero:
-        raise typer.BadParameter("size must be positive")
+    if value < 0 or (value == 0 and not zero):
+        raise typer.BadParameter(f"size must be {'0 or more' if zero else 'positive'}, not {value}")
     return value
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE | re.ASCII)
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 

@@ -10,7 +10,9 @@ shows the settings the node would run with, as such a file.
 
 from __future__ import annotations
 
+import datetime
 import difflib
+import math
 import os
 import tomllib
 
@@ -19,6 +21,7 @@ import typer
 from .common import fail
 
 ENV_PREFIX = "DLEDGERCTL_"
+MAX_FILE_BYTES = 1 << 20  # a member's settings are a few hundred bytes
 NOT_KEYS = ("config", "print_config", "help")  # (parameters that are not settings)
 
 
@@ -49,11 +52,20 @@ def config_callback(ctx: typer.Context, param: typer.CallbackParam, value: str |
         return value
     try:
         with open(value, "rb") as fh:
-            raw = tomllib.load(fh)
+            data = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise fail(f"--config {value}: cannot read it: {exc.strerror or exc}", 2) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise fail(f"--config {value}: larger than {MAX_FILE_BYTES // 1024} KiB; not a member's settings", 2)
+    try:
+        raw = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise fail(f"--config {value}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                   "TOML files are UTF-8", 2) from None
     except tomllib.TOMLDecodeError as exc:
         raise fail(f"--config {value}: not TOML: {exc}", 2) from None
+    except RecursionError:  # (tomllib parses nested arrays and tables by recursion)
+        raise fail(f"--config {value}: arrays or tables nest too deep", 2) from None
     ctx.default_map = {**(ctx.default_map or {}), **from_file(ctx, param, value, raw, options)}
     return value
 
@@ -77,14 +89,66 @@ def from_file(ctx: typer.Context, param, path: str, raw: dict, options: dict) ->
             value = [value]
         elif not p.multiple and isinstance(value, list):
             raise bad(f"{key}: one value, not a list")
-        if p.is_flag and not isinstance(value, bool):
-            raise bad(f"{key}: true or false, not {value!r}")
+        for item in value if p.multiple else [value]:
+            problem = type_problem(p, item)
+            if problem is not None:
+                raise bad(f"{key}: {problem}")
         try:
             p.process_value(ctx, value)  # (checked now, to name the file; converted again when read)
         except typer.BadParameter as exc:
             raise bad(f"{key}: {exc.message}") from None
         out[p.name] = value
     return out
+
+
+def kind(p) -> str:
+    """What option ``p`` takes: flag, size (a parser of sizes), int, float or text."""
+    if p.is_flag:
+        return "flag"
+    described = getattr(p, "type_descriptor", None)
+    info = getattr(described, "parameter_info", None)
+    if getattr(info, "parser", None) is not None:
+        return "size"  # (node start's only parsers are parse_size's)
+    annotation = getattr(described, "annotation", str)
+    annotation = next(iter(getattr(annotation, "__args__", ())), annotation)  # (list[str]: str)
+    return {int: "int", float: "float"}.get(annotation, "text")
+
+
+def type_problem(p, value) -> str | None:
+    """Why a TOML value cannot be option ``p``'s (text, as the command line gives, is checked
+    by the option itself after this), or None. TOML has booleans, floats, dates and nested
+    arrays the command line has not: a flag takes true or false only; a whole-number option
+    neither a bool (``true`` is not 1) nor a float (``1.5`` is not 1); a number option a
+    finite one; a size text ("64KiB") or a whole number of bytes; a text option text, or a
+    whole number written bare (``group = 7``, as 'cluster up' writes numbers)."""
+    shown, what = _shown(value), kind(p)
+    if what == "flag":
+        return None if isinstance(value, bool) else f"true or false, not {shown}"
+    if isinstance(value, str):
+        return None
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if what == "float":
+        try:
+            finite = (whole or isinstance(value, float)) and math.isfinite(value)
+        except OverflowError:  # (an int past any float)
+            finite = False
+        return None if finite else f"a finite number, not {shown}"
+    if whole:
+        return None
+    return {"int": "a whole number", "size": "a size ('64KiB', or a whole number of bytes)"}.get(what, "text") + \
+        f", not {shown}"
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (datetime.date, datetime.time)):
+        return f"a date or time ({value.isoformat()})"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return repr(value)
 
 
 def effective(ctx: typer.Context) -> dict:

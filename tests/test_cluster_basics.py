@@ -42,13 +42,13 @@ def test_config_checks():
     peers = parse_peers(PEERS)
     cfg = NodeConfig("g", "n1", peers)
     assert cfg.others == ["n0", "n2"] and cfg.quorum == 2 and cfg.leader_lost_ms == 1500
-    with pytest.raises(ConfigError, match="not in peers"):
+    with pytest.raises(ConfigError, match="not one of --peers"):
         NodeConfig("g", "n9", peers)
-    with pytest.raises(ConfigError, match="preferred leader"):
+    with pytest.raises(ConfigError, match="--preferred-leader"):
         NodeConfig("g", "n0", peers, preferred_leader="x")
     with pytest.raises(ConfigError, match="flush"):
         NodeConfig("g", "n0", peers, flush="never")
-    with pytest.raises(ConfigError, match="heartbeat_interval_ms"):
+    with pytest.raises(ConfigError, match="--heartbeat-interval must be"):
         NodeConfig("g", "n0", peers, heartbeat_interval_ms=0)
 
 

@@ -188,7 +188,7 @@ def test_a_node_survives_garbage_and_oversized_frames(cluster):
 
 def test_bad_options_and_unreachable_peers(tmp_path):
     r = cli("node", "start", "--id", "n9", "--peers", "n0-127.0.0.1:1")
-    assert r.returncode == 2 and r.stderr.startswith("Error: self id 'n9' is not in peers")
+    assert r.returncode == 2 and r.stderr.startswith("Error: --id 'n9' is not one of --peers")
     r = cli("node", "start", "--id", "n0", "--peers", "n0-127.0.0.1")
     assert r.returncode == 2 and "not ID-HOST:PORT" in r.stderr
     port = free_port_base(1)

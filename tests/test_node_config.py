@@ -49,8 +49,8 @@ def test_the_file_gives_the_settings_and_the_environment_and_command_line_win(tm
 
 def test_every_option_reads_its_environment_variable_without_a_file():
     got = printed(env={"DLEDGERCTL_ID": "n1", "DLEDGERCTL_PEERS": PEERS, "DLEDGERCTL_NEVER_LEAD": "true",
-                       "DLEDGERCTL_DISK_FULL_RATIO": "0.5"})
-    assert got["id"] == "n1" and got["never-lead"] is True and got["disk-full-ratio"] == 0.5
+                       "DLEDGERCTL_DISK_FULL_RATIO": "0.95"})
+    assert got["id"] == "n1" and got["never-lead"] is True and got["disk-full-ratio"] == 0.95
 
 
 @pytest.mark.parametrize("text,says", [

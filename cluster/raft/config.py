@@ -7,8 +7,13 @@ value is an option of ``dledgerctl node start``.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+
+from store.format import HEADER_SIZE, INDEX_UNIT_SIZE, MIN_BLANK_LEN
+
+from .retention import parse_delete_when
 
 DEFAULT_GROUP = "default"  # DLedgerConfig.group
 PEER_SEPARATOR = ";"  # DLedgerConfig.peers: "n0-host:port;n1-host:port"
@@ -19,6 +24,47 @@ _HOST_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message says which and why."""
+
+
+def ascii_digits(text: str) -> bool:
+    """True for a non-empty run of 0-9 only: str.isdigit() also takes digits int() refuses
+    ("²") and int() takes ones no operator typed ("٣"). Every number read from text here
+    (ports, hours) goes through this."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def parse_int(text: str, what: str, lo: int, hi: int) -> int:
+    """``text`` as a whole number in lo..hi, or ConfigError naming ``what``."""
+    if not ascii_digits(text) or not lo <= int(text) <= hi:
+        raise ConfigError(f"{what} {text!r} is not {lo}-{hi}")
+    return int(text)
+
+
+# the node start option of each NodeConfig field that has one, for messages in the operator's
+# words (fields with none are set by code and keep their names)
+OPTIONS = {
+    "self_id": "--id", "store_base_dir": "--store-base-dir", "heartbeat_interval_ms": "--heartbeat-interval",
+    "max_heartbeat_leak": "--max-heartbeat-leak", "min_vote_interval_ms": "--min-vote-interval",
+    "max_vote_interval_ms": "--max-vote-interval", "preferred_leader": "--preferred-leader",
+    "max_pending_requests": "--max-pending", "flush": "--flush", "flush_interval_ms": "--flush-interval",
+    "data_file_size": "--data-file-size", "index_file_size": "--index-file-size", "drop_behind": "--drop-behind",
+    "max_connections": "--max-connections", "idle_timeout_s": "--idle-timeout", "frame_timeout_s": "--frame-timeout",
+    "max_inflight_per_connection": "--max-inflight", "snapshot_threshold": "--snapshot-threshold",
+    "snapshot_keep_entries": "--snapshot-keep-entries", "peer_push_quota": "--peer-push-quota",
+    "file_reserved_hours": "--file-reserved-hours", "delete_when": "--delete-when",
+    "disk_ratio_check": "--disk-ratio-check", "disk_ratio_force": "--disk-ratio-force",
+    "disk_full_ratio": "--disk-full-ratio", "retention_check_ms": "--retention-check-interval",
+    "dledger_peers": "--dledger-peers", "group": "--group",
+}
+# DLedgerConfig's sizes, counts and intervals are Java ints: a larger data file is one DLedger
+# cannot open (and 2^63 overflowed os.ftruncate at the first leadership, killing the node's
+# tick); a larger interval or count means nothing an operator wants, and overflows timers
+JAVA_INT_MAX = (1 << 31) - 1
+MIN_DATA_FILE_SIZE = HEADER_SIZE + MIN_BLANK_LEN  # one empty entry and the BLANK that ends a file
+
+
+def option(name: str) -> str:
+    return OPTIONS.get(name, name)
 
 
 READ_LEASE_DRIFT = 0.1  # how far apart the members' clock rates may be for leases (a generous bound)
@@ -58,7 +104,7 @@ def parse_peers(text: str) -> dict[str, Peer]:
         if not _HOST_RE.match(host):
             hint = "; peers are separated by ';'" if "," in host or " " in host else ""
             raise ConfigError(f"peer {part!r}: {host!r} is not a host name or address{hint}")
-        if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        if not ascii_digits(port_text) or not 0 < int(port_text) < 65536:
             raise ConfigError(f"peer {part!r}: port {port_text!r} is not 1-65535")
         if ident in peers:
             raise ConfigError(f"peer id {ident!r} appears twice")
@@ -84,7 +130,7 @@ def parse_address(text: str) -> tuple[str, int]:
     host, colon, port_text = (text or "").strip().rpartition(":")
     if not colon or not host:
         raise ConfigError(f"{text!r} is not HOST:PORT")
-    if not port_text.isascii() or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+    if not ascii_digits(port_text) or not 0 <= int(port_text) < 65536:
         raise ConfigError(f"port {port_text!r} is not 0-65535")
     return host.strip("[]"), int(port_text)
 
@@ -200,34 +246,38 @@ class NodeConfig:
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        """Every refusal names the node start option (OPTIONS) and the value given: the one
+        check of a member's settings, for ``node start`` and ``--print-config`` alike."""
         if self.self_id not in self.peers:
-            raise ConfigError(f"self id {self.self_id!r} is not in peers ({', '.join(self.peers)})")
+            raise ConfigError(f"--id {self.self_id!r} is not one of --peers ({', '.join(self.peers)})")
         if self.preferred_leader is not None and self.preferred_leader not in self.peers:
-            raise ConfigError(f"preferred leader {self.preferred_leader!r} is not in peers")
+            raise ConfigError(f"--preferred-leader {self.preferred_leader!r} is not one of --peers "
+                              f"({', '.join(self.peers)})")
         if self.never_lead and self.preferred_leader == self.self_id:
-            raise ConfigError(f"{self.self_id} never leads: it cannot be the preferred leader")
+            raise ConfigError(f"--never-lead: {self.self_id} cannot also be the --preferred-leader")
         for p in self.dledger_peers:
             if p not in self.peers or p == self.self_id:
-                raise ConfigError(f"Java DLedger member {p!r} is not one of the other peers")
+                raise ConfigError(f"--dledger-peers: {p!r} is not one of the other members of --peers")
         if self.flush not in ("async", "sync"):
-            raise ConfigError(f"flush must be 'async' or 'sync', not {self.flush!r}")
-        for name in ("heartbeat_interval_ms", "max_heartbeat_leak", "min_vote_interval_ms", "max_wait_ack_ms",
-                     "max_push_timeout_ms", "push_batch_bytes", "push_batch_entries", "push_window",
-                     "push_window_bytes",
-                     "max_pending_requests", "flush_interval_ms", "checkpoint_interval_ms", "max_frame_bytes",
-                     "max_connections", "idle_timeout_s", "frame_timeout_s", "max_inflight_per_connection",
-                     "snapshot_threshold", "snapshots_kept", "install_chunk_bytes", "peer_push_quota"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive")
-        if self.drop_behind < 0:
-            raise ConfigError("drop_behind must not be negative")
-        if self.snapshot_keep_entries < -1:
-            raise ConfigError("snapshot_keep_entries must be -1 (keep the log) or more")
-        if not self.file_reserved_hours > 0 or self.retention_check_ms <= 0:
-            raise ConfigError("file_reserved_hours and retention_check_ms must be positive")
+            raise ConfigError(f"--flush must be 'async' or 'sync', not {self.flush!r}")
+        for name in ("heartbeat_interval_ms", "max_heartbeat_leak", "min_vote_interval_ms", "max_vote_interval_ms",
+                     "max_wait_ack_ms", "max_push_timeout_ms", "push_batch_bytes", "push_batch_entries",
+                     "push_window", "push_window_bytes", "max_pending_requests", "flush_interval_ms",
+                     "checkpoint_interval_ms", "max_frame_bytes", "max_connections", "idle_timeout_s",
+                     "frame_timeout_s", "max_inflight_per_connection", "snapshot_threshold", "snapshots_kept",
+                     "install_chunk_bytes", "peer_push_quota", "file_reserved_hours", "retention_check_ms"):
+            self._number(name, lo=0, above=True, hi=JAVA_INT_MAX / 1000 if name.endswith("_s") else JAVA_INT_MAX)
+        self._number("drop_behind", lo=0)
+        self._number("snapshot_keep_entries", lo=-1, why="-1 keeps the log")
+        for name in ("data_file_size", "index_file_size"):
+            if getattr(self, name) is not None:
+                self._number(name, lo=MIN_DATA_FILE_SIZE if name == "data_file_size" else INDEX_UNIT_SIZE,
+                             hi=JAVA_INT_MAX, why="DLedger's file sizes are Java ints")
+        if self.index_file_size is not None and self.index_file_size % INDEX_UNIT_SIZE:
+            raise ConfigError(f"--index-file-size {self.index_file_size} is not a multiple of {INDEX_UNIT_SIZE} "
+                              "(the size of an index record)")
         for name in ("disk_ratio_check", "disk_ratio_force", "disk_full_ratio"):
-            if not 0 < getattr(self, name) <= 1:
-                raise ConfigError(f"{name} must be a ratio above 0 and at most 1, not {getattr(self, name)}")
+            self._number(name, lo=0, above=True, hi=1, why="a ratio")
         if not self.disk_ratio_check <= self.disk_ratio_force <= self.disk_full_ratio:
             raise ConfigError(f"the disk ratios must rise: --disk-ratio-check {self.disk_ratio_check:g} <= "
                               f"--disk-ratio-force {self.disk_ratio_force:g} <= --disk-full-ratio "
@@ -235,14 +285,24 @@ class NodeConfig:
         problem = group_problem(self.group)
         if problem is not None:
             raise ConfigError(f"--group {self.group!r}: {problem}")
-        from .retention import parse_delete_when
-
         try:
             parse_delete_when(self.delete_when)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if self.max_vote_interval_ms < self.min_vote_interval_ms:
-            raise ConfigError("max_vote_interval_ms is below min_vote_interval_ms")
+            raise ConfigError(f"--max-vote-interval {self.max_vote_interval_ms} is below --min-vote-interval "
+                              f"{self.min_vote_interval_ms}")
+
+    def _number(self, name: str, lo, hi=None, above: bool = False, why: str = "") -> None:
+        """ConfigError unless field ``name`` is a number (not a bool; finite) from ``lo``
+        (exclusive when ``above``) up to ``hi``."""
+        value = getattr(self, name)
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+              and (value > lo if above else value >= lo) and (hi is None or value <= hi))
+        if not ok:
+            bounds = ("positive" if above and lo == 0 and hi is None else
+                      f"{'above' if above else 'at least'} {lo}" + (f" and at most {hi}" if hi is not None else ""))
+            raise ConfigError(f"{option(name)} must be {bounds}{f' ({why})' if why else ''}, not {value!r}")
 
     @property
     def others(self) -> list[str]:

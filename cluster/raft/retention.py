@@ -34,10 +34,10 @@ def parse_delete_when(text: str) -> frozenset[int]:
         if not part:
             continue
         if not (part.isascii() and part.isdigit()) or not 0 <= int(part) <= 23:
-            raise ValueError(f"delete-when {text!r}: {part!r} is not an hour 00-23")
+            raise ValueError(f"--delete-when {text!r}: {part!r} is not an hour 00-23")
         hours.add(int(part))
     if not hours:
-        raise ValueError(f"delete-when {text!r} names no hour")
+        raise ValueError(f"--delete-when {text!r} names no hour")
     return frozenset(hours)
 
 
