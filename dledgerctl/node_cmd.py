@@ -112,10 +112,9 @@ def node_start(
 ) -> None:
     """Run one node in the foreground until SIGTERM or Ctrl-C (logs go to stderr; use -v). SIGHUP reloads its TLS
     certificate, key, CA and CRL. Every option can come from a --config file or a DLEDGERCTL_<OPTION> variable."""
-    if print_config:
-        typer.echo(nodeconf.render(nodeconf.effective(ctx), nodeconf.sources_of(ctx)), nl=False)
-        return
+    # Every check below runs for --print-config too: it approves only what a start would take.
     from cluster.node.process import Node
+    from cluster.node.supervisor import NodeFailure
     from cluster.raft.membership import MembershipError
     from cluster.raft.statemachine import StateMachineError
     from cluster.net.tls import TlsError, TlsFiles
@@ -172,7 +171,10 @@ def node_start(
     try:
         runtime.loop_factory(event_loop)
     except runtime.RuntimeChoiceError as exc:
-        raise fail(str(exc), 2) from None
+        raise fail(f"--event-loop: {exc}", 2) from None
+    if print_config:
+        typer.echo(nodeconf.render(nodeconf.effective(ctx), nodeconf.sources_of(ctx)), nl=False)
+        return
     from cluster.node.process import node_dir
 
     made = _first_missing(node_dir(cfg))  # (a store this start creates: removed again if it never serves)
@@ -184,7 +186,10 @@ def node_start(
                 node = Node(cfg)
             except (TlsError, StateMachineError, MembershipError) as exc:
                 raise fail(str(exc)) from None
-            runtime.run(node.run, event_loop)
+            try:
+                runtime.run(node.run, event_loop)
+            except NodeFailure as exc:  # (a task of the node failed: it stopped cleanly; exit 1, restarted)
+                raise fail(f"node {node_id} stopped: {exc}") from None
     except BaseException:
         if made is not None and not (node is not None and node.served):
             shutil.rmtree(made, ignore_errors=True)

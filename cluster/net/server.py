@@ -224,6 +224,12 @@ class FrameServer:
         self.reads = 0
 
     @property
+    def upkeep(self) -> asyncio.Future | None:
+        """The task that closes idle and stalled connections (None before start): it runs
+        until close(), so its owner watches it for a failure."""
+        return self._sweeper
+
+    @property
     def connections(self) -> int:
         """Connections open now (past their TLS handshake)."""
         return len(self._conns)

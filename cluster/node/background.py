@@ -41,7 +41,13 @@ class BackgroundSync:
         return fut
 
     def _collect(self) -> None:
-        code = self._flusher.collect()
+        try:
+            code = self._flusher.collect()
+        except Exception as exc:  # noqa: BLE001 - the batch's future fails with it (the node stops on it)
+            fut, self._waiter = self._waiter, None
+            if fut is not None and not fut.done():
+                fut.set_exception(exc)
+            return
         if code < 0 or self._waiter is None:  # (woken early: not done yet)
             return
         fut, self._waiter = self._waiter, None

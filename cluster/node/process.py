@@ -49,6 +49,7 @@ from .metrics import Counts, MetricsServer
 from .operator import OperatorRequests
 from .reads import ReadServing
 from .serving import Serving
+from .supervisor import Supervisor
 from .terms import FileTermStore
 
 log = logging.getLogger("dledgerctl.node")
@@ -158,6 +159,8 @@ class Node(Serving, ReadServing, OperatorRequests):
         self._tasks: set[asyncio.Task] = set()
         self._changes: dict[int, asyncio.Future] = {}  # membership changes waiting for their entry to commit
         self._stop = asyncio.Event()
+        # the first exception escaping a task or callback of the node stops it (supervisor.py)
+        self.supervisor = Supervisor(self.stop)
         self._flushing = None
         self._syncer: BackgroundSync | None = None
         self._sync_waiters: list = []
@@ -168,7 +171,7 @@ class Node(Serving, ReadServing, OperatorRequests):
 
     def _close_later(self, ch: Channel) -> None:
         if self.loop is not None:
-            t = self.loop.create_task(ch.close())
+            t = self.supervisor.watch(self.loop.create_task(ch.close()), f"closing the channel to {ch.host}:{ch.port}")
             self._tasks.add(t)
             t.add_done_callback(self._tasks.discard)
 
@@ -197,7 +200,8 @@ class Node(Serving, ReadServing, OperatorRequests):
 
     # -- running ----------------------------------------------------------------------
     async def run(self, ready=None) -> None:
-        """Serve until stop() or SIGTERM/SIGINT; ``ready()`` is called once listening."""
+        """Serve until stop() or SIGTERM/SIGINT; ``ready()`` is called once listening.
+        NodeFailure (after a clean shutdown) when a task of the node failed (supervisor.py)."""
         self.loop = asyncio.get_running_loop()
         # connections, as many again in TLS handshakes, the store's files and some room
         _allow_descriptors(2 * self.cfg.max_connections + 256)
@@ -234,6 +238,7 @@ class Node(Serving, ReadServing, OperatorRequests):
             self.store.close()
             why = os.strerror(exc.errno) if exc.errno else exc.strerror  # (not uvloop's "error while attempting...")
             raise OSError(exc.errno, f"cannot listen on {me.address}: {why}") from exc
+        self.supervisor.watch(self.server.upkeep, "the server (its connection upkeep)")
         for sig, handler in ((signal.SIGTERM, self.stop), (signal.SIGINT, self.stop), (signal.SIGHUP, self.reload_tls)):
             try:
                 self.loop.add_signal_handler(sig, handler)
@@ -255,13 +260,16 @@ class Node(Serving, ReadServing, OperatorRequests):
         self.served = True  # (listening: from here on the store is this member's, whatever follows)
         if ready is not None:
             ready()
-        ticker = asyncio.create_task(self._tick_loop())
+        ticker = self.supervisor.watch(asyncio.create_task(self._tick_loop()), "the tick loop")
         try:
             await self._stop.wait()
         finally:
             ticker.cancel()
-            await asyncio.gather(ticker, return_exceptions=True)
+            await asyncio.gather(ticker, return_exceptions=True)  # (its failure, if any, is the supervisor's)
             await self._shutdown()
+        failure = self.supervisor.error()
+        if failure is not None:
+            raise failure
 
     def _flush_in_background(self) -> None:
         """The periodic flush: fdatasync in a thread (BackgroundSync), so the loop keeps
@@ -297,6 +305,8 @@ class Node(Serving, ReadServing, OperatorRequests):
             self._flushing = None
             if f.cancelled():
                 return
+            if f.exception() is not None and not isinstance(f.exception(), StoreError):
+                raise f.exception()  # (not the disk's: a bug of the flusher, for the supervisor)
             if f.exception() is not None:
                 self.counts.flush_failures += 1
                 log.error("flush failed, appends waiting for it stay unacknowledged: %s", f.exception())
@@ -310,7 +320,7 @@ class Node(Serving, ReadServing, OperatorRequests):
             if self._sync_waiters:
                 self._start_flush()
 
-        fut.add_done_callback(finished)
+        fut.add_done_callback(functools.partial(self.supervisor.guard, "the flusher", finished))
 
     def stop(self) -> None:
         self._stop.set()
@@ -381,7 +391,7 @@ class Node(Serving, ReadServing, OperatorRequests):
         self._sync_members(self.core.members)  # (at once when they did not change)
         if self.applier is not None and not self._applying and self.store.committed_index > self.applier.applied:
             self._applying = True
-            self.loop.call_soon(self._apply)
+            self.loop.call_soon(self.supervisor.guard, "the state machine feed", self._apply)
         timeout = self.cfg.max_push_timeout_ms / 1000
         sent = set()
         for s in ready.sends:
@@ -389,10 +399,11 @@ class Node(Serving, ReadServing, OperatorRequests):
             if ch is None:
                 continue  # (to a member that has left since)
             if ch.send(self._frame_for(s.to, s.request), timeout,
-                       functools.partial(self._feed, s.to, s.request, sent=time.perf_counter())):
+                       functools.partial(self.supervisor.guard, "taking an answer", self._feed, s.to, s.request,
+                                         sent=time.perf_counter())):
                 sent.add(s.to)
                 continue  # connected: the answer comes back through the callback, no task
-            t = asyncio.create_task(self._call(s.to, s.request))
+            t = self.supervisor.watch(asyncio.create_task(self._call(s.to, s.request)), f"the request to {s.to}")
             self._tasks.add(t)
             t.add_done_callback(self._tasks.discard)
         # The followers start on a push while this node goes on (say, to the other
@@ -500,7 +511,7 @@ class Node(Serving, ReadServing, OperatorRequests):
                     fut.set_result(None)
         if self.store.committed_index > a.applied:
             self._applying = True
-            self.loop.call_soon(self._apply)
+            self.loop.call_soon(self.supervisor.guard, "the state machine feed", self._apply)
         due = a.due()
         if due is not None:
             a.writing = True
@@ -511,7 +522,8 @@ class Node(Serving, ReadServing, OperatorRequests):
                 self.loop.call_soon_threadsafe(self.counts.snapshot_save.observe, time.perf_counter() - started)
                 return a.snapshots.prune(self.cfg.snapshots_kept)
             fut = self.loop.run_in_executor(self._snapshotter, save_and_prune)
-            fut.add_done_callback(functools.partial(self._snapshot_saved, due[0], due[1]))
+            fut.add_done_callback(functools.partial(self.supervisor.guard, "the snapshot writer",
+                                                    self._snapshot_saved, due[0], due[1]))
 
     def _snapshot_saved(self, index: int, term: int, fut) -> None:
         a = self.applier
