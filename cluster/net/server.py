@@ -160,7 +160,9 @@ class _ServerConnection(FrameConnection):
             return
         exc = fut.exception()
         if exc is not None:
-            log.error("request code %s failed: %s", f.code, exc, exc_info=exc)
+            held = self.server.bad_streams.check(("failed", f.code), self._loop.time())
+            if held is not None:  # (as frame_received: a client must not be able to flood the log)
+                log.error("request code %s failed: %s%s", f.code, exc, held_back(held), exc_info=exc)
             self.answer(f, Frame(1, f.opaque, FLAG_RESPONSE, "internal error"))
         else:
             self.answer(f, fut.result())
@@ -292,8 +294,10 @@ class FrameServer:
             for c in list(self._conns):
                 if c.stalled(now):
                     self.closed_for["slow"] += 1
-                    log.warning("closing connection from %s: a frame has not completed in %g s", c.peer,
-                                self.frame_timeout)
+                    held = self.bad_streams.check(("slow", c.peer[0] if c.peer else None), now)
+                    if held is not None:
+                        log.warning("closing connection from %s: a frame has not completed in %g s%s", c.peer,
+                                    self.frame_timeout, held_back(held))
                     c.close()
                 elif (not c.inflight and not c.held and c.partial_since is None
                       and now - c.last_frame_at > self.idle_timeout):

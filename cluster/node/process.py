@@ -210,6 +210,13 @@ class Node(Serving, ReadServing, OperatorRequests):
         def quiet_refusals(loop, context) -> None:  # a connection refused by the limits is not an error
             if isinstance(context.get("exception"), TooManyHandshakes):
                 return
+            # what else reaches here (a transport's error, say) may be a client's doing: the same
+            # line at most every 10 s, with a count of those held back
+            exc = context.get("exception")
+            held = self._repeated_notes.check(("loop", context.get("message"), type(exc)), time.monotonic())
+            if held is None:
+                return
+            context = {**context, "message": f"{context.get('message')}{held_back(held)}"}
             if default_handler is None:
                 loop.default_exception_handler(context)
             else:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 
 from ..net.frames import FLAG_RESPONSE, BadMessage, Frame, ProtocolError, json_body, json_object
+from ..net.repeats import held_back
 from ..net.transport import TransportError
 from ..net.wire import INDEX, READ_INDEX, get_field, response_frame
 from ..raft.member import Role
@@ -102,7 +104,7 @@ class ReadServing:
         it share it (one round for them all, and the heartbeats go out once)."""
         if not self._read_round_scheduled:
             self._read_round_scheduled = True
-            self.loop.call_soon(self._read_round_now)
+            self.loop.call_soon(self.supervisor.guard, "a read round", self._read_round_now)
 
     def _read_round_now(self) -> None:
         self._read_round_scheduled = False
@@ -165,7 +167,9 @@ class ReadServing:
                 else:
                     out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
             except Exception:  # noqa: BLE001 - as the server answers a handler that failed: the node goes on
-                log.exception("answering a linearizable read (request code %s) failed", f.code)
+                held = self._bad_requests.check(("failed", f.code), time.monotonic())
+                if held is not None:  # (what a client can make happen is logged at a bounded rate)
+                    log.exception("answering a linearizable read (request code %s) failed%s", f.code, held_back(held))
                 out = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
             if isinstance(out, Frame):
                 conn.answer(f, out)
@@ -182,16 +186,23 @@ class ReadServing:
             conn.answer(f, task.result() if task.exception() is None else
                         self._refusal(f, Code.INTERNAL_ERROR, str(task.exception())))
 
-    async def _serve_read_index(self, f: Frame) -> Frame:
-        """READ_INDEX from a follower serving a linearizable read: this leader's confirmed index."""
+    def _serve_read_index(self, f: Frame):
+        """READ_INDEX from a follower serving a linearizable read: this leader's confirmed
+        index (a follower asked asks its leader). The request is checked here, before any
+        awaiting (BadMessage: answered UNEXPECTED_ARGUMENT); the answer is an awaitable."""
         o = json_object(f.body)
         if get_field(o, "group", str, self.cfg.group) != self.cfg.group:
             return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {self.cfg.group!r}")
+        return self._read_index_answer(f)
+
+    async def _read_index_answer(self, f: Frame) -> Frame:
         code, index, hint, remark = await self._read_index()
         if code != Code.SUCCESS:
             return self._refusal(f, code, remark, hint)
-        return response_frame({"code": int(Code.SUCCESS), "index": index, "leaderId": self.cfg.self_id}, f.opaque,
-                              f.code)
+        # the leader that confirmed it: this node when it leads, else the one it asked (never a
+        # follower's own id, which sent askers to a member that cannot confirm reads)
+        return response_frame({"code": int(Code.SUCCESS), "index": index, "leaderId": self.core.member.leader_id},
+                              f.opaque, f.code)
 
     async def _committed_to(self, index: int) -> bool:
         """Wait until this node's commit index reaches ``index`` (a follower behind its

@@ -7,7 +7,13 @@ AppendEntryRequest), GET (ours, and DLedger's GetEntriesRequest), QUERY (the sta
 machine), CHANGE_MEMBERS. Appends are the hot path: queued per loop iteration and proposed
 together (_propose_batch), answered once the core says their proposal is done. Under TLS
 every request is checked against its connection's identity first. A request that does not
-decode is answered UNEXPECTED_ARGUMENT with the reason, and changes nothing.
+decode is answered UNEXPECTED_ARGUMENT with the reason, and changes nothing: requests are
+checked before any awaiting begins, and an awaited answer that still finds one bad is
+answered the same way (never "internal error"). A VOTE or HEART_BEAT whose ``remoteId``
+names another member is refused UNKNOWN_MEMBER, as DLedger refuses it
+(DLedgerServer.handleVote/handleHeartBeat). What a peer or client can make the node log
+goes through a rate limit (cluster/net/repeats.py): at most a line per host and kind
+every 10 s, with a count of what was held back.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from ..net.wire import (
     response_frame,
 )
 from ..raft.proposal import Proposal
-from ..raft.rpc import Code, LeadershipTransferRequest
+from ..raft.rpc import Code, HeartBeatResponse, LeadershipTransferRequest, VoteResponse, VoteResult
 from ..raft.statemachine import KeyValue, StateMachineError
 from .reads import LINEARIZABLE, SERIALIZABLE, consistency_of
 
@@ -93,57 +99,79 @@ class Serving:
 
     def _serve(self, f: Frame, conn):
         """The answer to a frame: a Frame now, None when it comes later through ``conn``
-        (APPEND), or an awaitable of one (operator requests)."""
+        (APPEND), or an awaitable of one (operator requests, reads that wait)."""
         try:
-            if conn.refused is not None:  # (its certificate is revoked: cluster/net/crl.py)
-                self.counts.refusal("NO_PERMISSION")
-                return error_frame(f.opaque, REMOTING_NO_PERMISSION, conn.refused)
-            if self.tls is not None and f.code not in _PEER_CODES:
-                denied = self._denied(f, conn, _client_need(f))
-                if denied is not None:
-                    return denied
-            if f.code == APPEND:
-                return self._append(f, conn)
-            if f.code == GET:
-                started = time.perf_counter()
-                try:
-                    return self._get(f, conn)
-                finally:
-                    self.counts.read_latency.observe(time.perf_counter() - started)
-            if f.code in (METADATA, STATUS):
-                refused = self._check_addressee(f)
-                return refused or response_frame(self._metadata(), f.opaque, f.code)
-            if f.code in OPERATOR_CODES:
-                return self._operator(f)
-            if f.code == QUERY:
-                return self._query(f, conn)
-            if f.code == READ_INDEX:
-                return self._serve_read_index(f)
-            if f.code == CHANGE_MEMBERS:
-                return self._change_members(f)
-            if f.code == PUSH and "term" not in f.ext:  # a Java leader's: JSON, entries as objects
-                req = dialect.decode_push(f.body)
-            else:
-                req = decode_request(f)
-            if self.tls is not None:
-                taking = type(req) is LeadershipTransferRequest and not req.take
-                denied = self._denied(f, conn, OPERATOR if taking else PEER, None if taking else req.leader_id)
-                if denied is not None:
-                    return denied
+            out = self._answer(f, conn)
         except BadMessage as exc:
-            if f.code == APPEND:
-                self.counts.appends_answered("BAD_REQUEST", 1)
-            else:
-                self.counts.refusal("BAD_REQUEST")
-            host = conn.peer[0] if conn.peer else None
-            held = self._bad_requests.check(host, time.monotonic())
-            if held is not None:
-                log.warning("refused request code %d from %s: %s%s", f.code, host, exc, held_back(held))
-            if "not a peer request" in str(exc):
-                return error_frame(f.opaque, REMOTING_NOT_SUPPORTED, str(exc))
-            # (answered, not dropped: a peer or client with a bug learns why; nothing here changed)
-            return response_frame({"code": int(Code.UNEXPECTED_ARGUMENT), "term": self.core.member.term,
-                                   "leaderId": self.core.member.leader_id, "remark": str(exc)}, f.opaque, f.code)
+            return self._bad_request(f, conn, exc)
+        if out is None or isinstance(out, Frame):
+            return out
+        return self._awaited(f, conn, out)
+
+    async def _awaited(self, f: Frame, conn, out) -> Frame:
+        try:
+            return await out
+        except BadMessage as exc:  # (a check made late: still the request's fault, answered so)
+            return self._bad_request(f, conn, exc)
+
+    def _bad_request(self, f: Frame, conn, exc: BadMessage) -> Frame:
+        """UNEXPECTED_ARGUMENT with the reason (REMOTING_NOT_SUPPORTED for a code no peer
+        request has); a warning per host every 10 s at most."""
+        if f.code == APPEND:
+            self.counts.appends_answered("BAD_REQUEST", 1)
+        else:
+            self.counts.refusal("BAD_REQUEST")
+        host = conn.peer[0] if conn.peer else None
+        held = self._bad_requests.check(host, time.monotonic())
+        if held is not None:
+            log.warning("refused request code %d from %s: %s%s", f.code, host, exc, held_back(held))
+        if "not a peer request" in str(exc):
+            return error_frame(f.opaque, REMOTING_NOT_SUPPORTED, str(exc))
+        # (answered, not dropped: a peer or client with a bug learns why; nothing here changed)
+        return response_frame({"code": int(Code.UNEXPECTED_ARGUMENT), "term": self.core.member.term,
+                               "leaderId": self.core.member.leader_id, "remark": str(exc)}, f.opaque, f.code)
+
+    def _answer(self, f: Frame, conn):
+        """_serve's answer; BadMessage for a request that does not decode."""
+        if conn.refused is not None:  # (its certificate is revoked: cluster/net/crl.py)
+            self.counts.refusal("NO_PERMISSION")
+            return error_frame(f.opaque, REMOTING_NO_PERMISSION, conn.refused)
+        if self.tls is not None and f.code not in _PEER_CODES:
+            denied = self._denied(f, conn, _client_need(f))
+            if denied is not None:
+                return denied
+        if f.code == APPEND:
+            return self._append(f, conn)
+        if f.code == GET:
+            started = time.perf_counter()
+            try:
+                return self._get(f, conn)
+            finally:
+                self.counts.read_latency.observe(time.perf_counter() - started)
+        if f.code in (METADATA, STATUS):
+            refused = self._check_addressee(f)
+            return refused or response_frame(self._metadata(), f.opaque, f.code)
+        if f.code in OPERATOR_CODES:
+            return self._operator(f)
+        if f.code == QUERY:
+            return self._query(f, conn)
+        if f.code == READ_INDEX:
+            return self._serve_read_index(f)
+        if f.code == CHANGE_MEMBERS:
+            return self._change_members(f)
+        if f.code in (VOTE, HEART_BEAT):
+            misaddressed = self._misaddressed(f, conn)
+            if misaddressed is not None:
+                return misaddressed
+        if f.code == PUSH and "term" not in f.ext:  # a Java leader's: JSON, entries as objects
+            req = dialect.decode_push(f.body)
+        else:
+            req = decode_request(f)
+        if self.tls is not None:
+            taking = type(req) is LeadershipTransferRequest and not req.take
+            denied = self._denied(f, conn, OPERATOR if taking else PEER, None if taking else req.leader_id)
+            if denied is not None:
+                return denied
         started = time.perf_counter() if f.code == INSTALL_SNAPSHOT else 0.0  # (timed: installs only)
         # (a Java member is learnt from its request only once the core has taken it)
         resp = self.core.handle(req, self.now(), java=f.language == "JAVA")
@@ -155,7 +183,26 @@ class Serving:
         self._process()
         if f.code == INSTALL_SNAPSHOT and resp.installed and self.applier is not None and not self._applying:
             self._applying = True  # (queries waiting for what the snapshot holds are answered)
-            self.loop.call_soon(self._apply)
+            self.loop.call_soon(self.supervisor.guard, "the state machine feed", self._apply)
+        return response_frame(resp, f.opaque, f.code)
+
+    def _misaddressed(self, f: Frame, conn) -> Frame | None:
+        """UNKNOWN_MEMBER for a VOTE or HEART_BEAT meant for another member (its ``remoteId``),
+        with the leader this node knows, as DLedger answers it: a vote or a leader's beat for
+        someone else (a member reached at an address that is now another's) must not count
+        here. None when it names this node, or nobody (earlier dledgerctl members did not)."""
+        remote = get_field(json_object(f.body), "remoteId", str, None)
+        if remote is None or remote == self.cfg.self_id:
+            return None
+        m = self.core.member
+        self.counts.refusal(Code.UNKNOWN_MEMBER.name)
+        host = conn.peer[0] if conn.peer else None
+        held = self._bad_requests.check(("misaddressed", host), time.monotonic())
+        if held is not None:
+            log.warning("refused request code %d from %s: it is for %s, this is %s%s", f.code, host, remote,
+                        self.cfg.self_id, held_back(held))
+        resp = (VoteResponse(m.term, VoteResult.REJECT_UNKNOWN_LEADER, Code.UNKNOWN_MEMBER) if f.code == VOTE else
+                HeartBeatResponse(m.term, Code.UNKNOWN_MEMBER, m.leader_id))
         return response_frame(resp, f.opaque, f.code)
 
     def _denied(self, f: Frame, conn, need: str, sender: str | None = None) -> Frame | None:
@@ -308,7 +355,7 @@ class Serving:
                                   f.opaque, APPEND)
         largest = check_bodies(f.body, count)
         if not self._batch:
-            self.loop.call_soon(self._propose_batch)
+            self.loop.call_soon(self.supervisor.guard, "proposing appends", self._propose_batch)
         self._batch.append((f.body, count, largest, f.opaque, conn, False))
         conn.hold()
         return None
@@ -330,7 +377,7 @@ class Serving:
                                    "leaderId": self.core.member.leader_id, "term": self.core.member.term,
                                    "remark": refusal[1]}, f.opaque, APPEND)
         if not self._batch:
-            self.loop.call_soon(self._propose_batch)
+            self.loop.call_soon(self.supervisor.guard, "proposing appends", self._propose_batch)
         self._batch.append((dialect.packed_one(req.body), 1, len(req.body), f.opaque, conn, True))
         conn.hold()
         return None
