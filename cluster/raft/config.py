@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from store.format import HEADER_SIZE, INDEX_UNIT_SIZE, MIN_BLANK_LEN
+from store.format import HEADER_SIZE, INDEX_UNIT_SIZE, MIN_BLANK_LEN, parse_decimal
 
 from .retention import parse_delete_when
 
@@ -24,20 +24,6 @@ _HOST_RE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message says which and why."""
-
-
-def ascii_digits(text: str) -> bool:
-    """True for a non-empty run of 0-9 only: str.isdigit() also takes digits int() refuses
-    ("²") and int() takes ones no operator typed ("٣"). Every number read from text here
-    (ports, hours) goes through this."""
-    return bool(text) and text.isascii() and text.isdigit()
-
-
-def parse_int(text: str, what: str, lo: int, hi: int) -> int:
-    """``text`` as a whole number in lo..hi, or ConfigError naming ``what``."""
-    if not ascii_digits(text) or not lo <= int(text) <= hi:
-        raise ConfigError(f"{what} {text!r} is not {lo}-{hi}")
-    return int(text)
 
 
 # the node start option of each NodeConfig field that has one, for messages in the operator's
@@ -104,11 +90,12 @@ def parse_peers(text: str) -> dict[str, Peer]:
         if not _HOST_RE.match(host):
             hint = "; peers are separated by ';'" if "," in host or " " in host else ""
             raise ConfigError(f"peer {part!r}: {host!r} is not a host name or address{hint}")
-        if not ascii_digits(port_text) or not 0 < int(port_text) < 65536:
+        port = parse_decimal(port_text)  # (the one reader of numbers in names: ASCII digits only)
+        if port is None or not 0 < port < 65536:
             raise ConfigError(f"peer {part!r}: port {port_text!r} is not 1-65535")
         if ident in peers:
             raise ConfigError(f"peer id {ident!r} appears twice")
-        peer = Peer(ident, host.strip("[]"), int(port_text))
+        peer = Peer(ident, host.strip("[]"), port)
         other = owners.setdefault((peer.host, peer.port), ident)
         if other != ident:
             raise ConfigError(f"peers {other!r} and {ident!r} have the same address {peer.address}")
@@ -130,9 +117,10 @@ def parse_address(text: str) -> tuple[str, int]:
     host, colon, port_text = (text or "").strip().rpartition(":")
     if not colon or not host:
         raise ConfigError(f"{text!r} is not HOST:PORT")
-    if not ascii_digits(port_text) or not 0 <= int(port_text) < 65536:
+    port = parse_decimal(port_text)
+    if port is None or not 0 <= port < 65536:
         raise ConfigError(f"port {port_text!r} is not 0-65535")
-    return host.strip("[]"), int(port_text)
+    return host.strip("[]"), port
 
 
 def id_problem(ident: str) -> str | None:
@@ -153,7 +141,8 @@ def address_problem(text: str) -> str | None:
         return "is not HOST:PORT"
     if not _HOST_RE.match(host):
         return f"names {host!r}, which is not a host name or address"
-    if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    port = parse_decimal(port_text)
+    if port is None or not 0 < port < 65536:
         return f"has port {port_text!r}, not 1-65535"
     return None
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
+from store.format import parse_decimal
 from store.retention import HeadDeletion, head_files, plan_head_deletion
 
 
@@ -33,9 +34,10 @@ def parse_delete_when(text: str) -> frozenset[int]:
         part = part.strip()
         if not part:
             continue
-        if not (part.isascii() and part.isdigit()) or not 0 <= int(part) <= 23:
+        hour = parse_decimal(part)  # (ASCII digits only: '²'.isdigit() is true, int('²') fails)
+        if hour is None or not 0 <= hour <= 23:
             raise ValueError(f"--delete-when {text!r}: {part!r} is not an hour 00-23")
-        hours.add(int(part))
+        hours.add(hour)
     if not hours:
         raise ValueError(f"--delete-when {text!r} names no hour")
     return frozenset(hours)
