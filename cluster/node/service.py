@@ -67,9 +67,12 @@ def parse_mountinfo(text: str) -> list[tuple[str, str, str]]:
             root, point, fstype = fields[3], fields[4], fields[dash + 1]
         except (ValueError, IndexError):
             continue  # (not a line of the format: skipped, not trusted)
-        unescape = lambda s: _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), s)  # noqa: E731
-        out.append((unescape(point), unescape(root), fstype))
+        out.append((_unescape(point), _unescape(root), fstype))
     return out
+
+
+def _unescape(name: str) -> str:
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), name)
 
 
 def _within(path: str, top: str) -> bool:
