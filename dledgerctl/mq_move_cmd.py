@@ -1,0 +1,55 @@
+"""``dledgerctl mq migrate``: leave DLedger mode, a broker store rewritten as a master-slave
+one (store/rocketmq/migrate.py). Registered on the ``mq`` sub-app by app.py."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from store.rocketmq.commitlog import MAPPED_FILE_SIZE_COMMIT_LOG
+from store.rocketmq.layout import resolve_broker
+from store.rocketmq.migrate import migrate
+
+from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, parse_size, plural, progress_bar
+from .mq_cmd import _data_bytes
+from .render import Format, render
+
+SUMMARY_COLUMNS = ["dest", "messages", "bytes", "queues", "units", "files", "left_out", "note"]
+
+
+def migrate_cmd(
+    src: Annotated[str, typer.Argument(help="A stopped broker's store root in DLedger mode (holding dledger-<id>/, "
+                                            "consumequeue/ and config/), or its node directory. Only read.",
+                                       show_default=False)],
+    dest: Annotated[str, typer.Argument(help="The new master-slave store root: a directory that does not exist, "
+                                             "or an empty one.", show_default=False)],
+    commitlog_file_size: Annotated[int, typer.Option(
+        "--commitlog-file-size", parser=parse_size, metavar="SIZE",
+        help="Commit-log file size of the new store: the broker's mappedFileSizeCommitLog (default 1GiB).")
+    ] = MAPPED_FILE_SIZE_COMMIT_LOG,
+    include_uncommitted: Annotated[bool, typer.Option(
+        "--include-uncommitted", help="Move the entries past the committed index too (a follower's may be cut by "
+                                      "the leader; by default they are left out, and said).")] = False,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Write a master-slave broker store from a DLedger-mode one: commitlog/ (each message at its new offset),
+    consumequeue/ with the same queue offsets (consumer offsets stay valid), checkpoint, config/ copied.
+
+    Only committed entries unless --include-uncommitted. DEST appears only when complete. One summary row:
+    messages, bytes, queues, units, commit-log files, messages left out."""
+    with errors_as_exit():
+        broker = resolve_broker(src, self_id)
+        with progress_bar("migrating messages", _data_bytes(broker.node_dir)) as advance:
+            summary = migrate(broker, dest, commitlog_file_size=commitlog_file_size,
+                              include_uncommitted=include_uncommitted, data_file_size=data_file_size,
+                              index_file_size=index_file_size, progress=advance)
+    row = summary.row()
+    render([row], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    left = (f"; left out {plural(summary.left_out, 'message')} past the committed index {summary.committed_index}"
+            if summary.left_out else "")
+    typer.echo(f"{summary.dest}: {plural(summary.messages, 'message')} in {plural(summary.files, 'commit-log file')}, "
+               f"{plural(summary.units, 'unit')} in {plural(summary.queues, 'consume queue')}{left}", err=True)

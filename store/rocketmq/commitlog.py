@@ -1,0 +1,118 @@
+"""A master-slave broker's commit log, written: ``<root>/commitlog/<20-digit first byte>``.
+
+What RocketMQ's ``CommitLog`` keeps (4.9.4 and 4.9.8 agree; ``DefaultAppendMessageCallback``,
+``MappedFileQueue.load``):
+
+- messages back to back in files of exactly ``mappedFileSizeCommitLog`` bytes (1 GiB by
+  default; ``MappedFileQueue.load`` refuses a file of any other length, so the last file is
+  full length too: a sparse tail of zeros, where recovery stops at the first zero magic);
+- a file is named by the commit-log offset of its first byte (20 digits);
+- a message whose bytes and 8 more do not fit in what is left of a file
+  (``msgLen + END_FILE_MIN_BLANK_LENGTH > maxBlank``) goes to the next file, and what is
+  left of the old one starts with a blank record: TOTALSIZE = the bytes left, MAGICCODE =
+  ``BLANK_MAGIC_CODE``; recovery moves to the next file there;
+- a message's PHYSICALOFFSET is its byte position in the log (``MessageDecoder.PHY_POS_POSITION``);
+  nothing else of a message depends on where it is (BODYCRC covers the body only; the
+  store host and the queue offset are the broker's), so the writer changes those 8 bytes only.
+
+Rules kept here: the writer only appends, owns its directory, and leaves every file full
+length when closed; a message that cannot fit in an empty file is an error
+(:class:`MessageTooLarge`), never a file of another size.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from ..format import FILE_NAME_DIGITS
+from .message import PHY_POS_POSITION
+
+COMMIT_LOG_DIR = "commitlog"  # StorePathConfigHelper / MessageStoreConfig.storePathCommitLog
+MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024  # MessageStoreConfig.mappedFileSizeCommitLog
+BLANK_MAGIC_CODE = -875286124  # CommitLog.BLANK_MAGIC_CODE
+END_FILE_MIN_BLANK_LENGTH = 4 + 4  # CommitLog.DefaultAppendMessageCallback.END_FILE_MIN_BLANK_LENGTH
+
+_BLANK = struct.Struct(">ii")
+_I64 = struct.Struct(">q")
+
+
+class MessageTooLarge(ValueError):
+    """A message does not fit in one commit-log file (with the 8 bytes a blank may need)."""
+
+
+def file_name(start: int) -> str:
+    return f"{start:0{FILE_NAME_DIGITS}d}"
+
+
+class CommitLogWriter:
+    """Appends messages to a new commit log in ``dir`` (created; must hold no file yet).
+
+    ``append(message)`` writes a message's bytes at the log's end with its PHYSICALOFFSET set
+    to that position and returns it. ``close()`` leaves every file ``file_size`` bytes long
+    and synced. ``files`` counts the files begun, ``blanks`` the blank records written."""
+
+    def __init__(self, dir: str, file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG, start: int = 0) -> None:
+        if file_size <= END_FILE_MIN_BLANK_LENGTH:
+            raise ValueError(f"a commit-log file of {file_size} bytes holds no message")
+        if start % file_size:
+            raise ValueError(f"the log's start {start} is not a multiple of the file size {file_size}")
+        self.dir = dir
+        self.file_size = file_size
+        os.makedirs(dir, exist_ok=True)
+        if os.listdir(dir):
+            raise FileExistsError(f"{dir} is not empty")
+        self.offset = start  # where the next message goes
+        self.files = 0
+        self.blanks = 0
+        self._fh = None
+        self._file_start = start
+
+    @property
+    def left(self) -> int:
+        """Bytes left in the current file (0 before the first file is begun)."""
+        return 0 if self._fh is None else self._file_start + self.file_size - self.offset
+
+    def _next_file(self) -> None:
+        if self._fh is not None:
+            left = self.left
+            if left >= END_FILE_MIN_BLANK_LENGTH:
+                self._fh.write(_BLANK.pack(left, BLANK_MAGIC_CODE))
+                self.blanks += 1
+            self.offset += left
+            self._finish()
+        self._file_start = self.offset
+        self._fh = open(os.path.join(self.dir, file_name(self.offset)), "xb", buffering=1 << 20)
+        self.files += 1
+
+    def _finish(self) -> None:
+        fh, self._fh = self._fh, None
+        fh.flush()
+        os.ftruncate(fh.fileno(), self.file_size)  # full length, as MappedFileQueue.load wants
+        os.fsync(fh.fileno())
+        fh.close()
+
+    def append(self, message) -> int:
+        """Write ``message`` (one message's bytes, TOTALSIZE long) and return its offset."""
+        n = len(message)
+        if n + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise MessageTooLarge(f"a message of {n} bytes does not fit in a commit-log file of "
+                                  f"{self.file_size} bytes (it needs {n + END_FILE_MIN_BLANK_LENGTH})")
+        if self._fh is None or n + END_FILE_MIN_BLANK_LENGTH > self.left:
+            self._next_file()
+        at = self.offset
+        fh = self._fh
+        fh.write(message[:PHY_POS_POSITION])
+        fh.write(_I64.pack(at))
+        fh.write(message[PHY_POS_POSITION + 8:])
+        self.offset += n
+        return at
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._finish()
+        fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

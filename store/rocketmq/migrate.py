@@ -1,0 +1,274 @@
+"""``mq migrate``: a DLedger-mode broker store rewritten as a master-slave one.
+
+From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``consumequeue/``,
+``config/``) to DEST, a new directory RocketMQ's ``DefaultMessageStore`` opens with
+``enableDLegerCommitLog=false``:
+
+- ``commitlog/``: the messages of the DLedger log's committed entries (all entries with
+  ``include_uncommitted``), in log order, back to back (commitlog.py: files, blanks); each
+  message's bytes as they were except PHYSICALOFFSET, now its position in the new log;
+- ``consumequeue/<topic>/<queueId>/``: each source queue's units at the SAME queue offsets
+  (consumer offsets stay valid), with their size and tag code, pointing at the messages'
+  new offsets. A queue's files keep the source's file size and names; units before the
+  first kept one in its file (RocketMQ's own ``fillPreBlank`` units, or units of messages
+  no longer in the log) are written as ``fillPreBlank`` units (0, Integer.MAX_VALUE, 0), as
+  RocketMQ writes a queue that starts past 0; units of messages left out at a queue's end
+  (uncommitted ones) are not written;
+- ``checkpoint``: physicMsgTimestamp and logicsMsgTimestamp = the last message's store
+  time, indexMsgTimestamp 0 (``StoreCheckpoint``: i64 at 0, 8, 16 of a 4 KiB file);
+- ``config/``: copied as it is. No ``abort`` file: the broker recovers as after a clean stop.
+
+Not yet: ``index/`` (the broker's key index is not rebuilt: queries by key find nothing
+until it is), a store whose DLedger log follows an old master-slave ``commitlog/``.
+
+Rules kept here: SRC is only read. DEST must not exist or be an empty directory; the
+store is written under a temporary sibling name (``.<name>.migrating-<pid>``) and renamed
+to DEST only when complete, so an interrupted run leaves no DEST that looks like a store
+(a failed one removes its temporary directory). A source that is damaged or inconsistent
+(an entry that is not a message, a unit that points where no message starts) stops the
+move with :class:`MigrateError` saying where; ``mq check`` tells more.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import StoreCorruptError, StoreUsageError
+from ..format import HEADER_SIZE, MAGIC_NORMAL
+from ..inspect import Selection
+from ..metafiles import read_checkpoint
+from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, MessageTooLarge, file_name
+from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, find_queues, read_units
+from .layout import BrokerStore
+from .message import NotAMessage, decode
+from .scan import batches
+
+CONFIG_DIR = "config"
+CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
+CHECKPOINT_SIZE = 4096  # StoreCheckpoint maps MappedFile.OS_PAGE_SIZE bytes
+MAPPED_FILE_SIZE_CONSUME_QUEUE = 300000 * CQ_STORE_UNIT_SIZE  # MessageStoreConfig.mappedFileSizeConsumeQueue
+_CHECKPOINT = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
+
+
+class MigrateError(StoreUsageError):
+    """The move cannot be made (the text says why); nothing was written at DEST."""
+
+
+@dataclass
+class Summary:
+    src: str
+    dest: str
+    messages: int = 0  # messages written to the new commit log
+    bytes: int = 0  # their bytes
+    files: int = 0  # commit-log files
+    blanks: int = 0  # blank records ending a file
+    queues: int = 0  # consume queues written
+    units: int = 0  # units written (pointing at messages)
+    committed_index: int | None = None
+    left_out: int = 0  # messages of uncommitted entries not moved
+    left_out_bytes: int = 0
+    left_out_units: int = 0  # consume-queue units of left-out messages not written
+    other_entries: int = 0  # entries that are not messages (no-op, config): not moved
+    undispatched: int = 0  # messages past their queue's end (the broker dispatches them at start)
+    notes: list[str] = field(default_factory=list)
+
+    def row(self) -> dict:
+        return {"dest": self.dest, "messages": self.messages, "bytes": self.bytes, "queues": self.queues,
+                "units": self.units, "files": self.files, "blanks": self.blanks,
+                "committed_index": self.committed_index, "left_out": self.left_out,
+                "left_out_bytes": self.left_out_bytes, "left_out_units": self.left_out_units,
+                "other_entries": self.other_entries, "note": "; ".join(self.notes)}
+
+
+def temp_name(dest: str) -> str:
+    dest = os.path.abspath(dest)
+    return os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.migrating-{os.getpid()}")
+
+
+def _check_dest(dest: str, src_root: str) -> None:
+    dest_abs = os.path.realpath(dest)
+    src_abs = os.path.realpath(src_root)
+    if dest_abs == src_abs or dest_abs.startswith(src_abs + os.sep) or src_abs.startswith(dest_abs + os.sep):
+        raise MigrateError(f"{dest}: DEST must lie outside SRC ({src_root}) and not hold it")
+    if os.path.lexists(dest):
+        if not os.path.isdir(dest):
+            raise MigrateError(f"{dest}: exists and is not a directory")
+        if os.listdir(dest):
+            raise MigrateError(f"{dest}: exists and is not empty (give a new directory)")
+    parent = os.path.dirname(os.path.abspath(dest))
+    if not os.path.isdir(parent):
+        raise MigrateError(f"{parent}: no such directory (DEST's parent must exist)")
+
+
+def _cq_file_size(queues) -> int:
+    for q in queues:
+        for _, path in q.files:
+            size = os.path.getsize(path)
+            if size and size % CQ_STORE_UNIT_SIZE == 0:
+                return size
+    return MAPPED_FILE_SIZE_CONSUME_QUEUE
+
+
+def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG,
+            include_uncommitted: bool = False, data_file_size: int | None = None,
+            index_file_size: int | None = None, progress=None) -> Summary:
+    """Write the master-slave store at ``dest`` (see the module's text); its summary.
+    MigrateError when the move cannot be made; DEST is then left as it was."""
+    if broker.root is None:
+        raise MigrateError(f"{broker.node_dir}: no {CONSUME_QUEUE_DIR}/ beside it: give a broker's store root")
+    src = broker.root
+    old_log = os.path.join(src, COMMIT_LOG_DIR)
+    if os.path.isdir(old_log) and any(os.path.getsize(os.path.join(old_log, n)) for n in os.listdir(old_log)):
+        raise MigrateError(f"{old_log}: the DLedger log follows an old master-slave commit log; such a store "
+                           f"cannot be moved yet")
+    _check_dest(dest, src)
+    committed = read_checkpoint(broker.node_dir).committed_index
+    if committed is None and not include_uncommitted:
+        raise MigrateError(f"{broker.node_dir}: its checkpoint holds no committed index: which entries are "
+                           f"certain is unknown (give --include-uncommitted to move them all)")
+    summary = Summary(src, os.path.abspath(dest), committed_index=committed)
+    tmp = temp_name(dest)
+    if os.path.lexists(tmp):
+        shutil.rmtree(tmp)
+    os.makedirs(tmp)
+    try:
+        _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else committed,
+               data_file_size, index_file_size, progress)
+        if os.path.isdir(dest):
+            os.rmdir(dest)  # empty (checked): the rename takes its place
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fd = os.open(os.path.dirname(os.path.abspath(dest)), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return summary
+
+
+def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress) -> None:
+    log = CommitLogWriter(os.path.join(tmp, COMMIT_LOG_DIR), file_size)
+    old, new, last_ts, src_first = [], [], 0, None
+    try:
+        for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+            if b.damage:
+                raise MigrateError(f"{broker.node_dir}/{b.file}: damaged at offset {b.at - b.start} ({b.damage}); "
+                                   f"run 'dledgerctl store verify' on it")
+            if progress is not None:
+                progress(int(b.size.sum()))
+            for magic, idx, pos, bsize in zip(b.magic.tolist(), b.index.tolist(), b.pos.tolist(), b.bsize.tolist()):
+                if magic != MAGIC_NORMAL:
+                    summary.other_entries += 1
+                    continue
+                at = pos - b.start + HEADER_SIZE
+                try:
+                    m = decode(b.buf, at, bsize)
+                except NotAMessage as exc:
+                    raise MigrateError(f"{broker.node_dir}/{b.file}: entry {idx} at offset {pos - b.start} is not "
+                                       f"a RocketMQ message ({exc})") from None
+                if src_first is None:
+                    src_first = pos + HEADER_SIZE
+                if committed is not None and idx > committed:
+                    summary.left_out += 1
+                    summary.left_out_bytes += bsize
+                    continue
+                try:
+                    new.append(log.append(b.buf[at:at + bsize]))
+                except MessageTooLarge as exc:
+                    raise MigrateError(f"entry {idx}: {exc} (give a larger --commitlog-file-size)") from None
+                old.append(pos + HEADER_SIZE)
+                last_ts = m.store_timestamp
+                summary.messages += 1
+                summary.bytes += bsize
+    finally:
+        log.close()
+    summary.files, summary.blanks = log.files, log.blanks
+    old_a, new_a = np.array(old, np.int64), np.array(new, np.int64)
+    _write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary)
+    with open(os.path.join(tmp, CHECKPOINT_FILE), "wb") as fh:
+        fh.write(_CHECKPOINT.pack(last_ts, last_ts, 0).ljust(CHECKPOINT_SIZE, b"\0"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    config = os.path.join(broker.root, CONFIG_DIR)
+    if os.path.isdir(config):
+        shutil.copytree(config, os.path.join(tmp, CONFIG_DIR), symlinks=True)
+    else:
+        summary.notes.append("no config/ in SRC")
+    if summary.left_out:
+        summary.notes.append(f"{summary.left_out} messages of entries past the committed index {committed} left out")
+    if summary.undispatched:
+        summary.notes.append(f"{summary.undispatched} messages not in a consume queue yet (the broker dispatches "
+                             f"them when it starts)")
+    summary.notes.append("index/ not rebuilt (queries by key find nothing until it is)")
+
+
+def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src_first: int,
+                  summary: Summary) -> None:
+    """``old``/``new``: each moved message's commit-log offset in SRC and in DEST (increasing);
+    ``src_first``: the offset of SRC's first message (moved or not)."""
+    queues = find_queues(src_root)
+    fsize = _cq_file_size(queues)
+    in_queue = 0
+    for q in queues:
+        read_units(q)
+        rel = os.path.relpath(q.dir, src_root)
+        if q.damaged:
+            raise MigrateError(f"{rel}: {q.damaged}")
+        units = q.units
+        if not len(units) and not q.blanks:
+            continue
+        if len(old):
+            k = np.minimum(np.searchsorted(old, units["offset"]), len(old) - 1)
+            found = old[k] == units["offset"]
+        else:
+            k, found = np.zeros(len(units), np.int64), np.zeros(len(units), bool)
+        before = units["offset"] < src_first
+        # leading units of messages no longer in the log become blanks, trailing ones of left-out messages go
+        lead = int(np.argmin(before)) if not before.all() else len(units)
+        hits = np.flatnonzero(found)
+        stop = int(hits[-1]) + 1 if len(hits) else lead
+        body = slice(lead, stop)
+        if not found[body].all():
+            bad = lead + int(np.argmin(found[body]))
+            path, off = q.file_of(q.first + bad)
+            raise MigrateError(f"{path} offset {off}: unit of queue offset {q.first + bad} points at "
+                               f"{int(units['offset'][bad])}, where no message of the log starts (run 'dledgerctl mq "
+                               f"check' on SRC)")
+        summary.left_out_units += len(units) - stop
+        kept = units[lead:stop].astype(UNIT)
+        kept["offset"] = new[k[lead:stop]]
+        first_kept = q.first + lead
+        _write_queue_files(os.path.join(tmp, rel), first_kept, kept, fsize)
+        summary.queues += 1
+        summary.units += len(kept)
+        in_queue += len(kept)
+    summary.undispatched = max(0, summary.messages - in_queue)
+
+
+def _write_queue_files(qdir: str, first: int, units: np.ndarray, fsize: int) -> None:
+    """Units from queue offset ``first`` on, in files of ``fsize`` bytes named by first byte;
+    the first file's units before ``first`` are fillPreBlank units."""
+    os.makedirs(qdir)
+    start = first * CQ_STORE_UNIT_SIZE
+    fstart = start - start % fsize
+    blank = np.zeros((start - fstart) // CQ_STORE_UNIT_SIZE, UNIT)
+    blank["size"] = BLANK_SIZE
+    data = memoryview(blank.tobytes() + units.tobytes())
+    at = 0
+    while True:
+        with open(os.path.join(qdir, file_name(fstart)), "xb") as fh:
+            fh.write(data[at:at + fsize])
+            fh.truncate(fsize)
+            fh.flush()
+            os.fsync(fh.fileno())
+        at += fsize
+        fstart += fsize
+        if at >= len(data):
+            break
