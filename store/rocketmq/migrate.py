@@ -245,6 +245,8 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
         kept = units[lead:stop].astype(UNIT)
         kept["offset"] = new[k[lead:stop]]
         first_kept = q.first + lead
+        if not len(kept) and not first_kept:
+            continue  # nothing of it stays: RocketMQ makes the queue again for its next message
         _write_queue_files(os.path.join(tmp, rel), first_kept, kept, fsize)
         summary.queues += 1
         summary.units += len(kept)
@@ -254,10 +256,14 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
 
 def _write_queue_files(qdir: str, first: int, units: np.ndarray, fsize: int) -> None:
     """Units from queue offset ``first`` on, in files of ``fsize`` bytes named by first byte;
-    the first file's units before ``first`` are fillPreBlank units."""
+    the first file's units before ``first`` are fillPreBlank units. A queue of no units that
+    ends at a file boundary gets the file before it, full of them (RocketMQ serves an empty
+    file as a queue of one unit at offset 0)."""
     os.makedirs(qdir)
     start = first * CQ_STORE_UNIT_SIZE
     fstart = start - start % fsize
+    if not len(units) and start == fstart:
+        fstart -= fsize
     blank = np.zeros((start - fstart) // CQ_STORE_UNIT_SIZE, UNIT)
     blank["size"] = BLANK_SIZE
     data = memoryview(blank.tobytes() + units.tobytes())

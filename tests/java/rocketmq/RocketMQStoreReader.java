@@ -1,0 +1,193 @@
+/*
+ * Test harness of dledgerctl (not part of RocketMQ): opens a broker store root with RocketMQ's
+ * own message store (org.apache.rocketmq.store.DefaultMessageStore) in MASTER-SLAVE mode
+ * (enableDLegerCommitLog=false), as a broker does at start (load(), which recovers the commit
+ * log and the consume queues, then start()), and reads every message through getMessage on
+ * every consume queue, from the queue's min offset to its max, as a consumer pulls. Each
+ * message read is printed as one JSON object per line on stdout (everything else on stderr),
+ * with what lookMessageByOffset finds at its commit-log offset; one "queue" line per queue
+ * (min, max) and a last "done" line (the commit log's min and max offset).
+ *
+ * Usage: RocketMQStoreReader <root> <mappedFileSizeCommitLog> <mappedFileSizeConsumeQueue> <deadlineMillis>
+ *
+ * Message lines: {"kind": "message", "topic", "queue_id", "queue_offset" (the offset it was
+ * pulled at), "stored_queue_offset" (the message's own QUEUEOFFSET), "phy_offset"
+ * (commitLogOffset), "size", "msg_id", "body" (base64), "tags", "keys", "properties",
+ * "born_timestamp", "store_timestamp", "flag", "sys_flag", "body_crc", "look_ok" (lookMessageByOffset
+ * at phy_offset gives the same topic, queue, queue offset and body)}.
+ */
+
+import com.alibaba.fastjson.JSON;
+import com.alibaba.fastjson.serializer.SerializerFeature;
+
+import java.io.File;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.GetMessageResult;
+import org.apache.rocketmq.store.GetMessageStatus;
+import org.apache.rocketmq.store.config.FlushDiskType;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.stats.BrokerStatsManager;
+
+public class RocketMQStoreReader {
+
+    private static PrintStream out;
+
+    public static void main(String[] args) throws Exception {
+        out = new PrintStream(new FileOutputStream(FileDescriptor.out), false, "UTF-8");
+        System.setOut(System.err);
+        int status = 1;
+        try {
+            status = run(args);
+        } catch (Throwable t) {
+            t.printStackTrace();
+        } finally {
+            out.flush();
+            System.err.flush();
+            Runtime.getRuntime().halt(status);
+        }
+    }
+
+    static void print(Map<String, Object> rec) {
+        out.println(JSON.toJSONString(rec, SerializerFeature.WriteMapNullValue,
+            SerializerFeature.DisableCircularReferenceDetect));
+    }
+
+    static int run(String[] args) throws Exception {
+        if (args.length != 4) {
+            throw new IllegalArgumentException("usage: RocketMQStoreReader <root> <commitLogFileSize> <cqFileSize> <deadlineMillis>");
+        }
+        String root = args[0];
+        long deadline = System.currentTimeMillis() + Long.parseLong(args[3]);
+        MessageStoreConfig config = new MessageStoreConfig();
+        config.setStorePathRootDir(root);
+        config.setStorePathCommitLog(new File(root, "commitlog").getPath());
+        config.setEnableDLegerCommitLog(false);
+        config.setMappedFileSizeCommitLog(Integer.parseInt(args[1]));
+        config.setMappedFileSizeConsumeQueue(Integer.parseInt(args[2]));
+        config.setMaxHashSlotNum(1000);
+        config.setMaxIndexNum(4000);
+        config.setFlushDiskType(FlushDiskType.ASYNC_FLUSH);
+
+        DefaultMessageStore store = new DefaultMessageStore(config, new BrokerStatsManager("dledgerctl-test", true),
+            null, new BrokerConfig());
+        if (!store.load()) {
+            throw new IllegalStateException("DefaultMessageStore.load() failed");
+        }
+        store.start();
+        try {
+            List<String> topics = new ArrayList<>(store.getConsumeQueueTable().keySet());
+            java.util.Collections.sort(topics);
+            for (String topic : topics) {
+                List<Integer> ids = new ArrayList<>(store.getConsumeQueueTable().get(topic).keySet());
+                java.util.Collections.sort(ids);
+                for (int queueId : ids) {
+                    long min = store.getMinOffsetInQueue(topic, queueId);
+                    long max = store.getMaxOffsetInQueue(topic, queueId);
+                    Map<String, Object> q = new LinkedHashMap<>();
+                    q.put("kind", "queue");
+                    q.put("topic", topic);
+                    q.put("queue_id", queueId);
+                    q.put("min", min);
+                    q.put("max", max);
+                    print(q);
+                    long offset = min;
+                    while (offset < max) {
+                        if (System.currentTimeMillis() > deadline) {
+                            throw new IllegalStateException("deadline passed reading " + topic + "/" + queueId);
+                        }
+                        GetMessageResult r = store.getMessage("dledgerctl-test", topic, queueId, offset, 32, null);
+                        if (r == null || r.getStatus() != GetMessageStatus.FOUND) {
+                            Map<String, Object> e = new LinkedHashMap<>();
+                            e.put("kind", "miss");
+                            e.put("topic", topic);
+                            e.put("queue_id", queueId);
+                            e.put("queue_offset", offset);
+                            e.put("status", r == null ? "NULL" : String.valueOf(r.getStatus()));
+                            print(e);
+                            if (r == null || r.getNextBeginOffset() <= offset) {
+                                break;
+                            }
+                            offset = r.getNextBeginOffset();
+                            continue;
+                        }
+                        long at = offset;
+                        try {
+                            for (ByteBuffer buf : r.getMessageBufferList()) {
+                                int start = buf.position();
+                                MessageExt m = MessageDecoder.decode(buf, true, false);
+                                if (m == null) {
+                                    Map<String, Object> e = new LinkedHashMap<>();
+                                    e.put("kind", "undecodable");
+                                    e.put("topic", topic);
+                                    e.put("queue_id", queueId);
+                                    e.put("queue_offset", at);
+                                    e.put("bytes", buf.limit() - start);
+                                    e.put("phy_offset", store.getCommitLogOffsetInQueue(topic, queueId, at));
+                                    print(e);
+                                } else {
+                                    print(record(store, m, topic, queueId, at));
+                                }
+                                at++;
+                            }
+                        } finally {
+                            r.release();
+                        }
+                        offset = r.getNextBeginOffset();
+                    }
+                }
+            }
+            Map<String, Object> done = new LinkedHashMap<>();
+            done.put("kind", "done");
+            done.put("min_phy_offset", store.getMinPhyOffset());
+            done.put("max_phy_offset", store.getMaxPhyOffset());
+            print(done);
+        } finally {
+            store.shutdown();
+        }
+        return 0;
+    }
+
+    static Map<String, Object> record(DefaultMessageStore store, MessageExt m, String topic, int queueId, long at) {
+        Map<String, Object> rec = new LinkedHashMap<>();
+        rec.put("kind", "message");
+        rec.put("topic", topic);
+        rec.put("queue_id", queueId);
+        rec.put("queue_offset", at);
+        rec.put("msg_topic", m.getTopic());
+        rec.put("msg_queue_id", m.getQueueId());
+        rec.put("stored_queue_offset", m.getQueueOffset());
+        rec.put("phy_offset", m.getCommitLogOffset());
+        rec.put("size", m.getStoreSize());
+        rec.put("msg_id", m.getMsgId());
+        rec.put("body", m.getBody() == null ? "" : Base64.getEncoder().encodeToString(m.getBody()));
+        rec.put("tags", m.getTags());
+        rec.put("keys", m.getKeys());
+        rec.put("properties", m.getProperties() == null ? null : new TreeMap<>(m.getProperties()));
+        rec.put("born_timestamp", m.getBornTimestamp());
+        rec.put("store_timestamp", m.getStoreTimestamp());
+        rec.put("flag", m.getFlag());
+        rec.put("sys_flag", m.getSysFlag());
+        rec.put("body_crc", m.getBodyCRC());
+        MessageExt look = store.lookMessageByOffset(m.getCommitLogOffset());
+        rec.put("look_ok", look != null && look.getTopic().equals(m.getTopic()) && look.getQueueId() == m.getQueueId()
+            && look.getQueueOffset() == m.getQueueOffset() && look.getCommitLogOffset() == m.getCommitLogOffset()
+            && Arrays.equals(look.getBody() == null ? new byte[0] : look.getBody(),
+                m.getBody() == null ? new byte[0] : m.getBody()));
+        return rec;
+    }
+}
