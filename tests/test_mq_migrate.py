@@ -1,0 +1,213 @@
+"""``mq migrate`` on stores this project writes (tests/rmq_store.py): the bytes of the new
+commit log (each message as it was but for PHYSICALOFFSET; RocketMQ's blank record ending a
+file), consume queues at the same queue offsets (a queue that starts past 0 keeps its file
+names and fillPreBlank units), the checkpoint, and what it refuses. RocketMQ's own store
+reading the result is tests/test_mq_migrate_java.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+
+import pytest
+from typer.testing import CliRunner
+
+from dledgerctl.app import app
+from rmq_encode import cq_unit
+from rmq_store import write_broker_store, write_queue
+from store.metafiles import read_checkpoint, write_checkpoint
+from store.rocketmq.commitlog import BLANK_MAGIC_CODE, CommitLogWriter
+from store.rocketmq.message import decode
+from store.rocketmq.migrate import temp_name
+
+runner = CliRunner()
+CL = 8 << 10
+
+
+def invoke(*args):
+    return runner.invoke(app, ["mq", "migrate", *map(str, args)])
+
+
+def messages(n=120):
+    return [{"topic": f"T{i % 3}", "queue_id": i % 2, "body": bytes([i % 251]) * (i * 37 % 700),
+             "properties": {"KEYS": f"k{i}", "TAGS": f"t{i % 4}"}, "store_timestamp": 1700000000000 + i}
+            for i in range(n)]
+
+
+def tree(root) -> dict:
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(d, f), root)] = zlib.crc32(fh.read())
+    return out
+
+
+def log_messages(dest) -> list:
+    """(offset, message bytes) of every message in DEST's commit log, walking as RocketMQ recovers."""
+    out = []
+    names = sorted(os.listdir(dest / "commitlog"))
+    for n in names:
+        with open(dest / "commitlog" / n, "rb") as fh:
+            b = fh.read()
+        assert len(b) == CL
+        p = 0
+        while p + 8 <= len(b):
+            size, magic = struct.unpack_from(">ii", b, p)
+            if magic == BLANK_MAGIC_CODE:
+                assert size == len(b) - p
+                break
+            if size == 0:
+                assert n == names[-1] and not any(b[p:])
+                break
+            out.append((int(n) + p, b[p:p + size]))
+            p += size
+    return out
+
+
+def units(qdir) -> list:
+    out = []
+    for n in sorted(os.listdir(qdir)):
+        with open(os.path.join(qdir, n), "rb") as fh:
+            b = fh.read()
+        out += [(int(n) // 20 + k, *struct.unpack_from(">qiq", b, k * 20)) for k in range(len(b) // 20)]
+    return [u for u in out if u[2] > 0]
+
+
+@pytest.fixture
+def src(tmp_path):
+    root = tmp_path / "src"
+    written = write_broker_store(str(root), messages(), data_file_size=16 << 10, cq_units_per_file=16)
+    os.makedirs(root / "config")
+    (root / "config" / "topics.json").write_text('{"topicConfigTable": {}}')
+    return root, written
+
+
+def test_messages_move_byte_for_byte_but_their_offset(src, tmp_path):
+    root, written = src
+    before = tree(root)
+    dest = tmp_path / "dest"
+    r = invoke(root, dest, "--commitlog-file-size", CL, "--format", "json")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)[0]
+    assert tree(root) == before
+    got = log_messages(dest)
+    assert (s["messages"], s["files"], s["blanks"], s["left_out"]) == (len(written), len(os.listdir(
+        dest / "commitlog")), len(os.listdir(dest / "commitlog")) - 1, 0)
+    node = root / "dledger-n0" / "data"
+    for (at, raw), w in zip(got, written):
+        start = max(int(n) for n in os.listdir(node) if int(n) <= w["pos"])
+        with open(node / f"{start:020d}", "rb") as fh:
+            fh.seek(w["phy_offset"] - start)
+            old = fh.read(w["size"])
+        assert raw[:28] + raw[36:] == old[:28] + old[36:]
+        assert decode(raw).phy_offset == at
+    # consume queues: the same queue offsets, sizes and tag codes, at the new offsets
+    new_at = {w["phy_offset"]: at for (at, _), w in zip(got, written)}
+    for t in range(3):
+        for q in range(2):
+            old_u = units(root / "consumequeue" / f"T{t}" / str(q))
+            new_u = units(dest / "consumequeue" / f"T{t}" / str(q))
+            assert new_u == [(qo, new_at[off], size, tags) for qo, off, size, tags in old_u]
+            assert sorted(os.listdir(dest / "consumequeue" / f"T{t}" / str(q))) == \
+                sorted(os.listdir(root / "consumequeue" / f"T{t}" / str(q)))
+    with open(dest / "checkpoint", "rb") as fh:
+        cp = fh.read()
+    assert len(cp) == 4096 and struct.unpack_from(">qqq", cp) == (1700000000119, 1700000000119, 0)
+    assert (dest / "config" / "topics.json").read_text() == '{"topicConfigTable": {}}'
+    assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
+
+
+def test_a_queue_that_starts_past_zero_keeps_its_file_names_and_blanks(tmp_path):
+    root = tmp_path / "src"
+    written = write_broker_store(str(root), [{"topic": "A", "body": b"m%d" % i} for i in range(5)],
+                                 data_file_size=16 << 10)
+    # queue A/0 as RocketMQ leaves it when its first unit was written at queue offset 37:
+    # files of 16 units, the first named by byte 32 * 20, five fillPreBlank units, then the messages
+    qdir = root / "consumequeue" / "A" / "0"
+    for n in os.listdir(qdir):
+        os.unlink(qdir / n)
+    write_queue(str(root), "A", 0, [cq_unit(w["phy_offset"], w["size"], 0) for w in written], per_file=16, first=37,
+                blanks=5)
+    # and queue B/0: units of messages no longer in the log (the log's head deleted), then none
+    write_queue(str(root), "B", 0, [cq_unit(1, 100, 0)] * 3, per_file=16, first=40)
+    dest = tmp_path / "dest"
+    r = invoke(root, dest, "--commitlog-file-size", CL)
+    assert r.exit_code == 0, r.output
+    assert sorted(os.listdir(dest / "consumequeue" / "A" / "0")) == [f"{32 * 20:020d}"]
+    with open(dest / "consumequeue" / "A" / "0" / f"{32 * 20:020d}", "rb") as fh:
+        b = fh.read()
+    assert len(b) == 16 * 20
+    assert [struct.unpack_from(">qiq", b, k * 20) for k in range(5)] == [(0, 2 ** 31 - 1, 0)] * 5
+    assert [u[0] for u in units(dest / "consumequeue" / "A" / "0")][5:] == [37, 38, 39, 40, 41]
+    # B: its end kept (43) with blanks, so consumer offsets up to it stay valid
+    b_units = units(dest / "consumequeue" / "B" / "0")
+    assert [u[0] for u in b_units] == [32 + k for k in range(11)] and {u[1:] for u in b_units} == {(0, 2 ** 31 - 1, 0)}
+
+
+def test_uncommitted_entries_are_left_out_and_said(src, tmp_path):
+    root, written = src
+    node = str(root / "dledger-n0")
+    cp = read_checkpoint(node)
+    write_checkpoint(node, cp.end_index, written[99]["index"])
+    dest = tmp_path / "dest"
+    r = invoke(root, dest, "--commitlog-file-size", CL, "--format", "json")
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)[0]
+    assert (s["messages"], s["left_out"], s["left_out_units"]) == (100, 20, 20)
+    assert "left out 20 messages past the committed index" in r.stderr
+    at = {off for off, _ in log_messages(dest)}
+    assert len(at) == 100
+    pointed = [u[1] for t in range(3) for q in range(2) for u in units(dest / "consumequeue" / f"T{t}" / str(q))]
+    assert sorted(pointed) == sorted(at)
+
+
+def test_refuses_a_dest_that_is_not_empty_and_leaves_nothing_on_failure(src, tmp_path):
+    root, _ = src
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "x").write_text("keep me")
+    r = invoke(root, dest)
+    assert r.exit_code == 1 and "not empty" in r.stderr and (dest / "x").read_text() == "keep me"
+    r = invoke(root, root / "inside")
+    assert r.exit_code == 1 and "outside SRC" in r.stderr
+    # a message that does not fit a file fails the move: no DEST, no temporary directory
+    r = invoke(root, tmp_path / "d2", "--commitlog-file-size", 512)
+    assert r.exit_code == 1 and "--commitlog-file-size" in r.stderr and "Traceback" not in r.output
+    assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
+    # an empty DEST directory is taken
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert invoke(root, empty, "--commitlog-file-size", CL).exit_code == 0
+    assert (empty / "commitlog").is_dir() and not os.path.exists(temp_name(str(empty)))
+
+
+def test_without_a_committed_index_it_asks_for_include_uncommitted(src, tmp_path):
+    root, _ = src
+    for n in os.listdir(root / "dledger-n0"):
+        if n.startswith("checkpoint"):
+            os.unlink(root / "dledger-n0" / n)
+    r = invoke(root, tmp_path / "dest")
+    assert r.exit_code == 1 and "--include-uncommitted" in r.stderr
+    r = invoke(root, tmp_path / "dest", "--include-uncommitted", "--commitlog-file-size", CL)
+    assert r.exit_code == 0, r.output
+
+
+def test_the_writer_rolls_as_rocketmq_does(tmp_path):
+    w = CommitLogWriter(str(tmp_path / "cl"), 100)
+    msg = lambda n: struct.pack(">ii", n, -626843481) + bytes(n - 8)  # noqa: E731
+    assert [w.append(msg(40)), w.append(msg(52)), w.append(msg(92)), w.append(msg(40))] == [0, 40, 100, 200]
+    w.close()
+    names = sorted(os.listdir(tmp_path / "cl"))
+    assert names == ["00000000000000000000", "00000000000000000100", "00000000000000000200"]
+    with open(tmp_path / "cl" / names[0], "rb") as fh:
+        b = fh.read()
+    assert len(b) == 100 and struct.unpack_from(">q", b, 28 + 40)[0] == 40  # its PHYSICALOFFSET
+    with open(tmp_path / "cl" / names[1], "rb") as fh:
+        b = fh.read()
+    assert struct.unpack_from(">ii", b, 92) == (8, BLANK_MAGIC_CODE)  # 92 + 8 fits exactly: no blank before it
+    assert (w.files, w.blanks) == (3, 2)
+    with pytest.raises(FileExistsError):
+        CommitLogWriter(str(tmp_path / "cl"), 100)  # not empty
