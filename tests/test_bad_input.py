@@ -114,6 +114,7 @@ MATRIX = {
     "spark mq-export": ["test_spark_commands_on_a_missing_path"],
     "certs init": ["test_certs_init_checks_the_group"],
     "certs add": ["test_certs_add_needs_a_ca"],
+    "mq migrate": ["test_mq_migrate_from_a_missing_dir"],
     "certs revoke": ["test_certs_revoke_needs_what_to_revoke"],
     "kv put": ["test_kv_put_without_a_state_machine_is_refused"],
     "kv get": ["test_bad_peers_lists"],
@@ -465,3 +466,10 @@ def test_remove_right_after_a_stop_is_refused(tmp_path):
         assert {x["peer"] for x in marks} == {leader, a, b}  # (b is still a member)
     finally:
         _down(base)
+
+
+def test_mq_migrate_from_a_missing_dir(tmp_path):
+    r = run("mq", "migrate", str(tmp_path / "nope"), str(tmp_path / "dest"))
+    assert r.exit_code == 1
+    one_error(r.stderr, "nope")
+    assert sorted(os.listdir(tmp_path)) == []
