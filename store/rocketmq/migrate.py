@@ -43,7 +43,7 @@ from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..inspect import Selection
 from ..metafiles import read_checkpoint
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, MessageTooLarge, file_name
-from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, find_queues, read_units
+from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, file_size, find_queues, read_units
 from .layout import BrokerStore
 from .message import NotAMessage, decode
 from .scan import batches
@@ -51,7 +51,6 @@ from .scan import batches
 CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
 CHECKPOINT_SIZE = 4096  # StoreCheckpoint maps MappedFile.OS_PAGE_SIZE bytes
-MAPPED_FILE_SIZE_CONSUME_QUEUE = 300000 * CQ_STORE_UNIT_SIZE  # MessageStoreConfig.mappedFileSizeConsumeQueue
 _CHECKPOINT = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
 
 
@@ -103,15 +102,6 @@ def _check_dest(dest: str, src_root: str) -> None:
     parent = os.path.dirname(os.path.abspath(dest))
     if not os.path.isdir(parent):
         raise MigrateError(f"{parent}: no such directory (DEST's parent must exist)")
-
-
-def _cq_file_size(queues) -> int:
-    for q in queues:
-        for _, path in q.files:
-            size = os.path.getsize(path)
-            if size and size % CQ_STORE_UNIT_SIZE == 0:
-                return size
-    return MAPPED_FILE_SIZE_CONSUME_QUEUE
 
 
 def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG,
@@ -214,13 +204,14 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
     """``old``/``new``: each moved message's commit-log offset in SRC and in DEST (increasing);
     ``src_first``: the offset of SRC's first message (moved or not)."""
     queues = find_queues(src_root)
-    fsize = _cq_file_size(queues)
+    fsize = file_size(queues)
     in_queue = 0
     for q in queues:
-        read_units(q)
+        read_units(q, fsize)
         rel = os.path.relpath(q.dir, src_root)
         if q.damaged:
-            raise MigrateError(f"{rel}: {q.damaged}")
+            where, off, what = q.damaged[0]
+            raise MigrateError(f"{where} (offset {off}): {what} (run 'dledgerctl mq check' on SRC)")
         units = q.units
         if not len(units) and not q.blanks:
             continue
