@@ -211,3 +211,27 @@ def test_the_writer_rolls_as_rocketmq_does(tmp_path):
     assert (w.files, w.blanks) == (3, 2)
     with pytest.raises(FileExistsError):
         CommitLogWriter(str(tmp_path / "cl"), 100)  # not empty
+
+
+def test_mq_check_reads_the_migrated_store_and_names_damage_in_commitlog(src, tmp_path):
+    root, written = src
+    dest = tmp_path / "dest"
+    assert invoke(root, dest, "--commitlog-file-size", CL).exit_code == 0
+    r = runner.invoke(app, ["mq", "check", str(dest)])
+    assert r.exit_code == 0, r.output
+    assert f"{len(written)} messages" in r.stderr and "0 findings" in r.stderr
+    r = runner.invoke(app, ["mq", "topics", str(dest), "--format", "json"])
+    assert r.exit_code == 0 and sum(t["messages"] for t in json.loads(r.stdout)) == len(written)
+    # a changed body byte: body-crc, at the message's byte in its commit-log file
+    at, raw = log_messages(dest)[50]
+    m = decode(raw)
+    name = f"{at - at % CL:020d}"
+    with open(dest / "commitlog" / name, "r+b") as fh:
+        fh.seek(at % CL + m.body_at)
+        b = fh.read(1)
+        fh.seek(at % CL + m.body_at)
+        fh.write(bytes([b[0] ^ 1]))
+    r = runner.invoke(app, ["mq", "check", str(dest), "--format", "json"])
+    found = json.loads(r.stdout)
+    assert r.exit_code == 1 and [(f["finding"], f["file"], f["offset"]) for f in found] == \
+        [("body-crc", f"commitlog/{name}", at % CL)]

@@ -127,6 +127,9 @@ def test_rocketmq_serves_every_message_of_a_migrated_store(rocketmq, written, tm
     assert_served(got, reported)
     assert other[-1]["kind"] == "done" and other[-1]["min_phy_offset"] == 0
     assert other[-1]["max_phy_offset"] == s["bytes"]  # back to back from 0, no blank in one file
+    r = runner.invoke(app, ["mq", "check", str(dest)])  # (the store RocketMQ opened: its abort and lock files gone)
+    assert r.exit_code == 0, r.output
+    assert f"{len(reported)} messages" in r.stderr and "0 findings" in r.stderr
 
 
 def test_small_commit_log_files_end_in_blanks_rocketmq_reads_past(rocketmq, written, tmp_path):

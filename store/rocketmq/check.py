@@ -46,6 +46,7 @@ from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..inspect import Selection
 from .columns import SLOW, _columns, delay_level, message_columns
 from .consumequeue import UNIT_NATIVE, Queue, expected_file, file_size, find_queues, offsets, read_units
+from . import commitlog
 from .layout import BrokerStore
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -75,6 +76,8 @@ class Columns:
     first_pos: int = -1  # the first entry's pos
     end_pos: int = -1  # just past the last entry
     files: set = field(default_factory=set)  # the first offsets of the data files read
+    log_dir: str = "data"  # where they are (a master-slave store's: commitlog)
+    shift: int = 0  # added to an entry's offset in its file for the byte a finding names
     _arrays: dict | None = None
 
     def add(self, **cols) -> None:
@@ -111,11 +114,14 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
     (columns.py); the few it leaves (and those found wrong, for the details) by message.decode."""
     c = Columns()
     schedule = np.zeros(0, bool)
-    for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+    walk = commitlog.batches(broker.node_dir) if broker.commit_log else \
+        batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size)
+    for b in walk:
         c.files.add(b.start)
+        c.log_dir, c.shift = b.file.split("/")[0], b.shift
         if b.damage:
             if findings is not None:
-                findings.append(_finding("damage", b.file, b.at - b.start, None, detail=b.damage))
+                findings.append(_finding("damage", b.file, b.at - b.start + b.shift, None, detail=b.damage))
             continue
         if progress is not None:
             progress(int(b.size.sum()))
@@ -136,7 +142,8 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
             if it.message is None:
                 keep[k] = False
                 if findings is not None:
-                    findings.append(_finding("not-a-message", b.file, int(pos[k]) - b.start, it.index, detail=it.note))
+                    findings.append(_finding("not-a-message", b.file, int(pos[k]) - b.start + b.shift, it.index,
+                                             detail=it.note))
                 continue
             _fill(mc, k, it.message, b.buf, findings is not None)
             topic[k] = c.topics.setdefault(it.message.topic, len(c.topics))
@@ -194,16 +201,18 @@ def _log_findings(b, normal, mc, keep, topic, c: Columns, findings: list) -> Non
         it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
         m = it.message
         actual = crc32(b.buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF
-        findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start, it.index, m,
+        findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start + b.shift, it.index, m,
                                  detail=f"BODYCRC {m.body_crc}, the body's crc32 is {actual}"))
     names = c.topic_names()
     for k in np.flatnonzero(keep & (mc.queue_id < 0)):
-        findings.append(_finding("queue-id", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
+        findings.append(_finding("queue-id", b.file, int(pos[k]) - b.start + b.shift, int(index[k]),
+                                 topic=names[topic[k]],
                                  queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
                                  detail=f"QUEUEID {int(mc.queue_id[k])} is negative: a broker never stores one (it "
                                         "picks a queue for a negative id), so no queue holds this message"))
     for k in np.flatnonzero(keep & (mc.phy != pos + HEADER_SIZE)):
-        findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
+        findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start + b.shift, int(index[k]),
+                                 topic=names[topic[k]],
                                  queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
                                  detail=f"PHYSICALOFFSET {int(mc.phy[k])}, the entry's pos + 48 is "
                                         f"{int(pos[k]) + HEADER_SIZE}"))
@@ -240,7 +249,7 @@ def _queue_offset_order(c: Columns, findings: list) -> None:
     for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
         i = int(order[j])
         fstart = int(a["fstart"][i])  # (the file it was read from: files may overlap)
-        file, off = f"data/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart
+        file, off = f"{c.log_dir}/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart + c.shift
         findings.append(_finding("queue-offset", file, off, int(a["index"][i]), topic=names[a["topic"][i]],
                                  queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
                                  detail=f"queue offset {int(q[j])} follows {int(q[j - 1])} in its queue"))

@@ -17,16 +17,25 @@ What RocketMQ's ``CommitLog`` keeps (4.9.4 and 4.9.8 agree; ``DefaultAppendMessa
 
 Rules kept here: the writer only appends, owns its directory, and leaves every file full
 length when closed; a message that cannot fit in an empty file is an error
-(:class:`MessageTooLarge`), never a file of another size.
+(:class:`MessageTooLarge`), never a file of another size. The reader (:func:`batches`)
+walks a commit log as ``CommitLog.recoverNormally`` does (message after message, a blank
+ends a file, the first record that is neither ends the log) and yields scan.py's batches,
+so ``mq check`` and ``mq topics`` read both kinds of store with one set of checks.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
+from typing import Iterator
 
-from ..format import FILE_NAME_DIGITS
-from .message import PHY_POS_POSITION
+import numpy as np
+
+from ..errors import NotAStoreError
+from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL, parse_file_name
+from .message import MAGICS, MIN_SIZE, PHY_POS_POSITION
+from .scan import Batch
 
 COMMIT_LOG_DIR = "commitlog"  # StorePathConfigHelper / MessageStoreConfig.storePathCommitLog
 MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024  # MessageStoreConfig.mappedFileSizeCommitLog
@@ -116,3 +125,61 @@ class CommitLogWriter:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def log_files(dir: str) -> list[tuple[int, str]]:
+    """The commit log's files (first byte, path), in order; NotAStoreError when there is none."""
+    try:
+        names = os.listdir(dir)
+    except OSError as exc:
+        raise NotAStoreError(f"{dir}: {exc.strerror or exc}") from None
+    files = sorted((start, os.path.join(dir, n)) for n in names if (start := parse_file_name(n)) is not None)
+    if not files:
+        raise NotAStoreError(f"{dir}: no commit-log file")
+    return files
+
+
+def batches(dir: str) -> Iterator[Batch]:
+    """Every message of the commit log in ``dir``, a file at a time, as scan.py's batches of
+    DLedger entries are: ``pos`` is the message's offset - 48 and ``size`` its TOTALSIZE + 48
+    (as if each were an entry whose body is the message, so that the checks' pos + 48 is
+    the commit-log offset), ``bsize`` its TOTALSIZE, ``index`` its ordinal in the log, and
+    ``shift`` 48 (what a finding adds to ``pos - start`` for the message's byte in its
+    file). A place where the log cannot be read on while later files hold data is a
+    damage batch."""
+    files = log_files(dir)
+    ordinal = 0
+    for n, (start, path) in enumerate(files):
+        name = f"{COMMIT_LOG_DIR}/{os.path.basename(path)}"
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        at, sizes, p, why = [], [], 0, ""
+        while p + 8 <= size:
+            total, magic = _BLANK.unpack_from(buf, p)
+            if magic == BLANK_MAGIC_CODE:
+                break
+            if magic not in MAGICS or total < MIN_SIZE or p + total > size:
+                if total or magic or any(buf[p:min(size, p + 64)]):
+                    why = f"TOTALSIZE {total}, MAGICCODE {magic}: not a message, nor a blank ending the file"
+                break
+            at.append(p)
+            sizes.append(total)
+            p += total
+        if at:
+            pos = np.array(at, np.int64) + start - HEADER_SIZE
+            bsize = np.array(sizes, np.int64)
+            k = len(at)
+            yield Batch(name, start, buf, np.full(k, MAGIC_NORMAL, np.int64), bsize + HEADER_SIZE,
+                        np.arange(ordinal, ordinal + k, dtype=np.int64), np.zeros(k, np.int64), pos, bsize,
+                        shift=HEADER_SIZE)
+            ordinal += k
+        if why:
+            yield Batch(name, start, buf, damage=f"commit-log damage: {why}", at=start + p - HEADER_SIZE,
+                        shift=HEADER_SIZE)
+            return
+        is_blank = p + 8 <= size and _BLANK.unpack_from(buf, p)[1] == BLANK_MAGIC_CODE
+        if not is_blank and n + 1 < len(files):
+            yield Batch(name, start, buf, damage=f"the log ends at offset {p} of {os.path.basename(path)} but "
+                                                 f"later files follow", at=start + p - HEADER_SIZE, shift=HEADER_SIZE)
+            return

@@ -1,20 +1,24 @@
 """Where a broker's files are, from a path an operator gives: a broker store root
 (``storePathRootDir``: ``dledger-<selfId>/``, ``consumequeue/``, ``index/``, ``config/``,
-``checkpoint``) or one of its node directories (the consume queues are then beside it)."""
+``checkpoint``) or one of its node directories (the consume queues are then beside it); or
+a master-slave broker's store root (``commitlog/`` instead of ``dledger-<selfId>/``)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
+from ..errors import NotAStoreError
 from ..layout import resolve_node_dir
+from .commitlog import COMMIT_LOG_DIR
 from .consumequeue import CONSUME_QUEUE_DIR
 
 
 @dataclass(frozen=True)
 class BrokerStore:
-    node_dir: str  # DLedger's files: dledger-<selfId>
+    node_dir: str  # DLedger's files: dledger-<selfId> (a master-slave store's: its commitlog/)
     root: str | None  # the store root holding consumequeue/, when there is one
+    commit_log: bool = False  # a master-slave store: messages in commitlog/ (commitlog.batches)
 
     @property
     def has_consume_queues(self) -> bool:
@@ -22,8 +26,17 @@ class BrokerStore:
 
 
 def resolve_broker(path: str, self_id: str | None = None) -> BrokerStore:
-    """NotAStoreError (from store.layout) when ``path`` holds no node directory."""
-    node = resolve_node_dir(path, self_id).node_dir
+    """NotAStoreError (from store.layout) when ``path`` holds no node directory (nor, without
+    ``self_id``, a master-slave commit log)."""
+    try:
+        node = resolve_node_dir(path, self_id).node_dir
+    except NotAStoreError:
+        log = os.path.join(path, COMMIT_LOG_DIR)
+        if self_id is not None or not os.path.isdir(log) or not os.listdir(log):
+            raise
+        root = os.path.abspath(path)
+        return BrokerStore(os.path.join(root, COMMIT_LOG_DIR), root if os.path.isdir(
+            os.path.join(root, CONSUME_QUEUE_DIR)) else None, commit_log=True)
     parent = os.path.dirname(os.path.abspath(node))
     root = parent if os.path.isdir(os.path.join(parent, CONSUME_QUEUE_DIR)) else None
     return BrokerStore(node, root)

@@ -55,6 +55,7 @@ class Batch:
     bsize: np.ndarray | None = None
     damage: str = ""  # set for a damage batch (its ``at``: the logical offset)
     at: int = -1
+    shift: int = 0  # added to ``pos - start`` for the byte a finding names (a commit log's: commitlog.batches)
 
     def __len__(self) -> int:
         return 0 if self.index is None else len(self.index)
