@@ -24,7 +24,8 @@ until it is), a store whose DLedger log follows an old master-slave ``commitlog/
 Rules kept here: SRC is only read. DEST must not exist or be an empty directory; the
 store is written under a temporary sibling name (``.<name>.migrating-<pid>``) and renamed
 to DEST only when complete, so an interrupted run leaves no DEST that looks like a store
-(a failed one removes its temporary directory). A source that is damaged or inconsistent
+(a failed one removes its temporary directory; the next run for the same DEST removes
+one a killed run left, whose process is gone). A source that is damaged or inconsistent
 (an entry that is not a message, a unit that points where no message starts) stops the
 move with :class:`MigrateError` saying where; ``mq check`` tells more.
 """
@@ -89,6 +90,28 @@ def temp_name(dest: str) -> str:
     return os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.migrating-{os.getpid()}")
 
 
+def _stale_temps(dest: str) -> list[str]:
+    """Temporary directories of earlier runs for ``dest`` whose process is gone (killed)."""
+    dest = os.path.abspath(dest)
+    parent, prefix = os.path.dirname(dest), f".{os.path.basename(dest)}.migrating-"
+    out = []
+    for n in os.listdir(parent):
+        pid = n[len(prefix):]
+        if n.startswith(prefix) and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            out.append(os.path.join(parent, n))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _check_dest(dest: str, src_root: str) -> None:
     dest_abs = os.path.realpath(dest)
     src_abs = os.path.realpath(src_root)
@@ -123,8 +146,9 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
                            f"certain is unknown (give --include-uncommitted to move them all)")
     summary = Summary(src, os.path.abspath(dest), committed_index=committed)
     tmp = temp_name(dest)
-    if os.path.lexists(tmp):
-        shutil.rmtree(tmp)
+    for stale in _stale_temps(dest) + ([tmp] if os.path.lexists(tmp) else []):
+        shutil.rmtree(stale)
+        summary.notes.append(f"removed {os.path.basename(stale)}, left by an interrupted run")
     os.makedirs(tmp)
     try:
         _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else committed,
