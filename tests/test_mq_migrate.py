@@ -136,6 +136,8 @@ def test_a_queue_that_starts_past_zero_keeps_its_file_names_and_blanks(tmp_path)
     dest = tmp_path / "dest"
     r = invoke(root, dest, "--commitlog-file-size", CL)
     assert r.exit_code == 0, r.output
+    # the log starts one file in, so the blanks (offset 0) lie below it, as RocketMQ's correctMinOffset needs
+    assert sorted(os.listdir(dest / "commitlog")) == [f"{CL:020d}"] and f"the commit log starts at {CL}" in r.stdout
     assert sorted(os.listdir(dest / "consumequeue" / "A" / "0")) == [f"{32 * 20:020d}"]
     with open(dest / "consumequeue" / "A" / "0" / f"{32 * 20:020d}", "rb") as fh:
         b = fh.read()

@@ -25,6 +25,8 @@ from typer.testing import CliRunner
 
 import javarocketmq
 from dledgerctl.app import app
+from rmq_encode import cq_unit
+from rmq_store import write_broker_store, write_queue
 from store.metafiles import read_checkpoint, write_checkpoint
 
 runner = CliRunner()
@@ -83,9 +85,9 @@ def migrate(src, dest, *args) -> dict:
     return json.loads(r.stdout)[0] | {"stderr": r.stderr}
 
 
-def read_back(rocketmq, root, commitlog_file_size: int) -> tuple[dict, list[dict]]:
+def read_back(rocketmq, root, commitlog_file_size: int, cq_file_size: int = CQ_FILE_SIZE) -> tuple[dict, list[dict]]:
     """What RocketMQ's master-slave store serves: messages by (topic, queue, queue offset), and the other lines."""
-    lines = javarocketmq._run_json(rocketmq.command(READER, str(root), str(commitlog_file_size), str(CQ_FILE_SIZE),
+    lines = javarocketmq._run_json(rocketmq.command(READER, str(root), str(commitlog_file_size), str(cq_file_size),
                                                     "110000"), 120, f"{READER} (RocketMQ {rocketmq.version})")
     assert [m for m in lines if m["kind"] in ("miss", "undecodable")] == []  # (what getMessage could not serve)
     msgs = [m for m in lines if m["kind"] == "message"]
@@ -174,3 +176,30 @@ def test_a_followers_uncommitted_entries_are_left_out_and_said(rocketmq, written
     assert (s["messages"], s["left_out"]) == (len(reported), 0)
     got, _ = read_back(rocketmq, dest2, SMALL)
     assert_served(got, reported)
+
+
+def test_a_queue_that_starts_past_zero_is_served_from_its_first_message(rocketmq, tmp_path):
+    """A queue whose first unit is at queue offset 37 (RocketMQ's fillPreBlank units before
+    it in its file; files of 16 units): RocketMQ's store gives 37 as its minimum and serves
+    its messages from there (the blanks must lie below the new log's first offset)."""
+    root = tmp_path / "src"
+    written = write_broker_store(str(root), [{"topic": "A", "body": b"m%d" % i, "properties": {"TAGS": "t"},
+                                              "queue_offset": 37 + i} for i in range(5)] + [{"topic": "C", "body": b"c%d" % i}
+                                                                   for i in range(3)], data_file_size=16 << 10,
+                                 cq_units_per_file=16)
+    qdir = root / "consumequeue" / "A" / "0"
+    for n in os.listdir(qdir):
+        os.unlink(qdir / n)
+    write_queue(str(root), "A", 0, [cq_unit(w["phy_offset"], w["size"], 116) for w in written[:5]],
+                per_file=16, first=37, blanks=5)
+    dest = tmp_path / "ms"
+    cl = 8 << 10
+    migrate(root, dest, "--commitlog-file-size", cl)
+    lines = javarocketmq._run_json(rocketmq.command(READER, str(dest), str(cl), str(16 * 20), "110000"), 120, READER)
+    queues = {(q["topic"], q["queue_id"]): (q["min"], q["max"]) for q in lines
+              if q["kind"] == "queue" and q["max"]}  # (the schedule service's queues are made empty)
+    assert queues == {("A", 0): (37, 42), ("C", 0): (0, 3)}
+    got = [(m["topic"], m["stored_queue_offset"], base64.b64decode(m["body"])) for m in lines
+           if m["kind"] == "message" and m["queue_offset"] == m["stored_queue_offset"] and m["look_ok"]]
+    assert got == [("A", 37 + i, b"m%d" % i) for i in range(5)] + [("C", i, b"c%d" % i) for i in range(3)]
+    assert [m for m in lines if m["kind"] in ("miss", "undecodable")] == []

@@ -13,7 +13,9 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
   first kept one in its file (RocketMQ's own ``fillPreBlank`` units, or units of messages
   no longer in the log) are written as ``fillPreBlank`` units (0, Integer.MAX_VALUE, 0), as
   RocketMQ writes a queue that starts past 0; units of messages left out at a queue's end
-  (uncommitted ones) are not written;
+  (uncommitted ones) are not written. When such blanks lead a file that also holds units
+  of messages, the new commit log starts one file in (not at 0), so that the blanks' offset
+  0 lies below it and RocketMQ takes the first real unit as the queue's minimum;
 - ``checkpoint``: physicMsgTimestamp and logicsMsgTimestamp = the last message's store
   time, indexMsgTimestamp 0 (``StoreCheckpoint``: i64 at 0, 8, 16 of a 4 KiB file);
 - ``config/``: copied as it is. No ``abort`` file: the broker recovers as after a clean stop.
@@ -44,7 +46,8 @@ from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..inspect import Selection
 from ..metafiles import read_checkpoint
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, MessageTooLarge, file_name
-from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, file_size, find_queues, read_units
+from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, find_queues, read_units
+from .consumequeue import file_size as file_size_of
 from .layout import BrokerStore
 from .message import NotAMessage, decode
 from .scan import batches
@@ -167,8 +170,48 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     return summary
 
 
+def _first_message(broker, data_file_size, index_file_size) -> int | None:
+    """The commit-log offset of SRC's first message (None: it holds none)."""
+    for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+        normal = np.flatnonzero(b.magic == MAGIC_NORMAL) if not b.damage else []
+        if len(normal):
+            return int(b.pos[normal[0]]) + HEADER_SIZE
+    return None
+
+
+def _log_start(src_root: str, src_first: int | None, file_size: int) -> int:
+    """Where the new commit log starts: 0, or one file in when a queue will lead with
+    fillPreBlank units (0, Integer.MAX_VALUE, 0). ``ConsumeQueue.correctMinOffset`` takes a
+    queue's first unit whose offset is at or past the log's first as the queue's minimum;
+    from a log at 0 that would be a blank, and ``getMessage`` reading from there rolls past
+    the first commit-log file's messages (``rollNextFile``). Past the log's start, the blanks
+    are below every message, as after RocketMQ deletes a log's head files. Fails on a damaged
+    queue before anything is written."""
+    queues = find_queues(src_root)
+    fsize = file_size_of(queues)
+    per_file = fsize // CQ_STORE_UNIT_SIZE
+    start = 0
+    for q in queues:
+        read_units(q, fsize)
+        if q.damaged:
+            where, off, what = q.damaged[0]
+            raise MigrateError(f"{where} (offset {off}): {what} (run 'dledgerctl mq check' on SRC)")
+        units = q.units
+        lead = len(units) if src_first is None else int(np.count_nonzero(units["offset"] < src_first))
+        # blanks lead the file of the queue's first kept unit unless that is the file's first
+        # (a queue of blanks only has no message for a pull to miss)
+        if (q.first + lead) % per_file and lead < len(units):
+            start = file_size
+        q.units, q.segments = None, []
+    return start
+
+
 def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress) -> None:
-    log = CommitLogWriter(os.path.join(tmp, COMMIT_LOG_DIR), file_size)
+    start = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size)
+    if start:
+        summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, which "
+                             f"RocketMQ takes for messages when the log starts at 0)")
+    log = CommitLogWriter(os.path.join(tmp, COMMIT_LOG_DIR), file_size, start)
     old, new, last_ts, src_first = [], [], 0, None
     try:
         for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
@@ -228,7 +271,7 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
     """``old``/``new``: each moved message's commit-log offset in SRC and in DEST (increasing);
     ``src_first``: the offset of SRC's first message (moved or not)."""
     queues = find_queues(src_root)
-    fsize = file_size(queues)
+    fsize = file_size_of(queues)
     in_queue = 0
     for q in queues:
         read_units(q, fsize)
