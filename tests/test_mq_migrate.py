@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -237,3 +239,24 @@ def test_mq_check_reads_the_migrated_store_and_names_damage_in_commitlog(src, tm
     found = json.loads(r.stdout)
     assert r.exit_code == 1 and [(f["finding"], f["file"], f["offset"]) for f in found] == \
         [("body-crc", f"commitlog/{name}", at % CL)]
+
+
+def test_refuses_a_store_a_running_broker_holds(src, tmp_path):
+    root, _ = src
+    (root / "lock").write_bytes(b"lock")
+    # what DefaultMessageStore.start does: FileChannel.tryLock(0, 1, false), a POSIX lock of byte 0, in another process
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys\n"
+                               f"fd = os.open({str(root / 'lock')!r}, os.O_RDWR)\n"
+                               "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)\n"
+                               "print('locked', flush=True)\nsys.stdin.read()\n"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        r = invoke(root, tmp_path / "dest")
+        assert r.exit_code == 1 and "a running broker holds its lock file" in r.stderr
+        assert not (tmp_path / "dest").exists()
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert invoke(root, tmp_path / "dest", "--commitlog-file-size", CL).exit_code == 0  # stopped: it moves
+    assert (root / "lock").read_bytes() == b"lock"

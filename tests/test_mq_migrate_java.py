@@ -203,3 +203,21 @@ def test_a_queue_that_starts_past_zero_is_served_from_its_first_message(rocketmq
            if m["kind"] == "message" and m["queue_offset"] == m["stored_queue_offset"] and m["look_ok"]]
     assert got == [("A", 37 + i, b"m%d" % i) for i in range(5)] + [("C", i, b"c%d" % i) for i in range(3)]
     assert [m for m in lines if m["kind"] in ("miss", "undecodable")] == []
+
+
+def test_refuses_the_store_of_a_running_broker_then_moves_it_stopped(rocketmq, tmp_path):
+    root = tmp_path / "store"
+    member = javarocketmq.BrokerMember(rocketmq, str(root), "n0", f"n0-127.0.0.1:{javarocketmq._free_port()}",
+                                       put_interval_ms=20, body_bytes=50)
+    member.start()
+    try:
+        member.wait_for(lambda e: e["event"] == "put" and e["status"] == "PUT_OK", 60, "an acknowledged put")
+        r = runner.invoke(app, ["mq", "migrate", str(root), str(tmp_path / "ms")])
+        assert r.exit_code == 1 and "a running broker holds its lock file" in r.stderr, r.output
+        assert not (tmp_path / "ms").exists()
+        member.quit()
+    finally:
+        member.kill()
+    puts = member.puts()
+    s = migrate(root, tmp_path / "ms", "--commitlog-file-size", 1 << 20)
+    assert s["messages"] == len(puts) and s["left_out"] == 0

@@ -34,6 +34,7 @@ move with :class:`MigrateError` saying where; ``mq check`` tells more.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import struct
@@ -54,6 +55,7 @@ from .scan import batches
 
 CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
+LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile
 CHECKPOINT_SIZE = 4096  # StoreCheckpoint maps MappedFile.OS_PAGE_SIZE bytes
 _CHECKPOINT = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
 
@@ -115,6 +117,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _broker_holds(src_root: str) -> bool:
+    """A running message store holds its root's ``lock`` file (``DefaultMessageStore.start``:
+    ``FileChannel.tryLock(0, 1, false)``, a POSIX record lock, which fcntl sees). Only asks:
+    the file is opened for the lock, never written."""
+    try:
+        fd = os.open(os.path.join(src_root, LOCK_FILE), os.O_RDWR)
+    except OSError:
+        return False  # (none, or not ours to open: nothing to ask)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+        return False
+    finally:
+        os.close(fd)
+
+
 def _check_dest(dest: str, src_root: str) -> None:
     dest_abs = os.path.realpath(dest)
     src_abs = os.path.realpath(src_root)
@@ -143,6 +164,8 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
         raise MigrateError(f"{old_log}: the DLedger log follows an old master-slave commit log; such a store "
                            f"cannot be moved yet")
     _check_dest(dest, src)
+    if _broker_holds(src):
+        raise MigrateError(f"{src}: a running broker holds its lock file: stop the broker first")
     committed = read_checkpoint(broker.node_dir).committed_index
     if committed is None and not include_uncommitted:
         raise MigrateError(f"{broker.node_dir}: its checkpoint holds no committed index: which entries are "
