@@ -79,7 +79,7 @@ class Summary:
     left_out_bytes: int = 0
     left_out_units: int = 0  # consume-queue units of left-out messages not written
     other_entries: int = 0  # entries that are not messages (no-op, config): not moved
-    undispatched: int = 0  # messages past their queue's end (the broker dispatches them at start)
+    undispatched: int = 0  # messages no unit points at (transaction halves; not dispatched yet)
     notes: list[str] = field(default_factory=list)
 
     def row(self) -> dict:
@@ -284,8 +284,8 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     if summary.left_out:
         summary.notes.append(f"{summary.left_out} messages of entries past the committed index {committed} left out")
     if summary.undispatched:
-        summary.notes.append(f"{summary.undispatched} messages not in a consume queue yet (the broker dispatches "
-                             f"them when it starts)")
+        summary.notes.append(f"{summary.undispatched} messages no unit points at (transaction halves never get "
+                             f"one; messages past every queue's end the broker dispatches when it starts)")
     summary.notes.append("index/ not rebuilt (queries by key find nothing until it is)")
 
 
