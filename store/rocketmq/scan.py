@@ -9,11 +9,13 @@ a config entry, another kind of body) are yielded as what they are.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Iterator
 
 import numpy as np
 
+from ..errors import NotAStoreError
 from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 from ..inspect import Selection, open_lists, start_file
 from ..layout import NodeLayout
@@ -22,6 +24,7 @@ from .lookup import IndexFile, NotFound, open_index, queue_unit
 from .message import (MAX_MESSAGE_SIZE, MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of,
                       decode)
 
+_COMMIT_LOG = "commitlog"  # commitlog.COMMIT_LOG_DIR (commitlog.py builds on this module)
 KINDS = {MAGIC_NORMAL: "message", MAGIC_NOOP: "no-op", MAGIC_CONFIG: "config"}
 
 
@@ -67,6 +70,9 @@ def batches(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
     run lane; entries the per-entry lane yields come in batches of their own). The buffers
     are the data files' maps: use a batch before the next one is asked for."""
     sel = sel or Selection()
+    if os.path.basename(os.path.normpath(node_dir)) == _COMMIT_LOG and not os.path.isdir(os.path.join(node_dir, "data")):
+        raise NotAStoreError(f"{node_dir}: a master-slave broker's commit log: this command reads DLedger logs only "
+                             f"('mq check' and 'mq topics' read both)")
     data, index = open_lists(NodeLayout(node_dir), data_file_size, index_file_size)
     try:
         first = start_file(data, index, sel)
