@@ -15,6 +15,7 @@ from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_e
 from .mq_cmd import _data_bytes
 from .render import Format, render
 
+MAX_FILE_SIZE = (1 << 31) - 1  # MappedFile.fileSize is an int
 SUMMARY_COLUMNS = ["dest", "messages", "bytes", "queues", "units", "files", "left_out", "note"]
 
 
@@ -41,6 +42,9 @@ def migrate_cmd(
 
     Only committed entries unless --include-uncommitted. DEST appears only when complete. One summary row:
     messages, bytes, queues, units, commit-log files, messages left out."""
+    if commitlog_file_size > MAX_FILE_SIZE:
+        raise typer.BadParameter(f"{commitlog_file_size} bytes: RocketMQ's mapped files hold at most {MAX_FILE_SIZE} "
+                                 "(a Java int)", param_hint="--commitlog-file-size")
     with errors_as_exit():
         broker = resolve_broker(src, self_id)
         with progress_bar("migrating messages", _data_bytes(broker.node_dir)) as advance:

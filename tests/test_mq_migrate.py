@@ -262,3 +262,10 @@ def test_refuses_a_store_a_running_broker_holds(src, tmp_path):
         holder.wait(30)
     assert invoke(root, tmp_path / "dest", "--commitlog-file-size", CL).exit_code == 0  # stopped: it moves
     assert (root / "lock").read_bytes() == b"lock"
+
+
+def test_a_commit_log_file_size_rocketmq_cannot_map_is_a_usage_error(src, tmp_path):
+    root, _ = src
+    r = invoke(root, tmp_path / "dest", "--commitlog-file-size", "2GiB")
+    assert r.exit_code == 2 and "--commitlog-file-size" in r.stderr and "Java int" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["src"]
