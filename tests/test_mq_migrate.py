@@ -269,3 +269,24 @@ def test_a_commit_log_file_size_rocketmq_cannot_map_is_a_usage_error(src, tmp_pa
     r = invoke(root, tmp_path / "dest", "--commitlog-file-size", "2GiB")
     assert r.exit_code == 2 and "--commitlog-file-size" in r.stderr and "Java int" in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def test_v2_and_compressed_messages_move_unchanged_from_a_node_directory(tmp_path):
+    root = tmp_path / "src"
+    specs = [{"topic": "主题" * 30, "body": b"v2 " * 50, "v2": True},
+             {"topic": "Z", "body": b"zlib " * 200, "compress": "zlib"},
+             {"topic": "Z", "body": b"lz4 " * 200, "compress": "lz4", "v2": True},
+             {"topic": "Z", "body": b"zstd " * 200, "compress": "zstd", "v2": True},
+             {"topic": "Z", "body": b"", "store_host": "[2001:db8::1]:10911"}]
+    written = write_broker_store(str(root), specs, data_file_size=16 << 10)
+    dest = tmp_path / "dest"
+    r = invoke(root / "dledger-n0", dest, "--commitlog-file-size", CL, "--format", "json")  # (the node directory)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)[0]["messages"] == len(specs)
+    got = log_messages(dest)
+    with open(root / "dledger-n0" / "data" / f"{0:020d}", "rb") as fh:
+        data = fh.read()
+    for (at, raw), w in zip(got, written):
+        old = data[w["phy_offset"]:w["phy_offset"] + w["size"]]
+        assert raw[:28] + raw[36:] == old[:28] + old[36:] and decode(raw).phy_offset == at
+    assert [decode(raw).version for _, raw in got] == ["v2", "v1", "v2", "v2", "v1"]
