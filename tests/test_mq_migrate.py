@@ -226,6 +226,8 @@ def test_mq_check_reads_the_migrated_store_and_names_damage_in_commitlog(src, tm
     assert f"{len(written)} messages" in r.stderr and "0 findings" in r.stderr
     r = runner.invoke(app, ["mq", "topics", str(dest), "--format", "json"])
     assert r.exit_code == 0 and sum(t["messages"] for t in json.loads(r.stdout)) == len(written)
+    r = invoke(dest, tmp_path / "again")
+    assert r.exit_code == 1 and "a master-slave store already" in r.stderr and not (tmp_path / "again").exists()
     r = runner.invoke(app, ["mq", "messages", str(dest)])  # (not yet: said, not an empty answer)
     assert r.exit_code == 1 and "reads DLedger logs only" in r.stderr and r.stdout == ""
     # a changed body byte: body-crc, at the message's byte in its commit-log file

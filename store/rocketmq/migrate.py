@@ -156,6 +156,9 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
             index_file_size: int | None = None, progress=None) -> Summary:
     """Write the master-slave store at ``dest`` (see the module's text); its summary.
     MigrateError when the move cannot be made; DEST is then left as it was."""
+    if broker.commit_log:
+        raise MigrateError(f"{broker.root}: a master-slave store already ({COMMIT_LOG_DIR}/, no dledger-<id>/): "
+                           f"nothing to move")
     if broker.root is None:
         raise MigrateError(f"{broker.node_dir}: no {CONSUME_QUEUE_DIR}/ beside it: give a broker's store root")
     src = broker.root
