@@ -121,6 +121,8 @@ MATRIX = {
     "mq messages": ["test_mq_commands_on_a_missing_dir"],
     "mq topics": ["test_mq_commands_on_a_missing_dir"],
     "mq check": ["test_mq_commands_on_a_missing_dir"],
+    "controller events": ["test_controller_commands_on_a_missing_dir"],
+    "controller state": ["test_controller_commands_on_a_missing_dir"],
 }
 
 
@@ -238,6 +240,14 @@ def test_mq_commands_on_a_missing_dir(tmp_path, sub):
     r = run("mq", sub, str(tmp_path / "nope"))
     assert r.exit_code in (1, 2)
     one_error(r.stderr, "nope")
+
+
+@pytest.mark.parametrize("sub", ["events", "state"])
+def test_controller_commands_on_a_missing_dir(tmp_path, sub):
+    r = run("controller", sub, str(tmp_path / "nope"))
+    assert r.exit_code == 1
+    one_error(r.stderr, "nope")
+    assert not (tmp_path / "nope").exists()
 
 
 @pytest.mark.parametrize("sub", ["audit", "diverge", "stats", "export", "mq-topics", "mq-find", "mq-export"])

@@ -1,0 +1,149 @@
+"""``dledgerctl controller events | state``: the log of a RocketMQ 5 DLedger controller, its
+events and the state replaying them gives, offline (store/rocketmq/controller.py)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Optional
+
+import typer
+
+from store.filestore import FileStore
+from store.layout import find_node_dirs, looks_like_node_dir, resolve_node_dir
+from store.rocketmq.controller import (EVENT_COLUMNS, HISTORY_COLUMNS, STATE_COLUMNS, EventFilter, event_rows,
+                                       parse_type, replay)
+
+from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural
+from .render import Format, render, to_json
+from .store_cmd import FromOpt, ToOpt, _selection
+
+app = typer.Typer(help="A RocketMQ 5 DLedger controller's log: its events and the broker sets' state (offline).",
+                  no_args_is_help=True)
+
+DirArg = Annotated[str, typer.Argument(help="A controller's node directory (dledger-<selfId> under its "
+                                            "controllerStorePath), or a base directory holding one or several.",
+                                       show_default=False)]
+
+
+def _node_dir(path: str, self_id: str | None, sizes: dict) -> str:
+    """The node directory to read: the one given, or of several under a base directory (no
+    --self-id) the one whose log reaches furthest, said on stderr."""
+    if self_id is not None or not os.path.isdir(path) or looks_like_node_dir(path):
+        return resolve_node_dir(path, self_id).node_dir
+    nodes = find_node_dirs(path)
+    if len(nodes) <= 1:
+        return resolve_node_dir(path).node_dir
+    ends = []
+    for n in nodes:
+        with FileStore.open(n, read_only=True, **sizes) as s:
+            ends.append((s.end_index, n))
+    best = max(ends, key=lambda t: t[0])  # (the first of equals: they are sorted by name)
+    others = ", ".join(f"{os.path.basename(n)} to {e}" for e, n in ends if n != best[1])
+    typer.echo(f"Note: reading {os.path.basename(best[1])} (log to index {best[0]}; {others}); --self-id picks "
+               "another", err=True)
+    return best[1]
+
+
+def _sizes(data_file_size, index_file_size) -> dict:
+    return dict(data_file_size=data_file_size, index_file_size=index_file_size)
+
+
+def _fields_text(rows):
+    """table and csv: an event's fields as one JSON object."""
+    for row in rows:
+        row["fields"] = to_json(row["fields"]) if row["fields"] else ""
+        yield row
+
+
+@app.command("events")
+def events_cmd(
+    dir: DirArg,
+    broker: Annotated[Optional[str], typer.Option("--broker", help="Only events of this broker set (brokerName).")]
+    = None,
+    type_: Annotated[Optional[list[str]], typer.Option("--type", help="Only events of this type: its name "
+                                                                      "(ElectMasterEvent, ELECT_MASTER_EVENT, "
+                                                                      "elect-master) or id 1-6 (repeat: any "
+                                                                      "of them).")] = None,
+    from_index: FromOpt = None,
+    to_index: ToOpt = None,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """One row per entry: index, term, event type, broker set and the event's fields as RocketMQ's EventSerializer
+    wrote them. Empty entries are the proposal each new leader appends; an entry that is no event (garbage, an
+    unknown type id, bad JSON) is a row that says so. With --broker or --type, the events that match only."""
+    sel = _selection(None, from_index, to_index, None)
+    try:
+        types = frozenset(parse_type(t) for t in type_ or ())
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--type") from None
+    sizes = _sizes(data_file_size, index_file_size)
+    with errors_as_exit():
+        node = _node_dir(dir, self_id, sizes)
+        rows = event_rows(node, sel, EventFilter(broker, types), **sizes)
+        if fmt in (Format.table, Format.csv):
+            rows = _fields_text(rows)
+        render(rows, fmt, columns=EVENT_COLUMNS if fmt == Format.table else None)
+
+
+def _brokers_text(rows):
+    """table and csv: the syncStateSet as ids and commas, brokers as id=address/code."""
+    for row in rows:
+        if row.get("sync_state_set") is not None:
+            row["sync_state_set"] = ",".join(map(str, row["sync_state_set"]))
+        if "brokers" in row:
+            row["brokers"] = " ".join(f"{b['broker_id']}={b['address']}"
+                                      + (f"/{b['register_check_code']}" if b["register_check_code"] else "")
+                                      for b in row["brokers"])
+        yield row
+
+
+@app.command("state")
+def state_cmd(
+    dir: DirArg,
+    at_index: Annotated[Optional[int], typer.Option("--at-index", min=0, help="The state after applying the log "
+                                                                              "through this index (default: all "
+                                                                              "of it).")] = None,
+    history: Annotated[bool, typer.Option("--history", help="With --broker: a row per event of that broker set, "
+                                                             "with the master and syncStateSet after it and what "
+                                                             "changed (index and term of each change).")] = False,
+    broker: Annotated[Optional[str], typer.Option("--broker", help="Only this broker set (brokerName).")] = None,
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Replay the log from its first entry as RocketMQ's ReplicasInfoManager applies it (the controller keeps no
+    snapshot): per broker set, the master broker id and address, masterEpoch, syncStateSet and its epoch, and every
+    broker id with its address and register check code (table: id=address/code).
+
+    An entry RocketMQ could not apply, and a log that does not start at index 0 (its head files were deleted: this
+    state is then not the controller's), are said on stderr."""
+    if history and broker is None:
+        raise typer.BadParameter("it shows one broker set's timeline: give --broker NAME too", param_hint="--history")
+    sizes = _sizes(data_file_size, index_file_size)
+    timeline: list[dict] = []
+    with errors_as_exit():
+        node = _node_dir(dir, self_id, sizes)
+        r = replay(node, at_index, history_of=broker if history else None, history=timeline, **sizes)
+    if history:
+        render(_brokers_text(timeline) if fmt in (Format.table, Format.csv) else timeline, fmt,
+               columns=HISTORY_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    else:
+        rows = [row for row in r.state.broker_rows() if broker is None or row["broker_name"] == broker]
+        if fmt in (Format.table, Format.csv):
+            rows = list(_brokers_text(rows))
+        render(rows, fmt, columns=STATE_COLUMNS if fmt == Format.table else None)
+    for index, note in r.notes:
+        typer.echo(f"Note: index {index}: {note}", err=True)
+    if r.first_index is None:
+        typer.echo(f"Note: {node}: no entries{' up to that index' if at_index is not None else ''}", err=True)
+    elif r.first_index != 0:
+        typer.echo(f"Note: {node}: the log starts at index {r.first_index}, not 0 (its head files are gone): the "
+                   "controller cannot rebuild its state from it, and this one lacks what those entries did", err=True)
+    if at_index is not None and r.last_index is not None and r.last_index < at_index:
+        typer.echo(f"Note: the log ends at index {r.last_index}, before {at_index}", err=True)
+    if r.last_index is not None:
+        typer.echo(f"{node}: {plural(len(r.state.broker_rows()), 'broker set')} after index {r.last_index}", err=True)

@@ -1,0 +1,393 @@
+"""The RocketMQ 5 controller's log: its events, and the state that replaying them gives.
+
+In controller mode (RocketMQ >= 5) the DLedger controller (``DLedgerController``) is a
+DLedger 0.3.1.2 group; each entry's body is empty (the proposal a new leader appends in its
+role-change handler) or ONE event as ``EventSerializer`` writes it: the event type id as a
+big-endian i16, then the event as fastjson JSON (``FastJsonSerializer``: the getters'
+properties, null ones left out, ``eventType`` as the enum's name).
+
+Facts from apache/rocketmq, tag rocketmq-all-5.3.3, controller/src/main/java/org/apache/
+rocketmq/controller/impl/:
+
+- ``event/EventType``: 1 ALTER_SYNC_STATE_SET_EVENT, 2 APPLY_BROKER_ID_EVENT,
+  3 ELECT_MASTER_EVENT, 4 READ_EVENT, 5 CLEAN_BROKER_DATA_EVENT, 6 UPDATE_BROKER_ADDRESS;
+- ``event/EventSerializer.deserialize``: fewer than 2 bytes, an id <= 0, an unknown id or
+  READ_EVENT give null, which ``DLedgerControllerStateMachine.onApply`` hands to
+  ``ReplicasInfoManager.applyEvent`` (a NullPointerException there): such an entry stops
+  RocketMQ's replay. Here it is a row that says so, and the replay goes on.
+- the replay, ``manager/ReplicasInfoManager.applyEvent`` and its ``handle*`` methods, is
+  :meth:`ControllerState.apply` (each rule names its method); ``masterEpoch`` and
+  ``syncStateSetEpoch`` are not in any event: they count ``SyncStateInfo.updateMasterInfo``
+  and ``updateSyncStateSetInfo`` calls.
+
+The controller keeps no snapshot (``onSnapshotSave`` does nothing): its state exists only
+by replaying from index 0. Pure: no files are opened here except through the store's scan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+import msgspec
+
+from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
+from ..inspect import Selection
+from .scan import batches
+
+EVENT_TYPE_SIZE = 2  # EventSerializer.putShort: the type id as a big-endian short before the JSON
+
+
+class _Event(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
+    """Fields default as a missing JSON property leaves them in Java (null, 0, false)."""
+
+    broker_name: Optional[str] = None
+
+
+class AlterSyncStateSet(_Event):  # event/AlterSyncStateSetEvent
+    new_sync_state_set: Optional[list[int]] = None
+
+
+class ApplyBrokerId(_Event):  # event/ApplyBrokerIdEvent
+    cluster_name: Optional[str] = None
+    broker_address: Optional[str] = None
+    new_broker_id: int = 0  # (a primitive long)
+    register_check_code: Optional[str] = None
+
+
+class ElectMaster(_Event):  # event/ElectMasterEvent
+    new_master_elected: bool = False  # (a primitive boolean)
+    new_master_broker_id: Optional[int] = None  # (absent when none was elected)
+
+
+class CleanBrokerData(_Event):  # event/CleanBrokerDataEvent
+    broker_id_set_to_clean: Optional[list[int]] = None  # (null or empty: the whole broker set)
+
+
+class UpdateBrokerAddress(_Event):  # event/UpdateBrokerAddressEvent
+    cluster_name: Optional[str] = None
+    broker_address: Optional[str] = None
+    broker_id: Optional[int] = None
+
+
+# EventType: id -> (enum name, getName(), event class; None for READ_EVENT, which is never logged)
+EVENT_TYPES: dict[int, tuple[str, str, type | None]] = {
+    1: ("ALTER_SYNC_STATE_SET_EVENT", "AlterSyncStateSetEvent", AlterSyncStateSet),
+    2: ("APPLY_BROKER_ID_EVENT", "ApplyBrokerIdEvent", ApplyBrokerId),
+    3: ("ELECT_MASTER_EVENT", "ElectMasterEvent", ElectMaster),
+    4: ("READ_EVENT", "ReadEvent", None),
+    5: ("CLEAN_BROKER_DATA_EVENT", "CleanBrokerDataEvent", CleanBrokerData),
+    6: ("UPDATE_BROKER_ADDRESS", "UpdateBrokerAddressEvent", UpdateBrokerAddress),
+}
+_DECODERS = {tid: msgspec.json.Decoder(cls) for tid, (_, _, cls) in EVENT_TYPES.items() if cls is not None}
+
+# what a row's ``type`` says for an entry that is no event
+PROPOSAL = "leader-proposal"
+NOT_AN_EVENT = "not-an-event"
+OTHER_ENTRY = {MAGIC_NOOP: "no-op", MAGIC_CONFIG: "config"}
+
+
+def type_names(tid: int) -> tuple[str, ...]:
+    """The names ``--type`` accepts for a type id (case-insensitively): the id, the enum's
+    name, ``getName()`` and that without ``Event``."""
+    enum, name, _ = EVENT_TYPES[tid]
+    return (str(tid), enum.lower(), name.lower(), name.lower().removesuffix("event"))
+
+
+def parse_type(text: str) -> int:
+    """The type id a ``--type`` value names; ValueError when none."""
+    want = text.strip().lower().replace("-", "_")
+    for tid in EVENT_TYPES:
+        if want in type_names(tid) or want.replace("_", "") in type_names(tid):
+            return tid
+    raise ValueError(f"{text!r} is no controller event type (one of: "
+                     + ", ".join(name for _, name, _ in EVENT_TYPES.values()) + ", or their ids 1-6)")
+
+
+@dataclass
+class Decoded:
+    """One entry's body: ``event`` when it is one, else ``note`` says what it is instead."""
+
+    type_id: int | None
+    type: str  # the event's getName(), PROPOSAL or NOT_AN_EVENT
+    event: _Event | None = None
+    note: str = ""
+
+
+def decode_event(body: bytes | memoryview) -> Decoded:
+    """An entry body as ``EventSerializer.deserialize`` reads it. Never raises."""
+    body = bytes(body)
+    if not body:
+        return Decoded(None, PROPOSAL, note="empty body: the proposal a new leader appends")
+    if len(body) < EVENT_TYPE_SIZE:
+        return Decoded(None, NOT_AN_EVENT, note=f"{len(body)}-byte body: shorter than an event type id")
+    tid = int.from_bytes(body[:EVENT_TYPE_SIZE], "big", signed=True)
+    known = EVENT_TYPES.get(tid)
+    if known is None:
+        return Decoded(tid, NOT_AN_EVENT, note=f"unknown event type id {tid}")
+    if known[2] is None:
+        return Decoded(tid, known[1], note="a read event, which is never applied (RocketMQ cannot deserialize it)")
+    try:
+        event = _DECODERS[tid].decode(body[EVENT_TYPE_SIZE:])
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        return Decoded(tid, NOT_AN_EVENT, note=f"type {tid} ({known[1]}) with a body that is no such event: {exc}")
+    return Decoded(tid, known[1], event)
+
+
+def event_fields(event: _Event | None) -> dict:
+    """The event's properties under their Java names (null ones left out, as fastjson does)."""
+    if event is None:
+        return {}
+    return {k: v for k, v in msgspec.to_builtins(event).items() if v is not None}
+
+
+@dataclass
+class EventFilter:
+    broker: str | None = None
+    types: frozenset[int] = frozenset()  # empty: any
+
+    def wants(self, d: Decoded) -> bool:
+        if self.types and d.type_id not in self.types:
+            return False
+        if self.broker is not None and (d.event is None or d.event.broker_name != self.broker):
+            return False
+        return True
+
+    @property
+    def any(self) -> bool:
+        return self.broker is not None or bool(self.types)
+
+
+@dataclass
+class Entry:
+    """An entry of the controller's log, decoded (``damage``: where a data file is damaged)."""
+
+    index: int
+    term: int
+    pos: int
+    decoded: Decoded
+    damage: str = ""
+
+
+def entries(node_dir: str, sel: Selection | None = None, *, data_file_size: int | None = None,
+            index_file_size: int | None = None) -> Iterator[Entry]:
+    """Every entry ``sel`` asks for, in log order, through the store's own scan."""
+    for b in batches(node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size):
+        if b.damage:
+            yield Entry(-1, -1, b.at, Decoded(None, "damage", note=f"{b.file}: {b.damage}"), damage=b.damage)
+            continue
+        for magic, idx, term, pos, bsize in zip(b.magic.tolist(), b.index.tolist(), b.term.tolist(), b.pos.tolist(),
+                                                b.bsize.tolist()):
+            if magic != MAGIC_NORMAL:
+                kind = OTHER_ENTRY.get(magic, f"magic-{magic}")
+                yield Entry(idx, term, pos, Decoded(None, kind, note=f"DLedger entry of magic {magic}, not an event"))
+                continue
+            rel = pos - b.start + HEADER_SIZE
+            yield Entry(idx, term, pos, decode_event(b.buf[rel:rel + bsize]))
+
+
+EVENT_COLUMNS = ["index", "term", "type", "broker_name", "fields", "note"]
+
+
+def event_rows(node_dir: str, sel: Selection | None = None, flt: EventFilter | None = None, **sizes) -> Iterator[dict]:
+    """``controller events``: one row per entry (with a filter: per event it wants)."""
+    flt = flt or EventFilter()
+    for e in entries(node_dir, sel, **sizes):
+        d = e.decoded
+        if flt.any and not flt.wants(d):
+            continue
+        fields = event_fields(d.event)
+        fields.pop("brokerName", None)
+        yield {"index": e.index if not e.damage else None, "term": e.term if not e.damage else None, "pos": e.pos,
+               "type": d.type, "type_id": d.type_id,
+               "broker_name": d.event.broker_name if d.event is not None else None, "fields": fields, "note": d.note}
+
+
+# ---- replay: ReplicasInfoManager ----------------------------------------------------------
+
+
+@dataclass
+class ReplicaInfo:  # manager/BrokerReplicaInfo
+    cluster_name: str | None
+    broker_ids: dict[int, tuple[str | None, str | None]] = field(default_factory=dict)  # id -> (address, check code)
+    next_assign_broker_id: int = 1  # MixAll.FIRST_BROKER_CONTROLLER_ID
+
+    def add_broker(self, broker_id: int, address, code) -> None:  # BrokerReplicaInfo.addBroker
+        self.broker_ids[broker_id] = (address, code)
+        self.next_assign_broker_id += 1
+
+
+@dataclass
+class SyncInfo:  # manager/SyncStateInfo
+    cluster_name: str | None
+    master_epoch: int = 0
+    sync_state_set_epoch: int = 0
+    sync_state_set: frozenset = frozenset()
+    master_broker_id: int | None = None
+
+    def update_master(self, broker_id: int | None) -> None:  # SyncStateInfo.updateMasterInfo
+        self.master_broker_id = broker_id
+        self.master_epoch += 1
+
+    def update_sync_state_set(self, ids) -> None:  # SyncStateInfo.updateSyncStateSetInfo
+        self.sync_state_set = frozenset(ids)
+        self.sync_state_set_epoch += 1
+
+
+class ControllerState:
+    """``ReplicasInfoManager``'s two tables, as applying events builds them. :meth:`apply`
+    returns a note when RocketMQ's own apply would not get through the event."""
+
+    def __init__(self) -> None:
+        self.replicas: dict[str, ReplicaInfo] = {}  # replicaInfoTable
+        self.sync: dict[str, SyncInfo] = {}  # syncStateSetInfoTable
+
+    def _contains(self, name) -> bool:  # isContainsBroker: in both tables
+        return name in self.replicas and name in self.sync
+
+    def apply(self, d: Decoded) -> str:
+        e = d.event
+        if e is None:
+            return "" if d.type == PROPOSAL or d.type in OTHER_ENTRY.values() else \
+                "RocketMQ's apply fails on this entry (applyEvent of null); skipped"
+        name = e.broker_name
+        if isinstance(e, AlterSyncStateSet):  # handleAlterSyncStateSet
+            if self._contains(name):
+                self.sync[name].update_sync_state_set(e.new_sync_state_set or ())
+                return ""
+            return f"broker set {name} is not registered: ignored"
+        if isinstance(e, ApplyBrokerId):  # handleApplyBrokerId
+            if self._contains(name):
+                if e.new_broker_id not in self.replicas[name].broker_ids:
+                    self.replicas[name].add_broker(e.new_broker_id, e.broker_address, e.register_check_code)
+                    return ""
+                return f"broker id {e.new_broker_id} is already registered: ignored"
+            info = ReplicaInfo(e.cluster_name)  # first time: the broker set's tables begin
+            info.add_broker(e.new_broker_id, e.broker_address, e.register_check_code)
+            self.replicas[name] = info
+            self.sync[name] = SyncInfo(e.cluster_name)
+            return ""
+        if isinstance(e, UpdateBrokerAddress):  # handleUpdateBrokerAddress
+            info = self.replicas.get(name)
+            if info is None:
+                return f"broker set {name} is not registered: RocketMQ's apply fails here (NullPointerException)"
+            if e.broker_id is not None and e.broker_id in info.broker_ids:
+                info.broker_ids[e.broker_id] = (e.broker_address, info.broker_ids[e.broker_id][1])
+                return ""
+            return f"broker id {e.broker_id} is not registered: ignored"
+        if isinstance(e, ElectMaster):  # handleElectMaster
+            if not self._contains(name):
+                return f"broker set {name} is not registered: ignored"
+            sync = self.sync[name]
+            if e.new_master_elected:
+                sync.update_master(e.new_master_broker_id)
+                sync.update_sync_state_set((e.new_master_broker_id,))
+            else:  # the old master is gone and no replica could take over: the set is kept
+                sync.update_master(None)
+            return ""
+        if isinstance(e, CleanBrokerData):  # handleCleanBrokerDataEvent
+            ids = e.broker_id_set_to_clean
+            if not ids:
+                self.replicas.pop(name, None)
+                self.sync.pop(name, None)
+                return ""
+            if not self._contains(name):
+                return f"broker set {name} is not registered: ignored"
+            info, sync = self.replicas[name], self.sync[name]
+            for i in ids:
+                info.broker_ids.pop(i, None)
+                sync.sync_state_set = sync.sync_state_set - {i}  # (removeFromSyncState: no epoch change)
+            if not info.broker_ids:
+                del self.replicas[name]
+            if not sync.sync_state_set:
+                del self.sync[name]
+            return ""
+        return ""
+
+    def broker_rows(self) -> list[dict]:
+        """Per broker set (sorted by name): what ``ReplicasInfoManager`` holds for it."""
+        rows = []
+        for name in sorted(set(self.replicas) | set(self.sync)):
+            rows.append(self.broker_row(name))
+        return rows
+
+    def broker_row(self, name: str) -> dict:
+        info, sync = self.replicas.get(name), self.sync.get(name)
+        master = sync.master_broker_id if sync else None
+        brokers = info.broker_ids if info else {}
+        return {
+            "broker_name": name,
+            "cluster_name": (info or sync).cluster_name if (info or sync) else None,
+            "master_broker_id": master,
+            "master_address": brokers.get(master, (None, None))[0] if master is not None else None,
+            "master_epoch": sync.master_epoch if sync else None,
+            "sync_state_set": sorted(i for i in sync.sync_state_set if i is not None) if sync else None,
+            "sync_state_set_epoch": sync.sync_state_set_epoch if sync else None,
+            "brokers": [{"broker_id": i, "address": a, "register_check_code": c}
+                        for i, (a, c) in sorted(brokers.items())],
+            "next_assign_broker_id": info.next_assign_broker_id if info else None,
+        }
+
+
+STATE_COLUMNS = ["broker_name", "cluster_name", "master_broker_id", "master_address", "master_epoch",
+                 "sync_state_set", "sync_state_set_epoch", "brokers"]
+HISTORY_COLUMNS = ["index", "term", "type", "master_broker_id", "master_address", "master_epoch", "sync_state_set",
+                   "sync_state_set_epoch", "change", "note"]
+
+
+@dataclass
+class Replay:
+    """The state after the entries up to ``at_index`` (all when None), and what was seen."""
+
+    state: ControllerState
+    first_index: int | None  # the first entry read (not 0: the head files are gone)
+    last_index: int | None  # the last entry applied
+    notes: list[tuple[int, str]]  # (index, note) where an entry was not applied as RocketMQ would
+
+
+def replay(node_dir: str, at_index: int | None = None, *, history_of: str | None = None, history: list | None = None,
+           **sizes) -> Replay:
+    """Apply the log from its first entry through ``at_index``. With ``history_of``, every
+    event naming that broker set appends a row to ``history`` (the state after it, and what
+    changed)."""
+    state = ControllerState()
+    first = last = None
+    notes: list[tuple[int, str]] = []
+    for e in entries(node_dir, Selection(to_index=at_index), **sizes):
+        if e.damage:
+            notes.append((-1, f"damaged data at pos {e.pos}: {e.decoded.note}"))
+            continue
+        first = e.index if first is None else first
+        last = e.index
+        d = e.decoded
+        before = state.broker_row(history_of) if history_of is not None else None
+        note = state.apply(d)
+        if note:
+            notes.append((e.index, note))
+        if history_of is not None and history is not None and d.event is not None and \
+                d.event.broker_name == history_of:
+            after = state.broker_row(history_of)
+            history.append({"index": e.index, "term": e.term, "type": d.type,
+                            **{k: after[k] for k in HISTORY_COLUMNS if k in after and k not in ("type",)},
+                            "change": _change(before, after), "note": note})
+    return Replay(state, first, last, notes)
+
+
+def _change(before: dict, after: dict) -> str:
+    if (before["master_epoch"] is None) != (after["master_epoch"] is None) or \
+            (not before["brokers"]) != (not after["brokers"]):
+        return "broker set removed" if after["master_epoch"] is None and not after["brokers"] else \
+            "broker set registered: brokers " + ", ".join(str(b["broker_id"]) for b in after["brokers"])
+    parts = []
+    if before["master_broker_id"] != after["master_broker_id"] or before["master_epoch"] != after["master_epoch"]:
+        parts.append(f"master {_id(before['master_broker_id'])} -> {_id(after['master_broker_id'])}")
+    if before["sync_state_set"] != after["sync_state_set"] or \
+            before["sync_state_set_epoch"] != after["sync_state_set_epoch"]:
+        parts.append(f"syncStateSet {before['sync_state_set'] or []} -> {after['sync_state_set'] or []}")
+    if before["brokers"] != after["brokers"]:
+        parts.append("brokers " + ", ".join(str(b["broker_id"]) for b in after["brokers"]))
+    return "; ".join(parts) or "none"
+
+
+def _id(v) -> str:
+    return "none" if v is None else str(v)
