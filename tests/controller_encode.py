@@ -2,7 +2,7 @@
 the type id as a big-endian i16, then the event as fastjson writes it by default (its
 getters' properties in name order, null ones left out, ``eventType`` as the enum's name,
 sets of Long as JSON arrays). tests/javarocketmq5.py has RocketMQ's own classes write them
-where they can be built; this encoder writes what they cannot (garbage, unknown ids)."""
+(tests/test_rocketmq_controller_java.py); this one needs no JDK."""
 
 from __future__ import annotations
 

@@ -1,0 +1,26 @@
+package org.apache.rocketmq.logging.org.slf4j;
+
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
+
+/** Stand-in (dledgerctl tests): see Logger; every call goes to slf4j's logger of that name. */
+public final class LoggerFactory {
+    private LoggerFactory() {
+    }
+
+    public static Logger getLogger(String name) {
+        final org.slf4j.Logger target = org.slf4j.LoggerFactory.getLogger(name);
+        return (Logger) Proxy.newProxyInstance(Logger.class.getClassLoader(), new Class<?>[] {Logger.class},
+            (proxy, method, args) -> {
+                try {
+                    return method.invoke(target, args);
+                } catch (InvocationTargetException e) {
+                    throw e.getCause();
+                }
+            });
+    }
+
+    public static Logger getLogger(Class<?> clazz) {
+        return getLogger(clazz.getName());
+    }
+}
