@@ -11,10 +11,10 @@ import typer
 from store.filestore import FileStore
 from store.layout import find_node_dirs, looks_like_node_dir, resolve_node_dir
 from store.rocketmq.controller import (EVENT_COLUMNS, HISTORY_COLUMNS, STATE_COLUMNS, EventFilter, event_rows,
-                                       parse_type, replay)
+                                       fields_text, parse_type, replay)
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural
-from .render import Format, render, to_json
+from .render import Format, render
 from .store_cmd import FromOpt, ToOpt, _selection
 
 app = typer.Typer(help="A RocketMQ 5 DLedger controller's log: its events and the broker sets' state (offline).",
@@ -51,7 +51,7 @@ def _sizes(data_file_size, index_file_size) -> dict:
 def _fields_text(rows):
     """table and csv: an event's fields as one JSON object."""
     for row in rows:
-        row["fields"] = to_json(row["fields"]) if row["fields"] else ""
+        row["fields"] = fields_text(row["fields"])
         yield row
 
 

@@ -17,6 +17,7 @@ from cluster.net.frames import ProtocolError
 from cluster.net.transport import TransportError
 from cluster.raft.config import DEFAULT_GROUP
 from cluster.node.launcher import DEFAULT_BASE_DIR
+from store.rocketmq.controller import DECODED_COLUMNS, decoded_columns
 from store.rocketmq.message import MAX_MESSAGE_SIZE
 
 from .cluster_cmd import _peers, _with_client
@@ -74,6 +75,7 @@ class Decode(str, Enum):
 
     none = "none"
     rocketmq = "rocketmq"
+    rocketmq_controller = "rocketmq-controller"
 
 
 class GetFormat(str, Enum):
@@ -131,7 +133,9 @@ def get_cmd(
                                                        case_sensitive=False, show_default=False)] = None,
     decode: Annotated[Decode, typer.Option("--decode", help="Read each body as: none (bytes), or rocketmq (a "
                                                             "RocketMQ message: topic, queue, msg id, tags, keys, "
-                                                            "properties; its body uncompressed).",
+                                                            "properties; its body uncompressed), or "
+                                                            "rocketmq-controller (a RocketMQ 5 controller's event: "
+                                                            "its type, broker set and fields).",
                                            case_sensitive=False)] = Decode.none,
     max_body: MaxBodyOpt = None,
     consistency: ConsistencyOpt = None,
@@ -178,6 +182,8 @@ def get_cmd(
     if decode == Decode.rocketmq:
         columns = ["index", "term", "pos", "kind", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
                    "tags", "keys", "body_crc_ok"] + ([] if show is None else ["body"]) + ["note"]
+    if decode == Decode.rocketmq_controller:
+        columns = ["index", "term", "pos", *DECODED_COLUMNS, "event_note"] + ([] if body is None else ["body"])
     parsed, rec_group = _peers(peers, base_dir)
     if node is not None and node not in parsed:
         raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
@@ -205,6 +211,10 @@ def get_cmd(
             return [e["body"] for e in page]
         if decode == Decode.rocketmq:
             return [_rocketmq_row(e, show, fmt, max_body or MAX_MESSAGE_SIZE) for e in page]
+        if decode == Decode.rocketmq_controller:
+            return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
+                     **decoded_columns(e["magic"], e["body"], text=fmt in (Format.table, Format.csv)),
+                     **({} if body is None or show is None else {"body": show(e["body"])})} for e in page]
         if show is None:
             return [{k: e[k] for k in columns} for e in page]
         return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],

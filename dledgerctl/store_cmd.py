@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from enum import Enum
 from typing import Annotated, Optional
 
 import typer
@@ -13,6 +14,7 @@ from store.filestore import FileStore, lock_node_dir, unlock_node_dir
 from store.inspect import Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
 from store.layout import NodeLayout, resolve_node_dir
 from store.retention import head_files, plan_head_deletion
+from store.rocketmq.controller import DECODED_COLUMNS, with_events
 from store.verify import file_extents, verify_store
 
 from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail,
@@ -38,6 +40,12 @@ def _selection(index, from_index, to_index, pos) -> Selection:
     return Selection(index, from_index, to_index, pos)
 
 
+class StoreDecode(str, Enum):
+    """What ``store inspect-data --decode`` reads an entry's body as."""
+
+    rocketmq_controller = "rocketmq-controller"
+
+
 def _node(path: str, self_id: str | None) -> str:
     return resolve_node_dir(path, self_id).node_dir
 
@@ -56,6 +64,10 @@ def inspect_data_cmd(
     body: Annotated[BodyFormat, typer.Option("--body", help="Show bodies as none, hex, utf8 or base64.",
                                              case_sensitive=False)] = BodyFormat.none,
     all_records: AllOpt = False,
+    decode: Annotated[Optional[StoreDecode], typer.Option("--decode", help="Read each entry's body as: "
+                                                          "rocketmq-controller (a RocketMQ 5 controller's event: its "
+                                                          "type, broker set and fields).", case_sensitive=False,
+                                                          show_default=False)] = None,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
@@ -66,9 +78,12 @@ def inspect_data_cmd(
     sel = _selection(index, from_index, to_index, pos)
     with errors_as_exit():
         node = _node(dir, self_id)
-        rows = inspect_data(node, sel, body=body, all_records=all_records, data_file_size=data_file_size,
-                            index_file_size=index_file_size)
+        rows = inspect_data(node, sel, body="base64" if decode else body, all_records=all_records,
+                            data_file_size=data_file_size, index_file_size=index_file_size)
         cols = DATA_COLUMNS + (["body"] if body != "none" else [])
+        if decode:
+            rows = with_events(rows, body, text=fmt in (Format.table, Format.csv))
+            cols = cols[:cols.index("note")] + DECODED_COLUMNS + ["event_note"] + cols[cols.index("note"):]
         if not render(rows, fmt, columns=cols if fmt in (Format.table, Format.csv) else None):
             _range_note(node, data_file_size, index_file_size)
         _snapshot_note(node)

@@ -26,13 +26,14 @@ by replaying from index 0. Pure: no files are opened here except through the sto
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 import msgspec
 
 from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
-from ..inspect import Selection
+from ..inspect import Selection, render_body
 from .scan import batches
 
 EVENT_TYPE_SIZE = 2  # EventSerializer.putShort: the type id as a big-endian short before the JSON
@@ -79,6 +80,7 @@ EVENT_TYPES: dict[int, tuple[str, str, type | None]] = {
     5: ("CLEAN_BROKER_DATA_EVENT", "CleanBrokerDataEvent", CleanBrokerData),
     6: ("UPDATE_BROKER_ADDRESS", "UpdateBrokerAddressEvent", UpdateBrokerAddress),
 }
+_json = msgspec.json.Encoder()
 _DECODERS = {tid: msgspec.json.Decoder(cls) for tid, (_, _, cls) in EVENT_TYPES.items() if cls is not None}
 
 # what a row's ``type`` says for an entry that is no event
@@ -169,6 +171,22 @@ class Entry:
     damage: str = ""
 
 
+def entry_event(magic: int, body) -> Decoded:
+    """A DLedger entry (its magic and body) as the controller reads it."""
+    if magic != MAGIC_NORMAL:
+        return Decoded(None, OTHER_ENTRY.get(magic, f"magic-{magic}"), note=f"DLedger entry of magic {magic}, not an "
+                       "event")
+    return decode_event(body)
+
+
+def event_columns(d: Decoded) -> dict:
+    """An entry's event as a row's columns (``fields``: all but brokerName)."""
+    fields = event_fields(d.event)
+    fields.pop("brokerName", None)
+    return {"type": d.type, "type_id": d.type_id, "broker_name": d.event.broker_name if d.event is not None else None,
+            "fields": fields, "note": d.note}
+
+
 def entries(node_dir: str, sel: Selection | None = None, *, data_file_size: int | None = None,
             index_file_size: int | None = None) -> Iterator[Entry]:
     """Every entry ``sel`` asks for, in log order, through the store's own scan."""
@@ -178,29 +196,49 @@ def entries(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
             continue
         for magic, idx, term, pos, bsize in zip(b.magic.tolist(), b.index.tolist(), b.term.tolist(), b.pos.tolist(),
                                                 b.bsize.tolist()):
-            if magic != MAGIC_NORMAL:
-                kind = OTHER_ENTRY.get(magic, f"magic-{magic}")
-                yield Entry(idx, term, pos, Decoded(None, kind, note=f"DLedger entry of magic {magic}, not an event"))
-                continue
             rel = pos - b.start + HEADER_SIZE
-            yield Entry(idx, term, pos, decode_event(b.buf[rel:rel + bsize]))
+            yield Entry(idx, term, pos, entry_event(magic, b.buf[rel:rel + bsize]))
 
 
 EVENT_COLUMNS = ["index", "term", "type", "broker_name", "fields", "note"]
+DECODED_COLUMNS = ["type", "broker_name", "fields"]  # what --decode rocketmq-controller adds to an entry's row
+
+
+def fields_text(fields: dict) -> str:
+    """An event's fields as one JSON object (for a table or csv cell)."""
+    return _json.encode(fields).decode("utf-8") if fields else ""
+
+
+def decoded_columns(magic: int, body, *, text: bool) -> dict:
+    """``get`` / ``store inspect-data --decode rocketmq-controller``: the columns an entry's
+    row gains (``event_note`` says what an entry that is no event is instead)."""
+    cols = event_columns(entry_event(magic, body))
+    cols["event_note"] = cols.pop("note")
+    if text:
+        cols["fields"] = fields_text(cols["fields"])
+    return cols
+
+
+def with_events(rows: Iterator[dict], body: str, *, text: bool) -> Iterator[dict]:
+    """``store inspect-data`` rows read with base64 bodies, each entry's with its event's
+    columns, the body then shown as ``body`` asks (none: dropped)."""
+    for row in rows:
+        raw = base64.b64decode(row.pop("body", None) or "")
+        if row["kind"] == "entry":
+            row.update(decoded_columns(row["magic"], raw, text=text))
+        if body != "none":
+            row["body"] = render_body(raw, body) if row["kind"] == "entry" else None
+        yield row
 
 
 def event_rows(node_dir: str, sel: Selection | None = None, flt: EventFilter | None = None, **sizes) -> Iterator[dict]:
     """``controller events``: one row per entry (with a filter: per event it wants)."""
     flt = flt or EventFilter()
     for e in entries(node_dir, sel, **sizes):
-        d = e.decoded
-        if flt.any and not flt.wants(d):
+        if flt.any and not flt.wants(e.decoded):
             continue
-        fields = event_fields(d.event)
-        fields.pop("brokerName", None)
         yield {"index": e.index if not e.damage else None, "term": e.term if not e.damage else None, "pos": e.pos,
-               "type": d.type, "type_id": d.type_id,
-               "broker_name": d.event.broker_name if d.event is not None else None, "fields": fields, "note": d.note}
+               **event_columns(e.decoded)}
 
 
 # ---- replay: ReplicasInfoManager ----------------------------------------------------------
