@@ -13,6 +13,8 @@ from store.layout import find_node_dirs, looks_like_node_dir, resolve_node_dir
 from store.rocketmq.controller import (EVENT_COLUMNS, HISTORY_COLUMNS, STATE_COLUMNS, EventFilter, event_rows,
                                        fields_text, parse_type, replay)
 
+from store.rocketmq.controller_check import FINDING_COLUMNS, check
+
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural
 from .render import Format, render
 from .store_cmd import FromOpt, ToOpt, _selection
@@ -147,3 +149,39 @@ def state_cmd(
         typer.echo(f"Note: the log ends at index {r.last_index}, before {at_index}", err=True)
     if r.last_index is not None:
         typer.echo(f"{node}: {plural(len(r.state.broker_rows()), 'broker set')} after index {r.last_index}", err=True)
+
+
+@app.command("check")
+def check_cmd(
+    dir: DirArg,
+    broker_store: Annotated[list[str], typer.Option("--broker-store", metavar="NAME=DIR", help="A broker set's name "
+                                                    "and one of its brokers' store root (storePathRootDir, holding "
+                                                    "epochFileCheckpoint). Repeat for every broker to check.",
+                                                    show_default=False)],
+    self_id: SelfIdOpt = None,
+    data_file_size: DataSizeOpt = None,
+    index_file_size: IndexSizeOpt = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Check each broker's epochFileCheckpoint (the master epochs whose data it holds) against the master epochs
+    the controller's log gave that broker set: an epoch the controller never reached (its state was lost or
+    replaced), one in which it elected no master, epochs out of order, an unreadable file. A log that does not start
+    at index 0 (its head files were deleted) is a finding of its own. One row per finding; exit 1 when there is
+    any."""
+    pairs = []
+    for spec in broker_store:
+        name, sep, root = spec.partition("=")
+        if not sep or not name or not root:
+            raise typer.BadParameter(f"{spec!r} is not NAME=DIR", param_hint="--broker-store")
+        if not os.path.isdir(root):
+            raise typer.BadParameter(f"{root}: no such directory", param_hint="--broker-store")
+        pairs.append((name, root))
+    sizes = _sizes(data_file_size, index_file_size)
+    with errors_as_exit():
+        node = _node_dir(dir, self_id, sizes)
+        findings = check(node, pairs, **sizes)
+    if findings or fmt != Format.table:
+        render(findings, fmt, columns=FINDING_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    typer.echo(f"{node}: {plural(len(pairs), 'broker store')} checked: {plural(len(findings), 'finding')}", err=True)
+    if findings:
+        raise typer.Exit(1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 
 from store.filestore import FileStore
 
@@ -42,11 +43,27 @@ def update_broker_address(cluster: str, broker: str, address: str, broker_id: in
     return _event(6, {"clusterName": cluster, "brokerName": broker, "brokerAddress": address, "brokerId": broker_id})
 
 
-def write_controller_log(base: str, entries: list[tuple[int, bytes]], *, self_id: str = "n0") -> str:
+def write_epoch_file(root: str, epochs: list[tuple[int, int]], *, crc: int | None = None, name: str =
+                     "epochFileCheckpoint") -> str:
+    """A broker's epoch file as RocketMQ's CheckpointFile writes it: the number of entries,
+    the CRC32 of the entry lines (masked with 0x7fffffff; ``crc`` overrides it), then
+    ``epoch-startOffset`` lines."""
+    body = "".join(f"{e}-{o}\n" for e, o in epochs)
+    if crc is None:
+        crc = zlib.crc32(body.encode()) & 0x7FFFFFFF
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, name)
+    with open(path, "w") as fh:
+        fh.write(f"{len(epochs)}\n{crc}\n{body}")
+    return path
+
+
+def write_controller_log(base: str, entries: list[tuple[int, bytes]], *, self_id: str = "n0",
+                         data_file_size: int = 1 << 20) -> str:
     """Append ``(term, body)`` entries to ``base/dledger-<id>``, all committed; return the
     node directory."""
     node = os.path.join(base, f"dledger-{self_id}")
-    with FileStore.open(node, data_file_size=1 << 20, index_file_size=1 << 20) as store:
+    with FileStore.open(node, data_file_size=data_file_size, index_file_size=1 << 20) as store:
         for term, body in entries:
             store.append(body, term)
         store.set_committed(store.end_index)

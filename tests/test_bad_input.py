@@ -123,6 +123,7 @@ MATRIX = {
     "mq check": ["test_mq_commands_on_a_missing_dir"],
     "controller events": ["test_controller_commands_on_a_missing_dir"],
     "controller state": ["test_controller_commands_on_a_missing_dir"],
+    "controller check": ["test_controller_commands_on_a_missing_dir"],
 }
 
 
@@ -242,9 +243,9 @@ def test_mq_commands_on_a_missing_dir(tmp_path, sub):
     one_error(r.stderr, "nope")
 
 
-@pytest.mark.parametrize("sub", ["events", "state"])
+@pytest.mark.parametrize("sub", ["events", "state", "check"])
 def test_controller_commands_on_a_missing_dir(tmp_path, sub):
-    r = run("controller", sub, str(tmp_path / "nope"))
+    r = run("controller", sub, str(tmp_path / "nope"), *(["--broker-store", f"b={tmp_path}"] if sub == "check" else []))
     assert r.exit_code == 1
     one_error(r.stderr, "nope")
     assert not (tmp_path / "nope").exists()

@@ -1,0 +1,151 @@
+"""``controller check``: a controller's master epochs against the brokers' epoch files.
+
+A broker in controller mode keeps ``<storePathRootDir>/epochFileCheckpoint``
+(``MessageStoreConfig.getStoreCheckpoint``'s sibling; ``.bak`` beside it): the epochs of the
+masters whose data it holds and the commit-log offset where each began
+(``store/.../ha/autoswitch/EpochFileCache``, written by ``common/.../utils/CheckpointFile``:
+a line with the number of entries, a line with the CRC32 of the entry lines, masked with
+0x7fffffff as ``UtilAll.crc32`` does, then ``epoch-startOffset`` lines). A new master
+appends the masterEpoch the controller gave it (``AutoSwitchHAService.changeToMaster``);
+a slave copies its master's. Every epoch there is so one the controller's log reached for
+that broker set, and one in which it elected a master.
+
+Findings (rows): the controller log does not start at index 0 (its state cannot be rebuilt),
+an epoch file that cannot be read, epochs out of order, an epoch the controller never
+reached (its masterEpoch is lower: the controller's state was lost or replaced), an epoch in
+which the controller elected no master, a broker set the controller does not know.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+
+from .controller import ElectMaster, entries, ControllerState
+
+EPOCH_FILE = "epochFileCheckpoint"  # MessageStoreConfig: storePathRootDir/epochFileCheckpoint
+BACKUP_SUFFIX = ".bak"  # CheckpointFile.getBackFilePath
+
+
+class EpochFileError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class EpochEntry:  # EpochEntry: epoch, startOffset
+    epoch: int
+    start_offset: int
+
+
+def parse_epoch_file(text: str) -> list[EpochEntry]:
+    """CheckpointFile.read: EpochFileError saying what is wrong."""
+    lines = text.split("\n")
+    if len(lines) < 2:
+        raise EpochFileError("shorter than its two header lines")
+    try:
+        expected, crc = int(lines[0]), int(lines[1])
+    except ValueError:
+        raise EpochFileError(f"header lines {lines[0][:20]!r}, {lines[1][:20]!r} are not numbers") from None
+    body = [line for line in lines[2:] if line != ""]
+    out = []
+    for line in body:
+        parts = line.split("-")  # (EpochEntrySerializer.fromLine: other lines are skipped)
+        if len(parts) == 2:
+            try:
+                out.append(EpochEntry(int(parts[0]), int(parts[1])))
+            except ValueError:
+                raise EpochFileError(f"line {line[:40]!r} is not epoch-startOffset") from None
+    if len(out) != expected:
+        raise EpochFileError(f"says {expected} entries, holds {len(out)}")
+    truth = zlib.crc32("".join(line + "\n" for line in body).encode("utf-8")) & 0x7FFFFFFF
+    if crc != 0 and crc != truth:  # (0: CheckpointFile.NOT_CHECK_CRC_MAGIC_CODE)
+        raise EpochFileError(f"CRC32 of its entries is {truth}, the file says {crc}")
+    return out
+
+
+def read_epoch_file(store_root: str) -> tuple[list[EpochEntry], str]:
+    """The entries, and which file gave them (the .bak when the file is empty or broken, as
+    CheckpointFile.read falls back). EpochFileError when neither can be read."""
+    path = os.path.join(store_root, EPOCH_FILE)
+    errors = []
+    for p in (path, path + BACKUP_SUFFIX):
+        try:
+            with open(p, encoding="utf-8") as fh:
+                got = parse_epoch_file(fh.read())
+        except FileNotFoundError:
+            errors.append(f"{p}: no such file")
+            continue
+        except (OSError, UnicodeDecodeError, EpochFileError) as exc:
+            errors.append(f"{p}: {exc}")
+            continue
+        if got:
+            return got, p
+        errors.append(f"{p}: no entries")
+    raise EpochFileError("; ".join(errors))
+
+
+def master_epochs(node_dir: str, **sizes) -> tuple[dict[str, dict[int, tuple]], int | None]:
+    """Per broker set, each masterEpoch the log reached: epoch -> (master id or None, index,
+    term) of the ElectMasterEvent that began it; and the log's first index."""
+    state = ControllerState()
+    epochs: dict[str, dict[int, tuple]] = {}
+    first = None
+    for e in entries(node_dir, None, **sizes):
+        if e.damage:
+            continue
+        first = e.index if first is None else first
+        ev = e.decoded.event
+        state.apply(e.decoded)
+        if isinstance(ev, ElectMaster) and ev.broker_name in state.sync:
+            sync = state.sync[ev.broker_name]
+            epochs.setdefault(ev.broker_name, {})[sync.master_epoch] = (sync.master_broker_id, e.index, e.term)
+    return epochs, first
+
+
+FINDING_COLUMNS = ["finding", "broker_name", "broker_store", "epoch", "start_offset", "detail"]
+
+
+def check(node_dir: str, broker_stores: list[tuple[str, str]], **sizes) -> list[dict]:
+    """Findings for the controller at ``node_dir`` and ``(broker set, store root)`` pairs."""
+    epochs, first = master_epochs(node_dir, **sizes)
+    out = []
+
+    def finding(kind, name=None, store=None, epoch=None, start=None, detail=""):
+        out.append({"finding": kind, "broker_name": name, "broker_store": store, "epoch": epoch,
+                    "start_offset": start, "detail": detail})
+
+    if first is None:
+        finding("log-empty", detail=f"{node_dir}: no entries: the controller knows no broker set")
+    elif first != 0:
+        finding("log-head-missing", detail=f"{node_dir}: the log starts at index {first}, not 0 (its head files "
+                "were deleted): the controller cannot rebuild its state, and these epochs lack what they held")
+    for name, root in broker_stores:
+        try:
+            got, path = read_epoch_file(root)
+        except EpochFileError as exc:
+            finding("epoch-file-unreadable", name, root, detail=str(exc))
+            continue
+        known = epochs.get(name)
+        if known is None:
+            finding("broker-set-unknown", name, root, detail=f"the controller's log elects no master of {name}")
+            continue
+        top = max(known)
+        prev = None
+        for entry in got:
+            if prev is not None and (entry.epoch <= prev.epoch or entry.start_offset < prev.start_offset):
+                finding("epoch-order", name, root, entry.epoch, entry.start_offset,
+                        f"after epoch {prev.epoch} from offset {prev.start_offset} ({os.path.basename(path)})")
+            prev = entry
+            if entry.epoch > top:
+                finding("epoch-unknown", name, root, entry.epoch, entry.start_offset,
+                        f"the controller's masterEpoch for {name} never passed {top}: its state was lost or "
+                        "replaced after this broker served that epoch")
+            elif entry.epoch in known and known[entry.epoch][0] is None:
+                finding("epoch-without-master", name, root, entry.epoch, entry.start_offset,
+                        f"the controller elected no master in epoch {entry.epoch} (index {known[entry.epoch][1]}, "
+                        f"term {known[entry.epoch][2]})")
+            elif entry.epoch not in known:
+                finding("epoch-unknown", name, root, entry.epoch, entry.start_offset,
+                        f"no ElectMasterEvent of the controller's log began epoch {entry.epoch}")
+    return out
