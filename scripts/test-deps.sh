@@ -10,6 +10,8 @@ pkgs=(default-jdk-headless libnetty-java libslf4j-java libjcommander-java libgua
       libjaxb-api-java
       # RocketMQ's common and store modules (tests/javarocketmq.py)
       libcommons-lang3-java libcommons-validator-java libzstd-jni-java liblz4-java libjna-java
+      # RocketMQ 5's controller and epoch files (tests/javarocketmq5.py)
+      libcommons-collections3-java
       # the real Prometheus server and promtool (tests/test_prometheus.py)
       prometheus)
 missing=()

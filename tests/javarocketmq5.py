@@ -6,9 +6,9 @@ What is built, from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``, ``FAST
 
 - fastjson 1.2.83 (the version rocketmq-all-5.3.3's pom names), its core package, with the
   same two stand-ins tests/javarocketmq.py puts in 1.2.69;
-- our program tests/java/rocketmq5/ControllerLogWriter.java, compiled with javac's
-  ``-sourcepath`` over rocketmq-all-5.3.3's ``common``, ``remoting`` and ``controller``
-  modules and DLedger 0.3.1.2's ``dledger`` module (``dledger-all-0.3.1.2``, what 5.3.3's pom
+- our programs tests/java/rocketmq5/*.java (ControllerLogWriter; EpochFileWriter, a
+  broker's epoch file by RocketMQ's EpochFileCache), compiled with javac's ``-sourcepath``
+  over rocketmq-all-5.3.3's ``common``, ``remoting``, ``controller`` and ``store`` modules and DLedger 0.3.1.2's ``dledger`` module (``dledger-all-0.3.1.2``, what 5.3.3's pom
   names): javac compiles only the classes the program reaches (the event classes,
   EventSerializer, FastJsonSerializer, ReplicasInfoManager, DLedgerMmapFileStore and what
   they import), about a hundred, not the modules whole;
@@ -20,7 +20,7 @@ What is built, from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``, ``FAST
   snapshots only) and fastjson2's ``JSONField`` annotation (two enums of ``common``).
 
 Debian jars (/usr/share/java): netty, slf4j-api (slf4j-nop to run), commons-lang3,
-commons-validator, guava, joda-time (fastjson's compile). A missing piece raises
+commons-validator, commons-collections3, guava, joda-time (fastjson's compile). A missing piece raises
 :class:`Unavailable`; the tests skip naming it. Cached under ``~/.cache/dledgerctl-java``
 (``DLEDGERCTL_JAVA_CACHE``), keyed by the commits, jars, javac version and our sources.
 """
@@ -43,11 +43,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OURS = os.path.join(HERE, "java", "rocketmq5")
 STANDINS = os.path.join(HERE, "java", "rocketmq5-standins")
 ROCKETMQ_TAG, DLEDGER_TAG, FASTJSON_TAG = "rocketmq-all-5.3.3", "dledger-all-0.3.1.2", "1.2.83"
-MODULES = ["common", "remoting", "controller"]
+MODULES = ["common", "remoting", "controller", "store"]
 JARS = {**{j: "libnetty-java" for j in NETTY}, "slf4j-api": "libslf4j-java", "commons-lang3": "libcommons-lang3-java",
-        "commons-validator": "libcommons-validator-java", "guava": "libguava-java"}
+        "commons-validator": "libcommons-validator-java", "guava": "libguava-java",
+        "commons-collections3": "libcommons-collections3-java"}  # (CheckpointFile, of the epoch files)
 FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java"}
 MAIN = "ControllerLogWriter"
+EPOCHS = "EpochFileWriter"
 
 
 def _javac(files: list[str], out: str, classpath: list[str], extra: list[str], what: str) -> None:
@@ -96,7 +98,7 @@ def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[st
         _javac(_java_files(OURS), os.path.join(out, "classes"), [*jars, os.path.join(out, "fastjson")],
                ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
                 "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
-               f"{MAIN} against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
+               f"tests/java/rocketmq5 against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
 
 
 class Controller5:
@@ -105,8 +107,8 @@ class Controller5:
     def __init__(self, out: str, jars: list[str]) -> None:
         self.classpath = os.pathsep.join([os.path.join(out, "classes"), os.path.join(out, "fastjson"), *jars])
 
-    def command(self, *args: str) -> list[str]:
-        return ["java", *JAVA_FLAGS, "-cp", self.classpath, MAIN, *args]
+    def command(self, *args: str, main: str = MAIN) -> list[str]:
+        return ["java", *JAVA_FLAGS, "-cp", self.classpath, main, *args]
 
 
 def build(cache_root: str | None = None) -> Controller5:
@@ -169,3 +171,13 @@ def write_log(built: Controller5, base: str, entries: list[dict], *, self_id: st
     if proc.returncode != 0:
         raise RuntimeError(f"{MAIN} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def write_epoch_file(built: Controller5, path: str, epochs: list[tuple[int, int]], timeout: float = 60) -> list[bool]:
+    """Append ``(epoch, startOffset)`` pairs to the epoch file at ``path`` with RocketMQ's
+    EpochFileCache; return whether it took each."""
+    proc = subprocess.run(built.command(path, *(f"{e}-{o}" for e, o in epochs), main=EPOCHS), capture_output=True,
+                          text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{EPOCHS} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+    return [line == "true" for line in proc.stdout.split()]

@@ -7,13 +7,18 @@ mirrors). Every event is reproduced; the state equals RocketMQ's after every ent
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
 
 import javarocketmq5
+import controller_encode
 from dledgerctl.app import app
 from javabuild import Unavailable
+from store.filestore import FileStore
+from store.format import HEADER_SIZE
+from store.rocketmq.controller_check import read_epoch_file
 
 runner = CliRunner()
 
@@ -126,3 +131,38 @@ def test_state_at_the_end_and_the_errors_rocketmq_met(written):
     assert set(end) == {"b1", "b3"}
     assert (end["b1"]["master_broker_id"], end["b1"]["master_epoch"], end["b1"]["sync_state_set"]) == (2, 3, [2])
     assert end["b3"]["brokers"] == [] and end["b3"]["sync_state_set"] == [2]  # (only its sync state is left)
+
+
+ENCODERS = {"apply": lambda s: controller_encode.apply_broker_id(s["clusterName"], s["brokerName"],
+                                                                  s["brokerAddress"], s["newBrokerId"],
+                                                                  s["registerCheckCode"]),
+            "elect": lambda s: controller_encode.elect_master(s["brokerName"], s.get("newMasterBrokerId"),
+                                                              s["newMasterElected"]),
+            "alter": lambda s: controller_encode.alter_sync_state_set(s["brokerName"], s["newSyncStateSet"]),
+            "clean": lambda s: controller_encode.clean_broker_data(s["brokerName"], s["brokerIdSetToClean"]),
+            "update": lambda s: controller_encode.update_broker_address(s["clusterName"], s["brokerName"],
+                                                                        s["brokerAddress"], s["brokerId"])}
+
+
+def test_our_test_encoder_writes_the_bytes_rocketmq_writes(written):
+    """tests/controller_encode.py (used where no JDK is) against EventSerializer's bytes."""
+    base, _ = written
+    with FileStore.open(os.path.join(base, "dledger-n0"), read_only=True) as store:
+        for i, spec in enumerate(ENTRIES):
+            if "event" in spec:
+                assert store.get_bytes(i)[HEADER_SIZE:] == ENCODERS[spec["event"]](spec), spec
+
+
+def test_epoch_files_written_by_rocketmq_read_and_check(built, written, tmp_path):
+    base, java = written
+    path = str(tmp_path / "broker" / "epochFileCheckpoint")
+    os.makedirs(os.path.dirname(path))
+    # b1's masterEpochs: 1 (broker 1), 2 (none elected), 3 (broker 2)
+    assert javarocketmq5.write_epoch_file(built, path, [(1, 0), (3, 4096)]) == [True, True]
+    assert read_epoch_file(os.path.dirname(path))[0] == [(1, 0), (3, 4096)]
+    r = run("controller", "check", base, "--broker-store", f"b1={os.path.dirname(path)}")
+    assert r.stdout == ""
+    assert javarocketmq5.write_epoch_file(built, path, [(4, 8192)]) == [True]  # (an epoch b1 never reached)
+    r = runner.invoke(app, ["controller", "check", base, "--broker-store", f"b1={os.path.dirname(path)}", "-f",
+                            "json"])
+    assert r.exit_code == 1 and [(f["finding"], f["epoch"]) for f in json.loads(r.stdout)] == [("epoch-unknown", 4)]

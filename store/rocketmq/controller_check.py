@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import os
 import zlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from .controller import ElectMaster, entries, ControllerState
+from .controller import ControllerState, ElectMaster, entries
 
 EPOCH_FILE = "epochFileCheckpoint"  # MessageStoreConfig: storePathRootDir/epochFileCheckpoint
 BACKUP_SUFFIX = ".bak"  # CheckpointFile.getBackFilePath
@@ -32,8 +32,7 @@ class EpochFileError(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class EpochEntry:  # EpochEntry: epoch, startOffset
+class EpochEntry(NamedTuple):  # remoting/.../protocol/EpochEntry: epoch, startOffset
     epoch: int
     start_offset: int
 
