@@ -10,6 +10,7 @@ import typer
 
 from store.filestore import FileStore
 from store.layout import find_node_dirs, looks_like_node_dir, resolve_node_dir
+from store.metafiles import read_checkpoint
 from store.rocketmq.controller import (EVENT_COLUMNS, HISTORY_COLUMNS, STATE_COLUMNS, EventFilter, event_rows,
                                        fields_text, parse_type, replay)
 
@@ -145,6 +146,10 @@ def state_cmd(
     elif r.first_index != 0:
         typer.echo(f"Note: {node}: the log starts at index {r.first_index}, not 0 (its head files are gone): the "
                    "controller cannot rebuild its state from it, and this one lacks what those entries did", err=True)
+    committed = read_checkpoint(node).committed_index
+    if committed is not None and r.last_index is not None and r.last_index > committed:
+        typer.echo(f"Note: entries after index {committed} (the checkpoint's committed index, which DLedger writes "
+                   "now and then) may not be committed: the controller applies committed entries only", err=True)
     if at_index is not None and r.last_index is not None and r.last_index < at_index:
         typer.echo(f"Note: the log ends at index {r.last_index}, before {at_index}", err=True)
     if r.last_index is not None:

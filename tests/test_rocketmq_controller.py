@@ -31,6 +31,7 @@ from typer.testing import CliRunner
 from controller_encode import (alter_sync_state_set, apply_broker_id, clean_broker_data, elect_master,
                                update_broker_address, write_controller_log)
 from dledgerctl.app import app
+from store.metafiles import write_checkpoint
 from store.rocketmq.controller import decode_event
 
 runner = CliRunner()
@@ -191,3 +192,13 @@ def test_a_base_dir_of_several_controllers_reads_the_longest_log(tmp_path):
 def test_hostile_bodies_never_raise(body):
     d = decode_event(body)
     assert d.event is None and d.note
+
+
+def test_entries_past_the_checkpoints_committed_index_are_said(node):
+    _, err = state(node)
+    assert "may not be committed" not in err
+    write_checkpoint(node, len(LOG) - 1, 3)
+    _, err = state(node)
+    assert "Note: entries after index 3 (the checkpoint's committed index" in err
+    _, err = state(node, "--at-index", 3)
+    assert "may not be committed" not in err
