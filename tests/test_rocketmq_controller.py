@@ -202,3 +202,30 @@ def test_entries_past_the_checkpoints_committed_index_are_said(node):
     assert "Note: entries after index 3 (the checkpoint's committed index" in err
     _, err = state(node, "--at-index", 3)
     assert "may not be committed" not in err
+
+
+@pytest.mark.parametrize("where", [0, 20, 60, 300, -10])
+def test_damaged_data_files_are_rows_not_tracebacks(node, where):
+    import os
+
+    path = os.path.join(node, "data", sorted(os.listdir(os.path.join(node, "data")))[0])
+    with open(path, "r+b") as fh:
+        fh.seek(where if where >= 0 else os.path.getsize(path) + where)
+        fh.write(b"\xde\xad\xbe\xef" * 4)
+    for args in (["events"], ["state"], ["state", "--history", "--broker", "b1"]):
+        r = run("controller", *args, node, "-f", "json")
+        assert r.exit_code in (0, 1), r.output + r.stderr
+        if r.exit_code == 1:
+            assert r.stderr.startswith("Error: ") and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+def test_an_entry_whose_body_crc_fails_says_so(node):
+    rows = json.loads(run("controller", "events", node, "-f", "json").stdout)
+    pos = rows[2]["pos"]
+    path = f"{node}/data/00000000000000000000"
+    with open(path, "r+b") as fh:
+        fh.seek(pos + 48 + 10)
+        fh.write(b"X")
+    rows = json.loads(run("controller", "events", node, "-f", "json").stdout)
+    assert rows[2]["type"] == "not-an-event" and "body CRC" in rows[2]["note"] and "damaged" in rows[2]["note"]
+    assert rows[3]["type"] == "ApplyBrokerIdEvent"

@@ -32,7 +32,7 @@ from typing import Iterator, Optional
 
 import msgspec
 
-from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
+from ..format import ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL, body_crc
 from ..inspect import Selection, render_body
 from .scan import batches
 
@@ -197,7 +197,13 @@ def entries(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
         for magic, idx, term, pos, bsize in zip(b.magic.tolist(), b.index.tolist(), b.term.tolist(), b.pos.tolist(),
                                                 b.bsize.tolist()):
             rel = pos - b.start + HEADER_SIZE
-            yield Entry(idx, term, pos, entry_event(magic, b.buf[rel:rel + bsize]))
+            body = b.buf[rel:rel + bsize]
+            *_, chain, bcrc, _ = ENTRY_HEADER.unpack_from(b.buf, rel - HEADER_SIZE)
+            if (bcrc or chain) and body_crc(body) != bcrc:  # (0 and 0: not recorded, as DLedger writes)
+                yield Entry(idx, term, pos, Decoded(None, NOT_AN_EVENT, note=f"body CRC {body_crc(body)} is not the "
+                                                    f"{bcrc} its header records: the entry is damaged"))
+                continue
+            yield Entry(idx, term, pos, entry_event(magic, body))
 
 
 EVENT_COLUMNS = ["index", "term", "type", "broker_name", "fields", "note"]
