@@ -8,20 +8,22 @@ What is built, from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``, ``FAST
   same two stand-ins tests/javarocketmq.py puts in 1.2.69;
 - our programs tests/java/rocketmq5/*.java (ControllerLogWriter; EpochFileWriter, a
   broker's epoch file by RocketMQ's EpochFileCache), compiled with javac's ``-sourcepath``
-  over rocketmq-all-5.3.3's ``common``, ``remoting``, ``controller`` and ``store`` modules and DLedger 0.3.1.2's ``dledger`` module (``dledger-all-0.3.1.2``, what 5.3.3's pom
+  over rocketmq-all-5.3.3's ``common``, ``remoting``, ``controller`` and ``store`` modules
+  and DLedger 0.3.1.2's ``dledger`` module (``dledger-all-0.3.1.2``, what 5.3.3's pom
   names): javac compiles only the classes the program reaches (the event classes,
   EventSerializer, FastJsonSerializer, ReplicasInfoManager, DLedgerMmapFileStore and what
   they import), about a hundred, not the modules whole;
 - with ``-g``, as Maven compiles: fastjson finds the event classes' constructor parameter
-  names in the debug information (without it EventSerializer cannot deserialize them);
+  names in the debug information (built without it, EventSerializer.deserialize threw
+  SerializationException for every event);
 - stand-ins, in tests/java/rocketmq5-standins/, for what neither the mirrors nor Debian
   have: RocketMQ's shaded slf4j (``org.apache.rocketmq.logging.org.slf4j``: slf4j's own
   logger under that name), Hessian (ReplicasInfoManager uses it for the JRaft controller's
   snapshots only) and fastjson2's ``JSONField`` annotation (two enums of ``common``).
 
 Debian jars (/usr/share/java): netty, slf4j-api (slf4j-nop to run), commons-lang3,
-commons-validator, commons-collections3, guava, joda-time (fastjson's compile). A missing piece raises
-:class:`Unavailable`; the tests skip naming it. Cached under ``~/.cache/dledgerctl-java``
+commons-validator, commons-collections3, guava, joda-time (fastjson's compile). A missing
+piece raises :class:`Unavailable`; the tests skip naming it. Cached under ``~/.cache/dledgerctl-java``
 (``DLEDGERCTL_JAVA_CACHE``), keyed by the commits, jars, javac version and our sources.
 """
 

@@ -24,6 +24,7 @@ manager/ at rocketmq-all-5.3.3 (ReplicasInfoManager.java unless said):
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from typer.testing import CliRunner
@@ -206,8 +207,6 @@ def test_entries_past_the_checkpoints_committed_index_are_said(node):
 
 @pytest.mark.parametrize("where", [0, 20, 60, 300, -10])
 def test_damaged_data_files_are_rows_not_tracebacks(node, where):
-    import os
-
     path = os.path.join(node, "data", sorted(os.listdir(os.path.join(node, "data")))[0])
     with open(path, "r+b") as fh:
         fh.seek(where if where >= 0 else os.path.getsize(path) + where)
