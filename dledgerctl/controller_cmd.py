@@ -161,7 +161,8 @@ def check_cmd(
     dir: DirArg,
     broker_store: Annotated[list[str], typer.Option("--broker-store", metavar="NAME=DIR", help="A broker set's name "
                                                     "and one of its brokers' store root (storePathRootDir, holding "
-                                                    "epochFileCheckpoint). Repeat for every broker to check.",
+                                                    "epochFileCheckpoint), or that file itself (storePathEpochFile). "
+                                                    "Repeat for every broker to check.",
                                                     show_default=False)],
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
@@ -178,8 +179,8 @@ def check_cmd(
         name, sep, root = spec.partition("=")
         if not sep or not name or not root:
             raise typer.BadParameter(f"{spec!r} is not NAME=DIR", param_hint="--broker-store")
-        if not os.path.isdir(root):
-            raise typer.BadParameter(f"{root}: no such directory", param_hint="--broker-store")
+        if not os.path.exists(root):
+            raise typer.BadParameter(f"{root}: no such file or directory", param_hint="--broker-store")
         pairs.append((name, root))
     sizes = _sizes(data_file_size, index_file_size)
     with errors_as_exit():

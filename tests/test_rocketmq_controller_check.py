@@ -38,7 +38,7 @@ def test_a_consistent_set_passes(ctl, tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     write_epoch_file(a, [(1, 0), (3, 4096)])
     write_epoch_file(b, [(1, 0), (3, 4096)])
-    r = run("controller", "check", ctl, "--broker-store", f"b1={a}", "--broker-store", f"b1={b}")
+    r = run("controller", "check", ctl, "--broker-store", f"b1={a}", "--broker-store", f"b1={b}/epochFileCheckpoint")
     assert r.exit_code == 0, r.output + r.stderr
     assert r.stdout == "" and "2 broker stores checked: 0 findings" in r.stderr
 

@@ -1,7 +1,8 @@
 """``controller check``: a controller's master epochs against the brokers' epoch files.
 
 A broker in controller mode keeps ``<storePathRootDir>/epochFileCheckpoint``
-(``MessageStoreConfig.getStoreCheckpoint``'s sibling; ``.bak`` beside it): the epochs of the
+(``MessageStoreConfig.getStorePathEpochFile``, unless ``storePathEpochFile`` names another
+file; ``.bak`` beside it): the epochs of the
 masters whose data it holds and the commit-log offset where each began
 (``store/.../ha/autoswitch/EpochFileCache``, written by ``common/.../utils/CheckpointFile``:
 a line with the number of entries, a line with the CRC32 of the entry lines, masked with
@@ -24,7 +25,7 @@ from typing import NamedTuple
 
 from .controller import ControllerState, ElectMaster, entries
 
-EPOCH_FILE = "epochFileCheckpoint"  # MessageStoreConfig: storePathRootDir/epochFileCheckpoint
+EPOCH_FILE = "epochFileCheckpoint"  # MessageStoreConfig.getStorePathEpochFile: storePathRootDir/epochFileCheckpoint
 BACKUP_SUFFIX = ".bak"  # CheckpointFile.getBackFilePath
 
 
@@ -63,10 +64,11 @@ def parse_epoch_file(text: str) -> list[EpochEntry]:
     return out
 
 
-def read_epoch_file(store_root: str) -> tuple[list[EpochEntry], str]:
-    """The entries, and which file gave them (the .bak when the file is empty or broken, as
+def read_epoch_file(store: str) -> tuple[list[EpochEntry], str]:
+    """The entries of a broker's epoch file (``store``: the file, or the store root holding
+    it), and which file gave them (the .bak when the file is empty or broken, as
     CheckpointFile.read falls back). EpochFileError when neither can be read."""
-    path = os.path.join(store_root, EPOCH_FILE)
+    path = store if os.path.isfile(store) else os.path.join(store, EPOCH_FILE)
     errors = []
     for p in (path, path + BACKUP_SUFFIX):
         try:
