@@ -131,6 +131,8 @@ def state_cmd(
     with errors_as_exit():
         node = _node_dir(dir, self_id, sizes)
         r = replay(node, at_index, history_of=broker if history else None, history=timeline, **sizes)
+    if history and not timeline:
+        typer.echo(f"Note: no event of the log names broker set {broker}", err=True)
     if history:
         render(_brokers_text(timeline) if fmt in (Format.table, Format.csv) else timeline, fmt,
                columns=HISTORY_COLUMNS if fmt in (Format.table, Format.csv) else None)

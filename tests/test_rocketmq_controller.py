@@ -173,6 +173,8 @@ def test_history_of_a_broker_set(node):
     assert rows[6]["change"] == "master none -> 2; syncStateSet [1, 2] -> [2]"
     r = run("controller", "state", node, "--history", "--broker", "b1")
     assert r.exit_code == 0 and "master none -> 2; syncStateSet [1, 2] -> [2]" in r.stdout
+    r = run("controller", "state", node, "--history", "--broker", "b7")
+    assert r.exit_code == 0 and "no event of the log names broker set b7" in r.stderr
     r = run("controller", "state", node, "--history")
     assert r.exit_code == 2 and "--broker" in r.stderr
 
