@@ -20,8 +20,10 @@ from store.verify import file_extents, verify_store
 from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail,
                      parse_duration, plural, progress_bar)
 from .render import Format, render, render_object
+from .store_elect_cmd import elect_cmd
 
 app = typer.Typer(help="Inspect, verify and repair a node's files offline.", no_args_is_help=True)
+app.command("elect")(elect_cmd)
 
 DirArg = Annotated[str, typer.Argument(help="A node directory (dledger-<id>), or a base directory holding one.",
                                        show_default=False)]

@@ -90,6 +90,7 @@ MATRIX = {
     "store diff": ["test_store_commands_on_a_missing_dir"],
     "store truncate": ["test_refused_repairs_leave_no_lock_file"],
     "store purge": ["test_refused_repairs_leave_no_lock_file"],
+    "store elect": ["test_store_commands_on_a_missing_dir"],
     "node start": ["test_node_start_checks_members_and_ratios", "test_node_start_on_a_taken_port_leaves_nothing"],
     "cluster status": ["test_status_of_another_group_is_not_up", "test_status_tells_a_stranger_from_a_member",
                        "test_bad_peers_lists"],
@@ -224,7 +225,7 @@ def test_cluster_commands_without_a_record(tmp_path):
     assert tree(tmp_path) == set()
 
 
-@pytest.mark.parametrize("sub", ["inspect-data", "inspect-index", "verify", "checkpoint", "snapshot"])
+@pytest.mark.parametrize("sub", ["inspect-data", "inspect-index", "verify", "checkpoint", "snapshot", "elect"])
 def test_store_commands_on_a_missing_dir(tmp_path, sub):
     r = run("store", sub, str(tmp_path / "nope"))
     assert r.exit_code in (1, 2)
