@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
+import javadledger
 import pytest
 
 from ports import free_port_base
@@ -331,3 +333,71 @@ def test_the_restart_recipe_makes_the_named_member_lead(tmp_path):
     for n in GROUPS["index"]:
         after = entries(os.path.join(base, f"dledger-{n}"))
         assert all(after.get(i) == e for i, e in before[n].items()), n
+
+
+# -- the same against real DLedger 0.2.7 members --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dledger_java():
+    try:
+        return javadledger.build()
+    except javadledger.Unavailable as exc:
+        pytest.skip(f"Java DLedger 0.2.7 cannot be built here: {exc}")
+
+
+def test_java_dledger_election_matches_the_verdict(dledger_java, tmp_path):
+    """The 'term' group in DLedger 0.2.7's own file sizes (1 GiB data files), started as Java
+    DLedger 0.2.7 members: the leader is one store elect said can win, and each member loses
+    exactly the entries it said (0.2.7 appends no entry of its own on election, so every
+    member ends up holding the leader's log)."""
+    base = str(tmp_path / "java")
+    group = GROUPS["term"]
+    for n, (terms, committed, term) in group.items():
+        d = os.path.join(base, f"dledger-{n}")
+        with FileStore.open(d) as s:
+            for i, t in enumerate(terms):
+                s.append_leader([body(i, t, False)], t)
+            s.set_committed(committed)
+        write_currterm(d, term, n if term > max(terms) else None)
+    plan = elect([base])
+    electable = {c["candidate"] for c in plan["candidates"] if c["electable"]}
+    assert electable == {"n0", "n1"}
+    predicted = {(x["leader"], x["member"]): (x["cut_from"], x["cut_to"]) for x in plan["losses"]}
+
+    def read(n):
+        with FileStore.open(os.path.join(base, f"dledger-{n}"), read_only=True) as s:
+            return {i: (s.get(i).term, s.get(i).body) for i in range(max(s.begin_index, 0), s.end_index + 1)}
+
+    before = {n: read(n) for n in group}
+    port = free_port_base(3)
+    peers = ";".join(f"{n}-127.0.0.1:{port + k}" for k, n in enumerate(sorted(group)))
+    procs = {}
+    try:
+        for n in sorted(group):
+            log = open(os.path.join(base, f"{n}.log"), "ab")
+            procs[n] = subprocess.Popen(dledger_java.server_command("g", n, peers, base), stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+
+        def leader_with_followers_caught_up():
+            r = cli("cluster", "status", "--peers", peers, "--group", "g", "--format", "json", "--timeout", "1")
+            rows = json.loads(r.stdout) if r.stdout.strip() else []
+            leaders = [x["id"] for x in rows if x.get("role") == "leader"]
+            if len(leaders) != 1:
+                return None
+            logs = {n: read(n) for n in group}
+            return leaders[0] if all(logs[n] == logs[leaders[0]] for n in group) else None
+
+        leader = wait_for(leader_with_followers_caught_up, 90, "a Java leader whose log every member holds")
+    finally:
+        for p in procs.values():
+            p.send_signal(signal.SIGKILL)
+            p.wait(timeout=30)
+    after = {n: read(n) for n in group}
+    for n in group:  # (1.2 GiB reserved a member; the logs stay)
+        shutil.rmtree(os.path.join(base, f"dledger-{n}"))
+    assert leader in electable
+    for n in group:
+        lost = sorted(i for i, e in before[n].items() if after[n].get(i) != e)
+        cut_from, cut_to = predicted.get((leader, n), (None, None)) if n != leader else (None, None)
+        assert lost == (list(range(cut_from, cut_to + 1)) if cut_from is not None else []), (n, leader, lost)
