@@ -149,7 +149,8 @@ def plan_election(members: list[MemberState], peers: list[str], agree: dict) -> 
 
 
 def verdict(cands: list[dict], peers: list[str]) -> dict:
-    """Who must lead to lose nothing, or what every possible choice loses. ``ok`` is False
+    """Who must lead to lose nothing (else to cut the fewest entries, none of them committed),
+    or what every possible choice loses. ``ok`` is False
     when no member can win or every member that can would cut committed entries."""
     able = [c for c in cands if c["electable"]]
     if not able:
@@ -159,11 +160,12 @@ def verdict(cands: list[dict], peers: list[str]) -> dict:
     if clean:
         return {"ok": True, "leaders": clean, "text": f"{_names(clean)} must lead: nothing is cut"
                 + _others(able, clean)}
-    safe = [c["candidate"] for c in able if c["committed_cut"] == 0]
+    safe = [c for c in able if c["committed_cut"] == 0]
     if safe:
-        best = min((c for c in able if c["candidate"] in safe), key=lambda c: c["entries_cut"])
-        return {"ok": True, "leaders": safe, "text": f"{_names(safe)} must lead: only uncommitted entries are cut "
-                f"({best['entries_cut']} at least)" + _others(able, safe)}
+        least = min(c["entries_cut"] for c in safe)
+        best = [c["candidate"] for c in safe if c["entries_cut"] == least]
+        return {"ok": True, "leaders": best, "text": f"{_names(best)} must lead to cut least: {least} uncommitted "
+                f"{'entry' if least == 1 else 'entries'}" + _others(able, best)}
     each = "; ".join(f"{c['candidate']} cuts {c['committed_cut']} committed" for c in able)
     return {"ok": False, "leaders": [], "text": f"every member that can win cuts committed entries: {each}"}
 

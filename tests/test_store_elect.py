@@ -130,7 +130,9 @@ def test_ahead_in_term_wins_over_longer_logs(tmp_path):
     assert lo[("n0", "n1")] == (5, 9, 0) and lo[("n0", "n2")] == (5, 7, 0) and lo[("n1", "n0")] == (5, 6, 0)
     assert ("n1", "n2") not in lo  # n2's log is a prefix of n1's
     v, = [x for x in rows if x["row"] == "verdict"]
-    assert v["ok"] and v["leaders"] == ["n0", "n1"] and "only uncommitted entries are cut" in v["note"]
+    # n1 cuts n0's two entries of term 2, n0 would cut five of n1's and three of n2's
+    assert v["ok"] and v["leaders"] == ["n1"]
+    assert v["note"] == "n1 must lead to cut least: 2 uncommitted entries; n0 would cut 8 (0 committed)"
     assert r.returncode == 0, r.stderr
 
 
@@ -288,6 +290,9 @@ GROUPS = {
     "term": {"n0": ([1] * 5 + [2, 2], 4, 2), "n1": ([1] * 10, 4, 1), "n2": ([1] * 8, 4, 1)},
     # ahead in index; n2's currterm is ahead of its log and it voted for itself there
     "index": {"n0": ([1] * 9, 5, 1), "n1": ([1] * 6, 5, 1), "n2": ([1] * 5, 4, 6)},
+    # n0's checkpoint says committed past its end (openmessaging/dledger#316); n2 equal to it
+    # with a currterm ahead of its log; n1 longer in an older term, which no one votes for
+    "past-end": {"n0": ([1] * 4 + [2] * 2, 9, 2), "n1": ([1] * 8, 3, 1), "n2": ([1] * 4 + [2] * 2, 5, 3)},
 }
 
 
@@ -321,7 +326,9 @@ def test_the_restart_recipe_makes_the_named_member_lead(tmp_path):
         member(base, n, terms, committed=committed, term=term, vote_for=n if term > max(terms) else None)
     plan = elect([base])
     assert plan["verdict"]["leaders"] == ["n0"]
-    assert {c["candidate"] for c in plan["candidates"] if c["electable"]} == {"n0", "n1"}
+    cands = {c["candidate"]: c for c in plan["candidates"]}
+    assert {n for n, c in cands.items() if c["electable"]} == {"n0", "n1"}
+    assert cands["n1"]["rejected_by"] == {"n0": REJECT_SMALL_LEDGER_END_INDEX}  # the partner the docs say to pick
     before = {n: entries(os.path.join(base, f"dledger-{n}")) for n in GROUPS["index"]}
     nodes = Nodes(base, ["n0", "n1", "n2"], start=["n0", "n1"])
     try:
