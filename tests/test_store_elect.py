@@ -97,6 +97,11 @@ def test_equal_members_any_can_lead_nothing_cut(tmp_path):
     assert all(c["electable"] and c["cut"] == 0 for c in by(rows, "candidate").values())
     v, = [x for x in rows if x["row"] == "verdict"]
     assert v["ok"] and v["leaders"] == ["n0", "n1", "n2"] and not losses(rows)
+    csv = cli("store", "elect", str(tmp_path), "--format", "csv").stdout.splitlines()
+    assert csv[0] == "row,member,term,vote,end_term,end_index,committed,electable,votes_from,cut,committed_cut,note"
+    assert csv[-1] == "verdict,\"n0,n1,n2\",,,,,,,,,,\"one of n0, n1, n2 must lead: nothing is cut\""
+    jsonl = [json.loads(ln) for ln in cli("store", "elect", str(tmp_path), "--format", "jsonl").stdout.splitlines()]
+    assert jsonl == rows
 
 
 def test_ahead_in_index_must_lead_and_others_cut_only_uncommitted(tmp_path):
