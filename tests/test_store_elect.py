@@ -15,6 +15,7 @@ import time
 import javadledger
 import pytest
 
+from conftest import copy_fixture, read_manifest
 from ports import free_port_base
 from rmq_encode import encode_message
 from store.elect import (ACCEPT, REJECT_ALREADY_VOTED, REJECT_EXPIRED_LEDGER_TERM, REJECT_EXPIRED_VOTE_TERM,
@@ -413,3 +414,25 @@ def test_java_dledger_election_matches_the_verdict(dledger_java, tmp_path):
         lost = sorted(i for i, e in before[n].items() if after[n].get(i) != e)
         cut_from, cut_to = predicted.get((leader, n), (None, None)) if n != leader else (None, None)
         assert lost == (list(range(cut_from, cut_to + 1)) if cut_from is not None else []), (n, leader, lost)
+
+
+def test_files_dledger_027_wrote(tmp_path):
+    """The reference store DLedger 0.2.7 wrote (no CRCs, its own checkpoint and currterm) and
+    a copy cut back with store truncate: the full log must lead, and cuts nothing."""
+    n0 = copy_fixture(tmp_path, "leader")
+    n1 = tmp_path / "other" / "dledger-n1"
+    shutil.copytree(n0, n1)
+    r = cli("store", "truncate", str(n1), "--from-index", "590", "--yes", "--force")
+    assert r.returncode == 0, r.stderr
+    head = read_manifest("leader")[0].split()  # END <end> <end term> BEGIN <begin> COMMITTED <committed>
+    end, end_term, committed = int(head[1]), int(head[2]), int(head[6])
+    r = cli("store", "elect", str(n0), str(n1), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    mem, cands = by(rows, "member"), by(rows, "candidate")
+    assert (mem["n0"]["end_index"], mem["n0"]["end_term"], mem["n0"]["committed"]) == (end, end_term, committed)
+    assert mem["n1"]["end_index"] == 589
+    assert cands["n1"]["rejected_by"] == {"n0": REJECT_SMALL_LEDGER_END_INDEX} and not cands["n1"]["electable"]
+    assert cands["n0"]["electable"] and cands["n0"]["cut"] == 0
+    v, = [x for x in rows if x["row"] == "verdict"]
+    assert v["leaders"] == ["n0"] and v["note"] == "n0 must lead: nothing is cut"
