@@ -18,6 +18,7 @@ import pytest
 from conftest import copy_fixture, read_manifest
 from ports import free_port_base
 from rmq_encode import encode_message
+from sim import Sim
 from store.elect import (ACCEPT, REJECT_ALREADY_VOTED, REJECT_EXPIRED_LEDGER_TERM, REJECT_EXPIRED_VOTE_TERM,
                          REJECT_SMALL_LEDGER_END_INDEX, REJECT_TERM_NOT_READY, REJECT_TERM_SMALL_THAN_LEDGER,
                          REJECT_UNKNOWN_LEADER, MemberState, elect, vote)
@@ -436,3 +437,62 @@ def test_files_dledger_027_wrote(tmp_path):
     assert cands["n0"]["electable"] and cands["n0"]["cut"] == 0
     v, = [x for x in rows if x["row"] == "verdict"]
     assert v["leaders"] == ["n0"] and v["note"] == "n0 must lead: nothing is cut"
+
+
+# -- a group that diverged by itself, in the simulation -------------------------------------------
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_a_group_diverged_in_the_simulation(tmp_path, seed):
+    """A leader cut off with entries no one else has while the others elect a new leader and
+    commit more; every member stops. The members' states written as files (the stores'
+    entries byte for byte, currterm, checkpoint), store elect's verdict is then checked against
+    the simulated members restarted on those states."""
+    sim = Sim(3, seed=seed)
+    sim.run_until(sim.leader, 20_000)
+    old = sim.leader()
+    sim.propose(old, [b"a%d" % k for k in range(4)])
+    common_end = sim.stores[old].end_index  # (after the leader's no-op)
+    sim.run_until(lambda: all(sim.stores[i].committed_index == common_end for i in sim.ids), 20_000)
+    sim.isolate(old)
+    sim.propose(old, [b"lost%d" % k for k in range(3)])  # never reaches the others
+    sim.run_until(lambda: (sim.leader() or old) != old, 60_000)
+    new = sim.leader()
+    sim.propose(new, [b"b%d" % k for k in range(5)])
+    others = [i for i in sim.ids if i != old]
+    sim.run_until(lambda: all(sim.stores[i].committed_index == sim.stores[new].end_index for i in others), 60_000)
+    for i in sim.ids:
+        sim.crash(i)
+    base = str(tmp_path)
+    before = {}
+    for i in sim.ids:
+        st = sim.stores[i]
+        d = os.path.join(base, f"dledger-{i}")
+        with FileStore.open(d, **SIZES) as fs:
+            for k in range(st.begin_index, st.end_index + 1):
+                fs.append_follower(st.get_bytes(k))
+            fs.set_committed(st.committed_index)
+        write_currterm(d, sim.terms[i].term, sim.terms[i].voted_for)
+        before[i] = {k: st.get_bytes(k) for k in range(st.begin_index, st.end_index + 1)}
+
+    plan = elect([base])
+    cands = {c["candidate"]: c for c in plan["candidates"]}
+    assert not cands[old]["electable"]  # its last entry is of an older term
+    assert all(cands[i]["electable"] and cands[i]["committed_cut"] == 0 for i in others)
+    cut = {(x["leader"], x["member"]): x for x in plan["losses"]}
+    old_end = sim.stores[old].end_index
+    for i in others:  # the cut-off leader's three entries past what all committed go
+        assert (cut[(i, old)]["cut_from"], cut[(i, old)]["cut_to"], old_end) == (common_end + 1, common_end + 3,
+                                                                                common_end + 3)
+        assert cut[(i, old)]["committed_cut"] == 0
+
+    sim.heal()
+    for i in sim.ids:
+        sim.restart(i)
+    sim.run_until(lambda: sim.leader() is not None and sim.logs_equal(), 60_000)
+    leader = sim.leader()
+    assert leader in {i for i, c in cands.items() if c["electable"]}
+    for i in sim.ids:
+        st = sim.stores[i]
+        lost = sorted(k for k, raw in before[i].items() if k > st.end_index or st.get_bytes(k) != raw)
+        x = cut.get((leader, i))
+        assert lost == (list(range(x["cut_from"], x["cut_to"] + 1)) if x and x["entries_cut"] else []), (i, lost)
