@@ -60,14 +60,22 @@ def _with_client(peers: dict, group: str, timeout: float, work):
 
 
 def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = None) -> list[dict]:
-    """One row per member from its METADATA; with the cluster record, also the pid of its
-    process and its uptime in seconds (both None when it is not running)."""
+    """One row per member from its METADATA (state up; down when it does not answer;
+    refused when it refuses this client, say its certificate: the error says why); with the
+    cluster record, also the pid of its process and its uptime in seconds (both None when it
+    is not running)."""
     procs = {n["id"]: n for n in rec["nodes"]} if rec else {}
     rows = []
-    for pid, md in _with_client(peers, group, timeout, lambda c: c.status()).items():
+
+    async def ask(c: Client):
+        return await c.status(), dict(c.refused)
+    answers, refused = _with_client(peers, group, timeout, ask)
+    for pid, md in answers.items():
         row = {"id": pid, "address": peers[pid].address if pid in peers else None}
         stranger = _stranger(procs.get(pid), md)
-        if stranger is not None:
+        if pid in refused and not isinstance(md, dict):
+            row.update({"state": "refused", **{k: None for k in STATUS_COLUMNS[3:]}, "error": refused[pid]})
+        elif stranger is not None:
             row.update({"state": "stranger", **{k: None for k in STATUS_COLUMNS[3:]}, "error": stranger})
         elif isinstance(md, dict):
             row.update({"state": "up", **{k: md.get(k) for k in STATUS_COLUMNS[3:]}})
@@ -142,8 +150,9 @@ def _record(base_dir: str) -> dict | None:
 @tls_options
 def cluster_status(peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
                    timeout: TimeoutOpt = 2.0, fmt: FormatOpt = Format.table) -> None:
-    """Per node: address, up/down, role, term, leader, begin/end/committed index, and for a cluster started by
-    'cluster up' the pid and uptime of each member's process. Exit 1 if any node is down."""
+    """Per node: address, state (up, down, or refused: it refuses this client, the error column says why), role,
+    term, leader, begin/end/committed index, and for a cluster started by 'cluster up' the pid and uptime of each
+    member's process. Exit 1 if any node is not up."""
     parsed, rec_group = _peers(peers, base_dir)
     rec = None if peers else _record(base_dir)
     rows = _status_rows(parsed, group or rec_group or DEFAULT_GROUP, timeout, rec)
@@ -158,7 +167,8 @@ class StartFailed(Exception):
 
 def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_leader: bool) -> list[dict]:
     """Status rows once every member answers (and, with ``need_leader``, one leads), polled
-    under the ``wait`` deadline; a started process that exits ends it with its log's tail."""
+    under the ``wait`` deadline; a started process that exits ends it with its log's tail, a
+    member that refuses this client (its certificate revoked, say) with why."""
     peers = parse_peers(rec["peers"])
     deadline = time.monotonic() + wait
     rows = []
@@ -168,6 +178,11 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
             n = dead[0]
             raise StartFailed(f"node {n['id']} exited at start: {launcher.exit_reason(n) or 'see ' + n['log']}")
         rows = _status_rows(peers, group, 1.0, rec)
+        refused = [r for r in rows if r["state"] == "refused"]
+        if refused:  # (waiting will not change it)
+            ids = [r["id"] for r in refused if r["error"] == refused[0]["error"]]
+            raise StartFailed(f"{', '.join(ids)} {'refuses' if len(ids) == 1 else 'refuse'} this command's "
+                              f"certificate or mode: {refused[0]['error']}")
         if all(r["state"] == "up" for r in rows) and (not need_leader or any(r.get("role") == "leader" for r in rows)):
             return rows
         if time.monotonic() >= deadline:

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cluster.net import paging
 from cluster.net.client import Client, ClientError
 from cluster.net.frames import ProtocolError
 from cluster.net.transport import TransportError
@@ -202,8 +203,8 @@ def get_cmd(
         last = to_index if to_index is not None else first + count - 1 if count is not None else (
             None if follow else first)
         told.update(first=first, last=last)
-        async for page in c.read(first, last, follow=follow, poll=interval, consistency=level, peer=node,
-                                 on_wait=lambda why: typer.echo(f"Note: {why}", err=True)):
+        async for page in paging.read(c, first, last, follow=follow, poll=interval, consistency=level, peer=node,
+                                          on_wait=lambda why: typer.echo(f"Note: {why}", err=True)):
             yield page
 
     def rows(page: list[dict]) -> list:

@@ -399,7 +399,7 @@ def test_status_of_another_group_is_not_up(group):
     r = cli("cluster", "status", "--base-dir", group, "--group", "nosuchgroup", "--format", "json")
     assert r.returncode == 1
     rows = json.loads(r.stdout)
-    assert {x["state"] for x in rows} == {"down"} and all("UNKNOWN_GROUP" in x["error"] for x in rows)
+    assert {x["state"] for x in rows} == {"refused"} and all("UNKNOWN_GROUP" in x["error"] for x in rows)
 
 
 def _end_index(base: str) -> int:

@@ -4,17 +4,23 @@ connection, armed at the earliest deadline); a caller awaits the response or has
 callback called with it. A lost connection fails every pending request with
 :class:`ConnectionLost` (chained with ``from`` the cause); the next request reconnects, no
 sooner than a back-off that doubles up to a cap after each failed attempt.
+
+A channel that ``diagnose``s (a client's) tells a member in the other mode from one that is
+gone: a plain connection closed before any answer, or a TLS handshake cut short, is probed
+once in the other mode (:func:`speaks_tls`, :func:`speaks_plain`), and an answer there
+fails the request with :class:`OtherMode`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl as _ssl
 from typing import Awaitable
 
-from .frames import DEFAULT_MAX_FRAME, Frame, ProtocolError
+from .frames import DEFAULT_MAX_FRAME, Frame, FrameReceiver, ProtocolError, encode_frame, json_body
 from .tls import identity_of
-from .transport import ConnectionLost, FrameConnection, RequestTimeout, Unreachable, WrongPeer, settle, why
+from .transport import ConnectionLost, FrameConnection, OtherMode, RequestTimeout, Unreachable, WrongPeer, settle, why
 
 log = logging.getLogger("dledgerctl.transport")
 
@@ -39,6 +45,7 @@ class _ClientConnection(FrameConnection):
         self.channel = channel
         self.pending: dict[int, tuple] = {}
         self.cause: BaseException | None = None
+        self.answered = False  # a frame came back on it (a TLS port a plain client reached answers none)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
 
@@ -64,6 +71,7 @@ class _ClientConnection(FrameConnection):
             settle(target, None, RequestTimeout(f"{self.channel.address} did not answer within {timeout:.3g} s"))
 
     def frame_received(self, f: Frame) -> None:
+        self.answered = True
         entry = self.pending.pop(f.opaque, None)
         if entry is not None:
             settle(entry[0], f, None)
@@ -85,15 +93,17 @@ class Channel:
 
     def __init__(self, host: str, port: int, *, connect_timeout: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME,
                  backoff_min: float = 0.05, backoff_max: float = 2.0, ssl=None, expect=None, on_lost=None,
-                 refuse=None) -> None:
+                 refuse=None, diagnose: bool = False) -> None:
         """``ssl``: a client SSLContext (mutual TLS), or None for plain TCP. ``expect(identity)``
         says why the server's certificate identity (cluster/net/tls.py) is not the one meant, or
         returns None: a connection to another one is closed and the request fails.
         ``on_lost()`` is called when an open connection is lost (the other side went away),
         with requests pending or not. ``refuse(peercert)`` says why a verified server
-        certificate is refused all the same (revoked), or returns None."""
+        certificate is refused all the same (revoked), or returns None. ``diagnose``: find out
+        a member speaking the other mode (plain TCP or TLS) and say so (OtherMode)."""
         self.host, self.port = host, port
         self.ssl, self.expect, self.on_lost, self.refuse = ssl, expect, on_lost, refuse
+        self.diagnose = diagnose
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.backoff_min, self.backoff_max = backoff_min, backoff_max
@@ -142,6 +152,11 @@ class Channel:
                 self._retry_at = loop.time() + self._backoff
                 raise
             except (OSError, asyncio.TimeoutError) as exc:
+                if self.diagnose and self.ssl is not None and _cut_short(exc) and \
+                        await speaks_plain(self.host, self.port, self.connect_timeout):
+                    self._backoff = self.backoff_max
+                    self._retry_at = loop.time() + self._backoff
+                    raise OtherMode(SPEAKS_PLAIN) from exc
                 self._backoff = min(self.backoff_max, max(self.backoff_min, self._backoff * 2))
                 self._retry_at = loop.time() + self._backoff
                 raise Unreachable(f"cannot connect to {self.address}: {why(exc)}") from exc
@@ -246,7 +261,14 @@ class Channel:
             fut = self._issue_encoded(conn, encode, args, timeout)
         if conn.unsent() > DRAIN_ABOVE:
             await conn.drain()
-        return await fut
+        try:
+            return await fut
+        except ConnectionLost as exc:
+            # (a TLS port closes a plain connection at its first bytes, without a word)
+            if self.diagnose and self.ssl is None and not conn.answered and not self.closed and \
+                    await speaks_tls(self.host, self.port, self.connect_timeout):
+                raise OtherMode(SPEAKS_TLS) from exc
+            raise
 
     async def close(self) -> None:
         self.closed = True
@@ -255,3 +277,69 @@ class Channel:
             conn.close()
             self._lost(conn, None)
         await asyncio.sleep(0)  # let the transport finish closing
+
+
+# -- which mode an address speaks --------------------------------------------------------
+
+SPEAKS_TLS = ("this member speaks TLS, and this client plain TCP: give it a certificate (--tls-cert, --tls-key "
+              "and --tls-ca, or DLEDGERCTL_TLS_*)")
+SPEAKS_PLAIN = "this member speaks plain TCP (it runs without --tls-cert), and this client TLS"
+_PROBE_METADATA = 50000  # wire.METADATA: any frame server answers it
+
+
+def _cut_short(exc: BaseException) -> bool:
+    """A TLS handshake that ended as a plain frame server ends it (it closes, or answers what
+    is no TLS record), not one refused for a certificate or not answered at all."""
+    if isinstance(exc, (_ssl.SSLCertVerificationError, ConnectionRefusedError, asyncio.TimeoutError)):
+        return False
+    if isinstance(exc, _ssl.SSLError):
+        return "alert" not in (exc.reason or str(exc)).lower()
+    return isinstance(exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError))
+
+
+async def _exchange(host: str, port: int, data: bytes, timeout: float, answer) -> bool:
+    """Send ``data`` on a new plain connection; ``await answer(reader)``, False when the
+    connection fails or ``timeout`` passes first."""
+    async def go():
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(data)
+            await writer.drain()
+            return await answer(reader)
+        finally:
+            writer.close()
+    try:
+        return await asyncio.wait_for(go(), timeout)
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ProtocolError):
+        return False
+
+
+async def speaks_tls(host: str, port: int, timeout: float) -> bool:
+    """Whether ``host:port`` answers a TLS ClientHello with a TLS record (a handshake, 0x16,
+    or an alert, 0x15, of version 3.x): a TLS server."""
+    ctx = _ssl.SSLContext(_ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, _ssl.CERT_NONE
+    outgoing = _ssl.MemoryBIO()
+    hello = ctx.wrap_bio(_ssl.MemoryBIO(), outgoing)
+    try:
+        hello.do_handshake()
+    except _ssl.SSLWantReadError:
+        pass
+
+    async def answer(reader) -> bool:
+        head = await reader.readexactly(2)
+        return head[0] in (0x15, 0x16) and head[1] == 3
+    return await _exchange(host, port, outgoing.read(), timeout, answer)
+
+
+async def speaks_plain(host: str, port: int, timeout: float) -> bool:
+    """Whether ``host:port`` answers a plain METADATA frame with a frame: a frame server
+    without TLS (dledgerctl's or DLedger's)."""
+    async def answer(reader) -> bool:
+        head = await reader.readexactly(4)
+        length = int.from_bytes(head, "big")
+        if not 4 <= length <= 1 << 20:
+            return False
+        frames = FrameReceiver(1 << 20).feed(head + await reader.readexactly(length))
+        return bool(frames) and frames[0].is_response
+    return await _exchange(host, port, encode_frame(Frame(_PROBE_METADATA, 1, body=json_body({}))), timeout, answer)

@@ -5,12 +5,17 @@ entries can still be in the log: ``outcome == "failed"`` only when every leader 
 refused before appending (the codes in :data:`REFUSED_BEFORE_APPEND`) or nothing was sent;
 ``"unknown"`` after a timeout, a lost connection, TERM_CHANGED or WAIT_QUORUM_ACK_TIMEOUT
 (the leader appended and may still commit the entries).
+
+A member that refuses this client for good (its certificate revoked or of another group,
+another group's node at the address, a TLS port reached in plain TCP or the other way
+round: :func:`refusal_of`) is remembered in :attr:`Client.refused`; when every member
+refuses, or the one that leads does, requests end at once with :class:`Rejected` instead of
+waiting for a leader until their deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import base64
 import functools
 import ssl
@@ -22,7 +27,7 @@ from .appends import append_ext, append_request, decode_append_answer
 from .channel import Channel
 from .frames import BadMessage, Forbidden, Frame, ProtocolError, json_body
 from .tls import expect_member
-from .transport import ConnectionLost, TransportError, Unreachable, WrongPeer
+from .transport import ConnectionLost, OtherMode, TransportError, Unreachable, WrongPeer
 from .wire import APPEND, CHANGE_MEMBERS, GET, HEART_BEAT, LEADERSHIP_TRANSFER, METADATA, QUERY, decode_response
 
 
@@ -38,6 +43,30 @@ class Refused(ClientError):
         self.peer, self.code, self.remark = peer, code, remark
 
 
+class Rejected(ClientError):
+    """Members refuse this client for good (asking again does not help): one line says who
+    and why."""
+
+
+class NotServed(BadMessage):
+    """A member answered METADATA with a refusal (UNKNOWN_GROUP: it is of another group;
+    UNKNOWN_MEMBER: another member listens at the address)."""
+
+
+def refusal_of(exc: BaseException) -> str | None:
+    """Why a request's failure is its member refusing this client for good, in words; None
+    for a failure that may pass (a member stopped, slow, restarting, electing)."""
+    if isinstance(exc, Forbidden):  # (NO_PERMISSION: "refused: <why>")
+        return str(exc).removeprefix("refused: ")
+    if isinstance(exc, (WrongPeer, OtherMode, NotServed)):
+        return str(exc)
+    if isinstance(exc, TransportError) and isinstance(exc.__cause__, ssl.SSLError):
+        if isinstance(exc, ConnectionLost):  # (TLS 1.3: the server's alert comes after the handshake)
+            return f"{exc} (is this certificate valid, and signed by the CA the members trust?)"
+        return str(exc)
+    return None
+
+
 class OutOfRange(ClientError):
     """GET of an index outside the node's committed log ``[begin, committed]`` (DLedger's
     INDEX_OUT_OF_RANGE). ``begin``/``committed``: the node's, asked right after; None when
@@ -51,8 +80,6 @@ class OutOfRange(ClientError):
 # Entries asked for per GET while paging: a node answers at most this many
 # (cluster/node/serving.py MAX_GET_COUNT); asking for more would only be cut.
 MAX_PAGE = 1024
-PAGES_IN_FLIGHT = 4  # read(): GET pages asked at once while they come back full
-BYTES_IN_FLIGHT = 32 << 20  # ... and at most about this many bytes of them
 # GETs in flight at once while paging a Java DLedger node (one entry per GET)
 JAVA_PAGE = 64
 
@@ -103,10 +130,33 @@ class Client:
         # What each peer is, from its METADATA answer: True for a Java DLedger node (spoken to
         # in DLedger's own form: one body per APPEND, one entry per GET), False for dledgerctl.
         self.java: dict[str, bool] = {}
+        # members refusing this client for good (refusal_of), and why; one that answers is taken out
+        self.refused: dict[str, str] = {}
 
     def _channel(self, p: str, peer: Peer) -> Channel:
         return Channel(peer.host, peer.port, connect_timeout=min(1.0, self.timeout),
-                       expect=functools.partial(expect_member, self.group, p), **self._ssl)
+                       expect=functools.partial(expect_member, self.group, p), diagnose=True, **self._ssl)
+
+    def rejected(self, peers=None) -> Rejected:
+        """The error of members that refuse this client (``peers``, default: those that do)."""
+        peers = [p for p in (peers or self.peers) if p in self.refused]
+        reasons = {self.refused[p] for p in peers}
+        if len(reasons) == 1:
+            return Rejected(f"refused by {', '.join(peers)}: {reasons.pop()}")
+        return Rejected("refused: " + "; ".join(f"{p}: {self.refused[p]}" for p in peers))
+
+    def _failed(self, peer: str, exc: BaseException) -> ClientError:
+        """The error of a request to ``peer`` that failed with ``exc``: Rejected when the
+        member refuses this client."""
+        why = self._refusing(peer, exc)
+        return ClientError(f"{peer}: {exc}") if why is None else Rejected(f"{peer}: {why}")
+
+    def _refusing(self, peer: str, exc: BaseException) -> str | None:
+        """Remember ``peer`` as refusing this client when ``exc`` says so; why, or None."""
+        why = refusal_of(exc)
+        if why is not None:
+            self.refused[peer] = why
+        return why
 
     def learn(self, members: dict) -> list[str]:
         """Members a node named (its METADATA ``peers``: id -> address) that this client did
@@ -128,10 +178,14 @@ class Client:
             await ch.close()
 
     async def _call(self, peer: str, frame: Frame, code: int, timeout: float) -> dict:
-        resp = await self.channels[peer].request(frame, timeout)
-        if code == GET and getraw.is_raw(resp):  # (entries as their bytes: no JSON, no base64)
-            return getraw.decode_answer(resp)
-        return decode_response(resp, code)
+        try:
+            resp = await self.channels[peer].request(frame, timeout)
+            if code == GET and getraw.is_raw(resp):  # (entries as their bytes: no JSON, no base64)
+                return getraw.decode_answer(resp)
+            return decode_response(resp, code)
+        except (TransportError, ProtocolError) as exc:
+            self._refusing(peer, exc)
+            raise
 
     async def metadata(self, peer: str, timeout: float | None = None) -> dict:
         """The peer's METADATA answer. A Java DLedger node says only its group, leader and
@@ -143,7 +197,10 @@ class Client:
         code = md.get("code", _SUCCESS)
         if code != _SUCCESS:  # e.g. UNKNOWN_MEMBER: another member listens where the peers say it is
             name = Code(code).name if code in Code._value2member_map_ else str(code)
-            raise BadMessage(f"METADATA refused: {name} {md.get('remark') or ''}".strip())
+            exc = NotServed(f"METADATA refused: {name} {md.get('remark') or ''}".strip())
+            self._refusing(peer, exc)
+            raise exc
+        self.refused.pop(peer, None)
         java = "role" not in md
         self.java[peer] = java
         if java:
@@ -194,10 +251,10 @@ class Client:
     async def find_leader(self, deadline: float, avoid: frozenset = frozenset()) -> str:
         """The leader's id: asks every peer at once and takes the first that says it leads,
         without waiting for peers that do not answer (stopped or partitioned); not one of
-        ``avoid`` (members that just refused to serve as leader)."""
+        ``avoid`` (members that just refused to serve as leader). :class:`Rejected` at once
+        when every peer refuses this client, or the leader another names does."""
         loop = asyncio.get_running_loop()
-        # why a member did not answer (a TLS refusal first): the likely reason when no leader is found
-        refused, refused_tls = None, False
+        last = None  # why a member did not answer: the likely reason when no leader is found
         while True:
             if self.leader is not None and self.leader not in avoid:
                 return self.leader
@@ -207,13 +264,14 @@ class Client:
                 for next_done in asyncio.as_completed(tasks):
                     p, md = await next_done
                     if isinstance(md, Exception):
-                        tls_problem = isinstance(md, (Forbidden, WrongPeer)) or (
-                            isinstance(md, TransportError) and isinstance(md.__cause__, ssl.SSLError))
-                        if tls_problem and isinstance(md, ConnectionLost):
-                            md = f"{md} (is this certificate valid, and signed by the CA the members trust?)"
-                        if refused is None or (tls_problem and not refused_tls):
-                            refused, refused_tls = f"{p}: {md}", tls_problem
+                        if p not in self.refused:
+                            last = last or f"{p}: {md}"
+                        if all(q in self.refused for q in self.peers):
+                            raise self.rejected()
                         continue
+                    named = md.get("leader") if isinstance(md, dict) else None
+                    if named in self.refused and named != p:  # (it leads, and will not serve this client)
+                        raise self.rejected([named])
                     if isinstance(md, dict) and md.get("role") == "leader" and md.get("id") in self.peers \
                             and md["id"] not in avoid:
                         self.leader = md["id"]
@@ -223,8 +281,9 @@ class Client:
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
             if loop.time() >= deadline:
+                why = next((f"{p}: {r}" for p, r in self.refused.items() if p in self.peers), last)
                 raise ClientError(f"no leader among {', '.join(self.peers)} within {self.timeout:g} s"
-                                  + (f" ({refused})" if refused else ""))
+                                  + (f" ({why})" if why else ""))
             await asyncio.sleep(0.05)
 
     async def append(self, bodies: list[bytes], *, resend_unknown: bool = True) -> dict:
@@ -268,8 +327,9 @@ class Client:
                         append_request, (ext, bodies), max(0.05, deadline - now)))
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None
-                if isinstance(exc, Forbidden):  # (refused before anything was appended)
-                    raise _append_error(last_error, unknown, None) from None
+                why = self._refusing(leader, exc)
+                if why is not None:  # (refused before anything was appended)
+                    raise _append_error(f"{leader}: {why}", unknown, None) from None
                 self.leader = None
                 if not isinstance(exc, Unreachable):  # it was sent: it may have been appended
                     unknown = True
@@ -331,8 +391,8 @@ class Client:
                                         max(0.05, deadline - loop.time()))
             except (TransportError, ProtocolError) as exc:
                 last_error = f"{leader}: {exc}"
-                if isinstance(exc, Forbidden):
-                    raise ClientError(last_error) from None
+                if refusal_of(exc) is not None:
+                    raise self._failed(leader, exc) from None
                 self.leader = None
                 if loop.time() >= deadline:
                     break
@@ -383,7 +443,7 @@ class Client:
                 resp = await self._call(target, Frame(code, body=json_body(body(target))), code,
                                         max(0.05, deadline - loop.time()))
             except (TransportError, ProtocolError) as exc:
-                raise ClientError(f"{target}: {exc}") from None
+                raise self._failed(target, exc) from None
             rc = resp.get("code")
             if peer is not None and rc == Code.NOT_LEADER and not resp.get("leaderId") and loop.time() + 0.1 < deadline:
                 await asyncio.sleep(0.1)  # (a member just started, that has not heard from a leader yet: ask it again)
@@ -454,12 +514,12 @@ class Client:
             if target not in self.java:
                 await self.metadata(target)
         except (TransportError, ProtocolError) as exc:
-            raise ClientError(f"{target}: {exc}") from None
+            raise self._failed(target, exc) from None
         if self.java[target]:  # (a Java node answers from its own log, as leader only)
             try:
                 resp = await self._get_java(target, index, min(count, JAVA_PAGE))
             except (TransportError, ProtocolError) as exc:
-                raise ClientError(f"{target}: {exc}") from None
+                raise self._failed(target, exc) from None
         else:
             target, resp = await self._read(GET, lambda target: {
                 "group": self.group, "remoteId": target, "index": index, "count": count,
@@ -504,92 +564,3 @@ class Client:
                 break
             entries.append(got[0])
         return {"code": _SUCCESS, "entries": entries}
-
-    async def read(self, index: int, last: int | None = None, *, follow: bool = False, poll: float = 0.1,
-                   on_wait=None, consistency: str | None = None, peer: str | None = None):
-        """Committed entries ``index..last`` (``last`` None: no end), one list per answer, in
-        order, each index exactly once, paging through the node's per-answer caps. While
-        pages come back full, up to PAGES_IN_FLIGHT of them are asked at once (within
-        BYTES_IN_FLIGHT by the size of the last one), so the answers stream; a page that
-        comes back short (a node's byte cap, or the commit index) drops the ones asked after
-        it, and the next starts where it ended.
-
-        Without ``follow`` it ends at the commit index (the caller compares what it got
-        with what it asked for). With ``follow`` it waits for entries to commit, polling
-        every ``poll`` seconds while the log is idle, and rides through leader changes and
-        unreachable nodes (``on_wait(text)`` is called once per outage with the reason):
-        an entry at or below a node's commit index never changes, so whichever member
-        answers next continues exactly after the last entry given. Entries the log no longer
-        holds (before its begin index) raise :class:`OutOfRange`, and so does an ``index``
-        past the commit index without ``follow``; without ``follow`` unreachable members
-        raise ClientError."""
-        loop = asyncio.get_running_loop()
-        nxt, waiting, depth = index, None, 1
-        asked: collections.deque = collections.deque()  # (first index, count, task), in index order
-
-        def drop_asked() -> None:
-            for _i, _n, t in asked:
-                t.cancel()
-                t.add_done_callback(_retrieved)
-            asked.clear()
-
-        try:
-            while last is None or nxt <= last:
-                planned = asked[-1][0] + asked[-1][1] if asked else nxt
-                while len(asked) < depth and (last is None or planned <= last):
-                    want = MAX_PAGE if last is None else min(MAX_PAGE, last - planned + 1)
-                    asked.append((planned, want, asyncio.ensure_future(
-                        self.get(planned, want, peer, consistency=consistency))))
-                    planned += want
-                _first, want, task = asked.popleft()
-                try:
-                    page = await task
-                except OutOfRange as exc:
-                    drop_asked()
-                    depth = 1
-                    if exc.begin is not None and nxt < exc.begin:
-                        raise OutOfRange(f"{exc.peer}: entry {nxt} is no longer in the log, which now begins at "
-                                         f"index {exc.begin}", exc.peer, exc.begin, exc.committed) from None
-                    if not follow:
-                        if nxt == index:
-                            raise  # nothing at all from there: an error, as a single GET is
-                        return  # (the end of the log; a Java node does not say where it commits)
-                    page = []
-                except ClientError as exc:
-                    drop_asked()
-                    depth = 1
-                    if not follow:
-                        raise
-                    self.leader = None
-                    if waiting is None and on_wait is not None:
-                        on_wait(f"{exc}; waiting for a leader")
-                    waiting = loop.time()
-                    await asyncio.sleep(min(1.0, self.timeout))
-                    continue
-                waiting = None
-                if page:
-                    first = page[0].get("index")
-                    if first != nxt:
-                        raise ClientError(f"{self.leader}: asked for entries from {nxt}, got {first}")
-                    nxt += len(page)
-                    yield page
-                    if len(page) < want:  # (short: what was asked after it starts elsewhere)
-                        drop_asked()
-                        depth = 1
-                    else:
-                        size = sum(e.get("size") or len(e["body"]) for e in page)
-                        depth = max(1, min(PAGES_IN_FLIGHT, BYTES_IN_FLIGHT // max(1, size)))
-                elif follow:  # (a Java leader logs a stack trace for each GET past its end: ask it less often)
-                    drop_asked()
-                    depth = 1
-                    await asyncio.sleep(max(poll, 1.0) if self.java.get(self.leader) else poll)
-                else:
-                    return
-        finally:
-            drop_asked()
-
-
-def _retrieved(task: asyncio.Future) -> None:
-    """A page asked and then dropped: its outcome is of no use (and no warning)."""
-    if not task.cancelled():
-        task.exception()

@@ -68,6 +68,11 @@ class WrongPeer(Unreachable):
     """The TLS peer's certificate is not the member meant (cluster/net/tls.py identities)."""
 
 
+class OtherMode(Unreachable):
+    """The address speaks TLS and this side plain TCP, or the other way round (channel.py
+    finds it out when asked to: a probe in the other mode is answered)."""
+
+
 def settle(target, frame: Frame | None, exc: BaseException | None) -> None:
     """Give a request's outcome to whoever waits: a future or a callback(frame, exc)."""
     if isinstance(target, asyncio.Future):

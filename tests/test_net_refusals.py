@@ -1,0 +1,182 @@
+"""A member that refuses this client (a revoked certificate, another group, a TLS port reached in
+plain TCP, a plain port reached with TLS) is said to refuse it, with why, at once: `cluster
+status` shows it `refused`, client commands end with that reason instead of waiting for a
+leader, `cluster up` stops waiting, and a `get --follow` whose certificate is revoked ends.
+Real node processes on 127.0.0.1 (issue 44, items 7 and 8).
+
+Client commands here are given a --timeout far longer than the deadline the test waits for
+them: a command that waited for a leader until its timeout fails the test by running too long.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from cluster.net import pki
+from cluster.net.tls import Identity
+from test_cluster_processes import ROOT, cli, down, free_port_base, up
+from test_tls_revoke import GROUP, _hup, _logged, _up, _wait
+
+LONG = "600"  # s: a client's --timeout no test waits for
+DEADLINE = 60  # s: how long a command that must fail at once may take here
+
+
+def _plain_env() -> dict:
+    return {k: v for k, v in os.environ.items() if not k.startswith("DLEDGERCTL_TLS_")}
+
+
+def run(*args):
+    """The command line without any TLS of the environment (a plain client unless given some)."""
+    env = dict(_plain_env(), PYTHONPATH=ROOT, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
+                          timeout=DEADLINE, env=env)
+
+
+def _certs(rec: dict, stem: str) -> list[str]:
+    d = rec["tls"]["dir"]
+    return ["--tls-cert", os.path.join(d, f"{stem}.pem"), "--tls-key", os.path.join(d, f"{stem}.key"),
+            "--tls-ca", os.path.join(d, "ca.pem")]
+
+
+def _revoke(rec: dict, uri: str) -> None:
+    r = cli("certs", "revoke", rec["tls"]["dir"], "--identity", uri)
+    assert r.returncode == 0, r.stderr
+    before = {n["id"]: open(n["log"], errors="replace").read().count("CRL") for n in rec["nodes"]}
+    _hup(rec)
+    _wait(lambda: all(open(n["log"], errors="replace").read().count("CRL") > before[n["id"]] for n in rec["nodes"]),
+          10, "every member to reload its CRL")
+
+
+def _line(proc: subprocess.Popen, seconds: float) -> str:
+    """The next line ``proc`` writes to its stdout, within ``seconds``."""
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    assert got, f"no line within {seconds} s"
+    return got[0]
+
+
+def _one_error(r) -> str:
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert r.returncode == 1 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def tls_group(tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("refusals") / "c")
+    try:
+        rec = _up(base)
+        yield base, rec
+    finally:
+        down(base)
+
+
+def test_a_revoked_client_is_refused_at_once_and_status_says_so(tls_group):
+    base, rec = tls_group
+    pki.issue(rec["tls"]["dir"], Identity(GROUP, "client", "gone"))
+    mine = _certs(rec, "client-gone")
+    assert run("append", "--peers", rec["peers"], "-d", "before", *mine).returncode == 0
+    _revoke(rec, f"dledger://{GROUP}/client/gone")
+
+    for args in (("append", "-d", "x"), ("get", "-i", "0"), ("kv", "get", "k"), ("peer", "watermarks")):
+        r = run(*args, "--peers", rec["peers"], "--timeout", LONG, *mine)
+        line = _one_error(r)
+        assert "revoked" in line and "client gone" in line and "no leader" not in line, (args, line)
+
+    r = run("cluster", "status", "--peers", rec["peers"], "--format", "json", "--timeout", LONG, *mine)
+    assert r.returncode == 1, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["state"] for x in rows] == ["refused"] * 3, rows
+    assert all("revoked" in x["error"] for x in rows), rows
+    table = run("cluster", "status", "--peers", rec["peers"], *mine)
+    assert table.returncode == 1 and table.stdout.count("refused") >= 3, table.stdout
+    # the record's operator is served as before
+    assert all(x["state"] == "up" for x in json.loads(cli("cluster", "status", "--base-dir", base, "--format",
+                                                          "json").stdout))
+
+
+def test_a_plain_client_at_a_tls_member_is_told_it_speaks_tls(tls_group):
+    _base, rec = tls_group
+    r = run("append", "--peers", rec["peers"], "-d", "x", "--timeout", LONG)
+    line = _one_error(r)
+    assert "speaks TLS" in line and "no leader" not in line, line
+    r = run("get", "--peers", rec["peers"], "-i", "0", "--node", "n1", "--timeout", LONG)
+    assert "speaks TLS" in _one_error(r)
+    r = run("cluster", "status", "--peers", rec["peers"], "--format", "json")
+    rows = json.loads(r.stdout)
+    assert r.returncode == 1 and [x["state"] for x in rows] == ["refused"] * 3, rows
+    assert all("speaks TLS" in x["error"] for x in rows), rows
+
+
+def test_a_revoked_clients_follow_ends_with_one_error(tls_group):
+    """docs/security.md: the open connections of a revoked certificate are closed at the reload;
+    a `get --follow` of it ends there with one Error line naming the refusal (issue 44.8)."""
+    _base, rec = tls_group
+    pki.issue(rec["tls"]["dir"], Identity(GROUP, "client", "tail"))
+    mine = _certs(rec, "client-tail")
+    follow = subprocess.Popen([sys.executable, "-m", "dledgerctl", "get", "--follow", "--peers", rec["peers"],
+                               "--format", "jsonl", "--interval", "0.05", *mine],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(_plain_env(), PYTHONPATH=ROOT))
+    try:
+        # (it follows: an entry appended now comes out)
+        _wait(lambda: run("append", "--peers", rec["peers"], "-d", "tick", *mine).returncode == 0, 20, "an append")
+        assert json.loads(_line(follow, 20))["body"] == "tick"
+        _revoke(rec, f"dledger://{GROUP}/client/tail")
+        try:
+            out, err = follow.communicate(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("get --follow of a revoked certificate still runs") from None
+        errors = [line for line in err.splitlines() if line.startswith("Error:")]
+        assert follow.returncode == 1 and len(errors) == 1 and "Traceback" not in err, err
+        assert "revoked" in errors[0] and "client tail" in errors[0], err
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()
+
+
+def test_another_group_and_a_tls_client_at_a_plain_member_are_refused_at_once(tmp_path):
+    base = str(tmp_path / "c")
+    try:
+        up(base, 3)
+        peers = json.load(open(os.path.join(base, "cluster.json")))["peers"]
+        r = run("append", "--peers", peers, "--group", "other", "-d", "x", "--timeout", LONG)
+        line = _one_error(r)
+        assert "UNKNOWN_GROUP" in line and "'default'" in line and "no leader" not in line, line
+        r = run("cluster", "status", "--peers", peers, "--group", "other", "--format", "json")
+        rows = json.loads(r.stdout)
+        assert r.returncode == 1 and [x["state"] for x in rows] == ["refused"] * 3, rows
+        assert all("UNKNOWN_GROUP" in x["error"] for x in rows), rows
+
+        d = str(tmp_path / "tls")
+        pki.issue(d, Identity(GROUP, "client", "app"))
+        tls = ["--tls-cert", os.path.join(d, "client-app.pem"), "--tls-key", os.path.join(d, "client-app.key"),
+               "--tls-ca", os.path.join(d, "ca.pem")]
+        r = run("append", "--peers", peers, "-d", "x", "--timeout", LONG, *tls)
+        line = _one_error(r)
+        assert "plain TCP" in line and "no leader" not in line, line
+    finally:
+        down(base)
+
+
+def test_cluster_up_stops_waiting_when_the_members_refuse_its_certificate(tmp_path):
+    base = str(tmp_path / "c")
+    try:
+        rec = _up(base)
+        _revoke(rec, f"dledger://{GROUP}/operator/admin")  # (the record's: cluster up asks with it)
+        assert cli("cluster", "stop", "--base-dir", base, "n0").returncode == 0
+        r = cli("cluster", "up", "--base-dir", base, "--wait", LONG, timeout=DEADLINE)
+        line = _one_error(r)
+        assert "revoked" in line and "operator admin" in line, line
+    finally:
+        down(base)
+
