@@ -180,3 +180,62 @@ def test_cluster_up_stops_waiting_when_the_members_refuse_its_certificate(tmp_pa
     finally:
         down(base)
 
+
+def _serial(path: str) -> str:
+    from cryptography import x509
+
+    with open(path, "rb") as fh:
+        return f"{x509.load_pem_x509_certificate(fh.read()).serial_number:X}"
+
+
+def _lines_with(path: str, text: str) -> list[str]:
+    return [line for line in open(path, errors="replace").read().splitlines() if text in line]
+
+
+def test_a_revoked_certificate_is_logged_once_and_the_revoked_member_says_why(tmp_path):
+    """Issue 44.16: a revoked client retrying logs one line per certificate, not one per
+    connection; a revoked member's own log says why it is cut off."""
+    import asyncio
+
+    from cluster.net.channel import Channel
+    from cluster.net.frames import Frame
+    from cluster.net.tls import Tls, TlsFiles
+    from cluster.net.wire import METADATA, json_body
+
+    base = str(tmp_path / "c")
+    try:
+        rec = _up(base)
+        d = rec["tls"]["dir"]
+        pki.issue(d, Identity(GROUP, "client", "noisy"))
+        _revoke(rec, f"dledger://{GROUP}/client/noisy")
+        node = rec["nodes"][0]
+        host, port = node["address"].rsplit(":", 1)
+        tls = Tls(TlsFiles(os.path.join(d, "client-noisy.pem"), os.path.join(d, "client-noisy.key"),
+                           os.path.join(d, "ca.pem")))
+
+        async def knock(times: int) -> list[str]:
+            answers = []
+            for _ in range(times):  # (a new connection each time, as retrying commands make)
+                ch = Channel(host, int(port), ssl=tls.client, connect_timeout=5)
+                try:
+                    frame = await ch.request(Frame(METADATA, body=json_body({"group": GROUP})), 5)
+                    answers.append(frame.remark)
+                finally:
+                    await ch.close()
+            return answers
+        answers = asyncio.run(knock(30))
+        assert all("revoked" in a for a in answers), answers[:2]
+        serial = _serial(os.path.join(d, "client-noisy.pem"))
+        assert len(_lines_with(node["log"], serial)) == 1, _lines_with(node["log"], serial)[:3]
+
+        # a member: the others refuse it, and it says so in its own log
+        rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
+        gone = next(x["id"] for x in rows if x["role"] != "leader")
+        gone_log = next(n["log"] for n in rec["nodes"] if n["id"] == gone)
+        serial = _serial(os.path.join(d, f"member-{gone}.pem"))
+        _revoke(rec, f"dledger://{GROUP}/member/{gone}")
+        _wait(lambda: any("cut off from" in line for line in _lines_with(gone_log, serial)), 20,
+              f"{gone} to log why it is cut off")
+        assert any("own certificate" in line for line in _lines_with(gone_log, serial))
+    finally:
+        down(base)

@@ -34,6 +34,9 @@ class Repeats:
             del self._seen[k]
 
 
-def held_back(n: int) -> str:
-    """The tail of a line let through after ``n`` like it were held back."""
-    return f" ({n} more like it held back)" if n else ""
+def held_back(n: int, what: str = "") -> str:
+    """The tail of a line let through after ``n`` like it were held back (``what``: a noun
+    for them, say "connection")."""
+    if not n:
+        return ""
+    return f" ({n} more {what}{'s' if n > 1 else ''} since)" if what else f" ({n} more like it held back)"

@@ -57,7 +57,11 @@ class _ServerConnection(FrameConnection):
             self.identity = identity_of(self.peercert)
             self.refused = self.server.refuse(self.peercert) if self.server.refuse is not None else None
             if self.refused is not None:  # (a revoked certificate, cluster/net/crl.py: every request is refused)
-                log.warning("a connection from %s presents a refused certificate: %s", self.peer, self.refused)
+                # once per certificate, not per connection: a client retrying connects again and again
+                held = self.server.refused_certs.check(self.refused, self._loop.time())
+                if held is not None:
+                    log.warning("refusing every request from %s: %s%s", self.peer, self.refused,
+                                held_back(held, "connection"))
         self.server._admit(self)
 
     def connection_lost(self, exc) -> None:
@@ -178,6 +182,7 @@ class _ServerConnection(FrameConnection):
 
 
 STALLED_AFTER = 3.0  # s: a frame arriving this long no longer keeps its connection from eviction
+REFUSED_LOG_WINDOW = 600.0  # s: a refused (revoked) certificate's connections are logged once per this
 IDLE_BUFFER_S = 10.0  # s: a connection idle this long gives its receive buffer back
 
 
@@ -220,6 +225,7 @@ class FrameServer:
         # most max_connections at once; past handshake_timeout, asyncio has closed them
         self._handshakes: dict[int, float] = {}
         self.bad_streams = Repeats()  # connections closed for bad bytes, logged per host
+        self.refused_certs = Repeats(REFUSED_LOG_WINDOW)  # connections of a refused certificate, logged per certificate
         # socket reads so far, on every connection: a request parsed from read N arrived before
         # anything this server's process wrote after the count reached N (linearizable reads
         # join a heartbeat round sent after them this way, cluster/node/reads.py)
@@ -309,14 +315,16 @@ class FrameServer:
     def close_refused(self) -> int:
         """Close the open connections whose certificate ``refuse`` now refuses (a CRL
         reloaded); how many."""
-        closed = 0
+        by_why: dict[str, list] = {}
         for c in list(self._conns):
             why = self.refuse(c.peercert) if self.refuse is not None and c.peercert is not None else None
             if why is not None:
-                log.warning("closing the connection from %s: %s", c.peer, why)
+                by_why.setdefault(why, []).append(c.peer)
                 c.close()
-                closed += 1
-        return closed
+        for why, peers in by_why.items():  # (one line per certificate)
+            more = f" and {len(peers) - 1} more" if len(peers) > 1 else ""
+            log.warning("closing the connection from %s%s: %s", peers[0], more, why)
+        return sum(len(p) for p in by_why.values())
 
     async def close(self) -> None:
         if self._sweeper is not None:

@@ -115,6 +115,7 @@ class Tls:
         self.identity: Identity | None = None
         self.expires_at: float | None = None  # when the certificate in use expires (Unix time)
         self.revoked: dict = {}  # serial -> when, from files.crl (cluster/net/crl.py)
+        self.serial: int | None = None  # the certificate in use's serial number
         self.reload()
 
     def refused(self, peercert: dict | None) -> str | None:
@@ -126,6 +127,12 @@ class Tls:
         if serial is None or serial not in self.revoked:
             return None
         return f"certificate serial {serial:X} ({identity_of(peercert) or 'no identity'}) is revoked"
+
+    def refused_self(self) -> str | None:
+        """Why this side's own certificate is refused by the CRL it loaded (it is listed), or None."""
+        if self.serial is None or self.serial not in self.revoked:
+            return None
+        return f"certificate serial {self.serial:X} ({self.identity}) is revoked"
 
     def reload(self) -> Identity:
         """(Re)load the certificate, key and CA; the identity the certificate names."""
@@ -158,18 +165,20 @@ class Tls:
                 ctx.load_verify_locations(f.ca)
         except (ssl.SSLError, OSError, ValueError) as exc:
             raise TlsError(f"cannot load TLS files ({f.cert}, {f.key}, {f.ca}): {exc}") from None
-        self.identity, self.expires_at, self.revoked = ident, _expiry_of_file(f.cert), revoked
+        expires_at, serial = _expiry_and_serial_of_file(f.cert)
+        self.identity, self.expires_at, self.serial, self.revoked = ident, expires_at, serial, revoked
         return ident
 
 
-def _expiry_of_file(path: str) -> float | None:
+def _expiry_and_serial_of_file(path: str) -> tuple[float | None, int | None]:
     from cryptography import x509
 
     try:
         with open(path, "rb") as fh:
-            return x509.load_pem_x509_certificate(fh.read()).not_valid_after_utc.timestamp()
+            cert = x509.load_pem_x509_certificate(fh.read())
     except (OSError, ValueError):
-        return None
+        return None, None
+    return cert.not_valid_after_utc.timestamp(), cert.serial_number
 
 
 def _identity_of_file(path: str) -> Identity | None:

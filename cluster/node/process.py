@@ -28,6 +28,7 @@ from store.snapshot import SnapshotStore
 
 from ..net import dialect
 from ..net.channel import Channel
+from ..net.client import refusal_of
 from ..net.frames import Frame, ProtocolError
 from ..net.repeats import Repeats, held_back
 from ..net.server import FrameServer
@@ -140,6 +141,7 @@ class Node(Serving, ReadServing, OperatorRequests):
         self._refusals_logged: dict[tuple, float] = {}
         self._bad_requests = Repeats()  # refused malformed requests, logged per host
         self._repeated_notes = Repeats()  # the core's notes: the same line at most every 10 s
+        self._cut_off = Repeats(600.0)  # peers refusing this member (a revoked certificate, say), logged per reason
         # a state machine fed the committed entries, with its snapshots (cluster/raft/statemachine.py)
         self.applier: Applier | None = None
         if cfg.state_machine:
@@ -345,6 +347,9 @@ class Node(Serving, ReadServing, OperatorRequests):
             return
         log.warning("TLS certificate reloaded from %s%s", self.cfg.tls.cert,
                     f" (CRL {self.cfg.tls.crl}: {len(self.tls.revoked)} revoked)" if self.cfg.tls.crl else "")
+        own = self.tls.refused_self()
+        if own is not None:
+            log.warning("this member's own %s: members that read this CRL refuse it", own)
         # connections of certificates the CRL now revokes end now, not when they next reconnect
         self.server.close_refused()
         for p, ch in self.channels.items():
@@ -467,6 +472,11 @@ class Node(Serving, ReadServing, OperatorRequests):
                 if frame.language == "JAVA":  # (a peer is learnt to be Java from an answer that fits)
                     self.core.mark_java(peer)
         if exc is not None:
+            why = refusal_of(exc)
+            if why is not None:  # (the refused side says why it is cut off, once in a while)
+                held = self._cut_off.check((peer, why), time.monotonic())
+                if held is not None:
+                    log.warning("cut off from %s: %s%s", peer, why, held_back(held))
             self.core.on_failure(peer, req, str(exc), self.now())
         else:
             if type(req) is PushRequest and req.count and resp.code == Code.SUCCESS and sent:
