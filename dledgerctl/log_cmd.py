@@ -4,16 +4,17 @@ cluster/net/client.py (``cluster ...`` is in cluster_cmd.py)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import sys
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 
 from cluster.net import paging
-from cluster.net.client import Client, ClientError
+from cluster.net.client import AppendError, Client, ClientError
 from cluster.net.frames import ProtocolError
 from cluster.net.transport import TransportError
 from cluster.raft.config import DEFAULT_GROUP
@@ -21,54 +22,132 @@ from cluster.node.launcher import DEFAULT_BASE_DIR
 from store.rocketmq.controller import DECODED_COLUMNS, decoded_columns
 from store.rocketmq.message import MAX_MESSAGE_SIZE
 
-from .cluster_cmd import _peers, _with_client
+from .cluster_cmd import _peers
 from .common import (BaseDirOpt, BodyFormat, ClientGroupOpt, ConsistencyOpt, FormatOpt, MaxBodyOpt, PeersOpt,
                      TimeoutOpt, client_tls, complete_members, fail, plural, read_consistency, tls_options)
-from .render import Format, RowStream, render
+from .render import Format, RowStream
 
 
-def _read_bodies(data: list[str] | None, file: str | None, lines: bool) -> list[bytes]:
+def _read_bodies(data: list[str] | None, file: str | None, lines: bool) -> Iterator[bytes]:
+    """The entries to append, read as they are used: with ``--lines`` a line at a time (a
+    producer piping lines in sees them committed as it goes). A file that cannot be opened
+    is the usage-time error; one that fails later ends the append like any failure."""
     sources = sum(x is not None and x != [] for x in (data, file))
     if sources != 1:
         raise fail("give exactly one of --data/-d or --file (use --file - for standard input)", 2)
     if data:
         if lines:
             raise fail("--lines splits a --file into entries; with --data/-d every -d is one entry already", 2)
-        return [d.encode() for d in data]
+        return iter([d.encode() for d in data])
     try:
-        raw = sys.stdin.buffer.read() if file == "-" else open(file, "rb").read()
+        fh = sys.stdin.buffer if file == "-" else open(file, "rb")
     except OSError as exc:
         raise fail(f"{file}: {exc.strerror}") from None
-    return raw.splitlines() if lines else [raw]
+    if not lines:
+        try:
+            with fh:
+                return iter([fh.read()])
+        except OSError as exc:
+            raise fail(f"{file}: {exc.strerror}") from None
+
+    def each_line() -> Iterator[bytes]:
+        with fh:
+            for line in fh:  # (bytes.splitlines' line ends: \n, \r\n and \r)
+                yield from line.splitlines() or [b""]
+    return each_line()
+
+
+APPEND_COLUMNS = ["index", "term", "pos", "size", "leader"]
+
+
+class AppendRun:
+    """What an ``append`` has done so far, for the summary it leaves when it stops early:
+    input entries 1..``committed`` are committed (their rows printed), the ``unknown`` after
+    them were sent without an answer (they may commit yet), the rest were not sent."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word  # what an input entry is called: "line" (--lines) or "entry"
+        self.committed = self.unknown = 0
+        self.first = self.last = None  # the first and last committed entries' indexes
+
+    def took(self, rows: list[dict]) -> None:
+        self.committed += len(rows)
+        if rows:
+            self.first = rows[0]["index"] if self.first is None else self.first
+            self.last = rows[-1]["index"]
+
+    def summary(self) -> str:
+        n = self.committed
+        where = f", indexes {self.first}-{self.last}" if n else ""
+        out = f"{plural(n, 'entry', 'entries')} committed{where}"
+        if self.unknown:
+            a, b = n + 1, n + self.unknown
+            out += (f"; {self.word}s {a}-{b} were sent without an answer and may commit yet (check with 'get' before "
+                    "sending them again)")
+        return out + f"; the rest not sent (resume from {self.word} {n + self.unknown + 1})"
 
 
 @tls_options
 def append_cmd(
     data: Annotated[Optional[list[str]], typer.Option("--data", "-d", help="An entry body (repeat for several).")] = None,
     file: Annotated[Optional[str], typer.Option("--file", help="Read the body from a file ('-': standard input).")] = None,
-    lines: Annotated[bool, typer.Option("--lines", help="With --file: each line is one entry.")] = False,
+    lines: Annotated[bool, typer.Option("--lines", help="With --file: each line is one entry, read and appended as "
+                                                        "it comes (a pipe's lines commit as they arrive).")] = False,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Entries per APPEND request.")] = 64,
     peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
 ) -> None:
-    """Append entries on the leader (following NOT_LEADER); prints index, term and pos of each committed entry."""
+    """Append entries on the leader (following NOT_LEADER), a batch at a time; prints index, term and pos of each
+    entry as its batch commits. Stopped early (a failure, Ctrl-C), it says on stderr how many committed, at which
+    indexes, and where to resume."""
     bodies = _read_bodies(data, file, lines)
     parsed, rec_group = _peers(peers, base_dir)
+    tls = client_tls()
+    out = RowStream(Format(fmt.value), APPEND_COLUMNS, live=True)
+    run = AppendRun("line" if lines else "entry")
+    error, code = None, 1
+    with asyncio.Runner() as runner:
+        client = Client(parsed, group or rec_group or DEFAULT_GROUP, timeout=timeout, tls=tls)
+        try:
+            while chunk := list(itertools.islice(bodies, batch)):
+                run.unknown = len(chunk)  # (from here on they may be in the log)
+                rows = _append_rows(client, runner.run(client.append(chunk)))
+                run.unknown = 0
+                run.took(rows)
+                out.write(rows)
+        except AppendError as exc:
+            error = str(exc)
+            if exc.outcome == "failed":
+                run.unknown = 0
+        except ClientError as exc:
+            error = str(exc)
+        except OSError as exc:  # (the input failed half-way; or standard output went away)
+            error = f"{file}: {exc.strerror}" if not isinstance(exc, BrokenPipeError) else "standard output closed"
+            run.unknown = 0 if not isinstance(exc, BrokenPipeError) else run.unknown
+        except KeyboardInterrupt:
+            error, code = None, 130
+        finally:
+            runner.run(client.close())
+    try:
+        out.close()
+    except BrokenPipeError:
+        _quiet_stdout()
+    if code == 130 or error is not None:
+        if run.committed or run.unknown or code == 130:
+            typer.echo(f"Note: {run.summary()}", err=True)
+        if error is not None:
+            raise fail(error)
+        raise typer.Exit(code)
 
-    async def work(c: Client) -> list[dict]:
-        out = []
-        for k in range(0, len(bodies), batch):
-            resp = await c.append(bodies[k:k + batch])
-            try:
-                rows = list(resp["entries"])
-            except KeyError:
-                raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
-            except ProtocolError as exc:  # (read only now: cluster.net.appends.AnswerRows)
-                raise ClientError(f"{c.leader}: {exc}") from None
-            out += [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
-        return out
 
-    render(_with_client(parsed, group or rec_group or DEFAULT_GROUP, timeout, work), fmt)
+def _append_rows(c: Client, resp: dict) -> list[dict]:
+    try:
+        rows = list(resp["entries"])
+    except KeyError:
+        raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
+    except ProtocolError as exc:  # (read only now: cluster.net.appends.AnswerRows)
+        raise ClientError(f"{c.leader}: {exc}") from None
+    return [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
 
 
 class Decode(str, Enum):
