@@ -239,3 +239,25 @@ def test_a_revoked_certificate_is_logged_once_and_the_revoked_member_says_why(tm
         assert any("own certificate" in line for line in _lines_with(gone_log, serial))
     finally:
         down(base)
+
+
+def test_what_counts_as_refusing_this_client_for_good():
+    """A refusal of a request every client may make (METADATA, APPEND, GET), a wrong member
+    at the address or the other mode is remembered as the member refusing this client; an
+    operator request refused to a client certificate is that request's refusal only."""
+    from cluster.net.client import Client, NotServed, refusal_of
+    from cluster.net.frames import Forbidden
+    from cluster.net.transport import ConnectionLost, OtherMode, RequestTimeout, WrongPeer
+    from cluster.net.wire import APPEND, WATERMARKS
+    from cluster.raft.config import parse_peers
+
+    c = Client(parse_peers("n0-127.0.0.1:1;n1-127.0.0.1:2"), GROUP)
+    c._refusing("n0", Forbidden("refused: client app of group default has no operator role"), WATERMARKS)
+    assert c.refused == {}
+    c._refusing("n0", Forbidden("refused: certificate serial 1F (client app of group default) is revoked"), APPEND)
+    c._refusing("n1", OtherMode("this member speaks TLS, and this client plain TCP"))
+    assert c.refused == {"n0": "certificate serial 1F (client app of group default) is revoked",
+                         "n1": "this member speaks TLS, and this client plain TCP"}
+    assert str(c.rejected()).startswith("refused: n0: certificate serial 1F")
+    assert refusal_of(WrongPeer("x")) and refusal_of(NotServed("METADATA refused: UNKNOWN_GROUP"))
+    assert refusal_of(ConnectionLost("lost")) is None and refusal_of(RequestTimeout("slow")) is None

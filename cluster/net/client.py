@@ -147,14 +147,17 @@ class Client:
 
     def _failed(self, peer: str, exc: BaseException) -> ClientError:
         """The error of a request to ``peer`` that failed with ``exc``: Rejected when the
-        member refuses this client."""
-        why = self._refusing(peer, exc)
+        member refuses it."""
+        why = refusal_of(exc)
         return ClientError(f"{peer}: {exc}") if why is None else Rejected(f"{peer}: {why}")
 
-    def _refusing(self, peer: str, exc: BaseException) -> str | None:
-        """Remember ``peer`` as refusing this client when ``exc`` says so; why, or None."""
+    def _refusing(self, peer: str, exc: BaseException, code: int = METADATA) -> str | None:
+        """Remember ``peer`` as refusing this client when ``exc`` (the failure of a request
+        of ``code``) says so; why, or None. NO_PERMISSION counts for requests every client
+        may make (METADATA, APPEND, GET): of others it may refuse that request only (an
+        operator's)."""
         why = refusal_of(exc)
-        if why is not None:
+        if why is not None and (code in (METADATA, APPEND, GET) or not isinstance(exc, Forbidden)):
             self.refused[peer] = why
         return why
 
@@ -184,7 +187,7 @@ class Client:
                 return getraw.decode_answer(resp)
             return decode_response(resp, code)
         except (TransportError, ProtocolError) as exc:
-            self._refusing(peer, exc)
+            self._refusing(peer, exc, code)
             raise
 
     async def metadata(self, peer: str, timeout: float | None = None) -> dict:
@@ -327,7 +330,7 @@ class Client:
                         append_request, (ext, bodies), max(0.05, deadline - now)))
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None
-                why = self._refusing(leader, exc)
+                why = self._refusing(leader, exc, APPEND)
                 if why is not None:  # (refused before anything was appended)
                     raise _append_error(f"{leader}: {why}", unknown, None) from None
                 self.leader = None
