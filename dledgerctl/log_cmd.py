@@ -82,8 +82,9 @@ class AppendRun:
         out = f"{plural(n, 'entry', 'entries')} committed{where}"
         if self.unknown:
             a, b = n + 1, n + self.unknown
-            out += (f"; {self.word}s {a}-{b} were sent without an answer and may commit yet (check with 'get' before "
-                    "sending them again)")
+            words = {"entry": "entries"}.get(self.word, self.word + "s")
+            what = f"{self.word} {a} was" if a == b else f"{words} {a}-{b} were"
+            out += f"; {what} sent without an answer and may commit yet (check with 'get' before sending again)"
         return out + f"; the rest not sent (resume from {self.word} {n + self.unknown + 1})"
 
 
@@ -133,11 +134,10 @@ def append_cmd(
     except BrokenPipeError:
         _quiet_stdout()
     if code == 130 or error is not None:
-        if run.committed or run.unknown or code == 130:
+        done = fail(error) if error is not None else typer.Exit(code)  # (the Error line first)
+        if run.committed or code == 130:  # (where a rerun resumes; nothing committed: the error says it all)
             typer.echo(f"Note: {run.summary()}", err=True)
-        if error is not None:
-            raise fail(error)
-        raise typer.Exit(code)
+        raise done
 
 
 def _append_rows(c: Client, resp: dict) -> list[dict]:

@@ -108,7 +108,7 @@ def test_a_failure_half_way_leaves_the_rows_of_what_committed(group):
     note = f"Note: {BATCH} entries committed, indexes {first}-{last}; "
     failed = note + f"the rest not sent (resume from line {BATCH + 1})"
     unknown = note + (f"lines {BATCH + 1}-{2 * BATCH} were sent without an answer and may commit yet (check with "
-                      f"'get' before sending them again); the rest not sent (resume from line {2 * BATCH + 1})")
+                      f"'get' before sending again); the rest not sent (resume from line {2 * BATCH + 1})")
     assert failed in err or unknown in err, err
     wait_for(lambda: _bodies(group, first, last) == [f"line {k}" for k in range(1, BATCH + 1)], 30,
              "the committed rows to read back")
