@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from store.rocketmq.commitlog import MAPPED_FILE_SIZE_COMMIT_LOG
+from store.rocketmq.index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.migrate import migrate
 
@@ -32,16 +33,26 @@ def migrate_cmd(
     include_uncommitted: Annotated[bool, typer.Option(
         "--include-uncommitted", help="Move the entries past the committed index too (a follower's may be cut by "
                                       "the leader; by default they are left out, and said).")] = False,
+    max_hash_slot_num: Annotated[int, typer.Option(
+        "--max-hash-slot-num", min=1, help="Hash slots per index/ file: the broker's maxHashSlotNum (it must match, "
+                                           "the broker maps the files by it).")] = MAX_HASH_SLOT_NUM,
+    max_index_num: Annotated[int, typer.Option(
+        "--max-index-num", min=2, help="Entries per index/ file: the broker's maxIndexNum (it must match).")
+    ] = MAX_INDEX_NUM,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Write a master-slave broker store from a DLedger-mode one: commitlog/ (each message at its new offset),
-    consumequeue/ with the same queue offsets (consumer offsets stay valid), checkpoint, config/ copied.
+    consumequeue/ with the same queue offsets (consumer offsets stay valid), index/ rebuilt (queries by key and
+    UNIQ_KEY), checkpoint, config/ copied.
 
     Only committed entries unless --include-uncommitted. DEST appears only when complete. One summary row:
     messages, bytes, queues, units, commit-log files, messages left out."""
+    if 40 + 4 * max_hash_slot_num + 20 * max_index_num > MAX_FILE_SIZE:
+        raise typer.BadParameter(f"index files of {max_hash_slot_num} slots and {max_index_num} entries pass "
+                                 f"RocketMQ's {MAX_FILE_SIZE} bytes (a Java int)", param_hint="--max-index-num")
     if commitlog_file_size > MAX_FILE_SIZE:
         raise typer.BadParameter(f"{commitlog_file_size} bytes: RocketMQ's mapped files hold at most {MAX_FILE_SIZE} "
                                  "(a Java int)", param_hint="--commitlog-file-size")
@@ -50,10 +61,12 @@ def migrate_cmd(
         with progress_bar("migrating messages", _data_bytes(broker.node_dir)) as advance:
             summary = migrate(broker, dest, commitlog_file_size=commitlog_file_size,
                               include_uncommitted=include_uncommitted, data_file_size=data_file_size,
-                              index_file_size=index_file_size, progress=advance)
+                              index_file_size=index_file_size, progress=advance,
+                              max_hash_slot_num=max_hash_slot_num, max_index_num=max_index_num)
     row = summary.row()
     render([row], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     left = (f"; left out {plural(summary.left_out, 'message')} past the committed index {summary.committed_index}"
             if summary.left_out else "")
     typer.echo(f"{summary.dest}: {plural(summary.messages, 'message')} in {plural(summary.files, 'commit-log file')}, "
-               f"{plural(summary.units, 'unit')} in {plural(summary.queues, 'consume queue')}{left}", err=True)
+               f"{plural(summary.units, 'unit')} in {plural(summary.queues, 'consume queue')}, "
+               f"{plural(summary.index_keys, 'key')} in {plural(summary.index_files, 'index file')}{left}", err=True)

@@ -85,10 +85,12 @@ def migrate(src, dest, *args) -> dict:
     return json.loads(r.stdout)[0] | {"stderr": r.stderr}
 
 
-def read_back(rocketmq, root, commitlog_file_size: int, cq_file_size: int = CQ_FILE_SIZE) -> tuple[dict, list[dict]]:
+def read_back(rocketmq, root, commitlog_file_size: int, cq_file_size: int = CQ_FILE_SIZE,
+              index_shape=(5_000_000, 20_000_000)) -> tuple[dict, list[dict]]:
     """What RocketMQ's master-slave store serves: messages by (topic, queue, queue offset), and the other lines."""
     lines = javarocketmq._run_json(rocketmq.command(READER, str(root), str(commitlog_file_size), str(cq_file_size),
-                                                    "110000"), 120, f"{READER} (RocketMQ {rocketmq.version})")
+                                                    "110000", *map(str, index_shape)), 120,
+                                   f"{READER} (RocketMQ {rocketmq.version})")
     assert [m for m in lines if m["kind"] in ("miss", "undecodable")] == []  # (what getMessage could not serve)
     msgs = [m for m in lines if m["kind"] == "message"]
     counts = collections.Counter((m["topic"], m["queue_id"], m["queue_offset"]) for m in msgs)
@@ -112,6 +114,26 @@ def assert_served(got: dict, want: list[dict]) -> None:
         assert g["msg_id"].endswith(f"{g['phy_offset']:016X}")  # the offset msgId names the new offset
     offsets = sorted((g["phy_offset"], g["size"]) for g in got.values())
     assert all(a + n <= b for (a, n), (b, _) in zip(offsets, offsets[1:]))
+    assert_indexed(got)
+
+
+def index_keys(g) -> list[str]:
+    p = g["properties"] or {}
+    return ([p["UNIQ_KEY"]] if "UNIQ_KEY" in p else []) + [k for k in (g["keys"] or "").split(" ") if k]
+
+
+def assert_indexed(got: dict) -> None:
+    """RocketMQ's queryMessage (the rebuilt index/) finds, for each key and the UNIQ_KEY of each
+    message served, exactly the messages of its topic that have that key, at their new offsets."""
+    want: dict = {}
+    for g in got.values():
+        for k in index_keys(g):
+            want.setdefault((g["msg_topic"], k), set()).add(g["phy_offset"])
+    assert want and any(len(v) > 1 for v in want.values())
+    for g in got.values():
+        assert sorted(g["index"]) == sorted(set(index_keys(g)))
+        for k, found in g["index"].items():
+            assert len(found) == len(set(found)) and set(found) == want[(g["msg_topic"], k)], (g["msg_topic"], k)
 
 
 def test_rocketmq_serves_every_message_of_a_migrated_store(rocketmq, written, tmp_path):
@@ -122,7 +144,8 @@ def test_rocketmq_serves_every_message_of_a_migrated_store(rocketmq, written, tm
     assert tree(src) == before  # SRC only read
     assert (s["messages"], s["left_out"], s["files"]) == (len(reported), 0, 1)
     assert s["bytes"] == sum(w["size"] for w in reported)
-    assert sorted(os.listdir(dest)) == ["checkpoint", "commitlog", "config", "consumequeue"]
+    assert sorted(os.listdir(dest)) == ["checkpoint", "commitlog", "config", "consumequeue", "index"]
+    assert s["index_files"] == 1 and s["index_keys"] > len(reported)
     with open(dest / "config" / "consumerOffset.json") as fh:
         assert json.load(fh) == {"offsetTable": {"Orders0@g": {"0": 3}}}
     got, other = read_back(rocketmq, dest, 4 << 20)
@@ -145,6 +168,18 @@ def test_small_commit_log_files_end_in_blanks_rocketmq_reads_past(rocketmq, writ
     assert_served(got, reported)
     # every message lies inside one file
     assert all(g["phy_offset"] // SMALL == (g["phy_offset"] + g["size"] - 1) // SMALL for g in got.values())
+
+
+def test_queries_by_key_through_index_files_that_roll(rocketmq, written, tmp_path):
+    """Index files of 97 slots and 60 entries (the broker configured alike): keys fill several
+    files, each query walks them newest first, RocketMQ's store finds every message by each key."""
+    src, reported = written
+    dest = tmp_path / "ms"
+    s = migrate(src, dest, "--commitlog-file-size", SMALL, "--max-hash-slot-num", 97, "--max-index-num", 60)
+    assert s["index_files"] == len(os.listdir(dest / "index")) >= 5
+    assert all(os.path.getsize(dest / "index" / n) == 40 + 97 * 4 + 60 * 20 for n in os.listdir(dest / "index"))
+    got, _ = read_back(rocketmq, dest, SMALL, index_shape=(97, 60))
+    assert_served(got, reported)
 
 
 def test_a_followers_uncommitted_entries_are_left_out_and_said(rocketmq, written, tmp_path):

@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..errors import NotAStoreError
-from ..layout import resolve_node_dir
+from ..layout import DATA_DIR, find_node_dirs, resolve_node_dir
 from .commitlog import COMMIT_LOG_DIR
 from .consumequeue import CONSUME_QUEUE_DIR
 
@@ -26,17 +25,25 @@ class BrokerStore:
 
 
 def resolve_broker(path: str, self_id: str | None = None) -> BrokerStore:
-    """NotAStoreError (from store.layout) when ``path`` holds no node directory (nor, without
+    """store.errors.NotAStoreError (from store.layout) when ``path`` holds no node directory (nor, without
     ``self_id``, a master-slave commit log)."""
-    try:
-        node = resolve_node_dir(path, self_id).node_dir
-    except NotAStoreError:
-        log = os.path.join(path, COMMIT_LOG_DIR)
-        if self_id is not None or not os.path.isdir(log) or not os.listdir(log):
-            raise
+    if self_id is None and _master_slave(path):
         root = os.path.abspath(path)
         return BrokerStore(os.path.join(root, COMMIT_LOG_DIR), root if os.path.isdir(
             os.path.join(root, CONSUME_QUEUE_DIR)) else None, commit_log=True)
+    node = resolve_node_dir(path, self_id).node_dir
     parent = os.path.dirname(os.path.abspath(node))
     root = parent if os.path.isdir(os.path.join(parent, CONSUME_QUEUE_DIR)) else None
     return BrokerStore(node, root)
+
+
+def _master_slave(path: str) -> bool:
+    """A non-empty ``commitlog/``, no DLedger ``data/`` and no node directory: a master-slave
+    store root (whose ``index/``, the broker's key index, makes no node directory of it)."""
+    log = os.path.join(path, COMMIT_LOG_DIR)
+    try:
+        if not os.path.isdir(log) or not os.listdir(log):
+            return False
+    except OSError:
+        return False
+    return not os.path.isdir(os.path.join(path, DATA_DIR)) and not find_node_dirs(path)

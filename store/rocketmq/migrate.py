@@ -16,12 +16,16 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
   (uncommitted ones) are not written. When such blanks lead a file that also holds units
   of messages, the new commit log starts one file in (not at 0), so that the blanks' offset
   0 lies below it and RocketMQ takes the first real unit as the queue's minimum;
+- ``index/``: the broker's key index rebuilt from the new log (index.py: RocketMQ's
+  IndexFile format and the keys ``IndexService.buildIndex`` puts), for the messages before
+  the end of the furthest consume-queue unit; the broker re-dispatches (and so indexes) the
+  messages from there when it starts, so they are left to it (said);
 - ``checkpoint``: physicMsgTimestamp and logicsMsgTimestamp = the last message's store
-  time, indexMsgTimestamp 0 (``StoreCheckpoint``: i64 at 0, 8, 16 of a 4 KiB file);
+  time, indexMsgTimestamp = the last indexed message's (0 without an index)
+  (``StoreCheckpoint``: i64 at 0, 8, 16 of a 4 KiB file);
 - ``config/``: copied as it is. No ``abort`` file: the broker recovers as after a clean stop.
 
-Not yet: ``index/`` (the broker's key index is not rebuilt: queries by key find nothing
-until it is), a store whose DLedger log follows an old master-slave ``commitlog/``.
+Not yet: a store whose DLedger log follows an old master-slave ``commitlog/``.
 
 Rules kept here: SRC is only read. DEST must not exist or be an empty directory; the
 store is written under a temporary sibling name (``.<name>.migrating-<pid>``) and renamed
@@ -38,6 +42,7 @@ import fcntl
 import os
 import shutil
 import struct
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +54,7 @@ from ..metafiles import read_checkpoint
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, MessageTooLarge, file_name
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, find_queues, read_units
 from .consumequeue import file_size as file_size_of
+from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, build_index
 from .layout import BrokerStore
 from .message import NotAMessage, decode
 from .scan import batches
@@ -80,6 +86,11 @@ class Summary:
     left_out_units: int = 0  # consume-queue units of left-out messages not written
     other_entries: int = 0  # entries that are not messages (no-op, config): not moved
     undispatched: int = 0  # messages no unit points at (transaction halves; not dispatched yet)
+    index_files: int = 0  # index/ files written
+    index_keys: int = 0  # keys put in them
+    index_seconds: float = 0.0  # time the index writer took (hashing and writing the keys)
+    index_wall_seconds: float = 0.0  # the whole index step (reading the new log's keys too)
+    dispatched_until: int = 0  # the end of the furthest unit: the broker dispatches (indexes) from here
     notes: list[str] = field(default_factory=list)
 
     def row(self) -> dict:
@@ -87,7 +98,8 @@ class Summary:
                 "units": self.units, "files": self.files, "blanks": self.blanks,
                 "committed_index": self.committed_index, "left_out": self.left_out,
                 "left_out_bytes": self.left_out_bytes, "left_out_units": self.left_out_units,
-                "other_entries": self.other_entries, "note": "; ".join(self.notes)}
+                "other_entries": self.other_entries, "index_files": self.index_files,
+                "index_keys": self.index_keys, "note": "; ".join(self.notes)}
 
 
 def temp_name(dest: str) -> str:
@@ -153,7 +165,8 @@ def _check_dest(dest: str, src_root: str) -> None:
 
 def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG,
             include_uncommitted: bool = False, data_file_size: int | None = None,
-            index_file_size: int | None = None, progress=None) -> Summary:
+            index_file_size: int | None = None, progress=None, max_hash_slot_num: int = MAX_HASH_SLOT_NUM,
+            max_index_num: int = MAX_INDEX_NUM) -> Summary:
     """Write the master-slave store at ``dest`` (see the module's text); its summary.
     MigrateError when the move cannot be made; DEST is then left as it was."""
     if broker.commit_log:
@@ -181,7 +194,7 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     os.makedirs(tmp)
     try:
         _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else committed,
-               data_file_size, index_file_size, progress)
+               data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num))
         if os.path.isdir(dest):
             os.rmdir(dest)  # empty (checked): the rename takes its place
         os.rename(tmp, dest)
@@ -232,7 +245,7 @@ def _log_start(src_root: str, src_first: int | None, file_size: int) -> int:
     return start
 
 
-def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress) -> None:
+def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape) -> None:
     start = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size)
     if start:
         summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, which "
@@ -275,8 +288,10 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     summary.files, summary.blanks = log.files, log.blanks
     old_a, new_a = np.array(old, np.int64), np.array(new, np.int64)
     _write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary)
+    del old, new, old_a, new_a
+    index_ts = _write_index(tmp, summary, *index_shape)
     with open(os.path.join(tmp, CHECKPOINT_FILE), "wb") as fh:
-        fh.write(_CHECKPOINT.pack(last_ts, last_ts, 0).ljust(CHECKPOINT_SIZE, b"\0"))
+        fh.write(_CHECKPOINT.pack(last_ts, last_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
         fh.flush()
         os.fsync(fh.fileno())
     config = os.path.join(broker.root, CONFIG_DIR)
@@ -289,7 +304,22 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     if summary.undispatched:
         summary.notes.append(f"{summary.undispatched} messages no unit points at (transaction halves never get "
                              f"one; messages past every queue's end the broker dispatches when it starts)")
-    summary.notes.append("index/ not rebuilt (queries by key find nothing until it is)")
+
+
+def _write_index(tmp: str, summary: Summary, slots: int, index_num: int) -> int:
+    """``index/`` for the messages before ``summary.dispatched_until``; the store time of the
+    last one indexed (the checkpoint's indexMsgTimestamp), 0 when none was."""
+    if not summary.messages:
+        return 0
+    t0 = time.perf_counter()
+    writer = build_index(tmp, summary.dispatched_until, slots=slots, index_num=index_num)
+    summary.index_wall_seconds = time.perf_counter() - t0
+    summary.index_files, summary.index_keys, summary.index_seconds = len(writer.files), writer.keys_written, \
+        writer.seconds
+    if writer.indexed < summary.messages:
+        summary.notes.append(f"{summary.messages - writer.indexed} messages past the end of every consume queue not "
+                             f"indexed (the broker dispatches and indexes them when it starts)")
+    return writer.last_ts
 
 
 def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src_first: int,
@@ -332,6 +362,10 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
         if not len(kept) and not first_kept:
             continue  # nothing of it stays: RocketMQ makes the queue again for its next message
         _write_queue_files(os.path.join(tmp, rel), first_kept, kept, fsize)
+        # ConsumeQueue.recover: the queue's maxPhysicOffset (offset + size of its last unit, a
+        # fillPreBlank one's too); the broker's dispatch resumes at the largest
+        end = int(kept["offset"][-1]) + int(kept["size"][-1]) if len(kept) else BLANK_SIZE
+        summary.dispatched_until = max(summary.dispatched_until, end)
         summary.queues += 1
         summary.units += len(kept)
         in_queue += len(kept)

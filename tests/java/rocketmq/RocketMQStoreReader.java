@@ -9,12 +9,15 @@
  * (min, max) and a last "done" line (the commit log's min and max offset).
  *
  * Usage: RocketMQStoreReader <root> <mappedFileSizeCommitLog> <mappedFileSizeConsumeQueue> <deadlineMillis>
+ *        [<maxHashSlotNum> <maxIndexNum>]   (the index files' shape; 1000 and 4000 when not given)
  *
  * Message lines: {"kind": "message", "topic", "queue_id", "queue_offset" (the offset it was
  * pulled at), "stored_queue_offset" (the message's own QUEUEOFFSET), "phy_offset"
  * (commitLogOffset), "size", "msg_id", "body" (base64), "tags", "keys", "properties",
  * "born_timestamp", "store_timestamp", "flag", "sys_flag", "body_crc", "look_ok" (lookMessageByOffset
- * at phy_offset gives the same topic, queue, queue offset and body)}.
+ * at phy_offset gives the same topic, queue, queue offset and body), "index" (for the UNIQ_KEY and
+ * each of KEYS split at spaces: the commit-log offsets queryMessage(topic, key, 64, 0, Long.MAX_VALUE)
+ * finds, through the store's index/ files)}.
  */
 
 import com.alibaba.fastjson.JSON;
@@ -39,6 +42,7 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.GetMessageResult;
 import org.apache.rocketmq.store.GetMessageStatus;
+import org.apache.rocketmq.store.QueryMessageResult;
 import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 import org.apache.rocketmq.store.stats.BrokerStatsManager;
@@ -68,7 +72,7 @@ public class RocketMQStoreReader {
     }
 
     static int run(String[] args) throws Exception {
-        if (args.length != 4) {
+        if (args.length != 4 && args.length != 6) {
             throw new IllegalArgumentException("usage: RocketMQStoreReader <root> <commitLogFileSize> <cqFileSize> <deadlineMillis>");
         }
         String root = args[0];
@@ -79,8 +83,8 @@ public class RocketMQStoreReader {
         config.setEnableDLegerCommitLog(false);
         config.setMappedFileSizeCommitLog(Integer.parseInt(args[1]));
         config.setMappedFileSizeConsumeQueue(Integer.parseInt(args[2]));
-        config.setMaxHashSlotNum(1000);
-        config.setMaxIndexNum(4000);
+        config.setMaxHashSlotNum(args.length == 6 ? Integer.parseInt(args[4]) : 1000);
+        config.setMaxIndexNum(args.length == 6 ? Integer.parseInt(args[5]) : 4000);
         config.setFlushDiskType(FlushDiskType.ASYNC_FLUSH);
 
         DefaultMessageStore store = new DefaultMessageStore(config, new BrokerStatsManager("dledgerctl-test", true),
@@ -183,6 +187,34 @@ public class RocketMQStoreReader {
         rec.put("flag", m.getFlag());
         rec.put("sys_flag", m.getSysFlag());
         rec.put("body_crc", m.getBodyCRC());
+        Map<String, Object> index = new TreeMap<>();
+        List<String> keys = new ArrayList<>();
+        if (m.getProperty("UNIQ_KEY") != null) {
+            keys.add(m.getProperty("UNIQ_KEY"));
+        }
+        if (m.getKeys() != null) {
+            for (String k : m.getKeys().split(" ")) {
+                if (k.length() > 0) {
+                    keys.add(k);
+                }
+            }
+        }
+        for (String k : keys) {
+            List<Long> found = new ArrayList<>();
+            QueryMessageResult q = store.queryMessage(m.getTopic(), k, 64, 0, Long.MAX_VALUE);
+            if (q != null) {
+                try {
+                    for (ByteBuffer b : q.getMessageBufferList()) {
+                        MessageExt x = MessageDecoder.decode(b, false, false);
+                        found.add(x == null ? -1L : x.getCommitLogOffset());
+                    }
+                } finally {
+                    q.release();
+                }
+            }
+            index.put(k, found);
+        }
+        rec.put("index", index);
         MessageExt look = store.lookMessageByOffset(m.getCommitLogOffset());
         rec.put("look_ok", look != null && look.getTopic().equals(m.getTopic()) && look.getQueueId() == m.getQueueId()
             && look.getQueueOffset() == m.getQueueOffset() && look.getCommitLogOffset() == m.getCommitLogOffset()
