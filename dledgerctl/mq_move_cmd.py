@@ -39,6 +39,10 @@ def migrate_cmd(
     max_index_num: Annotated[int, typer.Option(
         "--max-index-num", min=2, help="Entries per index/ file: the broker's maxIndexNum (it must match).")
     ] = MAX_INDEX_NUM,
+    id_map: Annotated[str | None, typer.Option(
+        "--id-map", metavar="FILE", help="Also write FILE (CSV, a new file): old_msg_id,new_msg_id,uniq_key for each "
+                                         "message moved; the offset message ids (store host + commit-log offset).")
+    ] = None,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
@@ -62,7 +66,7 @@ def migrate_cmd(
             summary = migrate(broker, dest, commitlog_file_size=commitlog_file_size,
                               include_uncommitted=include_uncommitted, data_file_size=data_file_size,
                               index_file_size=index_file_size, progress=advance,
-                              max_hash_slot_num=max_hash_slot_num, max_index_num=max_index_num)
+                              max_hash_slot_num=max_hash_slot_num, max_index_num=max_index_num, id_map=id_map)
     row = summary.row()
     render([row], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     left = (f"; left out {plural(summary.left_out, 'message')} past the committed index {summary.committed_index}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import csv
 import json
 import os
 import shutil
@@ -140,7 +141,7 @@ def test_rocketmq_serves_every_message_of_a_migrated_store(rocketmq, written, tm
     src, reported = written
     before = tree(src)
     dest = tmp_path / "ms"
-    s = migrate(src, dest, "--commitlog-file-size", 4 << 20)
+    s = migrate(src, dest, "--commitlog-file-size", 4 << 20, "--id-map", tmp_path / "ids.csv")
     assert tree(src) == before  # SRC only read
     assert (s["messages"], s["left_out"], s["files"]) == (len(reported), 0, 1)
     assert s["bytes"] == sum(w["size"] for w in reported)
@@ -150,6 +151,14 @@ def test_rocketmq_serves_every_message_of_a_migrated_store(rocketmq, written, tm
         assert json.load(fh) == {"offsetTable": {"Orders0@g": {"0": 3}}}
     got, other = read_back(rocketmq, dest, 4 << 20)
     assert_served(got, reported)
+    # --id-map: the offset msgId RocketMQ gave each message at put (DLedger mode) -> the one its
+    # master-slave store gives it after the move (batches: one id per message)
+    with open(tmp_path / "ids.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    new_of = {w["msg_id"]: got[(w["topic"], w["queue_id"], w["queue_offset"])]["msg_id"] for w in reported}
+    assert [r["old_msg_id"] for r in rows] == [w["msg_id"] for w in reported]
+    assert {r["old_msg_id"]: r["new_msg_id"] for r in rows} == new_of
+    assert any(len(r["new_msg_id"]) == 56 for r in rows)  # (the IPv6 store host's)
     assert other[-1]["kind"] == "done" and other[-1]["min_phy_offset"] == 0
     assert other[-1]["max_phy_offset"] == s["bytes"]  # back to back from 0, no blank in one file
     r = runner.invoke(app, ["mq", "check", str(dest)])  # (the store RocketMQ opened: its abort and lock files gone)

@@ -25,6 +25,11 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
   (``StoreCheckpoint``: i64 at 0, 8, 16 of a 4 KiB file);
 - ``config/``: copied as it is. No ``abort`` file: the broker recovers as after a clean stop.
 
+With ``id_map``, a CSV file there (never over an existing one; written under a temporary
+name and renamed after DEST): ``old_msg_id,new_msg_id,uniq_key`` for each message moved,
+in log order; the offset message ids as ``MessageDecoder.createMessageId`` makes them (the
+store host's address, IPv4 or IPv6, and port, then the commit-log offset; upper-case hex).
+
 Not yet: a store whose DLedger log follows an old master-slave ``commitlog/``.
 
 Rules kept here: SRC is only read. DEST must not exist or be an empty directory; the
@@ -38,6 +43,7 @@ move with :class:`MigrateError` saying where; ``mq check`` tells more.
 
 from __future__ import annotations
 
+import csv
 import fcntl
 import os
 import shutil
@@ -56,7 +62,7 @@ from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNI
 from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, build_index
 from .layout import BrokerStore
-from .message import NotAMessage, decode
+from .message import NotAMessage, decode, msg_id
 from .scan import batches
 
 CONFIG_DIR = "config"
@@ -166,7 +172,7 @@ def _check_dest(dest: str, src_root: str) -> None:
 def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG,
             include_uncommitted: bool = False, data_file_size: int | None = None,
             index_file_size: int | None = None, progress=None, max_hash_slot_num: int = MAX_HASH_SLOT_NUM,
-            max_index_num: int = MAX_INDEX_NUM) -> Summary:
+            max_index_num: int = MAX_INDEX_NUM, id_map: str | None = None) -> Summary:
     """Write the master-slave store at ``dest`` (see the module's text); its summary.
     MigrateError when the move cannot be made; DEST is then left as it was."""
     if broker.commit_log:
@@ -180,6 +186,8 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
         raise MigrateError(f"{old_log}: the DLedger log follows an old master-slave commit log; such a store "
                            f"cannot be moved yet")
     _check_dest(dest, src)
+    if id_map is not None:
+        _check_id_map(id_map)
     if _broker_holds(src):
         raise MigrateError(f"{src}: a running broker holds its lock file: stop the broker first")
     committed = read_checkpoint(broker.node_dir).committed_index
@@ -191,15 +199,24 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     for stale in _stale_temps(dest) + ([tmp] if os.path.lexists(tmp) else []):
         shutil.rmtree(stale)
         summary.notes.append(f"removed {os.path.basename(stale)}, left by an interrupted run")
+    for stale in _stale_temps(id_map) if id_map is not None else []:
+        os.unlink(stale)
+        summary.notes.append(f"removed {os.path.basename(stale)}, left by an interrupted run")
     os.makedirs(tmp)
+    map_tmp = temp_name(id_map) if id_map is not None else None
     try:
-        _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else committed,
-               data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num))
+        with _IdMap(map_tmp) as ids:
+            _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else committed,
+                   data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num), ids)
         if os.path.isdir(dest):
             os.rmdir(dest)  # empty (checked): the rename takes its place
         os.rename(tmp, dest)
+        if map_tmp is not None:
+            os.rename(map_tmp, id_map)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if map_tmp is not None and os.path.lexists(map_tmp):
+            os.unlink(map_tmp)
         raise
     fd = os.open(os.path.dirname(os.path.abspath(dest)), os.O_RDONLY)
     try:
@@ -207,6 +224,41 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     finally:
         os.close(fd)
     return summary
+
+
+def _check_id_map(path: str) -> None:
+    if os.path.lexists(path):
+        raise MigrateError(f"{path}: exists (give a new file for --id-map)")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise MigrateError(f"{parent}: no such directory (for --id-map {path})")
+
+
+class _IdMap:
+    """The id map's CSV writer (nothing when no path is given)."""
+
+    HEADER = ("old_msg_id", "new_msg_id", "uniq_key")
+
+    def __init__(self, path: str | None) -> None:
+        self.path, self.fh, self.out = path, None, None
+
+    def __enter__(self) -> "_IdMap":
+        if self.path is not None:
+            self.fh = open(self.path, "x", newline="", encoding="utf-8")
+            self.out = csv.writer(self.fh)
+            self.out.writerow(self.HEADER)
+        return self
+
+    def add(self, m, new_offset: int) -> None:
+        if self.out is not None:
+            self.out.writerow((m.msg_id, msg_id(m.store_host_raw, new_offset), m.uniq_key or ""))
+
+    def __exit__(self, *exc) -> None:
+        if self.fh is not None:
+            if exc[0] is None:
+                self.fh.flush()
+                os.fsync(self.fh.fileno())
+            self.fh.close()
 
 
 def _first_message(broker, data_file_size, index_file_size) -> int | None:
@@ -245,7 +297,8 @@ def _log_start(src_root: str, src_first: int | None, file_size: int) -> int:
     return start
 
 
-def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape) -> None:
+def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape,
+           ids: _IdMap) -> None:
     start = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size)
     if start:
         summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, which "
@@ -279,6 +332,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
                     new.append(log.append(b.buf[at:at + bsize]))
                 except MessageTooLarge as exc:
                     raise MigrateError(f"entry {idx}: {exc} (give a larger --commitlog-file-size)") from None
+                ids.add(m, new[-1])
                 old.append(pos + HEADER_SIZE)
                 last_ts = m.store_timestamp
                 summary.messages += 1
