@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from ports import free_port_base
+from rmq_store import write_broker_store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 runner = CliRunner()
@@ -116,6 +117,7 @@ MATRIX = {
     "certs init": ["test_certs_init_checks_the_group"],
     "certs add": ["test_certs_add_needs_a_ca"],
     "mq migrate": ["test_mq_migrate_from_a_missing_dir"],
+    "mq consumers": ["test_mq_consumers_without_offsets"],
     "certs revoke": ["test_certs_revoke_needs_what_to_revoke"],
     "kv put": ["test_kv_put_without_a_state_machine_is_refused"],
     "kv get": ["test_bad_peers_lists"],
@@ -478,6 +480,23 @@ def test_remove_right_after_a_stop_is_refused(tmp_path):
         assert {x["peer"] for x in marks} == {leader, a, b}  # (b is still a member)
     finally:
         _down(base)
+
+
+def test_mq_consumers_without_offsets(tmp_path):
+    r = run("mq", "consumers", str(tmp_path / "nope"))
+    assert r.exit_code == 1
+    one_error(r.stderr, "nope")
+    root = tmp_path / "store"
+    write_broker_store(str(root), [{"topic": "T", "body": b"x"}])
+    r = run("mq", "consumers", str(root))
+    assert r.exit_code == 1 and r.stdout == ""
+    one_error(r.stderr, "consumerOffset.json", "nor consumerOffset.json.bak")
+    os.makedirs(root / "config")
+    (root / "config" / "consumerOffset.json").write_bytes(b"\xff\xfe{")
+    r = run("mq", "consumers", str(root))
+    assert r.exit_code == 1
+    one_error(r.stderr, "consumerOffset.json", "not UTF-8")
+    assert sorted(os.listdir(root / "config")) == ["consumerOffset.json"]
 
 
 def test_mq_migrate_from_a_missing_dir(tmp_path):

@@ -118,6 +118,29 @@ def assert_served(got: dict, want: list[dict]) -> None:
     assert_indexed(got)
 
 
+def assert_consumers_agree(root, queue_lines: list[dict]) -> None:
+    """``mq consumers`` gives each queue the min and max RocketMQ's store answered
+    (getMinOffsetInQueue/getMaxOffsetInQueue): offsets committed at every queue's max (no
+    finding), and one past a queue's end (a finding)."""
+    queues = [q for q in queue_lines if q["kind"] == "queue" and q["max"]]
+    assert queues
+    table: dict = {}
+    for q in queues:
+        table.setdefault(f"{q['topic']}@g", {})[str(q["queue_id"])] = q["max"]
+    with open(os.path.join(root, "config", "consumerOffset.json"), "w") as fh:
+        json.dump({"offsetTable": table}, fh)
+    r = runner.invoke(app, ["mq", "consumers", str(root), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    got = {(x["topic"], x["queue_id"]): (x["min"], x["max"], x["status"]) for x in json.loads(r.stdout)}
+    assert got == {(q["topic"], q["queue_id"]): (q["min"], q["max"], "ok") for q in queues}
+    q = queues[0]
+    table[f"{q['topic']}@g"][str(q["queue_id"])] = q["max"] + 1
+    with open(os.path.join(root, "config", "consumerOffset.json"), "w") as fh:
+        json.dump({"offsetTable": table}, fh)
+    r = runner.invoke(app, ["mq", "consumers", str(root)])
+    assert r.exit_code == 1 and "1 offset past the end of its queue" in r.stderr, r.output
+
+
 def index_keys(g) -> list[str]:
     p = g["properties"] or {}
     return ([p["UNIQ_KEY"]] if "UNIQ_KEY" in p else []) + [k for k in (g["keys"] or "").split(" ") if k]
@@ -160,10 +183,14 @@ def test_rocketmq_serves_every_message_of_a_migrated_store(rocketmq, written, tm
     assert {r["old_msg_id"]: r["new_msg_id"] for r in rows} == new_of
     assert any(len(r["new_msg_id"]) == 56 for r in rows)  # (the IPv6 store host's)
     assert other[-1]["kind"] == "done" and other[-1]["min_phy_offset"] == 0
+    r = runner.invoke(app, ["mq", "consumers", str(dest), "--format", "json"])  # (the offsets config/ brought)
+    assert r.exit_code == 0 and [(x["group"], x["topic"], x["queue_id"], x["committed"], x["status"])
+                                 for x in json.loads(r.stdout)] == [("g", "Orders0", 0, 3, "ok")], r.output
     assert other[-1]["max_phy_offset"] == s["bytes"]  # back to back from 0, no blank in one file
     r = runner.invoke(app, ["mq", "check", str(dest)])  # (the store RocketMQ opened: its abort and lock files gone)
     assert r.exit_code == 0, r.output
     assert f"{len(reported)} messages" in r.stderr and "0 findings" in r.stderr
+    assert_consumers_agree(dest, other)
 
 
 def test_small_commit_log_files_end_in_blanks_rocketmq_reads_past(rocketmq, written, tmp_path):
@@ -247,6 +274,7 @@ def test_a_queue_that_starts_past_zero_is_served_from_its_first_message(rocketmq
            if m["kind"] == "message" and m["queue_offset"] == m["stored_queue_offset"] and m["look_ok"]]
     assert got == [("A", 37 + i, b"m%d" % i) for i in range(5)] + [("C", i, b"c%d" % i) for i in range(3)]
     assert [m for m in lines if m["kind"] in ("miss", "undecodable")] == []
+    assert_consumers_agree(dest, lines)
 
 
 def test_refuses_the_store_of_a_running_broker_then_moves_it_stopped(rocketmq, tmp_path):

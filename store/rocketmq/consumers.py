@@ -1,0 +1,208 @@
+"""Consumer offsets against the consume queues (``mq consumers``).
+
+The broker keeps each group's committed offsets in ``<store root>/config/consumerOffset.json``
+(``ConsumerOffsetManager``, written with fastjson): ``{"offsetTable": {"<topic>@<group>":
+{<queueId>: <offset>, ...}, ...}}``. fastjson writes the Integer queue ids as bare numbers
+(``{0:250,1:249}``), which is not JSON: they are quoted here before parsing (outside
+strings only). ``ConfigManager.load``: a missing or empty file, or one that does not
+decode, is replaced by ``consumerOffset.json.bak`` (the broker's previous version).
+
+For each group, topic and queue: the committed offset, the queue's min and max (what the
+broker answers for ``getMinOffsetInQueue``/``getMaxOffsetInQueue``: min is the first unit
+that points at a message at or past the log's first, max the offset after its last unit),
+the backlog (max - committed, never below 0), and a status: ``ok``; ``past the end``
+(committed > max: what a truncation or a failover leaves behind; the broker resets it
+when the group next pulls, ``OFFSET_OVERFLOW_BADLY``), the only finding; ``before min``
+(the messages below min are gone; the consumer resets to min); ``no queue`` (no such
+consume queue: min = max = 0; ``past the end (no queue)`` when committed > 0). Read-only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import StoreUsageError
+from ..format import HEADER_SIZE, MAGIC_NORMAL
+from ..inspect import Selection
+from .commitlog import log_files
+from .consumequeue import find_queues, read_units
+from .consumequeue import file_size as file_size_of
+from .layout import BrokerStore
+from .scan import batches
+
+OFFSET_FILE = os.path.join("config", "consumerOffset.json")  # BrokerPathConfigHelper.getConsumerOffsetPath
+TOPIC_GROUP_SEPARATOR = "@"  # ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR
+PAST_END = "past the end"
+
+
+class OffsetsError(StoreUsageError):
+    """The offsets file cannot be read (the text says which and why)."""
+
+
+@dataclass
+class Row:
+    group: str
+    topic: str
+    queue_id: int
+    committed: int
+    min: int
+    max: int
+    backlog: int
+    status: str
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def quote_int_keys(text: str) -> str:
+    """fastjson's ``{0:250}`` as JSON (``{"0":250}``): bare integer keys after ``{`` or ``,``
+    are quoted; strings are copied as they are."""
+    out, i, n, expect_key = [], 0, len(text), False
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i:j + 1])
+            i, expect_key = j + 1, False
+            continue
+        if c in "{,":
+            expect_key = True
+        elif expect_key and (c.isdigit() or c == "-"):
+            j = i + 1
+            while j < n and text[j].isdigit():
+                j += 1
+            k = j
+            while k < n and text[k] in " \t\r\n":
+                k += 1
+            if k < n and text[k] == ":":
+                out.append(f'"{text[i:j]}"')
+                i, expect_key = j, False
+                continue
+        elif not c.isspace():
+            expect_key = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def read_offsets(root: str) -> tuple[dict[str, dict[int, int]], str, list[str]]:
+    """The offset table (``topic@group`` -> queue id -> offset), the file it came from, and
+    notes (the .bak was used, and why). OffsetsError when neither file gives one."""
+    path = os.path.join(root, OFFSET_FILE)
+    bad: OffsetsError | None = None
+    try:
+        table = _parse(path)
+        if table is not None:
+            return table, path, []
+        why = f"{OFFSET_FILE} is missing or empty"
+    except OffsetsError as exc:
+        bad, why = exc, str(exc)
+    bak = path + ".bak"
+    try:
+        table = _parse(bak)
+    except OffsetsError as exc:
+        raise OffsetsError(f"{bad}; and {exc}" if bad else str(exc)) from None
+    if table is None:
+        if bad is not None:
+            raise bad
+        raise OffsetsError(f"{path}: no such file or empty, nor {os.path.basename(bak)} (no consumer offsets)")
+    return table, bak, [f"{why}: read {OFFSET_FILE}.bak, as the broker does"]
+
+
+def _parse(path: str) -> dict[str, dict[int, int]] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise OffsetsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise OffsetsError(f"{path}: {exc.strerror or exc}") from None
+    if not text:
+        return None
+    try:
+        doc = json.loads(quote_int_keys(text))
+    except json.JSONDecodeError as exc:
+        raise OffsetsError(f"{path}: not fastjson's JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    table = doc.get("offsetTable") if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        raise OffsetsError(f"{path}: no offsetTable object in it")
+    out: dict[str, dict[int, int]] = {}
+    for key, queues in table.items():
+        if TOPIC_GROUP_SEPARATOR not in key or not isinstance(queues, dict):
+            raise OffsetsError(f"{path}: offsetTable entry {key!r} is not \"topic@group\": {{queueId: offset}}")
+        row = {}
+        for qid, off in queues.items():
+            try:
+                q = int(qid)
+            except ValueError:
+                raise OffsetsError(f"{path}: {key}: queue id {qid!r} is not a number") from None
+            if isinstance(off, bool) or not isinstance(off, int):
+                raise OffsetsError(f"{path}: {key} queue {q}: offset {off!r} is not a whole number")
+            row[q] = off
+        out[key] = row
+    return out
+
+
+def log_min_offset(broker: BrokerStore) -> int:
+    """The commit-log offset of the store's first message (``CommitLog.getMinOffset`` for a
+    master-slave store: its first file's start); 0 when it holds none."""
+    if broker.commit_log:
+        return log_files(broker.node_dir)[0][0]
+    for b in batches(broker.node_dir, Selection()):
+        normal = np.flatnonzero(b.magic == MAGIC_NORMAL) if not b.damage else []
+        if len(normal):
+            return int(b.pos[normal[0]]) + HEADER_SIZE
+    return 0
+
+
+def queue_bounds(root: str, log_min: int) -> tuple[dict[tuple[str, int], tuple[int, int]], list[str]]:
+    """(topic, queue id) -> (min, max) for every consume queue; and notes on damaged ones."""
+    queues = find_queues(root)
+    fsize = file_size_of(queues)
+    out, notes = {}, []
+    for q in queues:
+        read_units(q, fsize)
+        if q.damaged:
+            where, off, what = q.damaged[0]
+            notes.append(f"{where} (offset {off}): {what} (see 'dledgerctl mq check')")
+        if q.first < 0:
+            start = q.files[0].start // 20 + q.blanks if q.files else 0
+            out[(q.topic, q.queue_id)] = (start, start)
+        else:
+            below = int(np.count_nonzero(q.segments[0][1]["offset"] < log_min)) if q.segments else 0
+            out[(q.topic, q.queue_id)] = (q.first + below, q.end)
+        q.units, q.segments = None, []
+    return out, notes
+
+
+def consumer_rows(broker: BrokerStore) -> tuple[list[Row], str, list[str]]:
+    """Every committed offset against its queue; the offsets file read; notes."""
+    if broker.root is None:
+        raise OffsetsError(f"{broker.node_dir}: no consumequeue/ beside it: give a broker's store root")
+    table, used, notes = read_offsets(broker.root)
+    bounds, more = queue_bounds(broker.root, log_min_offset(broker))
+    notes += more
+    rows = []
+    for key in sorted(table):
+        topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+        for qid in sorted(table[key]):
+            committed = table[key][qid]
+            lo, hi = bounds.get((topic, qid), (0, 0))
+            if (topic, qid) not in bounds:
+                status = f"{PAST_END} (no queue)" if committed > 0 else "no queue"
+            elif committed > hi:
+                status = PAST_END
+            elif committed < lo:
+                status = "before min"
+            else:
+                status = "ok"
+            rows.append(Row(group, topic, qid, committed, lo, hi, max(0, hi - committed), status))
+    return rows, used, notes
