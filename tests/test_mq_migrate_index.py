@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from rmq_store import write_broker_store
+from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq import index as index_mod
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.lookup import open_index
@@ -171,3 +172,26 @@ def test_java_string_hash_of_non_ascii_and_astral_keys():
     keys = ["a#b", "主题-ü#标签", "T#\U0001F600k", "polygenelubricants", "x" * 400]
     assert [int(h) for h in index_mod.java_hashes(keys)] == [tags_code(k) for k in keys]
     assert int(index_mod.index_hashes(["polygenelubricants"])[0]) == 0  # (hashCode is Integer.MIN_VALUE)
+
+
+def test_a_followers_cut_moves_the_dispatch_point_and_the_index_follows_it(tmp_path):
+    """The last committed message has no unit (a prepared half) and the units after it are
+    of left-out entries: the broker dispatches from the end of the last kept unit, so the
+    half is left to it (the index is made again from the new log for that end)."""
+    sp = specs(12)
+    half = {"topic": "T0", "body": b"half", "sys_flag": TRANSACTION_PREPARED_TYPE, "store_timestamp": 1700000099000,
+            "properties": {"KEYS": "late", "UNIQ_KEY": "U-late"}}
+    after = [{"topic": "T1", "queue_id": 1, "body": b"after", "properties": {"KEYS": "after"}}] * 2
+    src = tmp_path / "src"
+    written = write_broker_store(str(src), sp + [half] + after)
+    node = src / "dledger-n0"
+    cp = read_checkpoint(str(node))
+    write_checkpoint(str(node), cp.end_index, written[12]["index"])
+    s = migrate(resolve_broker(str(src), None), str(tmp_path / "ms"), commitlog_file_size=CL)
+    assert (s.messages, s.left_out) == (13, 2)
+    files = open_index(str(tmp_path / "ms"))
+    offs = new_offsets(tmp_path / "ms")
+    assert files[0].offsets("T0#late") == [] and files[0].offsets("T1#after") == []
+    assert files[0].offsets(f"T2#{sp[11]['properties']['UNIQ_KEY']}") == [offs[11]]
+    assert s.index_keys == sum(len(expected_keys(w)) for w in sp)
+    assert "1 messages past the end of every consume queue not indexed" in "; ".join(s.notes)

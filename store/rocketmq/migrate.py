@@ -16,10 +16,12 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
   (uncommitted ones) are not written. When such blanks lead a file that also holds units
   of messages, the new commit log starts one file in (not at 0), so that the blanks' offset
   0 lies below it and RocketMQ takes the first real unit as the queue's minimum;
-- ``index/``: the broker's key index rebuilt from the new log (index.py: RocketMQ's
-  IndexFile format and the keys ``IndexService.buildIndex`` puts), for the messages before
-  the end of the furthest consume-queue unit; the broker re-dispatches (and so indexes) the
-  messages from there when it starts, so they are left to it (said);
+- ``index/``: the broker's key index (index.py: RocketMQ's IndexFile format and the keys
+  ``IndexService.buildIndex`` puts) of the messages before the end of the furthest
+  consume-queue unit; the broker re-dispatches (and so indexes) the messages from there
+  when it starts, so they are left to it (said). Built in the move's own pass for the
+  messages up to SRC's furthest unit; when the units kept end before that (a follower's
+  left-out tail), made again from the new log up to the kept units' end;
 - ``checkpoint``: physicMsgTimestamp and logicsMsgTimestamp = the last message's store
   time, indexMsgTimestamp = the last indexed message's (0 without an index)
   (``StoreCheckpoint``: i64 at 0, 8, 16 of a 4 KiB file);
@@ -60,9 +62,10 @@ from ..metafiles import read_checkpoint
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, MessageTooLarge, file_name
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, find_queues, read_units
 from .consumequeue import file_size as file_size_of
-from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, build_index
+from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index, message_keys
+from .lookup import INDEX_DIR
 from .layout import BrokerStore
-from .message import NotAMessage, decode, msg_id
+from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, NotAMessage, decode, msg_id
 from .scan import batches
 
 CONFIG_DIR = "config"
@@ -270,7 +273,7 @@ def _first_message(broker, data_file_size, index_file_size) -> int | None:
     return None
 
 
-def _log_start(src_root: str, src_first: int | None, file_size: int) -> int:
+def _log_start(src_root: str, src_first: int | None, file_size: int) -> tuple[int, int]:
     """Where the new commit log starts: 0, or one file in when a queue will lead with
     fillPreBlank units (0, Integer.MAX_VALUE, 0). ``ConsumeQueue.correctMinOffset`` takes a
     queue's first unit whose offset is at or past the log's first as the queue's minimum;
@@ -281,30 +284,36 @@ def _log_start(src_root: str, src_first: int | None, file_size: int) -> int:
     queues = find_queues(src_root)
     fsize = file_size_of(queues)
     per_file = fsize // CQ_STORE_UNIT_SIZE
-    start = 0
+    start, furthest = 0, -1
     for q in queues:
         read_units(q, fsize)
         if q.damaged:
             where, off, what = q.damaged[0]
             raise MigrateError(f"{where} (offset {off}): {what} (run 'dledgerctl mq check' on SRC)")
         units = q.units
+        if len(units):
+            furthest = max(furthest, int(units["offset"].max()))
         lead = len(units) if src_first is None else int(np.count_nonzero(units["offset"] < src_first))
         # blanks lead the file of the queue's first kept unit unless that is the file's first
         # (a queue of blanks only has no message for a pull to miss)
         if (q.first + lead) % per_file and lead < len(units):
             start = file_size
         q.units, q.segments = None, []
-    return start
+    return start, furthest
 
 
 def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape,
            ids: _IdMap) -> None:
-    start = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size)
+    start, furthest = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size)
     if start:
         summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, which "
                              f"RocketMQ takes for messages when the log starts at 0)")
     log = CommitLogWriter(os.path.join(tmp, COMMIT_LOG_DIR), file_size, start)
     old, new, last_ts, src_first = [], [], 0, None
+    # the index is built in this pass for the messages up to the furthest unit's (the broker
+    # dispatches from the end of its queues' units); checked against that end afterwards
+    index = IndexWriter(tmp, *index_shape)
+    indexed_last, skipped_first, gather = None, None, 0.0
     try:
         for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
             if b.damage:
@@ -333,17 +342,34 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
                 except MessageTooLarge as exc:
                     raise MigrateError(f"entry {idx}: {exc} (give a larger --commitlog-file-size)") from None
                 ids.add(m, new[-1])
+                if pos + HEADER_SIZE <= furthest:
+                    t0 = time.perf_counter()
+                    p = m.properties
+                    index.add(message_keys(m.topic, m.sys_flag, p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                                           p.get(PROPERTY_KEYS)), new[-1], m.store_timestamp)
+                    gather += time.perf_counter() - t0
+                    indexed_last = new[-1]
+                elif skipped_first is None:
+                    skipped_first = new[-1]
                 old.append(pos + HEADER_SIZE)
                 last_ts = m.store_timestamp
                 summary.messages += 1
                 summary.bytes += bsize
     finally:
         log.close()
+        t0 = time.perf_counter()
+        index.close()
+        gather += time.perf_counter() - t0
     summary.files, summary.blanks = log.files, log.blanks
     old_a, new_a = np.array(old, np.int64), np.array(new, np.int64)
     _write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary)
     del old, new, old_a, new_a
-    index_ts = _write_index(tmp, summary, *index_shape)
+    if (indexed_last is None or indexed_last < summary.dispatched_until) and \
+            (skipped_first is None or skipped_first >= summary.dispatched_until):
+        summary.index_wall_seconds = gather
+        index_ts = _index_done(summary, index)
+    else:  # (left-out messages, or fillPreBlank-only queues, moved the broker's dispatch point)
+        index_ts = _write_index(tmp, summary, *index_shape)
     with open(os.path.join(tmp, CHECKPOINT_FILE), "wb") as fh:
         fh.write(_CHECKPOINT.pack(last_ts, last_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
         fh.flush()
@@ -361,13 +387,17 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
 
 
 def _write_index(tmp: str, summary: Summary, slots: int, index_num: int) -> int:
-    """``index/`` for the messages before ``summary.dispatched_until``; the store time of the
-    last one indexed (the checkpoint's indexMsgTimestamp), 0 when none was."""
-    if not summary.messages:
-        return 0
+    """``index/`` made again from the new log for the messages before
+    ``summary.dispatched_until`` (when the move's own pass could not know that end); the
+    store time of the last one indexed (the checkpoint's indexMsgTimestamp), 0 when none was."""
+    shutil.rmtree(os.path.join(tmp, INDEX_DIR), ignore_errors=True)
     t0 = time.perf_counter()
     writer = build_index(tmp, summary.dispatched_until, slots=slots, index_num=index_num)
     summary.index_wall_seconds = time.perf_counter() - t0
+    return _index_done(summary, writer)
+
+
+def _index_done(summary: Summary, writer: IndexWriter) -> int:
     summary.index_files, summary.index_keys, summary.index_seconds = len(writer.files), writer.keys_written, \
         writer.seconds
     if writer.indexed < summary.messages:
