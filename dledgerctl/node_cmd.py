@@ -15,7 +15,7 @@ from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_ad
 from . import nodeconf
 from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, LogLabels, PushQuotaOpt,
                      RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt,
-                     TlsCrlOpt, TlsKeyOpt, check_peers, errors_as_exit, fail, log)
+                     TlsCrlOpt, TlsKeyOpt, check_peers, errors_as_exit, fail, log, parse_size)
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 
@@ -59,6 +59,13 @@ def node_start(
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
     drop_behind: DropBehindOpt = None,
+    keep_truncated: Annotated[Optional[str], typer.Option("--keep-truncated", metavar="DIR", help="Before a "
+                              "leader's TRUNCATE (or any other cut) removes entries from this member's log, write "
+                              "them to a file in DIR (truncated-<first>-<last>-<time>.entries, DLedger's entry "
+                              "format: 'store inspect-data FILE' and 'mq salvage' read it) and log one line.")] = None,
+    keep_truncated_bytes: Annotated[Optional[int], typer.Option("--keep-truncated-bytes", parser=parse_size,
+                                    metavar="SIZE", help="With --keep-truncated: the kept files together stay "
+                                    "within SIZE, the oldest dropped first (default 1GiB).")] = None,
     event_loop: Annotated[str, typer.Option("--event-loop", help="auto: uvloop when installed, else asyncio's own "
                                             "loop; uvloop; asyncio.")] = "auto",
     file_reserved_hours: ReservedOpt = 72.0,
@@ -158,9 +165,15 @@ def node_start(
                          metrics_address=metrics, metrics_tls=metrics_tls,
                          **({} if snapshot_keep is None else {"snapshot_keep_entries": snapshot_keep}),
                          **({} if push_quota is None else {"peer_push_quota": push_quota}),
-                         **({} if drop_behind is None else {"drop_behind": drop_behind}))
+                         **({} if drop_behind is None else {"drop_behind": drop_behind}),
+                         keep_truncated=keep_truncated,
+                         **({} if keep_truncated_bytes is None else {"keep_truncated_bytes": keep_truncated_bytes}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
+    if keep_truncated_bytes is not None and keep_truncated is None:
+        raise fail("--keep-truncated-bytes needs --keep-truncated DIR", 2)
+    if keep_truncated is not None and os.path.exists(keep_truncated) and not os.path.isdir(keep_truncated):
+        raise fail(f"--keep-truncated {keep_truncated}: not a directory", 2)
     lost = service.lost_store_problem(cfg.store_base_dir)
     if lost is not None:  # (exit 2: the unit's RestartPreventExitStatus=2 does not restart it every 2 s)
         raise fail(lost, 2)

@@ -11,7 +11,8 @@ import typer
 
 from store.errors import StoreUsageError
 from store.filestore import FileStore, lock_node_dir, unlock_node_dir
-from store.inspect import Selection, checkpoint_report, diff_stores, inspect_data, inspect_index
+from store.inspect import Selection, checkpoint_report, diff_stores, inspect_data, inspect_index, render_body
+from store.kept import kept_rows, write_kept
 from store.layout import NodeLayout, resolve_node_dir
 from store.retention import head_files, plan_head_deletion
 from store.rocketmq.controller import DECODED_COLUMNS, with_events
@@ -56,9 +57,13 @@ DATA_COLUMNS = ["kind", "file", "file_offset", "pos", "index", "term", "magic", 
 INDEX_COLUMNS = ["file", "file_offset", "slot", "magic", "pos", "size", "index", "term", "status"]
 
 
+DataArg = Annotated[str, typer.Argument(help="A node directory (dledger-<id>), a base directory holding one, or a "
+                                        "file of kept entries (--keep-truncated, store truncate).", show_default=False)]
+
+
 @app.command("inspect-data")
 def inspect_data_cmd(
-    dir: DirArg,
+    dir: DataArg,
     index: IndexOpt = None,
     from_index: FromOpt = None,
     to_index: ToOpt = None,
@@ -79,6 +84,17 @@ def inspect_data_cmd(
     body = body.value
     sel = _selection(index, from_index, to_index, pos)
     with errors_as_exit():
+        if os.path.isfile(dir):  # a file of kept entries: its entries back to back (store/kept.py)
+            shown = "base64" if decode else body
+            rows = kept_rows(dir, lo=sel.lower(), hi=sel.upper(), pos=sel.pos,
+                             render=None if shown == "none" else (lambda b: render_body(b, shown)))
+            cols = DATA_COLUMNS + (["body"] if body != "none" else [])
+            if decode:
+                rows = with_events(rows, body, text=fmt in (Format.table, Format.csv))
+                cols = cols[:cols.index("note")] + DECODED_COLUMNS + ["event_note"] + cols[cols.index("note"):]
+            if not render(rows, fmt, columns=cols if fmt in (Format.table, Format.csv) else None):
+                typer.echo(f"Note: nothing in that range of {dir}", err=True)
+            return
         node = _node(dir, self_id)
         rows = inspect_data(node, sel, body="base64" if decode else body, all_records=all_records,
                             data_file_size=data_file_size, index_file_size=index_file_size)
@@ -322,11 +338,8 @@ def _truncate(node, lock, from_index, yes, force, backup, dsize, isize, fmt) -> 
         backup_path = backup or os.path.join(node, f"truncated-{from_index}-{end}-{time.strftime('%Y%m%d%H%M%S')}.entries")
         if os.path.exists(backup_path):
             raise fail(f"backup file {backup_path} already exists")
-        with open(backup_path, "xb") as fh:
-            for i in range(from_index, end + 1):
-                fh.write(ro.get_bytes(i))
-            fh.flush()
-            os.fsync(fh.fileno())
+        # the cut entries back to back, whole or not at all (store/kept.py: inspect-data FILE, mq salvage)
+        write_kept(backup_path, (ro.get_bytes(i) for i in range(from_index, end + 1)))
     with FileStore.open(node, data_file_size=dsize, index_file_size=isize, flush="sync", lock_fd=lock) as rw:
         if rw.end_index != end:
             raise StoreUsageError(f"the log changed while truncating (end {rw.end_index}, expected {end})")

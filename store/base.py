@@ -215,7 +215,16 @@ class LogStore(abc.ABC):
 
     @abc.abstractmethod
     def truncate(self, from_index: int, *, force: bool = False) -> int:
-        """Drop entries ``from_index..end``; returns how many were dropped."""
+        """Drop entries ``from_index..end``; returns how many were dropped. With a
+        ``keeper``, the entries are kept first (a keep that fails raises; nothing is cut)."""
+
+    # called as keeper(store, first, last) before entries first..last are cut (truncate,
+    # reset_to): kept.py's Keeper, set by the node for --keep-truncated; None keeps nothing
+    keeper = None
+
+    def _keep(self, first: int, last: int) -> None:
+        if self.keeper is not None and 0 <= first <= last:
+            self.keeper(self, first, last)
 
     @abc.abstractmethod
     def set_committed(self, index: int) -> int:

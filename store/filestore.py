@@ -1008,6 +1008,8 @@ class FileStore(LogStore):
         if pos % self.data.file_size:
             raise PositionMismatch(f"entry {idx} at pos {pos} does not start a data file of {self.data.file_size} "
                                    "bytes: a log cannot begin there", index=idx, pos=pos, expected=None)
+        if self.end_index >= self.begin_index >= 0:
+            self._keep(self.begin_index, self.end_index)
         self.data.remove_head(len(self.data.files), self.remover)
         self.index.remove_head(len(self.index.files), self.remover)
         self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain = -1, idx - 1, 0, pos, 0
@@ -1061,6 +1063,7 @@ class FileStore(LogStore):
             raise StoreUsageError(
                 f"cannot truncate from {from_index}: entries up to {self._committed} are committed"
             )
+        self._keep(from_index, self.end_index)
         cut_pos, _ = self.locate(from_index)
         dropped = self.end_index - from_index + 1
         old_end_pos = self.write_pos

@@ -163,6 +163,8 @@ class MemoryStore(LogStore):
         if pos % self.data_file_size:
             raise PositionMismatch(f"entry {idx} at pos {pos} does not start a data file of {self.data_file_size} "
                                    "bytes: a log cannot begin there", index=idx, pos=pos, expected=None)
+        if self.end_index >= self.begin_index >= 0:
+            self._keep(self.begin_index, self.end_index)
         self._entries, self._written_at = [], {}
         self.begin_index, self.end_index, self.end_term, self.write_pos = -1, idx - 1, 0, pos
         self._committed = idx - 1
@@ -220,6 +222,7 @@ class MemoryStore(LogStore):
             raise IndexOutOfRange(f"cannot truncate from {from_index}: the log begins at {self.begin_index}")
         if from_index <= self._committed and not force:
             raise StoreUsageError(f"cannot truncate from {from_index}: entries up to {self._committed} are committed")
+        self._keep(from_index, self.end_index)
         cut = from_index - self.begin_index
         dropped = len(self._entries) - cut
         self.write_pos = self._entries[cut].pos

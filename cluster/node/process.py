@@ -24,6 +24,7 @@ import time
 from store.errors import StoreError
 from store.filestore import FileStore
 from store.files import unlink_all
+from store.kept import Keeper
 from store.snapshot import SnapshotStore
 
 from ..net import dialect
@@ -121,6 +122,9 @@ class Node(Serving, ReadServing, OperatorRequests):
         # 1 GiB file whose pages are cached takes about half a second (freeing them).
         self._unlinker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="unlink")
         self.store.remover = lambda paths: self._unlinker.submit(_unlink_logged, paths)
+        if cfg.keep_truncated is not None:  # (raft decides a cut; the store keeps what it cuts first)
+            self.store.keeper = Keeper(os.path.abspath(cfg.keep_truncated), cfg.keep_truncated_bytes,
+                                       say=lambda text, fields: log.warning("%s", text, extra=fields))
         self.loop: asyncio.AbstractEventLoop | None = None
         self.core: RaftCore | None = None
         # TlsError when its files do not do, or name another identity than this member's

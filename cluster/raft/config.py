@@ -41,6 +41,7 @@ OPTIONS = {
     "disk_ratio_check": "--disk-ratio-check", "disk_ratio_force": "--disk-ratio-force",
     "disk_full_ratio": "--disk-full-ratio", "retention_check_ms": "--retention-check-interval",
     "dledger_peers": "--dledger-peers", "group": "--group",
+    "keep_truncated": "--keep-truncated", "keep_truncated_bytes": "--keep-truncated-bytes",
 }
 # DLedgerConfig's sizes, counts and intervals are Java ints: a larger data file is one DLedger
 # cannot open (and 2^63 overflowed os.ftruncate at the first leadership, killing the node's
@@ -218,6 +219,10 @@ class NodeConfig:
     # flushed data more than this many bytes behind the log's end leaves the page cache
     # (store.files.FileList.take_dirty); 0 leaves it to the kernel, as DLedger does
     drop_behind: int = 256 << 20
+    # entries a truncation is about to cut are first written to a file in this directory
+    # (store/kept.py), the files together at most keep_truncated_bytes (oldest dropped first)
+    keep_truncated: str | None = None
+    keep_truncated_bytes: int = 1 << 30
     max_frame_bytes: int = 64 << 20
     # what one client may hold of a node (cluster/net/server.py FrameServer)
     max_connections: int = 1024
@@ -257,6 +262,9 @@ class NodeConfig:
                      "install_chunk_bytes", "peer_push_quota", "file_reserved_hours", "retention_check_ms"):
             self._number(name, lo=0, above=True, hi=JAVA_INT_MAX / 1000 if name.endswith("_s") else JAVA_INT_MAX)
         self._number("drop_behind", lo=0)
+        self._number("keep_truncated_bytes", lo=0, above=True)
+        if self.keep_truncated is not None and not self.keep_truncated.strip():
+            raise ConfigError("--keep-truncated needs a directory, not an empty name")
         self._number("snapshot_keep_entries", lo=-1, why="-1 keeps the log")
         for name in ("data_file_size", "index_file_size"):
             if getattr(self, name) is not None:

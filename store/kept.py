@@ -1,0 +1,193 @@
+"""Entries a truncation cut, kept in files of their own (``node start --keep-truncated DIR``,
+``store truncate``): nothing a cut removes is thrown away unseen.
+
+Layout: one file per truncation, ``truncated-<first>-<last>-<UTC time>.entries``, holding
+the cut entries back to back in DLedger's entry format (format.py: header and body, exactly
+the bytes the log held, recorded pos included; no BLANK padding, no index). ``store
+inspect-data FILE`` lists such a file and ``mq salvage`` reads the messages in it.
+
+Contracts:
+- A file appears whole or not at all: written as ``.part``, fsynced, then renamed.
+- :class:`Keeper` writes before the store cuts (the store calls it from truncate/reset_to);
+  a keep that fails raises StoreIOError and the cut does not happen.
+- Bounded: the files in DIR together stay within ``max_bytes``; the oldest go first (and
+  each removal is said). A cut larger than the bound keeps its first entries up to it, and
+  says how many it could not keep.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from typing import Callable, Iterator
+
+from .errors import StoreCorruptError, StoreIOError
+from .format import ENTRY_MAGICS, HEADER_SIZE, body_crc, chain_crc, crc_recorded, decode_header
+
+KEPT_RE = re.compile(r"^truncated-(\d+)-(\d+)-(\d{8}T\d{6}(?:\.\d+)?Z?|\d{14})(?:-\d+)?\.entries$")
+DEFAULT_KEEP_BYTES = 1 << 30
+
+
+def kept_name(first: int, last: int, when: float) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(when)) + f".{int(when * 1000) % 1000:03d}Z"
+    return f"truncated-{first}-{last}-{stamp}.entries"
+
+
+def write_kept(path: str, chunks) -> int:
+    """Write ``chunks`` (encoded entries) to ``path`` whole or not at all; returns the bytes."""
+    part = path + ".part"
+    total = 0
+    try:
+        with open(part, "xb") as fh:
+            for raw in chunks:
+                fh.write(raw)
+                total += len(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.rename(part, path)
+        _sync_dir(os.path.dirname(path) or ".")
+    except OSError as exc:
+        try:
+            os.unlink(part)
+        except OSError:
+            pass
+        raise StoreIOError(f"cannot keep the cut entries in {path}: {exc.strerror or exc}") from exc
+    return total
+
+
+def _sync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def kept_files(directory: str) -> list[tuple[str, int]]:
+    """(path, bytes) of the kept files in ``directory``, oldest first (by time written)."""
+    out = []
+    for name in os.listdir(directory):
+        if KEPT_RE.match(name):
+            p = os.path.join(directory, name)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            out.append((st.st_mtime_ns, name, p, st.st_size))
+    return [(p, size) for _t, _n, p, size in sorted(out)]
+
+
+class Keeper:
+    """Keeps what a store is about to cut in ``directory`` (see the module's docstring).
+    ``say(text, fields)`` gets one line per kept file and per file dropped for the bound."""
+
+    def __init__(self, directory: str, max_bytes: int = DEFAULT_KEEP_BYTES,
+                 say: Callable[[str, dict], None] | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.say = say or (lambda text, fields: None)
+        self.clock = clock
+
+    def __call__(self, store, first: int, last: int) -> str | None:
+        """Write entries ``first..last`` of ``store`` to a new file; its path (None when the
+        bound leaves room for none of them)."""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+        except OSError as exc:
+            raise StoreIOError(f"--keep-truncated {self.directory}: {exc.strerror or exc}") from exc
+        chunks, size, upto = [], 0, first - 1
+        for i in range(first, last + 1):
+            raw = store.get_bytes(i)
+            if size + len(raw) > self.max_bytes:
+                break
+            chunks.append(raw)
+            size, upto = size + len(raw), i
+        if upto < first:
+            self.say(f"truncation of entries {first}..{last}: entry {first} alone is larger than "
+                     f"--keep-truncated-bytes {self.max_bytes}; nothing kept",
+                     {"event": "keep_truncated", "from_index": first, "to_index": last, "kept": 0})
+            return None
+        self._make_room(size)
+        when = self.clock()
+        path = os.path.join(self.directory, kept_name(first, upto, when))
+        n = 0
+        while os.path.exists(path):  # (the same range again within a millisecond)
+            n += 1
+            path = os.path.join(self.directory, kept_name(first, upto, when)[:-len(".entries")] + f"-{n}.entries")
+        write_kept(path, chunks)
+        short = f"; entries {upto + 1}..{last} not kept (over --keep-truncated-bytes)" if upto < last else ""
+        self.say(f"kept the entries about to be cut, {first}..{upto} ({size} bytes), in {path}{short}",
+                 {"event": "keep_truncated", "from_index": first, "to_index": upto, "file": path, "bytes": size})
+        return path
+
+    def _make_room(self, size: int) -> None:
+        files = kept_files(self.directory)
+        total = sum(s for _p, s in files)
+        for p, s in files:
+            if total + size <= self.max_bytes:
+                break
+            try:
+                os.unlink(p)
+            except OSError as exc:
+                self.say(f"cannot drop kept file {p} for --keep-truncated-bytes: {exc.strerror or exc}",
+                         {"event": "keep_truncated_drop", "file": p})
+                continue
+            total -= s
+            self.say(f"dropped the oldest kept file {p} ({s} bytes): --keep-truncated-bytes {self.max_bytes}",
+                     {"event": "keep_truncated_drop", "file": p, "bytes": s})
+
+
+def iter_kept(path: str) -> Iterator[tuple[int, "object", bytes]]:
+    """(offset in the file, EntryHeader, body) of each entry of a kept file, in order.
+    StoreCorruptError naming the offset when a record is not a whole entry."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    off = 0
+    while off < len(data):
+        if len(data) - off < HEADER_SIZE:
+            raise StoreCorruptError(f"{path}: {len(data) - off} trailing bytes at offset {off} are not an entry")
+        h = decode_header(data, off)
+        if h.magic not in ENTRY_MAGICS or h.size < HEADER_SIZE or off + h.size > len(data) \
+                or h.body_size != h.size - HEADER_SIZE:
+            raise StoreCorruptError(f"{path}: no whole entry at offset {off} (magic {h.magic}, size {h.size})")
+        yield off, h, data[off + HEADER_SIZE: off + h.size]
+        off += h.size
+
+
+def kept_rows(path: str, *, lo: int | None = None, hi: int | None = None, pos: int | None = None,
+              render=None) -> Iterator[dict]:
+    """inspect-data's rows for a kept file (``file`` is its name, ``file_offset`` the offset
+    in it, ``pos`` the entry's recorded position in its log). CRCs are checked as in a data
+    file: the body's, and the chain from each entry to the next one of the file."""
+    name = os.path.basename(path)
+    prev = None
+    try:
+        for off, h, body in iter_kept(path):
+            status = "ok"
+            if crc_recorded(h):
+                if body_crc(body) != h.body_crc:
+                    status = "bad-body"
+                elif prev is not None and prev.index + 1 == h.index and \
+                        chain_crc(prev.chain_crc, h.index, h.term, h.body_crc) != h.chain_crc:
+                    status = "bad-chain"
+            else:
+                status = "none"
+            prev = h
+            if (lo is not None and h.index < lo) or (hi is not None and h.index > hi) or \
+                    (pos is not None and h.pos != pos):
+                continue
+            row = {"kind": "entry", "file": name, "file_offset": off, "pos": h.pos, "index": h.index, "term": h.term,
+                   "magic": h.magic, "size": h.size, "body_size": h.body_size, "body_crc": h.body_crc,
+                   "chain_crc": h.chain_crc, "crc": status, "status": status, "note": "kept"}
+            if render is not None:
+                text = render(body)
+                if text is not None:
+                    row["body"] = text
+            yield row
+    except StoreCorruptError as exc:
+        yield {"kind": "damage", "file": name, "file_offset": None, "pos": None, "index": None, "term": None,
+               "magic": None, "size": None, "crc": None, "status": "damage", "note": str(exc)}
+
+
+__all__ = ["Keeper", "kept_name", "kept_files", "write_kept", "iter_kept", "kept_rows", "KEPT_RE"]
