@@ -118,6 +118,7 @@ MATRIX = {
     "certs add": ["test_certs_add_needs_a_ca"],
     "mq migrate": ["test_mq_migrate_from_a_missing_dir"],
     "mq consumers": ["test_mq_consumers_without_offsets"],
+    "mq salvage": ["test_mq_salvage_bad_input"],
     "certs revoke": ["test_certs_revoke_needs_what_to_revoke"],
     "kv put": ["test_kv_put_without_a_state_machine_is_refused"],
     "kv get": ["test_bad_peers_lists"],
@@ -128,6 +129,33 @@ MATRIX = {
     "controller state": ["test_controller_commands_on_a_missing_dir"],
     "controller check": ["test_controller_commands_on_a_missing_dir"],
 }
+
+
+def test_mq_salvage_bad_input(tmp_path):
+    """A missing kept file, a torn one, a log that is no node directory, an --out that exists:
+    one Error line each, and no --out file left behind."""
+    from store.filestore import FileStore
+
+    node = str(tmp_path / "dledger-n0")
+    with FileStore.open(node) as s:
+        s.append_leader([b"x"], 1)
+        good = s.get_bytes(0)
+    torn = tmp_path / "truncated-0-0-20260101T000000.000Z.entries"
+    torn.write_bytes(good[:-3])
+    out = str(tmp_path / "out.jsonl")
+    for args, words in ([[str(tmp_path / "nope"), "--against", node], ["nope"]],
+                        [[str(torn), "--against", node, "--out", out], ["offset 0"]],
+                        [[str(torn), "--against", str(tmp_path / "none")], ["none"]],
+                        [[node, "--against", node], ["no kept file"]]):
+        r = run("mq", "salvage", *args)
+        assert r.exit_code == 1, r.output
+        one_error(r.stderr, *words)
+    assert not os.path.exists(out) and not os.path.exists(out + ".part")
+    torn.write_bytes(good)
+    open(out, "w").close()
+    r = run("mq", "salvage", str(torn), "--against", node, "--out", out)
+    assert r.exit_code == 1
+    one_error(r.stderr, "already exists")
 
 
 def _leaf_commands(cmd, path=()):

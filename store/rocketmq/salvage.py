@@ -1,0 +1,130 @@
+"""``mq salvage``: the RocketMQ messages in kept entries (store/kept.py: what a truncation cut)
+that a group's log no longer holds, and each as a record a producer can send again.
+
+A kept message counts as held when a log holds a message with the same UNIQ_KEY (the
+producer's message id); one without a UNIQ_KEY when a log holds one with the same topic,
+queue, queue offset and body CRC. Reading: the kept files whole (they are bounded), the
+logs through the message scan (scan.items), one entry at a time; memory grows with the kept
+messages only. Entries that are not messages (no-op, config) are counted, not listed.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..errors import NotAStoreError
+from ..kept import KEPT_RE, iter_kept
+from ..format import MAGIC_NORMAL
+from .message import Message, NotAMessage, body_of, decode
+from .scan import items
+
+
+@dataclass
+class Kept:
+    """One message found in a kept entry."""
+
+    file: str
+    index: int
+    term: int
+    message: Message
+    body: bytes  # as the producer sent it (inflated when stored compressed)
+    held_by: list = field(default_factory=list)
+
+    def key(self) -> tuple:
+        m = self.message
+        return ("uniq", m.uniq_key) if m.uniq_key else ("place", m.topic, m.queue_id, m.queue_offset, m.body_crc)
+
+    def row(self) -> dict:
+        m = self.message
+        return {"file": os.path.basename(self.file), "index": self.index, "term": self.term, "topic": m.topic,
+                "queue_id": m.queue_id, "queue_offset": m.queue_offset, "tags": m.tags, "keys": m.keys,
+                "uniq_key": m.uniq_key, "body_size": len(self.body), "store_time": m.store_timestamp,
+                "matched_by": "uniq_key" if m.uniq_key else "topic+queue+offset+body_crc",
+                "status": "held" if self.held_by else "missing", "held_by": ",".join(self.held_by)}
+
+    def resend(self) -> dict:
+        """What a producer needs to send it again (RocketMQ's Message: topic, tags, keys,
+        properties, body; flag kept)."""
+        m = self.message
+        return {"topic": m.topic, "tags": m.tags, "keys": m.keys, "flag": m.flag, "properties": dict(m.properties),
+                "body": base64.b64encode(self.body).decode("ascii")}
+
+
+@dataclass
+class Salvage:
+    kept: list = field(default_factory=list)  # Kept, in file and index order
+    entries: int = 0  # kept entries read
+    not_messages: int = 0  # of them: no-op, config, or a body that is no message
+    logs: list = field(default_factory=list)  # the node directories read
+
+    @property
+    def missing(self) -> list:
+        return [k for k in self.kept if not k.held_by]
+
+
+def kept_paths(path: str) -> list[str]:
+    """A kept file, or every kept file of a directory (truncated-*.entries), oldest range first."""
+    if os.path.isdir(path):
+        names = sorted((n for n in os.listdir(path) if KEPT_RE.match(n)), key=lambda n: (int(n.split("-")[1]), n))
+        if not names:
+            raise NotAStoreError(f"{path}: holds no kept file (truncated-<first>-<last>-<time>.entries)")
+        return [os.path.join(path, n) for n in names]
+    if not os.path.exists(path):
+        raise NotAStoreError(f"{path}: no such file or directory")
+    return [path]
+
+
+def read_kept(paths: list[str], result: Salvage) -> None:
+    for p in paths:
+        for _off, h, body in iter_kept(p):
+            result.entries += 1
+            if h.magic != MAGIC_NORMAL:
+                result.not_messages += 1
+                continue
+            try:
+                for m in _messages(body):
+                    result.kept.append(Kept(p, h.index, h.term, m, body_of(body, m)))
+            except NotAMessage:
+                result.not_messages += 1
+
+
+def _messages(body: bytes) -> Iterator[Message]:
+    """The message of an entry's body; a batch of them back to back (a broker's batch append)."""
+    try:
+        yield decode(body, 0, len(body))
+        return
+    except NotAMessage:
+        pass
+    off, out = 0, []
+    while off < len(body):
+        m = decode(body, off)
+        out.append(m)
+        off += m.size
+    yield from out
+
+
+def salvage(kept: str, node_dirs: list[str]) -> Salvage:
+    """Read the kept entries at ``kept`` and look for each message in every log of
+    ``node_dirs`` (node directories); a message any of them holds is held."""
+    result = Salvage()
+    read_kept(kept_paths(kept), result)
+    wanted: dict = {}
+    for k in result.kept:
+        wanted.setdefault(k.key(), []).append(k)
+    for node in node_dirs:
+        name = os.path.basename(os.path.normpath(node))
+        result.logs.append(node)
+        for it in items(node):
+            m = it.message
+            if m is None:
+                continue
+            found = wanted.get(("uniq", m.uniq_key)) if m.uniq_key else None
+            if found is None:
+                found = wanted.get(("place", m.topic, m.queue_id, m.queue_offset, m.body_crc))
+            for k in found or ():
+                if name not in k.held_by:
+                    k.held_by.append(name)
+    return result

@@ -1,0 +1,199 @@
+"""Nothing thrown away on truncation (issue 48): the store keeps what it is about to cut
+(store/kept.py) when a keeper is set, ``node start --keep-truncated DIR`` sets one, and a
+follower cut by a real dledgerctl leader keeps exactly the entries it lost, in a file that
+``store inspect-data`` and ``mq salvage`` read.
+
+Real node processes on 127.0.0.1; every wait polls under a deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from cluster.net.client import Client
+from cluster.raft.config import parse_peers
+from store.errors import StoreIOError
+from store.filestore import FileStore
+from store.kept import KEPT_RE, Keeper, iter_kept, kept_files
+from store.memstore import MemoryStore
+from test_cluster_processes import _record, cli, restart, wait_for
+from test_peer_processes import caught_up, diff, down, leader_id, node_dir, peer, start, stop
+from rmq_encode import encode_message
+
+
+def _said():
+    lines = []
+    return lines, (lambda text, fields: lines.append((text, fields)))
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+def test_truncate_keeps_exactly_the_cut_entries_first(tmp_path, kind):
+    lines, say = _said()
+    if kind == "file":
+        s = FileStore.open(str(tmp_path / "n"), data_file_size=1 << 12, index_file_size=1 << 12)
+    else:
+        s = MemoryStore(data_file_size=1 << 12)
+    s.append_leader([b"e%d" % i * 40 for i in range(100)], 1)  # (spans several data files)
+    want = [s.get_bytes(i) for i in range(37, 100)]
+    s.keeper = Keeper(str(tmp_path / "keep"), say=say)
+    assert s.truncate(37) == 63
+    (path, size), = kept_files(str(tmp_path / "keep"))
+    assert KEPT_RE.match(os.path.basename(path)) and os.path.basename(path).startswith("truncated-37-99-")
+    with open(path, "rb") as fh:
+        assert fh.read() == b"".join(want)
+    assert [h.index for _o, h, _b in iter_kept(path)] == list(range(37, 100))
+    assert len(lines) == 1 and "37..99" in lines[0][0] and path in lines[0][0]
+    s.close()
+
+
+def test_reset_keeps_the_whole_log_and_a_failed_keep_cuts_nothing(tmp_path):
+    s = MemoryStore(data_file_size=1 << 12)
+    s.append_leader([b"x" * 30 for _ in range(10)], 1)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    s.keeper = Keeper(str(blocker))
+    with pytest.raises(StoreIOError):
+        s.truncate(5)
+    assert s.end_index == 9  # nothing cut: the entries could not be kept
+    s.keeper = Keeper(str(tmp_path / "keep"))
+    leader = MemoryStore(data_file_size=1 << 12)
+    leader.append_leader([b"a" * 4000], 1)  # its second entry starts the second "file"
+    leader.append_leader([b"b"], 2)
+    s.reset_to(leader.get_bytes(1))
+    (path, _), = kept_files(str(tmp_path / "keep"))
+    assert os.path.basename(path).startswith("truncated-0-9-")
+    assert [h.index for _o, h, _b in iter_kept(path)] == list(range(10))
+
+
+def test_the_bound_drops_the_oldest_files_and_says_so(tmp_path):
+    lines, say = _said()
+    clock = iter(range(1000, 2000))
+    keep = str(tmp_path / "keep")
+    s = MemoryStore(data_file_size=1 << 16)
+    s.append_leader([b"y" * 152 for _ in range(30)], 1)  # entries of 200 bytes
+    s.keeper = Keeper(keep, max_bytes=1000, say=say, clock=lambda: next(clock))
+    s.truncate(27)  # 600 bytes
+    first = kept_files(keep)[0][0]
+    os.utime(first, (1, 1))  # (which is older goes by the time written)
+    s.truncate(25)  # 400 more: 1000 in all
+    os.utime(next(p for p, _ in kept_files(keep) if p != first), (2, 2))
+    assert len(kept_files(keep)) == 2
+    s.truncate(22)  # 600 more: the oldest goes
+    assert [os.path.basename(p).split("-")[1] for p, _ in kept_files(keep)] == ["25", "22"]
+    assert any("dropped the oldest kept file" in t and first in t for t, _f in lines)
+    s.truncate(10)  # 2400 bytes: only the first 1000 are kept, the rest said
+    assert os.path.basename(kept_files(keep)[-1][0]).startswith("truncated-10-14-")
+    assert "entries 15..21 not kept" in lines[-1][0]
+
+
+def test_node_start_refuses_bad_keep_options(tmp_path):
+    peers = "n0-127.0.0.1:1;n1-127.0.0.1:2"
+    f = tmp_path / "file"
+    f.write_text("")
+    for extra, why in ([["--keep-truncated", str(f)], "not a directory"],
+                       [["--keep-truncated-bytes", "1MiB"], "needs --keep-truncated"],
+                       [["--keep-truncated", str(tmp_path), "--keep-truncated-bytes", "0"], "positive"]):
+        r = cli("node", "start", "--id", "n0", "-p", peers, "--store-base-dir", str(tmp_path / "s"), *extra,
+                "--print-config")
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
+    conf = tmp_path / "c.toml"
+    conf.write_text(f'keep-truncated = "{tmp_path}/k"\nkeep-truncated-bytes = "64MiB"\n')
+    r = cli("node", "start", "--id", "n0", "-p", peers, "--store-base-dir", str(tmp_path / "s"), "--config", str(conf),
+            "--print-config")
+    assert r.returncode == 0, r.stderr
+    assert f'keep-truncated = "{tmp_path}/k"' in r.stdout and "keep-truncated-bytes = 67108864" in r.stdout
+
+
+# -- a follower cut by a real leader -------------------------------------------------------
+
+def message(topic: str, k: int, uniq: str) -> bytes:
+    return encode_message(topic=topic, body=b"body-%s" % uniq.encode(), queue_offset=k,
+                          properties={"UNIQ_KEY": uniq, "TAGS": "t", "KEYS": f"key-{uniq}"})
+
+
+def append_messages(base: str, bodies: list[bytes]) -> list:
+    rec = _record(base)
+
+    async def go():
+        c = Client(parse_peers(rec["peers"]), rec["group"], timeout=20)
+        try:
+            return [tuple(e) for e in (await c.append(bodies))["entries"]]
+        finally:
+            await c.close()
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def group(tmp_path):
+    base = str(tmp_path / "c")
+    try:
+        start(base)
+        yield base
+    finally:
+        down(base)
+
+
+def diverge(base: str, keep: str):
+    """A follower whose tail (of an old term) the leader will cut: ``(follower, leader, the
+    cut entries' bytes, their first index, the messages held by the group, lost ones)``."""
+    append_messages(base, [message("Orders", k, f"A{k}") for k in range(10)])
+    old = leader_id(base)
+    new = next(n["id"] for n in _record(base)["nodes"] if n["id"] != old)
+    r = peer(base, "transfer-leader", "--to", new, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    newer = append_messages(base, [message("Orders", 10 + k, f"B{k}") for k in range(10)])
+    follower = next(n["id"] for n in _record(base)["nodes"] if n["id"] != new)
+    wait_for(lambda: caught_up(base), 30, "replicas to catch up")
+    stop(base, follower)
+    # offline: from the new term's first entry on, entries of the old term: six messages
+    # the group never took, and copies of two it holds (the same UNIQ_KEY)
+    lost = [message("Orders", 10 + k, f"LOST{k}") for k in range(6)]
+    held = [message("Orders", 10, "B0"), message("Orders", 11, "B1")]
+    with FileStore.open(node_dir(base, follower)) as s:
+        first = s.first_index_of_term(newer[0][0])
+        old_term = s.term_of(first - 1)
+        s.truncate(first, force=True)
+        s.append_leader(lost[:3] + held + lost[3:], old_term)
+        cut = [s.get_bytes(i) for i in range(first, s.end_index + 1)]
+    with open(_record(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
+        fh.write(f'keep-truncated = "{keep}"\nnever-lead = true\n')  # (the config file's key; a broker member)
+    return follower, new, cut, first, lost
+
+
+def test_a_follower_cut_by_a_dledgerctl_leader_keeps_exactly_the_cut_entries(group, tmp_path):
+    base, keep = group, str(tmp_path / "kept")
+    follower, leader, cut, first, lost = diverge(base, keep)
+    restart(base, follower)
+    wait_for(lambda: diff(base, follower, leader)["identical"], 40, f"{follower} repaired")
+    files = kept_files(keep)
+    assert files, "nothing kept"
+    kept = b""
+    for path, _size in sorted(files, key=lambda f: int(os.path.basename(f[0]).split("-")[1]), reverse=True):
+        with open(path, "rb") as fh:
+            kept += fh.read()
+    assert kept == b"".join(cut)
+    (path, _), = files
+    assert os.path.basename(path).startswith(f"truncated-{first}-{first + len(cut) - 1}-")
+    with open(_record(base)["nodes"][int(follower[1:])]["log"], encoding="utf-8") as fh:
+        assert sum("kept the entries about to be cut" in line and path in line for line in fh) == 1
+
+    r = cli("store", "inspect-data", path, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["index"] for x in rows] == list(range(first, first + len(cut)))
+    assert all(x["crc"] == "ok" for x in rows)
+
+    r = cli("mq", "salvage", path, "--against", node_dir(base, leader), "--out", str(tmp_path / "resend.jsonl"),
+            "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert sorted(x["uniq_key"] for x in rows) == [f"LOST{k}" for k in range(6)]
+    with open(tmp_path / "resend.jsonl", encoding="utf-8") as fh:
+        out = [json.loads(line) for line in fh]
+    assert sorted(o["properties"]["UNIQ_KEY"] for o in out) == [f"LOST{k}" for k in range(6)]
+    import base64
+    assert {base64.b64decode(o["body"]) for o in out} == {b"body-LOST%d" % k for k in range(6)}
+    assert all(o["topic"] == "Orders" and o["tags"] == "t" and o["keys"].startswith("key-LOST") for o in out)
