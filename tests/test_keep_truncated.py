@@ -197,3 +197,36 @@ def test_a_follower_cut_by_a_dledgerctl_leader_keeps_exactly_the_cut_entries(gro
     import base64
     assert {base64.b64decode(o["body"]) for o in out} == {b"body-LOST%d" % k for k in range(6)}
     assert all(o["topic"] == "Orders" and o["tags"] == "t" and o["keys"].startswith("key-LOST") for o in out)
+
+
+def test_peer_compare_repair_on_a_keeping_follower_keeps_what_it_cuts(group, tmp_path):
+    """An operator's cut (peer compare --deep, relayed by the leader as a REPAIR) is kept too."""
+    base, keep = group, str(tmp_path / "kept")
+    r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--format", "json", "--timeout", "20",
+            input="".join(f"d-{k}-".ljust(300, "x") + "\n" for k in range(900)))  # five data files: the
+    # damage below lies in the first, outside what recovery reads at a start
+    assert r.returncode == 0, r.stderr
+    leader = leader_id(base)
+    follower = next(n["id"] for n in _record(base)["nodes"] if n["id"] != leader)
+    wait_for(lambda: caught_up(base), 30, "replicas to catch up")
+    stop(base, follower)
+    with FileStore.open(node_dir(base, follower), read_only=True) as s:
+        pos, n = s.get(7).pos + 48, s.get(7).size - 48
+        assert len(s.data.files) >= 5
+    with open(os.path.join(node_dir(base, follower), "data", f"{0:020d}"), "r+b") as fh:
+        fh.seek(pos)
+        fh.write(b"Z" * n)  # the same terms, other bytes: only a deep compare sees it
+    with FileStore.open(node_dir(base, follower), read_only=True) as s:
+        end = s.end_index
+        cut = [s.get_bytes(i) for i in range(7, end + 1)]
+    with open(_record(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
+        fh.write(f'keep-truncated = "{keep}"\n')
+    restart(base, follower)
+    wait_for(lambda: caught_up(base), 30, f"{follower} back")
+    fix = peer(base, "compare", "--peer", follower, "--deep", "--format", "json")
+    assert fix.returncode == 0, fix.stderr
+    (path, _), = kept_files(keep)
+    assert os.path.basename(path).startswith(f"truncated-7-{end}-")
+    with open(path, "rb") as fh:
+        assert fh.read() == b"".join(cut)
+    wait_for(lambda: caught_up(base), 30, f"{follower} re-filled")
