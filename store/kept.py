@@ -12,7 +12,8 @@ Contracts:
   a keep that fails raises StoreIOError and the cut does not happen.
 - Bounded: the files in DIR together stay within ``max_bytes``; the oldest go first (and
   each removal is said). A cut larger than the bound keeps its first entries up to it, and
-  says how many it could not keep.
+  says how many it could not keep; so does one whose entries stop being readable (damage:
+  the cut that removes it must not be refused for it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 import time
 from typing import Callable, Iterator
 
-from .errors import StoreCorruptError, StoreIOError
+from .errors import StoreCorruptError, StoreError, StoreIOError
 from .format import ENTRY_MAGICS, HEADER_SIZE, body_crc, chain_crc, crc_recorded, decode_header
 
 KEPT_RE = re.compile(r"^truncated-(\d+)-(\d+)-(\d{8}T\d{6}(?:\.\d+)?Z?|\d{14})(?:-\d+)?\.entries$")
@@ -96,16 +97,21 @@ class Keeper:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as exc:
             raise StoreIOError(f"--keep-truncated {self.directory}: {exc.strerror or exc}") from exc
-        chunks, size, upto = [], 0, first - 1
+        chunks, size, upto, why = [], 0, first - 1, "over --keep-truncated-bytes"
         for i in range(first, last + 1):
-            raw = store.get_bytes(i)
+            try:
+                raw = store.get_bytes(i)
+            except StoreIOError:
+                raise
+            except StoreError as exc:  # (damage: a cut must still be able to remove it)
+                why = f"unreadable from entry {i}: {exc}"
+                break
             if size + len(raw) > self.max_bytes:
                 break
             chunks.append(raw)
             size, upto = size + len(raw), i
         if upto < first:
-            self.say(f"truncation of entries {first}..{last}: entry {first} alone is larger than "
-                     f"--keep-truncated-bytes {self.max_bytes}; nothing kept",
+            self.say(f"truncation of entries {first}..{last}: nothing kept ({why})",
                      {"event": "keep_truncated", "from_index": first, "to_index": last, "kept": 0})
             return None
         self._make_room(size)
@@ -116,7 +122,7 @@ class Keeper:
             n += 1
             path = os.path.join(self.directory, kept_name(first, upto, when)[:-len(".entries")] + f"-{n}.entries")
         write_kept(path, chunks)
-        short = f"; entries {upto + 1}..{last} not kept (over --keep-truncated-bytes)" if upto < last else ""
+        short = f"; entries {upto + 1}..{last} not kept ({why})" if upto < last else ""
         self.say(f"kept the entries about to be cut, {first}..{upto} ({size} bytes), in {path}{short}",
                  {"event": "keep_truncated", "from_index": first, "to_index": upto, "file": path, "bytes": size})
         return path

@@ -68,6 +68,31 @@ def test_reset_keeps_the_whole_log_and_a_failed_keep_cuts_nothing(tmp_path):
     assert [h.index for _o, h, _b in iter_kept(path)] == list(range(10))
 
 
+def test_a_damaged_entry_is_not_kept_but_does_not_stop_the_cut(tmp_path):
+    from store.errors import StoreCorruptError
+
+    class Damaged(MemoryStore):
+        def get_bytes(self, index):
+            if index == 6:
+                raise StoreCorruptError("entry 6: bad header")
+            return super().get_bytes(index)
+
+    lines, say = _said()
+    s = Damaged(data_file_size=1 << 12)
+    s.append_leader([b"z" * 20 for _ in range(10)], 1)
+    s.keeper = Keeper(str(tmp_path / "keep"), say=say)
+    assert s.truncate(4) == 6 and s.end_index == 3
+    (path, _), = kept_files(str(tmp_path / "keep"))
+    assert [h.index for _o, h, _b in iter_kept(path)] == [4, 5]
+    assert "entries 6..9 not kept (unreadable from entry 6: entry 6: bad header)" in lines[-1][0]
+    s.truncate(2)  # (entry 6 is gone now: 2..3 kept)
+    s2 = Damaged(data_file_size=1 << 12)
+    s2.append_leader([b"z" * 20 for _ in range(10)], 1)
+    s2.keeper = Keeper(str(tmp_path / "keep2"), say=say)
+    assert s2.truncate(6) == 4
+    assert "nothing kept (unreadable from entry 6" in lines[-1][0]
+
+
 def test_the_bound_drops_the_oldest_files_and_says_so(tmp_path):
     lines, say = _said()
     clock = iter(range(1000, 2000))
