@@ -28,6 +28,7 @@ from .format import ENTRY_MAGICS, HEADER_SIZE, body_crc, chain_crc, crc_recorded
 
 KEPT_RE = re.compile(r"^truncated-(\d+)-(\d+)-(\d{8}T\d{6}(?:\.\d+)?Z?|\d{14})(?:-\d+)?\.entries$")
 DEFAULT_KEEP_BYTES = 1 << 30
+KEPT_IN = "kept in "  # how a follower's answer to a repair names the file it kept (cluster/node)
 
 
 def kept_name(first: int, last: int, when: float) -> str:
@@ -89,6 +90,7 @@ class Keeper:
         self.max_bytes = max_bytes
         self.say = say or (lambda text, fields: None)
         self.clock = clock
+        self.last: str | None = None  # the file written last
 
     def __call__(self, store, first: int, last: int) -> str | None:
         """Write entries ``first..last`` of ``store`` to a new file; its path (None when the
@@ -122,6 +124,7 @@ class Keeper:
             n += 1
             path = os.path.join(self.directory, kept_name(first, upto, when)[:-len(".entries")] + f"-{n}.entries")
         write_kept(path, chunks)
+        self.last = path
         short = f"; entries {upto + 1}..{last} not kept ({why})" if upto < last else ""
         self.say(f"kept the entries about to be cut, {first}..{upto} ({size} bytes), in {path}{short}",
                  {"event": "keep_truncated", "from_index": first, "to_index": upto, "file": path, "bytes": size})
@@ -196,4 +199,4 @@ def kept_rows(path: str, *, lo: int | None = None, hi: int | None = None, pos: i
                "magic": None, "size": None, "crc": None, "status": "damage", "note": str(exc)}
 
 
-__all__ = ["Keeper", "kept_name", "kept_files", "write_kept", "iter_kept", "kept_rows", "KEPT_RE"]
+__all__ = ["Keeper", "KEPT_IN", "kept_name", "kept_files", "write_kept", "iter_kept", "kept_rows", "KEPT_RE"]

@@ -251,6 +251,7 @@ def test_peer_compare_repair_on_a_keeping_follower_keeps_what_it_cuts(group, tmp
     fix = peer(base, "compare", "--peer", follower, "--deep", "--format", "json")
     assert fix.returncode == 0, fix.stderr
     (path, _), = kept_files(keep)
+    assert json.loads(fix.stdout)["kept"] == path  # (the follower's answer names it)
     assert os.path.basename(path).startswith(f"truncated-7-{end}-")
     with open(path, "rb") as fh:
         assert fh.read() == b"".join(cut)

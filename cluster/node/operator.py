@@ -9,6 +9,7 @@ COMPARE.
 from __future__ import annotations
 
 from store.errors import StoreError
+from store.kept import KEPT_IN
 
 from ..net.frames import BadMessage, Frame, ProtocolError, json_object
 from ..net.transport import TransportError
@@ -76,6 +77,7 @@ class OperatorRequests:
                     if isinstance(repaired, Frame):
                         return repaired
                     out["dropped"], out["repaired"] = repaired.dropped, True
+                    out.update(_kept(repaired))
                 self.core.compare_peer(peer, result.match_index, "an operator asked for a compare", self.now())
                 self._process()
             return response_frame(out, f.opaque, f.code)
@@ -101,8 +103,8 @@ class OperatorRequests:
         self._process()
         return response_frame({"code": int(Code.SUCCESS), "peer": peer, "from_index": from_index,
                                "dropped": repaired.dropped, "follower_end": repaired.end_index,
-                               "follower_committed": repaired.committed_index, "committed_index": committed},
-                              f.opaque, f.code)
+                               "follower_committed": repaired.committed_index, "committed_index": committed,
+                               **_kept(repaired)}, f.opaque, f.code)
 
     async def _repair(self, f: Frame, peer: str, from_index: int, term: int, why: str):
         """Pause replication to ``peer``, have it drop entries from ``from_index``: the
@@ -121,3 +123,8 @@ class OperatorRequests:
             self._process()
             return self._refusal(f, resp.code, f"{peer} refused the truncation: {resp.remark}")
         return resp
+
+
+def _kept(resp) -> dict:
+    """``kept``: the file a follower started with --keep-truncated wrote the cut entries to."""
+    return {"kept": resp.remark[len(KEPT_IN):]} if resp.remark.startswith(KEPT_IN) else {}

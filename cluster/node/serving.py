@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import logging
 import os
 import time
 
 from store.base import appended_rows
 from store.errors import StoreError
+from store.kept import KEPT_IN
 from store.packed import PackedBodies
 
 from ..net import dialect, getraw
@@ -67,7 +69,7 @@ from ..net.wire import (
     response_frame,
 )
 from ..raft.proposal import Proposal
-from ..raft.rpc import Code, HeartBeatResponse, LeadershipTransferRequest, VoteResponse, VoteResult
+from ..raft.rpc import Code, HeartBeatResponse, LeadershipTransferRequest, RepairResponse, VoteResponse, VoteResult
 from ..raft.statemachine import KeyValue, StateMachineError
 from .reads import LINEARIZABLE, SERIALIZABLE, consistency_of
 
@@ -174,7 +176,11 @@ class Serving:
                 return denied
         started = time.perf_counter() if f.code == INSTALL_SNAPSHOT else 0.0  # (timed: installs only)
         # (a Java member is learnt from its request only once the core has taken it)
+        keeper = self.store.keeper  # (--keep-truncated: a repair's answer names the file it kept)
+        kept = keeper.last if keeper is not None else None
         resp = self.core.handle(req, self.now(), java=f.language == "JAVA")
+        if type(resp) is RepairResponse and keeper is not None and keeper.last != kept and resp.dropped:
+            resp = dataclasses.replace(resp, remark=f"{KEPT_IN}{keeper.last}")
         if f.code == PUSH and resp.code == Code.SUCCESS and req.count:
             self.counts.received_entries += req.count
             self.counts.received_bytes += len(req.entries)
