@@ -47,6 +47,7 @@ from ..raft.rpc import Code, PushRequest, split_entries
 from ..raft.statemachine import Applier, StateMachineError
 from ..raft.statemachine import load as load_state_machine
 from .background import BackgroundSync
+from .host import allow_descriptors, disk_usage, version
 from .metrics import Counts, MetricsServer
 from .operator import OperatorRequests
 from .reads import ReadServing
@@ -57,35 +58,11 @@ from .terms import FileTermStore
 log = logging.getLogger("dledgerctl.node")
 
 
-@functools.cache
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("dledgerctl")
-    except Exception:  # noqa: BLE001 - run from a checkout that was never installed
-        return "unknown"
-
-
 TICK_MS = 5
 
 
 def node_dir(cfg: NodeConfig) -> str:
     return os.path.join(cfg.store_base_dir, f"dledger-{cfg.self_id}")
-
-
-def _allow_descriptors(want: int) -> None:
-    """Raise the soft limit on open files towards ``want`` (within the hard limit): with the
-    common soft limit of 1024, accepting connections would fail before --max-connections."""
-    try:
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != resource.RLIM_INFINITY and soft < want:
-            new = want if hard == resource.RLIM_INFINITY else min(want, hard)
-            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-            if new < want:
-                log.warning("open files limited to %d (hard limit): --max-connections may not be reached", new)
-    except (ImportError, ValueError, OSError) as exc:
-        log.warning("cannot raise the open files limit: %s", exc)
 
 
 def _unlink_logged(paths: list[str]) -> None:
@@ -210,7 +187,7 @@ class Node(Serving, ReadServing, OperatorRequests):
         NodeFailure (after a clean shutdown) when a task of the node failed (supervisor.py)."""
         self.loop = asyncio.get_running_loop()
         # connections, as many again in TLS handshakes, the store's files and some room
-        _allow_descriptors(2 * self.cfg.max_connections + 256)
+        allow_descriptors(2 * self.cfg.max_connections + 256)
         default_handler = self.loop.get_exception_handler()
 
         def quiet_refusals(loop, context) -> None:  # a connection refused by the limits is not an error
@@ -567,7 +544,7 @@ class Node(Serving, ReadServing, OperatorRequests):
         """What a metrics scrape reads of the live node (on the loop; cluster/node/metrics.py)."""
         core, s, now = self.core, self.store, self.now()
         m = core.members
-        out = {"version": _version(), "flush": self.cfg.flush, "role": str(core.member.role),
+        out = {"version": version(), "flush": self.cfg.flush, "role": str(core.member.role),
                "term": core.member.term, "members": {"voter": len(m.voters), "learner": len(m.learners)},
                "begin_index": s.begin_index, "end_index": s.end_index, "committed_index": s.committed_index,
                "pending_appends": len(core.pending), "peers": [], "dispatch_states": [str(x) for x in DispatchState],
@@ -590,14 +567,4 @@ class Node(Serving, ReadServing, OperatorRequests):
         return out
 
     def _disk_usage(self) -> float | None:
-        """The store's file system usage as a ratio, as ``df`` shows it: used / (used +
-        available to us). DLedger (DLedgerUtils.getDiskPartitionSpaceUsedPercent) divides by
-        the whole size, which on a file system with reserved or quota'd space says there is
-        room where writes already fail. None when it cannot be read."""
-        try:
-            st = os.statvfs(self.store.layout.data_dir)
-        except OSError:
-            return None
-        used = (st.f_blocks - st.f_bfree) * st.f_frsize
-        room = used + st.f_bavail * st.f_frsize
-        return None if room <= 0 else used / room
+        return disk_usage(self.store.layout.data_dir)
