@@ -1,9 +1,12 @@
 """What ``mq topics`` counts and what ``mq check`` finds, over a broker's store.
 
-One walk of the log (scan.py) collects, per message, the columns both need (numpy arrays,
-a few dozen bytes a message whatever its size); the consume queues are then checked
-against them all at once: each unit's commit-log offset is looked up among the messages'
-(``searchsorted``), and topic, queue, queue offset, size and tag code compared.
+One walk of the log (scan.py), a batch of messages at a time, reads the columns both need
+(stream.py); each consume-queue unit's commit-log offset is looked up among the batch's
+messages (a merge: both are in commit-log order), and topic, queue, queue offset, size and
+tag code compared. Memory is bounded by the topics and queues, not the messages. Where data
+files overlap or a queue's units go back, the merge does not hold: then the columns of every
+message are collected (``check_whole``, ``topic_rows_whole``) and the units looked up among
+them all (``searchsorted``).
 
 Findings (``mq check``), one row each with the file and the byte offset in it:
 
@@ -44,23 +47,25 @@ import numpy as np
 
 from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..inspect import Selection
-from .columns import SLOW, _columns, delay_level, message_columns
-from .consumequeue import UNIT_NATIVE, Queue, expected_file, file_size, find_queues, offsets, read_units
-from . import commitlog
+from .columns import _columns
+from .consumequeue import UNIT_NATIVE, Queue, file_size, find_queues, read_units
 from .layout import BrokerStore
-from .message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    SCHEDULE_TOPIC,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    tags_code,
+from .stream import (  # noqa: F401 (DELAY_LEVELS_MS: where it was)
+    DELAY_LEVELS_MS,
+    ELSEWHERE,
+    MISMATCH,
+    PAST_LOG,
+    Unbounded,
+    _finding,
+    _key,
+    bounded_check,
+    bounded_topics,
+    missing,
+    mismatch,
+    tags_ok as _tags_ok,
+    unit_finding as _unit_finding,
+    walk,
 )
-from .scan import entry_item, batches
-
-# ScheduleMessageService's default levels (MessageStoreConfig.messageDelayLevel), in ms
-DELAY_LEVELS_MS = [s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800,
-                                      3600, 7200)]
-_DISPATCHED_NOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _COLUMNS = {"index": np.int64, "phy": np.int64, "size": np.int64, "topic": np.int32, "queue_id": np.int32,
             "queue_offset": np.int64, "store_ts": np.int64, "dispatched": np.bool_, "tags": np.int64,
             "delay": np.bool_, "fstart": np.int64}
@@ -76,8 +81,6 @@ class Columns:
     first_pos: int = -1  # the first entry's pos
     end_pos: int = -1  # just past the last entry
     files: set = field(default_factory=set)  # the first offsets of the data files read
-    log_dir: str = "data"  # where they are (a master-slave store's: commitlog)
-    shift: int = 0  # added to an entry's offset in its file for the byte a finding names
     _arrays: dict | None = None
 
     def add(self, **cols) -> None:
@@ -96,6 +99,9 @@ class Columns:
         self._arrays = {k: v[rows] for k, v in self.arrays().items()}
         self.parts = {k: [v] for k, v in self._arrays.items()}
 
+    def topic_id(self, name: str) -> int:
+        return self.topics.setdefault(name, len(self.topics))
+
     def topic_names(self) -> list[str]:
         names = [""] * len(self.topics)
         for t, i in self.topics.items():
@@ -113,54 +119,9 @@ def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, 
     ``mq check`` finds in the log itself. Messages are read by the columns' fast path
     (columns.py); the few it leaves (and those found wrong, for the details) by message.decode."""
     c = Columns()
-    schedule = np.zeros(0, bool)
-    walk = commitlog.batches(broker.node_dir) if broker.commit_log else \
-        batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size)
-    for b in walk:
-        c.files.add(b.start)
-        c.log_dir, c.shift = b.file.split("/")[0], b.shift
-        if b.damage:
-            if findings is not None:
-                findings.append(_finding("damage", b.file, b.at - b.start + b.shift, None, detail=b.damage))
-            continue
-        if progress is not None:
-            progress(int(b.size.sum()))
-        c.entries += len(b)
-        if c.first_pos < 0:
-            c.first_pos = int(b.pos[0])
-        c.end_pos = max(c.end_pos, int(b.pos[-1] + b.size[-1]))  # (files that overlap go back)
-        normal = np.flatnonzero(b.magic == MAGIC_NORMAL)
-        if not len(normal):
-            continue
-        pos, index = b.pos[normal], b.index[normal]
-        mc = message_columns(b.buf, pos - b.start + HEADER_SIZE, b.bsize[normal], findings is not None)
-        ids = np.array([c.topics.setdefault(t.decode("utf-8"), len(c.topics)) for t in mc.topics] or [0], np.int32)
-        topic = ids[mc.topic]
-        keep = np.ones(len(normal), bool)
-        for k in np.flatnonzero(mc.status == SLOW):  # message.decode says what it is
-            it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
-            if it.message is None:
-                keep[k] = False
-                if findings is not None:
-                    findings.append(_finding("not-a-message", b.file, int(pos[k]) - b.start + b.shift, it.index,
-                                             detail=it.note))
-                continue
-            _fill(mc, k, it.message, b.buf, findings is not None)
-            topic[k] = c.topics.setdefault(it.message.topic, len(c.topics))
-        if not keep.any():  # (then no topic may be known yet to index by)
-            continue
-        if len(schedule) < len(c.topics):
-            schedule = np.array([t == SCHEDULE_TOPIC for t in c.topic_names()], bool)
-        delay = schedule[topic] & (mc.delay > 0)
-        tags = np.where(delay, mc.store_ts + _delay_ms(mc.delay), mc.tags)
-        # (a negative QUEUEID is damage, not a queue: a broker picks a queue for one, SendMessageProcessor)
-        dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT) & (mc.queue_id >= 0)
-        cols = dict(index=index, phy=pos + HEADER_SIZE, size=mc.size, topic=topic, queue_id=mc.queue_id,
-                    queue_offset=mc.queue_offset, store_ts=mc.store_ts, dispatched=dispatched, tags=tags, delay=delay,
-                    fstart=np.full(len(normal), b.start, np.int64))
-        c.add(**(cols if keep.all() else {k: v[keep] for k, v in cols.items()}))
-        if findings is not None:
-            _log_findings(b, normal, mc, keep, topic, c, findings)
+    for _b, cols in walk(broker, findings, c, data_file_size=data_file_size, index_file_size=index_file_size,
+                         progress=progress):
+        c.add(**cols)
     _overlapped(c, findings)
     if findings is not None:
         _queue_offset_order(c, findings)
@@ -194,47 +155,6 @@ def _overlapped(c: Columns, findings: list | None) -> None:
     c.keep(~over)
 
 
-def _log_findings(b, normal, mc, keep, topic, c: Columns, findings: list) -> None:
-    """A batch's messages whose body or PHYSICALOFFSET is wrong."""
-    pos, index = b.pos[normal], b.index[normal]
-    for k in np.flatnonzero(keep & ~mc.crc_ok):
-        it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
-        m = it.message
-        actual = crc32(b.buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF
-        findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start + b.shift, it.index, m,
-                                 detail=f"BODYCRC {m.body_crc}, the body's crc32 is {actual}"))
-    names = c.topic_names()
-    for k in np.flatnonzero(keep & (mc.queue_id < 0)):
-        findings.append(_finding("queue-id", b.file, int(pos[k]) - b.start + b.shift, int(index[k]),
-                                 topic=names[topic[k]],
-                                 queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
-                                 detail=f"QUEUEID {int(mc.queue_id[k])} is negative: a broker never stores one (it "
-                                        "picks a queue for a negative id), so no queue holds this message"))
-    for k in np.flatnonzero(keep & (mc.phy != pos + HEADER_SIZE)):
-        findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start + b.shift, int(index[k]),
-                                 topic=names[topic[k]],
-                                 queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
-                                 detail=f"PHYSICALOFFSET {int(mc.phy[k])}, the entry's pos + 48 is "
-                                        f"{int(pos[k]) + HEADER_SIZE}"))
-
-
-def _fill(mc, k: int, m, buf, crc: bool) -> None:
-    """Row ``k`` of ``mc`` from a message that message.decode read."""
-    mc.size[k], mc.queue_id[k], mc.queue_offset[k], mc.phy[k] = m.size, m.queue_id, m.queue_offset, m.phy_offset
-    mc.sys_flag[k], mc.store_ts[k], mc.tags[k] = m.sys_flag, m.store_timestamp, tags_code(m.tags)
-    level = m.properties.get(PROPERTY_DELAY_TIME_LEVEL)
-    mc.delay[k] = delay_level(level.encode("utf-8")) if level is not None else -1
-    if crc:
-        mc.crc_ok[k] = crc32(buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF == m.body_crc
-
-
-def _delay_ms(levels: np.ndarray) -> np.ndarray:
-    """ScheduleMessageService.computeDeliverTimestamp's delay of each level (the default
-    levels; a level past the last is the last)."""
-    table = np.array([0] + DELAY_LEVELS_MS, np.int64)
-    return table[np.clip(levels, 0, len(DELAY_LEVELS_MS))]
-
-
 def _queue_offset_order(c: Columns, findings: list) -> None:
     """A dispatched message whose queue offset does not follow the one before it in its queue."""
     a = c.arrays()
@@ -249,18 +169,10 @@ def _queue_offset_order(c: Columns, findings: list) -> None:
     for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
         i = int(order[j])
         fstart = int(a["fstart"][i])  # (the file it was read from: files may overlap)
-        file, off = f"{c.log_dir}/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart + c.shift
+        file, off = f"data/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart
         findings.append(_finding("queue-offset", file, off, int(a["index"][i]), topic=names[a["topic"][i]],
                                  queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
                                  detail=f"queue offset {int(q[j])} follows {int(q[j - 1])} in its queue"))
-
-
-def _finding(kind: str, file: str, offset: int, index: int | None, m=None, *, topic=None, queue_id=None,
-             queue_offset=None, detail: str = "") -> dict:
-    if m is not None:
-        topic, queue_id, queue_offset = m.topic, m.queue_id, m.queue_offset
-    return {"finding": kind, "file": file, "offset": offset, "index": index, "topic": topic, "queue_id": queue_id,
-            "queue_offset": queue_offset, "detail": detail}
 
 
 def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
@@ -299,13 +211,8 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
             elif code == ELSEWHERE:
                 findings.append(_unit_finding("cq-elsewhere", q, qoff, unit, f"points at {p}, where no message starts"))
             else:
-                differ = [f"its topic is {names[a['topic'][i]]}" if a["topic"][i] != tid else "",
-                          f"its queue is {a['queue_id'][i]}" if a["queue_id"][i] != q.queue_id else "",
-                          f"its queue offset is {a['queue_offset'][i]}" if a["queue_offset"][i] != qoff else "",
-                          f"its size is {a['size'][i]}" if a["size"][i] != unit["size"] else "",
-                          f"its tag code is {a['tags'][i]}" if not _tags_ok(a, i, int(unit["tags"])) else ""]
-                findings.append(_unit_finding("cq-mismatch", q, qoff, unit, f"points at entry {a['index'][i]}, but "
-                                              + ", ".join(d for d in differ if d)))
+                findings.append(_unit_finding("cq-mismatch", q, qoff, unit, mismatch(a, i, names, tid, q.queue_id,
+                                                                                      qoff, unit)))
     if by_phy is not None:  # back to log order; a unit points at every message read at its offset
         same = np.flatnonzero(np.r_[True, m["phy"][1:] != m["phy"][:-1]])
         covered = np.repeat(np.maximum.reduceat(covered, same), np.diff(np.r_[same, len(phy)]))
@@ -352,34 +259,12 @@ def _reput_from(c: Columns, queues: list[Queue]) -> int:
 
 
 def _missing(c: Columns, lost: np.ndarray, spans: dict, fsize: int, reput: int, findings: list) -> None:
-    """``cq-missing``: one finding per run of consecutive queue offsets of one queue whose
-    messages no unit points at, though they lie before where dispatch restarts."""
-    if not len(lost):
-        return
+    """``cq-missing`` findings of the messages ``lost`` (stream.missing)."""
     a = c.arrays()
-    names = c.topic_names()
-    key, qo = _key(a["topic"][lost], a["queue_id"][lost]), a["queue_offset"][lost]
-    order = np.lexsort((qo, key))
-    lost, key, qo = lost[order], key[order], qo[order]
-    starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (qo[1:] != qo[:-1] + 1)])
-    for lo, hi in zip(starts.tolist(), np.r_[starts[1:], len(lost)].tolist()):
-        i, k = int(lost[lo]), int(key[lo])
-        topic, qid, q = names[a["topic"][i]], int(a["queue_id"][i]), spans.get(k)
-        first, last = int(qo[lo]), int(qo[hi - 1])
-        path, off = expected_file(topic, qid, first, fsize)
-        holds = ("it has no consume queue" if q is None else "its consume queue holds no unit" if not q.segments
-                 else f"its units begin at queue offset {q.first}" if last < q.first
-                 else f"its units end at queue offset {q.end - 1}" if first >= q.end
-                 else "its files leave them out")
-        findings.append(_finding(
-            "cq-missing", path, off, int(a["index"][i]), topic=topic, queue_id=qid, queue_offset=first,
-            detail=f"{offsets(first, last)} ({hi - lo} message{'s' if hi - lo > 1 else ''}, "
-                   f"{offsets(int(a['index'][i]), int(a['index'][lost[hi - 1]]), 'entry', 'entries')}) "
-                   f"{'is' if hi - lo == 1 else 'are'} in no unit ({holds}): a broker "
-                   f"restarts dispatch at commit-log offset {reput}, past them, so consumers never get them"))
+    missing(a["topic"][lost], a["queue_id"][lost], a["queue_offset"][lost], a["index"][lost], c.topic_names(), spans,
+            fsize, reput, findings)
 
 
-PAST_LOG, ELSEWHERE, MISMATCH = 0, 1, 2  # what a unit that is a finding does (_match_units)
 
 
 def _match_units(a: dict, u: np.ndarray, first: int, tid: int, qid: int, first_phy: int, last_phy: int,
@@ -413,11 +298,6 @@ def _match_units(a: dict, u: np.ndarray, first: int, tid: int, qid: int, first_p
     return int(before.sum()), flagged
 
 
-def _tags_ok(a: dict, i: int, got: int) -> bool:
-    """Does a unit's tag code ``got`` fit message ``i`` (see _match_units)?"""
-    return bool(a["tags"][i] == got or (a["delay"][i] and got >= a["store_ts"][i]))
-
-
 def _small_key(topic: np.ndarray, queue_id: np.ndarray) -> np.ndarray:
     """One key per (topic, queue): int16 when the pairs fit (a stable sort of int16 is a
     radix sort, a few times faster than of int64), else :func:`_key`'s int64."""
@@ -428,19 +308,19 @@ def _small_key(topic: np.ndarray, queue_id: np.ndarray) -> np.ndarray:
     return _key(topic, queue_id)
 
 
-def _key(topic, queue_id):
-    """One int64 of a topic id and a queue id (arrays or ints)."""
-    return (np.asarray(topic, np.int64) << 32) | (np.asarray(queue_id, np.int64) & 0xFFFFFFFF)
-
-
-def _unit_finding(kind: str, q: Queue, qoff: int, unit, detail: str) -> dict:
-    path, off = q.file_of(qoff)
-    return _finding(kind, path, off, None, topic=q.topic, queue_id=q.queue_id, queue_offset=qoff,
-                    detail=f"unit ({int(unit['offset'])}, {int(unit['size'])}, {int(unit['tags'])}) {detail}")
-
-
 def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None) -> tuple[list, dict]:
-    """``mq check``: the findings, and a summary of what was read."""
+    """``mq check``: the findings, and a summary of what was read. In memory bounded by the
+    topics and queues (stream.py), unless data files overlap or a queue's units go back:
+    then the whole log is read into columns (:func:`check_whole`)."""
+    try:
+        return bounded_check(broker, _match_units, data_file_size=data_file_size, index_file_size=index_file_size,
+                             progress=progress)
+    except Unbounded:
+        return check_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
+
+
+def check_whole(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None) -> tuple[list, dict]:
+    """``mq check`` with every message's columns in memory at once."""
     findings: list[dict] = []
     c = collect(broker, findings, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
     summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": c.messages,
@@ -460,6 +340,18 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
 
 def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None,
                notes: list | None = None) -> list[dict]:
+    """``mq topics``: per topic and queue, what the log holds and what the consume queue
+    holds (stream.py: a batch at a time; :func:`topic_rows_whole` where data files overlap)."""
+    try:
+        return bounded_topics(broker, data_file_size=data_file_size, index_file_size=index_file_size,
+                              progress=progress, notes=notes)
+    except Unbounded:
+        return topic_rows_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size,
+                                progress=progress, notes=notes)
+
+
+def topic_rows_whole(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None,
+                     notes: list | None = None) -> list[dict]:
     """``mq topics``: per topic and queue, what the log holds and what the consume queue
     holds; a consume-queue file that is not read, or not as it should be, is a line of
     ``notes`` (``mq check`` says more)."""

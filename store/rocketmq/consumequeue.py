@@ -9,7 +9,8 @@ positive (``ConsumeQueue.recover``). A queue whose first unit was written at a q
 offset past 0 has the units before it filled with ``(0, Integer.MAX_VALUE, 0)``
 (``fillPreBlank``): those are not units of messages.
 
-Read-only; the units come back as one numpy array per queue, read straight from the files.
+Read-only: :func:`plan_units` finds where a queue's units are (one file in memory at a time),
+:func:`read_piece` reads them a chunk at a time; :func:`read_units` reads them all.
 """
 
 from __future__ import annotations
@@ -55,11 +56,14 @@ class Queue:
     segments: list[tuple[int, np.ndarray]] = field(default_factory=list)
     damaged: list[tuple[str, int, str]] = field(default_factory=list)  # (file, byte offset in it, what is wrong)
     utf8: bool = True  # the directory's name is UTF-8 (else no topic of a message can be its)
+    spans: list[tuple[int, int]] = field(default_factory=list)  # the segments as (first, count): plan_units
+    count: int = 0  # units in all segments
+    ascending: bool = True  # the units' commit-log offsets never go back
 
     @property
     def end(self) -> int:
         """The queue offset after the last unit (``first`` when there is none)."""
-        return self.segments[-1][0] + len(self.segments[-1][1]) if self.segments else self.first
+        return self.spans[-1][0] + self.spans[-1][1] if self.spans else self.first
 
     def file_of(self, queue_offset: int) -> tuple[str, int]:
         """The file that holds ``queue_offset``'s unit, and the unit's byte offset in it."""
@@ -164,14 +168,26 @@ def _written(path: str) -> tuple[bytes, int]:
     return b"".join(parts), size
 
 
-def read_units(q: Queue, fsize: int | None = None) -> Queue:
-    """Fill ``q.first``, ``q.units``, ``q.segments`` and ``q.blanks`` from its files (as
-    RocketMQ's recovery reads them: up to the first unit that is not written), and
-    ``q.damaged`` with each file that is missing between two others, of another size than
-    ``fsize`` (the store's queue files', :func:`file_size`), overlapping the next, or
-    unreadable. The files after such a one are read on (their names say their offsets)."""
+class Piece(NamedTuple):
+    """Units of one file to read: ``count`` from byte ``byte`` of ``path``, the first at queue offset ``at``."""
+
+    at: int
+    path: str
+    byte: int
+    count: int
+
+
+def plan_units(q: Queue, fsize: int | None = None) -> list[Piece]:
+    """Where ``q``'s units are (as RocketMQ's recovery reads them: up to the first unit that
+    is not written), without keeping them: fills ``q.first``, ``q.blanks``, ``q.spans`` (runs
+    of units at consecutive queue offsets: (first, count)), ``q.count``, ``q.ascending``
+    (whether the units' commit-log offsets never go back) and ``q.damaged`` with each file
+    that is missing between two others, of another size than ``fsize`` (the store's queue
+    files', :func:`file_size`), overlapping the next, or unreadable. The files after such a
+    one are read on (their names say their offsets). One file's units are in memory at a time."""
     fsize = fsize or file_size([q])
-    parts, first, blanks, expect = [], -1, 0, None
+    pieces, first, blanks, expect, last = [], -1, 0, None, None
+    ascending = True
     files = []
     for f in q.files:
         if f.start % CQ_STORE_UNIT_SIZE:
@@ -211,7 +227,7 @@ def read_units(q: Queue, fsize: int | None = None) -> Queue:
         written = (units["offset"] >= 0) & (units["size"] > 0)
         stop = int(np.argmin(written)) if not written.all() else len(units)
         units = units[:stop]
-        at = start // CQ_STORE_UNIT_SIZE
+        at, lead = start // CQ_STORE_UNIT_SIZE, 0
         if first < 0:  # fillPreBlank units lead the queue's first file
             filler = (units["offset"] == 0) & (units["size"] == BLANK_SIZE) & (units["tags"] == 0)
             lead = int(np.argmin(filler)) if not filler.all() else len(units)
@@ -221,24 +237,53 @@ def read_units(q: Queue, fsize: int | None = None) -> Queue:
             if len(units):
                 first = at
         if len(units):
-            parts.append((at, units))
-        if stop < len(written) or len(data) < min(size, limit):  # the queue ends in this file
+            offs = units["offset"]
+            ascending = ascending and (last is None or int(offs[0]) >= last) and bool((offs[1:] >= offs[:-1]).all())
+            last = int(offs[-1])
+            pieces.append(Piece(at, path, lead * CQ_STORE_UNIT_SIZE, len(units)))
+        dlen = len(data)
+        del data, units
+        if stop < len(written) or dlen < min(size, limit):  # the queue ends in this file
             break
         expect = start + max(fsize, min(size, limit))
-    runs: list[list] = []  # [first, end, parts] at consecutive offsets, each concatenated once
-    for at, units in parts:
-        if runs and runs[-1][1] == at:
-            runs[-1][1] += len(units)
-            runs[-1][2].append(units)
+    spans: list[list] = []  # [first, end] of runs at consecutive offsets
+    for p in pieces:
+        if spans and spans[-1][1] == p.at:
+            spans[-1][1] += p.count
         else:
-            runs.append([at, at + len(units), [units]])
-    q.segments = [(at, np.concatenate(us, dtype=UNIT_NATIVE)) for at, _end, us in runs]
-    q.first = first if parts else (q.files[0].start // CQ_STORE_UNIT_SIZE + blanks if q.files else 0)
-    q.units = np.concatenate([u for _a, u in q.segments], dtype=UNIT_NATIVE) if parts else np.empty(0, UNIT_NATIVE)
+            spans.append([p.at, p.at + p.count])
+    q.spans = [(a, e - a) for a, e in spans]
+    q.count = sum(p.count for p in pieces)
+    q.first = first if pieces else (q.files[0].start // CQ_STORE_UNIT_SIZE + blanks if q.files else 0)
     q.blanks = blanks
+    q.ascending = ascending
+    return pieces
+
+
+def read_piece(p: Piece, skip: int = 0, count: int | None = None) -> np.ndarray:
+    """Units ``skip`` to ``skip + count`` of a piece (UNIT_NATIVE; fewer should the file have shrunk)."""
+    count = p.count - skip if count is None else count
+    fd = os.open(p.path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        data = os.pread(fd, count * CQ_STORE_UNIT_SIZE, p.byte + skip * CQ_STORE_UNIT_SIZE)
+    finally:
+        os.close(fd)
+    return np.frombuffer(data, UNIT, count=len(data) // CQ_STORE_UNIT_SIZE).astype(UNIT_NATIVE)
+
+
+def read_units(q: Queue, fsize: int | None = None) -> Queue:
+    """:func:`plan_units`, and ``q.units`` and ``q.segments`` (the spans' units) read into memory."""
+    pieces = plan_units(q, fsize)
+    segments: list[tuple[int, list]] = []
+    for p in pieces:
+        u = read_piece(p)
+        if segments and segments[-1][0] + sum(len(x) for x in segments[-1][1]) == p.at:
+            segments[-1][1].append(u)
+        else:
+            segments.append((p.at, [u]))
+    q.segments = [(at, np.concatenate(us, dtype=UNIT_NATIVE)) for at, us in segments]
+    q.units = np.concatenate([u for _a, u in q.segments], dtype=UNIT_NATIVE) if pieces else np.empty(0, UNIT_NATIVE)
     return q
-
-
 def offsets(lo: int, hi: int, word: str = "queue offset", words: str = "queue offsets") -> str:
     """'queue offset 3', 'queue offsets 2-3'."""
     return f"{word} {lo}" if lo == hi else f"{words} {lo}-{hi}"

@@ -1,0 +1,572 @@
+"""``mq check`` and ``mq topics`` in bounded memory: one walk of the log, a batch at a time.
+
+What a batch of messages needs is read into columns (:func:`walk`, shared with check.py's
+whole-log path), used, and dropped. Per topic and queue only a few counters are kept (the
+rows of ``mq topics``; the last queue offset seen, for ``queue-offset``), and per consume
+queue a cursor into its files (:class:`Cursor`, a chunk of units at a time). Units and
+messages are both in commit-log order, so matching them is a merge: before a batch is
+judged, every queue gives up its units up to the batch's last message (a unit points at a
+message of this batch, at none, or before the log), then the batch's messages that no unit
+pointed at are holes or missing.
+
+Invariants that make the merge exact (else :class:`Unbounded` is raised, and check.py reads
+the whole log as it did before):
+
+- the messages' commit-log offsets only go up (data files do not overlap);
+- each queue's units' offsets never go back (``Queue.ascending``).
+
+What still grows with the store: the findings, and the messages no unit points at (those
+below where a broker restarts dispatch are ``cq-missing`` runs, the others are counted) --
+none on a store whose queues are dispatched.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
+from ..inspect import Selection
+from .columns import SLOW, delay_level, message_columns
+from .consumequeue import UNIT_NATIVE, Piece, expected_file, offsets, file_size, find_queues, plan_units, read_piece
+from .message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    SCHEDULE_TOPIC,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    tags_code,
+)
+from .scan import Batch, batches, entry_item
+
+BATCH = 1 << 16  # messages read into columns at a time
+CHUNK = 1 << 12  # units of a queue read at a time
+# ScheduleMessageService's default levels (MessageStoreConfig.messageDelayLevel), in ms
+DELAY_LEVELS_MS = [s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800,
+                                      3600, 7200)]
+_DISPATCHED_NOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+PAST_LOG, ELSEWHERE, MISMATCH = 0, 1, 2  # what a unit that is a finding does (check._match_units)
+
+
+class Unbounded(Exception):
+    """The store breaks an invariant of the merge: read the whole log instead."""
+
+
+class Log:
+    """What the walk learns of the log as a whole."""
+
+    def __init__(self):
+        self.topics: dict[str, int] = {}  # topic -> id
+        self.names: list[str] = []  # id -> topic
+        self.entries = 0
+        self.messages = 0
+        self.first_pos = -1
+        self.end_pos = -1
+        self.files: set = set()
+
+    def topic_id(self, name: str) -> int:
+        tid = self.topics.get(name)
+        if tid is None:
+            tid = self.topics[name] = len(self.topics)
+            self.names.append(name)
+        return tid
+
+    def topic_names(self) -> list[str]:
+        return self.names
+
+
+def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_size=None, progress=None):
+    """The log's messages, ``BATCH`` at a time: (batch, columns of its messages), in log
+    order, with (``findings`` a list) what ``mq check`` finds in the log itself. ``c`` (a
+    :class:`Log`, or check.py's Columns) learns the topics, entries and extent."""
+    schedule = np.zeros(0, bool)
+    for whole in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+        c.files.add(whole.start)
+        if whole.damage:
+            if findings is not None:
+                findings.append(_finding("damage", whole.file, whole.at - whole.start, None, detail=whole.damage))
+            continue
+        if progress is not None:
+            progress(int(whole.size.sum()))
+        for s in range(0, len(whole), BATCH):
+            b = whole if len(whole) <= BATCH else _slice(whole, s, s + BATCH)
+            c.entries += len(b)
+            if c.first_pos < 0:
+                c.first_pos = int(b.pos[0])
+            c.end_pos = max(c.end_pos, int(b.pos[-1] + b.size[-1]))  # (files that overlap go back)
+            normal = np.flatnonzero(b.magic == MAGIC_NORMAL)
+            if not len(normal):
+                continue
+            pos, index = b.pos[normal], b.index[normal]
+            mc = message_columns(b.buf, pos - b.start + HEADER_SIZE, b.bsize[normal], findings is not None)
+            ids = np.array([c.topic_id(t.decode("utf-8")) for t in mc.topics] or [0], np.int32)
+            topic = ids[mc.topic]
+            keep = np.ones(len(normal), bool)
+            for k in np.flatnonzero(mc.status == SLOW):  # message.decode says what it is
+                it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]),
+                                int(b.bsize[normal[k]]))
+                if it.message is None:
+                    keep[k] = False
+                    if findings is not None:
+                        findings.append(_finding("not-a-message", b.file, int(pos[k]) - b.start, it.index,
+                                                 detail=it.note))
+                    continue
+                _fill(mc, k, it.message, b.buf, findings is not None)
+                topic[k] = c.topic_id(it.message.topic)
+            if not keep.any():  # (then no topic may be known yet to index by)
+                continue
+            if len(schedule) < len(c.topics):
+                schedule = np.array([t == SCHEDULE_TOPIC for t in c.topic_names()], bool)
+            delay = schedule[topic] & (mc.delay > 0)
+            tags = np.where(delay, mc.store_ts + _delay_ms(mc.delay), mc.tags)
+            # (a negative QUEUEID is damage, not a queue: a broker picks a queue for one, SendMessageProcessor)
+            dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT) & (mc.queue_id >= 0)
+            cols = dict(index=index, phy=pos + HEADER_SIZE, size=mc.size, topic=topic, queue_id=mc.queue_id,
+                        queue_offset=mc.queue_offset, store_ts=mc.store_ts, dispatched=dispatched, tags=tags,
+                        delay=delay, fstart=np.full(len(normal), b.start, np.int64))
+            if not keep.all():
+                cols = {k: v[keep] for k, v in cols.items()}
+            if findings is not None:
+                _log_findings(b, normal, mc, keep, topic, c, findings)
+            yield b, cols
+
+
+def _slice(b: Batch, lo: int, hi: int) -> Batch:
+    return Batch(b.file, b.start, b.buf, b.magic[lo:hi], b.size[lo:hi], b.index[lo:hi], b.term[lo:hi], b.pos[lo:hi],
+                 b.bsize[lo:hi])
+
+
+def _log_findings(b, normal, mc, keep, topic, c, findings: list) -> None:
+    """A batch's messages whose body or PHYSICALOFFSET is wrong."""
+    pos, index = b.pos[normal], b.index[normal]
+    for k in np.flatnonzero(keep & ~mc.crc_ok):
+        it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
+        m = it.message
+        actual = crc32(b.buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF
+        findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start, it.index, m,
+                                 detail=f"BODYCRC {m.body_crc}, the body's crc32 is {actual}"))
+    names = c.topic_names()
+    for k in np.flatnonzero(keep & (mc.queue_id < 0)):
+        findings.append(_finding("queue-id", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
+                                 queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
+                                 detail=f"QUEUEID {int(mc.queue_id[k])} is negative: a broker never stores one (it "
+                                        "picks a queue for a negative id), so no queue holds this message"))
+    for k in np.flatnonzero(keep & (mc.phy != pos + HEADER_SIZE)):
+        findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
+                                 queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
+                                 detail=f"PHYSICALOFFSET {int(mc.phy[k])}, the entry's pos + 48 is "
+                                        f"{int(pos[k]) + HEADER_SIZE}"))
+
+
+def _fill(mc, k: int, m, buf, crc: bool) -> None:
+    """Row ``k`` of ``mc`` from a message that message.decode read."""
+    mc.size[k], mc.queue_id[k], mc.queue_offset[k], mc.phy[k] = m.size, m.queue_id, m.queue_offset, m.phy_offset
+    mc.sys_flag[k], mc.store_ts[k], mc.tags[k] = m.sys_flag, m.store_timestamp, tags_code(m.tags)
+    level = m.properties.get(PROPERTY_DELAY_TIME_LEVEL)
+    mc.delay[k] = delay_level(level.encode("utf-8")) if level is not None else -1
+    if crc:
+        mc.crc_ok[k] = crc32(buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF == m.body_crc
+
+
+def _delay_ms(levels: np.ndarray) -> np.ndarray:
+    """ScheduleMessageService.computeDeliverTimestamp's delay of each level (the default
+    levels; a level past the last is the last)."""
+    table = np.array([0] + DELAY_LEVELS_MS, np.int64)
+    return table[np.clip(levels, 0, len(DELAY_LEVELS_MS))]
+
+
+def _finding(kind: str, file: str, offset: int, index: int | None, m=None, *, topic=None, queue_id=None,
+             queue_offset=None, detail: str = "") -> dict:
+    if m is not None:
+        topic, queue_id, queue_offset = m.topic, m.queue_id, m.queue_offset
+    return {"finding": kind, "file": file, "offset": offset, "index": index, "topic": topic, "queue_id": queue_id,
+            "queue_offset": queue_offset, "detail": detail}
+
+
+def _key(topic, queue_id):
+    """One int64 of a topic id and a queue id (arrays or ints)."""
+    return (np.asarray(topic, np.int64) << 32) | (np.asarray(queue_id, np.int64) & 0xFFFFFFFF)
+
+
+def _overlaps(c, file_ends: dict) -> bool:
+    """Does a data file hold messages past where the next file read begins (check._overlapped)?"""
+    starts = sorted(c.files)
+    nxt = {s: starts[i + 1] for i, s in enumerate(starts[:-1])}
+    return any(s in nxt and end > nxt[s] for s, end in file_ends.items())
+
+
+class Cursor:
+    """One queue's units in order, ``CHUNK`` at a time."""
+
+    def __init__(self, pieces: list[Piece]):
+        self.pieces = list(reversed(pieces))
+        self.buf = None
+        self.at = 0  # queue offset of buf[0]
+        self.pos = 0  # units of buf given up
+        self.skip = 0  # units of the next piece read
+
+    def _load(self) -> bool:
+        while self.pieces:
+            p = self.pieces[-1]
+            n = min(CHUNK, p.count - self.skip)
+            self.buf, self.at, self.pos = read_piece(p, self.skip, n), p.at + self.skip, 0
+            self.skip += n
+            if self.skip >= p.count or len(self.buf) < n:
+                self.pieces.pop()
+                self.skip = 0
+            if len(self.buf):
+                return True
+        self.buf = None
+        return False
+
+    def upto(self, hi: int | None) -> list[tuple[int, np.ndarray]]:
+        """The units not given up yet that point at ``hi`` or before (all with None), as
+        (queue offset of the first, units) runs."""
+        out = []
+        while True:
+            if self.buf is None or self.pos >= len(self.buf):
+                if not self._load():
+                    return out
+            n = len(self.buf) - self.pos if hi is None else \
+                int(np.searchsorted(self.buf["offset"][self.pos:], hi, "right"))
+            if n:
+                out.append((self.at + self.pos, self.buf[self.pos:self.pos + n]))
+                self.pos += n
+            if self.pos < len(self.buf):
+                return out
+
+
+def bounded_topics(broker, *, data_file_size=None, index_file_size=None, progress=None, notes=None) -> list[dict]:
+    """check.topic_rows, a batch at a time (raises :class:`Unbounded` where data files overlap)."""
+    c = Log()
+    acc: dict[int, list] = {}  # queue key -> [messages, bytes, min/max queue offset, min/max store time, queue id]
+    file_ends: dict[int, int] = {}
+    for b, a in walk(broker, None, c, data_file_size=data_file_size, index_file_size=index_file_size,
+                     progress=progress):
+        file_ends[b.start] = max(file_ends.get(b.start, -1), int((a["phy"] + a["size"]).max()))
+        key = _key(a["topic"], a["queue_id"])
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        count = np.diff(np.r_[starts, len(key)])
+        size, qo, ts = a["size"][order], a["queue_offset"][order], a["store_ts"][order]
+        nbytes = np.add.reduceat(size, starts)
+        qmin, qmax = np.minimum.reduceat(qo, starts), np.maximum.reduceat(qo, starts)
+        tmin, tmax = np.minimum.reduceat(ts, starts), np.maximum.reduceat(ts, starts)
+        for g, k in enumerate(key[starts].tolist()):
+            r = acc.get(k)
+            if r is None:
+                acc[k] = [int(count[g]), int(nbytes[g]), int(qmin[g]), int(qmax[g]), int(tmin[g]), int(tmax[g]),
+                          int(a["queue_id"][order[starts[g]]])]
+            else:
+                r[0] += int(count[g])
+                r[1] += int(nbytes[g])
+                r[2], r[3] = min(r[2], int(qmin[g])), max(r[3], int(qmax[g]))
+                r[4], r[5] = min(r[4], int(tmin[g])), max(r[5], int(tmax[g]))
+    if _overlaps(c, file_ends):
+        raise Unbounded("data files overlap")
+    rows: dict[tuple[str, int], dict] = {}
+    for k in sorted(acc):
+        n, nbytes, qmin, qmax, tmin, tmax, qid = acc[k]
+        t = c.names[k >> 32]
+        rows[(t, qid)] = {"topic": t, "queue_id": qid, "messages": n, "bytes": nbytes, "first_queue_offset": qmin,
+                          "last_queue_offset": qmax, "first_store_time": tmin, "last_store_time": tmax}
+    if broker.has_consume_queues:
+        queues = find_queues(broker.root)
+        fsize = file_size(queues)
+        for q in queues:
+            plan_units(q, fsize)
+            if notes is not None:
+                notes += [f"{path}: {detail}" for path, _off, detail in q.damaged]
+            row = rows.setdefault((q.topic if q.utf8 else "\0" + q.topic, q.queue_id),
+                                  {"topic": q.topic, "queue_id": q.queue_id, "messages": 0, "bytes": 0,
+                                   "first_queue_offset": None, "last_queue_offset": None, "first_store_time": None,
+                                   "last_store_time": None})
+            n = q.count
+            row.update(cq_first=q.first if n else None, cq_last=q.end - 1 if n else None, cq_units=n)
+    for row in rows.values():
+        row.setdefault("cq_first", None)
+        row.setdefault("cq_last", None)
+        row.setdefault("cq_units", None)
+    return sorted(rows.values(), key=lambda r: (r["topic"], r["queue_id"]))
+
+
+def unit_of(u: np.ndarray, k: int) -> dict:
+    """Unit ``k`` of ``u`` as plain numbers (not a view that keeps the chunk)."""
+    return {"offset": int(u["offset"][k]), "size": int(u["size"][k]), "tags": int(u["tags"][k])}
+
+
+def _stage(queues: list, fsize: int) -> list[tuple]:
+    """Each queue's cursor (raises :class:`Unbounded` when a queue's units go back)."""
+    out = []
+    for q in queues:
+        pieces = plan_units(q, fsize)
+        if not q.ascending:
+            raise Unbounded(f"the units of {q.dir} go back")
+        out.append((q, Cursor(pieces)))
+    return out
+
+
+def span_table(c, queues: list) -> tuple:
+    """(sorted queue keys, first and end queue offset of each one's only span, {key: queue} of
+    all, [(key, queue)] of those with more than one span) for the topics the log holds."""
+    spans: dict[int, object] = {}  # (the last queue of a key wins, as check_queues has it)
+    for q in queues:
+        tid = c.topics.get(q.topic, -1) if q.utf8 else -1
+        if tid >= 0:
+            spans[int(_key(tid, q.queue_id))] = q
+    ks = np.array(sorted(spans), np.int64)
+    lo, hi, multi = np.zeros(len(ks), np.int64), np.zeros(len(ks), np.int64), []
+    for j, k in enumerate(ks.tolist()):
+        q = spans[k]
+        if len(q.spans) == 1:
+            lo[j], hi[j] = q.spans[0][0], q.spans[0][0] + q.spans[0][1]
+        elif q.spans:
+            multi.append((k, q))
+    return ks, lo, hi, spans, multi
+
+
+def inside(table: tuple, key: np.ndarray, qo: np.ndarray) -> np.ndarray:
+    """Whether each message's queue offset lies in one of its queue's spans."""
+    ks, lo, hi, _spans, multi = table
+    if not len(ks):
+        return np.zeros(len(key), bool)
+    j = np.minimum(np.searchsorted(ks, key), len(ks) - 1)
+    out = (ks[j] == key) & (qo >= lo[j]) & (qo < hi[j])
+    for k, q in multi:
+        rows = np.flatnonzero(key == k)
+        for first, n in q.spans:
+            out[rows] |= (qo[rows] >= first) & (qo[rows] < first + n)
+    return out
+
+
+
+def missing(topic, queue_id, qo, index, names: list, spans: dict, fsize: int, reput: int, findings: list) -> None:
+    """``cq-missing``: one finding per run of consecutive queue offsets of one queue whose
+    messages (these, in log order) no unit points at, though they lie before where dispatch
+    restarts (``reput``)."""
+    if not len(qo):
+        return
+    key = _key(topic, queue_id)
+    order = np.lexsort((qo, key))
+    key, qo, index, topic, queue_id = key[order], qo[order], index[order], topic[order], queue_id[order]
+    starts = np.flatnonzero(np.r_[True, (key[1:] != key[:-1]) | (qo[1:] != qo[:-1] + 1)])
+    for lo, hi in zip(starts.tolist(), np.r_[starts[1:], len(qo)].tolist()):
+        k = int(key[lo])
+        t, qid, q = names[topic[lo]], int(queue_id[lo]), spans.get(k)
+        first, last = int(qo[lo]), int(qo[hi - 1])
+        path, off = expected_file(t, qid, first, fsize)
+        holds = ("it has no consume queue" if q is None else "its consume queue holds no unit" if not q.spans
+                 else f"its units begin at queue offset {q.first}" if last < q.first
+                 else f"its units end at queue offset {q.end - 1}" if first >= q.end
+                 else "its files leave them out")
+        findings.append(_finding(
+            "cq-missing", path, off, int(index[lo]), topic=t, queue_id=qid, queue_offset=first,
+            detail=f"{offsets(first, last)} ({hi - lo} message{'s' if hi - lo > 1 else ''}, "
+                   f"{offsets(int(index[lo]), int(index[hi - 1]), 'entry', 'entries')}) "
+                   f"{'is' if hi - lo == 1 else 'are'} in no unit ({holds}): a broker "
+                   f"restarts dispatch at commit-log offset {reput}, past them, so consumers never get them"))
+
+
+def unit_finding(kind: str, q, qoff: int, unit, detail: str) -> dict:
+    path, off = q.file_of(qoff)
+    return _finding(kind, path, off, None, topic=q.topic, queue_id=q.queue_id, queue_offset=qoff,
+                    detail=f"unit ({int(unit['offset'])}, {int(unit['size'])}, {int(unit['tags'])}) {detail}")
+
+
+def mismatch(a: dict, i: int, names: list, tid: int, qid: int, qoff: int, unit) -> str:
+    """How message ``i`` differs from the unit (queue ``tid``/``qid``, offset ``qoff``) pointing at it."""
+    differ = [f"its topic is {names[a['topic'][i]]}" if a["topic"][i] != tid else "",
+              f"its queue is {a['queue_id'][i]}" if a["queue_id"][i] != qid else "",
+              f"its queue offset is {a['queue_offset'][i]}" if a["queue_offset"][i] != qoff else "",
+              f"its size is {a['size'][i]}" if a["size"][i] != unit["size"] else "",
+              f"its tag code is {a['tags'][i]}" if not tags_ok(a, i, int(unit["tags"])) else ""]
+    return f"points at entry {a['index'][i]}, but " + ", ".join(d for d in differ if d)
+
+
+def tags_ok(a: dict, i: int, got: int) -> bool:
+    """Does a unit's tag code ``got`` fit message ``i`` (see check._match_units)?"""
+    return bool(a["tags"][i] == got or (a["delay"][i] and got >= a["store_ts"][i]))
+
+
+_EMPTY = {"phy": np.int64, "topic": np.int32, "queue_id": np.int32, "queue_offset": np.int64, "size": np.int64,
+          "tags": np.int64, "delay": np.bool_, "store_ts": np.int64, "index": np.int64}
+_LACK = ("topic", "queue_id", "queue_offset", "index", "phy")
+
+
+class _Reach:
+    """The commit-log offset a broker restarts dispatch from (check._reput_from), as far as
+    the units seen so far tell: ends of units past the log's end so far wait."""
+
+    def __init__(self):
+        self.best = 0
+        self.waiting: list[np.ndarray] = []
+
+    def add(self, u: np.ndarray, end_pos: int) -> None:
+        ends = u["offset"].astype(np.int64) + u["size"]
+        ok = ends <= end_pos
+        if ok.any():
+            self.best = max(self.best, int(ends[ok].max()))
+        if not ok.all():
+            self.waiting.append(ends[~ok])
+
+    def now(self, c) -> int:
+        if self.waiting:
+            keep = []
+            for w in self.waiting:
+                ok = w <= c.end_pos
+                if ok.any():
+                    self.best = max(self.best, int(w[ok].max()))
+                if not ok.all():
+                    keep.append(w[~ok])
+            self.waiting = keep
+        return max(max(c.first_pos, 0), self.best)
+
+
+def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None, progress=None) -> tuple:
+    """check.check_broker, a batch at a time: (findings, summary). ``matcher`` is
+    check._match_units. Raises :class:`Unbounded` where the merge's invariants do not hold."""
+    findings: list[dict] = []
+    c = Log()
+    has_cq = broker.has_consume_queues
+    queues = find_queues(broker.root) if has_cq else []
+    fsize = file_size(queues)
+    staged = _stage(queues, fsize)
+    flagged: list[list] = [[] for _ in staged]
+    qo_found, holes, pending, below = [], [], [], []
+    last_qo: dict[int, int] = {}
+    file_ends: dict[int, int] = {}
+    units = before_log = 0
+    first_phy, hi = None, -1
+    reach = _Reach()
+    table, known = None, -1
+    for b, a in walk(broker, findings, c, data_file_size=data_file_size, index_file_size=index_file_size,
+                     progress=progress):
+        phy = a["phy"]
+        if int(phy[0]) <= hi or not (phy[1:] > phy[:-1]).all():
+            raise Unbounded("the messages' offsets go back")
+        hi = int(phy[-1])
+        c.messages += len(phy)
+        file_ends[b.start] = max(file_ends.get(b.start, -1), int((phy + a["size"]).max()))
+        if first_phy is None:
+            first_phy = int(phy[0])
+        key = _key(a["topic"], a["queue_id"])
+        _queue_order(a, key, last_qo, c.names, qo_found)
+        if not has_cq:
+            continue
+        covered = np.zeros(len(phy), bool)
+        for j, (q, cur) in enumerate(staged):
+            runs = cur.upto(hi)
+            if not runs:
+                continue
+            tid = c.topics.get(q.topic, -1) if q.utf8 else -1
+            for first, u in runs:
+                units += len(u)
+                reach.add(u, c.end_pos)
+                before, got = matcher(a, u, first, tid, q.queue_id, first_phy, hi, covered)
+                before_log += before
+                for k, code, i in got:
+                    unit = unit_of(u, k)
+                    flagged[j].append((code, first + k, unit, mismatch(a, i, c.names, tid, q.queue_id, first + k, unit)
+                                       if code == MISMATCH else ""))
+        if len(c.topics) != known:
+            table, known = span_table(c, queues), len(c.topics)
+        disp = a["dispatched"]
+        ins = inside(table, key, a["queue_offset"]) & disp
+        for i in np.flatnonzero(ins & ~covered).tolist():
+            q = table[3][int(key[i])]
+            qoff = int(a["queue_offset"][i])
+            path, off = q.file_of(qoff)
+            holes.append(_finding("cq-hole", path, off, int(a["index"][i]), topic=q.topic, queue_id=q.queue_id,
+                                  queue_offset=qoff, detail="no unit points at this message, though its queue goes "
+                                                            "past it"))
+        lack = np.flatnonzero(disp & ~ins & ~covered)
+        if len(lack):
+            pending.append({k: a[k][lack] for k in _LACK})
+        _flush(pending, below, reach.now(c))
+    if _overlaps(c, file_ends):
+        raise Unbounded("data files overlap")
+    summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": c.messages,
+               "topics": len(c.topics), "consume_queues": None, "units": None, "units_before_log": None,
+               "undispatched": None, "no_messages": False}
+    findings += qo_found
+    if not c.messages and not has_cq:
+        summary["no_messages"] = bool(c.entries)
+        findings = [f for f in findings if f["finding"] != "not-a-message"]
+    if has_cq:
+        last_phy = hi if c.messages else -1
+        first_phy = first_phy if c.messages else c.end_pos + HEADER_SIZE
+        empty = {k: np.empty(0, t) for k, t in _EMPTY.items()}
+        for j, (q, cur) in enumerate(staged):
+            tid = c.topics.get(q.topic, -1) if q.utf8 else -1
+            for first, u in cur.upto(None):
+                units += len(u)
+                reach.add(u, c.end_pos)
+                before, got = matcher(empty, u, first, tid, q.queue_id, first_phy, last_phy, np.zeros(0, bool))
+                before_log += before
+                flagged[j] += [(code, first + k, unit_of(u, k), "") for k, code, _i in got]
+            for path, off, detail in q.damaged:
+                findings.append(_finding("cq-damaged", path, off, None, topic=q.topic, queue_id=q.queue_id,
+                                         detail=detail))
+            for code, qoff, unit, detail in sorted(flagged[j], key=lambda f: (f[0], f[1])):
+                p = unit["offset"]
+                if code == PAST_LOG:
+                    findings.append(unit_finding("cq-past-log-end", q, qoff, unit,
+                                                 f"points at {p}, past the log's last message at {last_phy}"))
+                elif code == ELSEWHERE:
+                    findings.append(unit_finding("cq-elsewhere", q, qoff, unit, f"points at {p}, where no message starts"))
+                else:
+                    findings.append(unit_finding("cq-mismatch", q, qoff, unit, detail))
+        findings += holes
+        reput = reach.now(c)
+        _flush(pending, below, reput)
+        lost = {k: np.concatenate([p[k] for p in below]) if below else np.empty(0, np.int64) for k in _LACK}
+        table = span_table(c, queues)
+        missing(lost["topic"], lost["queue_id"], lost["queue_offset"], lost["index"], c.names, table[3], fsize,
+                reput, findings)
+        summary.update(consume_queues=len(queues), units=units, units_before_log=before_log,
+                       undispatched=sum(len(p["phy"]) for p in pending))
+    summary["findings"] = len(findings)
+    return findings, summary
+
+
+def _flush(pending: list, below: list, reach: int) -> None:
+    """Move the waiting messages (in log order) that lie below ``reach`` to ``below``."""
+    while pending:
+        p = pending[0]
+        n = int(np.searchsorted(p["phy"], reach, "left"))
+        if n == 0:
+            return
+        if n == len(p["phy"]):
+            below.append(pending.pop(0))
+        else:
+            below.append({k: v[:n] for k, v in p.items()})
+            pending[0] = {k: v[n:] for k, v in p.items()}
+            return
+
+
+def _queue_order(a: dict, key: np.ndarray, last: dict, names: list, found: list) -> None:
+    """``queue-offset`` findings of a batch: a dispatched message whose queue offset does not
+    follow the one before it in its queue (``last``: each queue's, carried from batch to batch)."""
+    d = np.flatnonzero(a["dispatched"])
+    if not len(d):
+        return
+    order = np.argsort(key[d], kind="stable")
+    ks, q = key[d][order], a["queue_offset"][d][order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    prev = np.empty(len(q), np.int64)
+    prev[1:] = q[:-1]
+    has = np.ones(len(q), bool)
+    for s, e, k in zip(starts.tolist(), (np.r_[starts[1:], len(q)] - 1).tolist(), ks[starts].tolist()):
+        p = last.get(k)
+        if p is None:
+            has[s] = False
+        else:
+            prev[s] = p
+        last[k] = int(q[e])
+    bad = np.flatnonzero(has & (q != prev + 1))
+    for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
+        i = int(d[order[j]])
+        fstart = int(a["fstart"][i])
+        findings_file, off = f"data/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart
+        found.append(_finding("queue-offset", findings_file, off, int(a["index"][i]), topic=names[a["topic"][i]],
+                              queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
+                              detail=f"queue offset {int(q[j])} follows {int(prev[j])} in its queue"))
