@@ -40,32 +40,27 @@ broker dispatches them at its next start) are counted in the summary, not report
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
-from ..inspect import Selection
+from ..format import HEADER_SIZE
 from .columns import _columns
 from .consumequeue import UNIT_NATIVE, Queue, file_size, find_queues, read_units
 from .layout import BrokerStore
-from .stream import (  # noqa: F401 (DELAY_LEVELS_MS: where it was)
-    DELAY_LEVELS_MS,
+from .logwalk import _finding, _key, walk
+from .stream import (
     ELSEWHERE,
     MISMATCH,
     PAST_LOG,
     Unbounded,
-    _finding,
-    _key,
     bounded_check,
     bounded_topics,
     missing,
     mismatch,
-    tags_ok as _tags_ok,
     unit_finding as _unit_finding,
-    walk,
 )
+
 _COLUMNS = {"index": np.int64, "phy": np.int64, "size": np.int64, "topic": np.int32, "queue_id": np.int32,
             "queue_offset": np.int64, "store_ts": np.int64, "dispatched": np.bool_, "tags": np.int64,
             "delay": np.bool_, "fstart": np.int64}
@@ -308,15 +303,34 @@ def _small_key(topic: np.ndarray, queue_id: np.ndarray) -> np.ndarray:
     return _key(topic, queue_id)
 
 
-def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None) -> tuple[list, dict]:
-    """``mq check``: the findings, and a summary of what was read. In memory bounded by the
-    topics and queues (stream.py), unless data files overlap or a queue's units go back:
-    then the whole log is read into columns (:func:`check_whole`)."""
+def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None,
+                 max_findings: int | None = None) -> tuple[list, dict]:
+    """``mq check``: the findings (the first ``max_findings`` when given), and a summary of
+    what was read (its ``findings``: how many in all). In memory bounded by the topics and
+    queues (stream.py), unless data files overlap or a queue's units go back: then the whole
+    log is read into columns (:func:`check_whole`)."""
+    step, rewind = _counted(progress)
     try:
         return bounded_check(broker, _match_units, data_file_size=data_file_size, index_file_size=index_file_size,
-                             progress=progress)
+                             progress=step, max_findings=max_findings)
     except Unbounded:
-        return check_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
+        rewind()
+        findings, summary = check_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size,
+                                        progress=progress)
+        return findings[:max_findings], summary
+
+
+def _counted(progress):
+    """A progress callback that counts, and a function that takes back what it counted (the
+    whole-log path walks the log again)."""
+    if progress is None:
+        return None, lambda: None
+    done = [0]
+
+    def step(n: int) -> None:
+        done[0] += n
+        progress(n)
+    return step, lambda: progress(-done[0])
 
 
 def check_whole(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None) -> tuple[list, dict]:
@@ -342,10 +356,12 @@ def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None
                notes: list | None = None) -> list[dict]:
     """``mq topics``: per topic and queue, what the log holds and what the consume queue
     holds (stream.py: a batch at a time; :func:`topic_rows_whole` where data files overlap)."""
+    step, rewind = _counted(progress)
     try:
         return bounded_topics(broker, data_file_size=data_file_size, index_file_size=index_file_size,
-                              progress=progress, notes=notes)
+                              progress=step, notes=notes)
     except Unbounded:
+        rewind()
         return topic_rows_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size,
                                 progress=progress, notes=notes)
 

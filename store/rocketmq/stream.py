@@ -24,30 +24,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
-from ..inspect import Selection
-from .columns import SLOW, delay_level, message_columns
-from .consumequeue import UNIT_NATIVE, Piece, expected_file, offsets, file_size, find_queues, plan_units, read_piece
-from .message import (
-    PROPERTY_DELAY_TIME_LEVEL,
-    SCHEDULE_TOPIC,
-    TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    tags_code,
-)
-from .scan import Batch, batches, entry_item
+from ..format import HEADER_SIZE
+from .consumequeue import Piece, expected_file, file_size, find_queues, offsets, plan_units, read_piece
+from .logwalk import _finding, _key, walk
 
-BATCH = 1 << 16  # messages read into columns at a time
 CHUNK = 1 << 12  # units of a queue read at a time
-# ScheduleMessageService's default levels (MessageStoreConfig.messageDelayLevel), in ms
-DELAY_LEVELS_MS = [s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800,
-                                      3600, 7200)]
-_DISPATCHED_NOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 PAST_LOG, ELSEWHERE, MISMATCH = 0, 1, 2  # what a unit that is a finding does (check._match_units)
 
 
 class Unbounded(Exception):
     """The store breaks an invariant of the merge: read the whole log instead."""
+
+
+class Capped(list):
+    """Findings in order, the first ``limit`` kept (and every ``damage`` one: one per data
+    file at most), all counted: ``total``, and ``dropped`` of the kinds ``not-a-message``."""
+
+    def __init__(self, limit: int | None):
+        super().__init__()
+        self.limit = limit
+        self.total = 0
+        self.not_messages = 0
+
+    def append(self, f: dict) -> None:
+        self.total += 1
+        self.not_messages += f["finding"] == "not-a-message"
+        if self.limit is None or len(self) < self.limit or f["finding"] == "damage":
+            super().append(f)
 
 
 class Log:
@@ -71,119 +74,6 @@ class Log:
 
     def topic_names(self) -> list[str]:
         return self.names
-
-
-def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_size=None, progress=None):
-    """The log's messages, ``BATCH`` at a time: (batch, columns of its messages), in log
-    order, with (``findings`` a list) what ``mq check`` finds in the log itself. ``c`` (a
-    :class:`Log`, or check.py's Columns) learns the topics, entries and extent."""
-    schedule = np.zeros(0, bool)
-    for whole in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
-        c.files.add(whole.start)
-        if whole.damage:
-            if findings is not None:
-                findings.append(_finding("damage", whole.file, whole.at - whole.start, None, detail=whole.damage))
-            continue
-        if progress is not None:
-            progress(int(whole.size.sum()))
-        for s in range(0, len(whole), BATCH):
-            b = whole if len(whole) <= BATCH else _slice(whole, s, s + BATCH)
-            c.entries += len(b)
-            if c.first_pos < 0:
-                c.first_pos = int(b.pos[0])
-            c.end_pos = max(c.end_pos, int(b.pos[-1] + b.size[-1]))  # (files that overlap go back)
-            normal = np.flatnonzero(b.magic == MAGIC_NORMAL)
-            if not len(normal):
-                continue
-            pos, index = b.pos[normal], b.index[normal]
-            mc = message_columns(b.buf, pos - b.start + HEADER_SIZE, b.bsize[normal], findings is not None)
-            ids = np.array([c.topic_id(t.decode("utf-8")) for t in mc.topics] or [0], np.int32)
-            topic = ids[mc.topic]
-            keep = np.ones(len(normal), bool)
-            for k in np.flatnonzero(mc.status == SLOW):  # message.decode says what it is
-                it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]),
-                                int(b.bsize[normal[k]]))
-                if it.message is None:
-                    keep[k] = False
-                    if findings is not None:
-                        findings.append(_finding("not-a-message", b.file, int(pos[k]) - b.start, it.index,
-                                                 detail=it.note))
-                    continue
-                _fill(mc, k, it.message, b.buf, findings is not None)
-                topic[k] = c.topic_id(it.message.topic)
-            if not keep.any():  # (then no topic may be known yet to index by)
-                continue
-            if len(schedule) < len(c.topics):
-                schedule = np.array([t == SCHEDULE_TOPIC for t in c.topic_names()], bool)
-            delay = schedule[topic] & (mc.delay > 0)
-            tags = np.where(delay, mc.store_ts + _delay_ms(mc.delay), mc.tags)
-            # (a negative QUEUEID is damage, not a queue: a broker picks a queue for one, SendMessageProcessor)
-            dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT) & (mc.queue_id >= 0)
-            cols = dict(index=index, phy=pos + HEADER_SIZE, size=mc.size, topic=topic, queue_id=mc.queue_id,
-                        queue_offset=mc.queue_offset, store_ts=mc.store_ts, dispatched=dispatched, tags=tags,
-                        delay=delay, fstart=np.full(len(normal), b.start, np.int64))
-            if not keep.all():
-                cols = {k: v[keep] for k, v in cols.items()}
-            if findings is not None:
-                _log_findings(b, normal, mc, keep, topic, c, findings)
-            yield b, cols
-
-
-def _slice(b: Batch, lo: int, hi: int) -> Batch:
-    return Batch(b.file, b.start, b.buf, b.magic[lo:hi], b.size[lo:hi], b.index[lo:hi], b.term[lo:hi], b.pos[lo:hi],
-                 b.bsize[lo:hi])
-
-
-def _log_findings(b, normal, mc, keep, topic, c, findings: list) -> None:
-    """A batch's messages whose body or PHYSICALOFFSET is wrong."""
-    pos, index = b.pos[normal], b.index[normal]
-    for k in np.flatnonzero(keep & ~mc.crc_ok):
-        it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
-        m = it.message
-        actual = crc32(b.buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF
-        findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start, it.index, m,
-                                 detail=f"BODYCRC {m.body_crc}, the body's crc32 is {actual}"))
-    names = c.topic_names()
-    for k in np.flatnonzero(keep & (mc.queue_id < 0)):
-        findings.append(_finding("queue-id", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
-                                 queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
-                                 detail=f"QUEUEID {int(mc.queue_id[k])} is negative: a broker never stores one (it "
-                                        "picks a queue for a negative id), so no queue holds this message"))
-    for k in np.flatnonzero(keep & (mc.phy != pos + HEADER_SIZE)):
-        findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
-                                 queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
-                                 detail=f"PHYSICALOFFSET {int(mc.phy[k])}, the entry's pos + 48 is "
-                                        f"{int(pos[k]) + HEADER_SIZE}"))
-
-
-def _fill(mc, k: int, m, buf, crc: bool) -> None:
-    """Row ``k`` of ``mc`` from a message that message.decode read."""
-    mc.size[k], mc.queue_id[k], mc.queue_offset[k], mc.phy[k] = m.size, m.queue_id, m.queue_offset, m.phy_offset
-    mc.sys_flag[k], mc.store_ts[k], mc.tags[k] = m.sys_flag, m.store_timestamp, tags_code(m.tags)
-    level = m.properties.get(PROPERTY_DELAY_TIME_LEVEL)
-    mc.delay[k] = delay_level(level.encode("utf-8")) if level is not None else -1
-    if crc:
-        mc.crc_ok[k] = crc32(buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF == m.body_crc
-
-
-def _delay_ms(levels: np.ndarray) -> np.ndarray:
-    """ScheduleMessageService.computeDeliverTimestamp's delay of each level (the default
-    levels; a level past the last is the last)."""
-    table = np.array([0] + DELAY_LEVELS_MS, np.int64)
-    return table[np.clip(levels, 0, len(DELAY_LEVELS_MS))]
-
-
-def _finding(kind: str, file: str, offset: int, index: int | None, m=None, *, topic=None, queue_id=None,
-             queue_offset=None, detail: str = "") -> dict:
-    if m is not None:
-        topic, queue_id, queue_offset = m.topic, m.queue_id, m.queue_offset
-    return {"finding": kind, "file": file, "offset": offset, "index": index, "topic": topic, "queue_id": queue_id,
-            "queue_offset": queue_offset, "detail": detail}
-
-
-def _key(topic, queue_id):
-    """One int64 of a topic id and a queue id (arrays or ints)."""
-    return (np.asarray(topic, np.int64) << 32) | (np.asarray(queue_id, np.int64) & 0xFFFFFFFF)
 
 
 def _overlaps(c, file_ends: dict) -> bool:
@@ -421,17 +311,21 @@ class _Reach:
         return max(max(c.first_pos, 0), self.best)
 
 
-def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None, progress=None) -> tuple:
+def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None, progress=None,
+                  max_findings: int | None = None) -> tuple:
     """check.check_broker, a batch at a time: (findings, summary). ``matcher`` is
-    check._match_units. Raises :class:`Unbounded` where the merge's invariants do not hold."""
-    findings: list[dict] = []
+    check._match_units. Raises :class:`Unbounded` where the merge's invariants do not hold.
+    With ``max_findings``, the first that many findings are kept (summary ``findings``
+    counts them all)."""
+    cap = max_findings
+    findings = Capped(cap)
     c = Log()
     has_cq = broker.has_consume_queues
     queues = find_queues(broker.root) if has_cq else []
     fsize = file_size(queues)
     staged = _stage(queues, fsize)
     flagged: list[list] = [[] for _ in staged]
-    qo_found, holes, pending, below = [], [], [], []
+    qo_found, holes, pending, below = Capped(cap), Capped(cap), [], []
     last_qo: dict[int, int] = {}
     file_ends: dict[int, int] = {}
     units = before_log = 0
@@ -467,6 +361,7 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
                     unit = unit_of(u, k)
                     flagged[j].append((code, first + k, unit, mismatch(a, i, c.names, tid, q.queue_id, first + k, unit)
                                        if code == MISMATCH else ""))
+                _trim(flagged, j, cap)
         if len(c.topics) != known:
             table, known = span_table(c, queues), len(c.topics)
         disp = a["dispatched"]
@@ -487,10 +382,13 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
     summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": c.messages,
                "topics": len(c.topics), "consume_queues": None, "units": None, "units_before_log": None,
                "undispatched": None, "no_messages": False}
-    findings += qo_found
+    total = findings.total + qo_found.total
+    out = list(findings) + list(qo_found)
     if not c.messages and not has_cq:
         summary["no_messages"] = bool(c.entries)
-        findings = [f for f in findings if f["finding"] != "not-a-message"]
+        out = [f for f in out if f["finding"] != "not-a-message"]
+        total -= findings.not_messages
+    findings = Capped(cap)
     if has_cq:
         last_phy = hi if c.messages else -1
         first_phy = first_phy if c.messages else c.end_pos + HEADER_SIZE
@@ -503,9 +401,11 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
                 before, got = matcher(empty, u, first, tid, q.queue_id, first_phy, last_phy, np.zeros(0, bool))
                 before_log += before
                 flagged[j] += [(code, first + k, unit_of(u, k), "") for k, code, _i in got]
+                _trim(flagged, j, cap)
             for path, off, detail in q.damaged:
                 findings.append(_finding("cq-damaged", path, off, None, topic=q.topic, queue_id=q.queue_id,
                                          detail=detail))
+            findings.total += getattr(flagged[j], "dropped", 0)
             for code, qoff, unit, detail in sorted(flagged[j], key=lambda f: (f[0], f[1])):
                 p = unit["offset"]
                 if code == PAST_LOG:
@@ -515,7 +415,9 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
                     findings.append(unit_finding("cq-elsewhere", q, qoff, unit, f"points at {p}, where no message starts"))
                 else:
                     findings.append(unit_finding("cq-mismatch", q, qoff, unit, detail))
-        findings += holes
+        for f in holes:
+            findings.append(f)
+        findings.total += holes.total - len(holes)
         reput = reach.now(c)
         _flush(pending, below, reput)
         lost = {k: np.concatenate([p[k] for p in below]) if below else np.empty(0, np.int64) for k in _LACK}
@@ -524,8 +426,25 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
                 reput, findings)
         summary.update(consume_queues=len(queues), units=units, units_before_log=before_log,
                        undispatched=sum(len(p["phy"]) for p in pending))
-    summary["findings"] = len(findings)
-    return findings, summary
+    summary["findings"] = total + findings.total
+    return (out + list(findings))[:cap], summary
+
+
+class _Flagged(list):
+    """A queue's unit findings once trimmed (:func:`_trim`): ``dropped`` of them are not kept."""
+
+    dropped = 0
+
+
+def _trim(flagged: list, j: int, cap: int | None) -> None:
+    """Keep a queue's ``cap`` first unit findings (by kind and queue offset, as they are
+    reported) once it holds twice as many."""
+    f = flagged[j]
+    if cap is None or len(f) <= 2 * cap + 64:
+        return
+    kept = _Flagged(sorted(f, key=lambda x: (x[0], x[1]))[:cap])
+    kept.dropped = getattr(f, "dropped", 0) + len(f) - len(kept)
+    flagged[j] = kept
 
 
 def _flush(pending: list, below: list, reach: int) -> None:
@@ -549,7 +468,12 @@ def _queue_order(a: dict, key: np.ndarray, last: dict, names: list, found: list)
     d = np.flatnonzero(a["dispatched"])
     if not len(d):
         return
-    order = np.argsort(key[d], kind="stable")
+    topic, qid = a["topic"][d], a["queue_id"][d]
+    width = int(qid.max()) + 1
+    if qid.min() >= 0 and (int(topic.max()) + 1) * width < 1 << 15:  # (a stable sort of int16 is a radix sort)
+        order = np.argsort(topic.astype(np.int16) * np.int16(width) + qid.astype(np.int16), kind="stable")
+    else:
+        order = np.argsort(key[d], kind="stable")
     ks, q = key[d][order], a["queue_offset"][d][order]
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
     prev = np.empty(len(q), np.int64)
