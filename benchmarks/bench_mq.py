@@ -32,7 +32,18 @@ Ratio = project rate / reference rate (higher is better). Each side runs ``--rep
 the best run counts. Needs Java and the mirrors for the reference (see
 tests/javarocketmq.py); without them the project's rates are printed alone.
 
+With ``--sizes N,M,...`` it measures memory instead (issue 51): for each size a store of
+``--topics`` topics of 4 queues (1 KiB bodies) is written fast by this benchmark's own writer
+(one encoded message per topic and queue, copied with numpy, its queue offset and
+PHYSICALOFFSET patched; packed appends to the project's store; consume queues written as
+they go), then each command runs in a child process whose RssAnon is sampled from /proc
+every 10 ms (peak anonymous memory: pages of the mapped store are file pages, not counted;
+VmHWM, which counts them, is printed too), and ``check_broker``/``topic_rows`` run in this
+process for msgs/s (best of ``--repeat``). The last columns are the ratios of the largest
+size to the smallest.
+
 Usage: python benchmarks/bench_mq.py [--messages N] [--body BYTES] [--repeat K] [--json]
+       python benchmarks/bench_mq.py --sizes 3000000,10000000 [--dir DIR] [--keep]
 """
 
 from __future__ import annotations
@@ -54,8 +65,13 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import javarocketmq  # noqa: E402
+from rmq_encode import encode_message  # noqa: E402
 from rmq_store import write_broker_store  # noqa: E402
-from store.rocketmq import columns  # noqa: E402
+from store.filestore import FileStore  # noqa: E402
+from store.format import HEADER_SIZE, MIN_BLANK_LEN  # noqa: E402
+from store.packed import PackedBodies  # noqa: E402
+from store.rocketmq.message import tags_code  # noqa: E402
+from store.rocketmq import check, columns  # noqa: E402
 from store.rocketmq.check import check_broker, topic_rows  # noqa: E402
 from store.rocketmq.layout import resolve_broker  # noqa: E402
 
@@ -80,6 +96,158 @@ def write(root: str, args) -> None:
     else:
         write_broker_store(root, specs(args.messages, args.body, args.topics), data_file_size=1 << 30,
                            cq_units_per_file=300_000, batch=1024)
+
+
+QUEUES = 4
+UNIT = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+
+
+def write_fast(root: str, n: int, body: int, topics: int, *, data_file_size: int = 1 << 30,
+               cq_units: int = 300_000, batch: int = 8192) -> None:
+    """``n`` messages round-robin over ``topics`` x 4 queues, written at disk speed: message
+    ``i`` is slot ``i % slots``'s encoded message with its queue offset (``i // slots``)
+    and PHYSICALOFFSET (its entry's pos + 48) patched in."""
+    slots = [(t, q) for q in range(QUEUES) for t in range(topics)]
+    payload = b"m" * body
+    tmpl = [encode_message(topic=f"Topic{t:02d}", queue_id=q, body=payload,
+                           properties={"TAGS": f"tag{t:02d}", "KEYS": f"order-{t:02d}-{q}", "UNIQ_KEY": "U" + "0" * 12})
+            for t, q in slots]
+    size = len(tmpl[0])
+    assert all(len(m) == size for m in tmpl)
+    tmpl = np.frombuffer(b"".join(tmpl), np.uint8).reshape(len(slots), size)
+    codes = [tags_code(f"tag{t:02d}") for t, _q in slots]
+    entry = HEADER_SIZE + size
+    cap = (data_file_size - entry - MIN_BLANK_LEN) // entry + 1  # entries a data file takes
+    node = os.path.join(root, "dledger-n0")
+    os.makedirs(os.path.join(root, "index"), exist_ok=True)
+    store = FileStore.open(node, data_file_size=data_file_size, index_file_size=64 << 20)
+    cq = [None] * len(slots)  # (file, units written to it)
+    try:
+        for lo in range(0, n, batch):
+            i = np.arange(lo, min(n, lo + batch), dtype=np.int64)
+            slot = i % len(slots)
+            pos = (i // cap) * data_file_size + (i % cap) * entry
+            rows = tmpl[slot]
+            rows[:, 20:28] = (i // len(slots)).astype(">i8").view(np.uint8).reshape(-1, 8)
+            rows[:, 28:36] = (pos + HEADER_SIZE).astype(">i8").view(np.uint8).reshape(-1, 8)
+            packed = PackedBodies([(np.full(len(i), size, ">i4").tobytes() + rows.tobytes(), len(i))])
+            done = store.append_leader(packed, 1)
+            assert done[0].pos == pos[0] and done[-1].pos == pos[-1], (done[0].pos, pos[0])
+            for s in np.unique(slot).tolist():
+                sel = slot == s
+                units = np.zeros(int(sel.sum()), UNIT)
+                units["offset"], units["size"], units["tags"] = pos[sel] + HEADER_SIZE, size, codes[s]
+                qoff = int(i[sel][0]) // len(slots)
+                _cq_write(root, slots[s], cq, s, units, qoff, cq_units)
+        store.set_committed(store.end_index)
+    finally:
+        store.close()
+        for fh, _n in filter(None, cq):
+            fh.truncate(cq_units * 20)
+            fh.close()
+
+
+def _cq_write(root, slot, cq, s, units, qoff, per_file) -> None:
+    while len(units):
+        if cq[s] is None or cq[s][1] == per_file:
+            if cq[s] is not None:
+                cq[s][0].close()
+            d = os.path.join(root, "consumequeue", f"Topic{slot[0]:02d}", str(slot[1]))
+            os.makedirs(d, exist_ok=True)
+            cq[s] = [open(os.path.join(d, f"{qoff * 20:020d}"), "wb"), 0]
+        take = min(len(units), per_file - cq[s][1])
+        cq[s][0].write(units[:take].tobytes())
+        cq[s][1] += take
+        units, qoff = units[take:], qoff + take
+
+
+CHILD = """
+import sys, json
+sys.path.insert(0, sys.argv[1])
+from store.rocketmq.layout import resolve_broker
+from store.rocketmq import check
+b = resolve_broker(sys.argv[3])
+if sys.argv[2] == "check":
+    f, s = check.check_broker(b)
+    assert not f and s["messages"] == int(sys.argv[4]), (f[:3], s)
+elif sys.argv[2] == "topics":
+    assert sum(r["messages"] for r in check.topic_rows(b)) == int(sys.argv[4])
+"""
+
+
+def peak_memory(what: str, root: str, n: int) -> tuple[int, int]:
+    """(peak RssAnon, VmHWM) in bytes of a child process running ``what`` over ``root``
+    (RssAnon sampled every 10 ms)."""
+    if what in ("check", "topics"):
+        argv = [sys.executable, "-c", CHILD, ROOT, what, root, str(n)]
+    else:  # a whole command
+        argv = [sys.executable, "-m", "dledgerctl", *what.split(), root]
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=ROOT))
+    peak = hwm = 0
+    while child.poll() is None:
+        try:
+            with open(f"/proc/{child.pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("RssAnon:"):
+                        peak = max(peak, int(line.split()[1]) * 1024)
+                    elif line.startswith("VmHWM:"):
+                        hwm = max(hwm, int(line.split()[1]) * 1024)
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.01)
+    assert child.wait() in (0, 1), what
+    return peak, hwm
+
+
+def sizes_main(args) -> int:
+    sizes = [int(x) for x in args.sizes.split(",")]
+    work = args.dir or tempfile.mkdtemp(prefix="bench-mq-")
+    results = []
+    try:
+        for n in sizes:
+            root = os.path.join(work, f"store-{n}")
+            if not os.path.isdir(root):
+                log(f"writing {n:,} messages of {args.body} bytes")
+                t = time.perf_counter()
+                write_fast(root, n, args.body, args.topics)
+                log(f"written in {time.perf_counter() - t:.0f} s")
+            broker = resolve_broker(root)
+            row = {"messages": n}
+            for what in ("check", "topics"):
+                log(f"{n:,}: {what}, peak memory of a child process")
+                row[f"{what}_anon"], row[f"{what}_hwm"] = peak_memory(what, root, n)
+            log(f"{n:,}: in-process rates")
+            row["check"] = n / best(lambda: check_broker(broker), args.repeat)
+            row["topics"] = n / best(lambda: topic_rows(broker), args.repeat)
+            if not args.no_whole:  # (today's path before issue 51, in the same run: the machine is shared)
+                log(f"{n:,}: in-process rates of the whole-log path")
+                row["check_whole"] = n / best(lambda: check.check_whole(broker), 1)
+                row["topics_whole"] = n / best(lambda: check.topic_rows_whole(broker), 1)
+            results.append(row)
+            if not args.keep and args.dir is None:
+                shutil.rmtree(root, ignore_errors=True)
+    finally:
+        if args.dir is None and not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(results))
+        return 0
+    print(f"\n{args.topics} topics x {QUEUES} queues, {args.body}-byte bodies; best of {args.repeat}\n")
+    print(f"{'messages':>12} {'check msg/s':>12} {'topics msg/s':>13} {'check anon':>11} {'topics anon':>12} "
+          f"{'check HWM':>10} {'topics HWM':>11}")
+    mb = 1 << 20
+    for r in results:
+        print(f"{r['messages']:>12,} {r['check']:>12,.0f} {r['topics']:>13,.0f} {r['check_anon'] / mb:>9.1f}MB "
+              f"{r['topics_anon'] / mb:>10.1f}MB {r['check_hwm'] / mb:>8.1f}MB {r['topics_hwm'] / mb:>9.1f}MB")
+    for r in results:
+        if "check_whole" in r:
+            print(f"{r['messages']:>12,} whole-log path (before issue 51, same run): check {r['check_whole']:,.0f} "
+                  f"msg/s, topics {r['topics_whole']:,.0f} msg/s")
+    if len(results) > 1:
+        a, b = results[0], results[-1]
+        print(f"{'ratio':>12} {b['check'] / a['check']:>12.2f} {b['topics'] / a['topics']:>13.2f} "
+              f"{b['check_anon'] / a['check_anon']:>11.2f} {b['topics_anon'] / a['topics_anon']:>12.2f}")
+    return 0
 
 
 def best(fn, repeat: int) -> float:
@@ -139,7 +307,12 @@ def main(argv=None) -> int:
     ap.add_argument("--writer", choices=["ours", "rocketmq"], default="ours")
     ap.add_argument("--dir", default=None, help="where the store goes (default: a temporary directory)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--sizes", default=None, help="memory mode: comma-separated store sizes (messages)")
+    ap.add_argument("--keep", action="store_true", help="keep the stores written (with --sizes)")
+    ap.add_argument("--no-whole", action="store_true", help="with --sizes: skip the whole-log path's rates")
     args = ap.parse_args(argv)
+    if args.sizes:
+        return sizes_main(args)
     work = args.dir or tempfile.mkdtemp(prefix="bench-mq-")
     root = os.path.join(work, "store")
     shutil.rmtree(root, ignore_errors=True)
