@@ -186,6 +186,9 @@ def check_cmd(
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
+    max_findings: Annotated[Optional[int], typer.Option("--max-findings", min=0, metavar="N",
+                                                        help="Show the first N findings only (all are still counted "
+                                                             "and the total said; the exit code is the same).")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Check every message (framing, BODYCRC, PHYSICALOFFSET = pos + 48, queue offsets in order) and every
@@ -197,7 +200,7 @@ def check_cmd(
         broker = resolve_broker(dir, self_id)
         with progress_bar("checking messages", _data_bytes(broker.node_dir)) as advance:
             findings, summary = check_broker(broker, data_file_size=data_file_size, index_file_size=index_file_size,
-                                             progress=advance)
+                                             progress=advance, max_findings=max_findings)
     if findings or fmt != Format.table:
         render(findings, fmt, columns=FINDING_COLUMNS if fmt in (Format.table, Format.csv) else None)
     queues = ("no consume queues beside it" if summary["consume_queues"] is None else
@@ -209,6 +212,8 @@ def check_cmd(
     typer.echo(f"{summary['node_dir']}: {plural(summary['messages'], 'message')} of "
                f"{plural(summary['topics'], 'topic')} in {plural(summary['entries'], 'entry', 'entries')}"
                f"{' (none is a RocketMQ message: not a broker log)' if summary['no_messages'] else ''}, "
-               f"{queues}: {plural(len(findings), 'finding')}", err=True)
-    if findings:
+               f"{queues}: {plural(summary['findings'], 'finding')}"
+               f"{f' (the first {len(findings)} shown: --max-findings)' if summary['findings'] > len(findings) else ''}",
+               err=True)
+    if summary["findings"]:
         raise typer.Exit(1)
