@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rmq_encode import cq_unit
 from rmq_store import write_broker_store, write_queue
-from store.rocketmq import check, stream
+from store.rocketmq import check, logwalk, stream
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.message import TRANSACTION_PREPARED_TYPE
 
@@ -45,7 +45,7 @@ def made():
 def both(root: str, monkeypatch) -> tuple:
     """(bounded check, whole check, bounded topics, whole topics), small batches and chunks."""
     b = resolve_broker(root)
-    monkeypatch.setattr(stream, "BATCH", 7)
+    monkeypatch.setattr(logwalk, "BATCH", 7)
     monkeypatch.setattr(stream, "CHUNK", 5)
     try:
         bounded = stream.bounded_check(b, check._match_units)
@@ -125,7 +125,7 @@ def _peak(root: str, fn) -> int:
 def test_check_and_topics_hold_no_column_of_every_message(tmp_path, monkeypatch):
     """Four times the messages, about the same peak (numpy's arrays are traced): today's
     whole-log columns grew by about 100 bytes a message."""
-    monkeypatch.setattr(stream, "BATCH", 512)
+    monkeypatch.setattr(logwalk, "BATCH", 512)
     monkeypatch.setattr(stream, "CHUNK", 256)
     small, big = str(tmp_path / "small"), str(tmp_path / "big")
     write_broker_store(small, specs(3000), data_file_size=64 << 10, cq_units_per_file=2000)
