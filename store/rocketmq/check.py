@@ -76,6 +76,8 @@ class Columns:
     first_pos: int = -1  # the first entry's pos
     end_pos: int = -1  # just past the last entry
     files: set = field(default_factory=set)  # the first offsets of the data files read
+    log_dir: str = "data"  # where they are (a master-slave store's: commitlog)
+    shift: int = 0  # added to an entry's offset in its file for the byte a finding names
     _arrays: dict | None = None
 
     def add(self, **cols) -> None:
@@ -164,7 +166,7 @@ def _queue_offset_order(c: Columns, findings: list) -> None:
     for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
         i = int(order[j])
         fstart = int(a["fstart"][i])  # (the file it was read from: files may overlap)
-        file, off = f"data/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart
+        file, off = f"{c.log_dir}/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart + c.shift
         findings.append(_finding("queue-offset", file, off, int(a["index"][i]), topic=names[a["topic"][i]],
                                  queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
                                  detail=f"queue offset {int(q[j])} follows {int(q[j - 1])} in its queue"))

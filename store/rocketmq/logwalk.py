@@ -11,6 +11,7 @@ import numpy as np
 
 from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..inspect import Selection
+from . import commitlog
 from .columns import SLOW, delay_level, message_columns
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -33,11 +34,15 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
     order, with (``findings`` a list) what ``mq check`` finds in the log itself. ``c`` (a
     :class:`Log`, or check.py's Columns) learns the topics, entries and extent."""
     schedule = np.zeros(0, bool)
-    for whole in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+    source = commitlog.batches(broker.node_dir) if broker.commit_log else \
+        batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size)
+    for whole in source:
         c.files.add(whole.start)
+        c.log_dir, c.shift = whole.file.split("/")[0], whole.shift
         if whole.damage:
             if findings is not None:
-                findings.append(_finding("damage", whole.file, whole.at - whole.start, None, detail=whole.damage))
+                findings.append(_finding("damage", whole.file, whole.at - whole.start + whole.shift, None,
+                                         detail=whole.damage))
             continue
         if progress is not None:
             progress(int(whole.size.sum()))
@@ -61,8 +66,8 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
                 if it.message is None:
                     keep[k] = False
                     if findings is not None:
-                        findings.append(_finding("not-a-message", b.file, int(pos[k]) - b.start, it.index,
-                                                 detail=it.note))
+                        findings.append(_finding("not-a-message", b.file, int(pos[k]) - b.start + b.shift,
+                                                 it.index, detail=it.note))
                     continue
                 _fill(mc, k, it.message, b.buf, findings is not None)
                 topic[k] = c.topic_id(it.message.topic)
@@ -86,7 +91,7 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
 
 def _slice(b: Batch, lo: int, hi: int) -> Batch:
     return Batch(b.file, b.start, b.buf, b.magic[lo:hi], b.size[lo:hi], b.index[lo:hi], b.term[lo:hi], b.pos[lo:hi],
-                 b.bsize[lo:hi])
+                 b.bsize[lo:hi], shift=b.shift)
 
 
 def _log_findings(b, normal, mc, keep, topic, c, findings: list) -> None:
@@ -96,16 +101,16 @@ def _log_findings(b, normal, mc, keep, topic, c, findings: list) -> None:
         it = entry_item(b.buf, b.file, b.start, MAGIC_NORMAL, 0, int(index[k]), 0, int(pos[k]), int(b.bsize[normal[k]]))
         m = it.message
         actual = crc32(b.buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF
-        findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start, it.index, m,
+        findings.append(_finding("body-crc", b.file, int(pos[k]) - b.start + b.shift, it.index, m,
                                  detail=f"BODYCRC {m.body_crc}, the body's crc32 is {actual}"))
     names = c.topic_names()
     for k in np.flatnonzero(keep & (mc.queue_id < 0)):
-        findings.append(_finding("queue-id", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
+        findings.append(_finding("queue-id", b.file, int(pos[k]) - b.start + b.shift, int(index[k]), topic=names[topic[k]],
                                  queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
                                  detail=f"QUEUEID {int(mc.queue_id[k])} is negative: a broker never stores one (it "
                                         "picks a queue for a negative id), so no queue holds this message"))
     for k in np.flatnonzero(keep & (mc.phy != pos + HEADER_SIZE)):
-        findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start, int(index[k]), topic=names[topic[k]],
+        findings.append(_finding("phy-offset", b.file, int(pos[k]) - b.start + b.shift, int(index[k]), topic=names[topic[k]],
                                  queue_id=int(mc.queue_id[k]), queue_offset=int(mc.queue_offset[k]),
                                  detail=f"PHYSICALOFFSET {int(mc.phy[k])}, the entry's pos + 48 is "
                                         f"{int(pos[k]) + HEADER_SIZE}"))

@@ -64,6 +64,8 @@ class Log:
         self.first_pos = -1
         self.end_pos = -1
         self.files: set = set()
+        self.log_dir = "data"  # where the files are (a master-slave store's: commitlog)
+        self.shift = 0  # added to an entry's offset in its file for the byte a finding names
 
     def topic_id(self, name: str) -> int:
         tid = self.topics.get(name)
@@ -343,7 +345,7 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
         if first_phy is None:
             first_phy = int(phy[0])
         key = _key(a["topic"], a["queue_id"])
-        _queue_order(a, key, last_qo, c.names, qo_found)
+        _queue_order(a, key, last_qo, c, qo_found)
         if not has_cq:
             continue
         covered = np.zeros(len(phy), bool)
@@ -462,7 +464,7 @@ def _flush(pending: list, below: list, reach: int) -> None:
             return
 
 
-def _queue_order(a: dict, key: np.ndarray, last: dict, names: list, found: list) -> None:
+def _queue_order(a: dict, key: np.ndarray, last: dict, c, found: list) -> None:
     """``queue-offset`` findings of a batch: a dispatched message whose queue offset does not
     follow the one before it in its queue (``last``: each queue's, carried from batch to batch)."""
     d = np.flatnonzero(a["dispatched"])
@@ -490,7 +492,7 @@ def _queue_order(a: dict, key: np.ndarray, last: dict, names: list, found: list)
     for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
         i = int(d[order[j]])
         fstart = int(a["fstart"][i])
-        findings_file, off = f"data/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart
-        found.append(_finding("queue-offset", findings_file, off, int(a["index"][i]), topic=names[a["topic"][i]],
+        findings_file, off = f"{c.log_dir}/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart + c.shift
+        found.append(_finding("queue-offset", findings_file, off, int(a["index"][i]), topic=c.names[a["topic"][i]],
                               queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
                               detail=f"queue offset {int(q[j])} follows {int(prev[j])} in its queue"))
