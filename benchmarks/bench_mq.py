@@ -216,6 +216,12 @@ def sizes_main(args) -> int:
             for what in ("check", "topics"):
                 log(f"{n:,}: {what}, peak memory of a child process")
                 row[f"{what}_anon"], row[f"{what}_hwm"] = peak_memory(what, root, n)
+            if args.with_messages:
+                log(f"{n:,}: mq messages -f jsonl, peak memory of the command")
+                t = time.perf_counter()
+                row["messages_anon"], row["messages_hwm"] = peak_memory("mq messages --body none --format jsonl",
+                                                                        root, n)
+                row["messages_rate"] = n / (time.perf_counter() - t)
             log(f"{n:,}: in-process rates")
             row["check"] = n / best(lambda: check_broker(broker), args.repeat)
             row["topics"] = n / best(lambda: topic_rows(broker), args.repeat)
@@ -239,6 +245,10 @@ def sizes_main(args) -> int:
     for r in results:
         print(f"{r['messages']:>12,} {r['check']:>12,.0f} {r['topics']:>13,.0f} {r['check_anon'] / mb:>9.1f}MB "
               f"{r['topics_anon'] / mb:>10.1f}MB {r['check_hwm'] / mb:>8.1f}MB {r['topics_hwm'] / mb:>9.1f}MB")
+    for r in results:
+        if "messages_anon" in r:
+            print(f"{r['messages']:>12,} mq messages -f jsonl (command): {r['messages_rate']:,.0f} rows/s, peak RssAnon "
+                  f"{r['messages_anon'] / mb:.1f}MB, VmHWM {r['messages_hwm'] / mb:.1f}MB")
     for r in results:
         if "check_whole" in r:
             print(f"{r['messages']:>12,} whole-log path (before issue 51, same run): check {r['check_whole']:,.0f} "
@@ -310,6 +320,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default=None, help="memory mode: comma-separated store sizes (messages)")
     ap.add_argument("--keep", action="store_true", help="keep the stores written (with --sizes)")
     ap.add_argument("--no-whole", action="store_true", help="with --sizes: skip the whole-log path's rates")
+    ap.add_argument("--with-messages", action="store_true",
+                    help="with --sizes: also the peak memory of 'dledgerctl mq messages --format jsonl' (slow)")
     args = ap.parse_args(argv)
     if args.sizes:
         return sizes_main(args)
