@@ -148,24 +148,45 @@ def file_kind(mode: int) -> str:
 _CHUNK = CQ_STORE_UNIT_SIZE << 16  # a preallocated file (6 MB by default) is read up to the chunk holding its end
 
 
-def _written(path: str) -> tuple[bytes, int]:
-    """The bytes of a queue file up to (at least) its first unwritten unit, and its size."""
+def _file_units(path: str, limit: int, leading: bool) -> tuple:
+    """A queue file's written units up to byte ``limit``, read a chunk at a time (as
+    RocketMQ's recovery reads them: up to the first unit that is not written); with
+    ``leading``, the fillPreBlank units it begins with are not counted as units. Returns
+    (fillPreBlank units, units, first unit's offset, last unit's offset, whether their
+    offsets never go back, whether an unwritten unit ended them, bytes read, file size)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # (never waits, should it no longer be a file)
     with open(fd, "rb") as fh:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{file_kind(st.st_mode)}, not a file")
-        size = st.st_size
-        parts = []
-        while True:
-            chunk = fh.read(_CHUNK)
-            parts.append(chunk)
-            if len(chunk) < _CHUNK:
+        lead = count = dlen = 0
+        lo = hi = None
+        asc, ended = True, False
+        while dlen < limit:
+            want = min(_CHUNK, limit - dlen)
+            chunk = fh.read(want)
+            dlen += len(chunk)
+            units = np.frombuffer(chunk, UNIT, count=len(chunk) // CQ_STORE_UNIT_SIZE)
+            written = (units["offset"] >= 0) & (units["size"] > 0)
+            stop = int(np.argmin(written)) if not written.all() else len(units)
+            units = units[:stop]
+            if leading and not count:  # fillPreBlank units lead the queue's first file
+                filler = (units["offset"] == 0) & (units["size"] == BLANK_SIZE) & (units["tags"] == 0)
+                skip = int(np.argmin(filler)) if not filler.all() else len(units)
+                lead += skip
+                units = units[skip:]
+            if len(units):
+                offs = units["offset"]
+                asc = asc and (hi is None or int(offs[0]) >= hi) and bool((offs[1:] >= offs[:-1]).all())
+                lo = int(offs[0]) if lo is None else lo
+                hi = int(offs[-1])
+                count += len(units)
+            if stop < len(written):
+                ended = True
                 break
-            units = np.frombuffer(chunk, UNIT)
-            if not ((units["offset"] >= 0) & (units["size"] > 0)).all():
+            if len(chunk) < want:
                 break
-    return b"".join(parts), size
+    return lead, count, lo, hi, asc, ended, dlen, st.st_size
 
 
 class Piece(NamedTuple):
@@ -217,33 +238,21 @@ def plan_units(q: Queue, fsize: int | None = None) -> list[Piece]:
                 what += f": {_none(lo, hi)}"
             q.damaged.append((_rel(q, path), min(size, limit), what))
         try:
-            data, size = _written(path)
+            got = _file_units(path, limit, first < 0)
         except OSError as exc:
             q.damaged.append((_rel(q, path), 0, f"cannot be read: {exc.strerror or exc}"))
             expect = start + fsize
             continue
-        data = data[:limit]
-        units = np.frombuffer(data, UNIT, count=len(data) // CQ_STORE_UNIT_SIZE)
-        written = (units["offset"] >= 0) & (units["size"] > 0)
-        stop = int(np.argmin(written)) if not written.all() else len(units)
-        units = units[:stop]
-        at, lead = start // CQ_STORE_UNIT_SIZE, 0
-        if first < 0:  # fillPreBlank units lead the queue's first file
-            filler = (units["offset"] == 0) & (units["size"] == BLANK_SIZE) & (units["tags"] == 0)
-            lead = int(np.argmin(filler)) if not filler.all() else len(units)
-            blanks += lead
-            units = units[lead:]
-            at += lead
-            if len(units):
+        lead, count, lo, hi, asc, ended, dlen, size = got
+        blanks += lead
+        at = start // CQ_STORE_UNIT_SIZE + lead
+        if count:
+            if first < 0:
                 first = at
-        if len(units):
-            offs = units["offset"]
-            ascending = ascending and (last is None or int(offs[0]) >= last) and bool((offs[1:] >= offs[:-1]).all())
-            last = int(offs[-1])
-            pieces.append(Piece(at, path, lead * CQ_STORE_UNIT_SIZE, len(units)))
-        dlen = len(data)
-        del data, units
-        if stop < len(written) or dlen < min(size, limit):  # the queue ends in this file
+            ascending = ascending and asc and (last is None or lo >= last)
+            last = hi
+            pieces.append(Piece(at, path, lead * CQ_STORE_UNIT_SIZE, count))
+        if ended or dlen < min(size, limit):  # the queue ends in this file
             break
         expect = start + max(fsize, min(size, limit))
     spans: list[list] = []  # [first, end] of runs at consecutive offsets
