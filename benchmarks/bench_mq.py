@@ -195,7 +195,7 @@ def peak_memory(what: str, root: str, n: int) -> tuple[int, int]:
         except (FileNotFoundError, ProcessLookupError):
             break
         time.sleep(0.01)
-    assert child.wait() in (0, 1), what
+    assert child.wait() == 0, f"{what}: exit status {child.returncode} (a finding, or a failed assertion)"
     return peak, hwm
 
 
