@@ -1008,8 +1008,10 @@ class FileStore(LogStore):
         if pos % self.data.file_size:
             raise PositionMismatch(f"entry {idx} at pos {pos} does not start a data file of {self.data.file_size} "
                                    "bytes: a log cannot begin there", index=idx, pos=pos, expected=None)
-        if self.end_index >= self.begin_index >= 0:
-            self._keep(self.begin_index, self.end_index)
+        if self.end_index >= self.begin_index >= 0:  # (committed entries are the group's: only the rest is kept)
+            first = max(self.begin_index, self._committed + 1)
+            if first <= self.end_index:
+                self._keep(first, self.end_index)
         self.data.remove_head(len(self.data.files), self.remover)
         self.index.remove_head(len(self.index.files), self.remover)
         self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain = -1, idx - 1, 0, pos, 0

@@ -7,7 +7,8 @@ the bytes the log held, recorded pos included; no BLANK padding, no index). ``st
 inspect-data FILE`` lists such a file and ``mq salvage`` reads the messages in it.
 
 Contracts:
-- A file appears whole or not at all: written as ``.part``, fsynced, then renamed.
+- A file appears whole or not at all: written as ``.part``, fsynced, then renamed; older
+  files are dropped for the bound only after that write succeeded.
 - :class:`Keeper` writes before the store cuts (the store calls it from truncate/reset_to);
   a keep that fails raises StoreIOError and the cut does not happen.
 - Bounded: the files in DIR together stay within ``max_bytes``; the oldest go first (and
@@ -99,31 +100,50 @@ class Keeper:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as exc:
             raise StoreIOError(f"--keep-truncated {self.directory}: {exc.strerror or exc}") from exc
-        chunks, size, upto, why = [], 0, first - 1, "over --keep-truncated-bytes"
-        for i in range(first, last + 1):
+        # Streamed to a hidden .part (a cut may be large): the entries are read and written one
+        # at a time, and older kept files are dropped for the bound only once this one is
+        # safely on disk, so a keep that fails (ENOSPC, EIO) has removed nothing.
+        part = os.path.join(self.directory, f".keeping-{first}-{os.getpid()}.part")
+        size, upto, why = 0, first - 1, "over --keep-truncated-bytes"
+        try:
+            with open(part, "wb") as fh:
+                for i in range(first, last + 1):
+                    try:
+                        raw = store.get_bytes(i)
+                    except StoreIOError:
+                        raise
+                    except StoreError as exc:  # (damage: a cut must still be able to remove it)
+                        why = f"unreadable from entry {i}: {exc}"
+                        break
+                    if size + len(raw) > self.max_bytes:
+                        break
+                    fh.write(raw)
+                    size, upto = size + len(raw), i
+                fh.flush()
+                os.fsync(fh.fileno())
+            if upto < first:
+                os.unlink(part)
+                self.say(f"truncation of entries {first}..{last}: nothing kept ({why})",
+                         {"event": "keep_truncated", "from_index": first, "to_index": last, "kept": 0})
+                return None
+            self._make_room(size)
+            when = self.clock()
+            path = os.path.join(self.directory, kept_name(first, upto, when))
+            n = 0
+            while os.path.exists(path):  # (the same range again within a millisecond)
+                n += 1
+                path = os.path.join(self.directory,
+                                    kept_name(first, upto, when)[:-len(".entries")] + f"-{n}.entries")
+            os.rename(part, path)
+            _sync_dir(self.directory)
+        except BaseException as exc:
             try:
-                raw = store.get_bytes(i)
-            except StoreIOError:
-                raise
-            except StoreError as exc:  # (damage: a cut must still be able to remove it)
-                why = f"unreadable from entry {i}: {exc}"
-                break
-            if size + len(raw) > self.max_bytes:
-                break
-            chunks.append(raw)
-            size, upto = size + len(raw), i
-        if upto < first:
-            self.say(f"truncation of entries {first}..{last}: nothing kept ({why})",
-                     {"event": "keep_truncated", "from_index": first, "to_index": last, "kept": 0})
-            return None
-        self._make_room(size)
-        when = self.clock()
-        path = os.path.join(self.directory, kept_name(first, upto, when))
-        n = 0
-        while os.path.exists(path):  # (the same range again within a millisecond)
-            n += 1
-            path = os.path.join(self.directory, kept_name(first, upto, when)[:-len(".entries")] + f"-{n}.entries")
-        write_kept(path, chunks)
+                os.unlink(part)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise StoreIOError(f"cannot keep the cut entries in {self.directory}: {exc.strerror or exc}") from exc
+            raise
         self.last = path
         short = f"; entries {upto + 1}..{last} not kept ({why})" if upto < last else ""
         self.say(f"kept the entries about to be cut, {first}..{upto} ({size} bytes), in {path}{short}",

@@ -163,8 +163,10 @@ class MemoryStore(LogStore):
         if pos % self.data_file_size:
             raise PositionMismatch(f"entry {idx} at pos {pos} does not start a data file of {self.data_file_size} "
                                    "bytes: a log cannot begin there", index=idx, pos=pos, expected=None)
-        if self.end_index >= self.begin_index >= 0:
-            self._keep(self.begin_index, self.end_index)
+        if self.end_index >= self.begin_index >= 0:  # (committed entries are the group's: only the rest is kept)
+            first = max(self.begin_index, self._committed + 1)
+            if first <= self.end_index:
+                self._keep(first, self.end_index)
         self._entries, self._written_at = [], {}
         self.begin_index, self.end_index, self.end_term, self.write_pos = -1, idx - 1, 0, pos
         self._committed = idx - 1

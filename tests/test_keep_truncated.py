@@ -49,7 +49,7 @@ def test_truncate_keeps_exactly_the_cut_entries_first(tmp_path, kind):
     s.close()
 
 
-def test_reset_keeps_the_whole_log_and_a_failed_keep_cuts_nothing(tmp_path):
+def test_reset_keeps_what_is_not_committed_and_a_failed_keep_cuts_nothing(tmp_path):
     s = MemoryStore(data_file_size=1 << 12)
     s.append_leader([b"x" * 30 for _ in range(10)], 1)
     blocker = tmp_path / "not-a-dir"
@@ -62,10 +62,35 @@ def test_reset_keeps_the_whole_log_and_a_failed_keep_cuts_nothing(tmp_path):
     leader = MemoryStore(data_file_size=1 << 12)
     leader.append_leader([b"a" * 4000], 1)  # its second entry starts the second "file"
     leader.append_leader([b"b"], 2)
+    s.set_committed(6)  # (0..6 are the group's: a snapshot or the leader holds them)
     s.reset_to(leader.get_bytes(1))
     (path, _), = kept_files(str(tmp_path / "keep"))
-    assert os.path.basename(path).startswith("truncated-0-9-")
-    assert [h.index for _o, h, _b in iter_kept(path)] == list(range(10))
+    assert os.path.basename(path).startswith("truncated-7-9-")
+    assert [h.index for _o, h, _b in iter_kept(path)] == [7, 8, 9]
+    s2 = MemoryStore(data_file_size=1 << 12)
+    s2.append_leader([b"x" * 30 for _ in range(10)], 1)
+    s2.set_committed(9)
+    s2.keeper = Keeper(str(tmp_path / "keep2"))
+    s2.reset_to(leader.get_bytes(1))  # (a wholly committed log: nothing to keep)
+    assert s2.begin_index == 1 and not os.path.exists(tmp_path / "keep2")
+
+
+def test_a_keep_that_fails_drops_no_older_kept_file(tmp_path, monkeypatch):
+    keep = str(tmp_path / "keep")
+    s = MemoryStore(data_file_size=1 << 16)
+    s.append_leader([b"y" * 152 for _ in range(30)], 1)  # entries of 200 bytes
+    s.keeper = Keeper(keep, max_bytes=1000)
+    s.truncate(25)  # 1000 bytes kept: the bound is full
+    before = kept_files(keep)
+
+    def no_room(fd):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "fsync", no_room)
+    with pytest.raises(StoreIOError, match="No space left"):
+        s.truncate(22)
+    monkeypatch.undo()
+    assert s.end_index == 24  # nothing cut
+    assert kept_files(keep) == before and sorted(os.listdir(keep)) == [os.path.basename(p) for p, _ in before]
 
 
 def test_a_damaged_entry_is_not_kept_but_does_not_stop_the_cut(tmp_path):
