@@ -142,6 +142,12 @@ def test_the_mount_table_tells_a_private_tmp():
     assert "PrivateTmp=" in problem("/tmp/dledgerstore", SYSTEMD, ROOT_FS + PRIVATE)
     assert "PrivateTmp=" in problem("/var/tmp/x/y", SYSTEMD, ROOT_FS + PRIVATE)
     assert "tmpfs" in problem("/tmp/dledgerstore", SYSTEMD, ROOT_FS + HOST_TMPFS)
+    # a tmpfs /tmp: refused for the process the unit started, not for one that inherited its
+    # environment (a CI job of a runner installed as a service); a private /tmp for both
+    started = {**SYSTEMD, "SYSTEMD_EXEC_PID": "4242"}
+    assert "tmpfs" in problem("/tmp/dledgerstore", started, ROOT_FS + HOST_TMPFS, pid=4242)
+    assert problem("/tmp/dledgerstore", started, ROOT_FS + HOST_TMPFS, pid=4343) is None
+    assert "PrivateTmp=" in problem("/tmp/dledgerstore", started, ROOT_FS + PRIVATE, pid=4343)
     assert problem("/var/lib/dledgerctl/n0", SYSTEMD, ROOT_FS + PRIVATE) is None
     assert problem("/tmpx/store", SYSTEMD, ROOT_FS + PRIVATE) is None
     assert problem("/tmp/dledgerstore", {}, ROOT_FS + PRIVATE) is None  # (not systemd: a trial run, as before)

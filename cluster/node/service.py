@@ -47,6 +47,19 @@ def started_by_systemd(environ=None) -> bool:
     return bool(environ.get("INVOCATION_ID"))
 
 
+def the_units_own_process(environ=None, pid: int | None = None) -> bool:
+    """Whether this process is the one systemd started for its unit, not a process that
+    inherited the unit's environment (a job of a CI runner installed as a service, a shell in
+    a terminal multiplexer run as a user service). systemd 248 and later set
+    ``SYSTEMD_EXEC_PID`` to the pid it started; without it (older systemd) every process
+    with ``INVOCATION_ID`` counts."""
+    environ = os.environ if environ is None else environ
+    if not started_by_systemd(environ):
+        return False
+    started = environ.get("SYSTEMD_EXEC_PID")
+    return not started or started == str(os.getpid() if pid is None else pid)
+
+
 def read_mountinfo() -> str:
     """This process's mount table, '' where there is none (not Linux)."""
     try:
@@ -89,9 +102,13 @@ def _resolved(path: str) -> str:
     return os.path.join(os.path.realpath(head), *reversed(tail))
 
 
-def lost_store_problem(store_base_dir: str, environ=None, mountinfo: str | None = None) -> str | None:
+def lost_store_problem(store_base_dir: str, environ=None, mountinfo: str | None = None,
+                       pid: int | None = None) -> str | None:
     """Why a store in ``store_base_dir`` would be lost under the systemd unit running this
-    process, or None (not started by systemd, or a lasting place)."""
+    process, or None (not started by systemd, or a lasting place). A private /tmp exists only
+    inside a unit, so it is refused for any process of one; a tmpfs /tmp only for the process
+    the unit started (:func:`the_units_own_process`): others may be a service's children
+    trying a store out, as on any host with a tmpfs /tmp."""
     if not started_by_systemd(environ):
         return None
     path = _resolved(store_base_dir)
@@ -105,7 +122,8 @@ def lost_store_problem(store_base_dir: str, environ=None, mountinfo: str | None 
     if "systemd-private-" in root:
         why = (f"{point} is private to this service (systemd's PrivateTmp=), and systemd removes it when the "
                "service stops")
-    elif fstype == "tmpfs" and point in TEMPORARY:  # (not a directory bound below /tmp from a lasting disk)
+    elif fstype == "tmpfs" and point in TEMPORARY and the_units_own_process(environ, pid):
+        # (not a directory bound below /tmp from a lasting disk)
         why = f"{point} is a tmpfs here, emptied when the service stops (PrivateTmp=) or the machine restarts"
     else:
         return None
