@@ -92,8 +92,9 @@ class AppendRun:
 def append_cmd(
     data: Annotated[Optional[list[str]], typer.Option("--data", "-d", help="An entry body (repeat for several).")] = None,
     file: Annotated[Optional[str], typer.Option("--file", help="Read the body from a file ('-': standard input).")] = None,
-    lines: Annotated[bool, typer.Option("--lines", help="With --file: each line is one entry, read and appended as "
-                                                        "it comes (a pipe's lines commit as they arrive).")] = False,
+    lines: Annotated[bool, typer.Option("--lines", help="With --file: each line is one entry, read as it comes "
+                                                        "and sent once --batch lines arrived or the input ended "
+                                                        "(--batch 1: each line as it arrives).")] = False,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Entries per APPEND request.")] = 64,
     peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
     timeout: TimeoutOpt = 5.0, fmt: FormatOpt = Format.table,
