@@ -14,11 +14,11 @@ from store.errors import NotAStoreError
 from store.layout import find_node_dirs, looks_like_node_dir
 from store.rocketmq.salvage import salvage
 
-from .common import FormatOpt, errors_as_exit, fail, plural
+from .common import FormatOpt, MaxBodyOpt, errors_as_exit, fail, plural
 from .render import Format, render
 
 COLUMNS = ["index", "term", "topic", "queue_id", "queue_offset", "tags", "keys", "uniq_key", "body_size", "status",
-           "held_by"]
+           "held_by", "note"]
 
 
 def _logs(path: str) -> list[str]:
@@ -45,24 +45,29 @@ def salvage_cmd(
                                                "properties, body in base64), for a producer to send again. FILE "
                                                "must not exist.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="List the kept messages the log holds too (status held).")] = False,
+    max_body: MaxBodyOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """The RocketMQ messages in kept entries that the group's log no longer holds: matched by UNIQ_KEY, else by
     topic, queue, queue offset and body CRC. Only reads; run it on stopped members or copies of their files."""
+    limits = {} if max_body is None else {"max_body": max_body}
     with errors_as_exit():
         logs = _logs(against)
         if out is not None and os.path.lexists(out):
             raise fail(f"--out {out}: already exists")
-        result = salvage(kept, logs)
+        result = salvage(kept, logs, **limits)
         missing = result.missing
+        unsendable = [k for k in missing if k.body is None]
         if out is not None:
-            _write(out, [k.resend() for k in missing])
+            _write(out, [k.resend() for k in missing if k.body is not None])
     shown = result.kept if all_ else missing
     render([k.row() for k in shown], fmt, columns=COLUMNS if fmt in (Format.table, Format.csv) else None)
     others = f"; {plural(result.not_messages, 'entry', 'entries')} not messages" if result.not_messages else ""
     typer.echo(f"{plural(len(result.kept), 'message')} in {plural(result.entries, 'kept entry', 'kept entries')}"
                f"{others}: {len(missing)} not in {', '.join(result.logs)}, {len(result.kept) - len(missing)} held"
-               + (f"; {len(missing)} written to {out}" if out is not None else ""), err=True)
+               + (f"; {len(missing) - len(unsendable)} written to {out}" if out is not None else "")
+               + (f"; {len(unsendable)} missing with a body past the limit, not written (--max-body raises it)"
+                  if unsendable else ""), err=True)
 
 
 def _write(path: str, records: list[dict]) -> None:

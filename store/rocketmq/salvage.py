@@ -1,9 +1,12 @@
 """``mq salvage``: the RocketMQ messages in kept entries (store/kept.py: what a truncation cut)
 that a group's log no longer holds, and each as a record a producer can send again.
 
-A kept message counts as held when a log holds a message with the same UNIQ_KEY (the
-producer's message id); one without a UNIQ_KEY when a log holds one with the same topic,
-queue, queue offset and body CRC. Reading: the kept files whole (they are bounded), the
+A kept message counts as held when a log holds a message of the same topic with the same
+UNIQ_KEY (the producer's message id; RocketMQ keeps it on its own copies in other topics: a
+consumer's retry in %RETRY%<group>, a delayed message's re-put, a transaction's final
+message, so a copy in another topic is another message); one without a UNIQ_KEY when a log
+holds one with the same topic, queue, queue offset and body CRC. A body that inflates past
+the limit (``max_body``) is listed with a note and has no record to send again. Reading: the kept files whole (they are bounded), the
 logs through the message scan (scan.items), one entry at a time; memory grows with the kept
 messages only. Entries that are not messages (no-op, config) are counted, not listed.
 """
@@ -18,7 +21,7 @@ from typing import Iterator
 from ..errors import NotAStoreError
 from ..kept import KEPT_RE, iter_kept
 from ..format import MAGIC_NORMAL
-from .message import Message, NotAMessage, body_of, decode
+from .message import MAX_MESSAGE_SIZE, BodyTooLarge, Message, NotAMessage, body_of, decode
 from .scan import items
 
 
@@ -30,20 +33,24 @@ class Kept:
     index: int
     term: int
     message: Message
-    body: bytes  # as the producer sent it (inflated when stored compressed)
+    body: bytes | None  # as the producer sent it (inflated when stored compressed); None: see note
     held_by: list = field(default_factory=list)
+    note: str = ""
 
     def key(self) -> tuple:
         m = self.message
-        return ("uniq", m.uniq_key) if m.uniq_key else ("place", m.topic, m.queue_id, m.queue_offset, m.body_crc)
+        return (("uniq", m.topic, m.uniq_key) if m.uniq_key
+                else ("place", m.topic, m.queue_id, m.queue_offset, m.body_crc))
 
     def row(self) -> dict:
         m = self.message
         return {"file": os.path.basename(self.file), "index": self.index, "term": self.term, "topic": m.topic,
                 "queue_id": m.queue_id, "queue_offset": m.queue_offset, "tags": m.tags, "keys": m.keys,
-                "uniq_key": m.uniq_key, "body_size": len(self.body), "store_time": m.store_timestamp,
-                "matched_by": "uniq_key" if m.uniq_key else "topic+queue+offset+body_crc",
-                "status": "held" if self.held_by else "missing", "held_by": ",".join(self.held_by)}
+                "uniq_key": m.uniq_key, "body_size": None if self.body is None else len(self.body),
+                "store_time": m.store_timestamp,
+                "matched_by": "topic+uniq_key" if m.uniq_key else "topic+queue+offset+body_crc",
+                "status": "held" if self.held_by else "missing", "held_by": ",".join(self.held_by),
+                "note": self.note}
 
     def resend(self) -> dict:
         """What a producer needs to send it again (RocketMQ's Message: topic, tags, keys,
@@ -77,7 +84,7 @@ def kept_paths(path: str) -> list[str]:
     return [path]
 
 
-def read_kept(paths: list[str], result: Salvage) -> None:
+def read_kept(paths: list[str], result: Salvage, max_body: int = MAX_MESSAGE_SIZE) -> None:
     for p in paths:
         for _off, h, body in iter_kept(p):
             result.entries += 1
@@ -86,7 +93,10 @@ def read_kept(paths: list[str], result: Salvage) -> None:
                 continue
             try:
                 for m in _messages(body):
-                    result.kept.append(Kept(p, h.index, h.term, m, body_of(body, m)))
+                    try:
+                        result.kept.append(Kept(p, h.index, h.term, m, body_of(body, m, limit=max_body)))
+                    except BodyTooLarge as exc:  # (a message still: listed, with no body to send again)
+                        result.kept.append(Kept(p, h.index, h.term, m, None, note=f"{exc}; --max-body raises it"))
             except NotAMessage:
                 result.not_messages += 1
 
@@ -106,11 +116,11 @@ def _messages(body: bytes) -> Iterator[Message]:
     yield from out
 
 
-def salvage(kept: str, node_dirs: list[str]) -> Salvage:
+def salvage(kept: str, node_dirs: list[str], max_body: int = MAX_MESSAGE_SIZE) -> Salvage:
     """Read the kept entries at ``kept`` and look for each message in every log of
     ``node_dirs`` (node directories); a message any of them holds is held."""
     result = Salvage()
-    read_kept(kept_paths(kept), result)
+    read_kept(kept_paths(kept), result, max_body)
     wanted: dict = {}
     for k in result.kept:
         wanted.setdefault(k.key(), []).append(k)
@@ -121,7 +131,7 @@ def salvage(kept: str, node_dirs: list[str]) -> Salvage:
             m = it.message
             if m is None:
                 continue
-            found = wanted.get(("uniq", m.uniq_key)) if m.uniq_key else None
+            found = wanted.get(("uniq", m.topic, m.uniq_key)) if m.uniq_key else None
             if found is None:
                 found = wanted.get(("place", m.topic, m.queue_id, m.queue_offset, m.body_crc))
             for k in found or ():
