@@ -139,3 +139,46 @@ def test_each_ca_is_named_after_its_directory_or_ca_name(tmp_path):
     r = run("certs", "init", one, "--members", "n1", "--ca-name", "Other")
     assert r.exit_code == 1
     assert "--ca-name" in errors(r.stderr)[0] and not os.path.exists(os.path.join(one, "member-n1.pem"))
+
+
+def test_a_ca_whose_key_is_kept_offline_is_never_replaced(tmp_path):
+    # ca.pem and the issued certificates without ca.key (kept offline): a new CA would take
+    # ca.pem's place and every member's certificate would stop verifying
+    d = str(tmp_path / "pki")
+    assert run("certs", "init", d, "--members", "n0,n1").exit_code == 0
+    key = open(os.path.join(d, "ca.key"), "rb").read()
+    os.unlink(os.path.join(d, "ca.key"))
+    before = contents(d)
+    for args in (["certs", "init", d, "--members", "n2"], ["certs", "add", d, "--members", "n2"]):
+        r = run(*args)
+        assert r.exit_code == 1, r.output
+        lines = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+        assert len(lines) == 1 and "ca.pem" in lines[0] and "ca.key" in lines[0], r.stderr
+        assert contents(d) == before
+    with open(os.path.join(d, "ca.key"), "wb") as fh:  # (put back: issuing works again)
+        fh.write(key)
+    assert run("certs", "add", d, "--members", "n2").exit_code == 0
+    assert contents(d)["ca.pem"] == before["ca.pem"]
+
+
+def test_revokes_at_the_same_time_keep_each_others_serials(tmp_path):
+    import threading
+
+    d = str(tmp_path / "pki")
+    assert run("certs", "init", d, "--members", "n0,n1,n2,n3,n4,n5").exit_code == 0
+    serials = [serial(d, f"member-n{i}") for i in range(6)]
+    gate = threading.Barrier(len(serials))
+
+    def revoke(s):
+        gate.wait(timeout=30)
+        crl.revoke(d, [s])
+    threads = [threading.Thread(target=revoke, args=(s,)) for s in serials]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    with open(os.path.join(d, "crl.pem"), "rb") as fh:
+        listed = {r.serial_number for r in x509.load_pem_x509_crl(fh.read())}
+    assert listed == set(serials)
+    assert sorted(os.listdir(d)) == sorted(contents(d))  # (and no lock file beside them)
+    assert not [n for n in os.listdir(d) if "lock" in n or n.endswith(".tmp")]

@@ -23,7 +23,9 @@ adds serials to it (:func:`revoke`), signed with the CA's key.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import logging
 import os
 
@@ -91,9 +93,9 @@ def revoke(directory: str, serials: list[int]) -> tuple[str, list[int]]:
     written empty when missing), signed with its key: (the CRL's path, the serials added
     now; ones listed already are not added twice)."""
     from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives import serialization
 
-    from .pki import CA_CERT, CA_KEY, _write
+    from .pki import CA_CERT, CA_KEY
 
     try:
         with open(os.path.join(directory, CA_CERT), "rb") as fh:
@@ -105,6 +107,28 @@ def revoke(directory: str, serials: list[int]) -> tuple[str, list[int]]:
     except ValueError as exc:
         raise CrlError(f"the CA files in {directory} cannot be read: {exc}") from None
     path = os.path.join(directory, CRL_FILE)
+    with _locked(directory):  # (two revokes at once: each must see the other's serials)
+        return _add(directory, path, ca_cert, ca_key, serials)
+
+
+@contextlib.contextmanager
+def _locked(directory: str):
+    """An exclusive lock on ``directory`` itself (flock on its descriptor: no lock file left
+    behind) for a read-modify-write of its CRL."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _add(directory: str, path: str, ca_cert, ca_key, serials: list[int]) -> tuple[str, list[int]]:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    from .pki import CA_CERT, _write
+
     listed: dict[int, datetime.datetime] = {}
     number = 1
     if os.path.exists(path):

@@ -22,6 +22,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from .tls import Identity
 
 CA_CERT, CA_KEY = "ca.pem", "ca.key"
+CRL_NAME = "crl.pem"  # (crl.CRL_FILE, the CA's revocation list beside it)
 CN_MAX = 64  # X.509's ub-common-name: a longer common name is refused
 _CA_PREFIX = "dledgerctl CA "
 
@@ -92,6 +93,11 @@ def init_ca(directory: str, days: int = 3650, name: str | None = None) -> tuple[
     if has_ca(directory):
         _empty_crl(directory)
         return cert_path, key_path
+    present = [f for f in (CA_CERT, CA_KEY, CRL_NAME) if os.path.lexists(os.path.join(directory, f))]
+    if present:  # (half a CA: a new one would replace the ca.pem every member trusts)
+        raise ValueError(f"{' and '.join(present)} {'is' if len(present) == 1 else 'are'} there without the rest of "
+                         f"the CA ({CA_CERT} and {CA_KEY} both: a key kept offline must be put back to issue); "
+                         "nothing was written")
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name or default_ca_name(directory))])
     now = datetime.datetime.now(datetime.timezone.utc)
