@@ -120,7 +120,7 @@ def get_field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
     return value
 
 
-def _ext_int(ext: dict, name: str, kind: Ints) -> int:
+def ext_int(ext: dict, name: str, kind: Ints) -> int:
     try:
         text = ext[name]
     except KeyError:
@@ -185,26 +185,26 @@ def decode_request(f: Frame):
             kind = PushType(e.get("type", ""))
         except ValueError:
             raise BadMessage(f"unknown push type {e.get('type')!r}") from None
-        count = _ext_int(e, "count", COUNT)
+        count = ext_int(e, "count", COUNT)
         config_at = ()
         if e.get("configAt"):
             parts = e["configAt"].split(",")
             if len(parts) > count:
                 raise BadMessage(f"extField 'configAt' names {len(parts)} entries of a push of {count}")
-            config_at = tuple(_ext_int({"configAt": x}, "configAt", INDEX) for x in parts)
-        return PushRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term", TERM), kind,
-                           _ext_int(e, "commitIndex", INDEX), _ext_int(e, "firstEntryIndex", INDEX), count, f.body,
-                           _ext_int(e, "beginIndex", INDEX) if "beginIndex" in e else -1, config_at,
+            config_at = tuple(ext_int({"configAt": x}, "configAt", INDEX) for x in parts)
+        return PushRequest(e.get("group", ""), e.get("leaderId", ""), ext_int(e, "term", TERM), kind,
+                           ext_int(e, "commitIndex", INDEX), ext_int(e, "firstEntryIndex", INDEX), count, f.body,
+                           ext_int(e, "beginIndex", INDEX) if "beginIndex" in e else -1, config_at,
                            e.get("members", "").encode())
     if f.code == INSTALL_SNAPSHOT:
         e = f.ext
-        n = _ext_int(e, "dataLength", SIZE)
+        n = ext_int(e, "dataLength", SIZE)
         if not 0 <= n <= len(f.body):
             raise BadMessage(f"dataLength {n} does not fit a body of {len(f.body)} bytes")
         body = bytes(f.body)
-        return InstallSnapshotRequest(e.get("group", ""), e.get("leaderId", ""), _ext_int(e, "term", TERM),
-                                      _ext_int(e, "index", INDEX), _ext_int(e, "snapTerm", SOME_TERM),
-                                      _ext_int(e, "size", SIZE), _ext_int(e, "crc", CRC), _ext_int(e, "offset", SIZE),
+        return InstallSnapshotRequest(e.get("group", ""), e.get("leaderId", ""), ext_int(e, "term", TERM),
+                                      ext_int(e, "index", INDEX), ext_int(e, "snapTerm", SOME_TERM),
+                                      ext_int(e, "size", SIZE), ext_int(e, "crc", CRC), ext_int(e, "offset", SIZE),
                                       body[:n], body[n:], e.get("members", "").encode())
     o = json_object(f.body)
     if f.code == VOTE:

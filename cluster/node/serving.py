@@ -65,6 +65,7 @@ from ..net.wire import (
     STATUS,
     VOTE,
     decode_request,
+    ext_int,
     get_field,
     response_frame,
 )
@@ -351,10 +352,7 @@ class Serving:
         is made per request but the queued tuple: appends are the hot path."""
         if "count" not in f.ext:  # DLedger's own client: one body, base64 in a JSON object
             return self._append_dledger(f, conn)
-        try:
-            count = int(f.ext["count"])
-        except ValueError:
-            raise BadMessage("extField 'count' is not an integer") from None
+        count = ext_int(f.ext, "count", COUNT)  # (plain ASCII digits, as every number on the wire)
         if f.ext.get("group", self.cfg.group) != self.cfg.group:
             self.counts.appends_answered(Code.UNKNOWN_GROUP.name, 1)
             return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {self.cfg.group!r}"},
