@@ -293,3 +293,33 @@ def test_refuses_the_store_of_a_running_broker_then_moves_it_stopped(rocketmq, t
     puts = member.puts()
     s = migrate(root, tmp_path / "ms", "--commitlog-file-size", 1 << 20)
     assert s["messages"] == len(puts) and s["left_out"] == 0
+
+
+def test_a_queue_left_with_no_message_keeps_its_offsets_and_dispatch_goes_on(rocketmq, tmp_path):
+    """A queue whose units all point below the log's first message (idle since DLedger deleted
+    the head files) keeps its max offset (3) as blank units; RocketMQ's store, opened on the
+    moved store, takes new messages put to it and to a normal queue, dispatches them (the
+    blanks' offset + size, which ConsumeQueue.recover takes as the queue's maxPhysicOffset,
+    must not move the start of dispatch past the log) and serves them through getMessage at
+    the queues' next offsets; reading the blanks serves nothing (no byte of a message)."""
+    root = tmp_path / "src"
+    write_broker_store(str(root), [{"topic": "C", "body": b"c%d" % i} for i in range(3)], data_file_size=16 << 10,
+                       cq_units_per_file=16)
+    write_queue(str(root), "OLD", 0, [cq_unit(i * 10, 10, 0) for i in range(3)], per_file=16)
+    dest = tmp_path / "ms"
+    cl = 8 << 10
+    migrate(root, dest, "--commitlog-file-size", cl)
+    lines = javarocketmq._run_json(rocketmq.command(READER, str(dest), str(cl), str(16 * 20), "110000",
+                                                    "put:C:0", "put:OLD:0"), 120, READER)
+    queues = {(q["topic"], q["queue_id"]): q["max"] for q in lines if q["kind"] == "queue" and q["max"]}
+    assert queues == {("C", 0): 3, ("OLD", 0): 3}
+    assert [m for m in lines if m["kind"] == "undecodable"] == []
+    assert {(m["topic"], m["status"]) for m in lines if m["kind"] == "miss"} <= {("OLD", "MESSAGE_WAS_REMOVING")}
+    assert [base64.b64decode(m["body"]) for m in lines if m["kind"] == "message"] == [b"c%d" % i for i in range(3)]
+    puts = {p["topic"]: p for p in lines if p["kind"] == "put"}
+    for topic, n in (("C", 0), ("OLD", 1)):
+        p = puts[topic]
+        assert (p["status"], p["queue_offset"], p["max_before"]) == ("PUT_OK", 3, 3), p
+        assert (p["dispatched"], p["max_after"], p["pulled"]) == (True, 4, "FOUND"), p
+        assert base64.b64decode(p["pulled_body"]) == f"new {n} {topic}/0".encode()
+        assert (p["pulled_queue_offset"], p["pulled_phy_offset"]) == (3, p["phy_offset"])

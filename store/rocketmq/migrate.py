@@ -157,6 +157,10 @@ def _broker_holds(src_root: str) -> bool:
         os.close(fd)
 
 
+# the blank unit (commit-log offset, size) of a queue left with no unit: see _write_queue_files
+LOW_BLANK = (1, 1)
+
+
 def _check_dest(dest: str, src_root: str) -> None:
     dest_abs = os.path.realpath(dest)
     src_abs = os.path.realpath(src_root)
@@ -177,7 +181,9 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
             index_file_size: int | None = None, progress=None, max_hash_slot_num: int = MAX_HASH_SLOT_NUM,
             max_index_num: int = MAX_INDEX_NUM, id_map: str | None = None) -> Summary:
     """Write the master-slave store at ``dest`` (see the module's text); its summary.
-    MigrateError when the move cannot be made; DEST is then left as it was."""
+    MigrateError when the move cannot be made; DEST is then left as it was. Only when
+    ``id_map`` cannot be put in place after DEST was does the error say DEST was written
+    (and where the map was left)."""
     if broker.commit_log:
         raise MigrateError(f"{broker.root}: a master-slave store already ({COMMIT_LOG_DIR}/, no dledger-<id>/): "
                            f"nothing to move")
@@ -190,7 +196,7 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
                            f"cannot be moved yet")
     _check_dest(dest, src)
     if id_map is not None:
-        _check_id_map(id_map)
+        _check_id_map(id_map, src)
     if _broker_holds(src):
         raise MigrateError(f"{src}: a running broker holds its lock file: stop the broker first")
     committed = read_checkpoint(broker.node_dir).committed_index
@@ -214,22 +220,36 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
         if os.path.isdir(dest):
             os.rmdir(dest)  # empty (checked): the rename takes its place
         os.rename(tmp, dest)
-        if map_tmp is not None:
-            os.rename(map_tmp, id_map)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         if map_tmp is not None and os.path.lexists(map_tmp):
             os.unlink(map_tmp)
         raise
-    fd = os.open(os.path.dirname(os.path.abspath(dest)), os.O_RDONLY)
+    _sync_dir(dest)
+    if map_tmp is not None:
+        try:
+            os.rename(map_tmp, id_map)
+        except OSError as exc:
+            raise MigrateError(f"{dest}: written (the move is done), but the id map could not be renamed to "
+                               f"{id_map} ({exc.strerror}); it was left at {map_tmp}") from None
+        _sync_dir(id_map)
+    return summary
+
+
+def _sync_dir(path: str) -> None:
+    """fsync the directory that holds ``path`` (a rename into it lasts)."""
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return summary
 
 
-def _check_id_map(path: str) -> None:
+def _check_id_map(path: str, src_root: str) -> None:
+    map_abs = os.path.realpath(path)
+    src_abs = os.path.realpath(src_root)
+    if map_abs == src_abs or map_abs.startswith(src_abs + os.sep):
+        raise MigrateError(f"{path}: --id-map must lie outside SRC ({src_root})")
     if os.path.lexists(path):
         raise MigrateError(f"{path}: exists (give a new file for --id-map)")
     parent = os.path.dirname(os.path.abspath(path))
@@ -264,23 +284,27 @@ class _IdMap:
             self.fh.close()
 
 
-def _first_message(broker, data_file_size, index_file_size) -> int | None:
-    """The commit-log offset of SRC's first message (None: it holds none)."""
-    for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+def _first_message(broker, data_file_size, index_file_size, from_index: int | None = None) -> int | None:
+    """The commit-log offset of SRC's first message (of an entry at or past ``from_index``);
+    None: it holds none."""
+    sel = Selection(from_index=from_index)
+    for b in batches(broker.node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size):
         normal = np.flatnonzero(b.magic == MAGIC_NORMAL) if not b.damage else []
         if len(normal):
             return int(b.pos[normal[0]]) + HEADER_SIZE
     return None
 
 
-def _log_start(src_root: str, src_first: int | None, file_size: int) -> tuple[int, int]:
+def _log_start(src_root: str, src_first: int | None, file_size: int, cut: int | None = None) -> tuple[int, int]:
     """Where the new commit log starts: 0, or one file in when a queue will lead with
-    fillPreBlank units (0, Integer.MAX_VALUE, 0). ``ConsumeQueue.correctMinOffset`` takes a
+    fillPreBlank units (0, Integer.MAX_VALUE, 0), or be blank units only (see
+    :func:`_write_queue_files`). ``ConsumeQueue.correctMinOffset`` takes a
     queue's first unit whose offset is at or past the log's first as the queue's minimum;
     from a log at 0 that would be a blank, and ``getMessage`` reading from there rolls past
     the first commit-log file's messages (``rollNextFile``). Past the log's start, the blanks
-    are below every message, as after RocketMQ deletes a log's head files. Fails on a damaged
-    queue before anything is written."""
+    are below every message, as after RocketMQ deletes a log's head files. ``cut``: SRC's
+    offset of the first message left out (past the committed index), None when none is.
+    Fails on a damaged queue before anything is written."""
     queues = find_queues(src_root)
     fsize = file_size_of(queues)
     per_file = fsize // CQ_STORE_UNIT_SIZE
@@ -294,9 +318,10 @@ def _log_start(src_root: str, src_first: int | None, file_size: int) -> tuple[in
         if len(units):
             furthest = max(furthest, int(units["offset"].max()))
         lead = len(units) if src_first is None else int(np.count_nonzero(units["offset"] < src_first))
-        # blanks lead the file of the queue's first kept unit unless that is the file's first
-        # (a queue of blanks only has no message for a pull to miss)
-        if (q.first + lead) % per_file and lead < len(units):
+        kept = lead < len(units) and (cut is None or int(units["offset"][lead]) < cut)
+        # blanks lead the file of the queue's first kept unit unless that is the file's first;
+        # a queue of blanks only gets its own, which must lie below the log (_write_queue_files)
+        if (q.first + lead) % per_file and kept or not kept and (len(units) or q.blanks) and q.first + lead > 0:
             start = file_size
         q.units, q.segments = None, []
     return start, furthest
@@ -304,10 +329,13 @@ def _log_start(src_root: str, src_first: int | None, file_size: int) -> tuple[in
 
 def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape,
            ids: _IdMap) -> None:
-    start, furthest = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size)
+    cut = None if committed is None else _first_message(broker, data_file_size, index_file_size, committed + 1)
+    start, furthest = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size,
+                                 cut)
     if start:
-        summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, which "
-                             f"RocketMQ takes for messages when the log starts at 0)")
+        summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, or holds "
+                             f"blank units only, which RocketMQ takes for messages when the log starts at 0)")
+    summary.dispatched_until = start  # (DefaultMessageStore.start: dispatch resumes at least at the log's start)
     log = CommitLogWriter(os.path.join(tmp, COMMIT_LOG_DIR), file_size, start)
     old, new, last_ts, src_first = [], [], 0, None
     # the index is built in this pass for the messages up to the furthest unit's (the broker
@@ -447,8 +475,9 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
             continue  # nothing of it stays: RocketMQ makes the queue again for its next message
         _write_queue_files(os.path.join(tmp, rel), first_kept, kept, fsize)
         # ConsumeQueue.recover: the queue's maxPhysicOffset (offset + size of its last unit, a
-        # fillPreBlank one's too); the broker's dispatch resumes at the largest
-        end = int(kept["offset"][-1]) + int(kept["size"][-1]) if len(kept) else BLANK_SIZE
+        # blank one's too); DefaultMessageStore.start resumes dispatch at the largest, or at
+        # the log's first offset when that is further (a blank-only queue's LOW_BLANK end is)
+        end = int(kept["offset"][-1]) + int(kept["size"][-1]) if len(kept) else sum(LOW_BLANK)
         summary.dispatched_until = max(summary.dispatched_until, end)
         summary.queues += 1
         summary.units += len(kept)
@@ -458,16 +487,24 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
 
 def _write_queue_files(qdir: str, first: int, units: np.ndarray, fsize: int) -> None:
     """Units from queue offset ``first`` on, in files of ``fsize`` bytes named by first byte;
-    the first file's units before ``first`` are fillPreBlank units. A queue of no units that
-    ends at a file boundary gets the file before it, full of them (RocketMQ serves an empty
-    file as a queue of one unit at offset 0)."""
+    the first file's units before ``first`` are fillPreBlank units (0, Integer.MAX_VALUE, 0).
+    A queue of no units gets LOW_BLANK units instead (its max offset stays ``first``, so
+    consumers' offsets stay valid): ``ConsumeQueue.recover`` takes every unit with offset >= 0
+    and size > 0 as written and the last one's offset + size as the queue's maxPhysicOffset,
+    and ``DefaultMessageStore.start`` resumes dispatch at the largest of those: a fillPreBlank
+    unit's would be 2 GiB, past anything the broker stores next. A LOW_BLANK unit's is 2,
+    below the new log (which then starts one file in, :func:`_log_start`), and a pull
+    reading one finds no message there (``CommitLog.getMessage``: offset 1 lies before the
+    log's first file; offset 0 would be served from the first file) and rolls on. Such a
+    queue that ends at a file boundary gets the file before it, full of them (RocketMQ
+    serves an empty file as a queue of one unit at offset 0)."""
     os.makedirs(qdir)
     start = first * CQ_STORE_UNIT_SIZE
     fstart = start - start % fsize
     if not len(units) and start == fstart:
         fstart -= fsize
     blank = np.zeros((start - fstart) // CQ_STORE_UNIT_SIZE, UNIT)
-    blank["size"] = BLANK_SIZE
+    blank["offset"], blank["size"] = LOW_BLANK if not len(units) else (0, BLANK_SIZE)
     data = memoryview(blank.tobytes() + units.tobytes())
     at = 0
     while True:

@@ -10,6 +10,17 @@
  *
  * Usage: RocketMQStoreReader <root> <mappedFileSizeCommitLog> <mappedFileSizeConsumeQueue> <deadlineMillis>
  *        [<maxHashSlotNum> <maxIndexNum>]   (the index files' shape; 1000 and 4000 when not given)
+ *        [put:<topic>:<queueId> ...]
+ *
+ * Each put:<topic>:<queueId> (after the reading): putMessage of one new message to that queue,
+ * as the broker stores one after the move, then a bounded wait (until the deadline, at most
+ * 20 s) for the store's dispatch to give the queue a unit at the offset the put was given,
+ * and getMessage at that offset: one "put" line {"kind": "put", "topic", "queue_id", "status"
+ * (the put's), "queue_offset" (the put's logics offset), "phy_offset" (the put's wrote offset),
+ * "max_before", "max_after" (getMaxOffsetInQueue before the put and after the wait),
+ * "dispatched" (the queue's max passed the put's offset in time), "pulled" (getMessage's status
+ * at that offset), "pulled_body" (base64, or null), "pulled_queue_offset",
+ * "pulled_phy_offset"}.
  *
  * Message lines: {"kind": "message", "topic", "queue_id", "queue_offset" (the offset it was
  * pulled at), "stored_queue_offset" (the message's own QUEUEOFFSET), "phy_offset"
@@ -27,6 +38,8 @@ import java.io.File;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
 import java.io.PrintStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -37,11 +50,15 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.GetMessageResult;
 import org.apache.rocketmq.store.GetMessageStatus;
+import org.apache.rocketmq.store.MessageExtBrokerInner;
+import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.QueryMessageResult;
 import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
@@ -71,7 +88,13 @@ public class RocketMQStoreReader {
             SerializerFeature.DisableCircularReferenceDetect));
     }
 
-    static int run(String[] args) throws Exception {
+    static int run(String[] all) throws Exception {
+        List<String> puts = new ArrayList<>();
+        List<String> positional = new ArrayList<>();
+        for (String a : all) {
+            (a.startsWith("put:") ? puts : positional).add(a);
+        }
+        String[] args = positional.toArray(new String[0]);
         if (args.length != 4 && args.length != 6) {
             throw new IllegalArgumentException("usage: RocketMQStoreReader <root> <commitLogFileSize> <cqFileSize> <deadlineMillis>");
         }
@@ -155,6 +178,11 @@ public class RocketMQStoreReader {
                     }
                 }
             }
+            int n = 0;
+            for (String p : puts) {
+                int colon = p.lastIndexOf(':');
+                put(store, p.substring(4, colon), Integer.parseInt(p.substring(colon + 1)), n++, deadline);
+            }
             Map<String, Object> done = new LinkedHashMap<>();
             done.put("kind", "done");
             done.put("min_phy_offset", store.getMinPhyOffset());
@@ -164,6 +192,69 @@ public class RocketMQStoreReader {
             store.shutdown();
         }
         return 0;
+    }
+
+    static void put(DefaultMessageStore store, String topic, int queueId, int n, long deadline) throws Exception {
+        long maxBefore = store.getMaxOffsetInQueue(topic, queueId);
+        byte[] body = ("new " + n + " " + topic + "/" + queueId).getBytes(StandardCharsets.UTF_8);
+        Message msg = new Message(topic, "new", "new-" + n, body);
+        MessageExtBrokerInner inner = new MessageExtBrokerInner();
+        inner.setTopic(topic);
+        inner.setQueueId(queueId);
+        inner.setBody(body);
+        inner.setFlag(msg.getFlag());
+        MessageAccessor.setProperties(inner, msg.getProperties());
+        inner.setPropertiesString(MessageDecoder.messageProperties2String(msg.getProperties()));
+        inner.setTagsCode(MessageExtBrokerInner.tagsString2tagsCode(inner.getTags()));
+        inner.setBornTimestamp(System.currentTimeMillis());
+        inner.setBornHost(new InetSocketAddress("127.0.0.1", 50000));
+        inner.setStoreHost(new InetSocketAddress("127.0.0.1", 10911));
+        PutMessageResult result = store.putMessage(inner);
+        Map<String, Object> e = new LinkedHashMap<>();
+        e.put("kind", "put");
+        e.put("topic", topic);
+        e.put("queue_id", queueId);
+        e.put("status", result == null ? "NULL" : String.valueOf(result.getPutMessageStatus()));
+        e.put("max_before", maxBefore);
+        long qoff = -1;
+        if (result != null && result.isOk() && result.getAppendMessageResult() != null) {
+            qoff = result.getAppendMessageResult().getLogicsOffset();
+            e.put("queue_offset", qoff);
+            e.put("phy_offset", result.getAppendMessageResult().getWroteOffset());
+        }
+        // the store's dispatch (ReputMessageService) gives the queue its unit; wait for it, bounded
+        long until = Math.min(deadline, System.currentTimeMillis() + 20000);
+        boolean dispatched = false;
+        while (qoff >= 0 && System.currentTimeMillis() < until) {
+            if (store.getMaxOffsetInQueue(topic, queueId) > qoff) {
+                dispatched = true;
+                break;
+            }
+            Thread.sleep(20);  // (polling the store's state; the wait's bound is `until`)
+        }
+        e.put("max_after", store.getMaxOffsetInQueue(topic, queueId));
+        e.put("dispatched", dispatched);
+        e.put("pulled", null);
+        e.put("pulled_body", null);
+        e.put("pulled_queue_offset", null);
+        e.put("pulled_phy_offset", null);
+        if (qoff >= 0) {
+            GetMessageResult r = store.getMessage("dledgerctl-test", topic, queueId, qoff, 1, null);
+            e.put("pulled", r == null ? "NULL" : String.valueOf(r.getStatus()));
+            if (r != null && r.getStatus() == GetMessageStatus.FOUND) {
+                try {
+                    MessageExt m = MessageDecoder.decode(r.getMessageBufferList().get(0), true, false);
+                    if (m != null) {
+                        e.put("pulled_body", Base64.getEncoder().encodeToString(m.getBody()));
+                        e.put("pulled_queue_offset", m.getQueueOffset());
+                        e.put("pulled_phy_offset", m.getCommitLogOffset());
+                    }
+                } finally {
+                    r.release();
+                }
+            }
+        }
+        print(e);
     }
 
     static Map<String, Object> record(DefaultMessageStore store, MessageExt m, String topic, int queueId, long at) {
