@@ -22,6 +22,7 @@ from rmq_encode import cq_unit
 from rmq_store import write_broker_store, write_queue
 from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq.layout import resolve_broker
+from store.rocketmq import check, logwalk, stream
 from store.rocketmq.consumequeue import UNIT
 from store.rocketmq.migrate import MigrateError, migrate
 
@@ -124,3 +125,20 @@ def test_an_id_map_that_cannot_be_put_in_place_says_dest_was_written(tmp_path):
     assert os.listdir(tmp_path / "ms")
     left = [n for n in os.listdir(tmp_path) if n.startswith(".ids.csv.migrating-")]
     assert len(left) == 1 and left[0] in text
+
+
+def test_mq_check_finds_a_queue_of_fill_pre_blank_units_only_on_both_paths(tmp_path, monkeypatch):
+    """(what an earlier mq migrate wrote for such a queue) RocketMQ would resume dispatch at
+    Integer.MAX_VALUE: a finding, the same from the bounded and the whole-log check."""
+    root = tmp_path / "ms"
+    blank_only_store(root)
+    write_queue(str(root), "BL", 0, [], per_file=16, first=3, blanks=3)
+    b = resolve_broker(str(root))
+    monkeypatch.setattr(logwalk, "BATCH", 2)
+    monkeypatch.setattr(stream, "CHUNK", 2)
+    bounded = stream.bounded_check(b, check._match_units)
+    assert bounded == check.check_whole(b)
+    assert [(f["finding"], f["topic"], f["queue_id"], f["file"]) for f in bounded[0]] == \
+        [("cq-blanks-only", "BL", 0, f"consumequeue/BL/0/{0:020d}")]
+    r = runner.invoke(app, ["mq", "check", str(root)])
+    assert r.exit_code == 1 and "cq-blanks-only" in r.output and "2147483647" in r.output, r.output

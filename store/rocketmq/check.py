@@ -30,7 +30,10 @@ Findings (``mq check``), one row each with the file and the byte offset in it:
   missing, or the topic has no queues), below the commit-log offset a broker restarts
   dispatch from (the highest any queue reached: ``DefaultMessageStore.start``), so never
   dispatched; one finding per run of queue offsets, naming the file that should hold them;
-- ``cq-damaged``: a consume queue's files do not follow each other.
+- ``cq-damaged``: a consume queue's files do not follow each other;
+- ``cq-blanks-only``: a queue of fillPreBlank units only: RocketMQ would take
+  Integer.MAX_VALUE as its maxPhysicOffset and resume dispatch there, past the log's end
+  (stream.blanks_only).
 
 Units that point before the log's first message are not findings: the log's head files
 are deleted before the consume queues' (RocketMQ corrects a queue's minimum offset then).
@@ -54,6 +57,7 @@ from .stream import (
     MISMATCH,
     PAST_LOG,
     Unbounded,
+    blanks_only,
     bounded_check,
     bounded_topics,
     missing,
@@ -191,6 +195,8 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
         read_units(q, fsize)
         for path, off, detail in q.damaged:
             findings.append(_finding("cq-damaged", path, off, None, topic=q.topic, queue_id=q.queue_id, detail=detail))
+        if (blank := blanks_only(q, c.end_pos)) is not None:
+            findings.append(blank)
         tid = c.topics.get(q.topic, -1) if q.utf8 else -1
         if tid >= 0:
             spans[_key(tid, q.queue_id)] = q

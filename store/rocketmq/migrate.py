@@ -15,7 +15,11 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
   RocketMQ writes a queue that starts past 0; units of messages left out at a queue's end
   (uncommitted ones) are not written. When such blanks lead a file that also holds units
   of messages, the new commit log starts one file in (not at 0), so that the blanks' offset
-  0 lies below it and RocketMQ takes the first real unit as the queue's minimum;
+  0 lies below it and RocketMQ takes the first real unit as the queue's minimum. A queue
+  left with no unit of a kept message but a max offset past 0 (idle since its messages'
+  files were deleted, or all of them left out) keeps its offsets as (1, 1, 0) units, and
+  the log then starts one file in too (``_write_queue_files``: a fillPreBlank unit there
+  would make RocketMQ resume dispatch at 2 GiB);
 - ``index/``: the broker's key index (index.py: RocketMQ's IndexFile format and the keys
   ``IndexService.buildIndex`` puts) of the messages before the end of the furthest
   consume-queue unit; the broker re-dispatches (and so indexes) the messages from there

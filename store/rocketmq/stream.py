@@ -25,7 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..format import HEADER_SIZE
-from .consumequeue import Piece, expected_file, file_size, find_queues, offsets, plan_units, read_piece
+from .consumequeue import (BLANK_SIZE, Piece, _rel, expected_file, file_size, find_queues, offsets, plan_units,
+                           read_piece)
 from .logwalk import _finding, _key, walk
 
 CHUNK = 1 << 12  # units of a queue read at a time
@@ -258,6 +259,22 @@ def missing(topic, queue_id, qo, index, names: list, spans: dict, fsize: int, re
                    f"restarts dispatch at commit-log offset {reput}, past them, so consumers never get them"))
 
 
+def blanks_only(q, end_pos: int) -> dict | None:
+    """A finding when ``q`` holds fillPreBlank units (0, Integer.MAX_VALUE, 0) and no other:
+    ``ConsumeQueue.recover`` takes each as written, so the queue's maxPhysicOffset is
+    Integer.MAX_VALUE, which recovery's ``truncateDirtyLogicFiles`` keeps (it cuts by a unit's
+    offset, 0 here), and ``DefaultMessageStore.start`` resumes dispatch at the largest
+    queue's: past the log's end (``end_pos``), nothing the broker stores next would reach a
+    consume queue."""
+    if not q.blanks or q.count or q.damaged or not q.files or BLANK_SIZE <= end_pos:
+        return None
+    return _finding("cq-blanks-only", _rel(q, q.files[0].path), 0, None, topic=q.topic, queue_id=q.queue_id,
+                    detail=f"{q.blanks} fillPreBlank units and no other: RocketMQ takes {BLANK_SIZE} as the queue's "
+                           f"maxPhysicOffset and resumes dispatch there, past the log's end at {end_pos} (nothing "
+                           f"stored next would reach a consume queue); remove the queue's directory (its offsets "
+                           f"restart at 0) or move the store again")
+
+
 def unit_finding(kind: str, q, qoff: int, unit, detail: str) -> dict:
     path, off = q.file_of(qoff)
     return _finding(kind, path, off, None, topic=q.topic, queue_id=q.queue_id, queue_offset=qoff,
@@ -407,6 +424,8 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
             for path, off, detail in q.damaged:
                 findings.append(_finding("cq-damaged", path, off, None, topic=q.topic, queue_id=q.queue_id,
                                          detail=detail))
+            if (blank := blanks_only(q, c.end_pos)) is not None:
+                findings.append(blank)
             findings.total += getattr(flagged[j], "dropped", 0)
             for code, qoff, unit, detail in sorted(flagged[j], key=lambda f: (f[0], f[1])):
                 p = unit["offset"]
