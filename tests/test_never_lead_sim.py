@@ -157,6 +157,6 @@ def test_one_broker_and_it_are_a_majority():
 
 def test_it_cannot_be_the_preferred_leader():
     peers = parse_peers("n0-127.0.0.1:1;n1-127.0.0.1:2;n2-127.0.0.1:3")
-    with pytest.raises(ConfigError, match="never leads"):
+    with pytest.raises(ConfigError, match="--never-lead: n2 cannot also be the --preferred-leader"):
         NodeConfig("g", "n2", peers, never_lead=True, preferred_leader="n2")
     assert NodeConfig("g", "n2", peers, never_lead=True, preferred_leader="n0").never_lead
