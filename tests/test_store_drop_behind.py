@@ -88,7 +88,7 @@ def test_no_window_no_drops_and_a_negative_one_is_refused(tmp_path):
         assert all((lo, hi) == (0, 0) for _s, _sync, lo, hi in data_jobs(store))
     with pytest.raises(StoreUsageError, match="drop-behind"):
         open_store(tmp_path / "m", -1)
-    with pytest.raises(ConfigError, match="drop_behind"):
+    with pytest.raises(ConfigError, match="--drop-behind must be at least 0, not -1"):
         NodeConfig("g", "n0", parse_peers("n0-127.0.0.1:1"), drop_behind=-1)
 
 
