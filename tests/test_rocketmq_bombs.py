@@ -129,22 +129,38 @@ def test_any_compressed_bytes_inflate_within_the_limit_or_say_why(flag, plain, c
 
 # --- the commands, as processes: their peak memory ---------------------------------------------
 
+# The child is started by a small Python of its own, which waits for it with os.wait4 and
+# writes its peak RSS: a process's ru_maxrss also counts what it was before its exec, and a
+# child forked straight from this test process would start from the test process's own
+# resident size (hundreds of MB late in a full run), not from what the command used.
+_MEASURE = """
+import os, subprocess, sys
+p = subprocess.Popen(sys.argv[2:])
+_pid, status, usage = os.wait4(p.pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
 def run_measured(tmp_path, *args, timeout=300) -> tuple[int, str, str, int]:
-    """Run ``dledgerctl ARGS`` as a child; its exit code, stdout, stderr and peak RSS in KiB
-    (the child's own, from ``os.wait4``; a timer kills it at the deadline)."""
+    """Run ``dledgerctl ARGS`` as a grandchild; its exit code, stdout, stderr and peak RSS in
+    KiB (its own, from ``os.wait4`` in the small parent that started it; a timer kills both at
+    the deadline)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests", "sm")]), COLUMNS="200")
-    out_path, err_path = tmp_path / "measured.out", tmp_path / "measured.err"
+    out_path, err_path, rss_path = tmp_path / "measured.out", tmp_path / "measured.err", tmp_path / "measured.rss"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        p = subprocess.Popen([sys.executable, "-m", "dledgerctl", *map(str, args)], stdin=subprocess.DEVNULL,
-                             stdout=out, stderr=err, env=env)
-    killer = threading.Timer(timeout, p.kill)
+        p = subprocess.Popen([sys.executable, "-c", _MEASURE, str(rss_path), sys.executable, "-m", "dledgerctl",
+                              *map(str, args)], stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                             start_new_session=True)
+    killer = threading.Timer(timeout, lambda: os.killpg(p.pid, 9))
     killer.start()
     try:
-        _pid, status, usage = os.wait4(p.pid, 0)
+        code = p.wait()
     finally:
         killer.cancel()
-    p.returncode = code = os.waitstatus_to_exitcode(status)
-    return code, out_path.read_text(), err_path.read_text(), usage.ru_maxrss
+    return code, out_path.read_text(), err_path.read_text(), int(rss_path.read_text())
 
 
 @pytest.fixture(scope="module")
