@@ -62,6 +62,7 @@ from .stream import (
     bounded_topics,
     missing,
     mismatch,
+    queue_rows,
     unit_finding as _unit_finding,
 )
 
@@ -398,21 +399,4 @@ def topic_rows_whole(broker: BrokerStore, *, data_file_size=None, index_file_siz
             rows[(t, qid)] = {"topic": t, "queue_id": qid, "messages": int(count[g]), "bytes": int(nbytes[g]),
                               "first_queue_offset": int(qmin[g]), "last_queue_offset": int(qmax[g]),
                               "first_store_time": int(tmin[g]), "last_store_time": int(tmax[g])}
-    if broker.has_consume_queues:
-        queues = find_queues(broker.root)
-        fsize = file_size(queues)
-        for q in queues:
-            read_units(q, fsize)
-            if notes is not None:
-                notes += [f"{path}: {detail}" for path, _off, detail in q.damaged]
-            row = rows.setdefault((q.topic if q.utf8 else "\0" + q.topic, q.queue_id), {"topic": q.topic, "queue_id": q.queue_id, "messages": 0,
-                                                          "bytes": 0, "first_queue_offset": None,
-                                                          "last_queue_offset": None, "first_store_time": None,
-                                                          "last_store_time": None})
-            n = len(q.units)
-            row.update(cq_first=q.first if n else None, cq_last=q.end - 1 if n else None, cq_units=n)
-    for row in rows.values():
-        row.setdefault("cq_first", None)
-        row.setdefault("cq_last", None)
-        row.setdefault("cq_units", None)
-    return sorted(rows.values(), key=lambda r: (r["topic"], r["queue_id"]))
+    return queue_rows(broker, rows, notes)

@@ -293,6 +293,8 @@ def read_units(q: Queue, fsize: int | None = None) -> Queue:
     q.segments = [(at, np.concatenate(us, dtype=UNIT_NATIVE)) for at, us in segments]
     q.units = np.concatenate([u for _a, u in q.segments], dtype=UNIT_NATIVE) if pieces else np.empty(0, UNIT_NATIVE)
     return q
+
+
 def offsets(lo: int, hi: int, word: str = "queue offset", words: str = "queue offsets") -> str:
     """'queue offset 3', 'queue offsets 2-3'."""
     return f"{word} {lo}" if lo == hi else f"{words} {lo}-{hi}"

@@ -162,6 +162,15 @@ def bounded_topics(broker, *, data_file_size=None, index_file_size=None, progres
         t = c.names[k >> 32]
         rows[(t, qid)] = {"topic": t, "queue_id": qid, "messages": n, "bytes": nbytes, "first_queue_offset": qmin,
                           "last_queue_offset": qmax, "first_store_time": tmin, "last_store_time": tmax}
+    return queue_rows(broker, rows, notes)
+
+
+
+def queue_rows(broker, rows: dict, notes: list | None) -> list[dict]:
+    """``mq topics``' rows (``rows``: (topic, queue id) -> the messages' columns) with each
+    consume queue's columns added (first and last queue offset, units; the queue's files
+    planned, not read: only their counts are needed), a row of its own for a queue no
+    message reached, sorted. Both paths end here (check.topic_rows_whole too)."""
     if broker.has_consume_queues:
         queues = find_queues(broker.root)
         fsize = file_size(queues)
@@ -180,7 +189,6 @@ def bounded_topics(broker, *, data_file_size=None, index_file_size=None, progres
         row.setdefault("cq_last", None)
         row.setdefault("cq_units", None)
     return sorted(rows.values(), key=lambda r: (r["topic"], r["queue_id"]))
-
 
 def unit_of(u: np.ndarray, k: int) -> dict:
     """Unit ``k`` of ``u`` as plain numbers (not a view that keeps the chunk)."""
