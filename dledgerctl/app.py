@@ -13,8 +13,8 @@ import click_log
 import typer
 from typer.completion import completion_init
 
-from . import (certs_cmd, cluster_cmd, kv_cmd, log_cmd, mq_cmd, mq_consumers_cmd, mq_move_cmd, mq_salvage_cmd, node_cmd,
-               peer_cmd, spark_cmd, store_cmd)
+from . import (certs_cmd, cluster_cmd, kv_cmd, log_cmd, mq_cmd, mq_consumers_cmd, mq_move_cmd, mq_rebuild_cmd,
+               mq_salvage_cmd, node_cmd, peer_cmd, spark_cmd, store_cmd)
 from . import controller_cmd
 from .common import LogLabels, fail, log, quiet_closed_stdout, stdout_gone
 
@@ -84,6 +84,7 @@ app.add_typer(certs_cmd.app, name="certs")
 app.add_typer(kv_cmd.app, name="kv")
 app.add_typer(mq_cmd.app, name="mq")
 mq_cmd.app.command("migrate")(mq_move_cmd.migrate_cmd)
+mq_cmd.app.command("rebuild")(mq_rebuild_cmd.rebuild_cmd)
 mq_cmd.app.command("salvage")(mq_salvage_cmd.salvage_cmd)
 app.add_typer(controller_cmd.app, name="controller")
 mq_cmd.app.command("consumers")(mq_consumers_cmd.consumers_cmd)

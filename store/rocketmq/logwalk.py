@@ -29,10 +29,13 @@ DELAY_LEVELS_MS = [s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360,
 _DISPATCHED_NOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 
-def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_size=None, progress=None):
+def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_size=None, progress=None,
+         delay_levels_ms: list[int] | None = None):
     """The log's messages, ``BATCH`` at a time: (batch, columns of its messages), in log
     order, with (``findings`` a list) what ``mq check`` finds in the log itself. ``c`` (a
-    :class:`Log`, or check.py's Columns) learns the topics, entries and extent."""
+    :class:`Log`, or check.py's Columns) learns the topics, entries and extent.
+    ``delay_levels_ms``: the broker's delay levels (messageDelayLevel), when not the default."""
+    delay_table = np.array([0] + list(DELAY_LEVELS_MS if delay_levels_ms is None else delay_levels_ms), np.int64)
     schedule = np.zeros(0, bool)
     source = commitlog.batches(broker.node_dir) if broker.commit_log else \
         batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size)
@@ -76,7 +79,7 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
             if len(schedule) < len(c.topics):
                 schedule = np.array([t == SCHEDULE_TOPIC for t in c.topic_names()], bool)
             delay = schedule[topic] & (mc.delay > 0)
-            tags = np.where(delay, mc.store_ts + _delay_ms(mc.delay), mc.tags)
+            tags = np.where(delay, mc.store_ts + _delay_ms(mc.delay, delay_table), mc.tags)
             # (a negative QUEUEID is damage, not a queue: a broker picks a queue for one, SendMessageProcessor)
             dispatched = ~np.isin(mc.sys_flag & TRANSACTION_ROLLBACK_TYPE, _DISPATCHED_NOT) & (mc.queue_id >= 0)
             cols = dict(index=index, phy=pos + HEADER_SIZE, size=mc.size, topic=topic, queue_id=mc.queue_id,
@@ -126,11 +129,10 @@ def _fill(mc, k: int, m, buf, crc: bool) -> None:
         mc.crc_ok[k] = crc32(buf[m.body_at:m.body_at + m.body_size]) & 0x7FFFFFFF == m.body_crc
 
 
-def _delay_ms(levels: np.ndarray) -> np.ndarray:
-    """ScheduleMessageService.computeDeliverTimestamp's delay of each level (the default
-    levels; a level past the last is the last)."""
-    table = np.array([0] + DELAY_LEVELS_MS, np.int64)
-    return table[np.clip(levels, 0, len(DELAY_LEVELS_MS))]
+def _delay_ms(levels: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """ScheduleMessageService.computeDeliverTimestamp's delay of each level (``table``: 0,
+    then each level's delay in ms; a level past the last is the last)."""
+    return table[np.clip(levels, 0, len(table) - 1)]
 
 
 def _finding(kind: str, file: str, offset: int, index: int | None, m=None, *, topic=None, queue_id=None,

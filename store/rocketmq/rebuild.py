@@ -1,0 +1,380 @@
+"""``mq rebuild``: a stopped broker's consume queues and key index made again from its log, in place.
+
+What a broker's dispatch (``ReputMessageService``) would write if it read the whole log from
+its first message, for either kind of store (DLedger mode: ``dledger-<id>/``; master-slave:
+``commitlog/``):
+
+- ``consumequeue/<topic>/<queueId>/``: for each message the dispatch puts in a queue (not a
+  transaction's prepared or rollback half), a unit (commit-log offset, size, tag code) at
+  the message's own QUEUEOFFSET, in files of the store's consume-queue file size (the old
+  files' size, else RocketMQ's default). A queue whose first message in the log has a
+  queue offset past 0 gets ``fillPreBlank`` units (0, Integer.MAX_VALUE, 0) before it in
+  its file, as ``ConsumeQueue.putMessagePositionInfo`` writes them. The tag code is
+  Java's hash of TAGS, or for a delayed message in SCHEDULE_TOPIC_XXXX its delivery time
+  (store time + the level's delay; ``--delay-levels`` when the broker's messageDelayLevel
+  is not the default);
+- ``index/``: the keys ``IndexService.buildIndex`` puts (index.py) for every message before
+  the end of the furthest unit written (the broker dispatches the rest itself at start);
+- ``checkpoint``: logicsMsgTimestamp and indexMsgTimestamp set to the last dispatched and
+  the last indexed message's store time (physicMsgTimestamp kept), so that an abnormal
+  recovery does not discard the new index files.
+
+In DLedger mode only committed entries are dispatched (past the committed index a
+follower's entries may be cut), unless ``include_uncommitted``.
+
+Rules kept here: nothing in the store changes until everything is written. The new files
+are written under ``<root>/.rebuild-<pid>/`` (one a killed run left, whose process is gone,
+is removed first); then the old ``consumequeue/``, ``index/`` and ``checkpoint`` are renamed
+aside to ``<name>.old-<UTC time>`` (never deleted) and the new ones renamed in. A log the
+dispatch could not read as it stands (a damaged entry, an entry that is not a message, a
+negative QUEUEID, a wrong PHYSICALOFFSET, a queue offset seen twice or skipped) stops the
+rebuild with :class:`RebuildError` naming the place, before anything is renamed; ``mq
+check`` tells more. A running broker (holding the root's ``lock`` file) is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import StoreUsageError
+from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL
+from ..inspect import Selection
+from ..metafiles import read_checkpoint
+from . import commitlog
+from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
+from .consumequeue import file_size as file_size_of
+from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, message_keys
+from .layout import BrokerStore
+from .logwalk import walk
+from .lookup import INDEX_DIR
+from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode
+from .migrate import CHECKPOINT_FILE, CHECKPOINT_SIZE, _alive, _broker_holds, _sync_dir
+from .scan import batches
+from .stream import Log, _overlaps
+
+FLUSH_UNITS = 1 << 20  # units buffered over all queues before they are written out
+_REFUSED = ("damage", "not-a-message", "queue-id", "phy-offset")  # what the dispatch cannot read as it stands
+_CHECKPOINT = struct.Struct(">qqq")
+
+
+class RebuildError(StoreUsageError):
+    """The queues cannot be rebuilt from the log as it stands (the text says why); the store
+    was not changed."""
+
+
+@dataclass
+class Summary:
+    root: str
+    messages: int = 0  # messages read from the log
+    units: int = 0  # units written (one per dispatched message)
+    queues: int = 0  # consume queues written
+    queue_files: int = 0
+    blanks: int = 0  # fillPreBlank units written
+    undispatched: int = 0  # transaction halves (prepared, rollback): no unit
+    committed_index: int | None = None
+    left_out: int = 0  # messages of entries past the committed index
+    index_files: int = 0
+    index_keys: int = 0
+    dispatched_until: int = 0  # the end of the furthest unit
+    kept_aside: list[str] = field(default_factory=list)  # the old files, renamed
+    notes: list[str] = field(default_factory=list)
+
+    def row(self) -> dict:
+        return {"root": self.root, "messages": self.messages, "queues": self.queues, "units": self.units,
+                "queue_files": self.queue_files, "blanks": self.blanks, "undispatched": self.undispatched,
+                "committed_index": self.committed_index, "left_out": self.left_out,
+                "index_files": self.index_files, "index_keys": self.index_keys,
+                "kept_aside": " ".join(self.kept_aside), "note": "; ".join(self.notes)}
+
+
+def store_root(broker: BrokerStore) -> str:
+    """The broker's store root, also when its ``consumequeue/`` is gone (what a rebuild is for)."""
+    if broker.root is not None:
+        return broker.root
+    return os.path.dirname(os.path.abspath(broker.node_dir))
+
+
+def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_file_size: int | None = None,
+            delay_levels_ms: list[int] | None = None, max_hash_slot_num: int = MAX_HASH_SLOT_NUM,
+            max_index_num: int = MAX_INDEX_NUM, data_file_size: int | None = None,
+            index_file_size: int | None = None, progress=None) -> Summary:
+    """Rebuild ``consumequeue/``, ``index/`` and the checkpoint's dispatch times (see the
+    module's text); the summary. RebuildError (store unchanged) when it cannot be done."""
+    root = store_root(broker)
+    if _broker_holds(root):
+        raise RebuildError(f"{root}: a running broker holds its lock file: stop the broker first")
+    committed = None
+    if not broker.commit_log:
+        committed = read_checkpoint(broker.node_dir).committed_index
+        if committed is None and not include_uncommitted:
+            raise RebuildError(f"{broker.node_dir}: its checkpoint holds no committed index: which entries the "
+                               f"broker dispatches is unknown (give --include-uncommitted to take them all)")
+    old_queues = find_queues(root)
+    fsize = queue_file_size or (file_size_of(old_queues) if old_queues else CQ_FILE_SIZE)
+    if fsize % CQ_STORE_UNIT_SIZE:
+        raise RebuildError(f"consume-queue files of {fsize} bytes: not a whole number of {CQ_STORE_UNIT_SIZE}-byte "
+                           f"units")
+    summary = Summary(root, committed_index=None if include_uncommitted else committed)
+    for stale in _stale_temps(root):
+        shutil.rmtree(stale)
+        summary.notes.append(f"removed {os.path.basename(stale)}, left by an interrupted run")
+    tmp = os.path.join(root, f".rebuild-{os.getpid()}")
+    if os.path.lexists(tmp):
+        shutil.rmtree(tmp)
+    os.makedirs(tmp)
+    try:
+        last_ts = _write_queues(broker, tmp, fsize, summary, None if include_uncommitted else committed,
+                                delay_levels_ms, data_file_size, index_file_size, progress)
+        index_ts = _write_index(broker, tmp, summary, max_hash_slot_num, max_index_num, data_file_size,
+                                index_file_size)
+        _write_checkpoint(root, tmp, last_ts, index_ts)
+        _notes(old_queues, summary, tmp, root)
+        _swap(root, tmp, summary)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return summary
+
+
+def _stale_temps(root: str) -> list[str]:
+    out = []
+    for n in os.listdir(root):
+        pid = n[len(".rebuild-"):]
+        if n.startswith(".rebuild-") and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            out.append(os.path.join(root, n))
+    return out
+
+
+class _Queues:
+    """The units being written, per queue: buffered, then written to their files in
+    queue-offset order (a file is opened only while a flush writes to it)."""
+
+    def __init__(self, dir: str, fsize: int) -> None:
+        self.dir, self.fsize = dir, fsize
+        self.expect: dict[tuple[str, int], int] = {}  # queue -> the queue offset its next message must have
+        self.last_phy: dict[tuple[str, int], int] = {}  # queue -> the commit-log offset of its last message
+        self.written: dict[tuple[str, int], int] = {}  # queue -> the queue offset its pending units start at
+        self.pending: dict[tuple[str, int], list[np.ndarray]] = {}
+        self.buffered = 0
+        self.files: set[str] = set()
+        self.blanks = 0
+        self.end = 0  # the end of the furthest unit (offset + size)
+
+    def add(self, topic: str, qid: int, qoff: np.ndarray, phy: np.ndarray, size: np.ndarray,
+            tags: np.ndarray) -> None:
+        """One queue's next units, in log order (queue offsets must follow on)."""
+        key = (topic, qid)
+        if key not in self.expect:
+            first = int(qoff[0])
+            if first < 0:
+                raise RebuildError(f"queue {topic}/{qid}: the message at commit-log offset {int(phy[0])} has queue "
+                                   f"offset {first}: a broker never writes a negative one (run 'dledgerctl mq check')")
+            start = first - first % (self.fsize // CQ_STORE_UNIT_SIZE)
+            self.expect[key], self.written[key] = first, start
+            if first > start:  # fillPreBlank: the file's units before the queue's first
+                b = np.zeros(first - start, UNIT)
+                b["size"] = BLANK_SIZE
+                self.pending[key] = [b]
+                self.blanks += len(b)
+        want = np.arange(self.expect[key], self.expect[key] + len(qoff))
+        bad = np.flatnonzero(qoff != want)
+        if len(bad):
+            k = int(bad[0])
+            prev = self.last_phy.get(key) if k == 0 else int(phy[k - 1])
+            what = "seen twice" if int(qoff[k]) < int(want[k]) else "skipped"
+            before = f"the one before it (at {prev}) {int(want[k]) - 1}" if prev is not None else \
+                f"the queue's first is {int(want[k])}"
+            raise RebuildError(f"queue {topic}/{qid}: the message at commit-log offset {int(phy[k])} has queue offset "
+                               f"{int(qoff[k])}, {before}: queue offsets {what} (run 'dledgerctl mq check')")
+        u = np.empty(len(qoff), UNIT)
+        u["offset"], u["size"], u["tags"] = phy, size, tags
+        self.pending.setdefault(key, []).append(u)
+        self.expect[key] += len(qoff)
+        self.last_phy[key] = int(phy[-1])
+        self.end = max(self.end, int(phy[-1]) + int(size[-1]))
+        self.buffered += len(u)
+        if self.buffered >= FLUSH_UNITS:
+            self.flush()
+
+    def flush(self) -> None:
+        for key, parts in self.pending.items():
+            self._write(key, np.concatenate(parts).astype(UNIT) if len(parts) > 1 else parts[0])  # (concatenate
+            # gives native byte order)
+        self.pending, self.buffered = {}, 0
+
+    def _write(self, key: tuple[str, int], units: np.ndarray) -> None:
+        topic, qid = key
+        qdir = os.path.join(self.dir, topic, str(qid))
+        os.makedirs(qdir, exist_ok=True)
+        at = self.written[key] * CQ_STORE_UNIT_SIZE
+        data = memoryview(units.tobytes())
+        done = 0
+        while done < len(data):
+            fstart = at - at % self.fsize
+            path = os.path.join(qdir, f"{fstart:0{FILE_NAME_DIGITS}d}")
+            n = min(len(data) - done, fstart + self.fsize - at)
+            with open(path, "r+b" if path in self.files else "xb") as fh:
+                fh.seek(at - fstart)
+                fh.write(data[done:done + n])
+            self.files.add(path)
+            done += n
+            at += n
+        self.written[key] += len(units)
+
+    def close(self) -> None:
+        """Flush, then give every file its full size (RocketMQ preallocates them) and sync it."""
+        self.flush()
+        for path in self.files:
+            with open(path, "r+b") as fh:
+                fh.truncate(self.fsize)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+
+def _write_queues(broker, tmp, fsize, summary, committed, delay_levels_ms, data_file_size, index_file_size,
+                  progress) -> int:
+    """The consume queues from the log; the store time of the last message dispatched."""
+    queues = _Queues(os.path.join(tmp, CONSUME_QUEUE_DIR), fsize)
+    log, findings, file_ends, last_ts = Log(), [], {}, 0
+    for b, cols in walk(broker, findings, log, data_file_size=data_file_size, index_file_size=index_file_size,
+                        progress=progress, delay_levels_ms=delay_levels_ms):
+        _refuse(broker, findings)
+        file_ends[b.start] = max(file_ends.get(b.start, 0), int(b.pos[-1] + b.size[-1]))
+        take = np.ones(len(cols["phy"]), bool)
+        if committed is not None:
+            take = cols["index"] <= committed
+            summary.left_out += len(take) - int(np.count_nonzero(take))
+        summary.messages += int(np.count_nonzero(take))
+        summary.undispatched += int(np.count_nonzero(take & ~cols["dispatched"]))
+        rows = np.flatnonzero(take & cols["dispatched"])
+        if not len(rows):
+            continue
+        key = (cols["topic"][rows].astype(np.int64) << 32) | (cols["queue_id"][rows].astype(np.int64) & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        names = log.topic_names()
+        for grp in np.split(rows[order], np.flatnonzero(np.diff(key[order])) + 1):
+            queues.add(names[int(cols["topic"][grp[0]])], int(cols["queue_id"][grp[0]]), cols["queue_offset"][grp],
+                       cols["phy"][grp], cols["size"][grp], cols["tags"][grp])
+        last_ts = int(cols["store_ts"][rows[-1]])
+    _refuse(broker, findings)
+    if _overlaps(log, file_ends):
+        raise RebuildError(f"{broker.node_dir}: a data file holds entries past where the next one begins (run "
+                           f"'dledgerctl mq check')")
+    queues.close()
+    summary.queues, summary.units = len(queues.expect), summary.messages - summary.undispatched
+    summary.queue_files, summary.blanks, summary.dispatched_until = len(queues.files), queues.blanks, queues.end
+    return last_ts
+
+
+def _refuse(broker, findings: list) -> None:
+    for f in findings:
+        if f["finding"] in _REFUSED:
+            where = f"{os.path.basename(broker.node_dir)}/{f['file']} offset {f['offset']}"
+            raise RebuildError(f"{where}: {f['finding']}: {f['detail']} (the store was not changed; run "
+                               f"'dledgerctl mq check' on it)")
+
+
+def _messages(broker, until: int, data_file_size, index_file_size):
+    """(commit-log offset, message) of each message before ``until``, in log order."""
+    source = commitlog.batches(broker.node_dir) if broker.commit_log else \
+        batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size)
+    for b in source:
+        if b.damage:
+            raise RebuildError(f"{b.file}: {b.damage}")
+        for magic, pos, bsize in zip(b.magic.tolist(), b.pos.tolist(), b.bsize.tolist()):
+            offset = pos + HEADER_SIZE
+            if offset >= until:
+                return
+            if magic == MAGIC_NORMAL:
+                yield offset, decode(b.buf, offset - b.start, bsize)
+
+
+def _write_index(broker, tmp, summary, slots, index_num, data_file_size, index_file_size) -> int:
+    """``index/`` for the messages before the end of the furthest unit; the last one's store time."""
+    writer = IndexWriter(tmp, slots, index_num)
+    try:
+        for offset, m in _messages(broker, summary.dispatched_until, data_file_size, index_file_size):
+            p = m.properties
+            writer.add(message_keys(m.topic, m.sys_flag, p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                                    p.get(PROPERTY_KEYS)), offset, m.store_timestamp)
+    finally:
+        writer.close()
+    summary.index_files, summary.index_keys = len(writer.files), writer.keys_written
+    return writer.last_ts
+
+
+def _write_checkpoint(root: str, tmp: str, logics_ts: int, index_ts: int) -> None:
+    """The new checkpoint (RocketMQ's StoreCheckpoint file): the old one's physicMsgTimestamp
+    (the last message's time when there is none), the dispatch's times."""
+    physic = logics_ts
+    try:
+        with open(os.path.join(root, CHECKPOINT_FILE), "rb") as fh:
+            head = fh.read(_CHECKPOINT.size)
+        if len(head) == _CHECKPOINT.size:
+            physic = max(_CHECKPOINT.unpack(head)[0], logics_ts)
+    except FileNotFoundError:
+        pass
+    with open(os.path.join(tmp, CHECKPOINT_FILE), "xb") as fh:
+        fh.write(_CHECKPOINT.pack(physic, logics_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _notes(old_queues, summary: Summary, tmp: str, root: str) -> None:
+    """What the old queues held that the log no longer backs: their consumers' offsets past
+    the new ends are reset by the broker (``mq consumers`` lists them)."""
+    shorter = []
+    for q in old_queues:
+        if not q.files or q.damaged:
+            continue
+        new_dir = os.path.join(tmp, os.path.relpath(q.dir, root))
+        if _queue_end(q.dir) > _queue_end(new_dir):
+            shorter.append(f"{q.topic}/{q.queue_id}")
+    if shorter:
+        summary.notes.append(f"{len(shorter)} queues end earlier than their old files did (the log no longer holds "
+                             f"their last messages: {', '.join(shorter[:5])}{' ...' if len(shorter) > 5 else ''}); "
+                             f"consumers' offsets past the new ends are reset by the broker ('dledgerctl mq "
+                             f"consumers' lists them)")
+    if summary.left_out:
+        summary.notes.append(f"{summary.left_out} messages of entries past the committed index "
+                             f"{summary.committed_index} not dispatched")
+
+
+def _queue_end(qdir: str) -> int:
+    """The queue offset after the last unit written in ``qdir`` (0 when there is none)."""
+    try:
+        names = sorted(n for n in os.listdir(qdir) if n.isdigit())
+    except FileNotFoundError:
+        return 0
+    if not names:
+        return 0
+    with open(os.path.join(qdir, names[-1]), "rb") as fh:
+        units = np.frombuffer(fh.read(), UNIT)
+    used = np.flatnonzero((units["offset"] >= 0) & (units["size"] > 0))
+    return int(names[-1]) // CQ_STORE_UNIT_SIZE + (int(used[-1]) + 1 if len(used) else 0)
+
+
+def _swap(root: str, tmp: str, summary: Summary) -> None:
+    """The old files aside, the new ones in (each a rename in the store root), then synced."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for name in (CONSUME_QUEUE_DIR, INDEX_DIR, CHECKPOINT_FILE):
+        old = os.path.join(root, name)
+        if os.path.lexists(old):
+            aside = f"{old}.old-{stamp}"
+            k = 1
+            while os.path.lexists(aside):
+                k += 1
+                aside = f"{old}.old-{stamp}-{k}"
+            os.rename(old, aside)
+            summary.kept_aside.append(os.path.basename(aside))
+        new = os.path.join(tmp, name)
+        if os.path.lexists(new):
+            os.rename(new, old)
+    os.rmdir(tmp) if not os.listdir(tmp) else shutil.rmtree(tmp)
+    _sync_dir(os.path.join(root, CHECKPOINT_FILE))
