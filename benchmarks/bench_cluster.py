@@ -46,7 +46,7 @@ Peers:
 
 - Mutual TLS (``dledgerctl async tls``, ``etcd tls``; ``--no-tls`` skips them): every
   connection between members and from the load generator encrypted and both sides
-  authenticated, with certificates from cluster/net/pki.py (EC P-256), the same for both.
+  authenticated, with certificates from cluster/node/pki.py (EC P-256), the same for both.
 
 Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--repeat N] [--no-etcd] [--no-pysyncobj]
                                           [--no-java] [--no-tls] [--pysyncobj-conf KEY=VALUE] [--install] [--json]
@@ -181,9 +181,9 @@ async def run_cases(name: str, make_call, seconds: float, members: dict[str, int
 # -- dledgerctl -----------------------------------------------------------------------------
 
 def _certs(directory: str, group: str, members: list[str]):
-    """Member certificates and an operator's (cluster/net/pki.py) in ``directory``: the
+    """Member certificates and an operator's (cluster/node/pki.py) in ``directory``: the
     operator's cluster/net/tls.py Tls, for the load generator."""
-    from cluster.net import pki
+    from cluster.node import pki
     from cluster.net.tls import Identity, Tls, TlsFiles
 
     for m in members:
@@ -224,7 +224,7 @@ def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1, tls: bo
 def tls_crypto_us_per_kib(directory: str) -> float:
     """CPU time, in us, to encrypt one KiB on one side of a TLS connection and decrypt it on
     the other, through Python's ssl memory BIOs (the path uvloop's TLS transport takes),
-    with certificates from cluster/net/pki.py; in 64 KiB writes, over about a second."""
+    with certificates from cluster/node/pki.py; in 64 KiB writes, over about a second."""
     import ssl as _ssl
 
     tls = _certs(directory, "floor", ["m0", "m1"])

@@ -1,4 +1,4 @@
-"""``dledgerctl certs``: a CA and certificates for trying TLS out (cluster/net/pki.py)."""
+"""``dledgerctl certs``: a CA and certificates for trying TLS out (cluster/node/pki.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from cluster.net import crl
+from cluster.net.crl import CrlError
 from cluster.net.tls import ANY_GROUP, Identity, parse_uri
+from cluster.node import pki
 
 from .common import FormatOpt, check_group, fail
 from .render import Format, render
@@ -22,13 +23,7 @@ def _names(values: list[str] | None) -> list[str]:
     return [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
 
 
-# (cluster/net/pki.py is imported by the certs commands only: cryptography takes some 60 ms to
-# load, which every other command would pay at start)
-
-
 def _check_ca_name(value: str | None) -> str | None:
-    from cluster.net import pki
-
     problem = None if value is None else pki.ca_name_problem(value)
     if problem is not None:
         raise typer.BadParameter(f"{value!r} {problem}")
@@ -66,8 +61,6 @@ def _issue(directory: str, idents: list[Identity], force: bool, ca_name: str | N
     """Certificates for ``idents`` signed by the CA of ``directory`` (made, named ``ca_name``,
     when missing): one row each. Files of an identity DIR holds already are refused before
     anything is written, unless ``force``."""
-    from cluster.net import pki
-
     held = {ident: pki.files_of(directory, ident) for ident in idents}
     if not force:
         there = [f for files in held.values() for f in files]
@@ -114,8 +107,6 @@ def init_cmd(
     member-ID.pem/.key, operator-NAME.pem/.key, client-NAME.pem/.key. Each names its identity in a URI
     subjectAltName dledger://GROUP/ROLE/NAME. Certificates DIR holds already are never re-issued without
     --force ('certs add' adds identities). For trying TLS out; use your own PKI in production."""
-    from cluster.net import pki
-
     idents = _identities(group, members, operators, clients, any_group)
     if not any(i.role == "member" for i in idents):
         raise fail("--members names no member", 2)
@@ -127,7 +118,7 @@ def init_cmd(
 def _group_of(directory: str) -> str:
     """The group of the member certificates in ``directory`` (of the others when it holds no
     member's); 'default' when none names one; a usage error when they name several."""
-    idents = [i for _file, uri in crl.issued(directory).values() if (i := parse_uri(uri)) is not None]
+    idents = [i for _file, uri in pki.issued(directory).values() if (i := parse_uri(uri)) is not None]
     groups = sorted({i.group for i in idents if i.role == "member"}
                     or {i.group for i in idents if i.group != ANY_GROUP})
     if len(groups) > 1:
@@ -151,8 +142,6 @@ def add_cmd(
 ) -> None:
     """Add identities to the CA in DIR: a certificate and key each, as 'certs init' writes them. Identities DIR
     holds already are refused (nothing is written) unless --force; the CA and crl.pem are left as they are."""
-    from cluster.net import pki
-
     if not (_names(members) or _names(operators) or _names(clients)):
         raise fail("give --members, --operators or --clients (the identities to add)", 2)
     if not pki.has_ca(directory):
@@ -195,15 +184,15 @@ def revoke_cmd(
     wanted = {_serial(s): None for s in serials or []}
     if not os.path.isdir(directory):
         raise fail(f"{directory}: no such directory")
-    known = crl.issued(directory)
+    known = pki.issued(directory)
     for uri in identities or []:
         found = [serial for serial, (_file, ident) in known.items() if ident == uri]
         if not found:
             raise fail(f"no certificate in {directory} names {uri}")
         wanted.update(dict.fromkeys(found))
     try:
-        path, added = crl.revoke(directory, list(wanted))
-    except crl.CrlError as exc:
+        path, added = pki.revoke(directory, list(wanted))
+    except CrlError as exc:
         raise fail(str(exc)) from None
     strangers = [s for s in wanted if s not in known]
     rows = [{"serial": f"{s:X}", "file": known.get(s, ("", ""))[0] or None, "identity": known.get(s, ("", ""))[1]

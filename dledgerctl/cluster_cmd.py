@@ -12,8 +12,9 @@ from typing import Annotated, Optional
 import typer
 
 from cluster.net.client import Client, ClientError
+from cluster.net.tls import ANY_GROUP, Identity
 from cluster.raft.config import DEFAULT_GROUP, ConfigError, parse_peers
-from cluster.node import launcher
+from cluster.node import launcher, pki
 from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down, read_record, up
 
 from .common import (BaseDirOpt, ClientGroupOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt, GroupOpt,
@@ -365,10 +366,7 @@ def _differences(ctx, have: list[dict], want: list[dict], given: list[str]) -> s
 
 def _make_certs(directory: str, group: str, members: list[str], operators: list[str], clients: list[str],
                 any_group: bool = False) -> list[dict]:
-    """Certificates (cluster/net/pki.py) for these identities in ``directory``: one row each."""
-    from cluster.net import pki
-    from cluster.net.tls import ANY_GROUP, Identity
-
+    """Certificates (cluster/node/pki.py) for these identities in ``directory``: one row each."""
     rows = []
     for role, names in (("member", members), ("operator", operators), ("client", clients)):
         for name in names:

@@ -59,7 +59,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from cluster.net import pki  # noqa: E402
+from cluster.node import pki  # noqa: E402
 from ports import free_ports  # noqa: E402,F401 (tests take it from here too)
 import hostile  # noqa: E402
 import linearizability  # noqa: E402

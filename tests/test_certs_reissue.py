@@ -13,6 +13,7 @@ from cryptography.x509.oid import NameOID
 from typer.testing import CliRunner
 
 from cluster.net import crl
+from cluster.node import pki
 from dledgerctl.app import app
 
 runner = CliRunner()
@@ -32,7 +33,7 @@ def serial(d, stem: str) -> int:
 
 
 def uri(d, stem: str) -> str:
-    return dict(crl.issued(d).values())[f"{stem}.pem"]
+    return dict(pki.issued(d).values())[f"{stem}.pem"]
 
 
 def ca_cn(d) -> str:
@@ -171,7 +172,7 @@ def test_revokes_at_the_same_time_keep_each_others_serials(tmp_path):
 
     def revoke(s):
         gate.wait(timeout=30)
-        crl.revoke(d, [s])
+        pki.revoke(d, [s])
     threads = [threading.Thread(target=revoke, args=(s,)) for s in serials]
     for t in threads:
         t.start()

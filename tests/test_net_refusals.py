@@ -18,7 +18,7 @@ import threading
 
 import pytest
 
-from cluster.net import pki
+from cluster.node import pki
 from cluster.net.tls import Identity
 from test_cluster_processes import ROOT, cli, down, free_port_base, up
 from test_tls_revoke import GROUP, _hup, _logged, _up, _wait

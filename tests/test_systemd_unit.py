@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 
-from cluster.net import pki
+from cluster.node import pki
 from cluster.net.tls import Identity
 from test_cluster_processes import ROOT, cli, free_port_base, wait_for
 

@@ -1,4 +1,4 @@
-"""Mutual TLS with identities: real node processes on 127.0.0.1, certificates from cluster/net/pki.py.
+"""Mutual TLS with identities: real node processes on 127.0.0.1, certificates from cluster/node/pki.py.
 
 Who may do what (cluster/net/tls.py): members of the group send VOTE, HEART_BEAT and PUSH as
 themselves; clients append, get and read; operators also cut followers and move
@@ -15,7 +15,7 @@ import stat
 
 import pytest
 
-from cluster.net import pki
+from cluster.node import pki
 from cluster.raft.rpc import HeartBeatRequest, PushRequest, PushType, VoteRequest
 from cluster.net.tls import Identity, Tls, TlsFiles, identity_of, parse_uri, refusal
 from cluster.net.channel import Channel

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from cluster.net import pki
+from cluster.node import pki
 from cluster.net.client import Client
 from cluster.net.tls import Identity, Tls, TlsFiles
 from cluster.raft.config import parse_peers

@@ -29,6 +29,8 @@ import ssl
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .crl import CrlError, load, serial_of
+
 SCHEME = "dledger"
 ROLES = ("member", "operator", "client")
 ANY_GROUP = "*"
@@ -121,8 +123,6 @@ class Tls:
     def refused(self, peercert: dict | None) -> str | None:
         """Why a verified peer certificate is refused although it verified (its serial is on
         the CRL), or None."""
-        from .crl import serial_of
-
         serial = serial_of(peercert)
         if serial is None or serial not in self.revoked:
             return None
@@ -142,8 +142,6 @@ class Tls:
                 raise TlsError(f"TLS {what} {path} does not exist")
         revoked = self.revoked
         if f.crl is not None:
-            from .crl import CrlError, load
-
             try:
                 revoked = load(f.crl, f.ca)
             except CrlError as exc:
@@ -189,10 +187,12 @@ def _identity_of_file(path: str) -> Identity | None:
             cert = x509.load_pem_x509_certificate(fh.read())
     except (OSError, ValueError):
         return None
-    return _identity_of_cert(cert)
+    return identity_of_cert(cert)
 
 
-def _identity_of_cert(cert) -> Identity | None:
+def identity_of_cert(cert) -> Identity | None:
+    """The identity a certificate (cryptography's object) names, or None when it names none,
+    or more than one."""
     from cryptography import x509
 
     try:

@@ -19,8 +19,9 @@ import subprocess
 import sys
 import time
 
+from ..net.tls import Identity
 from ..raft.config import ConfigError, format_peers, parse_peers
-from . import memberconf
+from . import memberconf, pki
 
 RECORD = "cluster.json"
 DEFAULT_BASE_DIR = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
@@ -80,7 +81,7 @@ def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str
 
 
 def tls_record(tls_dir: str) -> dict:
-    """The record's TLS part for certificates made by cluster/net/pki.py in ``tls_dir``."""
+    """The record's TLS part for certificates made by cluster/node/pki.py in ``tls_dir``."""
     pair = lambda stem: {"cert": os.path.join(tls_dir, f"{stem}.pem"), "key": os.path.join(tls_dir, f"{stem}.key")}
     return {"dir": tls_dir, "ca": os.path.join(tls_dir, "ca.pem"), "crl": os.path.join(tls_dir, "crl.pem"),
             "operator": pair("operator-admin"),
@@ -257,9 +258,6 @@ def add_member(base_dir: str, node_id: str, address: str, members: dict[str, str
     settings.pop("metrics-tls", None)
     tls = rec.get("tls")
     if tls is not None:
-        from ..net import pki
-        from ..net.tls import Identity
-
         settings["tls-cert"], settings["tls-key"] = pki.issue(tls["dir"], Identity(rec["group"], "member", node_id))
     path = memberconf.write(base_dir, node_id, settings)
     node = {"id": node_id, "pid": None, "address": address,
