@@ -16,13 +16,16 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 
+from cluster.net.tls import Tls, TlsError, TlsFiles
+from cluster.node.launcher import DEFAULT_BASE_DIR, LauncherError, read_record
+from cluster.raft.config import ConfigError, group_problem, parse_peers
+from store.errors import StoreError
+
 from .render import Format
 
 
 def check_group(value: str | None) -> str | None:
     """--group: a usage error when it cannot name a group (empty, spaces, control characters)."""
-    from cluster.raft.config import group_problem
-
     problem = None if value is None else group_problem(value)
     if problem is not None:
         raise typer.BadParameter(f"{value!r}: {problem}")
@@ -31,8 +34,6 @@ def check_group(value: str | None) -> str | None:
 
 def check_peers(value: str | None) -> str | None:
     """--peers: a usage error unless it parses (unique ids and addresses, well-formed hosts)."""
-    from cluster.raft.config import ConfigError, parse_peers
-
     if value is not None:
         try:
             parse_peers(value)
@@ -176,8 +177,6 @@ def tls_options(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, tls_cert=None, tls_key=None, tls_ca=None, **kwargs):
-        from cluster.net.tls import TlsError, TlsFiles
-
         try:
             files = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
         except TlsError as exc:
@@ -194,8 +193,6 @@ def use_record_tls(rec: dict | None) -> None:
     """A cluster found through its record (``cluster up --tls``): its operator certificate,
     unless the command was given one."""
     if rec and rec.get("tls") and not _client_tls["explicit"]:
-        from cluster.net.tls import TlsFiles
-
         op = rec["tls"]["operator"]
         _client_tls["files"] = TlsFiles(op["cert"], op["key"], rec["tls"]["ca"])
 
@@ -206,8 +203,6 @@ def client_tls():
     files = _client_tls["files"]
     if files is None:
         return None
-    from cluster.net.tls import Tls, TlsError
-
     try:
         return Tls(files)
     except TlsError as exc:
@@ -285,8 +280,6 @@ def quiet_closed_stdout() -> None:
 @contextmanager
 def errors_as_exit() -> Iterator[None]:
     """Turn the library's errors into one error line and exit code 1."""
-    from store.errors import StoreError
-
     try:
         yield
     except (typer.Exit, BrokenPipeError):  # (a reader that went away is no error: see quiet_closed_stdout)
@@ -317,9 +310,6 @@ def progress_bar(description: str, total: int) -> Iterator:
 def complete_members(ctx: typer.Context, incomplete: str) -> list[str]:
     """Shell completion of a member id: the members of ``--peers`` when given, else of the
     cluster recorded in ``--base-dir`` (or the default one); none when neither says."""
-    from cluster.node.launcher import DEFAULT_BASE_DIR, LauncherError, read_record
-    from cluster.raft.config import ConfigError, parse_peers
-
     params = ctx.params if ctx is not None else {}
     try:
         if params.get("peers"):

@@ -19,8 +19,11 @@ from cluster.net.frames import ProtocolError
 from cluster.net.transport import TransportError
 from cluster.raft.config import DEFAULT_GROUP
 from cluster.node.launcher import DEFAULT_BASE_DIR
+from store.format import MAGIC_NORMAL
 from store.rocketmq.controller import DECODED_COLUMNS, decoded_columns
-from store.rocketmq.message import MAX_MESSAGE_SIZE
+from store.rocketmq.message import MAX_MESSAGE_SIZE, NotAMessage
+from store.rocketmq.message import decode as decode_message
+from store.rocketmq.scan import KINDS, message_fields
 
 from .cluster_cmd import _peers
 from .common import (BaseDirOpt, BodyFormat, ClientGroupOpt, ConsistencyOpt, FormatOpt, MaxBodyOpt, PeersOpt,
@@ -329,17 +332,13 @@ def _text_or_size(body: bytes) -> str:
 
 def _rocketmq_row(e: dict, show, fmt: Format, max_body: int = MAX_MESSAGE_SIZE) -> dict:
     """An entry of ``get --decode rocketmq``: its message's fields (store/rocketmq), or why it is none."""
-    from store.format import MAGIC_NORMAL
-    from store.rocketmq.message import NotAMessage, decode
-    from store.rocketmq.scan import KINDS, message_fields
-
     row = {"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
            "kind": KINDS.get(e["magic"], "not-a-message")}
     raw = e["body"]
     fields = None
     if e["magic"] == MAGIC_NORMAL:
         try:
-            fields = message_fields(raw, decode(raw, 0, len(raw)), show, max_body=max_body)
+            fields = message_fields(raw, decode_message(raw, 0, len(raw)), show, max_body=max_body)
         except NotAMessage as exc:
             row.update(kind="not-a-message", note=str(exc))
     if fields is None:

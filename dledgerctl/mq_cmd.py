@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from store.inspect import render_body
 from store.rocketmq.check import check_broker, topic_rows
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.message import MAX_MESSAGE_SIZE
@@ -53,7 +54,6 @@ def _millis(text: str | None, name: str) -> int | None:
 def _render_body(kind: BodyFormat):
     if kind == BodyFormat.none:
         return None
-    from store.inspect import render_body
     return lambda raw: render_body(raw, kind.value)
 
 

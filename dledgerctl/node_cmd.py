@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cluster.net.tls import TlsError, TlsFiles
 from cluster.node import runtime, service
 from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
 
@@ -124,7 +125,6 @@ def node_start(
     from cluster.node.supervisor import NodeFailure
     from cluster.raft.membership import MembershipError
     from cluster.raft.statemachine import StateMachineError
-    from cluster.net.tls import TlsError, TlsFiles
 
     try:
         tls = TlsFiles.resolve(tls_cert, tls_key, tls_ca, tls_crl)

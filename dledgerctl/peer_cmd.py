@@ -10,15 +10,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from cluster.net.client import Client
+from cluster.net.client import Client, ClientError, Refused
 from cluster.raft.config import DEFAULT_GROUP
+from cluster.raft.rpc import Code
 from cluster.node.launcher import DEFAULT_BASE_DIR
 from cluster.net.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
 
 from . import peer_members
 from .cluster_cmd import _peers, _with_client
-from .common import (BaseDirOpt, ClientGroupOpt, FormatOpt, PeersOpt, TimeoutOpt, complete_members, fail, plural,
-                     tls_options)
+from .common import (BaseDirOpt, ClientGroupOpt, FormatOpt, PeersOpt, TimeoutOpt, client_tls, complete_members, fail,
+                     plural, tls_options)
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Operator requests to a running cluster: replication watermarks, forced compare and "
@@ -89,8 +90,6 @@ class _Watermarks:
     error."""
 
     def __init__(self, parsed: dict, group: str, timeout: float) -> None:
-        from .common import client_tls
-
         tls = client_tls()
         self.loop = asyncio.new_event_loop()
 
@@ -99,8 +98,6 @@ class _Watermarks:
         self.client = self.loop.run_until_complete(make())
 
     def rows(self) -> list[dict]:
-        from cluster.net.client import ClientError
-
         try:
             return self.loop.run_until_complete(self.client.operator(WATERMARKS, {}))["peers"]
         except ClientError as exc:
@@ -259,9 +256,6 @@ def transfer_leader_cmd(
     _member(parsed, to, "--to")
 
     async def work(c: Client) -> dict:
-        from cluster.net.client import ClientError, Refused
-        from cluster.raft.rpc import Code
-
         loop = asyncio.get_running_loop()
         start = loop.time()
         end = start + c.timeout
@@ -381,8 +375,6 @@ def replace_cmd(
     stop_dir = peer_members.record_dir(peers, base_dir, stop_it)
 
     async def work(c: Client) -> list[dict]:
-        from cluster.net.client import ClientError
-
         leader = await c.find_leader(asyncio.get_running_loop().time() + c.timeout)
         md = await c.metadata(leader)
         if node not in md.get("peers", {}):

@@ -25,7 +25,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from .errors import StoreUsageError
+from .errors import IndexOutOfRange, StoreUsageError
 from .format import HEADER_SIZE, MAGIC_NORMAL
 
 
@@ -237,8 +237,6 @@ class LogStore(abc.ABC):
         pass
 
     def check_range(self, index: int) -> None:
-        from .errors import IndexOutOfRange
-
         if not 0 <= self.begin_index <= index <= self.end_index:
             raise IndexOutOfRange(f"index {index} is outside the log [{self.begin_index}, {self.end_index}]")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import Appended, Entry, LogStore
-from .errors import InconsistentAppend, PositionMismatch, StoreUsageError
+from .errors import InconsistentAppend, IndexOutOfRange, PositionMismatch, StoreUsageError
 from .format import (
     CRC_MASK,
     DEFAULT_DATA_FILE_SIZE,
@@ -22,6 +22,7 @@ from .format import (
     chain_crc,
     crc32,
 )
+from .retention import HeadFile
 
 
 class MemoryStore(LogStore):
@@ -127,8 +128,6 @@ class MemoryStore(LogStore):
     # -- the log's beginning moves (FileStore.delete_head / reset_to, on "files" of entries) --
     def head_files(self):
         """The data files the file store would have, oldest first (store.retention)."""
-        from .retention import HeadFile
-
         fsize, out = self.data_file_size, []
         for e in self._entries:
             start = e.pos - e.pos % fsize
@@ -219,8 +218,6 @@ class MemoryStore(LogStore):
         if from_index > self.end_index:
             return 0
         if from_index < 0 or from_index < self.begin_index:
-            from .errors import IndexOutOfRange
-
             raise IndexOutOfRange(f"cannot truncate from {from_index}: the log begins at {self.begin_index}")
         if from_index <= self._committed and not force:
             raise StoreUsageError(f"cannot truncate from {from_index}: entries up to {self._committed} are committed")

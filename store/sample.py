@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from .filestore import FileStore
+from .metafiles import write_currterm
 
 
 def sample_bodies(count: int, *, seed: int = 7, max_size: int = 3000) -> list[bytes]:
@@ -30,8 +31,6 @@ def write_sample_store(node_dir: str, *, entries: int = 600, terms: int = 6, dat
             if chunk:
                 store.append_leader(chunk, term=t + 1)
         store.set_committed(store.end_index - committed_lag)
-        from .metafiles import write_currterm
-
         write_currterm(node_dir, max(terms, store.end_term), None)
     finally:
         store.close()
