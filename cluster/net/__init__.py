@@ -1,8 +1,8 @@
 """Bytes and connections: frames (frames.py, and its C twin _frames.c), the messages in
 them (wire.py; a client's APPEND in appends.py; DLedger's JSON dialect in dialect.py), the
 asyncio transport (transport.py: the frame connection; server.py with its limits;
-channel.py, the pipelining client side), TLS identities and certificates, the client
-(client.py; paging.py reads ranges and follows the log with it).
+channel.py, the pipelining client side), TLS identities (tls.py) and CRL reading (crl.py;
+the CA that writes certificates and CRLs is cluster/node/pki.py), the client (client.py; paging.py reads ranges and follows the log with it).
 
 Sans-I/O where it decodes (frames.py, wire.py, appends.py, dialect.py: bytes in, messages
 out); asyncio only in transport.py, server.py, channel.py, client.py and paging.py.
