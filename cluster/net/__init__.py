@@ -2,7 +2,8 @@
 them (wire.py; a client's APPEND in appends.py; DLedger's JSON dialect in dialect.py), the
 asyncio transport (transport.py: the frame connection; server.py with its limits;
 channel.py, the pipelining client side), TLS identities (tls.py) and CRL reading (crl.py;
-the CA that writes certificates and CRLs is cluster/node/pki.py), the client (client.py; paging.py reads ranges and follows the log with it).
+the CA that writes certificates and CRLs is cluster/node/pki.py), the client (client.py;
+paging.py reads ranges and follows the log with it).
 
 Sans-I/O where it decodes (frames.py, wire.py, appends.py, dialect.py: bytes in, messages
 out); asyncio only in transport.py, server.py, channel.py, client.py and paging.py.
