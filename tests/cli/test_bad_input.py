@@ -21,10 +21,10 @@ import typer.main
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from ports import free_port_base
-from rmq_store import write_broker_store
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
+from tests.support.rmq_store import write_broker_store
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 runner = CliRunner()
 
 
@@ -294,7 +294,7 @@ def test_spark_commands_on_a_missing_path(tmp_path, sub):
 
 # -- store files ----------------------------------------------------------------------------------
 def _store(tmp_path, count=40):
-    from conftest import write_project_store
+    from tests.support.stores import write_project_store
 
     node = tmp_path / "dledger-n0"
     write_project_store(str(node), count=count)

@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from test_cluster_processes import ROOT, cli, down, up, wait_for
+from tests.node.test_cluster_processes import ROOT, cli, down, up, wait_for
 
 BATCH = 64
 

@@ -18,8 +18,9 @@ import pytest
 import typer
 
 from dledgerctl.app import app
+from tests.support import paths
 
-MAN = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "man"))
+MAN = os.path.join(paths.ROOT, "man")
 ROOT_PAGE = os.path.join(MAN, "dledgerctl.1")
 ROOT = typer.main.get_command(app)
 

@@ -16,7 +16,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support.paths import ROOT
+
 ENV = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200")
 
 

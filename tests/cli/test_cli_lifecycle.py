@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from test_cluster_processes import ROOT, _record, cli, down, leader_of, status, up, wait_for
+from tests.node.test_cluster_processes import ROOT, _record, cli, down, leader_of, status, up, wait_for
 
 
 def append_lines(base, lines: list[str], batch: int = 100) -> list[dict]:

@@ -17,7 +17,7 @@ from store.filestore import FileStore
 from store.format import HEADER_SIZE
 from store.sample import write_sample_store
 
-from conftest import FIXTURES, copy_fixture
+from tests.support.stores import FIXTURES, copy_fixture
 runner = CliRunner()
 
 

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from rmq_store import write_broker_store
+from tests.support.paths import ROOT
+from tests.support.rmq_store import write_broker_store
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200")
 
 

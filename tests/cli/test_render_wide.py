@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from dledgerctl.render import Format, StreamTable, render
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 
 
 def screen_width(text: str) -> int:

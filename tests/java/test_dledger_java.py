@@ -38,11 +38,11 @@ import io
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIXTURE_STORES, FIXTURES, file_digests, patch, sample_bodies, write_project_store
+from tests.support.paths import ROOT, SUPPORT
+from tests.support.stores import FIXTURE_STORES, FIXTURES, file_digests, patch, sample_bodies, write_project_store
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PROJECT = os.path.dirname(HERE)
-JAVA_DIR = os.path.join(HERE, "java")
+PROJECT = ROOT
+JAVA_DIR = os.path.join(SUPPORT, "java")
 HARNESS = os.path.join(JAVA_DIR, "DLedgerReadCheck.java")
 STUBS_DIR = os.path.join(JAVA_DIR, "stubs")
 MIRROR = os.environ.get("DLEDGER_MIRROR") or os.path.join(

@@ -32,15 +32,16 @@ import urllib.request
 
 import pytest
 
-import javadledger
-import javarocketmq
-from javabuild import JAVA_FLAGS, javac
-from ports import free_port_base, free_ports
-from test_cluster_processes import ROOT, cli, wait_for
+from tests.support import javadledger
+from tests.support import javarocketmq
+from tests.support.javabuild import JAVA_FLAGS, javac
+from tests.support.paths import SUPPORT
+from tests.support.ports import free_port_base, free_ports
+from tests.node.test_cluster_processes import ROOT, cli, wait_for
 
 GROUP = "g"
 SMALL = 64 * 1024  # the Java members' data files
-JAVA_SOURCE = os.path.join(ROOT, "tests", "java", "DLedgerFileSize.java")
+JAVA_SOURCE = os.path.join(SUPPORT, "java", "DLedgerFileSize.java")
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,9 @@ from cluster.net.client import Client
 from cluster.raft.config import parse_peers
 from store.filestore import FileStore
 from store.kept import kept_files
-from test_cluster_processes import cli, wait_for
-from test_follower_filesize_java import GROUP, Group, _identical, java_server  # noqa: F401 (a fixture)
-from test_keep_truncated import message
+from tests.node.test_cluster_processes import cli, wait_for
+from tests.java.test_follower_filesize_java import GROUP, Group, _identical, java_server  # noqa: F401 (a fixture)
+from tests.node.test_keep_truncated import message
 
 
 def _append(g: Group, bodies: list[bytes]) -> list:

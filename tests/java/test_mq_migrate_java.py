@@ -24,10 +24,10 @@ import zlib
 import pytest
 from typer.testing import CliRunner
 
-import javarocketmq
+from tests.support import javarocketmq
 from dledgerctl.app import app
-from rmq_encode import cq_unit
-from rmq_store import write_broker_store, write_queue
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
 from store.metafiles import read_checkpoint, write_checkpoint
 
 runner = CliRunner()

@@ -13,10 +13,10 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-import javarocketmq5
-import controller_encode
+from tests.support import javarocketmq5
+from tests.support import controller_encode
 from dledgerctl.app import app
-from javabuild import Unavailable
+from tests.support.javabuild import Unavailable
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
 from store.rocketmq.controller import ControllerState, entries

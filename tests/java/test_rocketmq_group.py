@@ -30,10 +30,11 @@ import sys
 import time
 from datetime import datetime
 
-import javarocketmq
-from ports import free_ports
+from tests.support import javarocketmq
+from tests.support.paths import ROOT
+from tests.support.ports import free_ports
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT = ROOT
 DATA_FILE = 1 << 20  # the brokers' mappedFileSizeCommitLog, and so the member's data file size
 FAILOVER_S = 10.0
 HANDOVER_S = 8.0  # the longest the dledgerctl member may lead (catch a broker up, transfer)

@@ -16,7 +16,7 @@ import struct
 import pytest
 from typer.testing import CliRunner
 
-import javarocketmq
+from tests.support import javarocketmq
 import store.rocketmq.scan as scan
 from dledgerctl.app import app
 from store.rocketmq.lookup import INDEX_HEADER_SIZE, index_key_hash, open_index

@@ -21,9 +21,9 @@ import zlib
 import pytest
 from typer.testing import CliRunner
 
-import javarocketmq
+from tests.support import javarocketmq
 from dledgerctl.app import app
-from rmq_encode import cq_unit
+from tests.support.rmq_encode import cq_unit
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
 

@@ -13,7 +13,7 @@ import time
 
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
-from test_cluster_processes import ROOT, free_port_base, wait_for
+from tests.node.test_cluster_processes import ROOT, free_port_base, wait_for
 
 MAX_CONNECTIONS = 200
 

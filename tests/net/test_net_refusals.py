@@ -20,8 +20,8 @@ import pytest
 
 from cluster.node import pki
 from cluster.net.tls import Identity
-from test_cluster_processes import ROOT, cli, down, free_port_base, up
-from test_tls_revoke import GROUP, _hup, _logged, _up, _wait
+from tests.node.test_cluster_processes import ROOT, cli, down, free_port_base, up
+from tests.net.test_tls_revoke import GROUP, _hup, _logged, _up, _wait
 
 LONG = "600"  # s: a client's --timeout no test waits for
 DEADLINE = 60  # s: how long a command that must fail at once may take here

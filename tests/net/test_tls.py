@@ -22,7 +22,7 @@ from cluster.net.channel import Channel
 from cluster.net.transport import TransportError
 from cluster.net.frames import REMOTING_NO_PERMISSION
 from cluster.net.wire import request_frame
-from test_cluster_processes import cli, down, free_port_base
+from tests.node.test_cluster_processes import cli, down, free_port_base
 
 GROUP = "default"  # (cluster up's)
 

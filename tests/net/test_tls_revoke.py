@@ -21,7 +21,7 @@ from cluster.node import pki
 from cluster.net.client import Client
 from cluster.net.tls import Identity, Tls, TlsFiles
 from cluster.raft.config import parse_peers
-from test_cluster_processes import ROOT, cli, down, free_port_base
+from tests.node.test_cluster_processes import ROOT, cli, down, free_port_base
 
 GROUP = "default"
 

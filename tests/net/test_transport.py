@@ -14,7 +14,7 @@ from cluster.node import runtime
 from cluster.net.channel import Channel
 from cluster.net.server import FrameServer
 from cluster.net.transport import ConnectionLost, RequestTimeout, TransportError, Unreachable
-from ports import free_ports
+from tests.support.ports import free_ports
 from cluster.net.appends import append_ext, append_request, unpack_bodies
 from cluster.net.frames import FLAG_RESPONSE, Frame, response_bytes
 

@@ -40,7 +40,7 @@ from cluster.net.wire import (
     decode_request,
     decode_response,
 )
-from hostile import BAD_NUMBERS, I64, frame, nested, peer_requests, push_ext, snapshot_ext
+from tests.support.hostile import BAD_NUMBERS, I64, frame, nested, peer_requests, push_ext, snapshot_ext
 from store.format import TERM_MAX
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -19,14 +19,14 @@ import pytest
 
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
-from ports import free_port_base
+from tests.support.paths import ROOT, SUPPORT
+from tests.support.ports import free_port_base
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def cli(*args, timeout=60, input=None):
     # (tests/sm: state machines the tests load into nodes, which inherit this environment)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests", "sm")]), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(SUPPORT, "sm")]), COLUMNS="200")
     return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, input=input)
 

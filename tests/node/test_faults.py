@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-import faults
+from tests.support import faults
+from tests.support.paths import ROOT
 from cluster.net.client import AppendError, Client
 from cluster.raft.config import Peer
 from cluster.raft.rpc import Code
@@ -116,12 +117,12 @@ def _fill(path: str) -> str:
 def test_nodes_die_with_a_killed_harness(tmp_path):
     """A harness killed with SIGKILL (or any other way) takes its node processes with it."""
     script = (
-        "import sys, time; sys.path.insert(0, sys.argv[1]); import faults\n"
+        "import sys, time; sys.path.insert(0, sys.argv[1]); from tests.support import faults\n"
         "p = faults.free_ports(1)[0]\n"
         "n = faults.NodeProc('n0', p, f'n0-127.0.0.1:{p}', sys.argv[2], 'async', [], sys.argv[2])\n"
         "n.start(); print(n.proc.pid, flush=True); time.sleep(120)\n"
     )
-    harness = subprocess.Popen([sys.executable, "-c", script, os.path.dirname(__file__), str(tmp_path)],
+    harness = subprocess.Popen([sys.executable, "-c", script, ROOT, str(tmp_path)],
                                stdout=subprocess.PIPE, text=True)
     try:
         node_pid = int(harness.stdout.readline())

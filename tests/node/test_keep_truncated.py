@@ -19,9 +19,9 @@ from store.errors import StoreIOError
 from store.filestore import FileStore
 from store.kept import KEPT_RE, Keeper, iter_kept, kept_files
 from store.memstore import MemoryStore
-from test_cluster_processes import _record, cli, restart, wait_for
-from test_peer_processes import caught_up, diff, down, leader_id, node_dir, peer, start, stop
-from rmq_encode import encode_message
+from tests.node.test_cluster_processes import _record, cli, restart, wait_for
+from tests.node.test_peer_processes import caught_up, diff, down, leader_id, node_dir, peer, start, stop
+from tests.support.rmq_encode import encode_message
 
 
 def _said():

@@ -10,7 +10,7 @@ import json
 import os
 import signal
 
-from test_cluster_processes import cli, down, free_port_base, leader_of, wait_for
+from tests.node.test_cluster_processes import cli, down, free_port_base, leader_of, wait_for
 
 
 def _up(base: str) -> dict:

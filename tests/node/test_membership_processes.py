@@ -10,10 +10,10 @@ import json
 import os
 import threading
 
-import faults
+from tests.support import faults
 from cluster.raft.config import parse_peers
-from ports import free_port_base
-from test_cluster_processes import cli, down, wait_for
+from tests.support.ports import free_port_base
+from tests.node.test_cluster_processes import cli, down, wait_for
 
 GROUP = faults.GROUP
 

@@ -14,8 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.node.metrics import CATALOGUE
-from ports import free_port_base
-from test_cluster_processes import ROOT, _pid, cli, down, leader_of, restart, status, up, wait_for
+from tests.support.ports import free_port_base
+from tests.node.test_cluster_processes import ROOT, _pid, cli, down, leader_of, restart, status, up, wait_for
 
 
 def scrape(url: str) -> dict[str, list]:

@@ -16,9 +16,10 @@ import sys
 
 import pytest
 
-from test_cluster_processes import ROOT, cli, free_port_base
+from tests.node.test_cluster_processes import ROOT, cli, free_port_base
+from tests.support.paths import SUPPORT
 
-INJECT = os.path.join(ROOT, "tests", "inject_failure.py")
+INJECT = os.path.join(SUPPORT, "inject_failure.py")
 
 
 @pytest.mark.parametrize("task,says", [

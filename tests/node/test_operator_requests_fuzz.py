@@ -31,10 +31,10 @@ from cluster.net.frames import FrameReceiver
 from cluster.net.wire import (APPEND, CHANGE_MEMBERS, FORCE_COMPARE, FORCE_TRUNCATE, GET, METADATA, QUERY, READ_INDEX,
                               STATUS, WATERMARKS)
 from cluster.raft.rpc import Code
-from hostile import frame
-from ports import free_ports
+from tests.support.hostile import frame
+from tests.support.paths import ROOT
+from tests.support.ports import free_ports
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODES = [METADATA, APPEND, GET, STATUS, WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE, QUERY, CHANGE_MEMBERS, READ_INDEX]
 GROUP = "fz"
 FIELDS = ["group", "remoteId", "index", "count", "raw", "consistency", "beginIndex", "body", "peer", "deep", "dryRun",

@@ -17,10 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from ports import free_port_base
-from test_cluster_processes import cli, wait_for
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
+from tests.node.test_cluster_processes import cli, wait_for
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 runner = CliRunner()
 
 

@@ -23,7 +23,7 @@ from cluster.net.client import Client, ClientError
 from cluster.raft.config import parse_peers
 from cluster.node.launcher import up as launch
 from store.filestore import FileStore
-from test_cluster_processes import ROOT, _pid, _record, cli, down, free_port_base, restart, status, wait_for
+from tests.node.test_cluster_processes import ROOT, _pid, _record, cli, down, free_port_base, restart, status, wait_for
 
 TINY = ["--data-file-size", "64KiB", "--index-file-size", "64KiB"]
 

@@ -20,13 +20,14 @@ import urllib.request
 
 import pytest
 
-from ports import free_port_base
-from test_cluster_processes import ROOT, cli, down, leader_of, wait_for
+from tests.support.paths import SUPPORT
+from tests.support.ports import free_port_base
+from tests.node.test_cluster_processes import ROOT, cli, down, leader_of, wait_for
 
 SHARE = os.path.join(ROOT, "share")
 CONFIG = os.path.join(SHARE, "prometheus", "prometheus.yml")
 RULES = os.path.join(SHARE, "prometheus", "alerts.yml")
-RULE_TESTS = os.path.join(ROOT, "tests", "prometheus", "alerts_test.yml")
+RULE_TESTS = os.path.join(SUPPORT, "prometheus", "alerts_test.yml")
 DASHBOARD = os.path.join(SHARE, "grafana", "dledgerctl.json")
 METRICS_PORTS = (9300, 9301, 9302)  # (what the shipped prometheus.yml scrapes: cluster up --metrics-port-base 9300)
 

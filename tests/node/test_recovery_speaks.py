@@ -12,11 +12,11 @@ import subprocess
 import sys
 import time
 
-from ports import free_port_base
+from tests.support.ports import free_port_base
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
-from test_cluster_processes import ROOT, cli
-from test_metrics import scrape, value
+from tests.node.test_cluster_processes import ROOT, cli
+from tests.node.test_metrics import scrape, value
 
 FILE = 1 << 16
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 
-from test_cli_lifecycle import append_lines, level
-from test_cluster_processes import cli, down, free_port_base, leader_of, status, wait_for
+from tests.cli.test_cli_lifecycle import append_lines, level
+from tests.node.test_cluster_processes import cli, down, free_port_base, leader_of, status, wait_for
 
 RETAIN = ("--data-file-size", "64KiB", "--index-file-size", "4KiB", "--file-reserved-hours", "0.00056",
           "--disk-ratio-check", "0.0001")

@@ -13,11 +13,11 @@ from cluster.raft.statemachine import Applier, KeyValue, StateMachineError, load
 from store.format import MAGIC_NOOP
 from store.memstore import MemoryStore
 from store.snapshot import SnapshotStore
-from test_cluster_processes import cli, down, free_port_base, wait_for
-from test_metrics import scrape, value
+from tests.node.test_cluster_processes import cli, down, free_port_base, wait_for
+from tests.node.test_metrics import scrape, value
+from tests.support.paths import SUPPORT
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "sm"))
+sys.path.insert(0, os.path.join(SUPPORT, "sm"))
 
 from counting_sm import Counting  # noqa: E402
 

@@ -25,10 +25,11 @@ import uuid
 import pytest
 
 from cluster.node import service
-from test_cluster_processes import ROOT, cli, free_port_base, wait_for
-from test_systemd_unit import UNIT, _exec_start, unit
+from tests.node.test_cluster_processes import ROOT, cli, free_port_base, wait_for
+from tests.node.test_systemd_unit import UNIT, _exec_start, unit
+from tests.support.paths import SUPPORT
 
-HELPER = os.path.join(ROOT, "tests", "private_tmp.py")
+HELPER = os.path.join(SUPPORT, "private_tmp.py")
 
 
 def test_the_unit_gives_the_store_a_state_directory_and_does_not_restart_a_config_error():

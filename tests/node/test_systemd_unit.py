@@ -15,7 +15,7 @@ import sys
 
 from cluster.node import pki
 from cluster.net.tls import Identity
-from test_cluster_processes import ROOT, cli, free_port_base, wait_for
+from tests.node.test_cluster_processes import ROOT, cli, free_port_base, wait_for
 
 UNIT = os.path.join(ROOT, "share", "systemd", "dledgerctl@.service")
 ETC = "/etc/dledgerctl/"

@@ -8,7 +8,7 @@ import pytest
 
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code
-from sim import NetConfig, Sim
+from tests.support.sim import NetConfig, Sim
 
 
 def elect(sim: Sim, limit=10_000) -> str:
@@ -201,7 +201,7 @@ def test_same_seed_same_run():
 
 def test_random_runs(sim_seed):
     """``--seeds N`` runs N of these (200 by default); a failure names the replay command."""
-    from sim import random_run
+    from tests.support.sim import random_run
 
     random_run(sim_seed)
 

@@ -11,7 +11,7 @@ from cluster.raft.config import NodeConfig, parse_peers
 from cluster.raft.core import TERM_STEP_MAX, RaftCore
 from cluster.raft.member import MemoryTermStore, Role
 from cluster.raft.rpc import Code, HeartBeatRequest, PushRequest, PushType, VoteRequest, VoteResponse, VoteResult
-from sim import Sim
+from tests.support.sim import Sim
 from store.format import encode_entry
 from store.memstore import MemoryStore
 

@@ -9,7 +9,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from linearizability import Op, check
+from tests.support.linearizability import Op, check
 
 
 def put(key, value, start, end, client=None):

@@ -19,8 +19,8 @@ import pytest
 
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code
-from linearizability import Op, check
-from sim import NetConfig, Sim
+from tests.support.linearizability import Op, check
+from tests.support.sim import NetConfig, Sim
 
 KEYS = ("a", "b", "c")
 

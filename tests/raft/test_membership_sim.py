@@ -11,8 +11,8 @@ import pytest
 
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code
-from sim import NetConfig, Sim
-from test_cluster_sim import commit, elect
+from tests.support.sim import NetConfig, Sim
+from tests.raft.test_cluster_sim import commit, elect
 
 
 def fill(sim: Sim, start: int, count: int, batch: int = 10) -> None:

@@ -12,7 +12,7 @@ import pytest
 from cluster.raft.config import ConfigError, NodeConfig, parse_peers
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code, LeadershipTransferRequest
-from sim import NetConfig, Sim
+from tests.support.sim import NetConfig, Sim
 
 NEVER = {"n2": {"never_lead": True}}
 

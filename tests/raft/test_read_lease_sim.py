@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code, VoteRequest, VoteResult
-from sim import NetConfig, Sim
+from tests.support.sim import NetConfig, Sim
 
 
 def settled(sim: Sim, ms: int = 1500) -> str:

@@ -13,8 +13,8 @@ import pytest
 from cluster.raft.dispatcher import DispatchState
 from cluster.raft.rpc import Code
 from cluster.raft.retention import parse_delete_when
-from sim import Sim
-from test_cluster_sim import commit, elect
+from tests.support.sim import Sim
+from tests.raft.test_cluster_sim import commit, elect
 
 FILE = 4096  # ~27 entries of 100 bytes per "data file"
 RETAIN = dict(data_file_size=FILE, file_reserved_hours=1 / 3600, retention_check_ms=200)  # files expire after 1 s

@@ -14,9 +14,9 @@ import pytest
 
 from cluster.raft.dispatcher import DispatchState
 from cluster.raft.rpc import Code
-from sim import Sim
+from tests.support.sim import Sim
 from store.snapshot import INSTALL_TMP_DIR, SNAPSHOT_DIR
-from test_cluster_sim import commit, elect
+from tests.raft.test_cluster_sim import commit, elect
 
 FILE = 4096  # ~27 entries of 100 bytes per "data file"
 SNAP = dict(data_file_size=FILE, snapshot_threshold=60)

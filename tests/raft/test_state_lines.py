@@ -9,10 +9,10 @@ import json
 import os
 import signal
 
-from sim import Sim
-from test_cluster_processes import _pid, cli, down, leader_of, restart, status, up, wait_for
-from test_cluster_sim import commit, elect
-from test_retention_sim import RETAIN, fill, full_disks
+from tests.support.sim import Sim
+from tests.node.test_cluster_processes import _pid, cli, down, leader_of, restart, status, up, wait_for
+from tests.raft.test_cluster_sim import commit, elect
+from tests.raft.test_retention_sim import RETAIN, fill, full_disks
 
 
 def events(sim: Sim, node: str, kind: str) -> list:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq_encode import cq_unit
-from rmq_store import write_broker_store, write_queue
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
 from store.rocketmq import check, logwalk, stream
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.message import TRANSACTION_PREPARED_TYPE

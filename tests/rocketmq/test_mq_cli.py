@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_encode import cq_unit
-from rmq_store import write_broker_store, write_queue
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
 from store.filestore import FileStore
 from store.format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP
 from store.rocketmq.message import TRANSACTION_PREPARED_TYPE

@@ -11,7 +11,8 @@ import os
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_store import write_broker_store
+from tests.support.paths import ROOT
+from tests.support.rmq_store import write_broker_store
 from store.format import HEADER_SIZE
 
 runner = CliRunner()
@@ -60,7 +61,7 @@ def _cli(*args, timeout=60):
     test that never ends)."""
     import subprocess
     import sys
-    root_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root_dir = ROOT
     return subprocess.run([sys.executable, "-m", "dledgerctl", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=dict(os.environ, PYTHONPATH=root_dir))
 

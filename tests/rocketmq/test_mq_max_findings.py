@@ -11,8 +11,8 @@ import shutil
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_encode import cq_unit
-from rmq_store import write_broker_store, write_queue
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
 from store.rocketmq import check
 from store.rocketmq.layout import resolve_broker
 

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 
 runner = CliRunner()
 
@@ -173,8 +173,8 @@ def test_queue_offset_needs_one_queue(broker, args):
 
 
 def test_queue_offset_says_when_the_unit_points_elsewhere(tmp_path):
-    from rmq_encode import cq_unit
-    from rmq_store import write_queue
+    from tests.support.rmq_encode import cq_unit
+    from tests.support.rmq_store import write_queue
 
     root = tmp_path / "store"
     written = write_broker_store(str(root), [spec(i) for i in range(6)])

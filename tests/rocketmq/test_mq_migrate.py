@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_encode import cq_unit
-from rmq_store import write_broker_store, write_queue
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
 from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq.commitlog import BLANK_MAGIC_CODE, CommitLogWriter
 from store.rocketmq.message import decode

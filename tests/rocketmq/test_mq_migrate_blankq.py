@@ -18,8 +18,8 @@ import numpy as np
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_encode import cq_unit
-from rmq_store import write_broker_store, write_queue
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
 from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq import check, logwalk, stream

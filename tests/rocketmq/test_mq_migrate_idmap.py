@@ -14,7 +14,7 @@ import struct
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 from store.rocketmq.message import decode
 
 runner = CliRunner()

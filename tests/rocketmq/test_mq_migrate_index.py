@@ -15,7 +15,7 @@ import struct
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq import index as index_mod
 from store.rocketmq.layout import resolve_broker

@@ -11,9 +11,10 @@ import sys
 import time
 import zlib
 
-from rmq_store import write_broker_store
+from tests.support.paths import ROOT
+from tests.support.rmq_store import write_broker_store
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT = ROOT
 
 
 def tree(root) -> dict:

@@ -9,7 +9,7 @@ import json
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 from store.filestore import FileStore
 from store.format import MAGIC_NOOP
 

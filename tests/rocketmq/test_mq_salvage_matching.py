@@ -16,7 +16,7 @@ import os
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_encode import encode_message
+from tests.support.rmq_encode import encode_message
 from store.filestore import FileStore
 from store.kept import kept_name, write_kept
 from store.rocketmq.salvage import salvage

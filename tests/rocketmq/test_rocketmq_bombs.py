@@ -21,11 +21,12 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmq_encode import encode_message
-from rmq_store import write_broker_store
+from tests.support.paths import SUPPORT
+from tests.support.rmq_encode import encode_message
+from tests.support.rmq_store import write_broker_store
 from store.rocketmq.message import (COMPRESSED_FLAG, MAX_MESSAGE_SIZE, BodyTooLarge, NotAMessage, body_of, decode,
                                     decompress)
-from test_cluster_processes import ROOT, down, up
+from tests.node.test_cluster_processes import ROOT, down, up
 
 ZLIB, LZ4, ZSTD = COMPRESSED_FLAG, COMPRESSED_FLAG | 1 << 8, COMPRESSED_FLAG | 2 << 8
 RSS_LIMIT_KB = 200 * 1024
@@ -148,7 +149,7 @@ def run_measured(tmp_path, *args, timeout=300) -> tuple[int, str, str, int]:
     """Run ``dledgerctl ARGS`` as a grandchild; its exit code, stdout, stderr and peak RSS in
     KiB (its own, from ``os.wait4`` in the small parent that started it; a timer kills both at
     the deadline)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(ROOT, "tests", "sm")]), COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(SUPPORT, "sm")]), COLUMNS="200")
     out_path, err_path, rss_path = tmp_path / "measured.out", tmp_path / "measured.err", tmp_path / "measured.rss"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         p = subprocess.Popen([sys.executable, "-c", _MEASURE, str(rss_path), sys.executable, "-m", "dledgerctl",

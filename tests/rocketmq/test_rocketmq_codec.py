@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmq_encode import encode_message
+from tests.support.rmq_encode import encode_message
 from store.rocketmq.message import (
     BORNHOST_V6_FLAG,
     MIN_SIZE,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmq_encode import encode_message
+from tests.support.rmq_encode import encode_message
 from store.rocketmq import columns
 from store.rocketmq.columns import OK, SLOW, message_columns
 from store.rocketmq.message import NotAMessage, body_crc, decode, tags_code

@@ -29,7 +29,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from controller_encode import (alter_sync_state_set, apply_broker_id, clean_broker_data, elect_master,
+from tests.support.controller_encode import (alter_sync_state_set, apply_broker_id, clean_broker_data, elect_master,
                                update_broker_address, write_controller_log)
 from dledgerctl.app import app
 from store.metafiles import write_checkpoint

@@ -9,7 +9,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from controller_encode import apply_broker_id, elect_master, write_controller_log, write_epoch_file
+from tests.support.controller_encode import apply_broker_id, elect_master, write_controller_log, write_epoch_file
 from dledgerctl.app import app
 
 runner = CliRunner()

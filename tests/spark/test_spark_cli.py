@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from conftest import copy_fixture, fixture_path, patch, write_project_store
+from tests.support.stores import copy_fixture, fixture_path, patch, write_project_store
 from dledgerctl.app import app
 from dledgerctl.spark_cmd import INSTALL_HINT
 from store.filestore import FileStore
@@ -94,7 +94,7 @@ def test_stats_plot_draws_the_leader_history_and_bytes_per_term(spark, group, tm
     from matplotlib.image import imread
 
     from dledgerctl.plots import HEIGHT, WIDTH
-    from test_plots import png_size
+    from tests.cli.test_plots import png_size
 
     out = tmp_path / "history.png"
     r = invoke("spark", "stats", group, "--plot", out, "-f", "json")

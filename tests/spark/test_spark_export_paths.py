@@ -11,9 +11,9 @@ import os
 import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
-from conftest import write_project_store
+from tests.support.stores import write_project_store
 from dledgerctl.app import app
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 
 runner = CliRunner()
 

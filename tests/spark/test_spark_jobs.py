@@ -16,7 +16,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import (copy_fixture, fixture_path, parse_header, patch, read_logical, store_files,
+from tests.support.stores import (copy_fixture, fixture_path, parse_header, patch, read_logical, store_files,
                       write_project_store)
 from dledgerctl.pipeline import audit as audit_job
 from dledgerctl.pipeline import jobs
@@ -26,7 +26,7 @@ from store.format import encode_entry, file_name
 from store.inspect import diff_stores
 from store.metafiles import write_checkpoint
 from store.verify import MAX_PER_CODE, verify_store
-from test_store_recovery import Base, make_base
+from tests.store.test_store_recovery import Base, make_base
 
 
 # --- damage ---------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from dledgerctl.pipeline import jobs, messages
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 from store.filestore import FileStore
 from store.format import MAGIC_NOOP
 from store.rocketmq.check import topic_rows

@@ -9,7 +9,7 @@ import json
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 
 
 def test_mq_find_takes_either_id_and_several_keys(spark, tmp_path):

@@ -11,7 +11,7 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from conftest import (FIXTURE_NAMES, all_digests, copy_fixture, fixture_path, parse_header, patch, read_manifest,
+from tests.support.stores import (FIXTURE_NAMES, all_digests, copy_fixture, fixture_path, parse_header, patch, read_manifest,
                       store_files, write_project_store)
 from dledgerctl.pipeline.batches import FilePart, ReadOptions, read_file
 from dledgerctl.pipeline.inputs import open_lists, resolve_nodes, unique_names

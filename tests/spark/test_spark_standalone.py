@@ -28,10 +28,10 @@ import pyspark
 import pytest
 from typer.testing import CliRunner
 
-from conftest import copy_fixture, patch, write_project_store
+from tests.support.stores import copy_fixture, patch, write_project_store
 from dledgerctl.app import app
-from ports import HOST, free_ports
-from rmq_store import write_broker_store
+from tests.support.ports import HOST, free_ports
+from tests.support.rmq_store import write_broker_store
 from store.filestore import FileStore
 from store.format import MAGIC_NOOP, file_name
 

@@ -14,7 +14,7 @@ import pytest
 import store.filestore as filestore
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code, HeartBeatRequest, PushRequest, PushType
-from sim import Sim
+from tests.support.sim import Sim
 from store.errors import StoreIOError
 from store.filestore import FileStore
 

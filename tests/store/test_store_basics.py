@@ -17,7 +17,7 @@ from store.memstore import MemoryStore
 from store.sample import write_sample_store
 from store.verify import verify_store
 
-from conftest import FIXTURES, copy_fixture
+from tests.support.stores import FIXTURES, copy_fixture
 CASES = [("leader", "dledger-n0"), ("follower-truncated", "dledger-n1")]
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import store.batch as batch_mod
 import store.filestore as filestore_mod
-from conftest import all_digests, sample_bodies
+from tests.support.stores import all_digests, sample_bodies
 from store.base import Appended, AppendedBatch, appended_rows
 from store.errors import StoreError
 from store.filestore import FileStore

@@ -15,7 +15,7 @@ import zlib
 
 import pytest
 
-from conftest import describe, parse_header
+from tests.support.stores import describe, parse_header
 from store.base import Appended
 from store.errors import InconsistentAppend, IndexOutOfRange, StoreError, StoreUsageError
 from store.filestore import FileStore

@@ -12,20 +12,20 @@ import subprocess
 import sys
 import time
 
-import javadledger
+from tests.support import javadledger
 import pytest
 
-from conftest import copy_fixture, read_manifest
-from ports import free_port_base
-from rmq_encode import encode_message
-from sim import Sim
+from tests.support.paths import ROOT
+from tests.support.stores import copy_fixture, read_manifest
+from tests.support.ports import free_port_base
+from tests.support.rmq_encode import encode_message
+from tests.support.sim import Sim
 from store.elect import (ACCEPT, REJECT_ALREADY_VOTED, REJECT_EXPIRED_LEDGER_TERM, REJECT_EXPIRED_VOTE_TERM,
                          REJECT_SMALL_LEDGER_END_INDEX, REJECT_TERM_NOT_READY, REJECT_TERM_SMALL_THAN_LEDGER,
                          REJECT_UNKNOWN_LEADER, MemberState, elect, vote)
 from store.filestore import FileStore
 from store.metafiles import write_currterm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZES = {"data_file_size": 65536, "index_file_size": 32 * 1024}
 
 

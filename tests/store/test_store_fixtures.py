@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import (
+from tests.support.stores import (
     FIXTURE_NAMES,
     FIXTURE_STORES,
     all_digests,

@@ -13,7 +13,7 @@ import zlib
 
 import pytest
 
-from conftest import (
+from tests.support.stores import (
     FIXTURE_NAMES,
     FIXTURE_STORES,
     file_digests,

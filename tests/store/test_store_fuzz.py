@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import all_digests, file_digests, parse_header, store_files, write_project_store
+from tests.support.stores import all_digests, file_digests, parse_header, store_files, write_project_store
 from store.errors import StoreCorruptError
 from store.filestore import FileStore
 from store.format import file_name

@@ -15,6 +15,8 @@ from store.filestore import FileStore
 from store.sample import write_sample_store
 from store.verify import verify_store
 
+from tests.support.paths import ROOT
+
 HOLDER = """
 import sys
 from store.filestore import FileStore
@@ -42,7 +44,7 @@ def test_second_writer_in_the_same_process_is_refused(tmp_path):
 def test_lock_held_by_another_process_and_gone_when_it_dies(tmp_path):
     node = str(tmp_path / "dledger-n0")
     write_sample_store(node, entries=20)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, node], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             env=env, text=True)
     try:

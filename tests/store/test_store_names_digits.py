@@ -18,11 +18,11 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from ports import HOST, free_port_base
-from rmq_store import write_broker_store
+from tests.support.paths import ROOT
+from tests.support.ports import HOST, free_port_base
+from tests.support.rmq_store import write_broker_store
 
 runner = CliRunner()
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def invoke(*args):

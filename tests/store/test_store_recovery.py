@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from conftest import (
+from tests.support.stores import (
     FIXTURE_STORES,
     all_digests,
     copy_fixture,
@@ -32,7 +32,7 @@ from conftest import (
 from store.errors import StoreCorruptError
 from store.filestore import FileStore
 from store.format import file_name
-from test_store_format import dledger_027_recover
+from tests.store.test_store_format import dledger_027_recover
 
 BASES = ["project", "leader", "follower-truncated"]
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from conftest import all_digests, sample_bodies, write_project_store
+from tests.support.stores import all_digests, sample_bodies, write_project_store
 from dledgerctl.app import app
 from store.errors import StoreUsageError
 from store.filestore import FileStore, lock_node_dir, unlock_node_dir

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import store.scan as scan_mod
-from conftest import store_files, write_project_store
+from tests.support.stores import store_files, write_project_store
 from store.files import FileList
 from store.filestore import FileStore
 from store.format import CHAIN_INPUT, CRC_MASK, crc32, file_name

@@ -15,8 +15,10 @@ from store.errors import StoreError
 from store.snapshot import (DATA_FILE, DIR_PREFIX, INSTALL_TMP_DIR, META_FILE, SNAPSHOT_DIR, TMP_DIR,
                             SnapshotStore)
 
+from tests.support.paths import ROOT
+
 MIRROR = os.environ.get("DLEDGER_MIRROR") or os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), ".mirror",
+    os.path.dirname(ROOT), ".mirror",
     "openmessaging+dledger", "repo")
 
 
@@ -127,8 +129,8 @@ def test_the_layout_is_dledger_heads():
 
 
 def test_inspect_data_names_the_latest_snapshot(tmp_path):
-    from test_cluster_processes import cli
-    from conftest import write_project_store
+    from tests.node.test_cluster_processes import cli
+    from tests.support.stores import write_project_store
 
     node = tmp_path / "dledger-n0"
     write_project_store(str(node), count=5, terms=(1,))

@@ -55,15 +55,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
 from cluster.node import pki  # noqa: E402
-from ports import free_ports  # noqa: E402,F401 (tests take it from here too)
-import hostile  # noqa: E402
-import linearizability  # noqa: E402
-from kvclients import KvClients  # noqa: E402
+from tests.support.ports import free_ports  # noqa: E402,F401 (tests take it from here too)
+from tests.support import hostile  # noqa: E402
+from tests.support import linearizability  # noqa: E402
+from tests.support.kvclients import KvClients  # noqa: E402
+from tests.support.paths import ROOT  # noqa: E402
 from cluster.net.client import AppendError, Client, ClientError  # noqa: E402
 from cluster.raft.config import Peer  # noqa: E402
 from cluster.net.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402

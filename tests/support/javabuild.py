@@ -10,7 +10,9 @@ import os
 import subprocess
 import tarfile
 
-PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.support.paths import ROOT
+
+PROJECT = ROOT
 MIRRORS = os.path.join(os.path.dirname(PROJECT), ".mirror")
 
 

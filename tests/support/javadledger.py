@@ -32,7 +32,7 @@ import shutil
 import subprocess
 import tempfile
 
-from javabuild import (  # noqa: F401 (tests catch javadledger.Unavailable)
+from tests.support.javabuild import (  # noqa: F401 (tests catch javadledger.Unavailable)
     JAVA_FLAGS,
     NETTY_LOGGER_EXTRA,
     SWAGGER_STANDIN,
@@ -43,9 +43,10 @@ from javabuild import (  # noqa: F401 (tests catch javadledger.Unavailable)
     javac,
     mirror,
 )
+from tests.support.paths import ROOT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROJECT = os.path.dirname(HERE)
+PROJECT = ROOT
 
 DLEDGER_TAG = "dledger-0.2.7"
 ROCKETMQ_TAG = "rocketmq-all-4.3.2"

@@ -81,7 +81,7 @@ import tempfile
 import threading
 import time
 
-from javabuild import (
+from tests.support.javabuild import (
     JAVA_FLAGS,
     NETTY_LOGGER_EXTRA,
     SWAGGER_STANDIN,
@@ -92,9 +92,10 @@ from javabuild import (
     javac,
     mirror,
 )
+from tests.support.paths import ROOT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROJECT = os.path.dirname(HERE)
+PROJECT = ROOT
 OUR_SOURCES = os.path.join(HERE, "java", "rocketmq")
 
 # version -> (RocketMQ tag, DLedger tag, DLedger's source root in that tag, fastjson tag)
@@ -289,7 +290,7 @@ def build(version: str = "4.9.4", cache_root: str | None = None) -> JavaRocketMQ
 
 def _free_port() -> int:
     try:
-        from ports import free_ports  # tests/ports.py: below the ephemeral range
+        from tests.support.ports import free_ports  # tests/ports.py: below the ephemeral range
         return free_ports(1)[0]
     except ImportError:
         with socket.socket() as s:

@@ -38,8 +38,8 @@ import shutil
 import subprocess
 import tempfile
 
-from javabuild import JAVA_FLAGS, SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
-from javarocketmq import _MONETA_STANDIN, NETTY
+from tests.support.javabuild import JAVA_FLAGS, SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
+from tests.support.javarocketmq import _MONETA_STANDIN, NETTY
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OURS = os.path.join(HERE, "java", "rocketmq5")

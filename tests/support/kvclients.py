@@ -17,7 +17,7 @@ import json
 import random
 
 from cluster.net.client import AppendError, Client, ClientError
-from linearizability import Op
+from tests.support.linearizability import Op
 
 KEYS = ("a", "b", "c", "d")
 

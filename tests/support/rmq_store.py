@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from rmq_encode import cq_unit, encode_message
+from tests.support.rmq_encode import cq_unit, encode_message
 from store.filestore import FileStore
 from store.format import HEADER_SIZE, MIN_BLANK_LEN
 from store.rocketmq.message import (

@@ -536,11 +536,9 @@ def random_run(seed: int, *, verbose: bool = False) -> Sim:
     return sim
 
 
-if __name__ == "__main__":  # python tests/sim.py --seed N [-v]
+if __name__ == "__main__":  # python -m tests.support.sim --seed N [-v], from the project's root
     import argparse
-    import sys
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     ap = argparse.ArgumentParser(description="Replay one seeded cluster simulation.")
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("-v", "--verbose", action="store_true")
