@@ -35,7 +35,7 @@ Peers:
   PySyncObj cannot fsync: its journal is an mmap never msync'ed while running (page cache
   only, survives a process crash but not a power loss), so compare it with dledgerctl
   ``flush=async``.
-- Java DLedger 0.2.7 itself (``dledger 0.2.7``), built from sources by tests/javadledger.py
+- Java DLedger 0.2.7 itself (``dledger 0.2.7``), built from sources by tests/support/javadledger.py
   (the mirrors and Debian jars that README names; skipped, saying why, when missing): three
   ``BossCommand server`` processes with DLedger's defaults (flush every 10 ms, page-cache
   acknowledgement like dledgerctl ``flush=async``, ``enableBatchPush=false``), JIT warmed
@@ -276,8 +276,7 @@ def tls_ceiling(results: dict, crypto_us: float) -> list[str]:
 # -- Java DLedger 0.2.7 -------------------------------------------------------------------------
 
 def bench_java(seconds: float, tmp: str, repeat: int = 1) -> dict | None:
-    sys.path.insert(0, os.path.join(ROOT, "tests"))
-    import javadledger
+    from tests.support import javadledger
     from cluster.net import dialect
     from cluster.net.channel import Channel
     from cluster.net.frames import Frame

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """``mq migrate`` against ``cp -r`` of the same DLedger-mode store, on the same disk, one run.
 
-Writes a DLedger-mode broker store (tests/rmq_store.py: N messages of ``--body`` bytes over
+Writes a DLedger-mode broker store (tests/support/rmq_store.py: N messages of ``--body`` bytes over
 8 topics x 4 queues, each with a UNIQ_KEY and two KEYS, so three index keys a message), drops
 nothing from the page cache (both read it warm: the first ``cp -r`` warms it), then times:
 
@@ -26,10 +26,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)  # the project's packages, and tests.support (not installed)
 
-from rmq_store import write_broker_store  # noqa: E402
+from tests.support.rmq_store import write_broker_store  # noqa: E402
 from store.rocketmq.layout import resolve_broker  # noqa: E402
 from store.rocketmq.migrate import migrate  # noqa: E402
 

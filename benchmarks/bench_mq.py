@@ -6,12 +6,12 @@ Not a test: it measures and prints a table (``--json`` for the numbers).
 The store: ``--messages`` messages of ``--body`` bytes (default 300,000 of 1 KiB) over
 ``--topics`` topics of 4 queues each, with TAGS, KEYS and UNIQ_KEY properties as a producer
 sets them, in 1 GiB data files (RocketMQ's default), with their consume queues. It is
-written by this project's store and encoder (tests/rmq_store.py), which is fast; with
+written by this project's store and encoder (tests/support/rmq_store.py), which is fast; with
 ``--writer rocketmq`` RocketMQ's own message store writes it instead (slow past a few tens
 of thousands: it is driven through a JSON file).
 
 reference  RocketMQ 4.9.4's ``MessageDecoder.decode(buffer, readBody=true, deCompressBody=false)``
-           over every entry body of the same data files (tests/javarocketmq.py
+           over every entry body of the same data files (tests/support/javarocketmq.py
            ``decode_all``): files mapped and paged in first, one warm-up pass for the JIT, then
            the fastest of ``--repeat`` timed passes of the decode loop alone (JVM start and
            file reading not counted). It builds a MessageExt per message, as a broker does
@@ -30,7 +30,7 @@ messages   ``dledgerctl mq messages --body none --format jsonl > /dev/null``: ro
 
 Ratio = project rate / reference rate (higher is better). Each side runs ``--repeat`` times;
 the best run counts. Needs Java and the mirrors for the reference (see
-tests/javarocketmq.py); without them the project's rates are printed alone.
+tests/support/javarocketmq.py); without them the project's rates are printed alone.
 
 With ``--sizes N,M,...`` it measures memory instead (issue 51): for each size a store of
 ``--topics`` topics of 4 queues (1 KiB bodies) is written fast by this benchmark's own writer
@@ -61,12 +61,11 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, ROOT)  # the project's packages, and tests.support (not installed)
 
-import javarocketmq  # noqa: E402
-from rmq_encode import encode_message  # noqa: E402
-from rmq_store import write_broker_store  # noqa: E402
+from tests.support import javarocketmq  # noqa: E402
+from tests.support.rmq_encode import encode_message  # noqa: E402
+from tests.support.rmq_store import write_broker_store  # noqa: E402
 from store.filestore import FileStore  # noqa: E402
 from store.format import HEADER_SIZE, MIN_BLANK_LEN  # noqa: E402
 from store.packed import PackedBodies  # noqa: E402

@@ -1,12 +1,12 @@
-"""Long fault runs: seeded runs of the fault harness (tests/faults.py) on real node processes.
+"""Long fault runs: seeded runs of the fault harness (tests/support/faults.py) on real node processes.
 
     python benchmarks/fault_runs.py --nodes 5 --minutes 20 --seeds 10      # 10 runs of 2 minutes
     python benchmarks/fault_runs.py --nodes 3 --profile mixed --seconds 60 --seed 17   # replay one
 
 ``--minutes`` is shared out among the seeds (each run's fault time is minutes / seeds);
-``--profile all`` (the default) cycles through the profiles of tests/faults.py: kills,
+``--profile all`` (the default) cycles through the profiles of tests/support/faults.py: kills,
 partitions, mixed, members, and hostile (frames an attacker or a buggy peer sends,
-tests/hostile.py, to every member, alone and beside kills and partitions). Runs go one at
+tests/support/hostile.py, to every member, alone and beside kills and partitions). Runs go one at
 a time (the machine's cores are shared with the nodes). Prints one summary per run, a
 table at the end and the replay command of every failing seed; exit 1 if any failed.
 A failing run's directory (node logs, events.log, problems.log, the stores) is kept.
@@ -20,9 +20,10 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+# the project's root: its packages, and tests.support (the fault harness; not installed)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from faults import PROFILES, run_seed  # noqa: E402
+from tests.support.faults import PROFILES, run_seed  # noqa: E402
 
 
 def main(argv=None) -> int:
