@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.group import down, up
 from tests.support.stores import copy_fixture
 
 
@@ -21,6 +22,18 @@ def fixture_copy(tmp_path):
         return dst
 
     return make
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A group of three real node processes on 127.0.0.1 (cluster up), stopped after the test."""
+    base = str(tmp_path / "c")
+    try:
+        rows = up(base, 3, "--flush-interval", "40")
+        assert len(rows) == 3 and sum(x["role"] == "leader" for x in rows) == 1
+        yield base
+    finally:
+        down(base)
 
 
 def pytest_addoption(parser):

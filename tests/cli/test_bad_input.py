@@ -9,33 +9,22 @@ real 3-node cluster on 127.0.0.1 (``group``), or start their own.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
-import subprocess
-import sys
-import time
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from tests.support.paths import ROOT
+from tests.support.commands import cli as _command
+from tests.support.commands import invoke as run
+from tests.support.group import recorded, up, wait_for
 from tests.support.ports import free_port_base
 from tests.support.rmq_store import write_broker_store
 
-runner = CliRunner()
-
-
-def run(*args, input=None):
-    return runner.invoke(app, list(args), input=input)
-
-
-def cli(*args, timeout=90, input=None, env=None):
-    env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, input=input)
+cli = functools.partial(_command, timeout=90)  # (a longer deadline than other rooms')
 
 
 def one_error(stderr: str, *words: str) -> str:
@@ -68,14 +57,6 @@ def processes_naming(text: str) -> list[int]:
             except OSError:
                 pass
     return pids
-
-
-def wait_for(cond, seconds: float, what: str):
-    end = time.monotonic() + seconds
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 # -- the matrix: every command, and the cases of it below --------------------------------------
@@ -374,9 +355,7 @@ def test_cluster_up_whose_members_exit_is_undone(tmp_path):
 
 def _up(base: str, *extra) -> int:
     port = free_port_base(3)
-    r = cli("cluster", "up", "--base-dir", base, "--port-base", str(port), "--wait", "40",
-            "--data-file-size", "8MiB", "--index-file-size", "1MiB", *extra)
-    assert r.returncode == 0, r.stderr
+    up(base, 3, *extra, port_base=port)
     return port
 
 
@@ -397,11 +376,6 @@ def group(tmp_path_factory):
         _down(base)
 
 
-def _record(base: str) -> dict:
-    with open(os.path.join(base, "cluster.json")) as fh:
-        return json.load(fh)
-
-
 def test_cluster_up_names_the_option_that_differs(group):
     r = cli("cluster", "up", "--base-dir", group, "--nodes", "3", "--heartbeat-interval", "300")
     assert r.returncode == 2
@@ -412,7 +386,7 @@ def test_cluster_up_names_the_option_that_differs(group):
 def test_status_tells_a_stranger_from_a_member(group, tmp_path):
     """A record whose members are gone, at addresses where other processes (another
     cluster's members) answer: not shown as up."""
-    rec = _record(group)
+    rec = recorded(group)
     for n in rec["nodes"]:
         n["pid"] = 999999999  # (no such process)
     other = tmp_path / "other"
@@ -479,7 +453,7 @@ def test_peer_commands_name_members(group):
 
 
 def test_refused_peer_add_leaves_the_record_alone(group):
-    before = _record(group)
+    before = recorded(group)
     taken = before["nodes"][1]["address"]
     files = tree(group)
     r = cli("peer", "add", "--base-dir", group, "--id", "n7", "--address", taken)
@@ -488,7 +462,7 @@ def test_refused_peer_add_leaves_the_record_alone(group):
     r = cli("peer", "replace", "--base-dir", group, "--id", "n2", "--with", f"n7={taken}")
     assert r.returncode == 1
     one_error(r.stderr, taken, "n1")
-    assert _record(group) == before
+    assert recorded(group) == before
     assert {f for f in tree(group) - files if not f.startswith("logs/")} == set()
     assert cli("cluster", "status", "--base-dir", group).returncode == 0
 

@@ -16,7 +16,9 @@ import threading
 
 import pytest
 
-from tests.node.test_cluster_processes import ROOT, cli, down, up, wait_for
+from tests.support.commands import cli
+from tests.support.group import down, up, wait_for
+from tests.support.paths import ROOT
 
 BATCH = 64
 

@@ -17,7 +17,9 @@ import time
 
 import pytest
 
-from tests.node.test_cluster_processes import ROOT, _record, cli, down, leader_of, status, up, wait_for
+from tests.support.commands import cli
+from tests.support.group import down, leader_of, recorded, status, up, wait_for
+from tests.support.paths import ROOT
 
 
 def append_lines(base, lines: list[str], batch: int = 100) -> list[dict]:
@@ -118,7 +120,7 @@ def test_follow_prints_every_entry_once_in_order_through_a_transfer_and_a_leader
         wait_for(lambda: f.last_index() >= 350, 30, "the follower to print the first batch")
 
         old = leader_of(base)
-        to = next(n["id"] for n in _record(base)["nodes"] if n["id"] != old)
+        to = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != old)
         r = cli("peer", "transfer-leader", "--base-dir", base, "--to", to, "--timeout", "20")
         assert r.returncode == 0, r.stderr
         append_lines(base, [f"b-{k}" for k in range(300)], batch=7)
@@ -166,14 +168,14 @@ def test_stop_and_start_one_member_then_the_replicas_are_identical(cluster):
     st = {x["id"]: x for x in status(base)}
     assert st["n1"]["state"] == "down" and st["n1"]["pid"] is None and st["n1"]["uptime_s"] is None
     assert all(st[i]["pid"] == n["pid"] and st[i]["uptime_s"] >= 0 for i, n in
-               ((n["id"], n) for n in _record(base)["nodes"] if n["id"] != "n1"))
+               ((n["id"], n) for n in recorded(base)["nodes"] if n["id"] != "n1"))
 
     append_lines(base, [f"second-{k}" for k in range(200)])  # appends continue with two of three
     r = cli("cluster", "start", "--base-dir", base, "n1", "--format", "json")
     assert r.returncode == 0, r.stderr
     row, = json.loads(r.stdout)
     assert row["id"] == "n1" and row["result"] == "started" and row["state"] == "up"
-    assert row["pid"] == next(n["pid"] for n in _record(base)["nodes"] if n["id"] == "n1")
+    assert row["pid"] == next(n["pid"] for n in recorded(base)["nodes"] if n["id"] == "n1")
     rows = wait_for(lambda: level(base), 30, "n1 to catch up")
     assert rows[0]["end_index"] >= 400  # the no-op, then 400 entries
     for a, b in (("n0", "n1"), ("n1", "n2")):
@@ -191,7 +193,7 @@ def test_stop_and_start_one_member_then_the_replicas_are_identical(cluster):
 
 def test_up_on_a_cluster_with_a_killed_member_starts_exactly_that_one(cluster):
     base = cluster
-    before = {n["id"]: n["pid"] for n in _record(base)["nodes"]}
+    before = {n["id"]: n["pid"] for n in recorded(base)["nodes"]}
     os.kill(before["n2"], signal.SIGKILL)
     wait_for(lambda: next(x for x in status(base) if x["id"] == "n2")["state"] == "down", 20, "n2 to be down")
 
@@ -202,7 +204,7 @@ def test_up_on_a_cluster_with_a_killed_member_starts_exactly_that_one(cluster):
     rows = {x["id"]: x for x in json.loads(r.stdout)}
     assert {i: x["action"] for i, x in rows.items()} == {"n0": "already running", "n1": "already running",
                                                           "n2": "started"}
-    after = {n["id"]: n["pid"] for n in _record(base)["nodes"]}
+    after = {n["id"]: n["pid"] for n in recorded(base)["nodes"]}
     assert after["n0"] == before["n0"] and after["n1"] == before["n1"] and after["n2"] != before["n2"]
     assert all(x["state"] == "up" and x["pid"] == after[i] for i, x in rows.items())
 

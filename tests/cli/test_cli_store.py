@@ -10,19 +10,12 @@ import os
 import shutil
 
 import pytest
-from typer.testing import CliRunner
 
-from dledgerctl.app import app
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
 from store.sample import write_sample_store
-
+from tests.support.commands import invoke
 from tests.support.stores import FIXTURES, copy_fixture
-runner = CliRunner()
-
-
-def invoke(*args, input=None):
-    return runner.invoke(app, [str(a) for a in args], input=input)
 
 
 def manifest(name="leader"):

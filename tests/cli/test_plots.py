@@ -13,8 +13,8 @@ import numpy as np
 from matplotlib.image import imread
 
 from dledgerctl.plots import HEIGHT, SPARKS, WIDTH, sparkline
-from tests.node.test_cluster_processes import cli
 from tests.node.test_recovery_speaks import damaged_store
+from tests.support.commands import cli
 
 RED = np.array([0xD6, 0x27, 0x28]) / 255  # errors are drawn in this colour
 

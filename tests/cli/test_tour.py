@@ -25,8 +25,8 @@ import sys
 
 import pytest
 
+from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
-from tests.node.test_cluster_processes import ROOT
 
 BIN = os.path.dirname(sys.executable)
 DEFAULT_STORE = "/tmp/dledgerstore"
@@ -122,7 +122,9 @@ def test_transfer_right_after_a_restart_passes_20_times_in_a_row(tmp_path):
     """The tour's sequence: a member killed, an append, the member started, leadership handed
     to it at once. The leader has not heard from it for a while and it lacks the append:
     transfer-leader waits for both, within its timeout, instead of failing."""
-    from tests.node.test_cluster_processes import cli, down, free_port_base as ports, leader_of
+    from tests.support.commands import cli
+    from tests.support.group import down, leader_of
+    from tests.support.ports import free_port_base as ports
 
     base = str(tmp_path / "c")
     try:

@@ -15,12 +15,14 @@ import subprocess
 
 import pytest
 
-from tests.support import javadledger
 from cluster.net.client import Client
-from cluster.raft.config import parse_peers
 from cluster.net.frames import Frame, json_body
 from cluster.net.wire import METADATA
-from tests.node.test_cluster_processes import cli, down, free_port_base, up, wait_for
+from cluster.raft.config import parse_peers
+from tests.support import javadledger
+from tests.support.commands import cli
+from tests.support.group import down, up, wait_for
+from tests.support.ports import free_port_base
 
 GROUP = "g"
 
@@ -199,7 +201,7 @@ class DledgerctlMember:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        from tests.node.test_cluster_processes import ROOT
+        from tests.support.paths import ROOT
         import sys
         env = dict(os.environ, PYTHONPATH=ROOT)
         log = open(os.path.join(self.base, f"{self.node}.log"), "ab")

@@ -32,12 +32,12 @@ import urllib.request
 
 import pytest
 
-from tests.support import javadledger
-from tests.support import javarocketmq
+from tests.support import javadledger, javarocketmq
+from tests.support.commands import cli
+from tests.support.group import wait_for
 from tests.support.javabuild import JAVA_FLAGS, javac
-from tests.support.paths import SUPPORT
+from tests.support.paths import ROOT, SUPPORT
 from tests.support.ports import free_port_base, free_ports
-from tests.node.test_cluster_processes import ROOT, cli, wait_for
 
 GROUP = "g"
 SMALL = 64 * 1024  # the Java members' data files

@@ -14,7 +14,8 @@ from cluster.net.client import Client
 from cluster.raft.config import parse_peers
 from store.filestore import FileStore
 from store.kept import kept_files
-from tests.node.test_cluster_processes import cli, wait_for
+from tests.support.commands import cli
+from tests.support.group import wait_for
 from tests.java.test_follower_filesize_java import GROUP, Group, _identical, java_server  # noqa: F401 (a fixture)
 from tests.node.test_keep_truncated import message
 

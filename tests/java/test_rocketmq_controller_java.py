@@ -13,14 +13,14 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-from tests.support import javarocketmq5
-from tests.support import controller_encode
 from dledgerctl.app import app
-from tests.support.javabuild import Unavailable
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
 from store.rocketmq.controller import ControllerState, entries
 from store.rocketmq.controller_check import read_epoch_file
+from tests.support import controller_encode, javarocketmq5
+from tests.support.commands import invoke_clean
+from tests.support.javabuild import Unavailable
 
 runner = CliRunner()
 
@@ -78,8 +78,7 @@ def written(built, tmp_path_factory):
 
 
 def run(*args):
-    r = runner.invoke(app, [str(a) for a in args])
-    assert "Traceback" not in r.output + r.stderr
+    r = invoke_clean(*args)
     assert r.exit_code == 0, r.output + r.stderr
     return r
 

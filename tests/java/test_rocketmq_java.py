@@ -19,19 +19,12 @@ import shutil
 import zlib
 
 import pytest
-from typer.testing import CliRunner
 
-from tests.support import javarocketmq
-from dledgerctl.app import app
-from tests.support.rmq_encode import cq_unit
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from tests.support import javarocketmq
+from tests.support.commands import invoke
+from tests.support.rmq_encode import cq_unit
 
 
 def jsonl(r) -> list[dict]:

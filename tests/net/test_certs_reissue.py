@@ -10,17 +10,9 @@ import os
 
 from cryptography import x509
 from cryptography.x509.oid import NameOID
-from typer.testing import CliRunner
 
 from cluster.net import crl
-from cluster.node import pki
-from dledgerctl.app import app
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, list(args))
+from tests.support.commands import invoke as run
 
 
 def contents(d) -> dict[str, bytes]:

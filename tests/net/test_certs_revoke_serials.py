@@ -14,17 +14,10 @@ import os
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from typer.testing import CliRunner
 
 from cluster.net import crl
 from cluster.net.tls import Tls, TlsFiles
-from dledgerctl.app import app
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, list(args))
+from tests.support.commands import invoke as run
 
 
 def contents(d) -> dict[str, bytes]:

@@ -17,13 +17,14 @@ import socket
 
 import pytest
 
-from cluster.raft.rpc import Code, HeartBeatRequest
 from cluster.net.frames import FrameReceiver, encode_frame
 from cluster.net.wire import GET, HEART_BEAT, METADATA, PUSH, request_frame
+from cluster.raft.rpc import Code, HeartBeatRequest
+from store.format import encode_entry
+from tests.support.commands import cli
+from tests.support.group import down, status, up, wait_for
 from tests.support.hostile import DEEP, I64, frame, hostile_frames, nested, send_all
 from tests.support.ports import free_port_base
-from store.format import encode_entry
-from tests.node.test_cluster_processes import cli, down, status, up, wait_for
 
 
 def host_port(address: str) -> tuple[str, int]:

@@ -13,7 +13,9 @@ import time
 
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
-from tests.node.test_cluster_processes import ROOT, free_port_base, wait_for
+from tests.support.group import wait_for
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
 
 MAX_CONNECTIONS = 200
 

@@ -20,8 +20,10 @@ import pytest
 
 from cluster.node import pki
 from cluster.net.tls import Identity
-from tests.node.test_cluster_processes import ROOT, cli, down, free_port_base, up
-from tests.net.test_tls_revoke import GROUP, _hup, _logged, _up, _wait
+from tests.net.test_tls_revoke import GROUP, _hup, _up
+from tests.support.commands import cli
+from tests.support.group import down, up, wait_for
+from tests.support.paths import ROOT
 
 LONG = "600"  # s: a client's --timeout no test waits for
 DEADLINE = 60  # s: how long a command that must fail at once may take here
@@ -49,7 +51,7 @@ def _revoke(rec: dict, uri: str) -> None:
     assert r.returncode == 0, r.stderr
     before = {n["id"]: open(n["log"], errors="replace").read().count("CRL") for n in rec["nodes"]}
     _hup(rec)
-    _wait(lambda: all(open(n["log"], errors="replace").read().count("CRL") > before[n["id"]] for n in rec["nodes"]),
+    wait_for(lambda: all(open(n["log"], errors="replace").read().count("CRL") > before[n["id"]] for n in rec["nodes"]),
           10, "every member to reload its CRL")
 
 
@@ -128,7 +130,7 @@ def test_a_revoked_clients_follow_ends_with_one_error(tls_group):
                               env=dict(_plain_env(), PYTHONPATH=ROOT))
     try:
         # (it follows: an entry appended now comes out, after those before it)
-        _wait(lambda: run("append", "--peers", rec["peers"], "-d", "tick", *mine).returncode == 0, 20, "an append")
+        wait_for(lambda: run("append", "--peers", rec["peers"], "-d", "tick", *mine).returncode == 0, 20, "an append")
         while json.loads(_line(follow, 20))["body"] != "tick":
             pass
         _revoke(rec, f"dledger://{GROUP}/client/tail")
@@ -235,7 +237,7 @@ def test_a_revoked_certificate_is_logged_once_and_the_revoked_member_says_why(tm
         gone_log = next(n["log"] for n in rec["nodes"] if n["id"] == gone)
         serial = _serial(os.path.join(d, f"member-{gone}.pem"))
         _revoke(rec, f"dledger://{GROUP}/member/{gone}")
-        _wait(lambda: any("cut off from" in line for line in _lines_with(gone_log, serial)), 20,
+        wait_for(lambda: any("cut off from" in line for line in _lines_with(gone_log, serial)), 20,
               f"{gone} to log why it is cut off")
         assert any("own certificate" in line for line in _lines_with(gone_log, serial))
     finally:

@@ -16,13 +16,15 @@ import stat
 import pytest
 
 from cluster.node import pki
-from cluster.raft.rpc import HeartBeatRequest, PushRequest, PushType, VoteRequest
-from cluster.net.tls import Identity, Tls, TlsFiles, identity_of, parse_uri, refusal
 from cluster.net.channel import Channel
-from cluster.net.transport import TransportError
 from cluster.net.frames import REMOTING_NO_PERMISSION
+from cluster.net.tls import Identity, Tls, TlsFiles, identity_of, parse_uri, refusal
+from cluster.net.transport import TransportError
 from cluster.net.wire import request_frame
-from tests.node.test_cluster_processes import cli, down, free_port_base
+from cluster.raft.rpc import HeartBeatRequest, PushRequest, PushType, VoteRequest
+from tests.support.commands import cli
+from tests.support.group import down
+from tests.support.ports import free_port_base
 
 GROUP = "default"  # (cluster up's)
 

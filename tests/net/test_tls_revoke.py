@@ -21,17 +21,16 @@ from cluster.node import pki
 from cluster.net.client import Client
 from cluster.net.tls import Identity, Tls, TlsFiles
 from cluster.raft.config import parse_peers
-from tests.node.test_cluster_processes import ROOT, cli, down, free_port_base
+from tests.support.commands import cli
+from tests.support.group import down, up_recorded, wait_for
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
 
 GROUP = "default"
 
 
 def _up(base: str, *extra) -> dict:
-    r = cli("cluster", "up", "--base-dir", base, "--port-base", str(free_port_base(3)), "--tls", "--wait", "40",
-            "--data-file-size", "8MiB", "--index-file-size", "1MiB", *extra)
-    assert r.returncode == 0, r.stderr
-    with open(os.path.join(base, "cluster.json")) as fh:
-        return json.load(fh)
+    return up_recorded(base, "--tls", *extra)
 
 
 def _certs(rec: dict, stem: str) -> list[str]:
@@ -47,13 +46,6 @@ def _hup(rec: dict) -> None:
 
 def _logged(rec: dict, text: str) -> bool:
     return all(text in open(n["log"], errors="replace").read() for n in rec["nodes"])
-
-
-def _wait(cond, seconds: float, what: str):
-    end = time.monotonic() + seconds
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 class Appender(threading.Thread):
@@ -160,7 +152,7 @@ def test_a_revoked_operator_is_cut_off_and_the_group_goes_on(tmp_path):
             r = cli("certs", "revoke", rec["tls"]["dir"], "--identity", f"dledger://{GROUP}/operator/admin")
             assert r.returncode == 0 and "revoked" in r.stdout, r.stderr
             _hup(rec)
-            _wait(lambda: _logged(rec, "CRL"), 10, "every member to reload its CRL")
+            wait_for(lambda: _logged(rec, "CRL"), 10, "every member to reload its CRL")
             assert held.lost.wait(5), "the revoked certificate's open connection was not closed at the reload"
             held.done.set()
             try:
@@ -191,7 +183,7 @@ def test_a_revoked_operator_is_cut_off_and_the_group_goes_on(tmp_path):
         with open(rec["tls"]["crl"], "w") as fh:
             fh.write("not a CRL\n")
         _hup(rec)
-        _wait(lambda: _logged(rec, "TLS reload failed"), 10, "the failed reload to be logged")
+        wait_for(lambda: _logged(rec, "TLS reload failed"), 10, "the failed reload to be logged")
         again = cli("peer", "watermarks", "--base-dir", base)
         assert again.returncode == 1 and "revoked" in again.stderr, again.stderr
     finally:
@@ -208,7 +200,7 @@ def test_a_revoked_member_is_cut_off_from_replication(tmp_path):
         r = cli("certs", "revoke", rec["tls"]["dir"], "--identity", f"dledger://{GROUP}/member/{gone}")
         assert r.returncode == 0, r.stderr
         _hup(rec)
-        _wait(lambda: _logged(rec, "CRL"), 10, "every member to reload its CRL")
+        wait_for(lambda: _logged(rec, "CRL"), 10, "every member to reload its CRL")
         appender = Appender(rec)
         appender.start()
         time.sleep(2)

@@ -19,65 +19,9 @@ import pytest
 
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
-from tests.support.paths import ROOT, SUPPORT
+from tests.support.commands import cli
+from tests.support.group import bodies_of, down, leader_of, pid_of, recorded, restart, status, up, wait_for
 from tests.support.ports import free_port_base
-
-
-
-def cli(*args, timeout=60, input=None):
-    # (tests/sm: state machines the tests load into nodes, which inherit this environment)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.path.join(SUPPORT, "sm")]), COLUMNS="200")
-    return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, input=input)
-
-
-def wait_for(cond, deadline_s: float, what: str):
-    end = time.monotonic() + deadline_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
-def status(base):
-    r = cli("cluster", "status", "--base-dir", base, "--format", "json", "--timeout", "1")
-    return json.loads(r.stdout) if r.stdout.strip() else []
-
-
-SMALL = ("--data-file-size", "8MiB", "--index-file-size", "1MiB")  # several files, little disk
-
-
-def up(base, nodes=3, *extra):
-    r = cli("cluster", "up", "--base-dir", base, "--nodes", str(nodes), "--port-base", str(free_port_base(nodes)),
-            "--format", "json", "--wait", "40", *SMALL, *extra)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def down(base):
-    """Stop what 'cluster up' recorded; check nothing recorded survives."""
-    if not os.path.exists(os.path.join(base, "cluster.json")):
-        return
-    with open(os.path.join(base, "cluster.json")) as fh:
-        rec = json.load(fh)
-    d = cli("cluster", "down", "--base-dir", base, "--format", "json")
-    assert d.returncode == 0, d.stderr
-    for n in rec["nodes"]:
-        assert not os.path.exists(f"/proc/{n['pid']}") or open(f"/proc/{n['pid']}/cmdline", "rb").read() == b""
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        rows = up(base, 3, "--flush-interval", "40")
-        assert len(rows) == 3 and sum(x["role"] == "leader" for x in rows) == 1
-        yield base
-    finally:
-        down(base)
 
 
 def test_append_get_failover_and_down(cluster):
@@ -212,34 +156,6 @@ def test_second_node_on_the_same_directory_is_refused(cluster):
     assert r.returncode == 1 and "in use by another process" in r.stderr
 
 
-def _record(base):
-    with open(os.path.join(base, "cluster.json")) as fh:
-        return json.load(fh)
-
-
-def _pid(base, node_id):
-    return next(n["pid"] for n in _record(base)["nodes"] if n["id"] == node_id)
-
-
-def restart(base, node_id):
-    """Start a recorded node again with its recorded command, through 'cluster start'."""
-    r = cli("cluster", "start", "--base-dir", base, node_id, "--wait", "30", "--format", "json")
-    assert r.returncode == 0, r.stderr
-    row, = json.loads(r.stdout)
-    assert row["id"] == node_id and row["result"] == "started" and row["state"] == "up", row
-
-
-def leader_of(base):
-    return wait_for(lambda: next((x["id"] for x in status(base) if x.get("role") == "leader"), None), 30, "a leader")
-
-
-def bodies_of(base, node_id):
-    """Every entry body in a node's store, read offline (the store may be live: read-only)."""
-    r = cli("store", "inspect-data", os.path.join(base, f"dledger-{node_id}"), "--body", "utf8", "--format", "json")
-    assert r.returncode == 0, r.stderr
-    return [(e["index"], e["term"], e.get("body")) for e in json.loads(r.stdout)]
-
-
 @pytest.fixture
 def slow_stepdown(tmp_path):
     """A cluster whose leader keeps its post for 5 s without a majority (10 heartbeats), so
@@ -274,13 +190,13 @@ def test_thousand_appends_replicas_identical_restarts_and_truncation(slow_stepdo
     old = leader_of(base)
     others = [i for i in ("n0", "n1", "n2") if i != old]
     for i in others:
-        os.kill(_pid(base, i), signal.SIGKILL)
-    old_addr = next(n["address"] for n in _record(base)["nodes"] if n["id"] == old)
+        os.kill(pid_of(base, i), signal.SIGKILL)
+    old_addr = next(n["address"] for n in recorded(base)["nodes"] if n["id"] == old)
     try:
         r = cli("append", "--peers", f"{old}-{old_addr}", "-d", "doomed", "--timeout", "1.5")
         assert r.returncode == 1 and r.stderr.startswith("Error: ")
     finally:
-        os.kill(_pid(base, old), signal.SIGKILL)
+        os.kill(pid_of(base, old), signal.SIGKILL)
     for i in others:
         restart(base, i)
     assert any(b == "doomed" for _i, _t, b in bodies_of(base, old))
@@ -297,9 +213,9 @@ def test_thousand_appends_replicas_identical_restarts_and_truncation(slow_stepdo
 
     # a full restart keeps every committed entry
     before = bodies_of(base, "n0")
-    for n in _record(base)["nodes"]:
+    for n in recorded(base)["nodes"]:
         os.kill(n["pid"], signal.SIGTERM)
-    for n in _record(base)["nodes"]:
+    for n in recorded(base)["nodes"]:
         wait_for(lambda: not os.path.exists(f"/proc/{n['pid']}") or
                  open(f"/proc/{n['pid']}/stat").read().split()[2] == "Z", 20, f"{n['id']} to stop")
     for i in ("n0", "n1", "n2"):
@@ -317,7 +233,7 @@ def test_quorum_with_nodes_down(tmp_path, nodes, ndown, commits):
     base = str(tmp_path / "q")
     try:
         up(base, nodes)
-        victims = _record(base)["nodes"][:ndown]
+        victims = recorded(base)["nodes"][:ndown]
         for n in victims:
             os.kill(n["pid"], signal.SIGKILL)
         r = cli("append", "--base-dir", base, "-d", "x", "--timeout", "8", "--format", "json")

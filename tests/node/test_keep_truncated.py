@@ -19,8 +19,9 @@ from store.errors import StoreIOError
 from store.filestore import FileStore
 from store.kept import KEPT_RE, Keeper, iter_kept, kept_files
 from store.memstore import MemoryStore
-from tests.node.test_cluster_processes import _record, cli, restart, wait_for
 from tests.node.test_peer_processes import caught_up, diff, down, leader_id, node_dir, peer, start, stop
+from tests.support.commands import cli
+from tests.support.group import recorded, restart, wait_for
 from tests.support.rmq_encode import encode_message
 
 
@@ -165,7 +166,7 @@ def message(topic: str, k: int, uniq: str) -> bytes:
 
 
 def append_messages(base: str, bodies: list[bytes]) -> list:
-    rec = _record(base)
+    rec = recorded(base)
 
     async def go():
         c = Client(parse_peers(rec["peers"]), rec["group"], timeout=20)
@@ -191,11 +192,11 @@ def diverge(base: str, keep: str):
     cut entries' bytes, their first index, the messages held by the group, lost ones)``."""
     append_messages(base, [message("Orders", k, f"A{k}") for k in range(10)])
     old = leader_id(base)
-    new = next(n["id"] for n in _record(base)["nodes"] if n["id"] != old)
+    new = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != old)
     r = peer(base, "transfer-leader", "--to", new, "--format", "json")
     assert r.returncode == 0, r.stderr
     newer = append_messages(base, [message("Orders", 10 + k, f"B{k}") for k in range(10)])
-    follower = next(n["id"] for n in _record(base)["nodes"] if n["id"] != new)
+    follower = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != new)
     wait_for(lambda: caught_up(base), 30, "replicas to catch up")
     stop(base, follower)
     # offline: from the new term's first entry on, entries of the old term: six messages
@@ -208,7 +209,7 @@ def diverge(base: str, keep: str):
         s.truncate(first, force=True)
         s.append_leader(lost[:3] + held + lost[3:], old_term)
         cut = [s.get_bytes(i) for i in range(first, s.end_index + 1)]
-    with open(_record(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
+    with open(recorded(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
         fh.write(f'keep-truncated = "{keep}"\nnever-lead = true\n')  # (the config file's key; a broker member)
     return follower, new, cut, first, lost
 
@@ -227,7 +228,7 @@ def test_a_follower_cut_by_a_dledgerctl_leader_keeps_exactly_the_cut_entries(gro
     assert kept == b"".join(cut)
     (path, _), = files
     assert os.path.basename(path).startswith(f"truncated-{first}-{first + len(cut) - 1}-")
-    with open(_record(base)["nodes"][int(follower[1:])]["log"], encoding="utf-8") as fh:
+    with open(recorded(base)["nodes"][int(follower[1:])]["log"], encoding="utf-8") as fh:
         assert sum("kept the entries about to be cut" in line and path in line for line in fh) == 1
 
     r = cli("store", "inspect-data", path, "--format", "json")
@@ -257,7 +258,7 @@ def test_peer_compare_repair_on_a_keeping_follower_keeps_what_it_cuts(group, tmp
     # damage below lies in the first, outside what recovery reads at a start
     assert r.returncode == 0, r.stderr
     leader = leader_id(base)
-    follower = next(n["id"] for n in _record(base)["nodes"] if n["id"] != leader)
+    follower = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != leader)
     wait_for(lambda: caught_up(base), 30, "replicas to catch up")
     stop(base, follower)
     with FileStore.open(node_dir(base, follower), read_only=True) as s:
@@ -269,7 +270,7 @@ def test_peer_compare_repair_on_a_keeping_follower_keeps_what_it_cuts(group, tmp
     with FileStore.open(node_dir(base, follower), read_only=True) as s:
         end = s.end_index
         cut = [s.get_bytes(i) for i in range(7, end + 1)]
-    with open(_record(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
+    with open(recorded(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
         fh.write(f'keep-truncated = "{keep}"\n')
     restart(base, follower)
     wait_for(lambda: caught_up(base), 30, f"{follower} back")

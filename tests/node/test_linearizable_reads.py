@@ -10,15 +10,13 @@ import json
 import os
 import signal
 
-from tests.node.test_cluster_processes import cli, down, free_port_base, leader_of, wait_for
+from tests.support.commands import cli
+from tests.support.group import down, file_sizes, leader_of, up_recorded, wait_for
+from tests.support.ports import free_port_base
 
 
 def _up(base: str) -> dict:
-    r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(free_port_base(3)), "--format",
-            "json", "--wait", "40", "--data-file-size", "1MiB", "--index-file-size", "64KiB", "--state-machine", "kv")
-    assert r.returncode == 0, r.stderr
-    with open(os.path.join(base, "cluster.json")) as fh:
-        return json.load(fh)
+    return up_recorded(base, "--state-machine", "kv", sizes=file_sizes("1MiB", "64KiB"))
 
 
 def _kv(base: str, key: str, *extra: str, timeout: str = "5"):

@@ -10,10 +10,11 @@ import json
 import os
 import threading
 
-from tests.support import faults
 from cluster.raft.config import parse_peers
+from tests.support import faults
+from tests.support.commands import cli
+from tests.support.group import down, wait_for
 from tests.support.ports import free_port_base
-from tests.node.test_cluster_processes import cli, down, wait_for
 
 GROUP = faults.GROUP
 

@@ -14,8 +14,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.node.metrics import CATALOGUE
+from tests.support.commands import cli
+from tests.support.group import down, leader_of, pid_of, restart, status, up, wait_for
+from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
-from tests.node.test_cluster_processes import ROOT, _pid, cli, down, leader_of, restart, status, up, wait_for
 
 
 def scrape(url: str) -> dict[str, list]:
@@ -183,7 +185,7 @@ def test_every_documented_metric_is_served_and_moves(metered):
 
     # the leader is killed: a survivor leads in a higher term, and both count a leader change
     before = {f: scrape(urls[f]) for f in followers}
-    os.kill(_pid(base, leader), signal.SIGKILL)
+    os.kill(pid_of(base, leader), signal.SIGKILL)
     wait_for(lambda: any(x.get("role") == "leader" and x["id"] != leader for x in status(base)), 30, "a new leader")
 
     def knows_the_new_leader(f):

@@ -11,7 +11,7 @@ import tomllib
 
 import pytest
 
-from tests.node.test_cluster_processes import cli
+from tests.support.commands import cli
 
 PEERS = "n0-127.0.0.1:30911;n1-127.0.0.1:30912;n2-127.0.0.1:30913"
 

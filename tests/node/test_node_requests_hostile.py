@@ -16,8 +16,8 @@ import struct
 
 from cluster.net.frames import FrameReceiver
 from cluster.raft.rpc import Code
+from tests.support.group import status
 from tests.support.hostile import frame
-from tests.node.test_cluster_processes import cluster, status  # noqa: F401 - cluster is a fixture
 
 READ_INDEX, HEART_BEAT, VOTE = 52008, 51002, 51001
 

@@ -16,8 +16,9 @@ import sys
 
 import pytest
 
-from tests.node.test_cluster_processes import ROOT, cli, free_port_base
-from tests.support.paths import SUPPORT
+from tests.support.commands import cli
+from tests.support.paths import ROOT, SUPPORT
+from tests.support.ports import free_port_base
 
 INJECT = os.path.join(SUPPORT, "inject_failure.py")
 

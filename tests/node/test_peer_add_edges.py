@@ -17,9 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
+from tests.support.commands import cli
+from tests.support.group import recorded, wait_for
 from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
-from tests.node.test_cluster_processes import cli, wait_for
 
 runner = CliRunner()
 
@@ -59,11 +60,6 @@ def group(tmp_path_factory):
         cli("cluster", "down", "--base-dir", base)
 
 
-def _record(base: str) -> dict:
-    with open(os.path.join(base, "cluster.json")) as fh:
-        return json.load(fh)
-
-
 def _members(base: str) -> dict[str, str]:
     """The group's members as its leader has them: id -> voter/learner."""
     r = cli("peer", "watermarks", "--base-dir", base, "--format", "json", "--timeout", "10")
@@ -79,12 +75,12 @@ def _files(base: str) -> set[str]:
 
 def test_an_unresolvable_host_is_named(group):
     base, port = group
-    before, files = _record(base), _files(base)
+    before, files = recorded(base), _files(base)
     r = cli("peer", "add", "--base-dir", base, "--id", "n5", "--address", f"nosuchhost.invalid:{port + 5}")
     assert r.returncode == 1, r.stderr
     (line,) = errors(r.stderr)
     assert "nosuchhost.invalid" in line and "does not resolve" in line and "Unknown error" not in line, line
-    assert _record(base) == before
+    assert recorded(base) == before
     assert {f for f in _files(base) - files if not f.startswith("logs/")} == set()
 
 
@@ -102,7 +98,7 @@ def _interrupted_add(base: str, node: str, address: str, *extra: str,
         for line in proc.stderr:
             said.append(line)
             if stop_new and "started as a learner" in line:
-                held = next(n["pid"] for n in _record(base)["nodes"] if n["id"] == node)
+                held = next(n["pid"] for n in recorded(base)["nodes"] if n["id"] == node)
                 os.kill(held, signal.SIGSTOP)
             if "committed: a learner" in line:
                 break
@@ -118,22 +114,22 @@ def _interrupted_add(base: str, node: str, address: str, *extra: str,
 
 def test_ctrl_c_takes_a_learner_back(group):
     base, port = group
-    before = _record(base)
+    before = recorded(base)
     code, err, _ = _interrupted_add(base, "n6", f"127.0.0.1:{port + 4}", "--no-start")  # (nobody listens there)
     assert code == 130, err
     assert "Traceback" not in err and "removed again" in err, err
     assert set(_members(base)) == {"n0", "n1", "n2"}
-    assert _record(base) == before
+    assert recorded(base) == before
 
 
 def test_ctrl_c_takes_a_started_member_back(group):
     base, port = group
-    before, files = _record(base), _files(base)
+    before, files = recorded(base), _files(base)
     code, err, pid = _interrupted_add(base, "n3", f"127.0.0.1:{port + 3}", stop_new=True)
     assert code == 130, err
     assert "Traceback" not in err and "removed again" in err and "process stopped" in err, err
     assert _members(base) == {"n0": "voter", "n1": "voter", "n2": "voter"}
-    assert [n["id"] for n in _record(base)["nodes"]] == [n["id"] for n in before["nodes"]]
+    assert [n["id"] for n in recorded(base)["nodes"]] == [n["id"] for n in before["nodes"]]
     assert _files(base) - files == set()  # its store, config and log gone
 
     def gone():

@@ -20,10 +20,13 @@ import time
 import pytest
 
 from cluster.net.client import Client, ClientError
-from cluster.raft.config import parse_peers
 from cluster.node.launcher import up as launch
+from cluster.raft.config import parse_peers
 from store.filestore import FileStore
-from tests.node.test_cluster_processes import ROOT, _pid, _record, cli, down, free_port_base, restart, status, wait_for
+from tests.support.commands import cli
+from tests.support.group import down, pid_of, recorded, restart, status, wait_for
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
 
 TINY = ["--data-file-size", "64KiB", "--index-file-size", "64KiB"]
 
@@ -73,7 +76,7 @@ def caught_up(base) -> dict | None:
 
 
 def stop(base, node_id):
-    pid = _pid(base, node_id)
+    pid = pid_of(base, node_id)
     os.kill(pid, signal.SIGTERM)
     wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/cmdline", "rb").read() == b"", 20,
              f"{node_id} to exit")
@@ -94,7 +97,7 @@ class Load:
     acknowledged (index, body) and every failure."""
 
     def __init__(self, base: str) -> None:
-        rec = _record(base)
+        rec = recorded(base)
         self.peers, self.group = parse_peers(rec["peers"]), rec["group"]
         self.acked: list[tuple[int, bytes]] = []
         self.failures: list[str] = []
@@ -129,11 +132,11 @@ class Load:
 def test_watermarks_under_load_with_a_follower_down_and_back(tiny):
     base = tiny
     leader = leader_id(base)
-    follower = next(n["id"] for n in _record(base)["nodes"] if n["id"] != leader)
+    follower = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != leader)
     with Load(base) as load:
         wait_for(lambda: len(load.acked) >= 50, 30, "appends under load")
         m = marks(base)
-        assert set(m) == {n["id"] for n in _record(base)["nodes"]} and m[leader]["state"] == "LEADER"
+        assert set(m) == {n["id"] for n in recorded(base)["nodes"]} and m[leader]["state"] == "LEADER"
         assert all(r["alive"] for r in m.values())
         assert {r["state"] for p, r in m.items() if p != leader} <= {"APPEND", "COMMIT"}
     m = wait_for(lambda: caught_up(base), 20, "watermarks to reach the leader's end")
@@ -181,12 +184,12 @@ def test_a_tail_replaced_by_an_older_term_is_repaired_on_restart(tiny):
     base = tiny
     append_lines(base, 40, "t1")
     old = leader_id(base)
-    new = next(n["id"] for n in _record(base)["nodes"] if n["id"] != old)
+    new = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != old)
     r = peer(base, "transfer-leader", "--to", new, "--format", "json")
     assert r.returncode == 0, r.stderr
     newer = append_lines(base, 40, "t2")
     term2 = newer[0]["term"]
-    follower = next(n["id"] for n in _record(base)["nodes"] if n["id"] not in (new,))
+    follower = next(n["id"] for n in recorded(base)["nodes"] if n["id"] not in (new,))
     wait_for(lambda: caught_up(base), 20, "replicas to catch up")
     stop(base, follower)
 
@@ -216,7 +219,7 @@ def test_deep_compare_finds_and_repairs_bodies_changed_under_the_same_terms(tiny
     base = tiny
     append_lines(base, 900, "d", size=300)  # ~280 KB: five data files of 64 KiB
     leader = leader_id(base)
-    follower = next(n["id"] for n in _record(base)["nodes"] if n["id"] != leader)
+    follower = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != leader)
     wait_for(lambda: caught_up(base), 20, "replicas to catch up")
     stop(base, follower)
     victims = [7, 8, 20]
@@ -260,7 +263,7 @@ def test_truncate_refused_below_commit_and_refills_above(tmp_path):
         start(base, 5, ["--max-heartbeat-leak", "30"])
         append_lines(base, 20, "c")
         leader = leader_id(base)
-        others = [n["id"] for n in _record(base)["nodes"] if n["id"] != leader]
+        others = [n["id"] for n in recorded(base)["nodes"] if n["id"] != leader]
         follower, paused, dead = others[0], others[1], others[2:]
         wait_for(lambda: caught_up(base), 20, "replicas to catch up")
         committed = marks(base)[leader]["committed_index"]
@@ -272,7 +275,7 @@ def test_truncate_refused_below_commit_and_refills_above(tmp_path):
 
         for d in dead:
             stop(base, d)
-        os.kill(_pid(base, paused), signal.SIGSTOP)
+        os.kill(pid_of(base, paused), signal.SIGSTOP)
         try:
             lines = "".join(f"u-{k}\n" for k in range(10))
             r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--timeout", "1.5", input=lines)
@@ -287,7 +290,7 @@ def test_truncate_refused_below_commit_and_refills_above(tmp_path):
             assert cut["dropped"] == 10 and cut["follower_end"] == committed
             wait_for(lambda: marks(base)[follower]["watermark"] == committed + 10, 10, "the re-fill")
         finally:
-            os.kill(_pid(base, paused), signal.SIGCONT)
+            os.kill(pid_of(base, paused), signal.SIGCONT)
         wait_for(lambda: marks(base)[leader]["committed_index"] >= committed + 10, 20, "the commit")
         assert diff(base, follower, leader)["identical"]
     finally:
@@ -297,7 +300,7 @@ def test_truncate_refused_below_commit_and_refills_above(tmp_path):
 def test_transfer_leader_moves_leadership_while_a_client_keeps_appending(tiny):
     base = tiny
     old = leader_id(base)
-    target = next(n["id"] for n in _record(base)["nodes"] if n["id"] != old)
+    target = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != old)
     with Load(base) as load:
         wait_for(lambda: len(load.acked) >= 20, 30, "appends before the transfer")
         t = time.monotonic()
@@ -344,7 +347,7 @@ def test_peer_commands_fail_with_one_line(tiny, tmp_path):
         assert r.returncode == 1 and r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
         assert time.monotonic() - t < 20
     # no leader: two of three members down
-    for n in [n["id"] for n in _record(base)["nodes"]][:2]:
+    for n in [n["id"] for n in recorded(base)["nodes"]][:2]:
         stop(base, n)
     wait_for(lambda: not any(x.get("role") == "leader" for x in status(base)), 20, "the last leader to step down")
     r = peer(base, "watermarks", "--timeout", "3")

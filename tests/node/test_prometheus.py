@@ -20,9 +20,10 @@ import urllib.request
 
 import pytest
 
-from tests.support.paths import SUPPORT
+from tests.support.commands import cli
+from tests.support.group import down, leader_of, wait_for
+from tests.support.paths import ROOT, SUPPORT
 from tests.support.ports import free_port_base
-from tests.node.test_cluster_processes import ROOT, cli, down, leader_of, wait_for
 
 SHARE = os.path.join(ROOT, "share")
 CONFIG = os.path.join(SHARE, "prometheus", "prometheus.yml")

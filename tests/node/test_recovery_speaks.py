@@ -12,11 +12,12 @@ import subprocess
 import sys
 import time
 
-from tests.support.ports import free_port_base
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
-from tests.node.test_cluster_processes import ROOT, cli
 from tests.node.test_metrics import scrape, value
+from tests.support.commands import cli
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
 
 FILE = 1 << 16
 

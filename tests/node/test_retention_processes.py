@@ -12,7 +12,9 @@ import json
 import os
 
 from tests.cli.test_cli_lifecycle import append_lines, level
-from tests.node.test_cluster_processes import cli, down, free_port_base, leader_of, status, wait_for
+from tests.support.commands import cli
+from tests.support.group import down, leader_of, status, wait_for
+from tests.support.ports import free_port_base
 
 RETAIN = ("--data-file-size", "64KiB", "--index-file-size", "4KiB", "--file-reserved-hours", "0.00056",
           "--disk-ratio-check", "0.0001")

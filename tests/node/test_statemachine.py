@@ -13,9 +13,11 @@ from cluster.raft.statemachine import Applier, KeyValue, StateMachineError, load
 from store.format import MAGIC_NOOP
 from store.memstore import MemoryStore
 from store.snapshot import SnapshotStore
-from tests.node.test_cluster_processes import cli, down, free_port_base, wait_for
 from tests.node.test_metrics import scrape, value
+from tests.support.commands import cli
+from tests.support.group import down, file_sizes, up_recorded, wait_for
 from tests.support.paths import SUPPORT
+from tests.support.ports import free_port_base
 
 sys.path.insert(0, os.path.join(SUPPORT, "sm"))
 
@@ -87,11 +89,7 @@ def test_the_applier_applies_committed_entries_once_across_restarts(tmp_path):
 # -- real processes ----------------------------------------------------------------------
 
 def _up(base: str, *extra: str, data_file_size: str = "1MiB") -> dict:
-    r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(free_port_base(3)), "--format",
-            "json", "--wait", "40", "--data-file-size", data_file_size, "--index-file-size", "64KiB", *extra)
-    assert r.returncode == 0, r.stderr
-    with open(os.path.join(base, "cluster.json")) as fh:
-        return json.load(fh)
+    return up_recorded(base, *extra, sizes=file_sizes(data_file_size, "64KiB"))
 
 
 def test_kv_cluster_snapshots_on_every_node_and_a_restarted_follower_recovers(tmp_path):

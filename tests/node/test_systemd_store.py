@@ -25,9 +25,11 @@ import uuid
 import pytest
 
 from cluster.node import service
-from tests.node.test_cluster_processes import ROOT, cli, free_port_base, wait_for
 from tests.node.test_systemd_unit import UNIT, _exec_start, unit
-from tests.support.paths import SUPPORT
+from tests.support.commands import cli
+from tests.support.group import wait_for
+from tests.support.paths import ROOT, SUPPORT
+from tests.support.ports import free_port_base
 
 HELPER = os.path.join(SUPPORT, "private_tmp.py")
 

@@ -15,7 +15,10 @@ import sys
 
 from cluster.node import pki
 from cluster.net.tls import Identity
-from tests.node.test_cluster_processes import ROOT, cli, free_port_base, wait_for
+from tests.support.commands import cli
+from tests.support.group import wait_for
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
 
 UNIT = os.path.join(ROOT, "share", "systemd", "dledgerctl@.service")
 ETC = "/etc/dledgerctl/"

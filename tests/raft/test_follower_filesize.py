@@ -27,12 +27,14 @@ import pytest
 from cluster.raft.filesize import leader_file_size
 from cluster.raft.follower import REFUSAL_NOTE_MS, FollowerLog
 from cluster.raft.rpc import Code, PushRequest, PushType
-from tests.support.ports import free_port_base
-from tests.support.sim import Sim, SimStore
 from store.errors import StoreUsageError
 from store.filestore import FileStore
 from store.memstore import MemoryStore
-from tests.node.test_cluster_processes import ROOT, cli, wait_for
+from tests.support.commands import cli
+from tests.support.group import wait_for
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
+from tests.support.sim import Sim, SimStore
 
 KIB = 1024
 SMALL = 64 * KIB  # the leader's data files

@@ -9,10 +9,11 @@ import json
 import os
 import signal
 
-from tests.support.sim import Sim
-from tests.node.test_cluster_processes import _pid, cli, down, leader_of, restart, status, up, wait_for
 from tests.raft.test_cluster_sim import commit, elect
 from tests.raft.test_retention_sim import RETAIN, fill, full_disks
+from tests.support.commands import cli
+from tests.support.group import down, leader_of, pid_of, restart, status, up, wait_for
+from tests.support.sim import Sim
 
 
 def events(sim: Sim, node: str, kind: str) -> list:
@@ -84,7 +85,7 @@ def test_a_node_logs_json_lines(tmp_path, monkeypatch):
         restart(base, follower)
         r = cli("append", "--base-dir", base, "-d", "after the restart")  # (the leader pushes: it compares first)
         assert r.returncode == 0, r.stderr
-        os.kill(_pid(base, leader), signal.SIGKILL)
+        os.kill(pid_of(base, leader), signal.SIGKILL)
         wait_for(lambda: any(x.get("role") == "leader" and x["id"] != leader for x in status(base)), 30, "a new leader")
     finally:
         down(base)

@@ -15,20 +15,14 @@ import os
 import shutil
 
 import pytest
-from typer.testing import CliRunner
 
-from dledgerctl.app import app
+from store.rocketmq.message import tags_code
+from tests.support.commands import invoke
 from tests.support.rmq_encode import cq_unit
 from tests.support.rmq_store import write_broker_store, write_queue
-from store.rocketmq.message import tags_code
 
-runner = CliRunner()
 Z = "0" * 20
 TAG = tags_code("t")
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def check(root):

@@ -10,20 +10,13 @@ import os
 import shutil
 
 import pytest
-from typer.testing import CliRunner
 
-from dledgerctl.app import app
-from tests.support.rmq_encode import cq_unit
-from tests.support.rmq_store import write_broker_store, write_queue
 from store.filestore import FileStore
 from store.format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP
 from store.rocketmq.message import TRANSACTION_PREPARED_TYPE
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from tests.support.commands import invoke
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
 
 
 def rows(r) -> list[dict]:

@@ -8,18 +8,9 @@ from __future__ import annotations
 import json
 import os
 
-from typer.testing import CliRunner
-
-from dledgerctl.app import app
-from tests.support.paths import ROOT
-from tests.support.rmq_store import write_broker_store
 from store.format import HEADER_SIZE
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args])
+from tests.support.commands import cli, invoke
+from tests.support.rmq_store import write_broker_store
 
 
 def jsonl(r) -> list[dict]:
@@ -56,16 +47,6 @@ def test_a_negative_queue_id_is_a_row_of_topics_and_a_finding_of_check(tmp_path)
         {("queue-id", -(1 << 31), 1), ("cq-mismatch", 0, 1), ("queue-offset", 0, 2)}, found
 
 
-def _cli(*args, timeout=60):
-    """The real command in a process of its own (a hang is a failure at the deadline, not a
-    test that never ends)."""
-    import subprocess
-    import sys
-    root_dir = ROOT
-    return subprocess.run([sys.executable, "-m", "dledgerctl", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, PYTHONPATH=root_dir))
-
-
 def test_a_fifo_where_a_queue_file_should_be_is_a_finding_not_a_hang(tmp_path):
     root, written = store(tmp_path)
     qdir = root / "consumequeue" / "T" / "0"
@@ -73,14 +54,14 @@ def test_a_fifo_where_a_queue_file_should_be_is_a_finding_not_a_hang(tmp_path):
     os.remove(fifo)
     os.mkfifo(fifo)
     os.mkdir(root / "consumequeue" / "T" / "1" / f"{80:020d}")  # a directory of a file's name
-    r = _cli("mq", "check", root, "--format", "jsonl")
+    r = cli("mq", "check", root, "--format", "jsonl")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     found = jsonl(r)
     damaged = {f["file"]: f["detail"] for f in found if f["finding"] == "cq-damaged"}
     assert set(damaged) == {f"consumequeue/T/0/{40:020d}", f"consumequeue/T/1/{80:020d}"}, found
     assert "a FIFO" in damaged[f"consumequeue/T/0/{40:020d}"] and "not read" in damaged[f"consumequeue/T/0/{40:020d}"]
     assert "a directory" in damaged[f"consumequeue/T/1/{80:020d}"]
-    r = _cli("mq", "topics", root, "--format", "jsonl")
+    r = cli("mq", "topics", root, "--format", "jsonl")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert f"consumequeue/T/0/{40:020d}" in r.stderr and "a FIFO" in r.stderr, r.stderr
     assert {(x["queue_id"], x["cq_units"]) for x in jsonl(r)} == {(0, 2), (1, 3)}

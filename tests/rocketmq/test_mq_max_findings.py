@@ -8,15 +8,11 @@ import json
 import os
 import shutil
 
-from typer.testing import CliRunner
-
-from dledgerctl.app import app
-from tests.support.rmq_encode import cq_unit
-from tests.support.rmq_store import write_broker_store, write_queue
 from store.rocketmq import check
 from store.rocketmq.layout import resolve_broker
-
-runner = CliRunner()
+from tests.support.commands import invoke as run
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
 
 
 def damaged(tmp_path, *, back: bool = False):
@@ -34,10 +30,6 @@ def damaged(tmp_path, *, back: bool = False):
     write_queue(str(root), "T0", 0, units, per_file=30)
     write_queue(str(root), "Nope", 0, [cq_unit(w["phy_offset"], w["size"], 0) for w in written[:20]])
     return root
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_max_findings_shows_the_first_n_and_counts_all(tmp_path):

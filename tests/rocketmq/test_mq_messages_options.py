@@ -13,16 +13,9 @@ import json
 import shutil
 
 import pytest
-from typer.testing import CliRunner
 
-from dledgerctl.app import app
+from tests.support.commands import invoke
 from tests.support.rmq_store import write_broker_store
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def uniq(i: int) -> str:

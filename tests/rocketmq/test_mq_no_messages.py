@@ -6,18 +6,10 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
-
-from dledgerctl.app import app
-from tests.support.rmq_store import write_broker_store
 from store.filestore import FileStore
 from store.format import MAGIC_NOOP
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from tests.support.commands import invoke
+from tests.support.rmq_store import write_broker_store
 
 
 def plain_log(base) -> str:

@@ -21,12 +21,12 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.support.paths import SUPPORT
-from tests.support.rmq_encode import encode_message
-from tests.support.rmq_store import write_broker_store
 from store.rocketmq.message import (COMPRESSED_FLAG, MAX_MESSAGE_SIZE, BodyTooLarge, NotAMessage, body_of, decode,
                                     decompress)
-from tests.node.test_cluster_processes import ROOT, down, up
+from tests.support.group import down, up
+from tests.support.paths import ROOT, SUPPORT
+from tests.support.rmq_encode import encode_message
+from tests.support.rmq_store import write_broker_store
 
 ZLIB, LZ4, ZSTD = COMPRESSED_FLAG, COMPRESSED_FLAG | 1 << 8, COMPRESSED_FLAG | 2 << 8
 RSS_LIMIT_KB = 200 * 1024

@@ -27,15 +27,12 @@ import json
 import os
 
 import pytest
-from typer.testing import CliRunner
 
-from tests.support.controller_encode import (alter_sync_state_set, apply_broker_id, clean_broker_data, elect_master,
-                               update_broker_address, write_controller_log)
-from dledgerctl.app import app
 from store.metafiles import write_checkpoint
 from store.rocketmq.controller import decode_event
-
-runner = CliRunner()
+from tests.support.commands import invoke_clean as run
+from tests.support.controller_encode import (alter_sync_state_set, apply_broker_id, clean_broker_data, elect_master,
+                                             update_broker_address, write_controller_log)
 
 A1, A2, A9 = "10.0.0.1:30911", "10.0.0.2:30911", "10.0.0.9:30911"
 LOG = [
@@ -63,12 +60,6 @@ LOG = [
 @pytest.fixture
 def node(tmp_path):
     return write_controller_log(str(tmp_path / "ctl"), LOG)
-
-
-def run(*args):
-    r = runner.invoke(app, [str(a) for a in args])
-    assert "Traceback" not in r.output + r.stderr
-    return r
 
 
 def state(node, *extra):

@@ -7,12 +7,10 @@ import json
 import os
 
 import pytest
-from typer.testing import CliRunner
 
+from tests.support.commands import invoke_clean as run
 from tests.support.controller_encode import apply_broker_id, elect_master, write_controller_log, write_epoch_file
-from dledgerctl.app import app
 
-runner = CliRunner()
 LOG = [
     (1, b""),
     (1, apply_broker_id("c1", "b1", "10.0.0.1:30911", 1, "k1")),
@@ -21,12 +19,6 @@ LOG = [
     (2, elect_master("b1", None, elected=False)),  # epoch 2: no master
     (2, elect_master("b1", 2)),  # epoch 3: broker 2
 ]
-
-
-def run(*args):
-    r = runner.invoke(app, [str(a) for a in args])
-    assert "Traceback" not in r.output + r.stderr
-    return r
 
 
 @pytest.fixture

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
-from tests.support.controller_encode import alter_sync_state_set, apply_broker_id, elect_master, write_controller_log
 from dledgerctl.app import app
-from tests.node.test_cluster_processes import cli, down, up
+from tests.support.commands import cli
+from tests.support.controller_encode import alter_sync_state_set, apply_broker_id, elect_master, write_controller_log
+from tests.support.group import down, up
 
 BODIES = [apply_broker_id("c1", "b1", "10.0.0.1:30911", 1, "k1"), elect_master("b1", 1), b"",
           alter_sync_state_set("b1", {1, 2}), b"\x00\x07{}"]

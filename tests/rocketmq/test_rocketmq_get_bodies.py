@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
 from dledgerctl.app import app
+from tests.support.commands import cli
+from tests.support.group import down, up
 from tests.support.rmq_encode import encode_message
-from tests.node.test_cluster_processes import cli, down, up
 
 BINARY = bytes(range(256)) * 3
 

@@ -9,8 +9,8 @@ import json
 
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
+from tests.support.commands import cli
 from tests.support.rmq_encode import encode_message
-from tests.node.test_cluster_processes import cli, cluster  # noqa: F401 (the fixture)
 
 
 def test_get_decodes_rocketmq_messages(cluster):  # noqa: F811

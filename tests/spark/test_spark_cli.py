@@ -13,19 +13,12 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from tests.support.stores import copy_fixture, fixture_path, patch, write_project_store
-from dledgerctl.app import app
 from dledgerctl.spark_cmd import INSTALL_HINT
 from store.filestore import FileStore
 from store.format import file_name
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from tests.support.commands import invoke
+from tests.support.stores import copy_fixture, fixture_path, patch, write_project_store
 
 
 @pytest.fixture

@@ -12,27 +12,26 @@ import subprocess
 import sys
 import time
 
-from tests.support import javadledger
 import pytest
 
-from tests.support.paths import ROOT
-from tests.support.stores import copy_fixture, read_manifest
-from tests.support.ports import free_port_base
-from tests.support.rmq_encode import encode_message
-from tests.support.sim import Sim
 from store.elect import (ACCEPT, REJECT_ALREADY_VOTED, REJECT_EXPIRED_LEDGER_TERM, REJECT_EXPIRED_VOTE_TERM,
                          REJECT_SMALL_LEDGER_END_INDEX, REJECT_TERM_NOT_READY, REJECT_TERM_SMALL_THAN_LEDGER,
                          REJECT_UNKNOWN_LEADER, MemberState, elect, vote)
 from store.filestore import FileStore
 from store.metafiles import write_currterm
+from tests.support import commands, javadledger
+from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
+from tests.support.rmq_encode import encode_message
+from tests.support.sim import Sim
+from tests.support.stores import copy_fixture, read_manifest
+
 
 SIZES = {"data_file_size": 65536, "index_file_size": 32 * 1024}
 
 
 def cli(*args, timeout=60):
-    env = dict(os.environ, PYTHONPATH=ROOT, COLUMNS="250")
-    return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return commands.cli(*args, timeout=timeout, env={"COLUMNS": "250"})
 
 
 def body(i: int, t: int, broker: bool) -> bytes:

@@ -15,18 +15,11 @@ import sys
 import time
 
 import pytest
-from typer.testing import CliRunner
 
-from dledgerctl.app import app
+from tests.support.commands import invoke
 from tests.support.paths import ROOT
 from tests.support.ports import HOST, free_port_base
 from tests.support.rmq_store import write_broker_store
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 @pytest.mark.parametrize("text,signed,want", [("12", False, 12), ("²", False, None), ("1²", False, None),

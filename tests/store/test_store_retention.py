@@ -9,12 +9,13 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.stores import all_digests, sample_bodies, write_project_store
 from dledgerctl.app import app
 from store.errors import StoreUsageError
 from store.filestore import FileStore, lock_node_dir, unlock_node_dir
 from store.layout import NodeLayout
 from store.retention import HeadFile, head_files, plan_head_deletion
+from tests.support.commands import invoke as run
+from tests.support.stores import all_digests, sample_bodies, write_project_store
 
 DSIZE, ISIZE = 4096, 256
 
@@ -109,10 +110,6 @@ def test_a_crash_between_data_and_index_deletion_leaves_a_readable_store(tmp_pat
         s.get(s.begin_index)
     r = CliRunner().invoke(app, ["store", "verify", str(node), "--format", "json"])
     assert r.exit_code == 0, r.output
-
-
-def run(*args):
-    return CliRunner().invoke(app, list(args))
 
 
 def test_purge_dry_run_changes_nothing_and_purge_deletes(tmp_path):

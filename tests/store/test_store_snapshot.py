@@ -12,9 +12,7 @@ import zlib
 import pytest
 
 from store.errors import StoreError
-from store.snapshot import (DATA_FILE, DIR_PREFIX, INSTALL_TMP_DIR, META_FILE, SNAPSHOT_DIR, TMP_DIR,
-                            SnapshotStore)
-
+from store.snapshot import DATA_FILE, DIR_PREFIX, INSTALL_TMP_DIR, META_FILE, SNAPSHOT_DIR, TMP_DIR, SnapshotStore
 from tests.support.paths import ROOT
 
 MIRROR = os.environ.get("DLEDGER_MIRROR") or os.path.join(
@@ -129,7 +127,7 @@ def test_the_layout_is_dledger_heads():
 
 
 def test_inspect_data_names_the_latest_snapshot(tmp_path):
-    from tests.node.test_cluster_processes import cli
+    from tests.support.commands import cli
     from tests.support.stores import write_project_store
 
     node = tmp_path / "dledger-n0"

@@ -51,27 +51,24 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 
-from cluster.node import pki  # noqa: E402
-from tests.support.ports import free_ports  # noqa: E402,F401 (tests take it from here too)
-from tests.support import hostile  # noqa: E402
-from tests.support import linearizability  # noqa: E402
-from tests.support.kvclients import KvClients  # noqa: E402
-from tests.support.paths import ROOT  # noqa: E402
-from cluster.net.client import AppendError, Client, ClientError  # noqa: E402
-from cluster.raft.config import Peer  # noqa: E402
-from cluster.net.tls import Identity, Tls, TlsFiles, expect_member  # noqa: E402
-from cluster.node.launcher import node_command  # noqa: E402
-from cluster.net.channel import Channel  # noqa: E402
-from cluster.net.frames import ProtocolError  # noqa: E402
-from cluster.net.transport import TransportError  # noqa: E402
-from store.errors import StoreError  # noqa: E402
-from store.filestore import FileStore  # noqa: E402
-from store.format import (CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP,  # noqa: E402
-                          MAGIC_NORMAL, crc32)
+from cluster.node import pki
+from cluster.net.channel import Channel
+from cluster.net.client import AppendError, Client, ClientError
+from cluster.net.frames import ProtocolError
+from cluster.net.tls import Identity, Tls, TlsFiles, expect_member
+from cluster.net.transport import TransportError
+from cluster.node.launcher import node_command
+from cluster.raft.config import Peer
+from store.errors import StoreError
+from store.filestore import FileStore
+from store.format import CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL, crc32
+from tests.support import commands, hostile, linearizability
+from tests.support.kvclients import KvClients
+from tests.support.paths import ROOT
+from tests.support.ports import free_ports  # noqa: F401 (tests take it from here too)
 
 HOST = "127.0.0.1"
 GROUP = "faults"
@@ -1365,8 +1362,7 @@ def read_committed(node_dir: str) -> tuple[int, list]:
 
 
 def cli(*args, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dledgerctl", *args], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, PYTHONPATH=ROOT, COLUMNS="200"))
+    return commands.cli(*args, timeout=timeout)
 
 
 def check(dirs: dict[str, str], requests: list[Request], *, verify: bool = True, others: set = frozenset(),

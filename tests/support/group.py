@@ -1,0 +1,91 @@
+"""A local group of real node processes driven through ``cluster up|status|start|down``
+(the record ``cluster up`` keeps in ``<base>/cluster.json``), and waiting on them."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from tests.support.commands import cli
+from tests.support.ports import free_port_base
+
+
+def file_sizes(data: str, index: str) -> tuple[str, ...]:
+    """The options of a member's data and index file sizes."""
+    return ("--data-file-size", data, "--index-file-size", index)
+
+
+SMALL = file_sizes("8MiB", "1MiB")  # several files, little disk
+
+
+def wait_for(cond, deadline_s: float, what: str):
+    """``cond()``'s first true value, polled every 0.1 s; AssertionError after ``deadline_s``."""
+    end = time.monotonic() + deadline_s
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def status(base):
+    r = cli("cluster", "status", "--base-dir", base, "--format", "json", "--timeout", "1")
+    return json.loads(r.stdout) if r.stdout.strip() else []
+
+
+def up(base, nodes=3, *extra, sizes=SMALL, port_base=None):
+    """``cluster up`` of ``nodes`` members on free ports, waiting up to 40 s; its rows."""
+    port_base = free_port_base(nodes) if port_base is None else port_base
+    r = cli("cluster", "up", "--base-dir", base, "--nodes", str(nodes), "--port-base", str(port_base),
+            "--format", "json", "--wait", "40", *sizes, *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def recorded(base) -> dict:
+    """What ``cluster up`` recorded: peers, and each node's id, pid, log, ... (and tls)."""
+    with open(os.path.join(base, "cluster.json")) as fh:
+        return json.load(fh)
+
+
+def up_recorded(base, *extra, sizes=SMALL, port_base=None) -> dict:
+    """:func:`up` of three members, then their :func:`recorded`."""
+    up(base, 3, *extra, sizes=sizes, port_base=port_base)
+    return recorded(base)
+
+
+def down(base):
+    """Stop what 'cluster up' recorded; check nothing recorded survives."""
+    if not os.path.exists(os.path.join(base, "cluster.json")):
+        return
+    rec = recorded(base)
+    d = cli("cluster", "down", "--base-dir", base, "--format", "json")
+    assert d.returncode == 0, d.stderr
+    for n in rec["nodes"]:
+        assert not os.path.exists(f"/proc/{n['pid']}") or open(f"/proc/{n['pid']}/cmdline", "rb").read() == b""
+
+
+def pid_of(base, node_id):
+    return next(n["pid"] for n in recorded(base)["nodes"] if n["id"] == node_id)
+
+
+def restart(base, node_id):
+    """Start a recorded node again with its recorded command, through 'cluster start'."""
+    r = cli("cluster", "start", "--base-dir", base, node_id, "--wait", "30", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    row, = json.loads(r.stdout)
+    assert row["id"] == node_id and row["result"] == "started" and row["state"] == "up", row
+
+
+def leader_of(base):
+    return wait_for(lambda: next((x["id"] for x in status(base) if x.get("role") == "leader"), None), 30, "a leader")
+
+
+def bodies_of(base, node_id):
+    """Every entry body in a node's store, read offline (the store may be live: read-only)."""
+    r = cli("store", "inspect-data", os.path.join(base, f"dledger-{node_id}"), "--body", "utf8", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return [(e["index"], e["term"], e.get("body")) for e in json.loads(r.stdout)]
