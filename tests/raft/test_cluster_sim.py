@@ -9,19 +9,7 @@ import pytest
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code
 from tests.support.sim import NetConfig, Sim
-
-
-def elect(sim: Sim, limit=10_000) -> str:
-    sim.run_until(lambda: sim.leader() is not None, limit)
-    return sim.leader()
-
-
-def commit(sim: Sim, bodies, limit=10_000):
-    """Propose on the current leader (electing one first) and wait for the outcome."""
-    leader = elect(sim)
-    p = sim.propose(leader, bodies)
-    sim.run_until(lambda: p.done, limit)
-    return p
+from tests.support.simsteps import commit, elect
 
 
 def test_three_nodes_elect_a_leader_and_commit():

@@ -5,20 +5,18 @@ asserts one leader per term and that no committed entry changes or goes back."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 import pytest
 
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code
+from tests.support import simsteps
 from tests.support.sim import NetConfig, Sim
-from tests.raft.test_cluster_sim import commit, elect
+from tests.support.simsteps import commit, elect
 
-
-def fill(sim: Sim, start: int, count: int, batch: int = 10) -> None:
-    for k in range(start, start + count, batch):
-        p = commit(sim, [b"e%06d" % j for j in range(k, min(k + batch, start + count))])
-        assert p.code == Code.SUCCESS, p.remark
+fill = functools.partial(simsteps.fill, make=lambda k: b"e%06d" % k)  # short bodies: e000000, ...
 
 
 def settle(sim: Sim, limit: int = 20_000) -> None:

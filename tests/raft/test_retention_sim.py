@@ -11,27 +11,13 @@ import random
 import pytest
 
 from cluster.raft.dispatcher import DispatchState
-from cluster.raft.rpc import Code
 from cluster.raft.retention import parse_delete_when
+from cluster.raft.rpc import Code
 from tests.support.sim import Sim
-from tests.raft.test_cluster_sim import commit, elect
+from tests.support.simsteps import body, commit, elect, fill
 
 FILE = 4096  # ~27 entries of 100 bytes per "data file"
 RETAIN = dict(data_file_size=FILE, file_reserved_hours=1 / 3600, retention_check_ms=200)  # files expire after 1 s
-
-
-def body(k: int) -> bytes:
-    return b"%06d" % k + b"x" * 94
-
-
-def fill(sim: Sim, start: int, count: int, batch: int = 10) -> list[int]:
-    """Commit ``count`` entries through the current leader; their indexes."""
-    out = []
-    for k in range(start, start + count, batch):
-        p = commit(sim, [body(j) for j in range(k, min(k + batch, start + count))])
-        assert p.code == Code.SUCCESS, p.remark
-        out += list(range(p.first_index, p.last_index + 1))
-    return out
 
 
 def full_disks(sim: Sim, ratio: float) -> None:

@@ -13,23 +13,12 @@ import random
 import pytest
 
 from cluster.raft.dispatcher import DispatchState
-from cluster.raft.rpc import Code
-from tests.support.sim import Sim
 from store.snapshot import INSTALL_TMP_DIR, SNAPSHOT_DIR
-from tests.raft.test_cluster_sim import commit, elect
+from tests.support.sim import Sim
+from tests.support.simsteps import body, elect, fill
 
 FILE = 4096  # ~27 entries of 100 bytes per "data file"
 SNAP = dict(data_file_size=FILE, snapshot_threshold=60)
-
-
-def body(k: int) -> bytes:
-    return b"%06d" % k + b"x" * 94
-
-
-def fill(sim: Sim, start: int, count: int, batch: int = 10) -> None:
-    for k in range(start, start + count, batch):
-        p = commit(sim, [body(j) for j in range(k, min(k + batch, start + count))])
-        assert p.code == Code.SUCCESS, p.remark
 
 
 def make(tmp_path, seed: int, **kw) -> Sim:

@@ -9,11 +9,11 @@ import json
 import os
 import signal
 
-from tests.raft.test_cluster_sim import commit, elect
-from tests.raft.test_retention_sim import RETAIN, fill, full_disks
+from tests.raft.test_retention_sim import RETAIN, full_disks
 from tests.support.commands import cli
 from tests.support.group import down, leader_of, pid_of, restart, status, up, wait_for
 from tests.support.sim import Sim
+from tests.support.simsteps import commit, elect, fill
 
 
 def events(sim: Sim, node: str, kind: str) -> list:
