@@ -2,13 +2,13 @@
 optional: without a C compiler the install goes on and the Python code they mirror runs
 instead (the tests say which one a run has).
 
-- store._lanes: the store's per-entry lanes (store/_lanes.c; tests/test_store_lanes.py);
+- store._lanes: the store's per-entry lanes (store/_lanes.c; tests/store/test_store_lanes.py);
 - store._flusher: a node's flush thread, which never takes the interpreter lock
-  (store/_flusher.c, Linux only; tests/test_store_flusher.py);
+  (store/_flusher.c, Linux only; tests/store/test_store_flusher.py);
 - cluster.net._frames: cutting received bytes into frames (cluster/net/_frames.c;
-  tests/test_wire_frames.py);
+  tests/net/test_wire_frames.py);
 - store.rocketmq._columns: the columns of many RocketMQ messages at once, for mq topics
-  and mq check (store/rocketmq/_columns.c; tests/test_rocketmq_columns.py).
+  and mq check (store/rocketmq/_columns.c; tests/rocketmq/test_rocketmq_columns.py).
 """
 
 from setuptools import Extension, setup

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Debian packages the tests against the real Java DLedger and RocketMQ's own message store
-# need (tests/javadledger.py, tests/javarocketmq.py): a JDK to compile them, and the jars
-# they build and run on; and Prometheus with promtool (tests/test_prometheus.py: the shipped
+# need (tests/support/javadledger.py, tests/support/javarocketmq.py): a JDK to compile them, and the jars
+# they build and run on; and Prometheus with promtool (tests/node/test_prometheus.py: the shipped
 # config, rules and dashboard against a real server). Installs those missing when apt-get can (root, or
 # sudo without a password); otherwise says what is missing and goes on: those tests then
 # skip, saying why. Java 17 is what PySpark needs too.
 set -uo pipefail
 pkgs=(default-jdk-headless libnetty-java libslf4j-java libjcommander-java libguava-java libjoda-time-java
       libjaxb-api-java
-      # RocketMQ's common and store modules (tests/javarocketmq.py)
+      # RocketMQ's common and store modules (tests/support/javarocketmq.py)
       libcommons-lang3-java libcommons-validator-java libzstd-jni-java liblz4-java libjna-java
-      # RocketMQ 5's controller and epoch files (tests/javarocketmq5.py)
+      # RocketMQ 5's controller and epoch files (tests/support/javarocketmq5.py)
       libcommons-collections3-java
-      # the real Prometheus server and promtool (tests/test_prometheus.py)
+      # the real Prometheus server and promtool (tests/node/test_prometheus.py)
       prometheus)
 missing=()
 for p in "${pkgs[@]}"; do

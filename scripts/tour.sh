@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q -e .
 BASE=${DLEDGER_STORE:-./dledger-store}
-FIX=tests/fixtures/dledger-0.2.7
+FIX=tests/support/fixtures/dledger-0.2.7
 rm -rf "$BASE" && mkdir -p "$BASE"
 if [ -d "$FIX/leader/dledger-n0" ]; then
   cp -r "$FIX/leader/dledger-n0" "$BASE/dledger-upstream" && chmod -R u+w "$BASE/dledger-upstream"

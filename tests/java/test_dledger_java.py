@@ -2,7 +2,7 @@
 
 At test time the DLedger sources of a tag are taken from a local git mirror of
 openmessaging/dledger, compiled with javac together with our harness
-(tests/java/DLedgerReadCheck.java), and run: the harness opens a node directory with
+(tests/support/java/DLedgerReadCheck.java), and run: the harness opens a node directory with
 ``DLedgerMmapFileStore`` (``load()`` then ``recover()``, as DLedgerServer startup does) and
 prints what DLedger recovered in the fixtures' manifest format, or appends entries through
 ``appendAsLeader`` and prints what it wrote. No DLedger code lives in this repository.
@@ -15,7 +15,7 @@ override with ``DLEDGER_MIRROR``); jars from the local Maven repository (``~/.m2
 or ``M2_REPO``), else Debian's in /usr/share/java (scripts/test-deps.sh): slf4j-api (+ slf4j-simple or slf4j-nop when present) and, for DLedger 0.3+,
 commons-lang3. JCommander's ``@Parameter`` (0.2.7's DLedgerConfig) and netty's
 ``StringUtil.isNullOrEmpty`` (MultiPathMmapFileList) are replaced by the tiny stand-ins in
-tests/java/stubs/ when their jars are not there. Missing pieces skip the tests with the
+tests/support/java/stubs/ when their jars are not there. Missing pieces skip the tests with the
 reason. Compiled classes are cached in ``~/.cache/dledgerctl-java`` (``DLEDGERCTL_JAVA_CACHE``),
 keyed by the DLedger commit and the harness sources.
 

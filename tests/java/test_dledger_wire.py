@@ -1,6 +1,6 @@
 """dledgerctl and the real Java DLedger 0.2.7 on the wire: each side's client against the other's group.
 
-The Java server and client are built from sources by tests/javadledger.py (skipped with the
+The Java server and client are built from sources by tests/support/javadledger.py (skipped with the
 reason when a mirror, javac or a Debian jar is missing). Every process listens on 127.0.0.1;
 every wait polls under a deadline.
 """

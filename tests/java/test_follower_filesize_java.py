@@ -1,8 +1,8 @@
 """A dledgerctl ``--never-lead`` member started without the group's data file size, beside two
 real Java DLedger 0.2.7 servers that lead and write 64 KiB data files (issue 44, item 21).
 
-The Java servers are DLedger's own (tests/javadledger.py builds them from the mirrors), started
-by tests/java/DLedgerFileSize.java, which is ``BossCommand server`` with DLedgerConfig's
+The Java servers are DLedger's own (tests/support/javadledger.py builds them from the mirrors), started
+by tests/support/java/DLedgerFileSize.java, which is ``BossCommand server`` with DLedgerConfig's
 ``mappedFileSizeForEntryData`` set (a RocketMQ broker sets it from ``mappedFileSizeCommitLog``;
 DLedger's command line does not offer it). The member runs on DLedger's 1 GiB default:
 
@@ -14,11 +14,11 @@ DLedger's command line does not offer it). The member runs on DLedger's 1 GiB de
   ``dledger_push_refused_total{reason="position"}`` counting.
 
 The first case again as the issue met it: the leaders are RocketMQ brokers in DLedger mode
-(4.9.4 with DLedger 0.2.6, 4.9.8 with DLedger 0.3.1.2; tests/javarocketmq.py BrokerMember,
+(4.9.4 with DLedger 0.2.6, 4.9.8 with DLedger 0.3.1.2; tests/support/javarocketmq.py BrokerMember,
 putting a message every 20 ms while it leads) with 64 KiB commit-log files.
 
 Every wait polls under a deadline. Skipped, saying why, when Java or a mirror is missing.
-The rule and the follower alone: tests/test_follower_filesize.py.
+The rule and the follower alone: tests/raft/test_follower_filesize.py.
 """
 
 from __future__ import annotations

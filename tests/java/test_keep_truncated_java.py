@@ -1,5 +1,5 @@
 """A dledgerctl ``--never-lead --keep-truncated`` member beside two real Java DLedger 0.2.7
-servers (tests/javadledger.py, 64 KiB data files): its tail of an old term, written while it
+servers (tests/support/javadledger.py, 64 KiB data files): its tail of an old term, written while it
 was away, is cut by the Java leader's COMPARE/TRUNCATE; the member keeps exactly those
 entries, ``store inspect-data`` reads the file and ``mq salvage`` finds the lost messages and
 not the one the group holds. Skipped, saying why, when Java or a mirror is missing."""

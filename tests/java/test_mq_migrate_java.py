@@ -1,9 +1,9 @@
 """``mq migrate`` proven with RocketMQ's own store: a DLedger-mode store written by RocketMQ's
-``DefaultMessageStore`` (4.9.4 with DLedger 0.2.6, 4.9.8 with 0.3.1.2; tests/javarocketmq.py),
+``DefaultMessageStore`` (4.9.4 with DLedger 0.2.6, 4.9.8 with 0.3.1.2; tests/support/javarocketmq.py),
 migrated, then opened by the same version's ``DefaultMessageStore`` in master-slave mode
 (``enableDLegerCommitLog=false``: it loads and recovers the commit log and the consume
 queues as a broker does at start) and read through ``getMessage`` on every consume queue
-(tests/java/rocketmq/RocketMQStoreReader.java). Every message put must be there once, at
+(tests/support/java/rocketmq/RocketMQStoreReader.java). Every message put must be there once, at
 its queue offset, with the same body, tags, keys, properties and times, and
 ``lookMessageByOffset`` must find it at its new offset. Also with commit-log files so small
 that blanks end them, and on a store whose checkpoint says fewer entries are committed than

@@ -1,7 +1,7 @@
 """``controller events`` and ``controller state`` against RocketMQ's own code: a controller log
 written by RocketMQ 5.3.3's event classes and EventSerializer into DLedger 0.3.1.2's own
 file store, and ReplicasInfoManager's tables after applying each entry as
-DLedgerControllerStateMachine.onApply does (tests/javarocketmq5.py builds them from the
+DLedgerControllerStateMachine.onApply does (tests/support/javarocketmq5.py builds them from the
 mirrors). Every event is reproduced; the state equals RocketMQ's after every entry."""
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ ENCODERS = {"apply": lambda s: controller_encode.apply_broker_id(s["clusterName"
 
 
 def test_our_test_encoder_writes_the_bytes_rocketmq_writes(written):
-    """tests/controller_encode.py (used where no JDK is) against EventSerializer's bytes."""
+    """tests/support/controller_encode.py (used where no JDK is) against EventSerializer's bytes."""
     base, _ = written
     with FileStore.open(os.path.join(base, "dledger-n0"), read_only=True) as store:
         for i, spec in enumerate(ENTRIES):

@@ -1,7 +1,7 @@
 """A dledgerctl member in a RocketMQ broker group (``node start --never-lead``), with real
 processes: two members are RocketMQ message stores in DLedger mode (4.9.4 with DLedger 0.2.6,
 and 4.9.8 with DLedger 0.3.1.2),
-each in a JVM of its own, built from the mirrors (tests/javarocketmq.py BrokerMember: a
+each in a JVM of its own, built from the mirrors (tests/support/javarocketmq.py BrokerMember: a
 broker's store and its DLedger member, putting a message every 20 ms whenever it leads);
 the third is ``dledgerctl node start --never-lead``. Under that steady stream of puts:
 
@@ -16,7 +16,7 @@ the third is ``dledgerctl node start --never-lead``. Under that steady stream of
 Afterwards every message a broker acknowledged is on all three members exactly once, in
 order (``mq messages``), each broker's consume queues pass ``mq check``, ``store diff``
 finds the three logs identical, and the dledgerctl member never led longer than a handover.
-The same rules in the simulation: tests/test_never_lead_sim.py.
+The same rules in the simulation: tests/raft/test_never_lead_sim.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``mq messages --key/--uniq-key/--msg-id`` with ``--topic`` look keys up in the broker's
 ``index/`` files (issue 44, also expected), as ``mqadmin queryMsgByKey`` does, instead of
 scanning the log: on stores RocketMQ's own message store wrote in DLedger mode
-(tests/javarocketmq.py; its writer keeps 1,000 hash slots and 4,000 entries a file, so the
+(tests/support/javarocketmq.py; its writer keeps 1,000 hash slots and 4,000 entries a file, so the
 index spans several files). The answers must equal a full scan's (``--scan``), messages
 the index does not reach yet are still found, and a look-up reads only the entries it
 names. Skipped, saying why, when Java, a mirror or a Debian jar is missing."""

@@ -1,6 +1,6 @@
 """``mq`` commands on stores RocketMQ's own message store wrote in DLedger mode.
 
-tests/javarocketmq.py builds RocketMQ 4.9.4 with DLedger 0.2.6 (and 4.9.8 with DLedger
+tests/support/javarocketmq.py builds RocketMQ 4.9.4 with DLedger 0.2.6 (and 4.9.8 with DLedger
 0.3.1.2) from the mirrors and puts messages through ``DefaultMessageStore``: batches, IPv6
 hosts, a retry topic, non-ASCII and 120-byte topics, empty and 64 KiB bodies, a body the
 producer compressed, a delayed message, properties. ``mq messages`` must reproduce every

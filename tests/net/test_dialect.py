@@ -1,6 +1,6 @@
 """DLedger's own dialect (cluster/net/dialect.py) and what the deciding logic does for Java members:
 their pushes as dledgerctl's, votes they are not ready for, no no-op entries, cut backs
-instead of empty compares. Pure: no sockets, no processes (tests/test_dledger_wire.py runs
+instead of empty compares. Pure: no sockets, no processes (tests/java/test_dledger_wire.py runs
 the real Java DLedger)."""
 
 from __future__ import annotations

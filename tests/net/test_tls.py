@@ -172,7 +172,7 @@ def test_a_tls_cluster_serves_its_identities_and_refuses_the_rest(tls_cluster, t
         other_ca, "ca.pem")))
     assert r.returncode == 1 and "certificate verify failed" in r.stderr  # the members' certificates are not trusted
     r = cli("append", "--peers", peers, "-d", "x", "--timeout", "2")
-    assert r.returncode == 1 and "this member speaks TLS" in r.stderr  # (tests/test_net_refusals.py)
+    assert r.returncode == 1 and "this member speaks TLS" in r.stderr  # (tests/net/test_net_refusals.py)
     now = datetime.datetime.now(datetime.timezone.utc)
     pki.issue(rec["tls"]["dir"], Identity(GROUP, "client", "old"), not_before=now - datetime.timedelta(days=30),
               not_after=now - datetime.timedelta(days=1))

@@ -52,7 +52,7 @@ def test_channel_reconnects_after_the_far_end_closed_at_once(loop):
 
         dead_port = _free_port()
 
-        async def slam(reader, writer):  # what tests/faults.py's proxy does when its target is down
+        async def slam(reader, writer):  # what tests/support/faults.py's proxy does when its target is down
             try:
                 await asyncio.open_connection(HOST, dead_port)
             except OSError:

@@ -1,4 +1,4 @@
-"""Regression tests for bugs the fault harness (tests/faults.py) found, one scripted
+"""Regression tests for bugs the fault harness (tests/support/faults.py) found, one scripted
 scenario or simulation seed each, named after what went wrong."""
 
 from __future__ import annotations

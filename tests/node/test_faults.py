@@ -1,4 +1,4 @@
-"""The fault harness (tests/faults.py) and what it promises: seeded runs of real node
+"""The fault harness (tests/support/faults.py) and what it promises: seeded runs of real node
 processes on 127.0.0.1 through kills, partitions, pauses, torn writes, membership changes and
 hostile frames, checked entry by entry; a full disk on real processes (a size-limited tmpfs per node); and the harness's
 own pieces (client outcomes, link proxies, torn writes, the checker) on small cases.
@@ -47,7 +47,7 @@ def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
     if profile == "members":  # peer replace went through: members left and spares joined
         assert sum(v for k, v in result.faults.items() if k.startswith("replace")) >= 3
         assert sorted(os.listdir(os.path.join(result.workdir, "store"))) != ["dledger-n0", "dledger-n1", "dledger-n2"]
-    if profile == "hostile":  # frames of tests/hostile.py went to every member, and were refused
+    if profile == "hostile":  # frames of tests/support/hostile.py went to every member, and were refused
         assert sum(v for k, v in result.faults.items() if k.startswith("hostile")) >= 3
     if profile == "mixed":
         assert result.faults.get("torn-write", 0) >= 1
@@ -59,7 +59,7 @@ def test_linearizable_reads_through_partitions_pass_the_checker(tmp_path):
     """Partitions that isolate the leader, kills and pauses, with three more clients putting
     and getting keys of the kv state machine (linearizable gets, reaching every node
     directly, so some ask a deposed leader): their recorded history passes the
-    linearizability checker (tests/linearizability.py). benchmarks/fault_runs.py --readers
+    linearizability checker (tests/support/linearizability.py). benchmarks/fault_runs.py --readers
     runs longer ones."""
     result = faults.run_seed(4, "mixed", 30, str(tmp_path / "run"), nodes=3, keep=True, readers=3)
     print(result.summary())

@@ -2,7 +2,7 @@
 cluster/raft/reads.py): a leader cut off from its majority answers no linearizable read,
 though it still answers a serializable one from its own state; a follower asked for a
 linearizable read sees a put acknowledged just before. The same rules under partitions,
-with every history checked for linearizability: tests/test_linearizable_sim.py."""
+with every history checked for linearizability: tests/raft/test_linearizable_sim.py."""
 
 from __future__ import annotations
 

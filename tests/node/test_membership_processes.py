@@ -1,7 +1,7 @@
 """Membership changes on real node processes under load: replace a killed member, grow a
 group from 3 to 5 and shrink it back, remove the leader. Clients append all the while
-(tests/faults.py Appender); afterwards every acknowledged append must be in every member's
-committed log once, and nothing a client did not send (tests/faults.py check)."""
+(tests/support/faults.py Appender); afterwards every acknowledged append must be in every member's
+committed log once, and nothing a client did not send (tests/support/faults.py check)."""
 
 from __future__ import annotations
 

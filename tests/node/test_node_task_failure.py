@@ -3,10 +3,10 @@
 ``--data-file-size`` of 2^63 made os.ftruncate raise OverflowError at the node's first
 leadership; the tick task died, and the node kept its port open but never elected,
 heartbeated, flushed or checkpointed, logging nothing. The option is range-checked now
-(tests/test_node_config_checks.py), and any exception escaping the tick loop, the server's
+(tests/node/test_node_config_checks.py), and any exception escaping the tick loop, the server's
 upkeep, the flusher or a task of the node stops it cleanly with one ``Error:`` line naming
 the task, exit 1 (which systemd's Restart=on-failure restarts). Each failure is planted in
-a real ``node start`` process by tests/inject_failure.py."""
+a real ``node start`` process by tests/support/inject_failure.py."""
 
 from __future__ import annotations
 

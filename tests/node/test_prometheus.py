@@ -1,6 +1,6 @@
 """The shipped Prometheus files against the real Prometheus (Debian's ``prometheus`` package,
 which scripts/test-deps.sh installs; skipped, saying why, without it): ``promtool`` checks the
-config and the rules and runs the rules' unit tests (tests/prometheus/alerts_test.yml, one
+config and the rules and runs the rules' unit tests (tests/support/prometheus/alerts_test.yml, one
 or more cases for every rule); a real server with the shipped ``prometheus.yml`` scrapes a
 real 3-node cluster, every query of every panel of the Grafana dashboard returns series
 through its HTTP API, and losing the leader and a follower fires DLedgerNoLeader on the

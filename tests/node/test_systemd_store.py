@@ -8,7 +8,7 @@ the store's default), and ``node start`` started by systemd refuses a store unde
 or tmpfs /tmp, exit 2, which ``RestartPreventExitStatus=2`` keeps from restarting every 2 s.
 
 The unit's ExecStart runs as systemd would: with ``INVOCATION_ID`` and ``STATE_DIRECTORY``
-set, in a mount namespace whose /tmp and /var/tmp are private (tests/private_tmp.py: needs
+set, in a mount namespace whose /tmp and /var/tmp are private (tests/support/private_tmp.py: needs
 root and ``unshare``; the detection itself is also tested on mount tables, which needs
 neither)."""
 

@@ -1,4 +1,4 @@
-"""Whole clusters of the deciding logic (cluster/raft/core.py) in a seeded simulation (tests/sim.py):
+"""Whole clusters of the deciding logic (cluster/raft/core.py) in a seeded simulation (tests/support/sim.py):
 elections, replication, commit, partitions, lossy networks, crashes, lost disk state,
 leadership transfer and back-pressure. Invariants are checked throughout the runs."""
 

@@ -6,9 +6,9 @@ puts entries where this member's log would not. It learns the leader's size from
 and takes it when no entry of its log moves (cluster/raft/filesize.py); when it cannot (the
 size was configured, its log spans several files, its files are smaller), it refuses the
 entry, counts it and says the fix once. Here: the pure rule, the follower over memory and
-file stores, whole groups in the seeded simulation (tests/sim.py), and real dledgerctl
+file stores, whole groups in the seeded simulation (tests/support/sim.py), and real dledgerctl
 processes (the refusal in the log, cluster status and the metrics; the fix). The same with
-the real Java DLedger as leader: tests/test_follower_filesize_java.py.
+the real Java DLedger as leader: tests/java/test_follower_filesize_java.py.
 """
 
 from __future__ import annotations

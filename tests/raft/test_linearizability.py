@@ -1,4 +1,4 @@
-"""The linearizability checker of the tests (tests/linearizability.py) on histories whose
+"""The linearizability checker of the tests (tests/support/linearizability.py) on histories whose
 answer is known, including the stale read of a deposed leader, and against a brute-force
 search over every order on random small histories."""
 

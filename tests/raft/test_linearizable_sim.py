@@ -1,5 +1,5 @@
 """Linearizable reads (ReadIndex, cluster/raft/reads.py) in the seeded simulation, checked
-with the tests' linearizability checker (tests/linearizability.py).
+with the tests' linearizability checker (tests/support/linearizability.py).
 
 Clients put and get keys of a key-value table kept by the log (entries ``key=value``),
 each talking to the node it believes leads. The leader is partitioned away with a client

@@ -1,4 +1,4 @@
-"""Membership changes in the seeded simulation (tests/sim.py) driving the real core: learners
+"""Membership changes in the seeded simulation (tests/support/sim.py) driving the real core: learners
 that catch up and are promoted, members removed (the leader too), one change at a time,
 refusals, and a change un-done when its entry is truncated. At every tick the simulation
 asserts one leader per term and that no committed entry changes or goes back."""

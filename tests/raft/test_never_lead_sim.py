@@ -1,9 +1,9 @@
 """A member that never leads (``node start --never-lead``, NodeConfig.never_lead), in the
-seeded simulation (tests/sim.py): the third replica of a RocketMQ broker group, where the
+seeded simulation (tests/support/sim.py): the third replica of a RocketMQ broker group, where the
 leader must be a broker. It votes and counts for the quorum; it stands for election only
 when a voter whose log is behind its own cannot be elected without it, and then leads just
 long enough to bring that voter up to date and hand leadership to it, writing nothing of
-its own. The same member against real RocketMQ brokers: tests/test_rocketmq_group.py."""
+its own. The same member against real RocketMQ brokers: tests/java/test_rocketmq_group.py."""
 
 from __future__ import annotations
 

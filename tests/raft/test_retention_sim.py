@@ -1,4 +1,4 @@
-"""The log's beginning moves, in the seeded simulation (tests/sim.py) driving the real core:
+"""The log's beginning moves, in the seeded simulation (tests/support/sim.py) driving the real core:
 retention deletes head "files" of the memory stores (cluster/raft/retention.py over
 store.retention), and a leader cuts back a follower whose log no longer meets its own.
 The simulation's invariants (one leader per term, committed entries never change nor go

@@ -1,4 +1,4 @@
-"""State machines, snapshots and INSTALL_SNAPSHOT in the seeded simulation (tests/sim.py),
+"""State machines, snapshots and INSTALL_SNAPSHOT in the seeded simulation (tests/support/sim.py),
 driving the real core, dispatcher, follower and Applier over real snapshot files.
 
 At every tick the simulation checks, besides one leader per term and committed entries

@@ -1,6 +1,6 @@
 """Every state change is one log line with its numbers: role, term and leader; a follower's
 dispatcher state; a truncation; a deletion. The deciding logic says them (as notes with
-fields, tests/sim.py keeps them); a node writes them as JSON objects with
+fields, tests/support/sim.py keeps them); a node writes them as JSON objects with
 ``--log-format json``."""
 
 from __future__ import annotations

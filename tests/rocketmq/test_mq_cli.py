@@ -1,7 +1,7 @@
 """``mq messages | topics | check`` through the real CLI (typer's CliRunner) on broker
-stores written by this project's store and encoder (tests/rmq_store.py): listings and
+stores written by this project's store and encoder (tests/support/rmq_store.py): listings and
 filters, non-message entries, and each damage ``mq check`` must find, named by file and
-offset. The same commands on stores RocketMQ itself wrote: tests/test_rocketmq_java.py."""
+offset. The same commands on stores RocketMQ itself wrote: tests/java/test_rocketmq_java.py."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ integer queue ids; the .bak when the file is missing, empty or does not decode, 
 ConfigManager.load falls back) against the consume queues, on a DLedger-mode store and on
 the master-slave store ``mq migrate`` makes of it: committed, min, max, backlog and status
 per group, topic and queue; an offset past its queue's end is a finding (exit 1).
-RocketMQ's own min and max for the same queues: tests/test_mq_migrate_java.py."""
+RocketMQ's own min and max for the same queues: tests/java/test_mq_migrate_java.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 are not numbers are usage errors; ``--msg-id`` takes the producer's id (UNIQ_KEY) as well
 as the offset msgId and says which matched; csv writes properties as JSON; ``--topic``,
 ``--key`` and ``--tag`` repeat (any of them), and ``--tag`` takes consumers' tag
-expressions (``tag1||tag2``, ``*``). Through the real CLI on stores tests/rmq_store.py
+expressions (``tag1||tag2``, ``*``). Through the real CLI on stores tests/support/rmq_store.py
 writes."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""``mq migrate`` on stores this project writes (tests/rmq_store.py): the bytes of the new
+"""``mq migrate`` on stores this project writes (tests/support/rmq_store.py): the bytes of the new
 commit log (each message as it was but for PHYSICALOFFSET; RocketMQ's blank record ending a
 file), consume queues at the same queue offsets (a queue that starts past 0 keeps its file
 names and fillPreBlank units), the checkpoint, and what it refuses. RocketMQ's own store
-reading the result is tests/test_mq_migrate_java.py."""
+reading the result is tests/java/test_mq_migrate_java.py."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ stay valid) as LOW_BLANK units (1, 1, 0), never fillPreBlank ones (0, Integer.MA
 whose offset + size RocketMQ's ConsumeQueue.recover would take as the queue's
 maxPhysicOffset and DefaultMessageStore.start as where dispatch resumes (2 GiB: nothing
 stored after the move would reach a consume queue). The new log starts one file in, below
-which those units lie. RocketMQ's own store is in tests/test_mq_migrate_java.py. Also
+which those units lie. RocketMQ's own store is in tests/java/test_mq_migrate_java.py. Also
 --id-map inside SRC (refused, nothing of SRC touched) and an id map that cannot be put in
 place after DEST was (the error says DEST was written)."""
 

@@ -2,7 +2,7 @@
 store hosts, as ``MessageDecoder.createMessageId`` makes them (store host address and port,
 then the commit-log offset); never over an existing file, nothing left behind on a refusal.
 RocketMQ's own ids (the ones its DLedger-mode store gave at put, and the ones its
-master-slave store gives after the move) are compared in tests/test_mq_migrate_java.py."""
+master-slave store gives after the move) are compared in tests/java/test_mq_migrate_java.py."""
 
 from __future__ import annotations
 

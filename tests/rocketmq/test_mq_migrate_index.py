@@ -4,7 +4,7 @@ IndexHeader.java and IndexService.buildIndex of rocketmq-all-4.9.4; 4.9.8's are 
 through file rolls and slot chains across write batches; every key found by the index
 reader the way ``queryMessage`` looks; rollback messages not indexed, prepared ones indexed;
 messages past every queue's end left to the broker (said); a default-size file sparse.
-RocketMQ's own ``queryMessage`` on a migrated store is tests/test_mq_migrate_java.py."""
+RocketMQ's own ``queryMessage`` on a migrated store is tests/java/test_mq_migrate_java.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The RocketMQ message codec (store/rocketmq/message.py) on messages of our own encoder
-(tests/rmq_encode.py): round trips of every field, RocketMQ's rules for properties, tag
+(tests/support/rmq_encode.py): round trips of every field, RocketMQ's rules for properties, tag
 codes and message ids, V2 magic, compressed bodies, and any bytes decoded without a crash.
-Stores RocketMQ itself wrote are read in tests/test_rocketmq_java.py."""
+Stores RocketMQ itself wrote are read in tests/java/test_rocketmq_java.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``controller events`` and ``controller state`` over a controller log written by our own
-encoder (tests/controller_encode.py: fastjson's default output, checked field by field
+encoder (tests/support/controller_encode.py: fastjson's default output, checked field by field
 against apache/rocketmq rocketmq-all-5.3.3's event classes).
 
 The replay rules checked, in controller/src/main/java/org/apache/rocketmq/controller/impl/

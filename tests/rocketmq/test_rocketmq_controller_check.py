@@ -1,5 +1,5 @@
 """``controller check``: the brokers' epochFileCheckpoint (RocketMQ's CheckpointFile format,
-written by tests/controller_encode.py) against the master epochs of the controller's log."""
+written by tests/support/controller_encode.py) against the master epochs of the controller's log."""
 
 from __future__ import annotations
 

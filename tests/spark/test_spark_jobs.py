@@ -2,7 +2,7 @@
 files, each checked against the store's own answer: ``store verify`` for audit, ``store
 diff`` for diverge, the store's entries for stats and export.
 
-The damage cases are those of tests/test_store_recovery.py and tests/test_cli_store.py,
+The damage cases are those of tests/store/test_store_recovery.py and tests/cli/test_cli_store.py,
 applied to copies of a project-written store (with checksums) and of the DLedger 0.2.7
 reference store (without); one audit job reads all of them at once.
 """

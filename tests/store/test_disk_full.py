@@ -1,7 +1,7 @@
 """A full disk: the store puts back a write that fails half-way, the leader refuses appends
 with DISK_FULL (nothing appended), a follower that cannot write answers DISK_FULL and is
 retried after a back-off, and everything resumes when space returns. Store and simulation
-level; real processes on a size-limited tmpfs are in tests/test_faults.py."""
+level; real processes on a size-limited tmpfs are in tests/node/test_faults.py."""
 
 from __future__ import annotations
 

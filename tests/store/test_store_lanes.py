@@ -1,6 +1,6 @@
 """store._lanes, the compiled per-entry lanes, against their Python references.
 
-tests/test_store_batch.py runs whole stores through the compiled and the Python lanes and
+tests/store/test_store_batch.py runs whole stores through the compiled and the Python lanes and
 compares files, answers and errors. Here the compiled functions are held to the Python
 ones directly, on arbitrary bytes as well as on damaged pushes: a peer's push must never
 crash a node, whatever it holds.

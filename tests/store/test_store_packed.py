@@ -1,7 +1,7 @@
 """Packed bodies (store/packed.py) and the compiled lane that encodes them
 (store._lanes.encode_packed), held to encode_entries on the same bodies as a list.
 
-tests/test_store_batch.py writes whole stores from packed bodies and from lists and
+tests/store/test_store_batch.py writes whole stores from packed bodies and from lists and
 compares the files; here the pieces are checked directly, damaged run buffers included:
 the leader hands the store the bytes a client sent.
 """

@@ -1,8 +1,8 @@
 """Controller log entries as RocketMQ 5's ``EventSerializer`` writes them, for tests only:
 the type id as a big-endian i16, then the event as fastjson writes it by default (its
 getters' properties in name order, null ones left out, ``eventType`` as the enum's name,
-sets of Long as JSON arrays). tests/javarocketmq5.py has RocketMQ's own classes write them
-(tests/test_rocketmq_controller_java.py); this one needs no JDK."""
+sets of Long as JSON arrays). tests/support/javarocketmq5.py has RocketMQ's own classes write them
+(tests/java/test_rocketmq_controller_java.py); this one needs no JDK."""
 
 from __future__ import annotations
 

@@ -580,7 +580,7 @@ MIXED_FAULTS = {"kill-leader": 1, "kill-follower": 1, "kill-minority": 1, "parti
 MEMBER_FAULTS = {"replace-follower": 2, "replace-leader": 2, "replace+kill-leader": 2, "replace+partition": 2,
                  "kill-leader": 1, "kill-follower": 1, "isolate-leader": 1, "partition-halves": 1, "pause-leader": 1,
                  "torn-write": 1}
-# frames an attacker or a buggy peer sends (tests/hostile.py) to every member, alone and
+# frames an attacker or a buggy peer sends (tests/support/hostile.py) to every member, alone and
 # while the group is already shaken
 HOSTILE_FAULTS = {"hostile": 4, "hostile+kill-leader": 1, "hostile+partition": 1, "kill-follower": 1,
                   "isolate-leader": 1}
@@ -758,7 +758,7 @@ class Nemesis:
             raise ValueError(f"unknown fault {kind!r}")
 
     async def _hostile(self, s: Step, hold: float) -> None:
-        """Hostile frames (tests/hostile.py) to every member that is up, straight to its port,
+        """Hostile frames (tests/support/hostile.py) to every member that is up, straight to its port,
         for ``hold`` seconds; with ``+kill-leader`` the leader is killed first, with
         ``+partition`` the group is cut in two meanwhile. Every frame must be refused: the
         run's checks (one leader after the heal, every acknowledged append in every log,
@@ -1232,7 +1232,7 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
     """One seeded run: start ``nodes`` nodes, append from ``clients`` clients while the
     profile's faults run for ``seconds``, heal, converge, stop, check. With ``readers``, the
     nodes run the kv state machine and that many more clients put and get keys
-    (tests/kvclients.py, gets of ``consistency``): their history must be linearizable."""
+    (tests/support/kvclients.py, gets of ``consistency``): their history must be linearizable."""
     t0 = time.monotonic()
     flush = flush or ("sync" if profile == "mixed" and seed % 2 else "async")
     events: list[str] = []

@@ -8,8 +8,8 @@ another group's name, a sender that is no member, a Java header on a request tha
 refused. A node must answer each (or close the connection when the header itself is bad),
 change nothing, and log no traceback.
 
-Used by tests/test_hostile_frames.py (a bounded run in the test command) and by the fault
-harness's ``hostile`` fault (tests/faults.py, benchmarks/fault_runs.py).
+Used by tests/net/test_hostile_frames.py (a bounded run in the test command) and by the fault
+harness's ``hostile`` fault (tests/support/faults.py, benchmarks/fault_runs.py).
 """
 
 from __future__ import annotations

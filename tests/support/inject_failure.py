@@ -1,5 +1,5 @@
 """Run ``dledgerctl`` with a failure planted in one of a node's tasks (a test helper, not a
-test): ``python tests/inject_failure.py TASK dledgerctl-args...``.
+test): ``python tests/support/inject_failure.py TASK dledgerctl-args...``.
 
 TASK is where an exception is raised, once the node runs, by patching this process's
 copy of the code before the command starts (nothing in the shipped code knows of it):

@@ -1,5 +1,5 @@
-"""What the builds of the real Java systems share (tests/javadledger.py: DLedger 0.2.7;
-tests/javarocketmq.py: RocketMQ's message store): sources from local git mirrors, Debian's
+"""What the builds of the real Java systems share (tests/support/javadledger.py: DLedger 0.2.7;
+tests/support/javarocketmq.py: RocketMQ's message store): sources from local git mirrors, Debian's
 jars, one javac run per piece, and one exception for a missing piece, which tests turn
 into a skip naming it."""
 

@@ -18,7 +18,7 @@ libjaxb-api-java. A missing piece raises :class:`Unavailable` naming it; tests s
 that reason. The cache is ``~/.cache/dledgerctl-java`` (``DLEDGERCTL_JAVA_CACHE``), keyed by
 the three commits, the jars and the javac version.
 
-Used by tests/test_dledger_wire.py and benchmarks/bench_cluster.py (``build()``, then
+Used by tests/java/test_dledger_wire.py and benchmarks/bench_cluster.py (``build()``, then
 ``JavaDLedger.server_command`` / ``client``).
 """
 

@@ -15,7 +15,7 @@ from local git mirrors, compiled with javac, and the classes are cached. What is
   RocketMQ's remoting and the store imports DLedger. Against Debian's netty 4.1.48, which is
   older than the 4.1.65 RocketMQ names, one adaptation: RocketMQ's ``NettyLogger`` bridge
   gets netty's Throwable-only logger methods, delegating to its own;
-- our own Java programs, tests/java/rocketmq/*.java: ``RocketMQStoreWriter`` (opens
+- our own Java programs, tests/support/java/rocketmq/*.java: ``RocketMQStoreWriter`` (opens
   ``DefaultMessageStore`` with ``enableDLegerCommitLog``, puts messages, prints what
   RocketMQ reported and stored), ``RocketMQDecodeAll`` (RocketMQ's
   ``MessageDecoder.decode`` over every entry of a DLedger node directory, timed) and
@@ -62,7 +62,7 @@ What RocketMQ's store does with what it is given (seen with both versions, which
 
 Used by the tests and benchmarks that compare dledgerctl's reading of a RocketMQ commit log
 with RocketMQ's: :func:`build`, then :func:`write_store` and :func:`decode_all`; and by the
-broker group with a dledgerctl member (tests/test_rocketmq_group.py): :class:`BrokerMember`.
+broker group with a dledgerctl member (tests/java/test_rocketmq_group.py): :class:`BrokerMember`.
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ def build(version: str = "4.9.4", cache_root: str | None = None) -> JavaRocketMQ
             shutil.rmtree(tmp, ignore_errors=True)
             try:
                 javac([OUR_SOURCES], tmp, [os.path.join(out, "rocketmq"), os.path.join(out, "fastjson"),
-                                            *compile_jars], what="tests/java/rocketmq")
+                                            *compile_jars], what="tests/support/java/rocketmq")
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
@@ -290,7 +290,7 @@ def build(version: str = "4.9.4", cache_root: str | None = None) -> JavaRocketMQ
 
 def _free_port() -> int:
     try:
-        from tests.support.ports import free_ports  # tests/ports.py: below the ephemeral range
+        from tests.support.ports import free_ports  # tests/support/ports.py: below the ephemeral range
         return free_ports(1)[0]
     except ImportError:
         with socket.socket() as s:
@@ -480,7 +480,7 @@ MEMBER = "RocketMQBrokerMember"
 
 class BrokerMember:
     """One member of a broker group: RocketMQ's message store in DLedger mode in a JVM of its
-    own (tests/java/rocketmq/RocketMQBrokerMember.java), putting a message every
+    own (tests/support/java/rocketmq/RocketMQBrokerMember.java), putting a message every
     ``put_interval_ms`` whenever its member leads. Its events (JSON lines) are collected by
     a thread: ``events`` (all, in order), ``puts()`` (the acknowledged ones). ``start()``
     (again after ``kill()`` or ``quit()``: the same store root), ``kill()`` (SIGKILL),

@@ -1,12 +1,12 @@
 """RocketMQ 5's DLedger controller (its events, EventSerializer, ReplicasInfoManager) with
-DLedger 0.3.1.2's file store, built from sources at test time, as tests/javarocketmq.py
+DLedger 0.3.1.2's file store, built from sources at test time, as tests/support/javarocketmq.py
 builds RocketMQ 4.9.x's message store.
 
 What is built, from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``, ``FASTJSON_MIRROR``):
 
 - fastjson 1.2.83 (the version rocketmq-all-5.3.3's pom names), its core package, with the
-  same two stand-ins tests/javarocketmq.py puts in 1.2.69;
-- our programs tests/java/rocketmq5/*.java (ControllerLogWriter; EpochFileWriter, a
+  same two stand-ins tests/support/javarocketmq.py puts in 1.2.69;
+- our programs tests/support/java/rocketmq5/*.java (ControllerLogWriter; EpochFileWriter, a
   broker's epoch file by RocketMQ's EpochFileCache), compiled with javac's ``-sourcepath``
   over rocketmq-all-5.3.3's ``common``, ``remoting``, ``controller`` and ``store`` modules
   and DLedger 0.3.1.2's ``dledger`` module (``dledger-all-0.3.1.2``, what 5.3.3's pom
@@ -16,7 +16,7 @@ What is built, from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``, ``FAST
 - with ``-g``, as Maven compiles: fastjson finds the event classes' constructor parameter
   names in the debug information (built without it, EventSerializer.deserialize threw
   SerializationException for every event);
-- stand-ins, in tests/java/rocketmq5-standins/, for what neither the mirrors nor Debian
+- stand-ins, in tests/support/java/rocketmq5-standins/, for what neither the mirrors nor Debian
   have: RocketMQ's shaded slf4j (``org.apache.rocketmq.logging.org.slf4j``: slf4j's own
   logger under that name), Hessian (ReplicasInfoManager uses it for the JRaft controller's
   snapshots only) and fastjson2's ``JSONField`` annotation (two enums of ``common``).
@@ -100,7 +100,7 @@ def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[st
         _javac(_java_files(OURS), os.path.join(out, "classes"), [*jars, os.path.join(out, "fastjson")],
                ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
                 "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
-               f"tests/java/rocketmq5 against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
+               f"tests/support/java/rocketmq5 against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
 
 
 class Controller5:

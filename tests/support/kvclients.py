@@ -1,5 +1,5 @@
 """Clients of the key-value state machine that record a history for the linearizability
-checker (tests/linearizability.py), for the fault runs (tests/faults.py ``run(readers=N)``).
+checker (tests/support/linearizability.py), for the fault runs (tests/support/faults.py ``run(readers=N)``).
 
 Each client puts and gets a few keys through dledgerctl's client (linearizable gets by
 default), one operation at a time, reaching every node directly (the fault harness's

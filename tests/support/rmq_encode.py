@@ -2,7 +2,7 @@
 
 It writes the layout store/rocketmq/message.py documents (RocketMQ's CommitLog
 serialization), V1 and V2 magic, IPv4 and IPv6 hosts, compressed bodies. The tests that
-matter read stores RocketMQ's own message store wrote (tests/javarocketmq.py); this
+matter read stores RocketMQ's own message store wrote (tests/support/javarocketmq.py); this
 encoder makes what that store cannot (RocketMQ 5's V2 magic here, damaged messages,
 property-based round trips) and is itself checked against those stores.
 """

@@ -1,7 +1,7 @@
 """A broker store written by this project's store and encoder, for tests only: the layout
 a RocketMQ broker in DLedger mode leaves (``dledger-<id>/`` beside ``consumequeue/``), with
 each message's PHYSICALOFFSET set to its entry's pos + 48 as RocketMQ's append hook sets
-it, and the consume queues RocketMQ would build. tests/javarocketmq.py writes the real
+it, and the consume queues RocketMQ would build. tests/support/javarocketmq.py writes the real
 thing; this one writes what that cannot (V2 magic, damage) and large stores quickly."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ same seed gives the same run. Invariants are checked as the run goes:
 Stores can lose what they did not flush when their node crashes (``crash(lose=True)``);
 with ``flush="sync"`` every acknowledged entry was flushed first, so nothing committed may
 be lost. ``random_run(seed)`` is the scenario the seed tests use; replay one with
-``python tests/sim.py --seed N`` (add ``-v`` for the nodes' notes).
+``python -m tests.support.sim --seed N`` (add ``-v`` for the nodes' notes).
 
 With ``snapshots_dir``, every node also runs a state machine through the real Applier
 (cluster/raft/statemachine.py) with real snapshot files under that directory: it applies what
@@ -528,7 +528,7 @@ def random_run(seed: int, *, verbose: bool = False) -> Sim:
                     if sim.stores[sim.ids[0]].get(a.index).term != a.term:
                         raise InvariantBroken(f"acknowledged entry {a.index} was replaced")
     except AssertionError as exc:
-        raise type(exc)(f"seed {seed}: {exc}\n  replay: python tests/sim.py --seed {seed} -v") from exc
+        raise type(exc)(f"seed {seed}: {exc}\n  replay: python -m tests.support.sim --seed {seed} -v") from exc
     finally:
         if verbose:
             for t, node, text in sim.notes:

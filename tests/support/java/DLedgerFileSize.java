@@ -6,7 +6,7 @@ import io.openmessaging.storage.dledger.DLedgerServer;
  * DLedger 0.2.7's server as {@code BossCommand server} starts it (same options), with data files
  * of the size given by {@code -Ddledger.dataFileSize=BYTES}: DLedgerConfig's
  * mappedFileSizeForEntryData, which a RocketMQ broker sets from mappedFileSizeCommitLog and
- * DLedger's command line does not offer. Used by tests/test_follower_filesize_java.py.
+ * DLedger's command line does not offer. Used by tests/java/test_follower_filesize_java.py.
  */
 public class DLedgerFileSize {
     public static void main(String[] args) {

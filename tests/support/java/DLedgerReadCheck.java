@@ -1,7 +1,7 @@
 /*
  * Test harness of dledgerctl (not part of DLedger): opens a node directory with the real
  * DLedger file store (io.openmessaging.storage.dledger.store.file.DLedgerMmapFileStore),
- * compiled from the DLedger sources of a given tag by tests/test_dledger_java.py, and prints
+ * compiled from the DLedger sources of a given tag by tests/java/test_dledger_java.py, and prints
  * what DLedger recovered in the format of the reference fixtures' manifest.txt:
  *
  *   END <ledgerEndIndex> <ledgerEndTerm> BEGIN <ledgerBeginIndex> COMMITTED <committedIndex>

@@ -7,7 +7,7 @@
  *
  * Usage: RocketMQBrokerMember <spec.json>
  *
- * The spec (written by tests/javarocketmq.py BrokerMember):
+ * The spec (written by tests/support/javarocketmq.py BrokerMember):
  *   {"root": dir, "group": "broker-a", "selfId": "n0", "peers": "n0-127.0.0.1:P0;n1-...;n2-...",
  *    "dataFileSize": bytes, "consumeQueueFileSize": bytes, "topic": "T", "queues": 4,
  *    "putIntervalMs": ms, "bodyBytes": n}

@@ -1,7 +1,7 @@
 /*
  * Test and benchmark harness of dledgerctl (not part of RocketMQ): RocketMQ's own message
  * decoder (org.apache.rocketmq.common.message.MessageDecoder, compiled from RocketMQ's sources
- * by tests/javarocketmq.py) over every entry of a DLedger node directory: the reference side
+ * by tests/support/javarocketmq.py) over every entry of a DLedger node directory: the reference side
  * of "decode a DLedger commit log".
  *
  * Usage: RocketMQDecodeAll <nodeDir> [warmupPasses=1] [timedPasses=1]

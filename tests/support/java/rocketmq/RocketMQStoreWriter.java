@@ -1,12 +1,12 @@
 /*
  * Test harness of dledgerctl (not part of RocketMQ): writes messages through RocketMQ's own
  * message store (org.apache.rocketmq.store.DefaultMessageStore) in DLedger mode, compiled
- * from RocketMQ's sources by tests/javarocketmq.py, and prints what RocketMQ reported and
+ * from RocketMQ's sources by tests/support/javarocketmq.py, and prints what RocketMQ reported and
  * stored for each message, one JSON object per line on stdout (everything else goes to stderr).
  *
  * Usage: RocketMQStoreWriter <spec.json>
  *
- * The spec (written by tests/javarocketmq.py write_store):
+ * The spec (written by tests/support/javarocketmq.py write_store):
  *   {"root": dir, "group": "broker-a", "selfId": "n0", "peers": "n0-127.0.0.1:PORT",
  *    "dataFileSize": bytes, "consumeQueueFileSize": bytes, "deadlineMillis": ms,
  *    "puts": [{"batch": false|true, "messages": [{"index", "topic", "queueId", "body" (base64),

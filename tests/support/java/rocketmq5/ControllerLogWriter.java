@@ -37,7 +37,7 @@ import org.apache.rocketmq.controller.impl.manager.SyncStateInfo;
  * bodies skipped; EventSerializer.deserialize, then ReplicasInfoManager.applyEvent). One
  * JSON line out per entry: its index and term, what applying it threw, and the
  * ReplicasInfoManager's tables after it (read by reflection: they are private).
- * Args: storeBaseDir selfId. Used by tests/test_rocketmq_controller_java.py.
+ * Args: storeBaseDir selfId. Used by tests/java/test_rocketmq_controller_java.py.
  */
 public class ControllerLogWriter {
     public static void main(String[] args) throws Exception {

@@ -5,7 +5,7 @@ import org.apache.rocketmq.store.ha.autoswitch.EpochFileCache;
  * A broker's epochFileCheckpoint written by RocketMQ's own EpochFileCache (through its
  * CheckpointFile), as AutoSwitchHAService.changeToMaster appends to it. Args: the file's
  * path, then EPOCH-STARTOFFSET pairs; prints, per pair, whether appendEntry took it.
- * Used by tests/test_rocketmq_controller_java.py.
+ * Used by tests/java/test_rocketmq_controller_java.py.
  */
 public class EpochFileWriter {
     public static void main(String[] args) {
