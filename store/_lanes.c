@@ -5,7 +5,7 @@
  * record) and the follower's checking of pushed ones. This module does exactly what
  * the Python lanes in store/filestore.py do (FileStore._append_entries and
  * FileStore._follow_entries), and the store uses it when it was built; the Python
- * lanes stay the reference, and tests/test_store_lanes.py holds the two to the same
+ * lanes stay the reference, and tests/store/test_store_lanes.py holds the two to the same
  * bytes, answers and errors.
  *
  * Rules this module keeps:

@@ -11,7 +11,7 @@
  *
  * Rules this module keeps:
  * - It decides nothing the Python code in wire.py does not (split_frames and the Python
- *   halves of append_answers and check_bodies stay the reference; tests/test_wire_frames.py holds the two
+ *   halves of append_answers and check_bodies stay the reference; tests/net/test_wire_frames.py holds the two
  *   to the same frames, bytes and errors).
  * - It parses only the plain form of a header: JSON with no whitespace, keys that a
  *   wire.Frame has (each at most once), integers of at most 18 digits, strings of

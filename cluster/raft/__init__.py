@@ -3,7 +3,7 @@ they speak.
 
 No sockets, no asyncio, no clock and no file I/O of its own: time comes in as an argument,
 randomness from the generator it is given, storage through store's interfaces (the log
-store, snapshots). The asyncio node (cluster/node) and the simulator (tests/sim.py) drive
+store, snapshots). The asyncio node (cluster/node) and the simulator (tests/support/sim.py) drive
 the same code: ``RaftCore`` in core.py is where every event enters.
 
 May import: ``store`` only (and the standard library). The message types (rpc.py) and the

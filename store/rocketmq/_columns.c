@@ -6,7 +6,7 @@
  * most of it the body's CRC.
  *
  * Rules this module keeps:
- * - It decides nothing the Python loop (columns.py, the reference; tests/test_rocketmq_columns.py
+ * - It decides nothing the Python loop (columns.py, the reference; tests/rocketmq/test_rocketmq_columns.py
  *   holds the two to the same columns) does not: a message it cannot read plainly (not a
  *   message, a topic or TAGS that is not valid UTF-8) is marked SLOW and left to
  *   message.decode, which says what is wrong or decodes it as Java would.
