@@ -18,23 +18,8 @@ import time
 import pytest
 
 from tests.support.commands import cli
-from tests.support.group import down, leader_of, recorded, status, up, wait_for
+from tests.support.group import append_lines, down, leader_of, level, recorded, status, up, wait_for
 from tests.support.paths import ROOT
-
-
-def append_lines(base, lines: list[str], batch: int = 100) -> list[dict]:
-    r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--batch", str(batch), "--format", "json",
-            "--timeout", "30", input="".join(x + "\n" for x in lines), timeout=180)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def level(base) -> list[dict] | None:
-    """Status rows once every member is up with the same end and commit index."""
-    rows = status(base)
-    ok = (rows and all(x["state"] == "up" for x in rows)
-          and len({(x["end_index"], x["committed_index"]) for x in rows}) == 1)
-    return rows if ok else None
 
 
 @pytest.fixture

@@ -6,35 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import struct
-import zlib
 
 import numpy as np
 from matplotlib.image import imread
 
 from dledgerctl.plots import HEIGHT, SPARKS, WIDTH, sparkline
-from tests.node.test_recovery_speaks import damaged_store
 from tests.support.commands import cli
+from tests.support.pictures import png_size
+from tests.support.stores import damaged_store
 
 RED = np.array([0xD6, 0x27, 0x28]) / 255  # errors are drawn in this colour
-
-
-def png_size(path: str) -> tuple[int, int]:
-    """Width and height from a PNG's header, its chunks' CRCs checked."""
-    with open(path, "rb") as fh:
-        data = fh.read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    off, size, ended = 8, None, False
-    while off < len(data):
-        (n,) = struct.unpack(">I", data[off:off + 4])
-        kind, body = data[off + 4:off + 8], data[off + 8:off + 8 + n]
-        assert struct.unpack(">I", data[off + 8 + n:off + 12 + n])[0] == zlib.crc32(kind + body), kind
-        if kind == b"IHDR":
-            size = struct.unpack(">II", body[:8])
-        ended = kind == b"IEND"
-        off += 12 + n
-    assert ended, "the PNG is cut short"
-    return size
 
 
 def red_pixels(path: str) -> int:

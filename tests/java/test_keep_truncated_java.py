@@ -17,7 +17,7 @@ from store.kept import kept_files
 from tests.support.commands import cli
 from tests.support.group import wait_for
 from tests.java.test_follower_filesize_java import GROUP, Group, _identical, java_server  # noqa: F401 (a fixture)
-from tests.node.test_keep_truncated import message
+from tests.support.rmq_encode import keyed_message
 
 
 def _append(g: Group, bodies: list[bytes]) -> list:
@@ -37,20 +37,20 @@ def test_a_java_leader_cuts_a_keeping_member_which_keeps_exactly_the_cut_entries
         for n in ("n0", "n1", "n2"):
             g.start(n)
         leader = wait_for(g.java_leader, 90, "a Java leader")
-        _append(g, [message("Orders", k, f"A{k}") for k in range(10)])
+        _append(g, [keyed_message("Orders", k, f"A{k}") for k in range(10)])
         wait_for(lambda: _identical(g.dirs[leader], g.dirs["n2"]), 60, "n2 to hold the leader's log")
         g.stop("n2")
         # a new term without n2: the Java leader restarts, the two Java members elect again
         g.stop(leader)
         g.start(leader)
         wait_for(g.java_leader, 90, "a Java leader in a new term")
-        newer = _append(g, [message("Orders", 10 + k, f"B{k}") for k in range(10)])
+        newer = _append(g, [keyed_message("Orders", 10 + k, f"B{k}") for k in range(10)])
         leader = g.java_leader()
         # offline, n2 takes entries of its old term past its end: five lost, one the group holds
         with FileStore.open(g.dirs["n2"]) as s:
             first, old_term = s.end_index + 1, s.end_term
             assert old_term < newer[0][1]
-            s.append_leader([message("Orders", 10 + k, f"LOST{k}") for k in range(5)] + [message("Orders", 10, "B0")],
+            s.append_leader([keyed_message("Orders", 10 + k, f"LOST{k}") for k in range(5)] + [keyed_message("Orders", 10, "B0")],
                             old_term)
             cut = [s.get_bytes(i) for i in range(first, s.end_index + 1)]
         g.start("n2")

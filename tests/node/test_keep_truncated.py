@@ -22,7 +22,7 @@ from store.memstore import MemoryStore
 from tests.node.test_peer_processes import caught_up, diff, down, leader_id, node_dir, peer, start, stop
 from tests.support.commands import cli
 from tests.support.group import recorded, restart, wait_for
-from tests.support.rmq_encode import encode_message
+from tests.support.rmq_encode import keyed_message
 
 
 def _said():
@@ -160,11 +160,6 @@ def test_node_start_refuses_bad_keep_options(tmp_path):
 
 # -- a follower cut by a real leader -------------------------------------------------------
 
-def message(topic: str, k: int, uniq: str) -> bytes:
-    return encode_message(topic=topic, body=b"body-%s" % uniq.encode(), queue_offset=k,
-                          properties={"UNIQ_KEY": uniq, "TAGS": "t", "KEYS": f"key-{uniq}"})
-
-
 def append_messages(base: str, bodies: list[bytes]) -> list:
     rec = recorded(base)
 
@@ -190,19 +185,19 @@ def group(tmp_path):
 def diverge(base: str, keep: str):
     """A follower whose tail (of an old term) the leader will cut: ``(follower, leader, the
     cut entries' bytes, their first index, the messages held by the group, lost ones)``."""
-    append_messages(base, [message("Orders", k, f"A{k}") for k in range(10)])
+    append_messages(base, [keyed_message("Orders", k, f"A{k}") for k in range(10)])
     old = leader_id(base)
     new = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != old)
     r = peer(base, "transfer-leader", "--to", new, "--format", "json")
     assert r.returncode == 0, r.stderr
-    newer = append_messages(base, [message("Orders", 10 + k, f"B{k}") for k in range(10)])
+    newer = append_messages(base, [keyed_message("Orders", 10 + k, f"B{k}") for k in range(10)])
     follower = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != new)
     wait_for(lambda: caught_up(base), 30, "replicas to catch up")
     stop(base, follower)
     # offline: from the new term's first entry on, entries of the old term: six messages
     # the group never took, and copies of two it holds (the same UNIQ_KEY)
-    lost = [message("Orders", 10 + k, f"LOST{k}") for k in range(6)]
-    held = [message("Orders", 10, "B0"), message("Orders", 11, "B1")]
+    lost = [keyed_message("Orders", 10 + k, f"LOST{k}") for k in range(6)]
+    held = [keyed_message("Orders", 10, "B0"), keyed_message("Orders", 11, "B1")]
     with FileStore.open(node_dir(base, follower)) as s:
         first = s.first_index_of_term(newer[0][0])
         old_term = s.term_of(first - 1)

@@ -13,28 +13,13 @@ import sys
 import time
 
 from store.filestore import FileStore
-from store.format import HEADER_SIZE
 from tests.node.test_metrics import scrape, value
 from tests.support.commands import cli
 from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
+from tests.support.stores import damaged_store
 
 FILE = 1 << 16
-
-
-def damaged_store(node: str, entries: int = 302, committed: int = 301, at: int = 100) -> None:
-    """A store of ``entries`` committed up to ``committed``, with one body byte of entry
-    ``at`` changed on disk (its CRC fails)."""
-    with FileStore.open(node, data_file_size=FILE, index_file_size=1 << 14) as s:
-        s.append_leader([b"body-%03d" % i for i in range(entries)], 1)
-        s.set_committed(committed)
-        pos, _size = s.locate(at)
-    path = os.path.join(node, "data", sorted(os.listdir(os.path.join(node, "data")))[pos // FILE])
-    with open(path, "r+b") as fh:
-        fh.seek(pos % FILE + HEADER_SIZE + 2)
-        b = fh.read(1)
-        fh.seek(pos % FILE + HEADER_SIZE + 2)
-        fh.write(bytes([b[0] ^ 0xFF]))
 
 
 def test_the_store_says_what_recovery_dropped_and_that_it_was_committed(tmp_path):

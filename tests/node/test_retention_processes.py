@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import os
 
-from tests.cli.test_cli_lifecycle import append_lines, level
 from tests.support.commands import cli
-from tests.support.group import down, leader_of, status, wait_for
+from tests.support.group import append_lines, down, leader_of, level, status, wait_for
 from tests.support.ports import free_port_base
 
 RETAIN = ("--data-file-size", "64KiB", "--index-file-size", "4KiB", "--file-reserved-hours", "0.00056",

@@ -87,7 +87,7 @@ def test_stats_plot_draws_the_leader_history_and_bytes_per_term(spark, group, tm
     from matplotlib.image import imread
 
     from dledgerctl.plots import HEIGHT, WIDTH
-    from tests.cli.test_plots import png_size
+    from tests.support.pictures import png_size
 
     out = tmp_path / "history.png"
     r = invoke("spark", "stats", group, "--plot", out, "-f", "json")

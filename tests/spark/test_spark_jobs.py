@@ -16,17 +16,16 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from tests.support.stores import (copy_fixture, fixture_path, parse_header, patch, read_logical, store_files,
-                      write_project_store)
-from dledgerctl.pipeline import audit as audit_job
 from dledgerctl.pipeline import jobs
+from dledgerctl.pipeline import audit as audit_job
 from dledgerctl.pipeline.inputs import resolve_nodes
 from store.filestore import FileStore
 from store.format import encode_entry, file_name
 from store.inspect import diff_stores
 from store.metafiles import write_checkpoint
 from store.verify import MAX_PER_CODE, verify_store
-from tests.store.test_store_recovery import Base, make_base
+from tests.support.stores import (Base, copy_fixture, fixture_path, make_base, parse_header, patch, read_logical,
+                                  store_files, write_project_store)
 
 
 # --- damage ---------------------------------------------------------------------------------------

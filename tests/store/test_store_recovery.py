@@ -17,73 +17,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from tests.support.stores import (
-    FIXTURE_STORES,
-    all_digests,
-    copy_fixture,
-    nonzero_after,
-    parse_header,
-    parse_index_record,
-    patch,
-    read_logical,
-    store_files,
-    write_project_store,
-)
 from store.errors import StoreCorruptError
 from store.filestore import FileStore
 from store.format import file_name
 from tests.store.test_store_format import dledger_027_recover
+from tests.support.stores import (Base, all_digests, make_base, nonzero_after, parse_header, parse_index_record, patch,
+                                  read_logical, store_files, write_project_store)
 
 BASES = ["project", "leader", "follower-truncated"]
-
-
-@dataclass
-class Base:
-    """A store before damage: its node dir, file sizes and every entry's raw bytes."""
-
-    node: object
-    dsize: int
-    isize: int
-    raw: list
-    end_pos: int
-    committed: int
-    with_crc: bool
-
-    @property
-    def n(self):
-        return len(self.raw)
-
-    def pos(self, i):
-        return parse_header(self.raw[i])["pos"]
-
-    def data_file(self, pos):
-        return self.node / "data" / file_name(pos - pos % self.dsize)
-
-    def index_file(self, i):
-        off = i * 32
-        return self.node / "index" / file_name(off - off % self.isize)
-
-    def window_files(self):
-        """Start offsets of the data files recovery walks (the last three)."""
-        return [s for s, _ in store_files(self.node, "data")][-3:]
-
-    def first_in_file(self, start):
-        return next(i for i in range(self.n) if self.pos(i) >= start)
-
-
-def make_base(tmp_path, kind) -> Base:
-    if kind == "project":
-        node = tmp_path / "p" / "dledger-n0"
-        raw = write_project_store(node, count=83, data_file_size=4096, index_file_size=256, committed=70)
-        dsize, isize = 4096, 256
-    else:
-        node = copy_fixture(tmp_path, kind)
-        _n, dsize, isize = FIXTURE_STORES[kind]
-        raw = None
-    with FileStore.open(str(node), read_only=True) as s:
-        raw = [s.get_bytes(i) for i in range(s.end_index + 1)]
-        end_pos, committed = s.write_pos, s.committed_index
-    return Base(node, dsize, isize, raw, end_pos, committed, kind == "project")
 
 
 @pytest.fixture(params=BASES)

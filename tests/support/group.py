@@ -89,3 +89,18 @@ def bodies_of(base, node_id):
     r = cli("store", "inspect-data", os.path.join(base, f"dledger-{node_id}"), "--body", "utf8", "--format", "json")
     assert r.returncode == 0, r.stderr
     return [(e["index"], e["term"], e.get("body")) for e in json.loads(r.stdout)]
+
+
+def append_lines(base, lines: list[str], batch: int = 100) -> list[dict]:
+    r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--batch", str(batch), "--format", "json",
+            "--timeout", "30", input="".join(x + "\n" for x in lines), timeout=180)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def level(base) -> list[dict] | None:
+    """Status rows once every member is up with the same end and commit index."""
+    rows = status(base)
+    ok = (rows and all(x["state"] == "up" for x in rows)
+          and len({(x["end_index"], x["committed_index"]) for x in rows}) == 1)
+    return rows if ok else None

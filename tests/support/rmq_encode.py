@@ -76,3 +76,9 @@ CQ_UNIT = struct.Struct(">qiq")
 
 def cq_unit(phy_offset: int, size: int, tags_code: int) -> bytes:
     return CQ_UNIT.pack(phy_offset, size, tags_code)
+
+
+def keyed_message(topic: str, k: int, uniq: str) -> bytes:
+    """Message ``k`` of ``topic`` with a UNIQ_KEY, a tag and a key (what mq salvage matches)."""
+    return encode_message(topic=topic, body=b"body-%s" % uniq.encode(), queue_offset=k,
+                          properties={"UNIQ_KEY": uniq, "TAGS": "t", "KEYS": f"key-{uniq}"})

@@ -14,9 +14,10 @@ import os
 import random
 import shutil
 import stat
+from dataclasses import dataclass
 
 from store.filestore import FileStore
-from store.format import MAGIC_CONFIG, MAGIC_NOOP
+from store.format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, file_name
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "dledger-0.2.7")
 
@@ -179,3 +180,68 @@ def write_project_store(node, *, count=80, terms=(1, 1, 2, 3), data_file_size=40
         s.set_committed(count - 1 if committed is None else committed)
         raw = [s.get_bytes(i) for i in range(count)]
     return raw
+
+
+def damaged_store(node: str, entries: int = 302, committed: int = 301, at: int = 100,
+                  file_size: int = 1 << 16) -> None:
+    """A store of ``entries`` committed up to ``committed``, with one body byte of entry
+    ``at`` changed on disk (its CRC fails); data files of ``file_size`` bytes."""
+    with FileStore.open(node, data_file_size=file_size, index_file_size=1 << 14) as s:
+        s.append_leader([b"body-%03d" % i for i in range(entries)], 1)
+        s.set_committed(committed)
+        pos, _size = s.locate(at)
+    path = os.path.join(node, "data", sorted(os.listdir(os.path.join(node, "data")))[pos // file_size])
+    with open(path, "r+b") as fh:
+        fh.seek(pos % file_size + HEADER_SIZE + 2)
+        b = fh.read(1)
+        fh.seek(pos % file_size + HEADER_SIZE + 2)
+        fh.write(bytes([b[0] ^ 0xFF]))
+
+
+@dataclass
+class Base:
+    """A store before damage: its node dir, file sizes and every entry's raw bytes."""
+
+    node: object
+    dsize: int
+    isize: int
+    raw: list
+    end_pos: int
+    committed: int
+    with_crc: bool
+
+    @property
+    def n(self):
+        return len(self.raw)
+
+    def pos(self, i):
+        return parse_header(self.raw[i])["pos"]
+
+    def data_file(self, pos):
+        return self.node / "data" / file_name(pos - pos % self.dsize)
+
+    def index_file(self, i):
+        off = i * 32
+        return self.node / "index" / file_name(off - off % self.isize)
+
+    def window_files(self):
+        """Start offsets of the data files recovery walks (the last three)."""
+        return [s for s, _ in store_files(self.node, "data")][-3:]
+
+    def first_in_file(self, start):
+        return next(i for i in range(self.n) if self.pos(i) >= start)
+
+
+def make_base(tmp_path, kind) -> Base:
+    if kind == "project":
+        node = tmp_path / "p" / "dledger-n0"
+        raw = write_project_store(node, count=83, data_file_size=4096, index_file_size=256, committed=70)
+        dsize, isize = 4096, 256
+    else:
+        node = copy_fixture(tmp_path, kind)
+        _n, dsize, isize = FIXTURE_STORES[kind]
+        raw = None
+    with FileStore.open(str(node), read_only=True) as s:
+        raw = [s.get_bytes(i) for i in range(s.end_index + 1)]
+        end_pos, committed = s.write_pos, s.committed_index
+    return Base(node, dsize, isize, raw, end_pos, committed, kind == "project")
