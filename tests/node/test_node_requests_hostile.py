@@ -50,7 +50,7 @@ def address_of(base: str, node: str) -> str:
         return next(p.split("-", 1)[1] for p in json.load(fh)["peers"].split(";") if p.startswith(node + "-"))
 
 
-def test_a_malformed_read_index_is_refused_with_the_reason_and_logged_at_a_bounded_rate(cluster):  # noqa: F811
+def test_a_malformed_read_index_is_refused_with_the_reason_and_logged_at_a_bounded_rate(cluster):
     base = cluster
     _rows, leader, followers = members(base)
     for node in (leader, followers[0]):
@@ -68,14 +68,14 @@ def test_a_malformed_read_index_is_refused_with_the_reason_and_logged_at_a_bound
         assert written.count("52008") <= 3, written[:2000]  # (2,000 refusals; a line per host per 10 s)
 
 
-def test_read_index_asked_of_a_follower_names_the_leader(cluster):  # noqa: F811
+def test_read_index_asked_of_a_follower_names_the_leader(cluster):
     base = cluster
     _rows, leader, followers = members(base)
     answer, = ask(address_of(base, followers[0]), [frame(READ_INDEX, json.dumps({"group": "default"}).encode())])
     assert answer["code"] == int(Code.SUCCESS) and answer["leaderId"] == leader, answer
 
 
-def test_a_heartbeat_or_vote_for_another_member_is_refused_as_dledger_refuses_it(cluster):  # noqa: F811
+def test_a_heartbeat_or_vote_for_another_member_is_refused_as_dledger_refuses_it(cluster):
     base = cluster
     rows, leader, followers = members(base)
     target, other = followers

@@ -4,18 +4,15 @@ an empty one as the leader's proposal, one that is no event as a row saying so."
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from typer.testing import CliRunner
 
-from cluster.net.client import Client
-from cluster.raft.config import parse_peers
 from dledgerctl.app import app
 from tests.support.commands import cli
 from tests.support.controller_encode import alter_sync_state_set, apply_broker_id, elect_master, write_controller_log
-from tests.support.group import down, up
+from tests.support.group import append_bodies, down, up
 
 BODIES = [apply_broker_id("c1", "b1", "10.0.0.1:30911", 1, "k1"), elect_master("b1", 1), b"",
           alter_sync_state_set("b1", {1, 2}), b"\x00\x07{}"]
@@ -26,16 +23,7 @@ def group(tmp_path_factory):
     base = str(tmp_path_factory.mktemp("ctlget") / "c")
     try:
         up(base, 1)
-        with open(f"{base}/cluster.json") as fh:
-            rec = json.load(fh)
-
-        async def put():
-            c = Client(parse_peers(rec["peers"]), rec["group"], timeout=10)
-            try:
-                return await c.append(BODIES)
-            finally:
-                await c.close()
-        first = asyncio.run(put())["entries"][0][0]
+        first = append_bodies(base, BODIES)["entries"][0][0]
         yield base, first
     finally:
         down(base)

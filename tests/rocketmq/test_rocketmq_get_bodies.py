@@ -5,17 +5,14 @@ text is ``<binary, N bytes>`` unless ``--body`` asks for it; ``--delimiter`` wit
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 from typer.testing import CliRunner
 
-from cluster.net.client import Client
-from cluster.raft.config import parse_peers
 from dledgerctl.app import app
 from tests.support.commands import cli
-from tests.support.group import down, up
+from tests.support.group import append_bodies, down, up
 from tests.support.rmq_encode import encode_message
 
 BINARY = bytes(range(256)) * 3
@@ -26,19 +23,10 @@ def group(tmp_path_factory):
     base = str(tmp_path_factory.mktemp("getbodies") / "c")
     try:
         up(base, 1)
-        with open(f"{base}/cluster.json") as fh:
-            rec = json.load(fh)
         bodies = [encode_message(topic="Bin", body=BINARY), encode_message(topic="Text", body="héllo".encode()),
                   encode_message(topic="Nul", body=b"ab\x00cd"), encode_message(topic="Z", body=BINARY,
                                                                                compress="zstd")]
-
-        async def put():
-            c = Client(parse_peers(rec["peers"]), rec["group"], timeout=10)
-            try:
-                return await c.append(bodies)
-            finally:
-                await c.close()
-        first = asyncio.run(put())["entries"][0][0]
+        first = append_bodies(base, bodies)["entries"][0][0]
         yield base, first
     finally:
         down(base)

@@ -4,32 +4,21 @@ them from files, with ``--follow`` too; entries that are not messages say so."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
-from cluster.net.client import Client
-from cluster.raft.config import parse_peers
 from tests.support.commands import cli
+from tests.support.group import append_bodies
 from tests.support.rmq_encode import encode_message
 
 
-def test_get_decodes_rocketmq_messages(cluster):  # noqa: F811
+def test_get_decodes_rocketmq_messages(cluster):
     base = cluster
-    with open(f"{base}/cluster.json") as fh:
-        rec = json.load(fh)
     bodies = [encode_message(topic="Orders", queue_id=k, queue_offset=k, body=f"order {k}".encode(),
                              properties={"TAGS": "paid", "KEYS": f"order-{k}", "UNIQ_KEY": f"U{k}"})
               for k in range(3)]
     bodies.append(encode_message(topic="主题", body=b"z" * 300, compress="zlib", store_host="[::1]:10911"))
     bodies.append(b"plain text, not a message")
-
-    async def put():
-        c = Client(parse_peers(rec["peers"]), rec["group"], timeout=10)
-        try:
-            return await c.append(bodies)
-        finally:
-            await c.close()
-    got = asyncio.run(put())
+    got = append_bodies(base, bodies)
     first = got["entries"][0][0]
     r = cli("get", "--base-dir", base, "-i", str(first), "-c", str(len(bodies)), "--decode", "rocketmq",
             "--format", "jsonl")

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
 
+from cluster.net.client import Client
+from cluster.raft.config import parse_peers
 from tests.support.commands import cli
 from tests.support.ports import free_port_base
 
@@ -104,3 +107,17 @@ def level(base) -> list[dict] | None:
     ok = (rows and all(x["state"] == "up" for x in rows)
           and len({(x["end_index"], x["committed_index"]) for x in rows}) == 1)
     return rows if ok else None
+
+
+def append_bodies(base, bodies: list[bytes]) -> dict:
+    """Append ``bodies`` in one client request to the recorded group; the answer (its
+    ``entries`` hold each body's index)."""
+    rec = recorded(base)
+
+    async def put():
+        c = Client(parse_peers(rec["peers"]), rec["group"], timeout=10)
+        try:
+            return await c.append(bodies)
+        finally:
+            await c.close()
+    return asyncio.run(put())
