@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support import javadledger
 from tests.support.group import down, up
 from tests.support.stores import copy_fixture
 
@@ -44,6 +45,16 @@ def pytest_addoption(parser):
 def pytest_generate_tests(metafunc):
     if "sim_seed" in metafunc.fixturenames:
         metafunc.parametrize("sim_seed", range(metafunc.config.getoption("seeds")))
+
+
+@pytest.fixture(scope="session")
+def dledger_java():
+    """Java DLedger 0.2.7 built from the mirrors (tests/support/javadledger.py), once a run;
+    the test skips, saying why, when it cannot be built here."""
+    try:
+        return javadledger.build()
+    except javadledger.Unavailable as exc:
+        pytest.skip(f"Java DLedger 0.2.7 cannot be built here: {exc}")
 
 
 # --- Spark ------------------------------------------------------------------------------------

@@ -27,14 +27,6 @@ from tests.support.ports import free_port_base
 GROUP = "g"
 
 
-@pytest.fixture(scope="session")
-def dledger_java():
-    try:
-        return javadledger.build()
-    except javadledger.Unavailable as exc:
-        pytest.skip(f"Java DLedger 0.2.7 cannot be built here: {exc}")
-
-
 class JavaGroup:
     """Java DLedger server processes, one per member, each logging to <base>/<id>.log."""
 

@@ -11,18 +11,18 @@ import os
 import struct
 import subprocess
 import sys
-import zlib
 
 import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from tests.support.rmq_encode import cq_unit
-from tests.support.rmq_store import write_broker_store, write_queue
 from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq.commitlog import BLANK_MAGIC_CODE, CommitLogWriter
 from store.rocketmq.message import decode
 from store.rocketmq.migrate import temp_name
+from tests.support.rmq_encode import cq_unit
+from tests.support.rmq_store import write_broker_store, write_queue
+from tests.support.stores import file_crcs
 
 runner = CliRunner()
 CL = 8 << 10
@@ -36,15 +36,6 @@ def messages(n=120):
     return [{"topic": f"T{i % 3}", "queue_id": i % 2, "body": bytes([i % 251]) * (i * 37 % 700),
              "properties": {"KEYS": f"k{i}", "TAGS": f"t{i % 4}"}, "store_timestamp": 1700000000000 + i}
             for i in range(n)]
-
-
-def tree(root) -> dict:
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in files:
-            with open(os.path.join(d, f), "rb") as fh:
-                out[os.path.relpath(os.path.join(d, f), root)] = zlib.crc32(fh.read())
-    return out
 
 
 def log_messages(dest) -> list:
@@ -89,12 +80,12 @@ def src(tmp_path):
 
 def test_messages_move_byte_for_byte_but_their_offset(src, tmp_path):
     root, written = src
-    before = tree(root)
+    before = file_crcs(root)
     dest = tmp_path / "dest"
     r = invoke(root, dest, "--commitlog-file-size", CL, "--format", "json")
     assert r.exit_code == 0, r.output
     s = json.loads(r.stdout)[0]
-    assert tree(root) == before
+    assert file_crcs(root) == before
     got = log_messages(dest)
     assert (s["messages"], s["files"], s["blanks"], s["left_out"]) == (len(written), len(os.listdir(
         dest / "commitlog")), len(os.listdir(dest / "commitlog")) - 1, 0)

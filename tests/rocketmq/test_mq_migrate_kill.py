@@ -9,21 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 
 from tests.support.paths import ROOT
 from tests.support.rmq_store import write_broker_store
+from tests.support.stores import file_crcs
 
 PROJECT = ROOT
-
-
-def tree(root) -> dict:
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in files:
-            with open(os.path.join(d, f), "rb") as fh:
-                out[os.path.relpath(os.path.join(d, f), root)] = zlib.crc32(fh.read())
-    return out
 
 
 def migrate_cmd(src, dest):
@@ -34,7 +25,7 @@ def test_a_killed_migrate_leaves_src_alone_and_no_dest(tmp_path):
     src = tmp_path / "src"
     write_broker_store(str(src), [{"topic": f"T{i % 4}", "queue_id": i % 4, "body": bytes([i % 256]) * 2000}
                                   for i in range(6000)], data_file_size=4 << 20)
-    before = tree(src)
+    before = file_crcs(src)
     dest = tmp_path / "dest"
     proc = subprocess.Popen(migrate_cmd(src, dest), cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     tmp_log = tmp_path / f".dest.migrating-{proc.pid}" / "commitlog"
@@ -51,7 +42,7 @@ def test_a_killed_migrate_leaves_src_alone_and_no_dest(tmp_path):
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not dest.exists()
-    assert tree(src) == before
+    assert file_crcs(src) == before
     assert sorted(os.listdir(tmp_path)) == sorted(["src", f".dest.migrating-{proc.pid}"])
 
     done = subprocess.run(migrate_cmd(src, dest) + ["--format", "json"], cwd=PROJECT, capture_output=True, text=True,
@@ -59,4 +50,4 @@ def test_a_killed_migrate_leaves_src_alone_and_no_dest(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"removed .dest.migrating-{proc.pid}, left by an interrupted run" in done.stdout
     assert sorted(os.listdir(tmp_path)) == ["dest", "src"]
-    assert tree(src) == before
+    assert file_crcs(src) == before

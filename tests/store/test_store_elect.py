@@ -19,7 +19,7 @@ from store.elect import (ACCEPT, REJECT_ALREADY_VOTED, REJECT_EXPIRED_LEDGER_TER
                          REJECT_UNKNOWN_LEADER, MemberState, elect, vote)
 from store.filestore import FileStore
 from store.metafiles import write_currterm
-from tests.support import commands, javadledger
+from tests.support import commands
 from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
 from tests.support.rmq_encode import encode_message
@@ -349,14 +349,6 @@ def test_the_restart_recipe_makes_the_named_member_lead(tmp_path):
 
 
 # -- the same against real DLedger 0.2.7 members --------------------------------------------------
-
-@pytest.fixture(scope="module")
-def dledger_java():
-    try:
-        return javadledger.build()
-    except javadledger.Unavailable as exc:
-        pytest.skip(f"Java DLedger 0.2.7 cannot be built here: {exc}")
-
 
 def test_java_dledger_election_matches_the_verdict(dledger_java, tmp_path):
     """The 'term' group in DLedger 0.2.7's own file sizes (1 GiB data files), started as Java

@@ -14,6 +14,7 @@ import os
 import random
 import shutil
 import stat
+import zlib
 from dataclasses import dataclass
 
 from store.filestore import FileStore
@@ -245,3 +246,13 @@ def make_base(tmp_path, kind) -> Base:
         raw = [s.get_bytes(i) for i in range(s.end_index + 1)]
         end_pos, committed = s.write_pos, s.committed_index
     return Base(node, dsize, isize, raw, end_pos, committed, kind == "project")
+
+
+def file_crcs(root) -> dict:
+    """The crc32 of every file under ``root``, by relative path (to see a tree left as it was)."""
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(d, f), root)] = zlib.crc32(fh.read())
+    return out
