@@ -14,8 +14,8 @@ import struct
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from tests.support.rmq_store import write_broker_store
 from store.rocketmq.message import decode
+from tests.support.rmq_store import commitlog_walk, write_broker_store
 
 runner = CliRunner()
 CL = 8 << 10
@@ -38,18 +38,7 @@ def specs():
 
 
 def new_messages(dest) -> list:
-    out = []
-    for n in sorted(os.listdir(dest / "commitlog")):
-        with open(dest / "commitlog" / n, "rb") as fh:
-            b = fh.read()
-        p = 0
-        while p + 8 <= len(b):
-            size, magic = struct.unpack_from(">ii", b, p)
-            if magic == -875286124 or size == 0:
-                break
-            out.append((int(n) + p, decode(b, p, size)))
-            p += size
-    return out
+    return [(start + p, decode(b, p, size)) for start, b, p, size in commitlog_walk(dest)]
 
 
 def test_id_map_names_each_moved_message_old_and_new_ids(tmp_path):

@@ -15,13 +15,13 @@ import struct
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from tests.support.rmq_store import write_broker_store
 from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq import index as index_mod
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.lookup import open_index
 from store.rocketmq.message import TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, tags_code
 from store.rocketmq.migrate import migrate
+from tests.support.rmq_store import commitlog_walk, write_broker_store
 
 runner = CliRunner()
 CL = 16 << 10
@@ -99,18 +99,7 @@ def moved(tmp_path, all_specs, **kw):
 
 
 def new_offsets(dest) -> list[int]:
-    out = []
-    for n in sorted(os.listdir(dest / "commitlog")):
-        with open(dest / "commitlog" / n, "rb") as fh:
-            b = fh.read()
-        p = 0
-        while p + 8 <= len(b):
-            size, magic = struct.unpack_from(">ii", b, p)
-            if magic == -875286124 or size == 0:
-                break
-            out.append(int(n) + p)
-            p += size
-    return out
+    return [start + p for start, _b, p, _size in commitlog_walk(dest)]
 
 
 def test_index_files_are_byte_for_byte_what_putkey_makes_through_rolls(tmp_path, monkeypatch):

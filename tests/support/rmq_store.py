@@ -7,6 +7,7 @@ thing; this one writes what that cannot (V2 magic, damage) and large stores quic
 from __future__ import annotations
 
 import os
+import struct
 
 from tests.support.rmq_encode import cq_unit, encode_message
 from store.filestore import FileStore
@@ -93,3 +94,23 @@ def write_queue(root: str, topic: str, queue_id: int, units: list[bytes], per_fi
         with open(os.path.join(d, name), "wb") as fh:
             fh.write(chunk + b"\0" * (per_file * 20 - len(chunk)))
     return d
+
+
+COMMITLOG_BLANK_MAGIC = -875286124  # the filler after a commitlog file's last message
+
+
+def commitlog_walk(broker) -> list[tuple[int, bytes, int, int]]:
+    """Each message of a broker's commitlog/ (a Path) in order: (file start offset, the
+    file's bytes, position in the file, size)."""
+    out = []
+    for n in sorted(os.listdir(broker / "commitlog")):
+        with open(broker / "commitlog" / n, "rb") as fh:
+            b = fh.read()
+        p = 0
+        while p + 8 <= len(b):
+            size, magic = struct.unpack_from(">ii", b, p)
+            if magic == COMMITLOG_BLANK_MAGIC or size == 0:
+                break
+            out.append((int(n), b, p, size))
+            p += size
+    return out
