@@ -12,6 +12,7 @@ from cryptography import x509
 from cryptography.x509.oid import NameOID
 
 from cluster.net import crl
+from cluster.node import pki
 from tests.support.commands import invoke as run
 
 

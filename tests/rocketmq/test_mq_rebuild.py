@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from rmq_store import write_broker_store
+from tests.support.rmq_store import write_broker_store
 from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq.consumequeue import find_queues, read_units
 
