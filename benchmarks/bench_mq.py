@@ -272,11 +272,10 @@ def loop_rates(node_dir: str, n: int, repeat: int) -> tuple[float, float]:
     """messages/s of columns.message_columns over every data file, with and without the
     BODYCRC check: the files mapped, their entries found and their pages read first
     (untimed), as the reference's timed loop has them."""
-    from store.inspect import open_lists
-    from store.layout import NodeLayout
+    from store.reading import open_lists
     from store.scan import FileScan, Run
 
-    data, index = open_lists(NodeLayout(node_dir), None, None)
+    data, index = open_lists(node_dir, None, None)
     try:
         work = []
         for f in data.files:

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from store.inspect import render_body
+from store.reading import render_body
 from store.rocketmq.check import check_broker, topic_rows
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.message import MAX_MESSAGE_SIZE

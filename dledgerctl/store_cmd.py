@@ -10,10 +10,12 @@ from typing import Annotated, Optional
 import typer
 
 from store.errors import StoreUsageError
-from store.filestore import FileStore, lock_node_dir, unlock_node_dir
-from store.inspect import Selection, checkpoint_report, diff_stores, inspect_data, inspect_index, render_body
+from store.filestore import FileStore
+from store.inspect import checkpoint_report, diff_stores, inspect_data, inspect_index
 from store.kept import kept_rows, write_kept
 from store.layout import NodeLayout, resolve_node_dir
+from store.lock import lock_node_dir, unlock_node_dir
+from store.reading import Selection, render_body
 from store.retention import head_files, plan_head_deletion
 from store.rocketmq.controller import DECODED_COLUMNS, with_events
 from store.verify import file_extents, verify_store

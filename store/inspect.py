@@ -7,95 +7,25 @@ the store grows. Row field names are stable; the man pages document them.
 
 from __future__ import annotations
 
-import base64
 import json
-from dataclasses import dataclass
 from typing import Iterator
 
-from .files import FileList
-from .filestore import FileStore, detect_file_size
-from .format import (DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE,
-                     MAGIC_CONFIG)
+from .filestore import FileStore
+from .format import HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, MAGIC_CONFIG
 from .errors import StoreCorruptError
 from .layout import NodeLayout
 from .metafiles import read_checkpoint, read_currterm
+from .reading import Selection, open_lists, render_body, start_file
 from .scan import BAD_BODY_CRC, BAD_CHAIN_CRC, NO_CRC, OK, FileScan
 
-BODY_FORMATS = ("none", "hex", "utf8", "base64")
 CRC_TEXT = {OK: "ok", NO_CRC: "none", BAD_BODY_CRC: "bad-body", BAD_CHAIN_CRC: "bad-chain"}
-
-
-@dataclass
-class Selection:
-    """Which entries to show: one index, an index range, or the entry at a pos."""
-
-    index: int | None = None
-    from_index: int | None = None
-    to_index: int | None = None
-    pos: int | None = None
-
-    def lower(self) -> int | None:
-        return self.index if self.index is not None else self.from_index
-
-    def upper(self) -> int | None:
-        return self.index if self.index is not None else self.to_index
-
-    def wants(self, index: int, offset: int) -> bool:
-        if self.pos is not None and offset != self.pos:
-            return False
-        lo, hi = self.lower(), self.upper()
-        return (lo is None or index >= lo) and (hi is None or index <= hi)
-
-    def past(self, index: int, offset: int) -> bool:
-        hi = self.upper()
-        return (hi is not None and index > hi) or (self.pos is not None and offset > self.pos)
-
-
-def render_body(body: bytes, fmt: str) -> str | None:
-    if fmt == "none":
-        return None
-    if fmt == "hex":
-        return body.hex()
-    if fmt == "base64":
-        return base64.b64encode(body).decode("ascii")
-    return body.decode("utf-8", errors="replace")
-
-
-def open_lists(layout: NodeLayout, data_file_size, index_file_size) -> tuple[FileList, FileList]:
-    data = FileList(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE)
-    index = FileList(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE)
-    data.load()
-    index.load()
-    data.file_size = detect_file_size(data, data_file_size, DEFAULT_DATA_FILE_SIZE)
-    index.file_size = detect_file_size(index, index_file_size, DEFAULT_INDEX_FILE_SIZE)
-    return data, index
-
-
-def start_file(data: FileList, index: FileList, sel: Selection) -> int:
-    """First data file worth scanning for ``sel``: jump with the index record when it
-    points at a matching entry, else start at the first file."""
-    if sel.pos is not None:
-        f = data.find(sel.pos)
-        return data.files.index(f) if f is not None else 0
-    lo = sel.lower()
-    if lo is None or lo <= 0:
-        return 0
-    off = lo * INDEX_UNIT_SIZE
-    f = index.find(off)
-    if f is None or f.mm is None or off - f.start + INDEX_UNIT_SIZE > f.actual_size:
-        return 0
-    _m, pos, _s, idx, _t = INDEX_RECORD.unpack_from(f.mm, off - f.start)
-    d = data.find(pos)
-    if idx != lo or d is None:
-        return 0
-    return data.files.index(d)
 
 
 def inspect_data(node_dir: str, sel: Selection | None = None, *, body: str = "none", all_records: bool = False,
                  data_file_size: int | None = None, index_file_size: int | None = None) -> Iterator[dict]:
     sel = sel or Selection()
     layout = NodeLayout(node_dir)
-    data, index = open_lists(layout, data_file_size, index_file_size)
+    data, index = open_lists(layout.node_dir, data_file_size, index_file_size)
     try:
         first = start_file(data, index, sel)
         prev = (None, None, None)
@@ -175,7 +105,7 @@ def inspect_index(node_dir: str, sel: Selection | None = None, *, all_records: b
     """Index records in slot order; stops at the first all-zero slot unless ``all_records``."""
     sel = sel or Selection()
     layout = NodeLayout(node_dir)
-    data, index = open_lists(layout, data_file_size, index_file_size)
+    data, index = open_lists(layout.node_dir, data_file_size, index_file_size)
     try:
         for f in index.files:
             if f.mm is None:

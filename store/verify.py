@@ -15,10 +15,11 @@ from typing import Callable
 
 from .errors import StoreCorruptError, StoreError
 from .files import FileList, list_store_files
-from .filestore import FileStore, detect_file_size
+from .filestore import FileStore
 from .format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, decode_index
 from .layout import NodeLayout
 from .metafiles import read_checkpoint, read_currterm
+from .reading import detect_file_size
 from .scan import BAD_BODY_CRC, BAD_CHAIN_CRC, INDEX_GAP, NO_CRC, OK, STOP_END, TERM_BACK, FileScan, Run
 
 ERROR = "error"

@@ -33,10 +33,11 @@ from store.format import decode_index, INDEX_UNIT_SIZE
 from store.scan import CLEAN_STOPS, HEALTHY, NO_CRC, OK, STOP_END, FileScan
 from store.verify import ERROR, MAX_PER_CODE, STATUS_MESSAGES, VerifyReport, verify_store
 
-from .batches import (IDX_EMPTY, IDX_MISSING, IDX_OK, INDEX_PROBLEM_CODES, KIND_ENTRY, KIND_PROBLEMS,
-                      KIND_STOP, RECORDS_RUNS, UNKNOWN, file_predecessor)
+from .batches import UNKNOWN, file_predecessor
 from .inputs import Node
 from .jobs import _nodes, read_entries
+from .options import (IDX_EMPTY, IDX_MISSING, IDX_OK, INDEX_PROBLEM_CODES, KIND_ENTRY, KIND_PROBLEMS, KIND_STOP,
+                      RECORDS_RUNS)
 
 PROBLEM_SCHEMA = StructType([
     StructField("severity", StringType()), StructField("code", StringType()), StructField("file", StringType()),

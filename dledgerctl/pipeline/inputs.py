@@ -5,25 +5,18 @@ directories (every ``dledger-<id>`` directory inside), or globs of either. Each 
 a short ``name`` that is unique among the inputs: the directory's own name, prefixed by
 as many parent names as it takes to tell two nodes apart (``a/dledger-n0`` and
 ``b/dledger-n0``). A node's ``group`` (the replicas ``spark diverge`` compares) is its
-base directory.
-
-Also here: :class:`LazyFileList`, a read-only :class:`~store.files.FileList` that lists a
-directory but maps a file only when it is looked up, so a Spark task that reads one data
-file of a node with a thousand opens one data file and the index files it needs.
+base directory. A node's files are listed and read through the store's reading module
+(store/reading.py: ``open_lists``, ``LazyFileList``).
 """
 
 from __future__ import annotations
 
 import glob
-import mmap
 import os
 from dataclasses import dataclass
 
-from store.errors import NotAStoreError, StoreIOError
-from store.files import FileList, MappedFile, list_store_files
-from store.filestore import load_file_lists
-from store.format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE
-from store.layout import DATA_DIR, INDEX_DIR, find_node_dirs, looks_like_node_dir
+from store.errors import NotAStoreError
+from store.layout import NodeLayout, find_node_dirs, looks_like_node_dir
 
 GLOB_CHARS = "*?["
 
@@ -36,11 +29,11 @@ class Node:
 
     @property
     def data_dir(self) -> str:
-        return os.path.join(self.dir, DATA_DIR)
+        return NodeLayout(self.dir).data_dir
 
     @property
     def index_dir(self) -> str:
-        return os.path.join(self.dir, INDEX_DIR)
+        return NodeLayout(self.dir).index_dir
 
 
 def _expand(path: str) -> list[str]:
@@ -98,48 +91,3 @@ def unique_names(dirs: list[str]) -> list[str]:
             return names
         for i in clashes:
             depth[i] += 1
-
-
-class LazyFileList(FileList):
-    """A read-only FileList whose files are mapped on first lookup (``find``) or ``view``."""
-
-    def __init__(self, directory: str, file_size: int) -> None:
-        super().__init__(directory, file_size, writable=False)
-
-    def load(self) -> None:
-        found, self.ignored = list_store_files(self.directory)
-        for start, path in found:
-            try:
-                size = os.path.getsize(path)
-            except OSError as exc:
-                raise StoreIOError(f"cannot read {path}: {exc.strerror}") from exc
-            self.files.append(MappedFile(path, start, self.file_size, size))
-
-    def mapped(self, f: MappedFile) -> MappedFile:
-        if f.mm is None and f.actual_size > 0:
-            try:
-                fd = os.open(f.path, os.O_RDONLY)
-            except OSError as exc:
-                raise StoreIOError(f"cannot open {f.path}: {exc.strerror}") from exc
-            try:
-                f.mm = mmap.mmap(fd, f.actual_size, access=mmap.ACCESS_READ)
-            except (OSError, ValueError) as exc:
-                os.close(fd)
-                raise StoreIOError(f"cannot map {f.path}: {exc}") from exc
-            f.fd = fd
-        return f
-
-    def find(self, offset: int) -> MappedFile | None:
-        f = super().find(offset)
-        return self.mapped(f) if f is not None else None
-
-
-def open_lists(node_dir: str, data_file_size: int | None = None,
-               index_file_size: int | None = None) -> tuple[LazyFileList, LazyFileList]:
-    """The node's data and index files (listed, none mapped yet), with their sizes detected
-    as the store detects them (a configured size that disagrees with the files raises
-    StoreUsageError)."""
-    data = LazyFileList(os.path.join(node_dir, DATA_DIR), data_file_size or DEFAULT_DATA_FILE_SIZE)
-    index = LazyFileList(os.path.join(node_dir, INDEX_DIR), index_file_size or DEFAULT_INDEX_FILE_SIZE)
-    load_file_lists(data, index, data_file_size, index_file_size)
-    return data, index

@@ -24,9 +24,9 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from store.metafiles import read_checkpoint
 
-from .batches import KIND_STOP, RECORDS_RUNS
 from .errors import PipelineUsageError
 from .inputs import Node, resolve_nodes
+from .options import KIND_STOP, RECORDS_RUNS
 from .source import SOURCE_NAME
 
 

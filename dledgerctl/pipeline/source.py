@@ -17,8 +17,11 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from .batches import FilePart, ReadOptions, read_file
-from .inputs import Node, open_lists, resolve_nodes
+from store.reading import open_lists
+
+from .batches import read_file
+from .inputs import Node, resolve_nodes
+from .options import FilePart, ReadOptions
 
 SOURCE_NAME = "dledger"
 
@@ -41,7 +44,7 @@ def plan_parts(nodes: list[Node], opts: ReadOptions) -> list[FilePart]:
     """One FilePart per data file of every node, nodes in order, files in order."""
     parts = []
     for node in nodes:
-        data, index = open_lists(node.dir, opts.data_file_size, opts.index_file_size)
+        data, index = open_lists(node.dir, opts.data_file_size, opts.index_file_size, lazy=True)
         try:
             parts.extend(FilePart(node.name, node.dir, f.start, data.file_size, index.file_size) for f in data.files)
         finally:

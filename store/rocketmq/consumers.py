@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import StoreUsageError
 from ..format import HEADER_SIZE, MAGIC_NORMAL
-from ..inspect import Selection
+from ..reading import Selection
 from .commitlog import log_files
 from .consumequeue import find_queues, read_units
 from .consumequeue import file_size as file_size_of

@@ -33,7 +33,7 @@ from typing import Iterator, Optional
 import msgspec
 
 from ..format import ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL, body_crc
-from ..inspect import Selection, render_body
+from ..reading import Selection, render_body
 from .scan import batches
 
 EVENT_TYPE_SIZE = 2  # EventSerializer.putShort: the type id as a big-endian short before the JSON

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
-from ..inspect import Selection
+from ..reading import Selection
 from . import commitlog
 from .columns import SLOW, delay_level, message_columns
 from .message import (

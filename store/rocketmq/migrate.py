@@ -61,7 +61,7 @@ import numpy as np
 
 from ..errors import StoreCorruptError, StoreUsageError
 from ..format import HEADER_SIZE, MAGIC_NORMAL
-from ..inspect import Selection
+from ..reading import Selection
 from ..metafiles import read_checkpoint
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, MessageTooLarge, file_name
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, find_queues, read_units

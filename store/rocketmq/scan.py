@@ -17,8 +17,7 @@ import numpy as np
 
 from ..errors import NotAStoreError
 from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
-from ..inspect import Selection, open_lists, start_file
-from ..layout import NodeLayout
+from ..reading import Selection, open_lists, start_file
 from ..scan import FileScan, Run
 from .lookup import IndexFile, NotFound, open_index, queue_unit
 from .message import (MAX_MESSAGE_SIZE, MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of,
@@ -73,7 +72,7 @@ def batches(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
     if os.path.basename(os.path.normpath(node_dir)) == _COMMIT_LOG and not os.path.isdir(os.path.join(node_dir, "data")):
         raise NotAStoreError(f"{node_dir}: a master-slave broker's commit log: this command reads DLedger logs only "
                              f"('mq check' and 'mq topics' read both)")
-    data, index = open_lists(NodeLayout(node_dir), data_file_size, index_file_size)
+    data, index = open_lists(node_dir, data_file_size, index_file_size)
     try:
         first = start_file(data, index, sel)
         prev = (None, None, None)

@@ -195,10 +195,11 @@ def test_the_shipped_zip_is_enough_to_read(tmp_path):
     zip_path = package_zip(str(tmp_path))
     site = os.path.dirname(os.path.dirname(pyarrow.__file__))
     code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]];"
-            "import store, dledgerctl.pipeline.batches as b, dledgerctl.pipeline.source, dledgerctl.pipeline.inputs as i;"
-            "(n,) = i.resolve_nodes([sys.argv[3]]); d, x = i.open_lists(n.dir);"
-            "rows = sum(t.num_rows for f in d.files for t in b.read_file(b.FilePart(n.name, n.dir, f.start, d.file_size,"
-            " x.file_size), b.ReadOptions()));"
+            "import store, store.reading as r, dledgerctl.pipeline.batches as b, dledgerctl.pipeline.options as o,"
+            " dledgerctl.pipeline.source, dledgerctl.pipeline.inputs as i;"
+            "(n,) = i.resolve_nodes([sys.argv[3]]); d, x = r.open_lists(n.dir, lazy=True);"
+            "rows = sum(t.num_rows for f in d.files for t in b.read_file(o.FilePart(n.name, n.dir, f.start, d.file_size,"
+            " x.file_size), o.ReadOptions()));"
             "print(rows, store.__file__.startswith(sys.argv[1]))")
     run = subprocess.run([sys.executable, "-S", "-c", code, zip_path, site, fixture_path("leader")],
                          capture_output=True, text=True, timeout=60)

@@ -13,10 +13,12 @@ import pytest
 
 from tests.support.stores import (FIXTURE_NAMES, all_digests, copy_fixture, fixture_path, parse_header, patch, read_manifest,
                       store_files, write_project_store)
-from dledgerctl.pipeline.batches import FilePart, ReadOptions, read_file
-from dledgerctl.pipeline.inputs import open_lists, resolve_nodes, unique_names
+from dledgerctl.pipeline.batches import read_file
+from dledgerctl.pipeline.inputs import resolve_nodes, unique_names
+from dledgerctl.pipeline.options import FilePart, ReadOptions
 from store.filestore import FileStore
 from store.format import file_name
+from store.reading import open_lists
 from store.scan import FileScan
 
 

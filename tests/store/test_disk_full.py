@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-import store.filestore as filestore
+import store.opening as filestore
 from cluster.raft.member import Role
 from cluster.raft.rpc import Code, HeartBeatRequest, PushRequest, PushType
 from tests.support.sim import Sim

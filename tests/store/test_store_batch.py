@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import store.batch as batch_mod
-import store.filestore as filestore_mod
+import store.appending as filestore_mod
+import store.logreads as logreads_mod
 from tests.support.stores import all_digests, sample_bodies
 from store.base import Appended, AppendedBatch, appended_rows
 from store.errors import StoreError
@@ -39,6 +40,7 @@ def set_lane(monkeypatch, name: str) -> None:
     run_min, compiled = LANES[name]
     monkeypatch.setattr(batch_mod, "RUN_MIN", run_min)
     monkeypatch.setattr(filestore_mod, "RUN_MIN", run_min)
+    monkeypatch.setattr(logreads_mod, "RUN_MIN", run_min)
     monkeypatch.setattr(filestore_mod, "_lanes", COMPILED if compiled else None)
 
 
@@ -173,42 +175,42 @@ def test_read_entries_serves_a_leaders_latest_appends_as_written(tmp_path, monke
     with open_store(tmp_path / "dledger-n0") as s:
         fill(s, [3, 40, 1, 25, 9, 60], seed=8)
         for _ in range(300):
-            assert s._tail
+            assert s.reads._tail
             first = rng.randrange(max(0, s.end_index - 150), s.end_index + 1)
             q = first, rng.choice((1, 2, 5, 16, 200)), rng.choice((1, 100, 2000, 9000, 1 << 20))
-            s._last_read = None
-            served += s._from_tail(*q) is not None
+            s.reads._last_read = None
+            served += s.reads.from_tail(*q) is not None
             got = s.read_entries(*q)
-            remembered = s._tail, s._tail_head, s._tail_bytes
-            s._forget_reads()
+            remembered = s.reads._tail, s.reads._tail_head, s.reads._tail_bytes
+            s.reads.forget()
             assert s.read_entries(*q) == got, q
-            s._tail, s._tail_head, s._tail_bytes = remembered
+            s.reads._tail, s.reads._tail_head, s.reads._tail_bytes = remembered
             fill(s, [rng.choice((1, 4, 30))], term=s.end_term, seed=rng.randrange(1 << 30))
         assert served > 100
         # a cut forgets; reads after it come from the files and stop at the new end
         end = s.end_index
         s.truncate(end - 3)
-        assert s._tail == [] and s._last_read is None
+        assert s.reads._tail == [] and s.reads._last_read is None
         raw, n = s.read_entries(end - 10, 100, 1 << 20)
         assert n == 7 and raw == b"".join(s.get_bytes(i) for i in range(end - 10, end - 3))
         fill(s, [5], term=s.end_term)
         s.append_follower(b"")  # a follower's write, even of nothing, forgets
-        assert s._tail == []
+        assert s.reads._tail == []
 
 
 def test_a_leader_keeps_no_more_of_its_writes_than_it_says(tmp_path, monkeypatch):
     """TAIL_BYTES bounds the bytes kept for read_entries, however many writes went by
     (the kept writes had once been dropped from the lookup but not from memory)."""
-    monkeypatch.setattr(filestore_mod, "TAIL_BYTES", 20_000)
+    monkeypatch.setattr(logreads_mod, "TAIL_BYTES", 20_000)
     with FileStore.open(str(tmp_path / "dledger-n0"), data_file_size=1 << 20, index_file_size=ISIZE * 64) as s:
         for k in range(3000):
             s.append_leader([bytes([k % 256]) * 3000] * (1 + k % 3), 1)
-            kept = [w for w in s._tail if w is not None]
+            kept = [w for w in s.reads._tail if w is not None]
             assert sum(len(w[2]) for w in kept) <= 20_000 + 3 * 3048
-            assert len(s._tail) <= 2 * len(kept) + 1025
+            assert len(s.reads._tail) <= 2 * len(kept) + 1025
         last = s.end_index
-        assert s._from_tail(last, 1, 1 << 20) == (s.get_bytes(last), 1)
-        assert s._from_tail(last - 200, 1, 1 << 20) is None  # long dropped: the files answer
+        assert s.reads.from_tail(last, 1, 1 << 20) == (s.get_bytes(last), 1)
+        assert s.reads.from_tail(last - 200, 1, 1 << 20) is None  # long dropped: the files answer
 
 
 @pytest.mark.parametrize("field,offset", [("pos", 4), ("size", 12), ("index", 16), ("term", 24)])

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import store.filestore as filestore_mod
+import store.appending as filestore_mod
 from store.packed import PackedBodies, run_sizes
 
 lanes = filestore_mod._lanes

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from store.errors import StoreUsageError
-from store.filestore import FileStore, lock_node_dir, unlock_node_dir
+from store.filestore import FileStore
 from store.layout import NodeLayout
+from store.lock import lock_node_dir, unlock_node_dir
 from store.retention import HeadFile, head_files, plan_head_deletion
 from tests.support.commands import invoke as run
 from tests.support.stores import all_digests, sample_bodies, write_project_store

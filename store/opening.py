@@ -1,0 +1,147 @@
+"""Opening a node directory for the file store: its file lists, and recovery.
+
+Two steps of :meth:`store.filestore.FileStore.open`, each a function: :func:`file_lists`
+lists (and, for a writer, creates) the data and index files with the sizes they were
+written with; :func:`recover` plans recovery (store/recovery.py), applies it unless
+read-only, sets the log's :class:`~store.extent.Extent` from it and reads the checkpoint.
+What it found stays in a :class:`Recovered`, which says in one line what was dropped.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+
+from .errors import StoreCorruptError, StoreIOError, StoreUsageError
+from .extent import Extent
+from .files import FileList, MappedFile
+from .format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, HEADER_SIZE, INDEX_UNIT_SIZE, MIN_BLANK_LEN
+from .layout import NodeLayout
+from .metafiles import read_checkpoint
+from .reading import load_file_lists
+from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _preallocate(fd: int, size: int) -> None:
+    """Reserve blocks so mapped writes cannot hit a full disk (SIGBUS); sparse if unsupported."""
+    fallocate = getattr(_libc, "fallocate", None)
+    if fallocate is None:
+        return
+    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long)
+    if fallocate(fd, 0, 0, size) != 0:
+        err = ctypes.get_errno()
+        if err == errno.ENOSPC:
+            raise StoreIOError(errno.ENOSPC, "disk full: cannot allocate a new store file")
+        # EOPNOTSUPP and friends: keep the sparse file, as Java's mmap would
+
+
+class _PreallocatingFileList(FileList):
+    def file_for_write(self, offset: int) -> MappedFile:
+        existing = self.find(offset)
+        if existing is not None:
+            return existing
+        start = offset - offset % self.file_size
+        path = os.path.join(self.directory, f"{start:020d}")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _preallocate(fd, self.file_size)
+        except StoreIOError:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+        return super().file_for_write(offset)
+
+
+def file_lists(layout: NodeLayout, data_file_size: int | None, index_file_size: int | None, *, read_only: bool,
+               drop_behind: int) -> tuple[FileList, FileList]:
+    """A node's data and index files, listed with the sizes they were written with; a
+    writer's lists create (and preallocate) the files it needs. StoreUsageError for sizes
+    or a ``drop_behind`` that cannot be; the caller closes both lists."""
+    if read_only and not os.path.isdir(layout.node_dir):
+        raise StoreUsageError(f"{layout.node_dir}: no such directory")
+    if index_file_size is not None and index_file_size % INDEX_UNIT_SIZE:
+        raise StoreUsageError(f"index file size must be a multiple of {INDEX_UNIT_SIZE}")
+    list_cls = FileList if read_only else _PreallocatingFileList
+    data = list_cls(layout.data_dir, data_file_size or DEFAULT_DATA_FILE_SIZE, writable=not read_only)
+    index = list_cls(layout.index_dir, index_file_size or DEFAULT_INDEX_FILE_SIZE, writable=not read_only)
+    if drop_behind < 0:
+        raise StoreUsageError("drop-behind must not be negative")
+    data.drop_behind = drop_behind
+    try:
+        load_file_lists(data, index, data_file_size, index_file_size)
+        if data.file_size < HEADER_SIZE + MIN_BLANK_LEN:
+            raise StoreUsageError(f"data file size {data.file_size} is too small")
+    except BaseException:
+        data.close()
+        index.close()
+        raise
+    return data, index
+
+
+class Recovered:
+    """What recovery found at open: its plan, what it changed (None when read-only), and
+    the checkpoint as read."""
+
+    def __init__(self, plan: RecoveryPlan, report: RecoveryReport | None, read_only: bool) -> None:
+        self.plan = plan
+        self.report = report
+        self.read_only = read_only
+        self.checkpoint_committed: int | None = None  # as the checkpoint file says, before recovery's clamp
+        self.checkpoint_problem: str | None = None  # why the checkpoint (main file) was not used
+
+    def dropped(self) -> tuple[int, int]:
+        """How many entries recovery dropped at open, and how many of those the checkpoint
+        had recorded as committed: (0, 0) when it dropped none."""
+        plan = self.plan
+        if plan.dropped_to <= plan.end_index:
+            return 0, 0
+        committed = self.checkpoint_committed
+        below = 0 if committed is None else max(0, min(committed, plan.dropped_to) - plan.end_index)
+        return plan.dropped_to - plan.end_index, below
+
+    def warning(self) -> str | None:
+        """What recovery dropped at open, in one line for an operator (None when nothing):
+        which entries, why (file, offset, the check that failed), and whether the checkpoint
+        had recorded any of them as committed (those must come back from the leader)."""
+        plan = self.plan
+        if plan.dropped_to <= plan.end_index and not plan.dropped_bytes:
+            return None
+        what = (f"entries {plan.end_index + 1}..{plan.dropped_to}" if plan.dropped_to > plan.end_index
+                else "a partial entry")
+        done = "cut" if not self.read_only else "would cut (opened read-only: nothing changed)"
+        out = (f"recovery {done} {what} ({plan.dropped_bytes} bytes of data after entry {plan.end_index}): "
+               f"{plan.end_reason}")
+        committed = self.checkpoint_committed
+        if committed is not None and committed > plan.end_index:
+            out += (f"; the checkpoint recorded entries up to {committed} as committed, so entries "
+                    f"{plan.end_index + 1}..{committed} were committed here and must come back from the leader")
+        return out
+
+
+def recover(layout: NodeLayout, data: FileList, index: FileList, extent: Extent, *, read_only: bool) -> Recovered:
+    """Plan recovery, apply it unless ``read_only``, and set ``extent`` from it and from
+    the checkpoint's committed index (clamped to the end)."""
+    plan = plan_recovery(data, index)
+    found = Recovered(plan, None if read_only else apply_recovery(plan, data, index), read_only)
+    extent.begin_index, extent.end_index, extent.end_term = plan.begin_index, plan.end_index, plan.end_term
+    extent.write_pos, extent.last_chain = plan.end_pos, plan.last_chain
+    if extent.end_index < 0:
+        extent.end_term = 0
+    # The committed index is an optimisation (a node re-learns it from the leader), so
+    # an unreadable checkpoint is reported, not fatal: the store opens with committed
+    # index -1, and a writable store rewrites the file on close.
+    try:
+        cp = read_checkpoint(layout.node_dir)
+    except StoreCorruptError as exc:
+        found.checkpoint_problem = str(exc)
+        return found
+    found.checkpoint_problem = cp.problem
+    found.checkpoint_committed = cp.committed_index
+    if cp.committed_index is not None:
+        extent.committed = min(cp.committed_index, extent.end_index)
+    return found
