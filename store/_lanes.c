@@ -3,8 +3,8 @@
  * Two loops run for every entry a node stores, and in Python they cost a few
  * microseconds an entry: the leader's encoding of new entries (header, CRCs, index
  * record) and the follower's checking of pushed ones. This module does exactly what
- * the Python lanes in store/filestore.py do (FileStore._append_entries and
- * FileStore._follow_entries), and the store uses it when it was built; the Python
+ * the Python lanes in store/appending.py do (Appender._append_entries and
+ * check_entries), and the store uses it when it was built; the Python
  * lanes stay the reference, and tests/store/test_store_lanes.py holds the two to the same
  * bytes, answers and errors.
  *

@@ -171,7 +171,8 @@ class Appender:
     def undo_point(self) -> tuple:
         x = self.extent
         self._reached, self._index_reached = x.write_pos, (x.end_index + 1) * INDEX_UNIT_SIZE
-        return x.mark(), len(self.data.files), len(self.index.files)
+        return (x.begin_index, x.end_index, x.end_term, x.write_pos, x.last_chain, len(self.data.files),
+                len(self.index.files))
 
     def undo(self, point: tuple) -> None:
         """Put the log back as it was at ``point`` after a write failed part-way (a full
@@ -179,7 +180,7 @@ class Appender:
         refused entry can come back when the store is opened again, and the files created
         since are removed. The zeros go where bytes were written, so they need no new
         blocks."""
-        mark, ndata, nindex = point
+        *mark, ndata, nindex = point
         _begin, end, _end_term, pos, _chain = mark
         self.reads.forget()
         _clear(self.data, pos, max(self.extent.write_pos, self._reached))

@@ -1,7 +1,7 @@
 """Run lanes of the write and replication paths: batches of entries encoded, located and
 checked with numpy instead of one ``struct`` call per entry.
 
-Everything here speeds up work a per-entry lane in :mod:`store.filestore` also does, and
+Everything here speeds up work a per-entry lane in :mod:`store.appending` also does, and
 follows the rules of :mod:`store.scan`'s run lane:
 
 - :func:`encode_run` produces exactly the bytes :func:`store.format.encode_entry` gives

@@ -20,9 +20,6 @@ class Extent:
         self.last_chain = 0  # chain CRC of the last entry (format.CHAIN_INPUT)
         self.committed = -1  # committed index, never past end_index
 
-    def mark(self) -> tuple[int, int, int, int, int]:
-        """(begin_index, end_index, end_term, write_pos, last_chain), for :meth:`restore`."""
-        return self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain
-
-    def restore(self, mark: tuple[int, int, int, int, int]) -> None:
+    def restore(self, mark) -> None:
+        """Set (begin_index, end_index, end_term, write_pos, last_chain) at once."""
         self.begin_index, self.end_index, self.end_term, self.write_pos, self.last_chain = mark

@@ -9,7 +9,8 @@ parses entry bytes itself.
 
 Two shapes: a row per entry (the default; ``records=all`` adds a row per file saying where
 its entries end), or ``records=runs``, a row per healthy stretch as the run lane sees it
-(see :class:`_RunRows`), which is what the audit and stats jobs read.
+(see :class:`_RunRows`), which is what the audit and stats jobs read. The options and the
+columns of each shape are options.py's.
 
 Contracts:
 
@@ -40,19 +41,7 @@ from store.format import HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, MAGIC_NOOP,
 from store.layout import NodeLayout
 from store.reading import LazyFileList
 from store.recovery import read_index_record
-from store.scan import (
-    BAD_BODY_CRC,
-    BAD_CHAIN_CRC,
-    INDEX_GAP,
-    NO_CRC,
-    OK,
-    STOP_BLANK,
-    STOP_LIMIT,
-    TERM_BACK,
-    FileScan,
-    Run,
-    Scanned,
-)
+from store.scan import BAD_BODY_CRC, BAD_CHAIN_CRC, NO_CRC, OK, STOP_BLANK, STOP_LIMIT, FileScan, Run, Scanned
 
 from .mqcolumns import message_arrays
 from .options import (IDX_OK, INDEX_PROBLEM_CODES, INDEX_RECORD_STATES, KIND_ENTRY, KIND_PROBLEMS, KIND_RUN, KIND_STOP,

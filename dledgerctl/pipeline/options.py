@@ -1,6 +1,6 @@
 """What the ``dledger`` Spark data source reads and gives: its options and its columns.
 
-:class:`ReadOptions` (the source's options, parsed once on the driver), the columns each
+:class:`ReadOptions` (the source's options, as Spark hands them over), the columns each
 shape of rows has (entries, all records, runs), the values of the coded columns, and
 :class:`FilePart` (one data file of one node, a task's unit of work). No Spark and no file
 access here (pyarrow only): the driver (source.py, jobs.py, audit.py) and the reader

@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 import store.appending as filestore_mod
 from store.base import Appended, AppendedRun, appended_rows
 from store.appending import check_entries
-from store.filestore import FileStore
 from store.format import ENTRY_HEADER, encode_entry
 
 lanes = filestore_mod._lanes
