@@ -54,7 +54,6 @@ class FileStore(LogStore):
         self.index = index
         self.flush_policy = flush
         self.read_only = read_only
-        self.with_crc = with_crc
         self.extent = Extent()
         self.lock = NodeLock(layout)
         self.opened: Recovered | None = None  # set by open (recovery's findings)
@@ -179,6 +178,11 @@ class FileStore(LogStore):
     @property
     def data_file_size(self) -> int:
         return self.data.file_size
+
+    @property
+    def with_crc(self) -> bool:
+        """Whether appends record checksums (bodyCrc and the chain): the append path's."""
+        return self.appender.with_crc
 
     # -- committed index and checkpoint -----------------------------------------------
     @property
