@@ -128,21 +128,11 @@ MODULE_NAMES = {n for n, _ in MODULES}
 # Known open: circles in files another part of issue 46 is reshaping, as the edge that closes
 # each (importer, imported) -> what it is and the fix. The lead removes an entry when that
 # part lands (test_the_known_open_entries_are_still_open says when one is gone).
-OPEN_CIRCLE_EDGES = {
-    ("dledgerctl.pipeline.messages", "dledgerctl.pipeline.jobs"):
-        "batches -> messages -> jobs -> batches (and jobs -> source -> batches): messages.py holds both the "
-        "per-batch decoding batches.py needs (message_arrays, MQ_COLUMNS) and the driver's Spark jobs "
-        "(mq_find, mq_topics, mq_export over jobs._nodes/read_entries/write_by_node); the jobs move to a module "
-        "above jobs.py, the decoding stays below batches.py.",
-}
+OPEN_CIRCLE_EDGES: dict = {}
 
 # Known open: function-level imports of our modules in files another part of issue 46 owns,
 # (importer, imported) -> the fix; removed by the lead as above.
 OPEN_LAZY_IMPORTS = {
-    ("dledgerctl.pipeline.messages", "dledgerctl.pipeline.jobs"):
-        "hides the circle of OPEN_CIRCLE_EDGES; goes with its fix",
-    ("dledgerctl.pipeline.messages", "dledgerctl.pipeline.errors"): "no circle: import it at the top",
-    ("dledgerctl.pipeline.batches", "store.errors"): "no circle: import StoreIOError at the top",
     ("dledgerctl.pipeline.session", "store"): "package_zip takes the package for its path: import it at the top "
                                               "(store/__init__ imports nothing)",
     ("dledgerctl.pipeline.session", "dledgerctl"): "as store: import it at the top (dledgerctl/__init__ imports "

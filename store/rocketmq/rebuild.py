@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import StoreUsageError
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL
-from ..inspect import Selection
+from ..reading import Selection
 from ..metafiles import read_checkpoint
 from . import commitlog
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
