@@ -230,6 +230,32 @@ class LogStore(abc.ABC):
     def set_committed(self, index: int) -> int:
         """Raise the committed index to min(index, end_index); returns the committed index."""
 
+    @abc.abstractmethod
+    def persist_checkpoint(self) -> None:
+        """Keep the end and commit index where a restart finds them (the file store's
+        checkpoint file; a memory store, which does not outlive its process, keeps them)."""
+
+    # -- the log's beginning moves (retention, snapshots, a follower cut back) ------------
+    @abc.abstractmethod
+    def delete_head(self, count: int) -> tuple[list[str], list[str]]:
+        """Delete the entries of the first ``count`` data files (never the last one, never
+        an entry past the commit index): the log then begins at the next file's first entry.
+        Returns the names of the (data files, index files) deleted."""
+
+    @abc.abstractmethod
+    def reset_to(self, raw) -> Sequence[Appended]:
+        """Drop the whole log and begin it again with the one encoded entry ``raw`` at its
+        own index and position (which must start a data file)."""
+
+    # -- reads by entry -------------------------------------------------------------------
+    @abc.abstractmethod
+    def get_bytes(self, index: int) -> bytes:
+        """Entry ``index`` as encoded (header and body), as a follower compares it."""
+
+    @abc.abstractmethod
+    def indexes_with_magic(self, magic: int) -> list[int]:
+        """The indexes of the entries of magic ``magic`` in the log, in order."""
+
     def flush(self, *, index: bool = True) -> None:  # pragma: no cover - memory store has nothing to flush
         pass
 

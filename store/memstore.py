@@ -50,6 +50,10 @@ class MemoryStore(LogStore):
             self._committed = index
         return self._committed
 
+    def persist_checkpoint(self) -> None:
+        """Nothing to write: the indexes live as long as the store does (FileStore writes
+        its checkpoint file here)."""
+
     @property
     def last_chain(self) -> int:
         return self._entries[-1].chain_crc if self._entries else 0

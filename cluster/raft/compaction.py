@@ -62,7 +62,7 @@ class Compaction:
         self.now = now
         self.retention_limit = max(index, -1 if self.retention_limit is None else self.retention_limit)
         keep, s = self.cfg.snapshot_keep_entries, self.store
-        if keep < 0 or self.retention is None or s.begin_index < 0:
+        if keep < 0 or s.begin_index < 0:
             return
         keep_from = None
         if self.member.role == Role.LEADER:

@@ -106,7 +106,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         (default: flush inline and call it at once; the node does it in a thread, so the
         leader's fsync overlaps the followers'). ``clock()`` (wall-clock seconds, the clock
         of file modification times) and ``disk_usage()`` (a ratio, or None) drive retention
-        (cluster/raft/retention.py); a store that cannot delete its head has none."""
+        (cluster/raft/retention.py)."""
         self.cfg = config
         self.store = store
         self.flusher = flusher or store.flush
@@ -154,7 +154,7 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         self.started_at = now  # (a member keeping the lease promise votes for nobody for leader-lost after)
         self.flush_at = now + config.flush_interval_ms
         self.checkpoint_at = now + config.checkpoint_interval_ms
-        self.retention = Retention(config, clock, disk_usage) if hasattr(store, "delete_head") else None
+        self.retention = Retention(config, clock, disk_usage)
         self.retention_at = now + config.retention_check_ms
         self.disk_full: str | None = None  # why appends are refused for disk usage (the full ratio)
         self.disk_refusing = False  # the last append failed on the disk (noted once, and when it ends)
@@ -236,17 +236,15 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
         if now >= self.flush_at:
             self.flush_at = now + self._flush_period()
             self._flush()
-        if self.retention is not None and now >= self.retention_at:
+        if now >= self.retention_at:
             self.retention_at = now + self.cfg.retention_check_ms
             self._clean_space(now)
         if now >= self.checkpoint_at:
             self.checkpoint_at = now + self.cfg.checkpoint_interval_ms
-            persist = getattr(self.store, "persist_checkpoint", None)
-            if persist is not None:
-                try:
-                    persist()
-                except StoreError as exc:
-                    self._note(f"checkpoint not written: {exc}")
+            try:
+                self.store.persist_checkpoint()
+            except StoreError as exc:
+                self._note(f"checkpoint not written: {exc}")
 
     def _flush_period(self) -> int:
         """How often the periodic flush runs. With flush=sync every acknowledged entry is
