@@ -3,7 +3,7 @@
 - ``store``: the on-disk formats and the file store; imports neither ``cluster`` nor the
   command line.
 - ``cluster.raft``: the pure rules; imports ``store`` only, and no sockets, event loop,
-  threads or clock of its own.
+  threads, clock, files or module loading of its own (no ``os``, no ``open``, no ``importlib``).
 - ``cluster.net``: bytes and connections; imports ``store``, and of ``cluster.raft`` only
   its message types (rpc) and its peer and setting types (config).
 - ``cluster.node``: one process; imports ``cluster.raft``, ``cluster.net`` and ``store``.
@@ -22,7 +22,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = ("store", "cluster", "dledgerctl")
 CLI_ONLY = ("typer", "rich", "tabulate", "click", "click_log")
-RAFT_FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "threading", "time", "concurrent", "uvloop", "subprocess")
+RAFT_FORBIDDEN = ("asyncio", "socket", "ssl", "selectors", "threading", "time", "concurrent", "uvloop", "subprocess",
+                  "os", "importlib", "io", "pathlib", "shutil")
 
 
 def modules() -> list[tuple[str, str]]:
@@ -100,6 +101,18 @@ def test_only_the_command_line_imports_its_libraries(name, path):
 def test_the_rules_have_no_io_of_their_own(name, path):
     got = sorted(m for m in imports(name, path) if m.split(".")[0] in RAFT_FORBIDDEN)
     assert not got, f"{name} imports {got}: the rules take time and I/O from their caller"
+
+
+@pytest.mark.parametrize("name, path", [m for m in MODULES if _under(m[0], "cluster.raft")],
+                         ids=[n for n, _ in MODULES if _under(n, "cluster.raft")])
+def test_the_rules_open_no_file(name, path):
+    """The members file and the state machine's code are the node's to read (cluster/node/);
+    the rules get what they hold, and reach the disk only through the store's interface."""
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), path)
+    calls = sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+                   and isinstance(n.func, ast.Name) and n.func.id in ("open", "__import__"))
+    assert not calls, f"{name} calls open (or __import__) at lines {calls}"
 
 
 def test_the_three_rooms_are_all_there_is():

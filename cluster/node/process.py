@@ -41,17 +41,18 @@ from ..raft.core import RaftCore
 from ..raft.dispatcher import DispatchState
 from ..raft.member import Role
 from ..raft.membership import initial as initial_members
-from ..raft.membership import load_base, load_configs, save_base
+from ..raft.membership import load_configs
 from ..raft.proposal import Proposal
 from ..raft.rpc import Code, PushRequest, split_entries
 from ..raft.statemachine import Applier, StateMachineError
-from ..raft.statemachine import load as load_state_machine
 from .background import BackgroundSync
 from .host import allow_descriptors, disk_usage, version
+from .memberfile import load_base, save_base
 from .metrics import Counts, MetricsServer
 from .operator import OperatorRequests
 from .reads import ReadServing
 from .serving import Serving
+from .statemachines import load as load_state_machine
 from .supervisor import Supervisor
 from .terms import FileTermStore
 
@@ -206,9 +207,8 @@ class Node(Serving, ReadServing, OperatorRequests):
                 default_handler(loop, context)
         self.loop.set_exception_handler(quiet_refusals)
         self.core = RaftCore(self.cfg, self.store, self.terms, random.Random(), self.now(),
-                             self._flush_in_background, self._sync_then, time.time, self._disk_usage)
-        self.core.configs = self.configs
-        self.core.save_base = lambda m, index: save_base(self.dir, m, index)
+                             self._flush_in_background, self._sync_then, time.time, self._disk_usage,
+                             configs=self.configs, save_base=functools.partial(save_base, self.dir))
         log.info("members: %s%s", self.configs.current.describe(),
                  f" (config entry {self.configs.last_index})" if self.configs.entries else
                  " (kept in members.json)" if self.configs.base_index >= 0 else " (--peers)")

@@ -100,13 +100,16 @@ TERM_STEP_MAX = 1 << 31
 
 class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
     def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None,
-                 syncer=None, clock=None, disk_usage=None) -> None:
+                 syncer=None, clock=None, disk_usage=None, *, configs: Configs | None = None,
+                 save_base=None) -> None:
         """``flusher()``: the periodic flush (default: the store's, inline). ``syncer(done)``:
         flush=sync only -- make everything appended so far durable, then call ``done()``
         (default: flush inline and call it at once; the node does it in a thread, so the
         leader's fsync overlaps the followers'). ``clock()`` (wall-clock seconds, the clock
         of file modification times) and ``disk_usage()`` (a ratio, or None) drive retention
-        (cluster/raft/retention.py)."""
+        (cluster/raft/retention.py). ``configs``: the members the node found on disk (default:
+        the base from ``--peers``); ``save_base(membership, index)``: keep the base where a
+        restart finds it when it changes (the node's members.json; default: nowhere)."""
         self.cfg = config
         self.store = store
         self.flusher = flusher or store.flush
@@ -120,9 +123,9 @@ class RaftCore(Elections, Leading, Reads, Reconfiguration, Compaction):
             self.member.advance_term(terms, store.end_term)
         self.follower = FollowerLog(store, sync=config.flush == "sync", learn_file_size=config.data_file_size is None)
         # who the members are: the last config entry in the log, else the base (--peers, or
-        # what the node kept in members.json); the node replaces it with what it found on disk
-        self.configs = Configs(initial(config.peers, config.self_id, config.learner))
-        self.save_base = None  # the node's: keep the base on disk when it changes (members.json)
+        # what the node kept on disk)
+        self.configs = configs or Configs(initial(config.peers, config.self_id, config.learner))
+        self.save_base = save_base
         self.dispatchers: dict[str, Dispatcher] = {}
         self.append_times: AppendTimes | None = None  # leader: when its entries were appended
         self.quorum: Quorum | None = None

@@ -8,8 +8,8 @@ Rules (single-member changes, as in the Raft dissertation):
   a config entry truncated away un-does its change. Before the first one, the node uses its
   *base*: ``--peers`` (every peer a voter, or the node itself a learner with ``--learner``),
   or the membership in force where its log begins, which the leader hands over when it cuts
-  the node back or installs a snapshot, and which the node keeps in ``members.json`` when
-  the config entries it knew are deleted from its head.
+  the node back or installs a snapshot, and which the node keeps (cluster/node/memberfile.py,
+  through RaftCore's ``save_base``) when the config entries it knew are deleted from its head.
 - A change adds or removes one voter, or adds or removes learners, or promotes one learner:
   any two majorities of the old and the new voters then overlap.
 - A leader makes one change at a time: a new one is refused until the last config entry is
@@ -25,16 +25,11 @@ a new one.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
 from store.format import MAGIC_CONFIG
-from store.metafiles import replace_file
 
 from .config import ConfigError, Peer, format_peers, parse_peers
-
-MEMBERS_FILE = "members.json"
-
 
 class MembershipError(ValueError):
     """A member list or a change that cannot be."""
@@ -201,22 +196,3 @@ def load_configs(store, base: Membership, base_index: int = -1, warn=None) -> Co
             if warn is not None:
                 warn(f"config entry {i} ignored: {exc}")
     return configs
-
-
-# -- members.json: the base, kept across restarts ---------------------------------------------
-def load_base(node_dir: str) -> tuple[Membership, int] | None:
-    path = os.path.join(node_dir, MEMBERS_FILE)
-    try:
-        with open(path, "rb") as fh:
-            o = json.loads(fh.read())
-        return Membership.from_body(json.dumps(o["members"]).encode()), int(o["index"])
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MembershipError(f"{path} is unreadable: {exc}") from None
-
-
-def save_base(node_dir: str, membership: Membership, index: int) -> None:
-    """Keep the membership in force up to ``index`` in ``members.json`` (atomically)."""
-    data = json.dumps({"index": index, "members": json.loads(membership.body())}).encode()
-    replace_file(os.path.join(node_dir, MEMBERS_FILE), data)

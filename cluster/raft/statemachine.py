@@ -18,7 +18,6 @@ is only what ``apply`` and ``restore`` make of it.
 
 from __future__ import annotations
 
-import importlib
 import json
 
 from store.errors import StoreError
@@ -30,30 +29,8 @@ READ_BYTES = 4 << 20  # entries read at once while applying
 
 
 class StateMachineError(Exception):
-    """The state machine cannot be loaded, or its snapshot cannot be restored."""
-
-
-def load(spec: str):
-    """An instance of ``module:Class`` (``kv`` names the built-in :class:`KeyValue`)."""
-    if spec == "kv":
-        return KeyValue()
-    mod_name, sep, cls_name = spec.partition(":")
-    if not sep or not mod_name or not cls_name:
-        raise StateMachineError(f"--state-machine {spec!r} is not module:Class (or kv)")
-    try:
-        cls = getattr(importlib.import_module(mod_name), cls_name)
-    except (ImportError, AttributeError) as exc:
-        raise StateMachineError(f"cannot load state machine {spec!r}: {exc}") from None
-    if not isinstance(cls, type):
-        raise StateMachineError(f"state machine {spec!r} is not a class")
-    try:
-        sm = cls()
-    except Exception as exc:  # noqa: BLE001 - its constructor's error, in one line
-        raise StateMachineError(f"state machine {spec!r} failed to start: {exc}") from None
-    missing = [m for m in ("apply", "snapshot", "restore") if not callable(getattr(sm, m, None))]
-    if missing:
-        raise StateMachineError(f"state machine {spec!r} has no {', '.join(missing)}")
-    return sm
+    """The state machine cannot be loaded (cluster/node/statemachines.py), or its snapshot
+    cannot be restored."""
 
 
 class KeyValue:

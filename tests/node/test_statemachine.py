@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from cluster.raft.statemachine import Applier, KeyValue, StateMachineError, load
+from cluster.node.statemachines import load
+from cluster.raft.statemachine import Applier, KeyValue, StateMachineError
 from store.format import MAGIC_NOOP
 from store.memstore import MemoryStore
 from store.snapshot import SnapshotStore
