@@ -1,6 +1,6 @@
 """A follower that does not converge, as its dispatcher (dispatcher.py) handles it: the
-DEEP_COMPARE state. Part of the Dispatcher (a base class of it), kept apart because it is
-a concern of its own. No I/O.
+DEEP_COMPARE state. A part the Dispatcher holds (``dispatcher.deep``), with the state of its
+own: how often pushes were refused after one match, and the byte-for-byte search. No I/O.
 
 A dledgerctl follower that refuses, ``STUCK_AFTER`` times running, the push that follows a
 compare matching at the same index holds an entry it counts as committed that is not the
@@ -23,43 +23,49 @@ STUCK_AFTER = 2
 
 
 class DeepCompare:
-    """The DEEP_COMPARE state of a Dispatcher (which has the attributes used here)."""
+    """The DEEP_COMPARE state of ``dispatcher`` (dispatcher.py Dispatcher)."""
 
-    def _refused_after(self, matched: int) -> None:
+    def __init__(self, dispatcher) -> None:
+        self.d = dispatcher
+        self.refused_at, self.refusals = -2, 0  # the match index pushes after it were refused at, how often
+        self.search: DivergenceSearch | None = None  # the byte-for-byte search
+
+    def moved_on(self, index: int) -> None:
+        """The follower acknowledged up to ``index``."""
+        if index > self.refused_at:
+            self.refused_at, self.refusals = -2, 0
+
+    def refused_after(self, matched: int) -> None:
         """The push after a match at ``matched`` was refused as inconsistent."""
+        d = self.d
         if matched != self.refused_at:
             self.refused_at, self.refusals = matched, 0
         self.refusals += 1
-        if self.refusals >= STUCK_AFTER and not self.java:
+        if self.refusals >= STUCK_AFTER and not d.java:
             self.refusals = 0
-            self._restart(DispatchState.DEEP_COMPARE, matched, self.last_error)
-            self.search = DivergenceSearch(self.store, self.peer, deep=True, start=matched + 1)
-            self.said.append(f"replication to {self.peer} does not converge after {matched} ({self.last_error}): "
-                             f"comparing its entries with ours byte for byte")
+            d.restart(DispatchState.DEEP_COMPARE, matched, d.last_error)
+            self.search = DivergenceSearch(d.store, d.peer, deep=True, start=matched + 1)
+            d.say(f"replication to {d.peer} does not converge after {matched} ({d.last_error}): "
+                  f"comparing its entries with ours byte for byte")
 
-    def _deep_compare(self, now: int, commit_index: int) -> list:
-        if self.outstanding is not None:
-            if now - self.outstanding_at < self.config.max_push_timeout_ms:
-                return []
-            self.outstanding = None  # unanswered: ask again
-        search = self.search
+    def next_request(self):
+        """The next PROBE or REPAIR to send; None when no entry differs after all (it caught
+        up meanwhile): the dispatcher is back at COMPARE then."""
+        d, search = self.d, self.search
         probe = search.next_probe()
         if probe is not None:
-            req = ProbeRequest(self.group, self.self_id, self.term, *probe)
-        else:
-            r = search.result
-            if r.truncate_from is None:  # all equal after all (it caught up meanwhile): go on
-                self.compare_from(r.match_index, f"no entry of {self.peer} differs from ours after {search.start - 1}")
-                return self.poll(now, commit_index)
-            req = RepairRequest(self.group, self.self_id, self.term, r.truncate_from)
-        self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
-        return [req]
+            return ProbeRequest(d.group, d.self_id, d.term, *probe)
+        r = search.result
+        if r.truncate_from is None:  # all equal after all: go on
+            d.compare_from(r.match_index, f"no entry of {d.peer} differs from ours after {search.start - 1}")
+            return None
+        return RepairRequest(d.group, d.self_id, d.term, r.truncate_from)
 
-    def _deep_answered(self, req, resp, now: int) -> None:
+    def answered(self, req, resp, now: int) -> None:
+        d = self.d
         if resp.code != Code.SUCCESS:
-            self.last_error = f"{type(req).__name__[:-7].lower()}: {resp.code.name} {resp.remark}".strip()
-            self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
-            self.compare_from(self.search.start - 1, self.last_error)
+            why = f"{type(req).__name__[:-7].lower()}: {resp.code.name} {resp.remark}".strip()
+            d.deep_refused(why, now, self.search.start - 1)
             return
         if type(req) is ProbeRequest:
             self.search.feed(resp)
@@ -68,7 +74,7 @@ class DeepCompare:
         where = (f"its entry {r.first_diff} differs from ours (term {r.follower_term}, crc32 {r.follower_digest}; "
                  f"ours term {r.leader_term}, crc32 {r.leader_digest})" if r.first_diff is not None
                  else f"it holds entries past our end {r.leader_end}")
-        self.said.append(f"cut {self.peer} back from {req.from_index}, committed entries included "
-                         f"({resp.dropped} dropped): {where}; filling it again from {req.from_index}")
-        self.note = f"cut back from {req.from_index}: {where}"
-        self.compare_from(req.from_index - 1, "filling it again after a byte-for-byte compare")
+        d.say(f"cut {d.peer} back from {req.from_index}, committed entries included "
+              f"({resp.dropped} dropped): {where}; filling it again from {req.from_index}")
+        d.set_note(f"cut back from {req.from_index}: {where}")
+        d.compare_from(req.from_index - 1, "filling it again after a byte-for-byte compare")

@@ -54,7 +54,6 @@ from store.format import ENTRY_HEADER, MAGIC_NORMAL
 
 from .deepcompare import DeepCompare
 from .dispatchstate import DispatchState
-from .divergence import DivergenceSearch
 from .rpc import (
     Code,
     InstallSnapshotRequest,
@@ -94,7 +93,7 @@ class InFlight:
     sent_at: int
 
 
-class Dispatcher(DeepCompare):
+class Dispatcher:
     def __init__(self, peer: str, group: str, self_id: str, term: int, store, config, quorum, now: int,
                  java: bool = False, snapshots=None, configs=None) -> None:
         self.peer, self.group, self.self_id, self.term = peer, group, self_id, term
@@ -109,7 +108,7 @@ class Dispatcher(DeepCompare):
         self.sending: _Sending | None = None  # INSTALL_SNAPSHOT: what is being sent
         self.installs = 0  # snapshots this follower installed from us
         self.state = DispatchState.COMPARE
-        self.said_state: DispatchState | None = None  # the state the log last said (RaftCore._say_state)
+        self.said_state: DispatchState | None = None  # the state the log last said (state_changed)
         self.compare_index = store.end_index  # the first compare of a term: our last entry
         self.truncate_index = -1
         self.next_index = -1  # APPEND: the next index to push
@@ -127,9 +126,8 @@ class Dispatcher(DeepCompare):
         self.quota_used = 0
         self.last_error = ""
         self.note = ""  # what an operator should know of this follower now (a cut back, a cut off)
-        self.refused_at, self.refusals = -2, 0  # the match index pushes after it were refused at, how often
-        self.search: DivergenceSearch | None = None  # DEEP_COMPARE: the byte-for-byte search
         self.said: list[str] = []  # for the node's log (the core takes them): snapshots sent
+        self.deep = DeepCompare(self)  # DEEP_COMPARE: a follower that does not converge
 
     # -- sending ----------------------------------------------------------------------
     def poll(self, now: int, commit_index: int) -> list[PushRequest]:
@@ -258,7 +256,7 @@ class Dispatcher(DeepCompare):
         if type(req) is ProbeRequest or type(req) is RepairRequest:
             if req is self.outstanding and self.state == DispatchState.DEEP_COMPARE:
                 self.outstanding = None
-                self._deep_answered(req, resp, now)
+                self.deep.answered(req, resp, now)
             return
         if req.type in (PushType.COMPARE, PushType.TRUNCATE):
             if req is not self.outstanding:
@@ -415,7 +413,7 @@ class Dispatcher(DeepCompare):
             self.state, self.compare_index = DispatchState.COMPARE, min(req.first_index, resp.end_index)
             self.last_error = f"truncate at {req.first_index}: {resp.code.name} {resp.remark}".strip()
             if resp.code == Code.INCONSISTENT_STATE:
-                self._refused_after(req.first_index)
+                self.deep.refused_after(req.first_index)
 
     def _start_append(self, matched: int) -> None:
         self.state = DispatchState.APPEND
@@ -451,7 +449,7 @@ class Dispatcher(DeepCompare):
             self.inflight.clear()
             self.last_error = f"append at {req.first_index}: inconsistent {resp.remark}".strip()
             if req.first_index - 1 == self.watermark:
-                self._refused_after(self.watermark)
+                self.deep.refused_after(self.watermark)
         else:
             self.last_error = f"append at {req.first_index}: {resp.code.name} {resp.remark}".strip()
             self._resend_from_watermark(self.last_error)
@@ -459,8 +457,7 @@ class Dispatcher(DeepCompare):
     def _ack(self, index: int) -> None:
         if index > self.watermark:
             self.watermark = index
-            if index > self.refused_at:
-                self.refused_at, self.refusals = -2, 0  # (it moved on)
+            self.deep.moved_on(index)
         self.quorum.ack(self.peer, self.term, index)
 
     def _lost_entries(self, end: int) -> None:
@@ -488,16 +485,61 @@ class Dispatcher(DeepCompare):
     def pause(self, below: int, why: str) -> None:
         """Stop sending and listening (REPAIR): the follower is about to lose entries from
         ``below + 1`` on, so its watermark drops to ``below`` first."""
-        self._restart(DispatchState.REPAIR, below, why)
+        self.restart(DispatchState.REPAIR, below, why)
+
+    def _deep_compare(self, now: int, commit_index: int) -> list:
+        if self.outstanding is not None:
+            if now - self.outstanding_at < self.config.max_push_timeout_ms:
+                return []
+            self.outstanding = None  # unanswered: ask again
+        req = self.deep.next_request()
+        if req is None:  # all equal after all: compare_from went on
+            return self.poll(now, commit_index)
+        self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
+        return [req]
+
+    def deep_refused(self, why: str, now: int, index: int) -> None:
+        """A probe or repair of DEEP_COMPARE was refused: back off, then compare from ``index``."""
+        self.last_error = why
+        self.retry_at = now + min(self.config.heartbeat_interval_ms, 100)
+        self.compare_from(index, why)
+
+    def state_changed(self) -> tuple | None:
+        """(the state the log last said, the state now) when they differ, once: for the
+        core's state lines (RaftCore._say_state)."""
+        if self.state is self.said_state:
+            return None
+        before, self.said_state = self.said_state, self.state
+        return before, self.state
+
+    def lost(self, now: int) -> None:
+        """Its connection was lost (or a request to it failed) at ``now``."""
+        self.lost_at = now
+
+    def speak_java(self) -> None:
+        """The follower turned out to be a Java DLedger node."""
+        self.java = True
+
+    def say(self, text: str) -> None:
+        """A line for the node's log (the core takes them: :meth:`take_said`)."""
+        self.said.append(text)
+
+    def take_said(self) -> list[str]:
+        said, self.said = self.said, []
+        return said
+
+    def set_note(self, note: str) -> None:
+        """What an operator should know of this follower now (a cut back, a cut off)."""
+        self.note = note
 
     def compare_from(self, index: int, why: str) -> None:
         """Start over at COMPARE from ``index`` (an operator's forced compare), or from our
         end when ``index`` lies past it."""
         index = min(index, self.store.end_index)
-        self._restart(DispatchState.COMPARE, index, why)
+        self.restart(DispatchState.COMPARE, index, why)
         self.compare_index = max(index, -1)
 
-    def _restart(self, state: DispatchState, keep: int, why: str) -> None:
+    def restart(self, state: DispatchState, keep: int, why: str) -> None:
         self.state = state
         self.inflight.clear()
         self.outstanding = None

@@ -1,5 +1,6 @@
 """Linearizable reads: the ReadIndex way (Raft thesis §6.4, as etcd serves them). A part of
-RaftCore (core.py), as a base class.
+RaftCore (core.py) that lives as long as the node: its read rounds are numbered across
+terms, and what a leader's lease was stays visible after it steps down.
 
 A read asks the leader for a read index (:meth:`Reads.read_index`). The leader notes its
 commit index, then confirms it still leads with a round of heartbeats answered by a
@@ -57,33 +58,48 @@ ROUNDS_IN_FLIGHT = 2  # heartbeat rounds out at once: reads that come while one 
 
 
 class Reads:
-    """ReadIndex reads (a base of RaftCore: its member, store, quorum, and the round state:
-    ``read_round`` the latest round started, ``read_rounds`` the rounds out (round -> the
-    voters that answered it, and when it began), ``reads_waiting``, ``term_first_index``)."""
+    """ReadIndex reads and the read lease of ``core`` (RaftCore): ``read_round`` the latest
+    round started, ``read_rounds`` the rounds out (round -> the voters that answered it, and
+    when it began), ``reads_waiting``, and the lease (see :meth:`_renew_lease`)."""
+
+    def __init__(self, core) -> None:
+        self.core = core
+        self.read_round, self.read_rounds = 0, {}
+        self.read_round_due = False  # reads registered since take() last ran (it begins their round)
+        self.reads_waiting: list[ReadIndex] = []
+        self.done: list[ReadIndex] = []  # (for take())
+        # read leases: per voter keeping the promise, when the latest heartbeat it answered
+        # left; until when the lease holds (-1: it does not); whether a transfer voided it
+        self.lease_acks: dict[str, int] = {}
+        self.lease_until, self.lease_void = -1, False
+
+    def take_done(self) -> list[ReadIndex]:
+        done, self.done = self.done, []
+        return done
+
+    def lead(self) -> None:
+        """The node became leader: a lease of its own term only."""
+        self.lease_acks, self.lease_until, self.lease_void = {}, -1, False
 
     def read_index(self, now: int, joins: int = 0) -> ReadIndex:
-        """A read index for a linearizable read: done at once when refused (NOT_LEADER, or
-        SUCCESS on a leader that needs nobody else), else once a heartbeat round begun after
-        it arrived is answered by a majority (then it shows up in ``take().reads``).
-        ``joins``: a round whose heartbeats the caller knows left after this read arrived
-        (0: none); while it is out, it serves this read too."""
-        self.now = now
-        m, c = self.member, self.cfg
-        if m.role != Role.LEADER or c.never_lead:
+        """See RaftCore.read_index."""
+        core = self.core
+        m, c, leader = core.member, core.cfg, core.leader
+        if leader is None or c.never_lead:
             r = ReadIndex(now, code=Code.NOT_LEADER, leader_id=None if m.role == Role.LEADER else m.leader_id)
             r.remark = f"{c.self_id} never leads" if c.never_lead and m.role == Role.LEADER else \
                 f"leader is {m.leader_id or 'unknown'}"
             return r
-        first = self.term_first_index
-        committed = self.store.committed_index
-        index = committed if first is not None and committed >= first else -1
+        first = leader.term_first_index
+        committed = core.store.committed_index
+        index = committed if committed >= first else -1
         if index >= 0 and now < self.lease_until and not self.lease_void:  # (on the lease: no round)
             return ReadIndex(now, index, 0, Code.SUCCESS, m.leader_id)
         if joins and joins in self.read_rounds:  # (the common case under load: a round just begun)
             r = ReadIndex(now + c.max_wait_ack_ms, index, joins, None, m.leader_id)
             self.reads_waiting.append(r)
             return r
-        voters = self.members.voters
+        voters = core.members.voters
         if index >= 0 and len(voters) == 1 and c.self_id in voters:  # (a group of one: nobody to ask)
             return ReadIndex(now + c.max_wait_ack_ms, index, 0, Code.SUCCESS, m.leader_id)
         r = ReadIndex(now + c.max_wait_ack_ms, index, self.read_round + 1, None, m.leader_id)
@@ -91,33 +107,28 @@ class Reads:
         self.read_round_due = True  # (begun by take(): every read registered until then shares it)
         return r
 
-    def _begin_due_read_round(self) -> None:
+    def begin_due_round(self) -> None:
         """From take(): the round the reads registered since the last one wait for, when a
         slot is free (else the first round out to be confirmed begins it)."""
         self.read_round_due = False
-        if (len(self.read_rounds) < ROUNDS_IN_FLIGHT and self.member.role == Role.LEADER
+        if (len(self.read_rounds) < ROUNDS_IN_FLIGHT and self.core.leader is not None
                 and any(r.index >= 0 and r.round > self.read_round for r in self.reads_waiting)):
-            self._start_read_round(self.now)
-
-    def _term_committed(self) -> bool:
-        return self.term_first_index is not None and self.store.committed_index >= self.term_first_index
+            self._start_read_round(self.core.now)
 
     def _start_read_round(self, now: int) -> None:
-        c = self.cfg
+        core = self.core
         self.read_round += 1
-        self.read_rounds[self.read_round] = ({c.self_id} if self._is_voter() else set(), now)
-        for p in self._others():
-            self.heartbeat_due[p] = now + c.heartbeat_interval_ms  # (this round is a heartbeat too)
-            self._send(p, HeartBeatRequest(c.group, c.self_id, self.member.term, read_round=self.read_round,
-                                           sent_at=now))
+        self.read_rounds[self.read_round] = ({core.cfg.self_id} if core.is_voter() else set(), now)
+        for p in core.others():
+            core.leader.heartbeat(p, now, self.read_round)  # (this round is a heartbeat too)
         self._confirm_reads(self.read_round, now)
 
-    def _heartbeat_answered(self, peer: str, req: HeartBeatRequest, resp, now: int) -> None:
+    def heartbeat_answered(self, peer: str, req: HeartBeatRequest, resp, now: int) -> None:
         """A heartbeat was answered SUCCESS in this term by ``peer``: for the read round it
         belongs to, and for the lease when ``peer`` keeps the lease promise."""
         if req.read_round:
             self._read_answered(peer, req, now)
-        if resp.lease and self.cfg.read_lease and req.sent_at > self.lease_acks.get(peer, -1):
+        if resp.lease and self.core.cfg.read_lease and req.sent_at > self.lease_acks.get(peer, -1):
             self.lease_acks[peer] = req.sent_at
             self._renew_lease()
 
@@ -126,18 +137,19 @@ class Reads:
         leader and the voters keeping the promise) had answered heartbeats sent since: none of
         them votes for another leader before (NodeConfig.read_lease). Never with Java members
         (they make no such promise), nor once this term's leadership is being handed over."""
-        c, voters = self.cfg, self.members.voters
-        if self.java_peers or self.lease_void:
+        core = self.core
+        c, voters = core.cfg, core.members.voters
+        if core.java_peers or self.lease_void:
             self.lease_until = -1
             return
-        need = self.members.quorum - (1 if c.self_id in voters else 0)
+        need = core.members.quorum - (1 if c.self_id in voters else 0)
         acks = sorted((self.lease_acks.get(p, -1) for p in voters if p != c.self_id), reverse=True)
         if need <= 0 or need > len(acks) or acks[need - 1] < 0:  # (a group of one reads without a lease)
             self.lease_until = -1
             return
         self.lease_until = acks[need - 1] + c.read_lease_ms
 
-    def _void_lease(self) -> None:
+    def void_lease(self) -> None:
         """Leadership is being handed over (a member was asked to take it, and its voters grant
         it although this leader is alive): no more reads on the lease in this term."""
         self.lease_void, self.lease_until = True, -1
@@ -147,7 +159,7 @@ class Reads:
         out = self.read_rounds.get(req.read_round)
         if out is None:
             return  # (a round confirmed already, or given up)
-        if peer in self.members.voters:
+        if peer in self.core.members.voters:
             out[0].add(peer)
         self._confirm_reads(req.read_round, now)
 
@@ -155,12 +167,12 @@ class Reads:
         """Round ``k`` is confirmed once a majority answered it: every read registered before
         it began is served, and the rounds before it are of no more use."""
         out = self.read_rounds.get(k)
-        if out is None or len(out[0]) < self.members.quorum:
+        if out is None or len(out[0]) < self.core.members.quorum:
             return
         for done in [j for j in self.read_rounds if j <= k]:
             del self.read_rounds[done]
         waiting, self.reads_waiting = self.reads_waiting, []
-        done, success = self._reads_done, Code.SUCCESS
+        done, success = self.done, Code.SUCCESS
         for r in waiting:
             if r.round <= k and r.index >= 0:
                 r.code = success
@@ -171,14 +183,14 @@ class Reads:
                 and any(r.index >= 0 and r.round > self.read_round for r in self.reads_waiting)):
             self._start_read_round(now)
 
-    def _retry_read_rounds(self, now: int) -> None:
+    def retry_rounds(self, now: int) -> None:
         """No round begun for a heartbeat interval while reads wait (their heartbeats or the
         answers may be lost, or slow behind pushes): another round, which serves every read
         waiting (they all arrived before it). The rounds out stay good for their reads until
         max_wait_ack_ms, when the reads themselves time out."""
         if not self.reads_waiting or not any(r.index >= 0 for r in self.reads_waiting):
             return
-        c = self.cfg
+        c = self.core.cfg
         latest = max((at for _acks, at in self.read_rounds.values()), default=None)
         if latest is not None and now - latest < c.heartbeat_interval_ms:
             return
@@ -186,36 +198,41 @@ class Reads:
             del self.read_rounds[k]
         self._start_read_round(now)
 
-    def _term_entry_committed(self, now: int) -> None:
-        """The first entry of this leader's term committed: the reads waiting for it read from here."""
+    def commit_advanced(self, leader, now: int) -> None:
+        """The leader's commit index moved: once it passed the first entry of the leader's
+        term, the reads waiting for that read from here."""
+        if not self.reads_waiting or not leader.term_committed():
+            return
         pending = [r for r in self.reads_waiting if r.index < 0]
         if not pending:
             return
         for r in pending:
-            r.index = self.store.committed_index
+            r.index = self.core.store.committed_index
             r.round = self.read_round + 1
         if len(self.read_rounds) < ROUNDS_IN_FLIGHT:
             self._start_read_round(now)
 
     def _read_done(self, r: ReadIndex, code: Code, remark: str = "") -> None:
+        m = self.core.member
         r.code, r.remark = code, remark
         if code != Code.SUCCESS:
-            r.leader_id = self.member.leader_id if self.member.leader_id != self.cfg.self_id else None
-        self._reads_done.append(r)
+            r.leader_id = m.leader_id if m.leader_id != self.core.cfg.self_id else None
+        self.done.append(r)
 
-    def _fail_reads(self, code: Code, remark: str) -> None:
+    def fail(self, code: Code, remark: str) -> None:
         """Every waiting read ends (leadership was lost)."""
         waiting, self.reads_waiting, self.read_rounds = self.reads_waiting, [], {}
         for r in waiting:
             self._read_done(r, code, remark)
 
-    def _expire_reads(self, now: int) -> None:
+    def expire(self, now: int) -> None:
         if not self.reads_waiting or self.reads_waiting[0].deadline > now:
             return
         keep = []
         for r in self.reads_waiting:
             if r.deadline <= now:
-                self._read_done(r, Code.TIMEOUT, f"no majority confirmed this leader within {self.cfg.max_wait_ack_ms} ms")
+                self._read_done(r, Code.TIMEOUT,
+                                f"no majority confirmed this leader within {self.core.cfg.max_wait_ack_ms} ms")
             else:
                 keep.append(r)
         self.reads_waiting = keep

@@ -278,3 +278,20 @@ def split_entries(raw) -> list[tuple[int, int, int, int]]:
         out.append((off, size, index, term))
         off += size
     return out
+
+
+def error_response(kind, term: int, code: Code, remark: str):
+    """The answer to a request of type ``kind`` that is refused with ``code``."""
+    if kind is VoteRequest:
+        return VoteResponse(term, VoteResult.REJECT_UNKNOWN_LEADER, code)
+    if kind is HeartBeatRequest:
+        return HeartBeatResponse(term, code)
+    if kind is PushRequest:
+        return PushResponse(term, code, remark=remark)
+    if kind is ProbeRequest:
+        return ProbeResponse(term, code, remark=remark)
+    if kind is RepairRequest:
+        return RepairResponse(term, code, remark=remark)
+    if kind is InstallSnapshotRequest:
+        return InstallSnapshotResponse(term, code, remark=remark)
+    return LeadershipTransferResponse(term, code, remark)
