@@ -15,6 +15,7 @@ Every module of ``cluster``, ``store`` and the command line (its pipeline too) s
 from __future__ import annotations
 
 import ast
+import builtins
 import os
 
 import pytest
@@ -113,6 +114,27 @@ def test_the_rules_open_no_file(name, path):
     calls = sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
                    and isinstance(n.func, ast.Name) and n.func.id in ("open", "__import__"))
     assert not calls, f"{name} calls open (or __import__) at lines {calls}"
+
+
+_ONE_BASE = [m for m in MODULES if _under(m[0], "cluster.raft") or _under(m[0], "store")]
+
+
+@pytest.mark.parametrize("name, path", _ONE_BASE, ids=[n for n, _ in _ONE_BASE])
+def test_objects_are_made_of_parts_not_of_bases(name, path):
+    """A class has one base at most (an exception may add a builtin one): an object whose
+    concerns fill several files holds them as parts with their own state, not as mixins
+    sharing its attributes."""
+    with open(path, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read(), path)
+    builtin_errors = {n for n in dir(builtins) if n.endswith(("Error", "Exception"))}
+    wrong = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = [ast.unparse(b) for b in node.bases if ast.unparse(b) not in builtin_errors
+                     and not ast.unparse(b).endswith("Protocol")]
+            if len(bases) > 1:
+                wrong.append(f"{node.name}({', '.join(bases)})")
+    assert not wrong, f"{name}: {wrong}"
 
 
 def test_the_three_rooms_are_all_there_is():

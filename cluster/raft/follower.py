@@ -163,6 +163,11 @@ class FollowerLog:
         self.refusing, self._key = text, f"{cause}; {fix}"
         return text
 
+    def take_cuts(self) -> list[tuple[int, int, str]]:
+        """The entries cut since the last call: (first, last, why) each."""
+        cuts, self.cuts = self.cuts, []
+        return cuts
+
     def take_notes(self, now: int) -> list[tuple[str, dict]]:
         """What to log (text, fields): a size taken, and a refusal the first time it is made
         and then every REFUSAL_NOTE_MS at most while it goes on."""

@@ -26,11 +26,10 @@ class Following:
             return PushResponse(core.member.term, refused, req.first_index, req.count, s.begin_index, s.end_index)
         before = (s.begin_index, s.end_index)
         resp = follower.handle(req)
-        for first, last, why in follower.cuts:
+        for first, last, why in follower.take_cuts():
             core.note(f"truncated entries {first}..{last} from {req.leader_id} in term {req.term}: {why}; "
                       f"after the push the log ends at {s.end_index}", event="truncation", from_index=first,
                       to_index=last, leader=req.leader_id, term=req.term, end_index=s.end_index)
-        follower.cuts.clear()
         for text, fields in follower.take_notes(now):
             core.note(text, **fields)
         if (req.members and req.type == PushType.TRUNCATE and resp.code == Code.SUCCESS
