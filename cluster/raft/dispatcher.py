@@ -138,6 +138,9 @@ class Dispatcher:
         if self.state == DispatchState.COMPARE and 0 <= self.compare_index < begin:
             # an index we no longer hold (our head was deleted): nothing to compare there
             self._meet_at_begin(f"it needs entries before our first one {begin}")
+        elif self.state == DispatchState.TRUNCATE and 0 <= self.truncate_index < begin:
+            # our head was deleted again before the cut back reached it: cut back further
+            self._meet_at_begin(f"entry {self.truncate_index} was deleted before it was cut back there")
         if self.state == DispatchState.INSTALL_SNAPSHOT:
             return self._send_chunk(now)
         if self.state == DispatchState.DEEP_COMPARE:
