@@ -62,6 +62,50 @@ def test_a_follower_away_while_the_head_was_deleted_is_cut_back_and_caught_up():
     assert back.begin_index > 0 and d.note == ""  # cut back to a first entry of the leader's, then filled
 
 
+def test_a_cut_back_whose_entry_was_deleted_before_it_was_sent_goes_to_the_new_first_entry():
+    """A follower whose log no longer meets the leader's stops while the leader is cutting it
+    back (TRUNCATE at the leader's first entry), before the cut back reaches it; retention then
+    deletes that entry too. The leader cuts it back to its new first entry instead of reading
+    the deleted one (IndexOutOfRange, which stopped the leader's tick loop), keeps leading and
+    committing, and the follower, back, ends up with the leader's log."""
+    sim = Sim(3, seed=5, **RETAIN)
+    leader = elect(sim)
+    away = next(i for i in sim.ids if i != leader)
+    fill(sim, 0, 30)
+    sim.crash(away)
+    fill(sim, 30, 300)
+    full_disks(sim, 0.75)
+    sim.run(3000)
+    core, lead, back = sim.nodes[leader], sim.stores[leader], sim.stores[away]
+    term = core.member.term
+    assert lead.begin_index > back.end_index + 1  # its log no longer meets the leader's
+
+    sim.restart(away)
+    d = core.dispatchers[away]
+    sim.run_until(lambda: d.state == DispatchState.TRUNCATE, 10_000, step=1)  # it answered the compare ...
+    sim.crash(away)  # ... and stops before the cut back reaches it
+    cut_at, away_end = d.truncate_index, back.end_index
+    assert cut_at == lead.begin_index > away_end + 1 and d.note.startswith(f"cutting back to {cut_at}")
+
+    idx = fill(sim, 300, 300)  # newer files, while the cut back goes unanswered
+    sim.run_until(lambda: lead.begin_index > cut_at, 10_000)  # the entry it was to be cut back to is gone
+    sim.run(2000)  # the unanswered cut back is sent again meanwhile: at the new first entry
+    assert sim.nodes[leader] is core and sim.leader() == leader and core.member.term == term
+    assert d.state == DispatchState.TRUNCATE and d.truncate_index == lead.begin_index > cut_at
+    assert f"entry {cut_at} was deleted before it was cut back there" in d.note
+    assert back.end_index == away_end  # (nothing reached it)
+    p = commit(sim, [b"after the deletion"])
+    assert p.code == Code.SUCCESS and p.first_index == idx[-1] + 1 and sim.leader() == leader
+
+    sim.restart(away)
+    sim.run_until(lambda: sim.logs_equal() and back.committed_index == lead.committed_index, 20_000)
+    assert sim.leader() == leader and core.member.term == term
+    assert back.begin_index >= lead.begin_index > cut_at and back.end_index == lead.end_index == p.last_index
+    assert in_order(sim, away, idx) == [body(300 + k) for k, i in enumerate(idx) if i >= back.begin_index]
+    assert back.get(p.first_index).body == b"after the deletion"
+    sim.run_until(lambda: d.note == "" and d.state == DispatchState.COMMIT, 1000)  # caught up: cut back, then filled
+
+
 def test_a_live_follower_keeps_the_head_unless_the_disk_forces_it():
     # a follower that lags by more than 10 KB gets at most 3 KB/s: one back from a crash
     # catches up slowly, alive (it acknowledges), while the other keeps up
