@@ -149,7 +149,7 @@ def _append_rows(c: Client, resp: dict) -> list[dict]:
         rows = list(resp["entries"])
     except KeyError:
         raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
-    except ProtocolError as exc:  # (read only now: cluster.net.appends.AnswerRows)
+    except ProtocolError as exc:  # (read only now: cluster.net.api_client.AnswerRows)
         raise ClientError(f"{c.leader}: {exc}") from None
     return [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
 

@@ -14,7 +14,6 @@ from cluster.net.client import Client, ClientError, Refused
 from cluster.raft.config import DEFAULT_GROUP
 from cluster.raft.rpc import Code
 from cluster.node.launcher import DEFAULT_BASE_DIR
-from cluster.net.wire import FORCE_COMPARE, FORCE_TRUNCATE, WATERMARKS
 
 from . import peer_members
 from .cluster_cmd import _peers, _with_client
@@ -42,8 +41,7 @@ def _member(parsed: dict, peer: str, what: str = "--peer") -> None:
 
 
 def _watermark_rows(parsed: dict, group: str, timeout: float) -> list[dict]:
-    resp = _with_client(parsed, group, timeout, lambda c: c.operator(WATERMARKS, {}))
-    return resp["peers"]
+    return _with_client(parsed, group, timeout, lambda c: c.watermarks())
 
 
 @app.command("watermarks")
@@ -99,7 +97,7 @@ class _Watermarks:
 
     def rows(self) -> list[dict]:
         try:
-            return self.loop.run_until_complete(self.client.operator(WATERMARKS, {}))["peers"]
+            return self.loop.run_until_complete(self.client.watermarks())
         except ClientError as exc:
             raise fail(str(exc)) from None
 
@@ -177,7 +175,7 @@ def compare_cmd(
     parsed, grp = _cluster(peers, group, base_dir)
     _member(parsed, peer)
     result = _with_client(parsed, grp, timeout,
-                          lambda c: c.operator(FORCE_COMPARE, {"peer": peer, "deep": deep, "dryRun": dry_run}))
+                          lambda c: c.force_compare(peer, deep=deep, dry_run=dry_run))
     result.pop("code", None)
     result.pop("remark", None)
     render_object(result, fmt)
@@ -229,7 +227,7 @@ def truncate_cmd(
         if not confirmed:
             raise fail("not confirmed; nothing was cut (use --yes to skip the question)")
     result = _with_client(parsed, grp, timeout,
-                          lambda c: c.operator(FORCE_TRUNCATE, {"peer": peer, "fromIndex": from_index}))
+                          lambda c: c.force_truncate(peer, from_index))
     result.pop("code", None)
     result.pop("remark", None)
     if not result.get("dropped"):  # (as store truncate: past the end there is nothing to cut)

@@ -232,7 +232,7 @@ class Channel:
 
     def call(self, encode, args: tuple, timeout: float) -> Awaitable[Frame]:
         """Send the request ``encode(opaque, *args)`` makes (a list of bytes-like parts that
-        together are one whole frame, e.g. cluster.net.appends.append_request) and wait for its
+        together are one whole frame, e.g. cluster.net.api_client.append_request) and wait for its
         response, as :meth:`request` does for a Frame. A client's hot path: no Frame and no
         header dict are made, and the awaitable is the response's future itself when the
         channel is connected and its socket keeps up (no coroutine: a client making one

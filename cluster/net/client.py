@@ -22,13 +22,23 @@ import ssl
 
 from ..raft.config import ConfigError, Peer, parse_peers
 from ..raft.rpc import Code
-from . import dialect, getraw
-from .appends import append_ext, append_request, decode_append_answer
+from . import api
+from .api_client import (
+    append_ext,
+    append_request,
+    code_of,
+    decode_append_answer,
+    decode_raw_answer,
+    is_raw,
+    request_frame,
+    term_probe_frame,
+    transfer_frame,
+)
 from .channel import Channel
 from .frames import BadMessage, Forbidden, Frame, ProtocolError, json_body
 from .tls import expect_member
 from .transport import ConnectionLost, OtherMode, TransportError, Unreachable, WrongPeer
-from .wire import APPEND, CHANGE_MEMBERS, GET, HEART_BEAT, LEADERSHIP_TRANSFER, METADATA, QUERY, decode_response
+from .wire import APPEND, GET, LEADERSHIP_TRANSFER, METADATA, QUERY, decode_response
 
 
 class ClientError(Exception):
@@ -78,7 +88,7 @@ class OutOfRange(ClientError):
 
 
 # Entries asked for per GET while paging: a node answers at most this many
-# (cluster/node/serving.py MAX_GET_COUNT); asking for more would only be cut.
+# (cluster/node/requests.py MAX_GET_COUNT); asking for more would only be cut.
 MAX_PAGE = 1024
 # GETs in flight at once while paging a Java DLedger node (one entry per GET)
 JAVA_PAGE = 64
@@ -183,8 +193,8 @@ class Client:
     async def _call(self, peer: str, frame: Frame, code: int, timeout: float) -> dict:
         try:
             resp = await self.channels[peer].request(frame, timeout)
-            if code == GET and getraw.is_raw(resp):  # (entries as their bytes: no JSON, no base64)
-                return getraw.decode_answer(resp)
+            if code == GET and is_raw(resp):  # (entries as their bytes: no JSON, no base64)
+                return decode_raw_answer(resp)
             return decode_response(resp, code)
         except (TransportError, ProtocolError) as exc:
             self._refusing(peer, exc, code)
@@ -195,7 +205,7 @@ class Client:
         peers: its answer is completed with ``id``, ``role`` (leader when it names itself,
         follower when it names another, candidate when none) and ``impl`` "dledger";
         dledgerctl nodes' answers get ``impl`` "dledgerctl"."""
-        md = await self._call(peer, Frame(METADATA, body=json_body({"group": self.group, "remoteId": peer})), METADATA,
+        md = await self._call(peer, request_frame(api.Metadata(METADATA, self.group, peer)), METADATA,
                               timeout or self.timeout)
         code = md.get("code", _SUCCESS)
         if code != _SUCCESS:  # e.g. UNKNOWN_MEMBER: another member listens where the peers say it is
@@ -229,10 +239,8 @@ class Client:
         others = [p for p in self.peers if p != peer]
         if not others:
             return None
-        body = json_body({"group": self.group, "remoteId": peer, "leaderId": others[0], "localId": others[0],
-                          "term": -1, "code": 200})
         try:
-            o = await self._call(peer, Frame(HEART_BEAT, body=body), METADATA, timeout or self.timeout)
+            o = await self._call(peer, term_probe_frame(self.group, peer, others[0]), METADATA, timeout or self.timeout)
         except (TransportError, ProtocolError):
             return None
         term = o.get("term")
@@ -291,7 +299,7 @@ class Client:
 
     async def append(self, bodies: list[bytes], *, resend_unknown: bool = True) -> dict:
         """Append on the leader; returns its answer (code, term, leaderId, remark, and
-        entries: [index, term, pos, size] per body, read when first used: appends.AnswerRows).
+        entries: [index, term, pos, size] per body, read when first used: api_client.AnswerRows).
 
         Follows NOT_LEADER and retries until the timeout. After an attempt whose outcome
         is unknown (no answer, TERM_CHANGED), the bodies are sent again only with
@@ -364,8 +372,7 @@ class Client:
         loop = asyncio.get_running_loop()
         rows, resp = [], {}
         for body in bodies:
-            frame = Frame(APPEND, body=dialect.encode({"body": body, "code": 200, "group": self.group,
-                                                       "remoteId": leader, "term": -1}))
+            frame = request_frame(api.DLedgerAppend(self.group, leader, body))
             resp = await self._call(leader, frame, APPEND, max(0.05, deadline - loop.time()))
             if resp.get("code") != _SUCCESS and rows:  # some are in: neither a retry nor "failed" is right
                 rc = resp.get("code", -1)
@@ -379,9 +386,30 @@ class Client:
         resp["entries"] = rows
         return resp
 
+    async def watermarks(self) -> list[dict]:
+        """Every peer's replication state, from the leader (WATERMARKS): a row per peer."""
+        return (await self._on_leader(api.Watermarks(self.group)))["peers"]
+
+    async def force_compare(self, peer: str, *, deep: bool = False, dry_run: bool = False) -> dict:
+        """Have the leader find where ``peer``'s log leaves its own (FORCE_COMPARE; ``deep``:
+        by every entry's fingerprint) and repair it, unless ``dry_run``: the leader's answer."""
+        return await self._on_leader(api.ForceCompare(self.group, peer, deep, dry_run))
+
+    async def force_truncate(self, peer: str, from_index: int) -> dict:
+        """Have the leader cut ``peer``'s log from ``from_index`` (FORCE_TRUNCATE) and re-fill
+        it: the leader's answer. Refused for committed entries."""
+        return await self._on_leader(api.ForceTruncate(self.group, peer, from_index))
+
     async def operator(self, code: int, body: dict) -> dict:
-        """An operator request (cluster/net/wire.py OPERATOR_CODES) on the leader, following
-        NOT_LEADER; the leader's answer, or ClientError naming why there is none."""
+        """An operator request of ``code`` with the JSON fields ``body`` on the leader (the
+        typed methods above are the ones to use: this one sends any fields it is given)."""
+        return await self._on_leader(None, Frame(code, body=json_body({"group": self.group, **body})), code)
+
+    async def _on_leader(self, req, frame: Frame | None = None, code: int = 0) -> dict:
+        """An operator request (api.py: ``req``, or a ``frame`` of ``code``) on the leader,
+        following NOT_LEADER; the leader's answer, or ClientError naming why there is none."""
+        if req is not None:
+            frame, code = request_frame(req), code_of(req)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         last_error = "no answer"
@@ -390,8 +418,7 @@ class Client:
             if self.java.get(leader):
                 raise ClientError(f"{leader} is a Java DLedger node: this request needs a dledgerctl leader")
             try:
-                resp = await self._call(leader, Frame(code, body=json_body({"group": self.group, **body})), code,
-                                        max(0.05, deadline - loop.time()))
+                resp = await self._call(leader, frame, code, max(0.05, deadline - loop.time()))
             except (TransportError, ProtocolError) as exc:
                 last_error = f"{leader}: {exc}"
                 if refusal_of(exc) is not None:
@@ -420,21 +447,18 @@ class Client:
         leader promotes it once caught up) or to remove it ("remove"); the answer once the
         config entry is committed: index, term, voters, learners, peers. ClientError when
         refused (another change pending, no live majority left, not a member, ...)."""
-        body = {"kind": kind, "id": node}
-        if address is not None:
-            body["address"] = address
-        resp = await self.operator(CHANGE_MEMBERS, body)
+        resp = await self._on_leader(api.ChangeMembers(self.group, kind, node, address))
         if isinstance(resp.get("peers"), dict):
             self.learn(resp["peers"])
         return resp
 
-    async def _read(self, code: int, body, peer: str | None) -> tuple[str, dict]:
+    async def _read(self, code: int, request, peer: str | None) -> tuple[str, dict]:
         """A read (GET or QUERY) of ``peer``, or of the leader: a member that refuses to
         serve a linearizable read as leader (NOT_LEADER: it was deposed) is left for the one
         it names or the next that says it leads; after a TIMEOUT (it could not reach a
         majority in time) the leader is looked for again. A named ``peer`` that knows no
         leader yet (just started) is asked again until the deadline.
-        ``body(target)`` is the request's JSON object. (target, answer)."""
+        ``request(target)`` is the request (api.py) for member ``target``. (target, answer)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
         avoid: set[str] = set()
@@ -443,7 +467,7 @@ class Client:
             if self.java.get(target) and code == QUERY:
                 raise ClientError(f"{target} is a Java DLedger node: it runs no dledgerctl state machine")
             try:
-                resp = await self._call(target, Frame(code, body=json_body(body(target))), code,
+                resp = await self._call(target, request_frame(request(target), target), code,
                                         max(0.05, deadline - loop.time()))
             except (TransportError, ProtocolError) as exc:
                 raise self._failed(target, exc) from None
@@ -467,9 +491,7 @@ class Client:
         query began); serializable (the default of a ``peer``): once it has applied what it
         knew to be committed."""
         consistency = consistency or _default_consistency(peer)
-        target, resp = await self._read(QUERY, lambda target: {
-            "group": self.group, "remoteId": target, "query": base64.b64encode(request).decode("ascii"),
-            "consistency": consistency}, peer)
+        target, resp = await self._read(QUERY, lambda target: api.Query(self.group, request, consistency), peer)
         code = resp.get("code")
         if code != _SUCCESS:
             name = Code(code).name if code in Code._value2member_map_ else str(code)
@@ -488,10 +510,8 @@ class Client:
         try:
             md = await self.metadata(leader)
             term = await self.java_term(leader) if self.java[leader] else md.get("term", -1)
-            # (DLedger's LeadershipTransferRequest, which dledgerctl nodes read too)
-            body = {"group": self.group, "remoteId": leader, "leaderId": leader, "transferId": leader,
-                    "transfereeId": target, "term": -1 if term is None else term, "take": False}
-            resp = await self._call(leader, Frame(LEADERSHIP_TRANSFER, body=json_body(body)), LEADERSHIP_TRANSFER,
+            term = -1 if term is None else term
+            resp = await self._call(leader, transfer_frame(self.group, leader, target, term), LEADERSHIP_TRANSFER,
                                     self.timeout)
         except (TransportError, ProtocolError) as exc:
             raise ClientError(f"{leader}: {exc}") from None
@@ -500,12 +520,12 @@ class Client:
                           leader, resp.code, resp.remark)
         # (the term asked in: a Java leader answers with its transferee's answer, given once
         # that one has started its election in the next term)
-        return leader, body["term"] if body["term"] >= 0 else resp.term
+        return leader, term if term >= 0 else resp.term
 
     async def get(self, index: int, count: int = 1, peer: str | None = None,
                   consistency: str | None = None) -> list[dict]:
         """Committed entries from ``index``, as many as the node gives in one answer (at
-        most ``count``; a node caps an answer, cluster/node/serving.py MAX_GET_COUNT/BYTES); bodies
+        most ``count``; a node caps an answer, cluster/node/requests.py MAX_GET_COUNT/BYTES); bodies
         decoded. Linearizable (the default, but of a ``peer``): the node answers once a read
         index is confirmed (an entry committed before the read began is there); serializable
         (the default of a ``peer``): from its own log at once. An index outside the node's
@@ -524,9 +544,8 @@ class Client:
             except (TransportError, ProtocolError) as exc:
                 raise self._failed(target, exc) from None
         else:
-            target, resp = await self._read(GET, lambda target: {
-                "group": self.group, "remoteId": target, "index": index, "count": count,
-                "consistency": consistency, "raw": True}, peer)
+            target, resp = await self._read(GET, lambda target: api.Get(self.group, target, index, count, consistency,
+                                                                        raw=True), peer)
         code = resp.get("code")
         if code == Code.INDEX_OUT_OF_RANGE:
             try:
@@ -549,9 +568,7 @@ class Client:
         to the first that is refused, or the first refusal when it is the first entry.
         (A Java node answers with entries it holds, committed or not, and only as leader.)"""
         async def one(i):
-            body = dialect.encode({"beginIndex": i, "code": 200, "group": self.group, "maxSize": 0,
-                                   "remoteId": peer, "term": -1})
-            return await self._call(peer, Frame(GET, body=body), GET, self.timeout)
+            return await self._call(peer, request_frame(api.DLedgerGet(self.group, peer, i)), GET, self.timeout)
 
         # the first alone: at the end of the log (a follower polling) one GET is refused, not
         # a page of them (Java DLedger logs each refusal with its stack trace)

@@ -7,9 +7,8 @@ object, written by fastjson from its protocol classes: the base fields ``group``
 size, index, term, pos, channel, chainCrc, bodyCrc, body in base64). Its responses carry
 header code 200 (dledgerctl's carry 0); the outcome is the body's ``code``.
 
-dledgerctl's own client requests differ (APPEND: bodies packed in the frame's body, their
-count in extFields; GET: ``index``/``count``); a dledgerctl node tells DLedger's from its
-own by their fields and answers each in its own form. Towards a Java peer, a dledgerctl
+Client requests in DLedger's form (AppendEntryRequest, GetEntriesRequest, MetadataRequest)
+are api.py's, beside dledgerctl's own; this module is the peers' half. Towards a Java peer, a dledgerctl
 member speaks this dialect for PUSH (cluster/node/process.py ``_frame_for``); its VOTE, HEART_BEAT
 and LEADERSHIP_TRANSFER bodies carry the fields both read (cluster/net/wire.py).
 """
@@ -23,6 +22,7 @@ import msgspec
 
 from store.format import ENTRY_HEADER, HEADER_SIZE
 
+from ..raft.rpc import PushRequest, PushType
 from .frames import BadMessage, check_depth
 from .wire import ENTRY_INDEX, INDEX, TERM, in_range
 
@@ -43,31 +43,7 @@ class Entry(msgspec.Struct, omit_defaults=False):
     body: bytes | None = None
 
 
-class ClientRequest(msgspec.Struct):
-    """The fields of DLedger's AppendEntryRequest, GetEntriesRequest and MetadataRequest."""
-
-    group: str | None = None
-    remoteId: str | None = None
-    body: bytes | None = None  # APPEND
-    beginIndex: int | None = None  # GET
-    maxSize: int = 0
-    indexList: list[int] | None = None
-
-
-_client_request = msgspec.json.Decoder(ClientRequest)
 _encoder = msgspec.json.Encoder()
-
-
-def client_request(body) -> ClientRequest:
-    """A DLedger client request body; BadMessage when it is not one."""
-    check_depth(body, "body JSON")
-    try:
-        req = _client_request.decode(body or b"{}")
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
-        raise BadMessage(f"not a DLedger request body: {exc}") from None
-    if req.beginIndex is not None:
-        in_range(req.beginIndex, INDEX, "beginIndex")
-    return req
 
 
 def encode(obj) -> bytes:
@@ -90,20 +66,6 @@ def entry_bytes(e: Entry) -> bytes:
     body = e.body or b""
     return ENTRY_HEADER.pack(e.magic, HEADER_SIZE + len(body), e.index, e.term, e.pos, e.channel, e.chainCrc,
                              e.bodyCrc, len(body)) + body
-
-
-def store_entry_object(e) -> dict:
-    """A store entry (store.format.Entry) as DLedger's JSON object."""
-    return {"body": base64.b64encode(e.body).decode("ascii"), "bodyCrc": e.body_crc, "chainCrc": e.chain_crc,
-            "channel": e.channel, "index": e.index, "magic": e.magic, "pos": e.pos, "size": e.size, "term": e.term}
-
-
-_I32 = struct.Struct(">i")
-
-
-def packed_one(body: bytes) -> bytes:
-    """One body as dledgerctl's packed APPEND body (its size, then the bytes)."""
-    return _I32.pack(len(body)) + body
 
 
 # -- peer requests towards and from Java members -------------------------------------------
@@ -130,7 +92,6 @@ def decode_push(body):
     on-disk bytes a dledgerctl follower writes. A TRUNCATE from DLedger makes its entry the
     follower's last, writing it when the follower does not hold it: that is dledgerctl's cut
     back (``begin_index`` = the entry). BadMessage when it is not a push."""
-    from ..raft.rpc import PushRequest, PushType
     check_depth(body, "body JSON")
     try:
         p = _push_body.decode(body)

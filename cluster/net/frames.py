@@ -4,7 +4,7 @@ A frame is ``int32 length`` (bytes after this field) · ``int32 (serializeType <
 headerLength`` · header JSON · body. The header holds ``code``, ``flag`` (bit 0 response,
 bit 1 one-way), ``opaque`` (pairs a response with its request), ``remark``, ``extFields``
 (string map), ``language`` and ``version``. What a frame's code and body mean is wire.py's
-(peer and operator messages) and appends.py's (a client's APPEND).
+(peer and operator messages) and api.py's (client and operator requests).
 
 Rules this module keeps:
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from .appends import JOIN_BELOW
+from .api_client import JOIN_BELOW
 from .frames import Frame, FrameReceiver, ProtocolError, frame_head
 
 log = logging.getLogger("dledgerctl.transport")

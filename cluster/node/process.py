@@ -3,10 +3,10 @@
 The node owns one asyncio loop. It ticks the core every few milliseconds, turns the core's
 requests into frames on per-peer channels and feeds back their answers or failures, feeds
 the state machine what is committed, and shuts down cleanly: on SIGTERM/SIGINT it stops
-serving, flushes the store and writes the checkpoint. What it answers lives in its bases:
-serving.py (peer and client requests; client appends that arrive in the same loop
-iteration are proposed together, so with ``flush=sync`` they share one fsync) and
-operator.py (watermarks, forced compare and truncate); its flushes run off the loop
+serving, flushes the store and writes the checkpoint. What it answers is its request
+handler's (requests.py, with its parts reads.py and operator.py; client appends that arrive
+in the same loop iteration are proposed together, so with ``flush=sync`` they share one
+fsync), which sees the node through nodeview.py; its flushes run off the loop
 (background.py).
 """
 
@@ -44,14 +44,12 @@ from ..raft.membership import initial as initial_members
 from ..raft.membership import load_configs
 from ..raft.proposal import Proposal
 from ..raft.rpc import Code, PushRequest, split_entries
-from ..raft.statemachine import Applier, StateMachineError
+from ..raft.statemachine import Applier
 from .background import BackgroundSync
 from .host import allow_descriptors, disk_usage, version
 from .memberfile import load_base, save_base
 from .metrics import Counts, MetricsServer
-from .operator import OperatorRequests
-from .reads import ReadServing
-from .serving import Serving
+from .requests import Requests
 from .statemachines import load as load_state_machine
 from .supervisor import Supervisor
 from .terms import FileTermStore
@@ -73,7 +71,7 @@ def _unlink_logged(paths: list[str]) -> None:
         log.warning("clean space: %s", exc)
 
 
-class Node(Serving, ReadServing, OperatorRequests):
+class Node:
     """One member of a group, in this process (see the module's docstring)."""
 
     def __init__(self, cfg: NodeConfig) -> None:
@@ -114,14 +112,14 @@ class Node(Serving, ReadServing, OperatorRequests):
         self.configs = load_configs(self.store, base, base_index, warn=log.warning)
         self.channels: dict[str, Channel] = {}
         self._members_seen = None
-        self.server = FrameServer(self._serve, max_frame=cfg.max_frame_bytes,
+        # what the node answers, and the requests waiting for an answer (requests.py)
+        self.requests = Requests(self)
+        self.server = FrameServer(self.requests.serve, max_frame=cfg.max_frame_bytes,
                                   ssl=None if self.tls is None else self.tls.server,
                                   max_connections=cfg.max_connections, idle_timeout=cfg.idle_timeout_s,
                                   frame_timeout=cfg.frame_timeout_s, handshake_timeout=cfg.frame_timeout_s,
                                   max_inflight=cfg.max_inflight_per_connection,
                                   refuse=None if self.tls is None else self.tls.refused)
-        self._refusals_logged: dict[tuple, float] = {}
-        self._bad_requests = Repeats()  # refused malformed requests, logged per host
         self._repeated_notes = Repeats()  # the core's notes: the same line at most every 10 s
         self._cut_off = Repeats(600.0)  # peers refusing this member (a revoked certificate, say), logged per reason
         # a state machine fed the committed entries, with its snapshots (cluster/raft/statemachine.py)
@@ -131,17 +129,9 @@ class Node(Serving, ReadServing, OperatorRequests):
                                    cfg.snapshot_threshold)
         self._snapshotter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self._applying = False
-        self._queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
-        self._read_round_scheduled = False  # a call to begin the waiting reads' round is queued (reads.py)
-        self._read_join = (0, -1)  # the latest read round begun, and the socket reads before it (reads.py)
-        self._commit_waiters: list[tuple] = []  # linearizable reads on a follower: (index, future)
         # members' connections keep their place when the connection limit is reached
         self._sync_members(self.configs.current)
-        self._batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection)
-        # proposals waiting for the quorum: (proposal, waiters, DLedger's waiters, when, body bytes)
-        self._waiting: dict[int, tuple[Proposal, list, list, float, int]] = {}
         self._tasks: set[asyncio.Task] = set()
-        self._changes: dict[int, asyncio.Future] = {}  # membership changes waiting for their entry to commit
         self._stop = asyncio.Event()
         # the first exception escaping a task or callback of the node stops it (supervisor.py)
         self.supervisor = Supervisor(self.stop)
@@ -152,6 +142,17 @@ class Node(Serving, ReadServing, OperatorRequests):
 
     def now(self) -> int:
         return int(self.loop.time() * 1000)
+
+    def apply_soon(self) -> None:
+        """Feed the state machine what is committed, on the next loop iteration (once)."""
+        if self.applier is not None and not self._applying:
+            self._applying = True
+            self.loop.call_soon(self.supervisor.guard, "the state machine feed", self._apply)
+
+    def track(self, task: asyncio.Task) -> None:
+        """Keep ``task`` until it ends; the node cancels it when it shuts down."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _close_later(self, ch: Channel) -> None:
         if self.loop is not None:
@@ -306,7 +307,7 @@ class Node(Serving, ReadServing, OperatorRequests):
                 for cb in waiters:
                     cb()
                 if waiters and self.core is not None:
-                    self._process()
+                    self.process()
             if self._sync_waiters:
                 self._start_flush()
 
@@ -353,8 +354,7 @@ class Node(Serving, ReadServing, OperatorRequests):
             await asyncio.gather(self._flushing, return_exceptions=True)
         if self._syncer is not None:
             self._syncer.close()
-        for p, waiters, dledger, _t0, _size in self._waiting.values():
-            self._answer_appends(p, waiters, Code.TERM_CHANGED, "node is shutting down", dledger)
+        self.requests.shut()
         self._unlinker.shutdown(wait=True)
         self._snapshotter.shutdown(wait=True)
         self.store.close()  # flush + checkpoint
@@ -362,13 +362,14 @@ class Node(Serving, ReadServing, OperatorRequests):
     async def _tick_loop(self) -> None:
         while True:
             self.core.tick(self.now())
-            self._process()
+            self.process()
             await asyncio.sleep(TICK_MS / 1000)
 
     # -- core outputs -----------------------------------------------------------------
-    def _process(self) -> None:
+    def process(self) -> None:
         ready = self.core.take()
-        self._note_read_round()
+        reads = self.requests.reads
+        reads.note_round()
         m = self.core.member
         if m.leader_id is not None and self._leader_seen != (m.term, m.leader_id):
             self._leader_seen = (m.term, m.leader_id)
@@ -391,7 +392,7 @@ class Node(Serving, ReadServing, OperatorRequests):
             ch = self.channels.get(s.to)
             if ch is None:
                 continue  # (to a member that has left since)
-            if ch.send(self._frame_for(s.to, s.request), timeout,
+            if ch.send(self.frame_for(s.to, s.request), timeout,
                        functools.partial(self.supervisor.guard, "taking an answer", self._feed, s.to, s.request,
                                          sent=time.perf_counter())):
                 sent.add(s.to)
@@ -409,10 +410,10 @@ class Node(Serving, ReadServing, OperatorRequests):
         for p in ready.done:
             self._finish(p)
         if ready.reads:
-            self._reads_done(ready.reads)
-        self._wake_commit_waiters()
+            reads.done(ready.reads)
+        reads.wake_commit_waiters()
 
-    def _frame_for(self, peer: str, req) -> Frame:
+    def frame_for(self, peer: str, req) -> Frame:
         """A request to ``peer`` in its dialect: DLedger's JSON PUSH to a Java member, the
         raw-bytes one to a dledgerctl member; every other request is read by both."""
         if type(req) is PushRequest and peer in self.core.java_peers:
@@ -427,7 +428,7 @@ class Node(Serving, ReadServing, OperatorRequests):
             ch = self.channels.get(peer)
             if ch is None:
                 raise TransportError(f"{peer} is no member now")
-            frame = await ch.request(self._frame_for(peer, req), self.cfg.max_push_timeout_ms / 1000)
+            frame = await ch.request(self.frame_for(peer, req), self.cfg.max_push_timeout_ms / 1000)
         except (TransportError, ProtocolError) as exc:
             self._feed(peer, req, None, exc)
         else:
@@ -463,25 +464,12 @@ class Node(Serving, ReadServing, OperatorRequests):
             if type(req) is PushRequest and req.count and resp.code == Code.SUCCESS and sent:
                 self.counts.replicated_to(peer, time.perf_counter() - sent, req.count, len(req.entries))
             self.core.on_response(peer, req, resp, self.now())
-        self._process()
+        self.process()
 
     def _finish(self, p: Proposal) -> None:
-        fut = self._changes.pop(id(p), None)
-        if fut is not None:
-            if not fut.done():
-                fut.set_result(None)
-            return
-        entry = self._waiting.pop(id(p), None)
-        if entry is None:
-            return
-        c = self.counts
-        if p.code == Code.SUCCESS:
-            c.append_latency.observe(time.perf_counter() - entry[3], len(entry[1]) + len(entry[2]))
-            c.appended_entries += p.count
-            c.appended_bytes += entry[4]
-        self._answer_appends(p, entry[1], p.code, p.remark, entry[2])
-        for conn in {w[0] for w in entry[1] + entry[2]}:  # the answers leave now (see _process)
-            conn.flush()
+        """A proposal is done: a membership change's, or client appends' (the handler answers them)."""
+        if not self.requests.operator.finish(p):
+            self.requests.finish(p)
 
     # -- the state machine ------------------------------------------------------------
     def _apply(self) -> None:
@@ -495,18 +483,10 @@ class Node(Serving, ReadServing, OperatorRequests):
         except Exception as exc:  # noqa: BLE001 - a state machine's bug: stop applying, say why, keep serving
             log.error("state machine stopped at entry %d: %s", a.applied + 1, exc, exc_info=exc)
             self.applier = self.core.applier = None
-            for _index, fut in self._queries:
-                if not fut.done():
-                    fut.set_exception(StateMachineError(f"the state machine stopped: {exc}"))
-            self._queries = []
+            self.requests.reads.applier_stopped(f"the state machine stopped: {exc}")
             return
         self.counts.apply_latency.observe(time.perf_counter() - started)
-        if self._queries:
-            ready = [q for q in self._queries if q[0] <= a.applied]
-            self._queries = [q for q in self._queries if q[0] > a.applied]
-            for _index, fut in ready:
-                if not fut.done():
-                    fut.set_result(None)
+        self.requests.reads.applied(a.applied)
         if self.store.committed_index > a.applied:
             self._applying = True
             self.loop.call_soon(self.supervisor.guard, "the state machine feed", self._apply)
@@ -538,7 +518,7 @@ class Node(Serving, ReadServing, OperatorRequests):
         gone = fut.result()
         log.info("snapshot saved at entry %d (term %d)%s", index, term,
                  f"; removed {', '.join(str(g.index) for g in gone)}" if gone else "")
-        self._process()  # (the log it covers was deleted: the notes say so)
+        self.process()  # (the log it covers was deleted: the notes say so)
 
     def metrics_state(self) -> dict:
         """What a metrics scrape reads of the live node (on the loop; cluster/node/metrics.py)."""

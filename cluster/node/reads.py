@@ -1,6 +1,6 @@
-"""Linearizable reads of a node, through :class:`ReadServing`, a base of the Node
-(cluster/node/process.py): GET and QUERY with ``"consistency": "linearizable"`` (what
-dledgerctl's client asks by default) are answered only after a read index is confirmed
+"""Reads of a node that wait for a read index, through :class:`Reads`, a part of the request
+handler (requests.py): GET and QUERY with ``"consistency": "linearizable"`` (what dledgerctl's
+client asks by default) are answered only after a read index is confirmed
 (cluster/raft/reads.py): on the leader by a heartbeat round to a majority; on a follower by
 asking the leader for one (READ_INDEX) and waiting until it holds (GET: committed; QUERY:
 applied) that far. A node that cannot confirm answers NOT_LEADER, with the leader when it
@@ -13,49 +13,53 @@ read did before (and as DLedger's own GetEntriesRequest is always answered).
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import logging
 import time
 
-from ..net.frames import FLAG_RESPONSE, BadMessage, Frame, ProtocolError, json_body, json_object
-from ..net.repeats import held_back
+from ..net import api
+from ..net.frames import FLAG_RESPONSE, Frame, ProtocolError, json_object
+from ..net.repeats import Repeats, held_back
 from ..net.transport import TransportError
-from ..net.wire import INDEX, READ_INDEX, get_field, response_frame
+from ..net.wire import INDEX, QUERY, get_field, response_frame
 from ..raft.member import Role
 from ..raft.rpc import Code
+from ..raft.statemachine import StateMachineError
+from .nodeview import NodeView
 
-LINEARIZABLE, SERIALIZABLE = "linearizable", "serializable"
 log = logging.getLogger("dledgerctl.node")
 
 
-def consistency_of(o: dict, default: str = LINEARIZABLE) -> str:
-    """The ``consistency`` a read asks for (BadMessage when it is neither)."""
-    value = get_field(o, "consistency", str, default)
-    if value not in (LINEARIZABLE, SERIALIZABLE):
-        raise BadMessage(f"consistency must be {LINEARIZABLE} or {SERIALIZABLE}, not {value!r}")
-    return value
+class Reads:
+    """Linearizable reads and the requests waiting on them: reads waiting for this node to
+    commit (``commit_waiters``) or to apply (``queries``) up to their read index.
+    ``refusal(f, code, remark, leader)``: the handler's refusal answer."""
 
-
-class ReadServing:
-    """Read indexes for linearizable reads (a base of Node: core, store, applier, channels,
-    loop, and Serving's _refusal)."""
+    def __init__(self, node: NodeView, refusal, bad_requests: Repeats) -> None:
+        self.node, self._refusal, self._bad_requests = node, refusal, bad_requests
+        self.queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
+        self.commit_waiters: list[tuple] = []  # linearizable reads on a follower: (index, future)
+        self._round_scheduled = False  # a call to begin the waiting reads' round is queued
+        self._join = (0, -1)  # the latest read round begun, and the socket reads before it
 
     async def _read_index(self) -> tuple[Code, int, str | None, str]:
         """A confirmed read index: (SUCCESS, index, None, "") or (code, -1, leader hint, why not)."""
-        core, timeout = self.core, self.cfg.max_wait_ack_ms / 1000
+        node = self.node
+        core, timeout = node.core, node.cfg.max_wait_ack_ms / 1000
         if core.member.role == Role.LEADER:
-            r = core.read_index(self.now())
+            r = core.read_index(node.now())
             if not r.done:  # (the core ends every read: confirmed, timed out, or leadership lost)
-                r.ctx = fut = self.loop.create_future()
+                r.ctx = fut = node.loop.create_future()
                 self._read_round_soon()
                 await fut
             return r.code, r.index, r.leader_id, r.remark
         leader = core.member.leader_id
-        ch = self.channels.get(leader) if leader else None
+        ch = node.channels.get(leader) if leader else None
         if ch is None:
             return Code.NOT_LEADER, -1, None, "no leader known to ask for a read index"
         try:
-            frame = await ch.request(Frame(READ_INDEX, body=json_body({"group": self.cfg.group})), timeout)
+            frame = await ch.request(api.request_frame(api.ReadIndex(node.cfg.group)), timeout)
             o = json_object(frame.body)
             code = get_field(o, "code", int)
             index = get_field(o, "index", INDEX, -1)
@@ -66,22 +70,23 @@ class ReadServing:
                 get_field(o, "leaderId", str, None), get_field(o, "remark", str, "")
         return Code.SUCCESS, index, None, ""
 
-    def _linearizable(self, f: Frame, answer, applied: bool, conn=None):
+    def linearizable(self, f: Frame, answer, applied: bool, conn=None):
         """The answer to a linearizable read: ``answer()`` (a Frame) once a read index is
         confirmed, and with ``applied`` once the state machine has applied that far; a
         refusal Frame when it cannot be. On the leader, the answer is a Frame now or, with
         the request's connection ``conn``, None: the request is held on it and answered when
         its round is confirmed (no future, no task per read: reads are a hot path). On a
         follower (or without ``conn``), an awaitable."""
-        core = self.core
+        node = self.node
+        core = node.core
         if core.member.role != Role.LEADER:
             return self._linearizable_here(f, answer, applied)
-        joined, after = self._read_join
-        r = core.read_index(self.now(), joined if conn is not None and conn.read_seq <= after else 0)
+        joined, after = self._join
+        r = core.read_index(node.now(), joined if conn is not None and conn.read_seq <= after else 0)
         if r.code is not None:
             return self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
         if conn is None:
-            r.ctx = fut = self.loop.create_future()
+            r.ctx = fut = node.loop.create_future()
             self._read_round_soon()
             return self._held_then(fut, r, f, answer, applied)
         r.ctx = (conn, f, answer, applied)
@@ -90,7 +95,7 @@ class ReadServing:
             if core.read_rounds:
                 self._read_round_soon()
             else:  # (none out: begin one now, and the reads this socket read brought with it join it)
-                self._process()
+                node.process()
         return None
 
     async def _held_then(self, fut, r, f: Frame, answer, applied: bool) -> Frame:
@@ -102,14 +107,16 @@ class ReadServing:
         """The read just registered waits for a heartbeat round, which the core begins on the
         next take(): after the rest of this loop iteration, so that the reads that came with
         it share it (one round for them all, and the heartbeats go out once)."""
-        if not self._read_round_scheduled:
-            self._read_round_scheduled = True
-            self.loop.call_soon(self.supervisor.guard, "a read round", self._read_round_now)
+        node = self.node
+        if not self._round_scheduled:
+            self._round_scheduled = True
+            node.loop.call_soon(node.supervisor.guard, "a read round", self._read_round_now)
 
     def _read_round_now(self) -> None:
-        self._read_round_scheduled = False
-        if self.core is not None and self.core.has_output():
-            self._process()
+        node = self.node
+        self._round_scheduled = False
+        if node.core is not None and node.core.has_output():
+            node.process()
 
     async def _linearizable_here(self, f: Frame, answer, applied: bool) -> Frame:
         code, index, hint, remark = await self._read_index()
@@ -118,38 +125,42 @@ class ReadServing:
 
     def _after_read(self, f: Frame, code: Code, index: int, hint: str | None, remark: str, answer, applied: bool):
         """A Frame, or an awaitable of one while this node catches up to ``index``."""
+        node = self.node
         if code != Code.SUCCESS:
             return self._refusal(f, code, remark, hint)
         if applied:
-            if self.applier is not None and self.applier.applied >= index:
+            if node.applier is not None and node.applier.applied >= index:
                 return answer()
             return self._applied_then(f, index, answer)
-        if self.store.committed_index >= index:
+        if node.store.committed_index >= index:
             return answer()
         return self._committed_then(f, index, answer)
 
     async def _applied_then(self, f: Frame, index: int, answer) -> Frame:
-        refused = await self._wait_applied(f, index)  # (Serving's: the queries waiting for the applier)
+        refused = await self._wait_applied(f, index)
         return refused or answer()
 
     async def _committed_then(self, f: Frame, index: int, answer) -> Frame:
+        node = self.node
         if not await self._committed_to(index):
             return self._refusal(f, Code.TIMEOUT, f"this node did not commit up to the read index {index} within "
-                                                  f"{self.cfg.max_wait_ack_ms} ms")
+                                                  f"{node.cfg.max_wait_ack_ms} ms")
         return answer()
 
-    def _note_read_round(self) -> None:
-        """From _process, after take(): a read round just begun is noted with the count of
+    def note_round(self) -> None:
+        """From the node's process(), after take(): a read round just begun is noted with the count of
         socket reads so far; a read parsed from any of those arrived before its heartbeats
-        leave, and may join it (_linearizable)."""
-        if self.core.read_round != self._read_join[0]:
-            self._read_join = (self.core.read_round, self.server.reads)
+        leave, and may join it (linearizable)."""
+        node = self.node
+        if node.core.read_round != self._join[0]:
+            self._join = (node.core.read_round, node.server.reads)
 
-    def _reads_done(self, reads) -> None:
+    def done(self, reads) -> None:
         """The core's ReadIndex reads done (from take()): answer the held requests, or wake
         whoever awaits them (each read's ``ctx``)."""
+        node = self.node
         success = Code.SUCCESS
-        applier = self.applier
+        applier = node.applier
         for r in reads:
             waiter = r.ctx
             if waiter is None:
@@ -161,7 +172,7 @@ class ReadServing:
                 continue
             conn, f, answer, applied = waiter
             try:
-                if r.code == success and (self.store.committed_index >= r.index if not applied else
+                if r.code == success and (node.store.committed_index >= r.index if not applied else
                                           applier is not None and applier.applied >= r.index):
                     out = answer()  # (the common case, _after_read's first)
                 else:
@@ -176,57 +187,118 @@ class ReadServing:
                 conn.release()
             else:  # (this node is still applying up to the read index: rare on a leader)
                 task = asyncio.ensure_future(out)
-                self._tasks.add(task)
+                node.track(task)
                 task.add_done_callback(functools.partial(self._held_answered, conn, f))
 
     def _held_answered(self, conn, f: Frame, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
         conn.release()
         if not task.cancelled():
             conn.answer(f, task.result() if task.exception() is None else
                         self._refusal(f, Code.INTERNAL_ERROR, str(task.exception())))
 
-    def _serve_read_index(self, f: Frame):
+    def serve_read_index(self, req: api.ReadIndex, f: Frame, conn=None):
         """READ_INDEX from a follower serving a linearizable read: this leader's confirmed
-        index (a follower asked asks its leader). The request is checked here, before any
+        index (a follower asked asks its leader). The request is checked before any
         awaiting (BadMessage: answered UNEXPECTED_ARGUMENT); the answer is an awaitable."""
-        o = json_object(f.body)
-        if get_field(o, "group", str, self.cfg.group) != self.cfg.group:
-            return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {self.cfg.group!r}")
+        cfg = self.node.cfg
+        if req.group is not None and req.group != cfg.group:
+            return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {cfg.group!r}")
         return self._read_index_answer(f)
 
     async def _read_index_answer(self, f: Frame) -> Frame:
+        node = self.node
         code, index, hint, remark = await self._read_index()
         if code != Code.SUCCESS:
             return self._refusal(f, code, remark, hint)
         # the leader that confirmed it: this node when it leads, else the one it asked (never a
         # follower's own id, which sent askers to a member that cannot confirm reads)
-        return response_frame({"code": int(Code.SUCCESS), "index": index, "leaderId": self.core.member.leader_id},
+        return response_frame({"code": int(Code.SUCCESS), "index": index, "leaderId": node.core.member.leader_id},
                               f.opaque, f.code)
 
     async def _committed_to(self, index: int) -> bool:
         """Wait until this node's commit index reaches ``index`` (a follower behind its
         leader's read index); False after max_wait_ack_ms."""
-        if self.store.committed_index >= index:
+        node = self.node
+        if node.store.committed_index >= index:
             return True
-        fut = self.loop.create_future()
-        self._commit_waiters.append((index, fut))
+        fut = node.loop.create_future()
+        self.commit_waiters.append((index, fut))
         try:
-            await asyncio.wait_for(fut, self.cfg.max_wait_ack_ms / 1000)
+            await asyncio.wait_for(fut, node.cfg.max_wait_ack_ms / 1000)
             return True
         except asyncio.TimeoutError:
             return False
 
-    def _wake_commit_waiters(self) -> None:
-        if not self._commit_waiters:
+    def wake_commit_waiters(self) -> None:
+        node = self.node
+        if not self.commit_waiters:
             return
-        c = self.store.committed_index
+        c = node.store.committed_index
         keep = []
-        for index, fut in self._commit_waiters:
+        for index, fut in self.commit_waiters:
             if fut.done():
                 continue
             if index <= c:
                 fut.set_result(None)
             else:
                 keep.append((index, fut))
-        self._commit_waiters = keep
+        self.commit_waiters = keep
+
+
+    # -- QUERY (the state machine) ----------------------------------------------------------
+    def query(self, req: api.Query, f: Frame, conn=None):
+        """QUERY: the state machine's answer. Linearizable (the default): once it has applied
+        up to a confirmed read index. Serializable: once it has applied what it knew to be
+        committed when the request arrived. A Frame now, or an awaitable of one."""
+        node = self.node
+        cfg, applier = node.cfg, node.applier
+        if req.group is not None and req.group != cfg.group:
+            return self._refusal(f, Code.UNKNOWN_GROUP, f"this node serves group {cfg.group!r}")
+        if applier is None or not callable(getattr(applier.sm, "query", None)):
+            return self._refusal(f, Code.UNSUPPORTED, "this node runs no state machine that answers queries"
+                                 + ("" if cfg.state_machine else " (start it with --state-machine)"))
+        if req.consistency == api.LINEARIZABLE:
+            return self.linearizable(f, lambda: self._query_answer(f, req.query), applied=True, conn=conn)
+        want = node.store.committed_index
+        if applier.applied >= want:
+            return self._query_answer(f, req.query)
+        return self._applied_then(f, want, lambda: self._query_answer(f, req.query))
+
+    async def _wait_applied(self, f: Frame, want: int) -> Frame | None:
+        """Wait until the state machine has applied entry ``want``: None, or the refusal
+        Frame when it does not within max_wait_ack_ms or stops."""
+        node = self.node
+        fut = node.loop.create_future()
+        self.queries.append((want, fut))
+        try:
+            await asyncio.wait_for(fut, node.cfg.max_wait_ack_ms / 1000)
+        except asyncio.TimeoutError:
+            return self._refusal(f, Code.TIMEOUT, f"entry {want} not applied within {node.cfg.max_wait_ack_ms} ms")
+        except StateMachineError as exc:
+            return self._refusal(f, Code.INTERNAL_ERROR, str(exc))
+        if node.applier is None:
+            return self._refusal(f, Code.INTERNAL_ERROR, "the state machine stopped")
+        return None
+
+    def _query_answer(self, f: Frame, request: bytes) -> Frame:
+        node = self.node
+        answer = node.applier.sm.query(request)
+        return response_frame({"code": int(Code.SUCCESS), "result": base64.b64encode(answer).decode("ascii"),
+                               "appliedIndex": node.applier.applied, "role": str(node.core.member.role)},
+                              f.opaque, QUERY)
+
+    def applied(self, index: int) -> None:
+        """The state machine has applied up to ``index``: the queries waiting for it go on."""
+        if self.queries:
+            ready = [q for q in self.queries if q[0] <= index]
+            self.queries = [q for q in self.queries if q[0] > index]
+            for _index, fut in ready:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def applier_stopped(self, why: str) -> None:
+        """The state machine stopped (a bug of its own): the queries waiting for it fail."""
+        for _index, fut in self.queries:
+            if not fut.done():
+                fut.set_exception(StateMachineError(why))
+        self.queries = []

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.net import appends as appends_mod
+from cluster.net import api as appends_mod
+from cluster.net.api_client import decode_append_answer, pack_bodies
 from cluster.net import frames as frames_mod
 from store.base import AppendedRun
 
@@ -262,7 +263,7 @@ def test_append_answers_are_the_python_ones(run_waiters, remark):
         assert f.opaque == opaque and f.is_response
         rows = [list(r) for r in run.rows()[start:start + n]]
         assert msgspec.json.decode(f.body)["entries"] == rows
-        answer = appends_mod.decode_append_answer(f)  # what a client reads
+        answer = decode_append_answer(f)  # what a client reads
         assert (answer["code"], answer["term"], answer["leaderId"], answer["remark"]) == (200, run.terms, "n0", remark)
         assert answer["entries"] == rows and list(answer["entries"]) == rows and len(answer["entries"]) == n
 
@@ -298,7 +299,7 @@ def test_batched_bodies_are_unpacked_and_checked_as_the_python_loop_does(bodies,
     """unpack_bodies, and check_bodies (a leader's hot path: it hands the frame to the
     store as it is), compiled or not, refuse the same frames with the same words;
     check_bodies otherwise gives the largest body."""
-    data = bytearray(appends_mod.pack_bodies(bodies) if bodies else b"")
+    data = bytearray(pack_bodies(bodies) if bodies else b"")
     for at, value in damage:
         if at < len(data):
             data[at] = value

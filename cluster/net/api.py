@@ -1,0 +1,423 @@
+"""Client and operator requests as typed messages: decoded once from a frame, every wire
+number range-checked where it is read (as wire.py does for the peer messages of
+cluster/raft/rpc.py), and the frames a client sends for them. Sans-I/O.
+
+Rules this module keeps:
+
+- :func:`decode` is the only reader of a client or operator request's frame; it raises
+  nothing but BadMessage (frames.py), and :class:`NotARequest` for a code no request has.
+  Nothing past it reads a request's JSON or extFields.
+- The wire stays DLedger's: its request codes (wire.py), its JSON field names, and its own
+  client's forms (AppendEntryRequest, GetEntriesRequest, MetadataRequest), told from
+  dledgerctl's own by their fields and answered each in its own form.
+- What a node may do with a request (its group, the member it names, whether it leads) is
+  the node's to decide (cluster/node/requests.py), not the decoder's: a request for another
+  group decodes as one.
+- A JSON ``group`` that is not given reads as None (any group will do); one given as null
+  reads as "" (no group: refused by every node).
+
+Entries travel as bytes where they can. APPEND (a hot path both ways: a client makes a
+request and a leader an answer per append, without a Frame or a dict per body): extFields
+``group``, ``count``; body = ``count`` int32 body sizes, then the bodies one after another, so
+a leader hands the frame's body to the store as it is. Its answer's body is JSON: ``code``,
+``term``, ``leaderId``, ``remark`` and on success ``entries``, one row ``[index, term, pos,
+size]`` per body. DLedger's AppendEntryRequest carries one body, base64 in JSON.
+
+GET answers in dledgerctl's binary form when asked (``"raw": true``; DLedger's own client never
+does, and a node that does not know the field answers in JSON, which the client reads too):
+the entries as they lie in the data files (48-byte header, then the body: what a PUSH
+carries), not DLedger's JSON objects with base64 bodies. The binary answer's extFields:
+``code`` (SUCCESS; refusals are JSON, as ever), ``raw`` "1", ``count`` (entries in the body),
+``term`` and ``leaderId`` (the answering node's).
+
+What a client writes and reads back (the frames of these requests, the answers' decoding)
+is api_client.py's.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import itertools
+import struct
+from typing import Union
+
+import msgspec
+
+from store.base import AppendedRun, appended_rows
+
+from ..raft.rpc import Code
+from .frames import (
+    FLAG_RESPONSE,
+    RESPONSE_POST,
+    RESPONSE_PRE,
+    BadMessage,
+    Frame,
+    check_depth,
+    json_body,
+    json_object,
+    response_bytes,
+)
+from .wire import (
+    APPEND,
+    CHANGE_MEMBERS,
+    COUNT,
+    ENTRY_INDEX,
+    FORCE_COMPARE,
+    FORCE_TRUNCATE,
+    GET,
+    INDEX,
+    METADATA,
+    QUERY,
+    READ_INDEX,
+    STATUS,
+    WATERMARKS,
+    ext_int,
+    get_field,
+    in_range,
+)
+
+LINEARIZABLE, SERIALIZABLE = "linearizable", "serializable"
+_frozen = dataclasses.dataclass(frozen=True, slots=True)
+
+
+class NotARequest(BadMessage):
+    """A frame whose code no client, operator or peer request has (answered
+    REMOTING_NOT_SUPPORTED, as RocketMQ remoting answers an unknown code)."""
+
+
+# -- the requests ---------------------------------------------------------------------------
+
+@_frozen
+class Metadata:
+    """METADATA (DLedger's MetadataRequest) or STATUS (``code``): the node's state."""
+
+    code: int = METADATA
+    group: str | None = None
+    remote_id: str | None = None
+
+
+@_frozen
+class Append:
+    """dledgerctl's APPEND: ``count`` bodies packed in ``data`` (see the module's docstring), checked
+    whole but not cut (a leader hands ``data`` to the store); ``largest``: the largest body."""
+
+    group: str | None
+    count: int
+    data: bytes | memoryview
+    largest: int
+
+
+@_frozen
+class DLedgerAppend:
+    """DLedger's AppendEntryRequest: one body (base64 in its JSON); None when it has none."""
+
+    group: str | None
+    remote_id: str | None
+    body: bytes | None
+
+
+@_frozen
+class Get:
+    """dledgerctl's GET: committed entries from ``index``, at most ``count``; ``raw``: as
+    their bytes rather than JSON objects (see the module's docstring)."""
+
+    group: str | None
+    remote_id: str | None
+    index: int
+    count: int = 1
+    consistency: str = LINEARIZABLE
+    raw: bool = False
+
+
+@_frozen
+class DLedgerGet:
+    """DLedger's GetEntriesRequest: the entry at ``begin_index``, from the node's own log."""
+
+    group: str | None
+    remote_id: str | None
+    begin_index: int
+
+
+@_frozen
+class Query:
+    """QUERY: ``query`` for the node's state machine (cluster/raft/statemachine.py)."""
+
+    group: str | None
+    query: bytes
+    consistency: str = LINEARIZABLE
+
+
+@_frozen
+class ReadIndex:
+    """READ_INDEX: a follower asks its leader for a confirmed read index."""
+
+    group: str | None = None
+
+
+@_frozen
+class ChangeMembers:
+    """CHANGE_MEMBERS: ``kind`` "add" (a learner at ``address``) or "remove" member ``node``."""
+
+    group: str | None
+    kind: str
+    node: str | None
+    address: str | None = None
+
+
+@_frozen
+class Watermarks:
+    """WATERMARKS: every peer's replication state, from the leader."""
+
+    group: str | None = None
+
+
+@_frozen
+class ForceCompare:
+    """FORCE_COMPARE: find where ``peer``'s log leaves the leader's (``deep``: by every entry's
+    fingerprint), and repair it unless ``dry_run``."""
+
+    group: str | None
+    peer: str
+    deep: bool = False
+    dry_run: bool = False
+
+
+@_frozen
+class ForceTruncate:
+    """FORCE_TRUNCATE: cut ``peer``'s log from ``from_index``; the leader re-fills it."""
+
+    group: str | None
+    peer: str
+    from_index: int
+
+
+Request = Union[Metadata, Append, DLedgerAppend, Get, DLedgerGet, Query, ReadIndex, ChangeMembers, Watermarks,
+                ForceCompare, ForceTruncate]
+OPERATOR_REQUESTS = (Watermarks, ForceCompare, ForceTruncate)
+
+
+# -- decoding: a frame -> one request ---------------------------------------------------------
+
+class _DLedgerFields(msgspec.Struct):
+    """The fields of DLedger's AppendEntryRequest, GetEntriesRequest and MetadataRequest."""
+
+    group: str | None = None
+    remoteId: str | None = None
+    body: bytes | None = None  # APPEND
+    beginIndex: int | None = None  # GET
+    maxSize: int = 0
+    indexList: list[int] | None = None
+
+
+_dledger_fields = msgspec.json.Decoder(_DLedgerFields)
+
+
+def dledger_fields(body) -> _DLedgerFields:
+    """The fields of a request in DLedger's client form; BadMessage when it is not one."""
+    check_depth(body, "body JSON")
+    try:
+        req = _dledger_fields.decode(body or b"{}")
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError) as exc:
+        raise BadMessage(f"not a DLedger request body: {exc}") from None
+    if req.beginIndex is not None:
+        in_range(req.beginIndex, INDEX, "beginIndex")
+    return req
+
+
+def _addressee(body) -> tuple[str | None, str | None]:
+    """(group, remoteId) a JSON object body names (DLedger's fields); (None, None) for a
+    body that is no JSON object (earlier dledgerctl clients sent none)."""
+    if bytes(body[:1]) != b"{":
+        return None, None
+    said = dledger_fields(body)
+    return said.group, said.remoteId
+
+
+def _group(o: dict) -> str | None:
+    if "group" not in o:
+        return None
+    group = get_field(o, "group", str)
+    return "" if group is None else group
+
+
+def _consistency(o: dict) -> str:
+    """The ``consistency`` a read asks for (BadMessage when it is neither)."""
+    value = get_field(o, "consistency", str, LINEARIZABLE)
+    if value not in (LINEARIZABLE, SERIALIZABLE):
+        raise BadMessage(f"consistency must be {LINEARIZABLE} or {SERIALIZABLE}, not {value!r}")
+    return value
+
+
+def _metadata(f: Frame) -> Metadata:
+    return Metadata(f.code, *_addressee(f.body))
+
+
+def _append(f: Frame) -> Append | DLedgerAppend:
+    if "count" not in f.ext:  # DLedger's own client: one body, base64 in a JSON object
+        said = dledger_fields(f.body)
+        return DLedgerAppend(said.group, said.remoteId, said.body)
+    count = ext_int(f.ext, "count", COUNT)  # (plain ASCII digits, as every number on the wire)
+    return Append(f.ext.get("group"), count, f.body, check_bodies(f.body, count))
+
+
+def _get(f: Frame) -> Get | DLedgerGet:
+    o = json_object(f.body)
+    group, remote = _addressee(f.body)
+    if "index" not in o and "beginIndex" in o:  # DLedger's own client
+        return DLedgerGet(group, remote, get_field(o, "beginIndex", INDEX))
+    return Get(group, remote, get_field(o, "index", INDEX), get_field(o, "count", COUNT, 1),
+               raw=get_field(o, "raw", bool, False), consistency=_consistency(o))
+
+
+def _query(f: Frame) -> Query:
+    o = json_object(f.body)
+    group = _group(o)
+    try:
+        query = base64.b64decode(get_field(o, "query", str), validate=True)
+    except (ValueError, TypeError):
+        raise BadMessage("field 'query' is not base64") from None
+    return Query(group, query, _consistency(o))
+
+
+def _read_index(f: Frame) -> ReadIndex:
+    return ReadIndex(_group(json_object(f.body)))
+
+
+def _change_members(f: Frame) -> ChangeMembers:
+    o = json_object(f.body)
+    group = _group(o)
+    kind = get_field(o, "kind", str)
+    if kind not in ("add", "remove"):
+        raise BadMessage(f"kind must be add or remove, not {kind!r}")
+    node, address = get_field(o, "id", str), get_field(o, "address", str, None)
+    if kind == "add" and not address:
+        raise BadMessage("adding a member needs its address")
+    return ChangeMembers(group, kind, node, address)
+
+
+def _operator(f: Frame) -> Watermarks | ForceCompare | ForceTruncate:
+    o = json_object(f.body)
+    group = _group(o)
+    if f.code == WATERMARKS:
+        return Watermarks(group)
+    peer = get_field(o, "peer", str, None)
+    if peer is None:
+        raise BadMessage("missing field 'peer'")
+    if f.code == FORCE_COMPARE:
+        return ForceCompare(group, peer, get_field(o, "deep", bool, False), get_field(o, "dryRun", bool, False))
+    return ForceTruncate(group, peer, get_field(o, "fromIndex", ENTRY_INDEX))
+
+
+_DECODERS = {METADATA: _metadata, STATUS: _metadata, APPEND: _append, GET: _get, QUERY: _query,
+             READ_INDEX: _read_index, CHANGE_MEMBERS: _change_members, WATERMARKS: _operator,
+             FORCE_COMPARE: _operator, FORCE_TRUNCATE: _operator}
+CODES = frozenset(_DECODERS)  # the codes of client and operator requests
+
+
+def decode(f: Frame) -> Request:
+    """The client or operator request a frame carries; BadMessage saying what is wrong with
+    it, NotARequest for a code of none."""
+    decoder = _DECODERS.get(f.code)
+    if decoder is None:
+        raise NotARequest(f"request code {f.code} is not a client request")
+    return decoder(f)
+
+
+def dry_run_asked(f: Frame) -> bool:
+    """Whether a FORCE_COMPARE frame asks for a dry run, read before the request is decoded
+    (under TLS a client may compare without repairing: whether it may ask is decided
+    before what it asks is read, so a refused client learns nothing of its request)."""
+    try:
+        return json_object(f.body).get("dryRun") is True
+    except BadMessage:
+        return False
+
+
+# -- entries: what a node reads of an APPEND and answers ----------------------------------
+
+try:  # the compiled loops (cluster/net/_frames.c), when built
+    from . import _frames
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _frames = None
+
+MAX_APPEND_COUNT = 1 << 20
+_BODY_LEN = struct.Struct(">i")
+
+
+
+def unpack_bodies(data, count: int) -> list:
+    """The bodies of an APPEND (zero-copy views of ``data``); BadMessage, as
+    :func:`check_bodies` says it, if they do not add up to exactly ``count`` bodies
+    filling the frame. (A leader does not cut them: it hands the frame to the store.)"""
+    check_bodies(data, count)
+    view = memoryview(data)
+    if count == 1:
+        return [view[4:]]
+    ends = list(itertools.accumulate(struct.unpack_from(f">{count}i", data), initial=4 * count))
+    return list(map(view.__getitem__, map(slice, ends[:-1], ends[1:])))
+
+
+def check_bodies(data, count: int) -> int:
+    """The largest body of an APPEND whose ``data`` holds ``count`` bodies (their sizes,
+    then the bodies: a packed run, store.packed); BadMessage saying what is wrong if they
+    do not add up to exactly ``count`` bodies filling the frame. Makes nothing per body:
+    a leader hands the frame to the store as it is."""
+    if not 0 < count <= MAX_APPEND_COUNT:
+        raise BadMessage(f"APPEND count {count} is not 1-{MAX_APPEND_COUNT}")
+    if count == 1 and len(data) >= 4:
+        size = _BODY_LEN.unpack_from(data)[0]
+        if size != len(data) - 4:
+            raise BadMessage(f"APPEND body size {size} does not match the {len(data) - 4} bytes the frame carries")
+        return size
+    if _frames is not None:
+        largest = _frames.check_bodies(data, count)
+        if largest >= 0:
+            return largest
+    return max(_body_sizes(data, count))
+
+
+def _body_sizes(data, count: int) -> tuple:
+    """The size table of an APPEND of ``count`` (> 1) bodies, or BadMessage saying what is wrong with it."""
+    table = 4 * count
+    if len(data) < table:
+        raise BadMessage(f"APPEND of {count} bodies has {len(data)} bytes, too few for its size table")
+    sizes = struct.unpack_from(f">{count}i", data)
+    if min(sizes) < 0 or sum(sizes) != len(data) - table:
+        raise BadMessage(f"APPEND body sizes add up to {sum(sizes)}, the frame carries {len(data) - table} "
+                         f"bytes of bodies" if min(sizes) >= 0 else "APPEND has a negative body size")
+    return sizes
+
+
+def packed_one(body: bytes) -> bytes:
+    """One body as dledgerctl's packed APPEND body (its size, then the bytes)."""
+    return _BODY_LEN.pack(len(body)) + body
+
+
+def append_answers(head: bytes, waiters: list, appended) -> list[bytes]:
+    """The whole answer frame of each APPEND of a proposal: ``waiters`` are (conn, opaque,
+    start, n), ``appended`` what the store says it stored, and each answer's body is
+    ``head`` (the JSON object up to ``"entries":``), the rows ``[index, term, pos, size]``
+    of entries ``start`` to ``start + n - 1``, and ``}``. A leader makes one per client
+    append: a proposal the compiled lanes stored as one run (AppendedRun, one term) is
+    answered by cluster/net/_frames.c without a tuple or an int object per entry; the Python
+    below is what it does."""
+    if _frames is not None and type(appended) is AppendedRun and type(appended.terms) is int:
+        return _frames.append_answers(RESPONSE_PRE, RESPONSE_POST, head, waiters, appended.first,
+                                      appended.terms, appended.pos, appended.ends)
+    rows = appended_rows(appended)
+    return [response_bytes(opaque, head + json_body(rows[start:start + n]) + b"}") for _r, opaque, start, n in waiters]
+
+
+def store_entry_object(e) -> dict:
+    """A store entry (store.format.Entry) as DLedger's JSON object (a GET answer's entry)."""
+    return {"body": base64.b64encode(e.body).decode("ascii"), "bodyCrc": e.body_crc, "chainCrc": e.chain_crc,
+            "channel": e.channel, "index": e.index, "magic": e.magic, "pos": e.pos, "size": e.size, "term": e.term}
+
+
+def raw_answer_frame(opaque: int, request_code: int, raw, count: int, term: int, leader: str | None) -> Frame:
+    """A node's binary GET answer of ``count`` entries ``raw``."""
+    ext = {"code": str(int(Code.SUCCESS)), "raw": "1", "count": str(count), "term": str(term)}
+    if leader is not None:
+        ext["leaderId"] = leader
+    return Frame(request_code, opaque, FLAG_RESPONSE, ext=ext, body=bytes(raw))

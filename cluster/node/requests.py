@@ -1,0 +1,456 @@
+"""What a node answers: every frame its server reads goes to :meth:`Requests.serve`.
+
+A client or operator request is decoded once (cluster/net/api.py) and looked up by its type
+in one table; a peer request is decoded by cluster/net/wire.py (or, a Java leader's PUSH,
+cluster/net/dialect.py) and handed to the core (raft/core.py ``handle``). Answered here:
+METADATA and STATUS, APPEND (ours, and DLedger's AppendEntryRequest) and GET (ours, and
+DLedger's GetEntriesRequest). Reads that wait for a read index (GET, QUERY, READ_INDEX) are
+reads.py's; operator requests and membership changes, operator.py's. Each part reaches the
+node through :class:`cluster.node.nodeview.NodeView` only.
+
+Appends are the hot path: queued per loop iteration and proposed together
+(:meth:`Requests.propose_batch`), answered once the core says their proposal is done. Under
+TLS every request is checked against its connection's identity first. A request that does
+not decode is answered UNEXPECTED_ARGUMENT with the reason (REMOTING_NOT_SUPPORTED for a
+code no request has), and changes nothing: requests are checked before any awaiting begins,
+and an awaited answer that still finds one bad is answered the same way (never "internal
+error"). A VOTE or HEART_BEAT whose ``remoteId`` names another member is refused
+UNKNOWN_MEMBER, as DLedger refuses it (DLedgerServer.handleVote/handleHeartBeat). What a
+peer or client can make the node log goes through a rate limit (cluster/net/repeats.py): at
+most a line per host and kind every 10 s, with a count of what was held back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+
+from store.base import appended_rows
+from store.errors import StoreError
+from store.kept import KEPT_IN
+from store.packed import PackedBodies
+
+from ..net import api, dialect
+from ..net.api import append_answers, packed_one, raw_answer_frame, store_entry_object
+from ..net.frames import (
+    REMOTING_NO_PERMISSION,
+    REMOTING_NOT_SUPPORTED,
+    BadMessage,
+    Frame,
+    error_frame,
+    json_body,
+    json_object,
+    response_bytes,
+)
+from ..net.repeats import Repeats, held_back
+from ..net.tls import CLIENT, OPERATOR, PEER, refusal
+from ..net.wire import (
+    APPEND,
+    CHANGE_MEMBERS,
+    FORCE_COMPARE,
+    FORCE_TRUNCATE,
+    GET,
+    HEART_BEAT,
+    INSTALL_SNAPSHOT,
+    LEADERSHIP_TRANSFER,
+    METADATA,
+    PROBE,
+    PUSH,
+    QUERY,
+    READ_INDEX,
+    REPAIR,
+    STATUS,
+    VOTE,
+    WATERMARKS,
+    decode_request,
+    get_field,
+    response_frame,
+)
+from ..raft.proposal import Proposal
+from ..raft.rpc import Code, HeartBeatResponse, LeadershipTransferRequest, RepairResponse, VoteResponse, VoteResult
+from ..raft.statemachine import KeyValue
+from .nodeview import NodeView
+from .operator import Operator
+from .reads import Reads
+
+log = logging.getLogger("dledgerctl.node")
+
+# requests only members send each other (decoded, then checked against their sender)
+_PEER_CODES = frozenset({VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER, PROBE, REPAIR, INSTALL_SNAPSHOT})
+
+MAX_GET_COUNT = 1024
+MAX_GET_BYTES = 16 << 20
+
+
+def _client_need(f: Frame) -> str:
+    """What a client request needs under TLS: an operator for what changes a replica."""
+    if f.code in (FORCE_TRUNCATE, CHANGE_MEMBERS):
+        return OPERATOR
+    if f.code == FORCE_COMPARE:
+        return CLIENT if api.dry_run_asked(f) else OPERATOR
+    return CLIENT
+
+
+class Requests:
+    """The node's answers, and the requests waiting for one: APPENDs not proposed yet
+    (``batch``) and proposals waiting for their quorum (``waiting``); its parts ``reads``
+    and ``operator`` keep theirs."""
+
+    def __init__(self, node: NodeView) -> None:
+        self.node = node
+        self.batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection, DLedger's)
+        # proposals waiting for the quorum: (proposal, waiters, DLedger's waiters, when, body bytes)
+        self.waiting: dict[int, tuple[Proposal, list, list, float, int]] = {}
+        self.bad_requests = Repeats()  # refused malformed requests, logged per host
+        self._refusals_logged: dict[tuple, float] = {}
+        self.reads = Reads(node, self.refusal, self.bad_requests)
+        self.operator = Operator(node, self.refusal)
+        r, o = self.reads, self.operator
+        # what answers each client and operator request (decoded by cluster/net/api.py), by its code
+        self._handlers = {METADATA: self._metadata, STATUS: self._metadata, APPEND: self._append, GET: self._timed_get,
+                          QUERY: r.query, READ_INDEX: r.serve_read_index, CHANGE_MEMBERS: o.change_members,
+                          WATERMARKS: o.watermarks, FORCE_COMPARE: o.force_compare, FORCE_TRUNCATE: o.force_truncate}
+
+    def serve(self, f: Frame, conn):
+        """The answer to a frame: a Frame now, None when it comes later through ``conn``
+        (APPEND, reads held on the leader), or an awaitable of one."""
+        try:
+            out = self._answer(f, conn)
+        except BadMessage as exc:
+            return self._bad_request(f, conn, exc)
+        if out is None or isinstance(out, Frame):
+            return out
+        return self._awaited(f, conn, out)
+
+    async def _awaited(self, f: Frame, conn, out) -> Frame:
+        try:
+            return await out
+        except BadMessage as exc:  # (a check made late: still the request's fault, answered so)
+            return self._bad_request(f, conn, exc)
+
+    def _bad_request(self, f: Frame, conn, exc: BadMessage) -> Frame:
+        """UNEXPECTED_ARGUMENT with the reason (REMOTING_NOT_SUPPORTED for a code no request
+        has); a warning per host every 10 s at most."""
+        node = self.node
+        if f.code == APPEND:
+            node.counts.appends_answered("BAD_REQUEST", 1)
+        else:
+            node.counts.refusal("BAD_REQUEST")
+        host = conn.peer[0] if conn.peer else None
+        held = self.bad_requests.check(host, time.monotonic())
+        if held is not None:
+            log.warning("refused request code %d from %s: %s%s", f.code, host, exc, held_back(held))
+        if isinstance(exc, api.NotARequest):
+            return error_frame(f.opaque, REMOTING_NOT_SUPPORTED, str(exc))
+        # (answered, not dropped: a peer or client with a bug learns why; nothing here changed)
+        return response_frame({"code": int(Code.UNEXPECTED_ARGUMENT), "term": node.core.member.term,
+                               "leaderId": node.core.member.leader_id, "remark": str(exc)}, f.opaque, f.code)
+
+    def _answer(self, f: Frame, conn):
+        """serve's answer; BadMessage for a request that does not decode."""
+        node = self.node
+        if conn.refused is not None:  # (its certificate is revoked: cluster/net/crl.py)
+            node.counts.refusal("NO_PERMISSION")
+            return error_frame(f.opaque, REMOTING_NO_PERMISSION, conn.refused)
+        if f.code in _PEER_CODES:
+            return self._peer(f, conn)
+        if node.tls is not None:  # (who may ask is decided before what is asked is read)
+            denied = self._denied(f, conn, _client_need(f))
+            if denied is not None:
+                return denied
+        handler = self._handlers.get(f.code)
+        if handler is None:
+            raise api.NotARequest(f"request code {f.code} is not a peer request")
+        return handler(api.decode(f), f, conn)
+
+    # -- peer requests: to the core ---------------------------------------------------
+    def _peer(self, f: Frame, conn) -> Frame:
+        node = self.node
+        if f.code in (VOTE, HEART_BEAT):
+            misaddressed = self._misaddressed(f, conn)
+            if misaddressed is not None:
+                return misaddressed
+        if f.code == PUSH and "term" not in f.ext:  # a Java leader's: JSON, entries as objects
+            req = dialect.decode_push(f.body)
+        else:
+            req = decode_request(f)
+        if node.tls is not None:
+            taking = type(req) is LeadershipTransferRequest and not req.take
+            denied = self._denied(f, conn, OPERATOR if taking else PEER, None if taking else req.leader_id)
+            if denied is not None:
+                return denied
+        started = time.perf_counter() if f.code == INSTALL_SNAPSHOT else 0.0  # (timed: installs only)
+        # (a Java member is learnt from its request only once the core has taken it)
+        keeper = node.store.keeper  # (--keep-truncated: a repair's answer names the file it kept)
+        kept = keeper.last if keeper is not None else None
+        resp = node.core.handle(req, node.now(), java=f.language == "JAVA")
+        if type(resp) is RepairResponse and keeper is not None and keeper.last != kept and resp.dropped:
+            resp = dataclasses.replace(resp, remark=f"{KEPT_IN}{keeper.last}")
+        if f.code == PUSH and resp.code == Code.SUCCESS and req.count:
+            node.counts.received_entries += req.count
+            node.counts.received_bytes += len(req.entries)
+        elif f.code == INSTALL_SNAPSHOT and resp.installed:
+            node.counts.snapshot_install.observe(time.perf_counter() - started)
+        node.process()
+        if f.code == INSTALL_SNAPSHOT and resp.installed:
+            node.apply_soon()  # (queries waiting for what the snapshot holds are answered)
+        return response_frame(resp, f.opaque, f.code)
+
+    def _misaddressed(self, f: Frame, conn) -> Frame | None:
+        """UNKNOWN_MEMBER for a VOTE or HEART_BEAT meant for another member (its ``remoteId``),
+        with the leader this node knows, as DLedger answers it: a vote or a leader's beat for
+        someone else (a member reached at an address that is now another's) must not count
+        here. None when it names this node, or nobody (earlier dledgerctl members did not)."""
+        node = self.node
+        remote = get_field(json_object(f.body), "remoteId", str, None)
+        if remote is None or remote == node.cfg.self_id:
+            return None
+        m = node.core.member
+        node.counts.refusal(Code.UNKNOWN_MEMBER.name)
+        host = conn.peer[0] if conn.peer else None
+        held = self.bad_requests.check(("misaddressed", host), time.monotonic())
+        if held is not None:
+            log.warning("refused request code %d from %s: it is for %s, this is %s%s", f.code, host, remote,
+                        node.cfg.self_id, held_back(held))
+        resp = (VoteResponse(m.term, VoteResult.REJECT_UNKNOWN_LEADER, Code.UNKNOWN_MEMBER) if f.code == VOTE else
+                HeartBeatResponse(m.term, Code.UNKNOWN_MEMBER, m.leader_id))
+        return response_frame(resp, f.opaque, f.code)
+
+    def _denied(self, f: Frame, conn, need: str, sender: str | None = None) -> Frame | None:
+        """Under TLS: the refusal of a request its connection's identity may not make (one
+        warning in the log per client, reason and minute), or None."""
+        node = self.node
+        why = refusal(conn.identity, node.cfg.group, node.cfg.peers, need, sender)
+        if why is None:
+            return None
+        key = (conn.peer[0] if conn.peer else None, why)
+        now = time.monotonic()
+        if now - self._refusals_logged.get(key, -60.0) >= 60.0:
+            if len(self._refusals_logged) > 1024:
+                self._refusals_logged.clear()
+            self._refusals_logged[key] = now
+            log.warning("refused request code %d from %s: %s", f.code, conn.peer, why)
+        node.counts.refusal("NO_PERMISSION")
+        return error_frame(f.opaque, REMOTING_NO_PERMISSION, why)
+
+    def refusal(self, f: Frame, code: Code, remark: str, leader: str | None = None) -> Frame:
+        """A refused request's answer, naming the leader (``leader``, else the one this node knows)."""
+        node = self.node
+        node.counts.refusal(code.name)
+        leader = leader or node.core.member.leader_id
+        out = {"code": int(code), "remark": remark, "leaderId": leader}
+        if leader in node.cfg.peers:
+            out["leaderAddress"] = node.cfg.peers[leader].address
+        return response_frame(out, f.opaque, f.code)
+
+    # -- METADATA, STATUS ---------------------------------------------------------------
+    def _misdirected(self, req, f: Frame) -> Frame | None:
+        """UNKNOWN_GROUP when a client request names another group, UNKNOWN_MEMBER when it
+        names another member in ``remoteId`` (as DLedger answers them: the client's idea of
+        who is where is wrong); None when it names this group and node, or none (earlier
+        dledgerctl clients did not say)."""
+        node = self.node
+        cfg = node.cfg
+        if req.group is not None and req.group != cfg.group:
+            code, remark = Code.UNKNOWN_GROUP, f"this node serves group {cfg.group!r}, not {req.group!r}"
+        elif req.remote_id is not None and req.remote_id != cfg.self_id:
+            code, remark = Code.UNKNOWN_MEMBER, f"this is {cfg.self_id}, not {req.remote_id}"
+        else:
+            return None
+        node.counts.refusal(code.name)
+        return response_frame({"code": int(code), "group": cfg.group, "leaderId": node.core.member.leader_id,
+                               "remark": remark}, f.opaque, f.code)
+
+    def _metadata(self, req: api.Metadata, f: Frame, conn) -> Frame:
+        return self._misdirected(req, f) or response_frame(self.metadata(), f.opaque, f.code)
+
+    def metadata(self) -> dict:
+        node = self.node
+        cfg, core, applier = node.cfg, node.core, node.applier
+        d = core.describe()
+        d["replication"] = d.pop("peers", [])
+        d["leaderId"] = d["leader"]  # (DLedger's MetadataResponse: group, leaderId, peers)
+        d["code"] = int(Code.SUCCESS)
+        d["address"] = cfg.peers[cfg.self_id].address
+        d["peers"] = {p: peer.address for p, peer in core.members.members.items()}
+        if applier is not None:
+            d["applied_index"], d["snapshot_index"] = applier.applied, applier.snapshot_index
+            sm = type(applier.sm)
+            d["state_machine"] = "kv" if issubclass(sm, KeyValue) else f"{sm.__module__}:{sm.__qualname__}"
+        d["flush"] = cfg.flush
+        d["flush_interval_ms"] = cfg.flush_interval_ms
+        d["pid"] = os.getpid()  # (which process answers: 'cluster status' tells a recorded member from a stranger)
+        return d
+
+    # -- APPEND ---------------------------------------------------------------------------
+    def _append(self, req: api.Append | api.DLedgerAppend, f: Frame, conn):
+        """Queues a checked APPEND for the next proposal; its answer goes to ``conn`` once
+        the entries commit or fail (answer_appends). Nothing is made per request but the
+        queued tuple: appends are the hot path."""
+        if type(req) is api.DLedgerAppend:
+            return self._append_dledger(req, f, conn)
+        node = self.node
+        if req.group is not None and req.group != node.cfg.group:
+            node.counts.appends_answered(Code.UNKNOWN_GROUP.name, 1)
+            return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {node.cfg.group!r}"},
+                                  f.opaque, APPEND)
+        self._queue(req.data, req.count, req.largest, f.opaque, conn, False)
+        return None
+
+    def _append_dledger(self, req: api.DLedgerAppend, f: Frame, conn):
+        """An APPEND in DLedger's form (AppendEntryRequest): queued like ours, answered as
+        DLedger answers (AppendEntryResponse: code, group, index, leaderId, pos, term)."""
+        node = self.node
+        cfg = node.cfg
+        refused = None
+        if req.group != cfg.group:
+            refused = (Code.UNKNOWN_GROUP, f"{req.group} != {cfg.group}")
+        elif req.remote_id is not None and req.remote_id != cfg.self_id:
+            refused = (Code.UNKNOWN_MEMBER, f"{req.remote_id} != {cfg.self_id}")
+        elif req.body is None:
+            refused = (Code.REQUEST_WITH_EMPTY_BODYS, "the request carries no body")
+        if refused is not None:
+            node.counts.appends_answered(refused[0].name, 1)
+            return response_frame({"code": int(refused[0]), "group": cfg.group, "index": -1, "pos": -1,
+                                   "leaderId": node.core.member.leader_id, "term": node.core.member.term,
+                                   "remark": refused[1]}, f.opaque, APPEND)
+        self._queue(packed_one(req.body), 1, len(req.body), f.opaque, conn, True)
+        return None
+
+    def _queue(self, data, count: int, largest: int, opaque: int, conn, theirs: bool) -> None:
+        if not self.batch:
+            node = self.node
+            node.loop.call_soon(node.supervisor.guard, "proposing appends", self.propose_batch)
+        self.batch.append((data, count, largest, opaque, conn, theirs))
+        conn.hold()
+
+    def propose_batch(self) -> None:
+        """Propose the APPENDs that arrived since the last call as one batch: their frames'
+        bodies go to the store as they are (store.packed), without an object per body."""
+        node = self.node
+        batch, self.batch = self.batch, []
+        bodies = PackedBodies()
+        waiters, dledger, start, size = [], [], 0, 0
+        for data, count, largest, opaque, conn, theirs in batch:
+            bodies.add(data, count, largest)
+            size += len(data) - 4 * count  # (a run's size table: 4 bytes a body)
+            if theirs:
+                dledger.append((conn, opaque, start))
+            else:
+                waiters.append((conn, opaque, start, count))
+            start += count
+        p = node.core.propose(bodies, node.now())
+        self.waiting[id(p)] = (p, waiters, dledger, time.perf_counter(), size)
+        if p.done:
+            self.finish(p)
+        node.process()
+
+    def finish(self, p: Proposal) -> bool:
+        """Answer the APPENDs of proposal ``p``, done; False when it is none of theirs."""
+        entry = self.waiting.pop(id(p), None)
+        if entry is None:
+            return False
+        c = self.node.counts
+        if p.code == Code.SUCCESS:
+            c.append_latency.observe(time.perf_counter() - entry[3], len(entry[1]) + len(entry[2]))
+            c.appended_entries += p.count
+            c.appended_bytes += entry[4]
+        self.answer_appends(p, entry[1], p.code, p.remark, entry[2])
+        for conn in {w[0] for w in entry[1] + entry[2]}:  # the answers leave now (process.py _process)
+            conn.flush()
+        return True
+
+    def shut(self) -> None:
+        """The node is shutting down: every APPEND still waiting is answered TERM_CHANGED."""
+        for p, waiters, dledger, _t0, _size in self.waiting.values():
+            self.answer_appends(p, waiters, Code.TERM_CHANGED, "node is shutting down", dledger)
+
+    def answer_appends(self, p: Proposal, waiters: list, code: Code, remark: str, dledger: list = ()) -> None:
+        """Answer the APPENDs of a proposal (``waiters``: connection, opaque, start, n), once:
+        the caller has taken the proposal out of ``waiting``. Each answer is
+        ``{"code", "term", "leaderId", "remark"}``, and on SUCCESS ``"entries"``, the
+        request's ``n`` rows from ``start``, encoded whole (frames.response_bytes,
+        api.append_answers) around JSON that is made once per proposal up to the
+        entries; the answers for one connection go to it in one call. ``dledger``:
+        (connection, opaque, start) of APPENDs from DLedger's own client, answered in its form."""
+        node = self.node
+        leader = p.leader_id or node.core.member.leader_id
+        for w in waiters:
+            w[0].release()
+        node.counts.appends_answered(code.name, len(waiters) + len(dledger))
+        if dledger:
+            rows = appended_rows(p.appended) if code == Code.SUCCESS else None
+            for conn, opaque, start in dledger:
+                conn.release()
+                index, term, pos, _size = rows[start] if rows is not None else (-1, p.term, -1, 0)
+                conn.send_bytes(response_bytes(opaque, dialect.encode({
+                    "code": int(code), "group": node.cfg.group, "index": index, "leaderId": leader, "pos": pos,
+                    "term": term, **({"remark": remark} if remark else {})})))
+            if not waiters:
+                return
+        body = json_body({"code": int(code), "term": p.term, "leaderId": leader, "remark": remark})
+        if code != Code.SUCCESS:
+            answers = [response_bytes(opaque, body) for _conn, opaque, _start, _n in waiters]
+        else:
+            answers = append_answers(body[:-1] + b',"entries":', waiters, p.appended)
+        conn = waiters[0][0]
+        if all(w[0] is conn for w in waiters):  # (the usual case: one client connection)
+            conn.send_parts(answers)
+            return
+        for w, data in zip(waiters, answers):
+            w[0].send_bytes(data)
+
+    # -- GET ------------------------------------------------------------------------------
+    def _timed_get(self, req, f: Frame, conn):
+        started = time.perf_counter()
+        try:
+            return self._get(req, f, conn)
+        finally:
+            self.node.counts.read_latency.observe(time.perf_counter() - started)
+
+    def _get(self, req: api.Get | api.DLedgerGet, f: Frame, conn=None):
+        """Committed entries from ``index`` (up to ``count``, MAX_GET_COUNT, MAX_GET_BYTES),
+        each as DLedger's entry object, or as their bytes (``raw``). DLedger's own client
+        asks with ``beginIndex`` for one entry (GetEntriesRequest) and is answered in its
+        form (GetEntriesResponse), from this node's log."""
+        refused = self._misdirected(req, f)
+        if refused is not None:
+            return refused
+        if type(req) is api.DLedgerGet:
+            return self._entries(f, req.begin_index, 1)
+        if req.consistency == api.SERIALIZABLE:
+            return self._entries(f, req.index, req.count, req.raw)
+        return self.reads.linearizable(f, lambda: self._entries(f, req.index, req.count, req.raw), applied=False,
+                                       conn=conn)
+
+    def _entries(self, f: Frame, index: int, count: int, raw: bool = False) -> Frame:
+        node = self.node
+        s = node.store
+        base = {"group": node.cfg.group, "leaderId": node.core.member.leader_id, "term": node.core.member.term}
+        if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
+            node.counts.refusal(Code.INDEX_OUT_OF_RANGE.name)
+            return response_frame({**base, "code": int(Code.INDEX_OUT_OF_RANGE),
+                                   "remark": f"index {index} is outside the committed log "
+                                             f"[{s.begin_index}, {s.committed_index}]"}, f.opaque, GET)
+        last = min(s.committed_index, index + max(1, min(count, MAX_GET_COUNT)) - 1)
+        if raw:
+            try:
+                blob, n = s.read_entries(index, last - index + 1, MAX_GET_BYTES)
+            except StoreError as exc:
+                node.counts.refusal(Code.DISK_ERROR.name)
+                return response_frame({**base, "code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
+            return raw_answer_frame(f.opaque, GET, blob, n, base["term"], base["leaderId"])
+        entries, total = [], 0
+        try:
+            for i in range(index, last + 1):
+                e = s.get(i)
+                if entries and total + e.size > MAX_GET_BYTES:
+                    break
+                total += e.size
+                entries.append(store_entry_object(e))
+        except StoreError as exc:
+            node.counts.refusal(Code.DISK_ERROR.name)
+            return response_frame({**base, "code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
+        return response_frame({**base, "code": int(Code.SUCCESS), "entries": entries}, f.opaque, GET)
