@@ -19,6 +19,7 @@ import logging
 import time
 
 from ..net import api
+from ..net.api_client import request_frame
 from ..net.frames import FLAG_RESPONSE, Frame, ProtocolError, json_object
 from ..net.repeats import Repeats, held_back
 from ..net.transport import TransportError
@@ -59,7 +60,7 @@ class Reads:
         if ch is None:
             return Code.NOT_LEADER, -1, None, "no leader known to ask for a read index"
         try:
-            frame = await ch.request(api.request_frame(api.ReadIndex(node.cfg.group)), timeout)
+            frame = await ch.request(request_frame(api.ReadIndex(node.cfg.group)), timeout)
             o = json_object(frame.body)
             code = get_field(o, "code", int)
             index = get_field(o, "index", INDEX, -1)
