@@ -49,6 +49,7 @@ from store.base import AppendedRun, appended_rows
 from ..raft.rpc import Code
 from .frames import (
     FLAG_RESPONSE,
+    REMOTING_SUCCESS,
     RESPONSE_POST,
     RESPONSE_PRE,
     BadMessage,
@@ -79,6 +80,7 @@ from .wire import (
 
 LINEARIZABLE, SERIALIZABLE = "linearizable", "serializable"
 _frozen = dataclasses.dataclass(frozen=True, slots=True)
+_encoder = msgspec.json.Encoder()
 
 
 class NotARequest(BadMessage):
@@ -332,6 +334,177 @@ def dry_run_asked(f: Frame) -> bool:
         return json_object(f.body).get("dryRun") is True
     except BadMessage:
         return False
+
+
+# -- the answers a node gives ------------------------------------------------------------------
+# Each is a JSON object body with DLedger's field names, in the order written here (the
+# hot APPEND answer is made whole: append_answers below). answer_frame makes the frame.
+
+@_frozen
+class Refusal:
+    """A request this node will not serve now: ``code`` (NOT_LEADER, UNKNOWN_GROUP, TIMEOUT,
+    ...), why, and the leader it knows (with its address when it is a member)."""
+
+    code: int
+    remark: str
+    leader_id: str | None
+    leader_address: str | None = None
+
+    def body(self) -> dict:
+        out = {"code": int(self.code), "remark": self.remark, "leaderId": self.leader_id}
+        if self.leader_address is not None:
+            out["leaderAddress"] = self.leader_address
+        return out
+
+
+@_frozen
+class BadRequest:
+    """A request that does not decode: UNEXPECTED_ARGUMENT with the reason."""
+
+    term: int
+    leader_id: str | None
+    remark: str
+
+    def body(self) -> dict:
+        return {"code": int(Code.UNEXPECTED_ARGUMENT), "term": self.term, "leaderId": self.leader_id,
+                "remark": self.remark}
+
+
+@_frozen
+class Misdirected:
+    """A client request for another group (UNKNOWN_GROUP) or member (UNKNOWN_MEMBER), as
+    DLedger answers it."""
+
+    code: int
+    group: str
+    leader_id: str | None
+    remark: str
+
+    def body(self) -> dict:
+        return {"code": int(self.code), "group": self.group, "leaderId": self.leader_id, "remark": self.remark}
+
+
+@_frozen
+class AppendRefused:
+    """dledgerctl's APPEND refused before it is queued (another group)."""
+
+    code: int
+    remark: str
+
+    def body(self) -> dict:
+        return {"code": int(self.code), "remark": self.remark}
+
+
+@_frozen
+class DLedgerAppendRefused:
+    """DLedger's AppendEntryRequest refused before it is queued (its AppendEntryResponse)."""
+
+    code: int
+    group: str
+    leader_id: str | None
+    term: int
+    remark: str
+
+    def body(self) -> dict:
+        return {"code": int(self.code), "group": self.group, "index": -1, "pos": -1, "leaderId": self.leader_id,
+                "term": self.term, "remark": self.remark}
+
+
+def dledger_append_answer(code: int, group: str, index: int, leader_id: str | None, pos: int, term: int,
+                          remark: str) -> bytes:
+    """The body of the answer to DLedger's AppendEntryRequest once its proposal is done."""
+    return _encoder.encode({"code": int(code), "group": group, "index": index, "leaderId": leader_id, "pos": pos,
+                            "term": term, **({"remark": remark} if remark else {})})
+
+
+@_frozen
+class Entries:
+    """A GET's answer in JSON: ``entries`` (DLedger's entry objects, store_entry_object) on
+    SUCCESS, else ``remark``; with the answering node's group, leader and term."""
+
+    code: int
+    group: str
+    leader_id: str | None
+    term: int
+    entries: list | None = None
+    remark: str = ""
+
+    def body(self) -> dict:
+        out = {"group": self.group, "leaderId": self.leader_id, "term": self.term, "code": int(self.code)}
+        if self.entries is None:
+            out["remark"] = self.remark
+        else:
+            out["entries"] = self.entries
+        return out
+
+
+@_frozen
+class MetadataAnswer:
+    """METADATA and STATUS: the node's state (DLedger's MetadataResponse fields, group,
+    leaderId and peers, and dledgerctl's: role, term, indexes, replication, ...)."""
+
+    state: dict
+
+    def body(self) -> dict:
+        return self.state
+
+
+@_frozen
+class QueryAnswer:
+    """QUERY: the state machine's ``result``, as applied up to ``applied_index``."""
+
+    result: bytes
+    applied_index: int
+    role: str
+
+    def body(self) -> dict:
+        return {"code": int(Code.SUCCESS), "result": base64.b64encode(self.result).decode("ascii"),
+                "appliedIndex": self.applied_index, "role": self.role}
+
+
+@_frozen
+class ReadIndexAnswer:
+    """READ_INDEX: the confirmed read ``index`` and the leader that confirmed it."""
+
+    index: int
+    leader_id: str | None
+
+    def body(self) -> dict:
+        return {"code": int(Code.SUCCESS), "index": self.index, "leaderId": self.leader_id}
+
+
+@_frozen
+class ChangeAnswer:
+    """CHANGE_MEMBERS: the config entry's outcome and the members then."""
+
+    code: int
+    remark: str
+    index: int
+    term: int
+    leader_id: str | None
+    voters: list
+    learners: list
+    peers: dict  # id -> address
+
+    def body(self) -> dict:
+        return {"code": int(self.code), "remark": self.remark, "index": self.index, "term": self.term,
+                "leaderId": self.leader_id, "voters": self.voters, "learners": self.learners, "peers": self.peers}
+
+
+@_frozen
+class OperatorAnswer:
+    """WATERMARKS (``{"peers": [...]}``), FORCE_COMPARE and FORCE_TRUNCATE done: SUCCESS and
+    the operation's row (its fields are documented with the peer commands)."""
+
+    row: dict
+
+    def body(self) -> dict:
+        return {"code": int(Code.SUCCESS), **self.row}
+
+
+def answer_frame(answer, opaque: int) -> Frame:
+    """The response frame of one of the answers above."""
+    return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=json_body(answer.body()))
 
 
 # -- entries: what a node reads of an APPEND and answers ----------------------------------

@@ -14,7 +14,8 @@ from store.kept import KEPT_IN
 from ..net import api
 from ..net.frames import Frame, ProtocolError
 from ..net.transport import TransportError
-from ..net.wire import decode_response, request_code_of, response_frame
+from ..net.api import answer_frame
+from ..net.wire import decode_response, request_code_of
 from ..raft.divergence import DivergenceSearch
 from ..raft.proposal import Proposal
 from ..raft.rpc import Code, ProbeRequest, RepairRequest
@@ -40,8 +41,8 @@ class Operator:
 
     def watermarks(self, req: api.Watermarks, f: Frame, conn=None) -> Frame:
         node = self.node
-        return self._refused(req, f) or response_frame(
-            {"code": int(Code.SUCCESS), "peers": node.core.watermarks(node.now())}, f.opaque, f.code)
+        return self._refused(req, f) or answer_frame(api.OperatorAnswer({"peers": node.core.watermarks(node.now())}),
+                                                     f.opaque)
 
     def force_compare(self, req: api.ForceCompare, f: Frame, conn=None):
         """Checked now; the answer (which talks to the follower) is an awaitable."""
@@ -72,8 +73,7 @@ class Operator:
                 if resp.code != Code.SUCCESS:
                     return self._refusal(f, resp.code, f"{peer} answered the probe with {resp.code.name}: {resp.remark}")
                 search.feed(resp)
-            out = {"code": int(Code.SUCCESS), **search.result.as_row(), "dry_run": dry_run, "dropped": 0,
-                   "repaired": False}
+            out = {**search.result.as_row(), "dry_run": dry_run, "dropped": 0, "repaired": False}
             if not dry_run:
                 result = search.result
                 if result.truncate_from is not None:
@@ -85,7 +85,7 @@ class Operator:
                     out.update(_kept(repaired))
                 node.core.compare_peer(peer, result.match_index, "an operator asked for a compare", node.now())
                 node.process()
-            return response_frame(out, f.opaque, f.code)
+            return answer_frame(api.OperatorAnswer(out), f.opaque)
         except (TransportError, ProtocolError) as exc:
             return self._refusal(f, Code.NETWORK_ERROR, f"{peer}: {exc}")
         except StoreError as exc:
@@ -107,10 +107,9 @@ class Operator:
             return repaired
         node.core.compare_peer(peer, from_index - 1, "re-filling after an operator's truncation", node.now())
         node.process()
-        return response_frame({"code": int(Code.SUCCESS), "peer": peer, "from_index": from_index,
-                               "dropped": repaired.dropped, "follower_end": repaired.end_index,
-                               "follower_committed": repaired.committed_index, "committed_index": committed,
-                               **_kept(repaired)}, f.opaque, f.code)
+        return answer_frame(api.OperatorAnswer({
+            "peer": peer, "from_index": from_index, "dropped": repaired.dropped, "follower_end": repaired.end_index,
+            "follower_committed": repaired.committed_index, "committed_index": committed, **_kept(repaired)}), f.opaque)
 
     async def _repair(self, f: Frame, peer: str, from_index: int, term: int, why: str):
         """Pause replication to ``peer``, have it drop entries from ``from_index``: the
@@ -162,10 +161,9 @@ class Operator:
     def _change_answer(self, f: Frame, p: Proposal) -> Frame:
         node = self.node
         m = node.core.members
-        return response_frame({"code": int(p.code), "remark": p.remark, "index": p.first_index, "term": p.term,
-                               "leaderId": node.core.member.leader_id, "voters": list(m.voters),
-                               "learners": list(m.learners),
-                               "peers": {k: peer.address for k, peer in m.members.items()}}, f.opaque, f.code)
+        return answer_frame(api.ChangeAnswer(p.code, p.remark, p.first_index, p.term, node.core.member.leader_id,
+                                             list(m.voters), list(m.learners),
+                                             {k: peer.address for k, peer in m.members.items()}), f.opaque)
 
 
 def _kept(resp) -> dict:

@@ -13,7 +13,6 @@ read did before (and as DLedger's own GetEntriesRequest is always answered).
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import logging
 import time
@@ -23,7 +22,8 @@ from ..net.api_client import request_frame
 from ..net.frames import FLAG_RESPONSE, Frame, ProtocolError, json_object
 from ..net.repeats import Repeats, held_back
 from ..net.transport import TransportError
-from ..net.wire import INDEX, QUERY, get_field, response_frame
+from ..net.api import answer_frame
+from ..net.wire import INDEX, get_field
 from ..raft.member import Role
 from ..raft.rpc import Code
 from ..raft.statemachine import StateMachineError
@@ -213,8 +213,7 @@ class Reads:
             return self._refusal(f, code, remark, hint)
         # the leader that confirmed it: this node when it leads, else the one it asked (never a
         # follower's own id, which sent askers to a member that cannot confirm reads)
-        return response_frame({"code": int(Code.SUCCESS), "index": index, "leaderId": node.core.member.leader_id},
-                              f.opaque, f.code)
+        return answer_frame(api.ReadIndexAnswer(index, node.core.member.leader_id), f.opaque)
 
     async def _committed_to(self, index: int) -> bool:
         """Wait until this node's commit index reaches ``index`` (a follower behind its
@@ -284,9 +283,7 @@ class Reads:
     def _query_answer(self, f: Frame, request: bytes) -> Frame:
         node = self.node
         answer = node.applier.sm.query(request)
-        return response_frame({"code": int(Code.SUCCESS), "result": base64.b64encode(answer).decode("ascii"),
-                               "appliedIndex": node.applier.applied, "role": str(node.core.member.role)},
-                              f.opaque, QUERY)
+        return answer_frame(api.QueryAnswer(answer, node.applier.applied, str(node.core.member.role)), f.opaque)
 
     def applied(self, index: int) -> None:
         """The state machine has applied up to ``index``: the queries waiting for it go on."""

@@ -33,7 +33,14 @@ from store.kept import KEPT_IN
 from store.packed import PackedBodies
 
 from ..net import api, dialect
-from ..net.api import append_answers, packed_one, raw_answer_frame, store_entry_object
+from ..net.api import (
+    answer_frame,
+    append_answers,
+    dledger_append_answer,
+    packed_one,
+    raw_answer_frame,
+    store_entry_object,
+)
 from ..net.frames import (
     REMOTING_NO_PERMISSION,
     REMOTING_NOT_SUPPORTED,
@@ -145,8 +152,7 @@ class Requests:
         if isinstance(exc, api.NotARequest):
             return error_frame(f.opaque, REMOTING_NOT_SUPPORTED, str(exc))
         # (answered, not dropped: a peer or client with a bug learns why; nothing here changed)
-        return response_frame({"code": int(Code.UNEXPECTED_ARGUMENT), "term": node.core.member.term,
-                               "leaderId": node.core.member.leader_id, "remark": str(exc)}, f.opaque, f.code)
+        return answer_frame(api.BadRequest(node.core.member.term, node.core.member.leader_id, str(exc)), f.opaque)
 
     def _answer(self, f: Frame, conn):
         """serve's answer; BadMessage for a request that does not decode."""
@@ -240,10 +246,8 @@ class Requests:
         node = self.node
         node.counts.refusal(code.name)
         leader = leader or node.core.member.leader_id
-        out = {"code": int(code), "remark": remark, "leaderId": leader}
-        if leader in node.cfg.peers:
-            out["leaderAddress"] = node.cfg.peers[leader].address
-        return response_frame(out, f.opaque, f.code)
+        peer = node.cfg.peers.get(leader) if leader is not None else None
+        return answer_frame(api.Refusal(code, remark, leader, peer.address if peer is not None else None), f.opaque)
 
     # -- METADATA, STATUS ---------------------------------------------------------------
     def _misdirected(self, req, f: Frame) -> Frame | None:
@@ -260,11 +264,10 @@ class Requests:
         else:
             return None
         node.counts.refusal(code.name)
-        return response_frame({"code": int(code), "group": cfg.group, "leaderId": node.core.member.leader_id,
-                               "remark": remark}, f.opaque, f.code)
+        return answer_frame(api.Misdirected(code, cfg.group, node.core.member.leader_id, remark), f.opaque)
 
     def _metadata(self, req: api.Metadata, f: Frame, conn) -> Frame:
-        return self._misdirected(req, f) or response_frame(self.metadata(), f.opaque, f.code)
+        return self._misdirected(req, f) or answer_frame(api.MetadataAnswer(self.metadata()), f.opaque)
 
     def metadata(self) -> dict:
         node = self.node
@@ -294,8 +297,7 @@ class Requests:
         node = self.node
         if req.group is not None and req.group != node.cfg.group:
             node.counts.appends_answered(Code.UNKNOWN_GROUP.name, 1)
-            return response_frame({"code": int(Code.UNKNOWN_GROUP), "remark": f"group is {node.cfg.group!r}"},
-                                  f.opaque, APPEND)
+            return answer_frame(api.AppendRefused(Code.UNKNOWN_GROUP, f"group is {node.cfg.group!r}"), f.opaque)
         self._queue(req.data, req.count, req.largest, f.opaque, conn, False)
         return None
 
@@ -313,9 +315,9 @@ class Requests:
             refused = (Code.REQUEST_WITH_EMPTY_BODYS, "the request carries no body")
         if refused is not None:
             node.counts.appends_answered(refused[0].name, 1)
-            return response_frame({"code": int(refused[0]), "group": cfg.group, "index": -1, "pos": -1,
-                                   "leaderId": node.core.member.leader_id, "term": node.core.member.term,
-                                   "remark": refused[1]}, f.opaque, APPEND)
+            m = node.core.member
+            return answer_frame(api.DLedgerAppendRefused(refused[0], cfg.group, m.leader_id, m.term, refused[1]),
+                                f.opaque)
         self._queue(packed_one(req.body), 1, len(req.body), f.opaque, conn, True)
         return None
 
@@ -385,9 +387,8 @@ class Requests:
             for conn, opaque, start in dledger:
                 conn.release()
                 index, term, pos, _size = rows[start] if rows is not None else (-1, p.term, -1, 0)
-                conn.send_bytes(response_bytes(opaque, dialect.encode({
-                    "code": int(code), "group": node.cfg.group, "index": index, "leaderId": leader, "pos": pos,
-                    "term": term, **({"remark": remark} if remark else {})})))
+                conn.send_bytes(response_bytes(opaque, dledger_append_answer(code, node.cfg.group, index, leader, pos,
+                                                                             term, remark)))
             if not waiters:
                 return
         body = json_body({"code": int(code), "term": p.term, "leaderId": leader, "remark": remark})
@@ -428,20 +429,19 @@ class Requests:
     def _entries(self, f: Frame, index: int, count: int, raw: bool = False) -> Frame:
         node = self.node
         s = node.store
-        base = {"group": node.cfg.group, "leaderId": node.core.member.leader_id, "term": node.core.member.term}
+        group, leader, term = node.cfg.group, node.core.member.leader_id, node.core.member.term
         if not s.begin_index <= index <= s.committed_index or s.begin_index < 0:
             node.counts.refusal(Code.INDEX_OUT_OF_RANGE.name)
-            return response_frame({**base, "code": int(Code.INDEX_OUT_OF_RANGE),
-                                   "remark": f"index {index} is outside the committed log "
-                                             f"[{s.begin_index}, {s.committed_index}]"}, f.opaque, GET)
+            return answer_frame(api.Entries(Code.INDEX_OUT_OF_RANGE, group, leader, term, remark=(
+                f"index {index} is outside the committed log [{s.begin_index}, {s.committed_index}]")), f.opaque)
         last = min(s.committed_index, index + max(1, min(count, MAX_GET_COUNT)) - 1)
         if raw:
             try:
                 blob, n = s.read_entries(index, last - index + 1, MAX_GET_BYTES)
             except StoreError as exc:
                 node.counts.refusal(Code.DISK_ERROR.name)
-                return response_frame({**base, "code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
-            return raw_answer_frame(f.opaque, GET, blob, n, base["term"], base["leaderId"])
+                return answer_frame(api.Entries(Code.DISK_ERROR, group, leader, term, remark=str(exc)), f.opaque)
+            return raw_answer_frame(f.opaque, GET, blob, n, term, leader)
         entries, total = [], 0
         try:
             for i in range(index, last + 1):
@@ -452,5 +452,5 @@ class Requests:
                 entries.append(store_entry_object(e))
         except StoreError as exc:
             node.counts.refusal(Code.DISK_ERROR.name)
-            return response_frame({**base, "code": int(Code.DISK_ERROR), "remark": str(exc)}, f.opaque, GET)
-        return response_frame({**base, "code": int(Code.SUCCESS), "entries": entries}, f.opaque, GET)
+            return answer_frame(api.Entries(Code.DISK_ERROR, group, leader, term, remark=str(exc)), f.opaque)
+        return answer_frame(api.Entries(Code.SUCCESS, group, leader, term, entries), f.opaque)
