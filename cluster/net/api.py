@@ -48,13 +48,19 @@ from store.base import AppendedRun, appended_rows
 
 from ..raft.rpc import Code
 from .frames import (
+    COUNT,
+    ENTRY_INDEX,
     FLAG_RESPONSE,
+    INDEX,
     REMOTING_SUCCESS,
     RESPONSE_POST,
     RESPONSE_PRE,
     BadMessage,
     Frame,
     check_depth,
+    ext_int,
+    get_field,
+    in_range,
     json_body,
     json_object,
     response_bytes,
@@ -62,20 +68,14 @@ from .frames import (
 from .wire import (
     APPEND,
     CHANGE_MEMBERS,
-    COUNT,
-    ENTRY_INDEX,
     FORCE_COMPARE,
     FORCE_TRUNCATE,
     GET,
-    INDEX,
     METADATA,
     QUERY,
     READ_INDEX,
     STATUS,
     WATERMARKS,
-    ext_int,
-    get_field,
-    in_range,
 )
 
 LINEARIZABLE, SERIALIZABLE = "linearizable", "serializable"

@@ -27,21 +27,30 @@ from .api import (
     ReadIndex,
     Watermarks,
 )
-from .frames import HANDLED, LENGTHS, SERIALIZE_JSON, BadMessage, Frame, json_body, json_encoder, refusal_error
+from .frames import (
+    COUNT,
+    HANDLED,
+    INDEX,
+    LENGTHS,
+    SERIALIZE_JSON,
+    BadMessage,
+    Frame,
+    in_range,
+    json_body,
+    json_encoder,
+    refusal_error,
+)
 from .wire import (
     APPEND,
     CHANGE_MEMBERS,
-    COUNT,
     FORCE_COMPARE,
     FORCE_TRUNCATE,
     GET,
     HEART_BEAT,
-    INDEX,
     LEADERSHIP_TRANSFER,
     QUERY,
     READ_INDEX,
     WATERMARKS,
-    in_range,
 )
 
 class _AppendAnswer(msgspec.Struct):

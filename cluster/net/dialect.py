@@ -23,8 +23,7 @@ import msgspec
 from store.format import ENTRY_HEADER, HEADER_SIZE
 
 from ..raft.rpc import PushRequest, PushType
-from .frames import BadMessage, check_depth
-from .wire import ENTRY_INDEX, INDEX, TERM, in_range
+from .frames import ENTRY_INDEX, INDEX, TERM, BadMessage, check_depth, in_range
 
 DLEDGER_RESPONSE_HEADER = 200  # the header code of every Java DLedger response
 

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import re
 import struct
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
+
+from store.format import INT64_MAX, TERM_MAX
 
 try:  # the compiled loops of the frame layer (cluster/net/_frames.c), when built
     from . import _frames
@@ -322,6 +325,72 @@ def json_object(body: bytes) -> dict:
     if not isinstance(obj, dict):
         raise BadMessage("body is not a JSON object")
     return obj
+
+
+# -- the fields of a JSON body or extFields, checked against their domains -----------------
+
+class Ints(NamedTuple):
+    """The integers a field may hold: ``lo .. hi``, both included."""
+
+    lo: int
+    hi: int
+
+
+TERM = Ints(0, TERM_MAX)  # a term a message is sent in: one that can be incremented
+SOME_TERM = Ints(-1, TERM_MAX)  # a term or -1 for none (an empty log's last term, a hint not given)
+INDEX = Ints(-1, INT64_MAX)  # a log index, or -1 for none
+ENTRY_INDEX = Ints(0, INT64_MAX)  # the index of an entry
+COUNT = Ints(0, 1 << 31)  # entries, bytes of a chunk, fingerprints asked for
+SIZE = Ints(0, INT64_MAX)  # bytes of a whole snapshot, offsets in it
+CRC = Ints(-(1 << 31), (1 << 32) - 1)  # a crc32, as Java's int or as unsigned
+STATUS_CODE = Ints(-(1 << 31), (1 << 31) - 1)  # a response code (unknown ones read as UNKNOWN)
+
+
+def in_range(value: int, kind: Ints, name: str) -> int:
+    """``value`` when it lies in ``kind``'s range, else BadMessage naming the field."""
+    if not kind.lo <= value <= kind.hi:
+        raise BadMessage(f"field {name!r} is {_short(value)}, outside {kind.lo}..{kind.hi}")
+    return value
+
+
+def _short(value: int) -> str:
+    """A number for an error message (one of thousands of digits is not printed)."""
+    return str(value) if abs(value) < 10**30 else f"a number of {value.bit_length()} bits"
+
+
+def get_field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
+    """Field ``name`` of a decoded JSON body, of ``kind``: str, bool, list, or the integer
+    domain of :class:`Ints` (a default is taken as it is). BadMessage when it is missing or
+    of another type or range."""
+    value = obj.get(name, default)
+    if value is msgspec.NODEFAULT:
+        raise BadMessage(f"missing field {name!r}")
+    if type(kind) is Ints:
+        if name not in obj:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise BadMessage(f"field {name!r} must be an integer")
+        return in_range(value, kind, name)
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise BadMessage(f"field {name!r} must be an integer")
+    if kind is str and value is not None and not isinstance(value, str):
+        raise BadMessage(f"field {name!r} must be a string")
+    if kind is bool and not isinstance(value, bool):
+        raise BadMessage(f"field {name!r} must be true or false")
+    if kind is list and not isinstance(value, list):
+        raise BadMessage(f"field {name!r} must be a list")
+    return value
+
+
+def ext_int(ext: dict, name: str, kind: Ints) -> int:
+    try:
+        text = ext[name]
+    except KeyError:
+        raise BadMessage(f"missing extField {name!r}") from None
+    # (int() would take "1_000", " 7" and thousands of digits: a wire number is plain)
+    if not (0 < len(text) <= 20 and (text.isdigit() or (text[0] == "-" and text[1:].isdigit()))) or not text.isascii():
+        raise BadMessage(f"extField {name!r} is not an integer: {text[:40]!r}")
+    return in_range(int(text), kind, f"extFields.{name}")
 
 
 # Header codes of a handled request: dledgerctl answers 0 (RemotingSysResponseCode.SUCCESS),

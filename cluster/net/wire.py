@@ -6,7 +6,7 @@ Rules this module keeps:
 - Decoding never raises anything but ProtocolError (frames.py) and its subclasses, whatever
   the bytes: a bad message becomes an error response.
 - Every number a message carries is checked against its field's domain where it is
-  decoded (:class:`Ints`: terms, indexes, counts, sizes), so nothing past the decoder meets
+  decoded (frames.py :class:`Ints`: terms, indexes, counts, sizes), so nothing past the decoder meets
   a term that cannot be incremented or an index the log format cannot store.
 - Requests carry DLedger's codes (METADATA 50000 ... LEADERSHIP_TRANSFER 51005); our operator
   requests use 52000 and up.
@@ -16,12 +16,6 @@ Rules this module keeps:
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
-
-import msgspec
-
-from store.format import INT64_MAX, TERM_MAX
 
 from ..raft.rpc import (
     Code,
@@ -42,7 +36,26 @@ from ..raft.rpc import (
     VoteResponse,
     VoteResult,
 )
-from .frames import FLAG_RESPONSE, HANDLED, REMOTING_SUCCESS, BadMessage, Frame, json_body, json_object, refusal_error
+from .frames import (  # (the field domains are frames.py's, beside the JSON they check)
+    COUNT,
+    CRC,
+    ENTRY_INDEX,
+    FLAG_RESPONSE,
+    HANDLED,
+    INDEX,
+    REMOTING_SUCCESS,
+    SIZE,
+    SOME_TERM,
+    STATUS_CODE,
+    TERM,
+    BadMessage,
+    Frame,
+    ext_int,
+    get_field,
+    json_body,
+    json_object,
+    refusal_error,
+)
 
 # DLedgerRequestCode
 METADATA = 50000
@@ -65,70 +78,6 @@ QUERY = 52006  # client -> a node: ask its state machine (cluster/raft/statemach
 CHANGE_MEMBERS = 52007  # operator -> leader: add a learner, or remove a member (cluster/raft/membership.py)
 READ_INDEX = 52008  # a node -> its leader: the confirmed read index of a linearizable read (cluster/raft/reads.py)
 OPERATOR_CODES = (WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE)
-
-
-class Ints(NamedTuple):
-    """The integers a field may hold: ``lo .. hi``, both included."""
-
-    lo: int
-    hi: int
-
-
-TERM = Ints(0, TERM_MAX)  # a term a message is sent in: one that can be incremented
-SOME_TERM = Ints(-1, TERM_MAX)  # a term or -1 for none (an empty log's last term, a hint not given)
-INDEX = Ints(-1, INT64_MAX)  # a log index, or -1 for none
-ENTRY_INDEX = Ints(0, INT64_MAX)  # the index of an entry
-COUNT = Ints(0, 1 << 31)  # entries, bytes of a chunk, fingerprints asked for
-SIZE = Ints(0, INT64_MAX)  # bytes of a whole snapshot, offsets in it
-CRC = Ints(-(1 << 31), (1 << 32) - 1)  # a crc32, as Java's int or as unsigned
-STATUS_CODE = Ints(-(1 << 31), (1 << 31) - 1)  # a response code (unknown ones read as UNKNOWN)
-
-
-def in_range(value: int, kind: Ints, name: str) -> int:
-    """``value`` when it lies in ``kind``'s range, else BadMessage naming the field."""
-    if not kind.lo <= value <= kind.hi:
-        raise BadMessage(f"field {name!r} is {_short(value)}, outside {kind.lo}..{kind.hi}")
-    return value
-
-
-def _short(value: int) -> str:
-    """A number for an error message (one of thousands of digits is not printed)."""
-    return str(value) if abs(value) < 10**30 else f"a number of {value.bit_length()} bits"
-
-
-def get_field(obj: dict, name: str, kind, default=msgspec.NODEFAULT):
-    """Field ``name`` of a decoded JSON body, of ``kind``: str, bool, list, or the integer
-    domain of :class:`Ints` (a default is taken as it is). BadMessage when it is missing or
-    of another type or range."""
-    value = obj.get(name, default)
-    if value is msgspec.NODEFAULT:
-        raise BadMessage(f"missing field {name!r}")
-    if type(kind) is Ints:
-        if name not in obj:
-            return value
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise BadMessage(f"field {name!r} must be an integer")
-        return in_range(value, kind, name)
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise BadMessage(f"field {name!r} must be an integer")
-    if kind is str and value is not None and not isinstance(value, str):
-        raise BadMessage(f"field {name!r} must be a string")
-    if kind is bool and not isinstance(value, bool):
-        raise BadMessage(f"field {name!r} must be true or false")
-    if kind is list and not isinstance(value, list):
-        raise BadMessage(f"field {name!r} must be a list")
-    return value
-
-
-def ext_int(ext: dict, name: str, kind: Ints) -> int:
-    try:
-        text = ext[name]
-    except KeyError:
-        raise BadMessage(f"missing extField {name!r}") from None
-    # (int() would take "1_000", " 7" and thousands of digits: a wire number is plain)
-    if not (0 < len(text) <= 20 and (text.isdigit() or (text[0] == "-" and text[1:].isdigit()))) or not text.isascii():
-        raise BadMessage(f"extField {name!r} is not an integer: {text[:40]!r}")
-    return in_range(int(text), kind, f"extFields.{name}")
 
 
 def request_frame(req, opaque: int, to: str | None = None) -> Frame:

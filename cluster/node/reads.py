@@ -19,11 +19,10 @@ import time
 
 from ..net import api
 from ..net.api_client import request_frame
-from ..net.frames import FLAG_RESPONSE, Frame, ProtocolError, json_object
+from ..net.frames import FLAG_RESPONSE, INDEX, Frame, ProtocolError, get_field, json_object
 from ..net.repeats import Repeats, held_back
 from ..net.transport import TransportError
 from ..net.api import answer_frame
-from ..net.wire import INDEX, get_field
 from ..raft.member import Role
 from ..raft.rpc import Code
 from ..raft.statemachine import StateMachineError

@@ -47,12 +47,14 @@ from ..net.frames import (
     BadMessage,
     Frame,
     error_frame,
+    get_field,
     json_body,
     json_object,
     response_bytes,
 )
 from ..net.repeats import Repeats, held_back
-from ..net.tls import CLIENT, OPERATOR, PEER, refusal
+from ..net.tls import CLIENT, OPERATOR, PEER
+from ..net.tls import refusal as tls_refusal
 from ..net.wire import (
     APPEND,
     CHANGE_MEMBERS,
@@ -72,7 +74,6 @@ from ..net.wire import (
     VOTE,
     WATERMARKS,
     decode_request,
-    get_field,
     response_frame,
 )
 from ..raft.proposal import Proposal
@@ -228,7 +229,7 @@ class Requests:
         """Under TLS: the refusal of a request its connection's identity may not make (one
         warning in the log per client, reason and minute), or None."""
         node = self.node
-        why = refusal(conn.identity, node.cfg.group, node.cfg.peers, need, sender)
+        why = tls_refusal(conn.identity, node.cfg.group, node.cfg.peers, need, sender)
         if why is None:
             return None
         key = (conn.peer[0] if conn.peer else None, why)
