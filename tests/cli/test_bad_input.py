@@ -23,6 +23,8 @@ from tests.support.commands import invoke as run
 from tests.support.group import recorded, up, wait_for
 from tests.support.ports import free_port_base
 from tests.support.rmq_store import write_broker_store
+from tests.support.stores import file_crcs
+from store.filestore import FileStore
 
 cli = functools.partial(_command, timeout=90)  # (a longer deadline than other rooms')
 
@@ -99,6 +101,7 @@ MATRIX = {
     "certs add": ["test_certs_add_needs_a_ca"],
     "mq migrate": ["test_mq_migrate_from_a_missing_dir"],
     "mq consumers": ["test_mq_consumers_without_offsets"],
+    "mq rebuild": ["test_mq_rebuild_of_a_missing_dir", "test_mq_rebuild_of_a_log_that_holds_no_messages"],
     "mq salvage": ["test_mq_salvage_bad_input"],
     "certs revoke": ["test_certs_revoke_needs_what_to_revoke"],
     "kv put": ["test_kv_put_without_a_state_machine_is_refused"],
@@ -499,6 +502,27 @@ def test_mq_consumers_without_offsets(tmp_path):
     assert r.exit_code == 1
     one_error(r.stderr, "consumerOffset.json", "not UTF-8")
     assert sorted(os.listdir(root / "config")) == ["consumerOffset.json"]
+
+
+def test_mq_rebuild_of_a_missing_dir(tmp_path):
+    r = run("mq", "rebuild", str(tmp_path / "nope"))
+    assert r.exit_code == 1
+    one_error(r.stderr, "nope")
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_mq_rebuild_of_a_log_that_holds_no_messages(tmp_path):
+    """A node's log of plain entries (not RocketMQ messages): refused, nothing written beside it."""
+    node = tmp_path / "dledger-n0"
+    s = FileStore.open(str(node))
+    s.append_leader([b"not a message"], 1)
+    s.set_committed(s.end_index)
+    s.close()
+    before = file_crcs(tmp_path)
+    r = run("mq", "rebuild", str(tmp_path))
+    assert r.exit_code == 1
+    one_error(r.stderr, "not-a-message", "the store was not changed")
+    assert file_crcs(tmp_path) == before
 
 
 def test_mq_migrate_from_a_missing_dir(tmp_path):

@@ -17,13 +17,13 @@ import signal
 import subprocess
 import sys
 import time
-import zlib
 
 import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from tests.support.rmq_store import write_broker_store
+from tests.support.stores import file_crcs
 from store.metafiles import read_checkpoint, write_checkpoint
 from store.rocketmq.consumequeue import find_queues, read_units
 
@@ -40,16 +40,6 @@ def specs(n: int = 120) -> list[dict]:
                 "properties": {"DELAY": "3", "TAGS": "x"}})
     out.append({"topic": "Tx", "queue_id": 0, "body": b"half", "sys_flag": 0x4})  # a prepared half: no unit
     out.append({"topic": "主题-ü", "queue_id": 0, "body": b"non-ascii"})
-    return out
-
-
-def tree(root) -> dict:
-    out = {}
-    for d, _, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, root)] = zlib.crc32(fh.read())
     return out
 
 
@@ -144,20 +134,20 @@ def test_a_damaged_log_changes_nothing(store):
     with open(data / f, "r+b") as fh:  # a message's QUEUEID made negative (bytes 12..15 of the message)
         fh.seek(written[5]["pos"] + 48 + 12)
         fh.write(b"\xff\xff\xff\xf0")
-    before = tree(root)
+    before = file_crcs(root)
     s = rebuild(root, code=1)
     assert "queue-id" in s["stderr"] and "the store was not changed" in s["stderr"]
-    assert tree(root) == before and not [n for n in os.listdir(root) if n.startswith(".rebuild")]
+    assert file_crcs(root) == before and not [n for n in os.listdir(root) if n.startswith(".rebuild")]
 
 
 def test_a_skipped_queue_offset_is_refused(tmp_path):
     root = tmp_path / "broker"
     msgs = [{"topic": "A", "body": b"x", "queue_offset": q} for q in (0, 1, 3)]
     write_broker_store(str(root), msgs, cq_units_per_file=PER_FILE)
-    before = tree(root)
+    before = file_crcs(root)
     s = rebuild(root, code=1)
     assert "queue A/0" in s["stderr"] and "queue offset 3" in s["stderr"] and "skipped" in s["stderr"]
-    assert tree(root) == before
+    assert file_crcs(root) == before
 
 
 def test_a_queue_that_starts_past_zero_gets_fill_pre_blank_units(tmp_path):
@@ -189,10 +179,10 @@ def test_a_running_broker_is_refused(store):
                                   stdout=subprocess.PIPE, text=True)
         try:
             assert holder.stdout.readline().strip() == "held"
-            before = tree(root)
+            before = file_crcs(root)
             s = rebuild(root, code=1)
             assert "a running broker holds its lock file" in s["stderr"]
-            assert tree(root) == before
+            assert file_crcs(root) == before
         finally:
             holder.stdin.close()
             holder.wait(10)
@@ -205,7 +195,7 @@ def test_a_killed_rebuild_leaves_the_store_as_it_was_and_the_next_run_cleans_up(
     root = tmp_path / "broker"
     write_broker_store(str(root), [{"topic": f"T{i % 50}", "queue_id": i % 4, "body": b"x" * 300} for i in range(60000)],
                        data_file_size=4 << 20)
-    before = tree(root)
+    before = file_crcs(root)
     proc = subprocess.Popen([sys.executable, "-m", "dledgerctl", "mq", "rebuild", str(root)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -215,7 +205,7 @@ def test_a_killed_rebuild_leaves_the_store_as_it_was_and_the_next_run_cleans_up(
     proc.wait(10)
     left = [n for n in os.listdir(root) if n.startswith(".rebuild-")]
     assert left  # (killed while it wrote)
-    assert {k: v for k, v in tree(root).items() if not k.startswith(".rebuild-")} == before
+    assert {k: v for k, v in file_crcs(root).items() if not k.startswith(".rebuild-")} == before
     s = rebuild(root)
     assert f"removed {left[0]}, left by an interrupted run" in s["note"]
     assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]
@@ -243,7 +233,7 @@ def test_a_master_slave_store_is_rebuilt_as_migrate_wrote_it(store, tmp_path):
 ])
 def test_bad_options_are_refused_before_anything(store, args, words):
     root, _ = store
-    before = tree(root)
+    before = file_crcs(root)
     r = runner.invoke(app, ["mq", "rebuild", str(root), *args])
     assert r.exit_code == 2 and words in r.output, r.output
-    assert tree(root) == before
+    assert file_crcs(root) == before
