@@ -137,6 +137,15 @@ def test_objects_are_made_of_parts_not_of_bases(name, path):
     assert not wrong, f"{name}: {wrong}"
 
 
+@pytest.mark.parametrize("name, path", [m for m in MODULES if _under(m[0], "dledgerctl")],
+                         ids=[n for n, _ in MODULES if _under(n, "dledgerctl")])
+def test_the_command_line_speaks_to_nodes_through_the_client_only(name, path):
+    """Requests are cluster/net/api.py's typed messages, built by the Client's methods: no
+    command picks wire codes or field names itself."""
+    got = sorted(m for m in imports(name, path) if _under(m, "cluster.net.wire"))
+    assert not got, f"{name} imports {got}: ask through cluster.net.client.Client"
+
+
 def test_the_three_rooms_are_all_there_is():
     top = sorted(n for n, _ in MODULES if n.count(".") == 1 and n.startswith("cluster."))
     assert top == ["cluster.net", "cluster.node", "cluster.raft"], top
