@@ -35,7 +35,7 @@ import numpy as np
 from ..errors import NotAStoreError
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL, parse_file_name
 from .message import MAGICS, MIN_SIZE, PHY_POS_POSITION
-from .scan import Batch
+from .entries import Batch
 
 COMMIT_LOG_DIR = "commitlog"  # StorePathConfigHelper / MessageStoreConfig.storePathCommitLog
 MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024  # MessageStoreConfig.mappedFileSizeCommitLog

@@ -15,52 +15,16 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import NotAStoreError
 from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 from ..reading import Selection, open_lists, start_file
 from ..scan import FileScan, Run
+from . import commitlog
+from .entries import Batch, Item
 from .lookup import IndexFile, NotFound, open_index, queue_unit
 from .message import (MAX_MESSAGE_SIZE, MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of,
                       decode)
 
-_COMMIT_LOG = "commitlog"  # commitlog.COMMIT_LOG_DIR (commitlog.py builds on this module)
 KINDS = {MAGIC_NORMAL: "message", MAGIC_NOOP: "no-op", MAGIC_CONFIG: "config"}
-
-
-@dataclass(slots=True)
-class Item:
-    """One entry: ``message`` when its body decoded, else ``note`` says what it is."""
-
-    kind: str  # message | no-op | config | not-a-message | damage
-    index: int
-    term: int
-    pos: int  # the entry's logical offset
-    size: int  # the entry's size
-    file: str  # data/<name>
-    buf: object  # the data file's bytes (the message's offsets are within it)
-    message: Message | None = None
-    note: str = ""
-
-
-@dataclass(slots=True)
-class Batch:
-    """Consecutive entries of one data file (columns), or a place where it is damaged."""
-
-    file: str  # data/<name>
-    start: int  # the file's first logical offset
-    buf: object  # the file's bytes
-    magic: np.ndarray | None = None
-    size: np.ndarray | None = None
-    index: np.ndarray | None = None
-    term: np.ndarray | None = None
-    pos: np.ndarray | None = None
-    bsize: np.ndarray | None = None
-    damage: str = ""  # set for a damage batch (its ``at``: the logical offset)
-    at: int = -1
-    shift: int = 0  # added to ``pos - start`` for the byte a finding names (a commit log's: commitlog.batches)
-
-    def __len__(self) -> int:
-        return 0 if self.index is None else len(self.index)
 
 
 def batches(node_dir: str, sel: Selection | None = None, *, data_file_size: int | None = None,
@@ -69,9 +33,9 @@ def batches(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
     run lane; entries the per-entry lane yields come in batches of their own). The buffers
     are the data files' maps: use a batch before the next one is asked for."""
     sel = sel or Selection()
-    if os.path.basename(os.path.normpath(node_dir)) == _COMMIT_LOG and not os.path.isdir(os.path.join(node_dir, "data")):
-        raise NotAStoreError(f"{node_dir}: a master-slave broker's commit log: this command reads DLedger logs only "
-                             f"('mq check' and 'mq topics' read both)")
+    if _is_commit_log(node_dir):
+        yield from _commit_log(node_dir, sel)
+        return
     data, index = open_lists(node_dir, data_file_size, index_file_size)
     try:
         first = start_file(data, index, sel)
@@ -117,6 +81,31 @@ def batches(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
         index.close()
 
 
+def _is_commit_log(node_dir: str) -> bool:
+    return os.path.basename(os.path.normpath(node_dir)) == commitlog.COMMIT_LOG_DIR and \
+        not os.path.isdir(os.path.join(node_dir, "data"))
+
+
+def _lowest_pos(node_dir: str) -> int:
+    """The lowest ``pos`` an entry can have: 0 in a DLedger log, -48 in a commit log (its
+    first message, at offset 0, stands as an entry at 0 - 48)."""
+    return -HEADER_SIZE if _is_commit_log(node_dir) else 0
+
+
+def _commit_log(log_dir: str, sel: Selection) -> Iterator[Batch]:
+    """A master-slave broker's commit log as batches (commitlog.batches: ``index`` the
+    message's ordinal, ``pos`` its offset - 48), ``sel`` applied."""
+    for b in commitlog.batches(log_dir):
+        if b.damage:
+            yield b
+            return
+        b, done = _select(b, sel)
+        if len(b):
+            yield b
+        if done:
+            return
+
+
 _SINGLE = np.dtype([("magic", np.int64), ("size", np.int64), ("index", np.int64), ("term", np.int64),
                     ("pos", np.int64), ("bsize", np.int64)])
 
@@ -145,7 +134,7 @@ def _select(b: Batch, sel: Selection) -> tuple[Batch, bool]:
 
 def _take(b: Batch, keep: np.ndarray) -> Batch:
     return Batch(b.file, b.start, b.buf, b.magic[keep], b.size[keep], b.index[keep], b.term[keep], b.pos[keep],
-                 b.bsize[keep])
+                 b.bsize[keep], shift=b.shift)
 
 
 def items(node_dir: str, sel: Selection | None = None, *, data_file_size: int | None = None,
@@ -270,7 +259,7 @@ def message_rows(node_dir: str, sel: Selection | None = None, flt: Filter | None
         return
     found = False
     pos = msg_id_pos(flt.msg_id)
-    if pos >= 0 and sel.pos in (None, pos):
+    if pos >= _lowest_pos(node_dir) and sel.pos in (None, pos):
         for row in _rows(node_dir, Selection(sel.index, sel.from_index, sel.to_index, pos), flt, **opts):
             found = True
             yield {**row, "matched": "msg_id"}
@@ -296,9 +285,10 @@ def _indexed_rows(node_dir: str, sel: Selection, flt: Filter, index: list[IndexF
     keys = (flt.uniq_key,) if flt.uniq_key is not None else flt.keys
     offsets = sorted({phy for f in index for t in flt.topics for k in keys for phy in f.offsets(f"{t}#{k}")})
     covered = max(f.end_phy for f in index) - HEADER_SIZE  # (the entry of the last message indexed)
+    lowest = _lowest_pos(node_dir)
     for phy in offsets:
         pos = phy - HEADER_SIZE
-        if pos < 0 or pos > covered or sel.pos not in (None, pos):  # (past ``covered``: the scan below reads it)
+        if pos < lowest or pos > covered or sel.pos not in (None, pos):  # (past ``covered``: the scan below reads it)
             continue
         for row in _rows(node_dir, Selection(sel.index, sel.from_index, sel.to_index, pos), flt, **opts):
             if row["pos"] == pos:
