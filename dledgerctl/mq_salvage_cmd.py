@@ -4,17 +4,26 @@ Registered on the ``mq`` sub-app by app.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from typing import Annotated, Optional
 
 import typer
 
+from cluster.net import paging
+from cluster.net.client import Client, ClientError
+from cluster.node.launcher import DEFAULT_BASE_DIR
+from cluster.raft.config import DEFAULT_GROUP
 from store.errors import NotAStoreError
 from store.layout import find_node_dirs, looks_like_node_dir
-from store.rocketmq.salvage import salvage
+from store.rocketmq.message import MAX_MESSAGE_SIZE
+from store.rocketmq.salvage import Salvage, entry_messages, match, salvage, start
 
-from .common import FormatOpt, MaxBodyOpt, errors_as_exit, fail, plural
+from .cluster_cmd import _peers
+from .common import (BaseDirOpt, ClientGroupOpt, FormatOpt, MaxBodyOpt, PeersOpt, TimeoutOpt, errors_as_exit, fail,
+                     plural, tls_options)
+from .log_cmd import _stream
 from .render import Format, render
 
 COLUMNS = ["index", "term", "topic", "queue_id", "queue_offset", "tags", "keys", "uniq_key", "body_size", "status",
@@ -33,29 +42,42 @@ def _logs(path: str) -> list[str]:
     return nodes
 
 
+@tls_options
 def salvage_cmd(
     kept: Annotated[str, typer.Argument(help="A file of kept entries (node start --keep-truncated, store "
                                              "truncate), or a directory of them.", show_default=False)],
-    against: Annotated[str, typer.Option("--against", metavar="DIR", help="The group's log: a node directory, or a "
-                                         "base directory whose every dledger-<id> is read (a message any of them "
-                                         "holds counts as held: give the leader's to be strict).",
-                                         show_default=False)],
+    against: Annotated[Optional[str], typer.Option(
+        "--against", metavar="DIR", help="The group's log on disk: a node directory, or a base directory whose every "
+                                         "dledger-<id> is read (a message any of them holds counts as held: give the "
+                                         "leader's to be strict). Without it, the running group (--peers, or the "
+                                         "cluster recorded in --base-dir) is read from its leader, up to its commit "
+                                         "index.", show_default=False)] = None,
     out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Also write the missing messages "
                                                "to FILE, one JSON object a line (topic, tags, keys, flag, "
                                                "properties, body in base64), for a producer to send again. FILE "
                                                "must not exist.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="List the kept messages the log holds too (status held).")] = False,
     max_body: MaxBodyOpt = None,
+    peers: PeersOpt = None, group: ClientGroupOpt = None, base_dir: BaseDirOpt = DEFAULT_BASE_DIR,
+    timeout: TimeoutOpt = 5.0,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """The RocketMQ messages in kept entries that the group's log no longer holds: matched by UNIQ_KEY, else by
-    topic, queue, queue offset and body CRC. Only reads; run it on stopped members or copies of their files."""
-    limits = {} if max_body is None else {"max_body": max_body}
+    topic, queue, queue offset and body CRC. Only reads: files given with --against (stopped members, or copies of
+    their files), else the running group's committed log, read from its leader."""
+    limit = MAX_MESSAGE_SIZE if max_body is None else max_body
+    if against is not None and peers is not None:
+        raise fail("give --against (a log on disk) or --peers (a running group), not both", 2)
     with errors_as_exit():
-        logs = _logs(against)
+        logs = _logs(against) if against is not None else None
         if out is not None and os.path.lexists(out):
             raise fail(f"--out {out}: already exists")
-        result = salvage(kept, logs, **limits)
+        if logs is not None:
+            result = salvage(kept, logs, limit)
+        else:
+            result = start(kept, limit)
+            parsed, rec_group = _peers(peers, base_dir)
+            _match_live(result, parsed, group or rec_group or DEFAULT_GROUP, timeout)
         missing = result.missing
         unsendable = [k for k in missing if k.body is None]
         if out is not None:
@@ -68,6 +90,29 @@ def salvage_cmd(
                + (f"; {len(missing) - len(unsendable)} written to {out}" if out is not None else "")
                + (f"; {len(unsendable)} missing with a body past the limit, not written (--max-body raises it)"
                   if unsendable else ""), err=True)
+
+
+def _match_live(result: Salvage, peers: dict, group: str, timeout: float) -> None:
+    """Match the kept messages against the running group's committed log, read from its leader
+    (from its first entry to its commit index when the reading began)."""
+    seen: dict = {}
+
+    async def pages(c: Client):
+        leader = await c.find_leader(asyncio.get_running_loop().time() + timeout)
+        md = await c.metadata(leader)
+        try:
+            first, last = int(md.get("begin_index") or 0), int(md["committed_index"])
+        except (KeyError, TypeError, ValueError):
+            raise ClientError(f"{leader}: its METADATA answer gives no commit index (a Java DLedger member: read its "
+                              f"files with --against)") from None
+        seen.update(leader=leader, first=first, last=last)
+        if last >= first:
+            async for page in paging.read(c, first, last, peer=leader, consistency="serializable"):
+                yield page
+
+    for page in _stream(peers, group, timeout, pages):
+        match(result, seen["leader"], (m for e in page for m in entry_messages(e["magic"], e["body"])))
+    result.logs.append(f"{group}'s log on {seen['leader']} (entries {seen['first']}-{seen['last']})")
 
 
 def _write(path: str, records: list[dict]) -> None:

@@ -268,6 +268,15 @@ class RaftCore:
     def become_candidate(self) -> None:
         self.member.role, self.member.leader_id = Role.CANDIDATE, None
         self.tick_role = self.elections.tick_candidate
+        self._drop_leader()
+
+    def _drop_leader(self) -> None:
+        """Leave the leader's part, if this node had one: its proposals and reads are answered
+        NOT_LEADER (a candidate or follower has no dispatchers, proposals or quorum)."""
+        was, self.leader = self.leader, None
+        if was is not None:
+            self.reads.fail(Code.NOT_LEADER, "leadership changed before the read was confirmed")
+            was.step_down()
 
     def become_leader(self, now: int) -> None:
         m, c, s = self.member, self.cfg, self.store
@@ -321,10 +330,7 @@ class RaftCore:
         m.role, m.leader_id = Role.FOLLOWER, leader
         self.tick_role = self.elections.tick_follower
         self.elections.stand_down()
-        was, self.leader = self.leader, None
-        if was is not None:
-            self.reads.fail(Code.NOT_LEADER, "leadership changed before the read was confirmed")
-            was.step_down()
+        self._drop_leader()
         self.elections.restart_timer(now)
         return moved
 
@@ -459,8 +465,9 @@ class RaftCore:
         self.compaction.snapshot_saved(index, now)
 
     def start_transfer(self, target: str, now: int) -> None:
-        """Hand leadership to ``target`` once it has every entry (leaders only)."""
-        self.leader.start_transfer(target, now)
+        """Hand leadership to ``target`` once it has every entry (leaders only: else nothing)."""
+        if self.leader is not None:
+            self.leader.start_transfer(target, now)
 
     def refuse_operator(self, peer: str | None) -> tuple[Code, str] | None:
         """Why an operator request about follower ``peer`` cannot be served here, if it cannot."""
@@ -476,8 +483,8 @@ class RaftCore:
         return None
 
     def watermarks(self, now: int) -> list[dict]:
-        """One row per member, the leader's first (leaders only): see Leader.watermarks."""
-        return self.leader.watermarks(now)
+        """One row per member, the leader's first (leaders only: else none): see Leader.watermarks."""
+        return [] if self.leader is None else self.leader.watermarks(now)
 
     def pause_peer(self, peer: str, below: int, why: str) -> bool:
         """Hold replication to ``peer`` (see Dispatcher.pause) while a repair is under way;

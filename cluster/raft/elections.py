@@ -267,7 +267,7 @@ class Elections:
         m, c = core.member, core.cfg
         if c.never_lead:
             return LeadershipTransferResponse(m.term, Code.TAKE_LEADERSHIP_FAILED, f"{c.self_id} never leads")
-        if req.term != m.term or m.leader_id != req.leader_id:
+        if req.term != m.term or m.leader_id != req.leader_id or core.leader is not None:
             return LeadershipTransferResponse(m.term, Code.INCONSISTENT_LEADER, "not from the current leader")
         if req.end_index > core.store.end_index:
             # (a Java leader asks while we may still lack up to 1000 of its entries: wait

@@ -131,8 +131,9 @@ class Leader:
         for p, d in self.dispatchers.items():
             for req in d.poll(now, committed):
                 core.send(p, req)
-            for text in d.take_said():
-                core.note(text)
+            if d.said:
+                for text in d.take_said():
+                    core.note(text)
 
     def ack_self(self) -> None:
         """The leader's own copy counts once it meets the flush policy: at once (async: the

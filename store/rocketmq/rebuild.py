@@ -34,10 +34,12 @@ check`` tells more. A running broker (holding the root's ``lock`` file) is refus
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import struct
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,7 +56,7 @@ from .layout import BrokerStore
 from .logwalk import walk
 from .lookup import INDEX_DIR
 from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode
-from .migrate import CHECKPOINT_FILE, CHECKPOINT_SIZE, _alive, _broker_holds, _sync_dir
+from .migrate import CHECKPOINT_FILE, CHECKPOINT_SIZE, LOCK_FILE, _alive, _sync_dir
 from .scan import batches
 from .stream import Log, _overlaps
 
@@ -107,8 +109,16 @@ def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_fil
     """Rebuild ``consumequeue/``, ``index/`` and the checkpoint's dispatch times (see the
     module's text); the summary. RebuildError (store unchanged) when it cannot be done."""
     root = store_root(broker)
-    if _broker_holds(root):
-        raise RebuildError(f"{root}: a running broker holds its lock file: stop the broker first")
+    if not any(os.path.lexists(os.path.join(root, n)) for n in _BROKER_FILES) and not _asides(root, CONSUME_QUEUE_DIR):
+        raise RebuildError(f"{root}: does not look like a broker's store root (none of {', '.join(_BROKER_FILES)}): "
+                           f"give the store root that holds the log")
+    with _Lock(root):
+        return _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num,
+                        max_index_num, data_file_size, index_file_size, progress)
+
+
+def _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num, max_index_num,
+             data_file_size, index_file_size, progress) -> Summary:
     committed = None
     if not broker.commit_log:
         committed = read_checkpoint(broker.node_dir).committed_index
@@ -116,7 +126,7 @@ def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_fil
             raise RebuildError(f"{broker.node_dir}: its checkpoint holds no committed index: which entries the "
                                f"broker dispatches is unknown (give --include-uncommitted to take them all)")
     old_queues = find_queues(root)
-    fsize = queue_file_size or (file_size_of(old_queues) if old_queues else CQ_FILE_SIZE)
+    fsize = queue_file_size or (file_size_of(old_queues) if old_queues else _aside_file_size(root))
     if fsize % CQ_STORE_UNIT_SIZE:
         raise RebuildError(f"consume-queue files of {fsize} bytes: not a whole number of {CQ_STORE_UNIT_SIZE}-byte "
                            f"units")
@@ -135,11 +145,74 @@ def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_fil
                                 index_file_size)
         _write_checkpoint(root, tmp, last_ts, index_ts)
         _notes(old_queues, summary, tmp, root)
-        _swap(root, tmp, summary)
+        _sync_dirs(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _swap(root, tmp, summary)
     return summary
+
+
+# what a broker's store root holds besides its log (StorePathConfigHelper; config/ beside it)
+_BROKER_FILES = ("lock", "abort", CHECKPOINT_FILE, "config", CONSUME_QUEUE_DIR, INDEX_DIR)
+
+
+class _Lock:
+    """The store root's ``lock`` file, held (as ``DefaultMessageStore.start`` takes it: a
+    POSIX record lock on its first byte) from the check until the new files are in, so a
+    broker started meanwhile fails to start instead of writing into files being moved. A
+    root without one (a broker makes it when it first opens the store) gets none: nothing is
+    left behind by a run that is killed."""
+
+    def __init__(self, root: str) -> None:
+        self.path = os.path.join(root, LOCK_FILE)
+        self.fd = -1
+
+    def __enter__(self) -> "_Lock":
+        try:
+            self.fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return self
+        except OSError as exc:
+            raise RebuildError(f"{self.path}: cannot be opened to lock it ({exc.strerror or exc})") from None
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+        except OSError:
+            self.__exit__()
+            raise RebuildError(f"{os.path.dirname(self.path)}: a running broker holds its lock file: stop the "
+                               f"broker first") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)  # (releases the lock)
+            self.fd = -1
+
+
+def _asides(root: str, name: str) -> list[str]:
+    """The ``NAME.old-TIME`` directories earlier rebuilds left, newest last."""
+    return sorted(n for n in os.listdir(root) if n.startswith(f"{name}.old-"))
+
+
+def _aside_file_size(root: str) -> int:
+    """The queue file size when ``consumequeue/`` is gone: the newest set aside's (a rebuild
+    killed between its renames leaves one), else RocketMQ's default."""
+    for name in reversed(_asides(root, CONSUME_QUEUE_DIR)):
+        sizes = Counter(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(os.path.join(root, name))
+                        for f in files if f.isdigit())
+        if sizes:
+            return sizes.most_common(1)[0][0]
+    return CQ_FILE_SIZE
+
+
+def _sync_dirs(top: str) -> None:
+    """fsync every directory under ``top`` (the new files' names last once renamed in)."""
+    for d, _, _ in os.walk(top):
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _stale_temps(root: str) -> list[str]:
@@ -149,6 +222,12 @@ def _stale_temps(root: str) -> list[str]:
         if n.startswith(".rebuild-") and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             out.append(os.path.join(root, n))
     return out
+
+
+def _safe_name(topic: str) -> bool:
+    """A topic that names one directory under consumequeue/ (no separator, no NUL, not . or ..)."""
+    return topic not in ("", ".", "..") and "/" not in topic and "\0" not in topic and \
+        len(topic.encode("utf-8", "surrogateescape")) <= 255
 
 
 class _Queues:
@@ -171,6 +250,9 @@ class _Queues:
         """One queue's next units, in log order (queue offsets must follow on)."""
         key = (topic, qid)
         if key not in self.expect:
+            if not _safe_name(topic):
+                raise RebuildError(f"the message at commit-log offset {int(phy[0])} has topic {topic!r}, which cannot "
+                                   f"be a directory's name (a broker never stores one: run 'dledgerctl mq check')")
             first = int(qoff[0])
             if first < 0:
                 raise RebuildError(f"queue {topic}/{qid}: the message at commit-log offset {int(phy[0])} has queue "
@@ -239,7 +321,7 @@ class _Queues:
 
 def _write_queues(broker, tmp, fsize, summary, committed, delay_levels_ms, data_file_size, index_file_size,
                   progress) -> int:
-    """The consume queues from the log; the store time of the last message dispatched."""
+    """The consume queues from the log; the latest store time of a message dispatched."""
     queues = _Queues(os.path.join(tmp, CONSUME_QUEUE_DIR), fsize)
     log, findings, file_ends, last_ts = Log(), [], {}, 0
     for b, cols in walk(broker, findings, log, data_file_size=data_file_size, index_file_size=index_file_size,
@@ -261,7 +343,7 @@ def _write_queues(broker, tmp, fsize, summary, committed, delay_levels_ms, data_
         for grp in np.split(rows[order], np.flatnonzero(np.diff(key[order])) + 1):
             queues.add(names[int(cols["topic"][grp[0]])], int(cols["queue_id"][grp[0]]), cols["queue_offset"][grp],
                        cols["phy"][grp], cols["size"][grp], cols["tags"][grp])
-        last_ts = int(cols["store_ts"][rows[-1]])
+        last_ts = max(last_ts, int(cols["store_ts"][rows].max()))
     _refuse(broker, findings)
     if _overlaps(log, file_ends):
         raise RebuildError(f"{broker.node_dir}: a data file holds entries past where the next one begins (run "
@@ -273,11 +355,14 @@ def _write_queues(broker, tmp, fsize, summary, committed, delay_levels_ms, data_
 
 
 def _refuse(broker, findings: list) -> None:
+    """Stop at the first finding the dispatch cannot read past; the others (a body CRC that
+    does not match: the dispatch does not check it) are dropped, so the list stays short."""
     for f in findings:
         if f["finding"] in _REFUSED:
             where = f"{os.path.basename(broker.node_dir)}/{f['file']} offset {f['offset']}"
             raise RebuildError(f"{where}: {f['finding']}: {f['detail']} (the store was not changed; run "
                                f"'dledgerctl mq check' on it)")
+    findings.clear()
 
 
 def _messages(broker, until: int, data_file_size, index_file_size):
@@ -298,30 +383,36 @@ def _messages(broker, until: int, data_file_size, index_file_size):
 def _write_index(broker, tmp, summary, slots, index_num, data_file_size, index_file_size) -> int:
     """``index/`` for the messages before the end of the furthest unit; the last one's store time."""
     writer = IndexWriter(tmp, slots, index_num)
+    latest = 0
     try:
         for offset, m in _messages(broker, summary.dispatched_until, data_file_size, index_file_size):
             p = m.properties
             writer.add(message_keys(m.topic, m.sys_flag, p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                                     p.get(PROPERTY_KEYS)), offset, m.store_timestamp)
+            latest = max(latest, m.store_timestamp)
     finally:
         writer.close()
     summary.index_files, summary.index_keys = len(writer.files), writer.keys_written
-    return writer.last_ts
+    return latest
 
 
 def _write_checkpoint(root: str, tmp: str, logics_ts: int, index_ts: int) -> None:
-    """The new checkpoint (RocketMQ's StoreCheckpoint file): the old one's physicMsgTimestamp
-    (the last message's time when there is none), the dispatch's times."""
-    physic = logics_ts
+    """The new checkpoint (RocketMQ's StoreCheckpoint file): the old one's bytes with
+    logicsMsgTimestamp and indexMsgTimestamp (i64 at 8 and 16) set to the dispatch's times
+    (an index file whose end time is past indexMsgTimestamp is dropped at an abnormal
+    recovery); physicMsgTimestamp and what RocketMQ 5 keeps after them (masterFlushedOffset,
+    confirmPhyOffset) stay. Without one, a new one (physicMsgTimestamp the last message's)."""
     try:
         with open(os.path.join(root, CHECKPOINT_FILE), "rb") as fh:
-            head = fh.read(_CHECKPOINT.size)
-        if len(head) == _CHECKPOINT.size:
-            physic = max(_CHECKPOINT.unpack(head)[0], logics_ts)
+            data = bytearray(fh.read(CHECKPOINT_SIZE))
     except FileNotFoundError:
-        pass
+        data = bytearray()
+    if len(data) < _CHECKPOINT.size:
+        data = bytearray(_CHECKPOINT.pack(logics_ts, 0, 0))
+    data = data.ljust(CHECKPOINT_SIZE, b"\0")
+    struct.pack_into(">qq", data, 8, logics_ts, index_ts)
     with open(os.path.join(tmp, CHECKPOINT_FILE), "xb") as fh:
-        fh.write(_CHECKPOINT.pack(physic, logics_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
+        fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
 
@@ -361,20 +452,37 @@ def _queue_end(qdir: str) -> int:
 
 
 def _swap(root: str, tmp: str, summary: Summary) -> None:
-    """The old files aside, the new ones in (each a rename in the store root), then synced."""
+    """The old files aside, the new ones in (each a rename in the store root), then synced.
+    A rename that fails puts back what was moved (RebuildError: the store as it was); when
+    even that fails the error names where each file is, and nothing is deleted."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    for name in (CONSUME_QUEUE_DIR, INDEX_DIR, CHECKPOINT_FILE):
-        old = os.path.join(root, name)
-        if os.path.lexists(old):
-            aside = f"{old}.old-{stamp}"
-            k = 1
-            while os.path.lexists(aside):
-                k += 1
-                aside = f"{old}.old-{stamp}-{k}"
-            os.rename(old, aside)
-            summary.kept_aside.append(os.path.basename(aside))
-        new = os.path.join(tmp, name)
-        if os.path.lexists(new):
-            os.rename(new, old)
-    os.rmdir(tmp) if not os.listdir(tmp) else shutil.rmtree(tmp)
+    done: list[tuple[str, str]] = []  # (from, to) of each rename made
+    try:
+        for name in (CONSUME_QUEUE_DIR, INDEX_DIR, CHECKPOINT_FILE):
+            old = os.path.join(root, name)
+            if os.path.lexists(old):
+                aside = f"{old}.old-{stamp}"
+                k = 1
+                while os.path.lexists(aside):
+                    k += 1
+                    aside = f"{old}.old-{stamp}-{k}"
+                os.rename(old, aside)
+                done.append((old, aside))
+            new = os.path.join(tmp, name)
+            if os.path.lexists(new):
+                os.rename(new, old)
+                done.append((new, old))
+    except OSError as exc:
+        for src, dst in reversed(done):
+            try:
+                os.rename(dst, src)
+            except OSError as again:
+                moved = "; ".join(f"{a} is now {b}" for a, b in done)
+                raise RebuildError(f"{root}: renaming the rebuilt files in failed ({exc.strerror or exc}), and "
+                                   f"putting them back too ({again.strerror or again}): {moved}") from None
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RebuildError(f"{root}: renaming the rebuilt files in failed ({exc.strerror or exc}); the store was "
+                           f"put back as it was") from None
+    summary.kept_aside = [os.path.basename(b) for a, b in done if os.path.dirname(a) == root]
+    shutil.rmtree(tmp)
     _sync_dir(os.path.join(root, CHECKPOINT_FILE))

@@ -71,6 +71,13 @@ class Salvage:
     def missing(self) -> list:
         return [k for k in self.kept if not k.held_by]
 
+    def wanted(self) -> dict:
+        """The kept messages by what a log's message must match."""
+        out: dict = {}
+        for k in self.kept:
+            out.setdefault(k.key(), []).append(k)
+        return out
+
 
 def kept_paths(path: str) -> list[str]:
     """A kept file, or every kept file of a directory (truncated-*.entries), oldest range first."""
@@ -119,22 +126,39 @@ def _messages(body: bytes) -> Iterator[Message]:
 def salvage(kept: str, node_dirs: list[str], max_body: int = MAX_MESSAGE_SIZE) -> Salvage:
     """Read the kept entries at ``kept`` and look for each message in every log of
     ``node_dirs`` (node directories); a message any of them holds is held."""
+    result = start(kept, max_body)
+    for node in node_dirs:
+        result.logs.append(node)
+        match(result, os.path.basename(os.path.normpath(node)),
+              (it.message for it in items(node) if it.message is not None))
+    return result
+
+
+def start(kept: str, max_body: int = MAX_MESSAGE_SIZE) -> Salvage:
+    """The kept messages at ``kept``, none matched yet (:func:`match` marks those a log holds)."""
     result = Salvage()
     read_kept(kept_paths(kept), result, max_body)
-    wanted: dict = {}
-    for k in result.kept:
-        wanted.setdefault(k.key(), []).append(k)
-    for node in node_dirs:
-        name = os.path.basename(os.path.normpath(node))
-        result.logs.append(node)
-        for it in items(node):
-            m = it.message
-            if m is None:
-                continue
-            found = wanted.get(("uniq", m.topic, m.uniq_key)) if m.uniq_key else None
-            if found is None:
-                found = wanted.get(("place", m.topic, m.queue_id, m.queue_offset, m.body_crc))
-            for k in found or ():
-                if name not in k.held_by:
-                    k.held_by.append(name)
     return result
+
+
+def match(result: Salvage, name: str, messages) -> None:
+    """Mark held, by ``name``, each kept message that one of ``messages`` (a log's, in any
+    order) matches."""
+    wanted = result.wanted()
+    for m in messages:
+        found = wanted.get(("uniq", m.topic, m.uniq_key)) if m.uniq_key else None
+        if found is None:
+            found = wanted.get(("place", m.topic, m.queue_id, m.queue_offset, m.body_crc))
+        for k in found or ():
+            if name not in k.held_by:
+                k.held_by.append(name)
+
+
+def entry_messages(magic: int, body: bytes) -> list[Message]:
+    """The messages of one log entry read over the wire (none when it is not a message)."""
+    if magic != MAGIC_NORMAL:
+        return []
+    try:
+        return list(_messages(body))
+    except NotAMessage:
+        return []

@@ -136,6 +136,14 @@ def test_mq_salvage_bad_input(tmp_path):
         one_error(r.stderr, *words)
     assert not os.path.exists(out) and not os.path.exists(out + ".part")
     torn.write_bytes(good)
+    # no --against: the running group, and none answers where the peers say
+    r = run("mq", "salvage", str(torn), "--peers", f"n0-127.0.0.1:{free_port_base(1)}", "--timeout", "1",
+            "--out", out)
+    assert r.exit_code == 1
+    one_error(r.stderr, "n0")
+    assert not os.path.exists(out) and not os.path.exists(out + ".part")
+    r = run("mq", "salvage", str(torn), "--against", node, "--peers", "n0-127.0.0.1:1")
+    assert r.exit_code == 2 and "not both" in r.output
     open(out, "w").close()
     r = run("mq", "salvage", str(torn), "--against", node, "--out", out)
     assert r.exit_code == 1
@@ -512,7 +520,8 @@ def test_mq_rebuild_of_a_missing_dir(tmp_path):
 
 
 def test_mq_rebuild_of_a_log_that_holds_no_messages(tmp_path):
-    """A node's log of plain entries (not RocketMQ messages): refused, nothing written beside it."""
+    """A node's log of plain entries (not RocketMQ messages): refused, nothing written beside
+    it; a directory with no broker's files beside the log is refused before it is read."""
     node = tmp_path / "dledger-n0"
     s = FileStore.open(str(node))
     s.append_leader([b"not a message"], 1)
@@ -521,8 +530,13 @@ def test_mq_rebuild_of_a_log_that_holds_no_messages(tmp_path):
     before = file_crcs(tmp_path)
     r = run("mq", "rebuild", str(tmp_path))
     assert r.exit_code == 1
+    one_error(r.stderr, "does not look like a broker's store root")
+    os.makedirs(tmp_path / "config")
+    before = file_crcs(tmp_path)
+    r = run("mq", "rebuild", str(tmp_path))
+    assert r.exit_code == 1
     one_error(r.stderr, "not-a-message", "the store was not changed")
-    assert file_crcs(tmp_path) == before
+    assert file_crcs(tmp_path) == before and sorted(os.listdir(tmp_path)) == ["config", "dledger-n0"]
 
 
 def test_mq_migrate_from_a_missing_dir(tmp_path):

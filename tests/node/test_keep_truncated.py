@@ -243,6 +243,14 @@ def test_a_follower_cut_by_a_dledgerctl_leader_keeps_exactly_the_cut_entries(gro
     import base64
     assert {base64.b64decode(o["body"]) for o in out} == {b"body-LOST%d" % k for k in range(6)}
     assert all(o["topic"] == "Orders" and o["tags"] == "t" and o["keys"].startswith("key-LOST") for o in out)
+    # the same against the running group: its committed log, read from its leader over the wire
+    r = cli("mq", "salvage", path, "--base-dir", base, "--all", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert sorted(x["uniq_key"] for x in rows if x["status"] == "missing") == [f"LOST{k}" for k in range(6)]
+    now = leader_id(base)
+    assert sorted((x["uniq_key"], x["held_by"]) for x in rows if x["status"] == "held") == [("B0", now), ("B1", now)]
+    assert f"log on {now} (entries " in r.stderr
 
 
 def test_peer_compare_repair_on_a_keeping_follower_keeps_what_it_cuts(group, tmp_path):

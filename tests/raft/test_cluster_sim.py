@@ -322,3 +322,22 @@ def test_a_follower_whose_whole_log_was_lost_is_filled_again_by_the_same_leader(
     assert sim.leader() == leader and sim.nodes[leader].member.term == term
     assert sim.stores[follower].end_index >= sim.stores[leader].end_index - 50, sim.nodes[leader].dispatchers[follower].describe(sim.now)
     sim.run_until(lambda: sim.logs_equal(), 5000)
+
+
+def test_a_leader_told_to_take_leadership_from_itself_refuses_and_keeps_answering():
+    """A take (LEADERSHIP_TRANSFER, take=true) naming the leader as the leader it comes from:
+    refused INCONSISTENT_LEADER; the leader stays leader and a proposal made before it and one
+    made after it are both answered."""
+    from cluster.raft.rpc import LeadershipTransferRequest
+
+    sim = Sim(3, seed=1)
+    leader = elect(sim)
+    core = sim.nodes[leader]
+    term = core.member.term
+    before = sim.propose(leader, [b"before"])
+    resp = core.handle(LeadershipTransferRequest("sim", leader, leader, term, take=True, end_index=0), sim.now)
+    assert resp.code == Code.INCONSISTENT_LEADER
+    after = sim.propose(leader, [b"after"])
+    sim.run_until(lambda: before.done and after.done, 5000)
+    assert (before.code, after.code) == (Code.SUCCESS, Code.SUCCESS)
+    assert sim.leader() == leader and core.member.term == term and core.member.role == Role.LEADER

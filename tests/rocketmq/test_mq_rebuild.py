@@ -1,7 +1,7 @@
 """``mq rebuild``: a broker's consume queues and index made again from its log, in place.
 
 The queues a broker's dispatch writes are the oracle: a store written with the queues
-RocketMQ builds (tests/rmq_store.py; tests/test_mq_rebuild_java.py has RocketMQ's own),
+RocketMQ builds (tests/support/rmq_store.py; tests/java/test_mq_rebuild_java.py has RocketMQ's own),
 its consumequeue/ deleted, rebuilt: the same units, byte for byte, at the same queue
 offsets; ``mq check`` clean after; the old files kept aside; and nothing changed when the
 log cannot be read as it stands.
@@ -66,6 +66,8 @@ def check(path) -> str:
 def store(tmp_path):
     root = tmp_path / "broker"
     written = write_broker_store(str(root), specs(), data_file_size=8 << 10, cq_units_per_file=PER_FILE)
+    os.makedirs(root / "config")  # (a broker's store root holds its config/ beside the log)
+    (root / "config" / "topics.json").write_text('{"topicConfigTable": {}}')
     # the delayed message's unit: its delivery time (store time + level 3's 10 s), as the broker writes it
     return root, written
 
@@ -237,3 +239,53 @@ def test_bad_options_are_refused_before_anything(store, args, words):
     r = runner.invoke(app, ["mq", "rebuild", str(root), *args])
     assert r.exit_code == 2 and words in r.output, r.output
     assert file_crcs(root) == before
+
+
+def test_the_brokers_own_delay_levels_give_the_delivery_times(store):
+    root, _ = store
+    rebuild(root, "--delay-levels", "1s 2s 3s")  # (level 3 is 3 s here, 10 s by default)
+    units = read_units([q for q in find_queues(str(root)) if q.topic == "SCHEDULE_TOPIC_XXXX"][0]).units
+    assert int(units["tags"][0]) == 1700000000123 + 3_000
+
+
+def test_a_topic_that_is_no_directory_name_is_refused(tmp_path):
+    root = tmp_path / "broker"
+    write_broker_store(str(root), [{"topic": "A", "body": b"a"}, {"topic": "../escaped", "body": b"x"}])
+    before = file_crcs(tmp_path)
+    s = rebuild(root, code=1)
+    assert "'../escaped', which cannot be a directory's name" in s["stderr"]
+    assert file_crcs(tmp_path) == before and not (tmp_path / "escaped").exists()
+    assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]
+
+
+def test_a_rename_that_fails_puts_the_store_back(store, monkeypatch):
+    root, _ = store
+    before = file_crcs(root)
+    real, calls = os.rename, []
+
+    def failing(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 3:  # (consumequeue aside, the new one in, then index aside fails)
+            raise OSError(16, "Device or resource busy")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "rename", failing)
+    s = rebuild(root, code=1)
+    monkeypatch.undo()
+    assert "renaming the rebuilt files in failed (Device or resource busy); the store was put back" in s["stderr"]
+    assert file_crcs(root) == before
+    assert sorted(os.listdir(root)) == ["config", "consumequeue", "dledger-n0", "index"]
+
+
+def test_the_checkpoint_keeps_what_it_holds_past_the_dispatch_times(store):
+    """RocketMQ 5 keeps masterFlushedOffset and confirmPhyOffset after the three times: kept."""
+    root, _ = store
+    with open(root / "checkpoint", "wb") as fh:
+        fh.write((11).to_bytes(8, "big") + (22).to_bytes(8, "big") + (33).to_bytes(8, "big") +
+                 (4444).to_bytes(8, "big") + (5555).to_bytes(8, "big") + bytes(4096 - 40))
+    rebuild(root)
+    with open(root / "checkpoint", "rb") as fh:
+        data = fh.read()
+    assert len(data) == 4096 and data[:8] == (11).to_bytes(8, "big")  # physicMsgTimestamp kept
+    assert int.from_bytes(data[8:16], "big") == int.from_bytes(data[16:24], "big") == 1700000000123
+    assert data[24:40] == (4444).to_bytes(8, "big") + (5555).to_bytes(8, "big")
