@@ -196,7 +196,6 @@ class ForceTruncate:
 
 Request = Union[Metadata, Append, DLedgerAppend, Get, DLedgerGet, Query, ReadIndex, ChangeMembers, Watermarks,
                 ForceCompare, ForceTruncate]
-OPERATOR_REQUESTS = (Watermarks, ForceCompare, ForceTruncate)
 
 
 # -- decoding: a frame -> one request ---------------------------------------------------------
@@ -227,7 +226,7 @@ def dledger_fields(body) -> _DLedgerFields:
     return req
 
 
-def _addressee(body) -> tuple[str | None, str | None]:
+def addressee(body) -> tuple[str | None, str | None]:
     """(group, remoteId) a JSON object body names (DLedger's fields); (None, None) for a
     body that is no JSON object (earlier dledgerctl clients sent none)."""
     if bytes(body[:1]) != b"{":
@@ -252,7 +251,7 @@ def _consistency(o: dict) -> str:
 
 
 def _metadata(f: Frame) -> Metadata:
-    return Metadata(f.code, *_addressee(f.body))
+    return Metadata(f.code, *addressee(f.body))
 
 
 def _append(f: Frame) -> Append | DLedgerAppend:
@@ -265,7 +264,7 @@ def _append(f: Frame) -> Append | DLedgerAppend:
 
 def _get(f: Frame) -> Get | DLedgerGet:
     o = json_object(f.body)
-    group, remote = _addressee(f.body)
+    group, remote = addressee(f.body)
     if "index" not in o and "beginIndex" in o:  # DLedger's own client
         return DLedgerGet(group, remote, get_field(o, "beginIndex", INDEX))
     return Get(group, remote, get_field(o, "index", INDEX), get_field(o, "count", COUNT, 1),
@@ -314,7 +313,6 @@ def _operator(f: Frame) -> Watermarks | ForceCompare | ForceTruncate:
 _DECODERS = {METADATA: _metadata, STATUS: _metadata, APPEND: _append, GET: _get, QUERY: _query,
              READ_INDEX: _read_index, CHANGE_MEMBERS: _change_members, WATERMARKS: _operator,
              FORCE_COMPARE: _operator, FORCE_TRUNCATE: _operator}
-CODES = frozenset(_DECODERS)  # the codes of client and operator requests
 
 
 def decode(f: Frame) -> Request:

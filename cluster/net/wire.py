@@ -77,7 +77,6 @@ REPAIR = 52005  # leader -> follower: forced truncation (cluster/raft/rpc.py Rep
 QUERY = 52006  # client -> a node: ask its state machine (cluster/raft/statemachine.py), once it has applied what was committed
 CHANGE_MEMBERS = 52007  # operator -> leader: add a learner, or remove a member (cluster/raft/membership.py)
 READ_INDEX = 52008  # a node -> its leader: the confirmed read index of a linearizable read (cluster/raft/reads.py)
-OPERATOR_CODES = (WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE)
 
 
 def request_frame(req, opaque: int, to: str | None = None) -> Frame:

@@ -101,6 +101,14 @@ def _client_need(f: Frame) -> str:
     return CLIENT
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Addressed:
+    """Where a request that did not decode was sent (what _misdirected reads)."""
+
+    group: str | None
+    remote_id: str | None
+
+
 class Requests:
     """The node's answers, and the requests waiting for one: APPENDs not proposed yet
     (``batch``) and proposals waiting for their quorum (``waiting``); its parts ``reads``
@@ -170,7 +178,41 @@ class Requests:
         handler = self._handlers.get(f.code)
         if handler is None:
             raise api.NotARequest(f"request code {f.code} is not a peer request")
-        return handler(api.decode(f), f, conn)
+        try:
+            req = api.decode(f)
+        except api.NotARequest:
+            raise
+        except BadMessage:
+            # (where it was sent is answered before what it asks: a request for another group
+            # or member, or an operator's to a follower, is refused as such even when the rest
+            # of it is bad, as it was before requests were decoded whole)
+            refused = self._misaddressed_request(f)
+            if refused is not None:
+                return refused
+            raise
+        return handler(req, f, conn)
+
+    def _misaddressed_request(self, f: Frame) -> Frame | None:
+        """The refusal of a client or operator request that names another group or member,
+        or of an operator request this node does not serve (not the leader), read from its
+        addressing alone; None when that is not the case or cannot be read."""
+        node, cfg = self.node, self.node.cfg
+        if f.code == APPEND and "count" in f.ext:
+            group = f.ext.get("group")
+            if group is not None and group != cfg.group:
+                node.counts.appends_answered(Code.UNKNOWN_GROUP.name, 1)
+                return answer_frame(api.AppendRefused(Code.UNKNOWN_GROUP, f"group is {cfg.group!r}"), f.opaque)
+            return None
+        try:
+            group, remote = api.addressee(f.body)
+        except BadMessage:
+            return None
+        refused = self._misdirected(_Addressed(group, remote), f)
+        if refused is None and f.code in (WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE):
+            why = node.core.refuse_operator(None)
+            if why is not None:
+                return self.refusal(f, *why)
+        return refused
 
     # -- peer requests: to the core ---------------------------------------------------
     def _peer(self, f: Frame, conn) -> Frame:

@@ -94,3 +94,24 @@ def test_a_heartbeat_or_vote_for_another_member_is_refused_as_dledger_refuses_it
     beat["remoteId"], beat["term"] = target, term
     answer, = ask(address_of(base, target), [frame(HEART_BEAT, json.dumps(beat).encode())])
     assert answer["code"] == int(Code.SUCCESS), answer
+
+
+def test_where_a_bad_request_was_sent_is_answered_before_what_it_asks(cluster):
+    """A request that names another group (or member), or an operator request sent to a
+    follower, is refused as such even when the rest of it does not decode: UNKNOWN_GROUP,
+    UNKNOWN_MEMBER, NOT_LEADER with the leader to ask (as before requests were decoded whole);
+    the same request sent where it should go is UNEXPECTED_ARGUMENT, naming what is wrong."""
+    base = cluster
+    _rows, leader, followers = members(base)
+    GET, FORCE_TRUNCATE = 50002, 52003  # (FORCE_TRUNCATE without its fromIndex: it does not decode)
+    answers = ask(address_of(base, leader), [
+        frame(GET, json.dumps({"group": "other", "index": -5}).encode(), opaque=1),
+        frame(GET, json.dumps({"group": "default", "remoteId": followers[0], "index": -5}).encode(), opaque=2),
+        frame(GET, json.dumps({"group": "default", "index": -5}).encode(), opaque=3),
+        frame(FORCE_TRUNCATE, json.dumps({"group": "other", "peer": followers[0]}).encode(), opaque=4)])
+    assert [a["code"] for a in answers] == [int(Code.UNKNOWN_GROUP), int(Code.UNKNOWN_MEMBER),
+                                            int(Code.UNEXPECTED_ARGUMENT), int(Code.UNKNOWN_GROUP)], answers
+    assert "index" in answers[2]["remark"]
+    answer, = ask(address_of(base, followers[0]),
+                  [frame(FORCE_TRUNCATE, json.dumps({"group": "default", "peer": followers[1]}).encode())])
+    assert answer["code"] == int(Code.NOT_LEADER) and leader in answer["remark"], answer
