@@ -5,12 +5,12 @@
  * wire.Frame, copy the body. In Python that is about 3 us a frame, and a leader taking
  * single appends from 64 clients does it once per append (and each client once per
  * answer). split() below does the same loop in C. append_answers() makes a leader's
- * answers to the APPENDs of a proposal (wire.append_answers), with their rows of
+ * answers to the APPENDs of a proposal (api.append_answers), with their rows of
  * [index, term, pos, size] written straight from the stored run's columns, and
- * check_bodies() checks the size table of a batched APPEND (wire.check_bodies).
+ * check_bodies() checks the size table of a batched APPEND (api.check_bodies).
  *
  * Rules this module keeps:
- * - It decides nothing the Python code in wire.py does not (split_frames and the Python
+ * - It decides nothing the Python code in frames.py and api.py does not (split_frames and the Python
  *   halves of append_answers and check_bodies stay the reference; tests/net/test_wire_frames.py holds the two
  *   to the same frames, bytes and errors).
  * - It parses only the plain form of a header: JSON with no whitespace, keys that a

@@ -516,7 +516,6 @@ MAX_APPEND_COUNT = 1 << 20
 _BODY_LEN = struct.Struct(">i")
 
 
-
 def unpack_bodies(data, count: int) -> list:
     """The bodies of an APPEND (zero-copy views of ``data``); BadMessage, as
     :func:`check_bodies` says it, if they do not add up to exactly ``count`` bodies

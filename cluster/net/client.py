@@ -94,7 +94,7 @@ MAX_PAGE = 1024
 JAVA_PAGE = 64
 
 
-# Answers a leader gives before it appends anything (core.propose, node._append): the
+# Answers a leader gives before it appends anything (core.propose, node/requests.py Requests._append): the
 # entries of such an attempt are not in any log. Every other answer to an APPEND that is
 # not SUCCESS may come after the append (TERM_CHANGED, WAIT_QUORUM_ACK_TIMEOUT, DISK_ERROR).
 REFUSED_BEFORE_APPEND = frozenset({

@@ -9,7 +9,7 @@ header code 200 (dledgerctl's carry 0); the outcome is the body's ``code``.
 
 Client requests in DLedger's form (AppendEntryRequest, GetEntriesRequest, MetadataRequest)
 are api.py's, beside dledgerctl's own; this module is the peers' half. Towards a Java peer, a dledgerctl
-member speaks this dialect for PUSH (cluster/node/process.py ``_frame_for``); its VOTE, HEART_BEAT
+member speaks this dialect for PUSH (cluster/node/process.py ``frame_for``); its VOTE, HEART_BEAT
 and LEADERSHIP_TRANSFER bodies carry the fields both read (cluster/net/wire.py).
 """
 
