@@ -17,6 +17,21 @@ from .mq_cmd import _data_bytes
 from .render import Format, render
 
 MAX_FILE_SIZE = (1 << 31) - 1  # MappedFile.fileSize is an int
+# the broker's index/ files' shape (both must match the broker's: it maps the files by them)
+MaxHashSlotOpt = Annotated[int, typer.Option(
+    "--max-hash-slot-num", min=1, help="Hash slots per index/ file: the broker's maxHashSlotNum (it must match, "
+                                       "the broker maps the files by it).")]
+MaxIndexNumOpt = Annotated[int, typer.Option(
+    "--max-index-num", min=2, help="Entries per index/ file: the broker's maxIndexNum (it must match).")]
+
+
+def check_index_shape(max_hash_slot_num: int, max_index_num: int) -> None:
+    """A usage error when index files of that shape would not fit a Java int's bytes."""
+    if 40 + 4 * max_hash_slot_num + 20 * max_index_num > MAX_FILE_SIZE:
+        raise typer.BadParameter(f"index files of {max_hash_slot_num} slots and {max_index_num} entries pass "
+                                 f"RocketMQ's {MAX_FILE_SIZE} bytes (a Java int)", param_hint="--max-index-num")
+
+
 SUMMARY_COLUMNS = ["dest", "messages", "bytes", "queues", "units", "files", "left_out", "note"]
 
 
@@ -33,12 +48,8 @@ def migrate_cmd(
     include_uncommitted: Annotated[bool, typer.Option(
         "--include-uncommitted", help="Move the entries past the committed index too (a follower's may be cut by "
                                       "the leader; by default they are left out, and said).")] = False,
-    max_hash_slot_num: Annotated[int, typer.Option(
-        "--max-hash-slot-num", min=1, help="Hash slots per index/ file: the broker's maxHashSlotNum (it must match, "
-                                           "the broker maps the files by it).")] = MAX_HASH_SLOT_NUM,
-    max_index_num: Annotated[int, typer.Option(
-        "--max-index-num", min=2, help="Entries per index/ file: the broker's maxIndexNum (it must match).")
-    ] = MAX_INDEX_NUM,
+    max_hash_slot_num: MaxHashSlotOpt = MAX_HASH_SLOT_NUM,
+    max_index_num: MaxIndexNumOpt = MAX_INDEX_NUM,
     id_map: Annotated[str | None, typer.Option(
         "--id-map", metavar="FILE", help="Also write FILE (CSV, a new file): old_msg_id,new_msg_id,uniq_key for each "
                                          "message moved; the offset message ids (store host + commit-log offset).")
@@ -54,9 +65,7 @@ def migrate_cmd(
 
     Only committed entries unless --include-uncommitted. DEST appears only when complete. One summary row:
     messages, bytes, queues, units, commit-log files, messages left out."""
-    if 40 + 4 * max_hash_slot_num + 20 * max_index_num > MAX_FILE_SIZE:
-        raise typer.BadParameter(f"index files of {max_hash_slot_num} slots and {max_index_num} entries pass "
-                                 f"RocketMQ's {MAX_FILE_SIZE} bytes (a Java int)", param_hint="--max-index-num")
+    check_index_shape(max_hash_slot_num, max_index_num)
     if commitlog_file_size > MAX_FILE_SIZE:
         raise typer.BadParameter(f"{commitlog_file_size} bytes: RocketMQ's mapped files hold at most {MAX_FILE_SIZE} "
                                  "(a Java int)", param_hint="--commitlog-file-size")

@@ -14,7 +14,7 @@ from store.rocketmq.layout import resolve_broker
 from store.rocketmq.rebuild import rebuild
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, parse_size, plural, progress_bar
-from .mq_move_cmd import MAX_FILE_SIZE
+from .mq_move_cmd import MAX_FILE_SIZE, MaxHashSlotOpt, MaxIndexNumOpt, check_index_shape
 from .render import Format, render
 
 SUMMARY_COLUMNS = ["root", "messages", "queues", "units", "blanks", "index_keys", "left_out", "kept_aside", "note"]
@@ -63,12 +63,8 @@ def rebuild_cmd(
                                                  "\"1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h\" "
                                                  "(delayed messages' tag codes are their delivery times).",
         show_default=False)] = None,
-    max_hash_slot_num: Annotated[int, typer.Option(
-        "--max-hash-slot-num", min=1, help="Hash slots per index/ file: the broker's maxHashSlotNum (it must match, "
-                                           "the broker maps the files by it).")] = MAX_HASH_SLOT_NUM,
-    max_index_num: Annotated[int, typer.Option(
-        "--max-index-num", min=2, help="Entries per index/ file: the broker's maxIndexNum (it must match).")
-    ] = MAX_INDEX_NUM,
+    max_hash_slot_num: MaxHashSlotOpt = MAX_HASH_SLOT_NUM,
+    max_index_num: MaxIndexNumOpt = MAX_INDEX_NUM,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
@@ -81,9 +77,7 @@ def rebuild_cmd(
     For a lost or damaged consumequeue/, or queues left pointing past a truncated log. Nothing changes when the
     log cannot be read as it stands (the error names the place; 'mq check' tells more). One summary row."""
     levels = None if delay_levels is None else parse_delay_levels(delay_levels)
-    if 40 + 4 * max_hash_slot_num + 20 * max_index_num > MAX_FILE_SIZE:
-        raise typer.BadParameter(f"index files of {max_hash_slot_num} slots and {max_index_num} entries pass "
-                                 f"RocketMQ's {MAX_FILE_SIZE} bytes (a Java int)", param_hint="--max-index-num")
+    check_index_shape(max_hash_slot_num, max_index_num)
     if queue_file_size is not None and not 20 <= queue_file_size <= MAX_FILE_SIZE or (queue_file_size or 0) % 20:
         raise typer.BadParameter(f"{queue_file_size} bytes: a whole number of 20-byte units, at most "
                                  f"{MAX_FILE_SIZE}", param_hint="--queue-file-size")

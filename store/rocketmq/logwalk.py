@@ -11,7 +11,6 @@ import numpy as np
 
 from ..format import HEADER_SIZE, MAGIC_NORMAL, crc32
 from ..reading import Selection
-from . import commitlog
 from .columns import SLOW, delay_level, message_columns
 from .message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -37,9 +36,8 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
     ``delay_levels_ms``: the broker's delay levels (messageDelayLevel), when not the default."""
     delay_table = np.array([0] + list(DELAY_LEVELS_MS if delay_levels_ms is None else delay_levels_ms), np.int64)
     schedule = np.zeros(0, bool)
-    source = commitlog.batches(broker.node_dir) if broker.commit_log else \
-        batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size)
-    for whole in source:
+    # (scan.batches reads a master-slave store's commitlog/ too: commitlog.batches)
+    for whole in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
         c.files.add(whole.start)
         c.log_dir, c.shift = whole.file.split("/")[0], whole.shift
         if whole.damage:

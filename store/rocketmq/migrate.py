@@ -76,7 +76,7 @@ CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
 LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile
 CHECKPOINT_SIZE = 4096  # StoreCheckpoint maps MappedFile.OS_PAGE_SIZE bytes
-_CHECKPOINT = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
+CHECKPOINT_TIMES = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
 
 
 class MigrateError(StoreUsageError):
@@ -123,7 +123,11 @@ def temp_name(dest: str) -> str:
 def _stale_temps(dest: str) -> list[str]:
     """Temporary directories of earlier runs for ``dest`` whose process is gone (killed)."""
     dest = os.path.abspath(dest)
-    parent, prefix = os.path.dirname(dest), f".{os.path.basename(dest)}.migrating-"
+    return stale_temps(os.path.dirname(dest), f".{os.path.basename(dest)}.migrating-")
+
+
+def stale_temps(parent: str, prefix: str) -> list[str]:
+    """The entries of ``parent`` named ``prefix<pid>`` whose process is gone (a killed run's)."""
     out = []
     for n in os.listdir(parent):
         pid = n[len(prefix):]
@@ -403,7 +407,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     else:  # (left-out messages, or fillPreBlank-only queues, moved the broker's dispatch point)
         index_ts = _write_index(tmp, summary, *index_shape)
     with open(os.path.join(tmp, CHECKPOINT_FILE), "wb") as fh:
-        fh.write(_CHECKPOINT.pack(last_ts, last_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
+        fh.write(CHECKPOINT_TIMES.pack(last_ts, last_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
         fh.flush()
         os.fsync(fh.fileno())
     config = os.path.join(broker.root, CONFIG_DIR)

@@ -48,7 +48,6 @@ from ..errors import StoreUsageError
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
 from ..metafiles import read_checkpoint
-from . import commitlog
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
 from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, message_keys
@@ -56,13 +55,12 @@ from .layout import BrokerStore
 from .logwalk import walk
 from .lookup import INDEX_DIR
 from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode
-from .migrate import CHECKPOINT_FILE, CHECKPOINT_SIZE, LOCK_FILE, _alive, _sync_dir
+from .migrate import CHECKPOINT_FILE, CHECKPOINT_SIZE, CHECKPOINT_TIMES, LOCK_FILE, _sync_dir, stale_temps
 from .scan import batches
 from .stream import Log, _overlaps
 
 FLUSH_UNITS = 1 << 20  # units buffered over all queues before they are written out
 _REFUSED = ("damage", "not-a-message", "queue-id", "phy-offset")  # what the dispatch cannot read as it stands
-_CHECKPOINT = struct.Struct(">qqq")
 
 
 class RebuildError(StoreUsageError):
@@ -131,7 +129,7 @@ def _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms
         raise RebuildError(f"consume-queue files of {fsize} bytes: not a whole number of {CQ_STORE_UNIT_SIZE}-byte "
                            f"units")
     summary = Summary(root, committed_index=None if include_uncommitted else committed)
-    for stale in _stale_temps(root):
+    for stale in stale_temps(root, ".rebuild-"):
         shutil.rmtree(stale)
         summary.notes.append(f"removed {os.path.basename(stale)}, left by an interrupted run")
     tmp = os.path.join(root, f".rebuild-{os.getpid()}")
@@ -213,15 +211,6 @@ def _sync_dirs(top: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def _stale_temps(root: str) -> list[str]:
-    out = []
-    for n in os.listdir(root):
-        pid = n[len(".rebuild-"):]
-        if n.startswith(".rebuild-") and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            out.append(os.path.join(root, n))
-    return out
 
 
 def _safe_name(topic: str) -> bool:
@@ -367,9 +356,7 @@ def _refuse(broker, findings: list) -> None:
 
 def _messages(broker, until: int, data_file_size, index_file_size):
     """(commit-log offset, message) of each message before ``until``, in log order."""
-    source = commitlog.batches(broker.node_dir) if broker.commit_log else \
-        batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size)
-    for b in source:
+    for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
         if b.damage:
             raise RebuildError(f"{b.file}: {b.damage}")
         for magic, pos, bsize in zip(b.magic.tolist(), b.pos.tolist(), b.bsize.tolist()):
@@ -407,8 +394,8 @@ def _write_checkpoint(root: str, tmp: str, logics_ts: int, index_ts: int) -> Non
             data = bytearray(fh.read(CHECKPOINT_SIZE))
     except FileNotFoundError:
         data = bytearray()
-    if len(data) < _CHECKPOINT.size:
-        data = bytearray(_CHECKPOINT.pack(logics_ts, 0, 0))
+    if len(data) < CHECKPOINT_TIMES.size:
+        data = bytearray(CHECKPOINT_TIMES.pack(logics_ts, 0, 0))
     data = data.ljust(CHECKPOINT_SIZE, b"\0")
     struct.pack_into(">qq", data, 8, logics_ts, index_ts)
     with open(os.path.join(tmp, CHECKPOINT_FILE), "xb") as fh:
