@@ -10,6 +10,7 @@ import typer
 from store.rocketmq.commitlog import MAPPED_FILE_SIZE_COMMIT_LOG
 from store.rocketmq.index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
 from store.rocketmq.layout import resolve_broker
+from store.rocketmq.lookup import IndexShape, index_file_bytes, index_shape
 from store.rocketmq.migrate import migrate
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, parse_size, plural, progress_bar
@@ -18,18 +19,33 @@ from .render import Format, render
 
 MAX_FILE_SIZE = (1 << 31) - 1  # MappedFile.fileSize is an int
 # the broker's index/ files' shape (both must match the broker's: it maps the files by them)
-MaxHashSlotOpt = Annotated[int, typer.Option(
-    "--max-hash-slot-num", min=1, help="Hash slots per index/ file: the broker's maxHashSlotNum (it must match, "
-                                       "the broker maps the files by it).")]
-MaxIndexNumOpt = Annotated[int, typer.Option(
-    "--max-index-num", min=2, help="Entries per index/ file: the broker's maxIndexNum (it must match).")]
+MaxHashSlotOpt = Annotated[int | None, typer.Option(
+    "--max-hash-slot-num", min=1, show_default=False,
+    help="Hash slots per index/ file: the broker's maxHashSlotNum (it must match: the broker maps the files by it). "
+         "Default: the shape of the index/ files there are (RocketMQ's 5000000 when they are of its default shape "
+         "or there are none).")]
+MaxIndexNumOpt = Annotated[int | None, typer.Option(
+    "--max-index-num", min=2, show_default=False,
+    help="Entries per index/ file: the broker's maxIndexNum (it must match). Default: as for --max-hash-slot-num "
+         "(RocketMQ's 20000000).")]
 
 
 def check_index_shape(max_hash_slot_num: int, max_index_num: int) -> None:
     """A usage error when index files of that shape would not fit a Java int's bytes."""
-    if 40 + 4 * max_hash_slot_num + 20 * max_index_num > MAX_FILE_SIZE:
+    if index_file_bytes(max_hash_slot_num, max_index_num) > MAX_FILE_SIZE:
         raise typer.BadParameter(f"index files of {max_hash_slot_num} slots and {max_index_num} entries pass "
                                  f"RocketMQ's {MAX_FILE_SIZE} bytes (a Java int)", param_hint="--max-index-num")
+
+
+def index_shape_for(root: str, max_hash_slot_num: int | None, max_index_num: int | None) -> IndexShape:
+    """The index files' shape for the broker at ``root`` (store.rocketmq.lookup.index_shape:
+    the options when given, else read off its index/ files), checked to fit a Java int;
+    its note, when there is one, is said on stderr."""
+    shape = index_shape(root, max_hash_slot_num, max_index_num, (MAX_HASH_SLOT_NUM, MAX_INDEX_NUM))
+    check_index_shape(shape.slots, shape.index_num)
+    if shape.note:
+        typer.echo(f"note: {shape.note}", err=True)
+    return shape
 
 
 SUMMARY_COLUMNS = ["dest", "messages", "bytes", "queues", "units", "files", "left_out", "note"]
@@ -48,8 +64,8 @@ def migrate_cmd(
     include_uncommitted: Annotated[bool, typer.Option(
         "--include-uncommitted", help="Move the entries past the committed index too (a follower's may be cut by "
                                       "the leader; by default they are left out, and said).")] = False,
-    max_hash_slot_num: MaxHashSlotOpt = MAX_HASH_SLOT_NUM,
-    max_index_num: MaxIndexNumOpt = MAX_INDEX_NUM,
+    max_hash_slot_num: MaxHashSlotOpt = None,
+    max_index_num: MaxIndexNumOpt = None,
     id_map: Annotated[str | None, typer.Option(
         "--id-map", metavar="FILE", help="Also write FILE (CSV, a new file): old_msg_id,new_msg_id,uniq_key for each "
                                          "message moved; the offset message ids (store host + commit-log offset).")
@@ -65,17 +81,19 @@ def migrate_cmd(
 
     Only committed entries unless --include-uncommitted. DEST appears only when complete. One summary row:
     messages, bytes, queues, units, commit-log files, messages left out."""
-    check_index_shape(max_hash_slot_num, max_index_num)
+    if max_hash_slot_num is not None or max_index_num is not None:
+        check_index_shape(max_hash_slot_num or MAX_HASH_SLOT_NUM, max_index_num or MAX_INDEX_NUM)
     if commitlog_file_size > MAX_FILE_SIZE:
         raise typer.BadParameter(f"{commitlog_file_size} bytes: RocketMQ's mapped files hold at most {MAX_FILE_SIZE} "
                                  "(a Java int)", param_hint="--commitlog-file-size")
     with errors_as_exit():
         broker = resolve_broker(src, self_id)
+        shape = index_shape_for(broker.root or broker.node_dir, max_hash_slot_num, max_index_num)
         with progress_bar("migrating messages", _data_bytes(broker.node_dir)) as advance:
             summary = migrate(broker, dest, commitlog_file_size=commitlog_file_size,
                               include_uncommitted=include_uncommitted, data_file_size=data_file_size,
                               index_file_size=index_file_size, progress=advance,
-                              max_hash_slot_num=max_hash_slot_num, max_index_num=max_index_num, id_map=id_map)
+                              max_hash_slot_num=shape.slots, max_index_num=shape.index_num, id_map=id_map)
     row = summary.row()
     render([row], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     left = (f"; left out {plural(summary.left_out, 'message')} past the committed index {summary.committed_index}"

@@ -11,10 +11,10 @@ import typer
 
 from store.rocketmq.index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
 from store.rocketmq.layout import resolve_broker
-from store.rocketmq.rebuild import rebuild
+from store.rocketmq.rebuild import rebuild, store_root
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, parse_size, plural, progress_bar
-from .mq_move_cmd import MAX_FILE_SIZE, MaxHashSlotOpt, MaxIndexNumOpt, check_index_shape
+from .mq_move_cmd import MAX_FILE_SIZE, MaxHashSlotOpt, MaxIndexNumOpt, check_index_shape, index_shape_for
 from .render import Format, render
 
 SUMMARY_COLUMNS = ["root", "messages", "queues", "units", "blanks", "index_keys", "left_out", "kept_aside", "note"]
@@ -63,8 +63,8 @@ def rebuild_cmd(
                                                  "\"1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h\" "
                                                  "(delayed messages' tag codes are their delivery times).",
         show_default=False)] = None,
-    max_hash_slot_num: MaxHashSlotOpt = MAX_HASH_SLOT_NUM,
-    max_index_num: MaxIndexNumOpt = MAX_INDEX_NUM,
+    max_hash_slot_num: MaxHashSlotOpt = None,
+    max_index_num: MaxIndexNumOpt = None,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
@@ -77,16 +77,18 @@ def rebuild_cmd(
     For a lost or damaged consumequeue/, or queues left pointing past a truncated log. Nothing changes when the
     log cannot be read as it stands (the error names the place; 'mq check' tells more). One summary row."""
     levels = None if delay_levels is None else parse_delay_levels(delay_levels)
-    check_index_shape(max_hash_slot_num, max_index_num)
+    if max_hash_slot_num is not None or max_index_num is not None:
+        check_index_shape(max_hash_slot_num or MAX_HASH_SLOT_NUM, max_index_num or MAX_INDEX_NUM)
     if queue_file_size is not None and not 20 <= queue_file_size <= MAX_FILE_SIZE or (queue_file_size or 0) % 20:
         raise typer.BadParameter(f"{queue_file_size} bytes: a whole number of 20-byte units, at most "
                                  f"{MAX_FILE_SIZE}", param_hint="--queue-file-size")
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
+        shape = index_shape_for(store_root(broker), max_hash_slot_num, max_index_num)
         with progress_bar("reading the log", _log_bytes(broker)) as advance:
             summary = rebuild(broker, include_uncommitted=include_uncommitted, queue_file_size=queue_file_size,
-                              delay_levels_ms=levels, max_hash_slot_num=max_hash_slot_num,
-                              max_index_num=max_index_num, data_file_size=data_file_size,
+                              delay_levels_ms=levels, max_hash_slot_num=shape.slots,
+                              max_index_num=shape.index_num, data_file_size=data_file_size,
                               index_file_size=index_file_size, progress=advance)
     render([summary.row()], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     aside = f"; the old files are {', '.join(summary.kept_aside)}" if summary.kept_aside else ""

@@ -141,6 +141,74 @@ def index_key_hash(key: str) -> int:
     return 0 if h == -(1 << 31) else abs(h)
 
 
+def index_file_bytes(slots: int, index_num: int) -> int:
+    """The length of an index file of ``slots`` hash slots and ``index_num`` entries."""
+    return INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE + index_num * INDEX_SIZE
+
+
+@dataclass(frozen=True)
+class IndexShape:
+    """The shape new index files get (the broker's maxHashSlotNum and maxIndexNum), and what
+    the caller should say about how it was chosen (None: nothing to say)."""
+
+    slots: int
+    index_num: int
+    note: str | None = None
+
+
+class IndexShapeUnknown(StoreUsageError):
+    """The existing index files are not of the default shape, nor of one their length tells."""
+
+
+def index_shape(root: str, slots: int | None, index_num: int | None, defaults: tuple[int, int]) -> IndexShape:
+    """The shape of index files to write for the broker whose store root is ``root``.
+
+    The broker maps its ``index/`` files by its own settings (``IndexFile``: a file of another
+    length is read at the wrong places, not refused), so a shape that is not the broker's
+    makes every look-up by key miss. Given (``slots`` or ``index_num`` not None, the other
+    then at its default), it is used, with a note when the files already under ``index/``
+    are of another length. Not given, it is read off those files: the defaults when they
+    fit them (or there are none), else the shape of the broker's own ratio (maxIndexNum =
+    4 x maxHashSlotNum) that their length tells, said in the note; a length that fits
+    neither raises IndexShapeUnknown (nothing is written: the options must be given)."""
+    sizes = _index_file_sizes(root)
+    if slots is not None or index_num is not None:
+        shape = IndexShape(defaults[0] if slots is None else slots, defaults[1] if index_num is None else index_num)
+        other = sorted({s for s in sizes.values() if s != index_file_bytes(shape.slots, shape.index_num)})
+        if not other:
+            return shape
+        return IndexShape(shape.slots, shape.index_num,
+                          f"{os.path.join(root, INDEX_DIR)} holds files of {', '.join(map(str, other))} bytes; the new ones have "
+                          f"{shape.slots} slots and {shape.index_num} entries as given "
+                          f"({index_file_bytes(shape.slots, shape.index_num)} bytes)")
+    lengths = sorted(set(sizes.values()))
+    if not lengths or lengths == [index_file_bytes(*defaults)]:
+        return IndexShape(*defaults)
+    per_slot = HASH_SLOT_SIZE + INDEX_PER_SLOT * INDEX_SIZE
+    body = lengths[0] - INDEX_HEADER_SIZE
+    if len(lengths) == 1 and body > 0 and body % per_slot == 0:
+        n = body // per_slot
+        return IndexShape(n, INDEX_PER_SLOT * n, f"index files of {n} slots and {INDEX_PER_SLOT * n} entries, the "
+                                                 f"shape of the {lengths[0]}-byte files in {os.path.join(root, INDEX_DIR)}")
+    ask = "give --max-hash-slot-num and --max-index-num as the broker's maxHashSlotNum and maxIndexNum"
+    if len(lengths) > 1:
+        raise IndexShapeUnknown(f"{os.path.join(root, INDEX_DIR)}: files of {len(lengths)} lengths "
+                                f"({', '.join(map(str, lengths))} bytes), so no one shape of the broker's: {ask}")
+    name = min(sizes)
+    raise IndexShapeUnknown(f"{os.path.join(root, INDEX_DIR, name)}: {sizes[name]} bytes, the length of no index file "
+                            f"of RocketMQ's default shape ({defaults[0]} slots, {defaults[1]} entries: "
+                            f"{index_file_bytes(*defaults)} bytes) nor of maxIndexNum = 4 x maxHashSlotNum: {ask}")
+
+
+def _index_file_sizes(root: str) -> dict[str, int]:
+    """The index files under ``root/index`` (named by creation time: digits only) and their lengths."""
+    try:
+        with os.scandir(os.path.join(root, INDEX_DIR)) as it:
+            return {e.name: e.stat().st_size for e in it if e.name.isdigit() and e.is_file(follow_symlinks=False)}
+    except FileNotFoundError:
+        return {}
+
+
 def open_index(root: str) -> list[IndexFile] | None:
     """The index files under ``root/index``, oldest first (their names are creation times),
     or None when there are none or one is not of the shape the broker's settings make by
