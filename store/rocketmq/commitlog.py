@@ -139,22 +139,32 @@ def log_files(dir: str) -> list[tuple[int, str]]:
     return files
 
 
-def batches(dir: str) -> Iterator[Batch]:
+def batches(dir: str, at: int | None = None) -> Iterator[Batch]:
     """Every message of the commit log in ``dir``, a file at a time, as scan.py's batches of
     DLedger entries are: ``pos`` is the message's offset - 48 and ``size`` its TOTALSIZE + 48
     (as if each were an entry whose body is the message, so that the checks' pos + 48 is
     the commit-log offset), ``bsize`` its TOTALSIZE, ``index`` its ordinal in the log, and
     ``shift`` 48 (what a finding adds to ``pos - start`` for the message's byte in its
     file). A place where the log cannot be read on while later files hold data is a
-    damage batch."""
+    damage batch.
+
+    With ``at``, the walk starts at that commit-log offset, in the file that holds it (as
+    ``CommitLog.getMessage`` reads a message by offset, without the files before): only
+    when a message starts there, which its PHYSICALOFFSET (written as its position) says;
+    else nothing is yielded. The files before are not read, so ``index`` is -1 (not known)."""
     files = log_files(dir)
-    ordinal = 0
+    ordinal, skip = 0, 0
+    if at is not None:
+        k = next((k for k, (start, _p) in enumerate(files) if start <= at < start + os.path.getsize(_p)), None)
+        if k is None or not _message_starts(files[k][1], at - files[k][0], at):
+            return
+        files, ordinal, skip = files[k:], -1, at - files[k][0]
     for n, (start, path) in enumerate(files):
         name = f"{COMMIT_LOG_DIR}/{os.path.basename(path)}"
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        at, sizes, p, why = [], [], 0, ""
+        offs, sizes, p, why = [], [], skip if n == 0 else 0, ""
         while p + 8 <= size:
             total, magic = _BLANK.unpack_from(buf, p)
             if magic == BLANK_MAGIC_CODE:
@@ -163,17 +173,18 @@ def batches(dir: str) -> Iterator[Batch]:
                 if total or magic or any(buf[p:min(size, p + 64)]):
                     why = f"TOTALSIZE {total}, MAGICCODE {magic}: not a message, nor a blank ending the file"
                 break
-            at.append(p)
+            offs.append(p)
             sizes.append(total)
             p += total
-        if at:
-            pos = np.array(at, np.int64) + start - HEADER_SIZE
+        if offs:
+            pos = np.array(offs, np.int64) + start - HEADER_SIZE
             bsize = np.array(sizes, np.int64)
-            k = len(at)
-            yield Batch(name, start, buf, np.full(k, MAGIC_NORMAL, np.int64), bsize + HEADER_SIZE,
-                        np.arange(ordinal, ordinal + k, dtype=np.int64), np.zeros(k, np.int64), pos, bsize,
-                        shift=HEADER_SIZE)
-            ordinal += k
+            k = len(offs)
+            index = np.full(k, -1, np.int64) if ordinal < 0 else np.arange(ordinal, ordinal + k, dtype=np.int64)
+            yield Batch(name, start, buf, np.full(k, MAGIC_NORMAL, np.int64), bsize + HEADER_SIZE, index,
+                        np.zeros(k, np.int64), pos, bsize, shift=HEADER_SIZE)
+            if ordinal >= 0:
+                ordinal += k
         if why:
             yield Batch(name, start, buf, damage=f"commit-log damage: {why}", at=start + p - HEADER_SIZE,
                         shift=HEADER_SIZE)
@@ -183,3 +194,14 @@ def batches(dir: str) -> Iterator[Batch]:
             yield Batch(name, start, buf, damage=f"the log ends at offset {p} of {os.path.basename(path)} but "
                                                  f"later files follow", at=start + p - HEADER_SIZE, shift=HEADER_SIZE)
             return
+
+
+def _message_starts(path: str, p: int, offset: int) -> bool:
+    """Whether a message whose PHYSICALOFFSET is ``offset`` starts at byte ``p`` of ``path``."""
+    with open(path, "rb") as fh:
+        fh.seek(p)
+        head = fh.read(PHY_POS_POSITION + 8)
+    if len(head) < PHY_POS_POSITION + 8:
+        return False
+    total, magic = _BLANK.unpack_from(head)
+    return magic in MAGICS and total >= MIN_SIZE and _I64.unpack_from(head, PHY_POS_POSITION)[0] == offset

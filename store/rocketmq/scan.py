@@ -94,8 +94,11 @@ def _lowest_pos(node_dir: str) -> int:
 
 def _commit_log(log_dir: str, sel: Selection) -> Iterator[Batch]:
     """A master-slave broker's commit log as batches (commitlog.batches: ``index`` the
-    message's ordinal, ``pos`` its offset - 48), ``sel`` applied."""
-    for b in commitlog.batches(log_dir):
+    message's ordinal, ``pos`` its offset - 48), ``sel`` applied. The message at a ``pos``
+    (and no index asked for) is read at its offset, as the broker reads one by its offset
+    or msgId, not found by a walk from the first file; its ordinal is then not known (-1)."""
+    by_offset = sel.pos is not None and sel.lower() is None and sel.upper() is None
+    for b in commitlog.batches(log_dir, at=sel.pos + HEADER_SIZE if by_offset else None):
         if b.damage:
             yield b
             return
@@ -141,7 +144,11 @@ def items(node_dir: str, sel: Selection | None = None, *, data_file_size: int | 
           index_file_size: int | None = None) -> Iterator[Item]:
     """The entries ``sel`` asks for, in log order, each decoded as a message when it is a
     normal entry (the same walk as :func:`batches`, an object per entry)."""
-    for b in batches(node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size):
+    return _items_of(batches(node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size))
+
+
+def _items_of(bs: Iterator[Batch]) -> Iterator[Item]:
+    for b in bs:
         if b.damage:
             yield Item("damage", -1, -1, b.at, 0, b.file, b.buf, None, b.damage)
             continue
@@ -295,7 +302,9 @@ def _indexed_rows(node_dir: str, sel: Selection, flt: Filter, index: list[IndexF
                 yield row
     last = next((it for it in items(node_dir, Selection(pos=covered), data_file_size=opts["data_file_size"],
                                     index_file_size=opts["index_file_size"]) if it.pos == covered), None)
-    if last is not None and last.index >= 0:
+    if last is not None and _is_commit_log(node_dir) and sel.lower() is None and sel.upper() is None:
+        yield from _commit_log_rows_after(node_dir, covered, flt, **opts)  # (ordinals unknown: from the offset on)
+    elif last is not None and last.index >= 0:
         lo = max(last.index + 1, sel.lower() if sel.lower() is not None else 0)
         yield from _rows(node_dir, Selection(None, lo, sel.upper(), sel.pos), flt, **opts)
     else:  # (the index points past the log, or at no entry: scan what follows that offset)
@@ -331,7 +340,18 @@ def queue_offset_rows(root: str, node_dir: str, topic: str, queue_id: int, queue
 
 def _rows(node_dir: str, sel: Selection, flt: Filter, *, body, max_body: int, data_file_size: int | None,
           index_file_size: int | None) -> Iterator[dict]:
-    for it in items(node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size):
+    return _item_rows(items(node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size), flt,
+                      body=body, max_body=max_body)
+
+
+def _commit_log_rows_after(log_dir: str, pos: int, flt: Filter, *, body, max_body: int, **_files) -> Iterator[dict]:
+    """The rows of the messages after the one at ``pos`` of a commit log, walked from there."""
+    its = _items_of(commitlog.batches(log_dir, at=pos + HEADER_SIZE))
+    return (row for row in _item_rows(its, flt, body=body, max_body=max_body) if row["pos"] > pos)
+
+
+def _item_rows(its: Iterator[Item], flt: Filter, *, body, max_body: int) -> Iterator[dict]:
+    for it in its:
         m = it.message
         if m is None:
             if flt.any:
@@ -344,7 +364,8 @@ def _rows(node_dir: str, sel: Selection, flt: Filter, *, body, max_body: int, da
             continue
         if not flt.wants(m):
             continue
-        yield {"kind": "message", "index": it.index, "pos": it.pos, **message_fields(it.buf, m, body,
+        yield {"kind": "message", "index": None if it.index < 0 else it.index, "pos": it.pos,
+               **message_fields(it.buf, m, body,
                                                                                      max_body=max_body)}
 
 

@@ -234,15 +234,29 @@ def test_mq_check_reads_the_migrated_store_and_names_damage_in_commitlog(src, tm
         [{k: v for k, v in m.items() if k not in moved} for m in before if m["kind"] == "message"]
     assert [m["phy_offset"] for m in after] == [at for at, _ in log_messages(dest)]
     assert all(m["msg_id"].endswith(f"{m['phy_offset']:016X}") for m in after)
+    # read by offset, as the broker reads one (no walk from the first file: the ordinal is not known)
     one = after[40]
-    assert listed(dest, "--msg-id", one["msg_id"]) == [one | {"matched": "msg_id"}]
+    by_offset = one | {"index": None}
+    assert listed(dest, "--msg-id", one["msg_id"]) == [by_offset | {"matched": "msg_id"}]
     assert listed(dest, "--topic", one["topic"], "--queue-id", one["queue_id"], "--queue-offset",
-                    one["queue_offset"]) == [one]
+                    one["queue_offset"]) == [by_offset]
     keyed = [m for m in after if m["keys"]]
     if keyed:  # (through the rebuilt index/)
         k = keyed[0]["keys"].split()[0]
         assert listed(dest, "--topic", keyed[0]["topic"], "--key", k) == \
-            [m for m in after if m["topic"] == keyed[0]["topic"] and k in (m["keys"] or "").split()]
+            [m | {"index": None} for m in after if m["topic"] == keyed[0]["topic"] and k in (m["keys"] or "").split()]
+    # ... so the first file may be damaged: a message of a later one is still found
+    first = sorted(os.listdir(dest / "commitlog"))[0]
+    assert one["phy_offset"] >= CL
+    with open(dest / "commitlog" / first, "r+b") as fh:
+        head = fh.read(8)
+        fh.seek(0)
+        fh.write(b"\xff" * 8)
+    assert listed(dest, "--msg-id", one["msg_id"]) == [by_offset | {"matched": "msg_id"}]
+    # no message starts there: taken for a UNIQ_KEY then, which no message has
+    assert listed(dest, "--msg-id", f"{one['msg_id'][:-16]}{one['phy_offset'] + 1:016X}") == []
+    with open(dest / "commitlog" / first, "r+b") as fh:
+        fh.write(head)
     # a changed body byte: body-crc, at the message's byte in its commit-log file
     at, raw = log_messages(dest)[50]
     m = decode(raw)
