@@ -29,7 +29,7 @@ from ..errors import StoreUsageError
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
 from .commitlog import log_files
-from .consumequeue import find_queues, read_units
+from .consumequeue import find_queues, plan_units, read_piece
 from .consumequeue import file_size as file_size_of
 from .layout import BrokerStore
 from .scan import batches
@@ -164,23 +164,37 @@ def log_min_offset(broker: BrokerStore) -> int:
 
 
 def queue_bounds(root: str, log_min: int) -> tuple[dict[tuple[str, int], tuple[int, int]], list[str]]:
-    """(topic, queue id) -> (min, max) for every consume queue; and notes on damaged ones."""
+    """(topic, queue id) -> (min, max) for every consume queue; and notes on damaged ones.
+    Bounded memory: a queue's files are planned (consumequeue.plan_units), and only the
+    units of its first run up to the first that points at ``log_min`` or later are read,
+    one file at a time."""
     queues = find_queues(root)
     fsize = file_size_of(queues)
     out, notes = {}, []
     for q in queues:
-        read_units(q, fsize)
+        pieces = plan_units(q, fsize)
         if q.damaged:
             where, off, what = q.damaged[0]
             notes.append(f"{where} (offset {off}): {what} (see 'dledgerctl mq check')")
-        if q.first < 0:
-            start = q.files[0].start // 20 + q.blanks if q.files else 0
-            out[(q.topic, q.queue_id)] = (start, start)
-        else:
-            below = int(np.count_nonzero(q.segments[0][1]["offset"] < log_min)) if q.segments else 0
-            out[(q.topic, q.queue_id)] = (q.first + below, q.end)
-        q.units, q.segments = None, []
+        out[(q.topic, q.queue_id)] = (q.first + _below(pieces, q, log_min), q.end)
     return out, notes
+
+
+def _below(pieces, q, log_min: int) -> int:
+    """How many units of the queue's first run come before the first that points at
+    ``log_min`` or later (all of the run's when none does)."""
+    if not q.spans:
+        return 0
+    run_end = q.spans[0][0] + q.spans[0][1]
+    below = 0
+    for p in pieces:
+        if p.at >= run_end:
+            break
+        at_or_past = np.flatnonzero(read_piece(p)["offset"] >= log_min)
+        if len(at_or_past):
+            return below + int(at_or_past[0])
+        below += p.count
+    return below
 
 
 def consumer_rows(broker: BrokerStore) -> tuple[list[Row], str, list[str]]:

@@ -80,6 +80,9 @@ def tree(root) -> dict:
     return out
 
 
+HARNESS_INDEX_SHAPE = (1000, 4000)  # RocketMQStoreWriter's maxHashSlotNum and maxIndexNum
+
+
 def migrate(src, dest, *args) -> dict:
     r = runner.invoke(app, ["mq", "migrate", str(src), str(dest), "--format", "json", *map(str, args)])
     assert r.exit_code == 0, r.output
@@ -87,8 +90,10 @@ def migrate(src, dest, *args) -> dict:
 
 
 def read_back(rocketmq, root, commitlog_file_size: int, cq_file_size: int = CQ_FILE_SIZE,
-              index_shape=(5_000_000, 20_000_000)) -> tuple[dict, list[dict]]:
-    """What RocketMQ's master-slave store serves: messages by (topic, queue, queue offset), and the other lines."""
+              index_shape=HARNESS_INDEX_SHAPE) -> tuple[dict, list[dict]]:
+    """What RocketMQ's master-slave store serves: messages by (topic, queue, queue offset), and the other lines.
+    ``index_shape``: the broker's maxHashSlotNum and maxIndexNum (by default the harness's, which the DLedger-mode
+    brokers of these tests ran with and so ``mq migrate`` takes from their index/ files)."""
     lines = javarocketmq._run_json(rocketmq.command(READER, str(root), str(commitlog_file_size), str(cq_file_size),
                                                     "110000", *map(str, index_shape)), 120,
                                    f"{READER} (RocketMQ {rocketmq.version})")
@@ -170,6 +175,7 @@ def test_rocketmq_serves_every_message_of_a_migrated_store(rocketmq, written, tm
     assert s["bytes"] == sum(w["size"] for w in reported)
     assert sorted(os.listdir(dest)) == ["checkpoint", "commitlog", "config", "consumequeue", "index"]
     assert s["index_files"] == 1 and s["index_keys"] > len(reported)
+    assert "index files of 1000 slots and 4000 entries" in s["stderr"]  # (the shape of the broker's own)
     with open(dest / "config" / "consumerOffset.json") as fh:
         assert json.load(fh) == {"offsetTable": {"Orders0@g": {"0": 3}}}
     got, other = read_back(rocketmq, dest, 4 << 20)

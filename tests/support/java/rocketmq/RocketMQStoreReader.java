@@ -104,6 +104,9 @@ public class RocketMQStoreReader {
         config.setStorePathRootDir(root);
         config.setStorePathCommitLog(new File(root, "commitlog").getPath());
         config.setEnableDLegerCommitLog(false);
+        // a master-slave store listens for its slaves (HAService, 10912 by default): on any free
+        // port, so that readers run side by side (and beside a broker) do not collide
+        config.setHaListenPort(0);
         config.setMappedFileSizeCommitLog(Integer.parseInt(args[1]));
         config.setMappedFileSizeConsumeQueue(Integer.parseInt(args[2]));
         config.setMaxHashSlotNum(args.length == 6 ? Integer.parseInt(args[4]) : 1000);
