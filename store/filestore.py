@@ -78,6 +78,7 @@ class FileStore(LogStore):
         with_crc: bool = True,
         lock_fd: int | None = None,
         drop_behind: int = 0,
+        keeper=None,
     ) -> "FileStore":
         """Open (creating it if writable) and recover a node directory.
 
@@ -85,7 +86,8 @@ class FileStore(LogStore):
         the end the plan found. A writable store holds the directory's lock while open;
         a caller that already holds it (``lock_node_dir``) passes ``lock_fd`` and keeps
         ownership: the store then neither takes nor releases the lock. ``drop_behind``
-        (bytes, 0 for none): see :meth:`take_dirty`.
+        (bytes, 0 for none): see :meth:`take_dirty`. ``keeper`` (kept.py's Keeper) keeps
+        the whole entries recovery cuts before it cuts them, and stays the store's keeper.
         """
         layout = NodeLayout(node_dir)
         data, index = file_lists(layout, data_file_size, index_file_size, read_only=read_only,
@@ -95,7 +97,8 @@ class FileStore(LogStore):
             store = cls(layout, data, index, flush=flush, read_only=read_only, with_crc=with_crc)
             if not read_only and lock_fd is None:  # before recovery writes anything
                 store.lock.take()
-            store.opened = recover(layout, data, index, store.extent, read_only=read_only)
+            store.opened = recover(layout, data, index, store.extent, read_only=read_only, keeper=keeper)
+            store.keeper = keeper
             if not read_only:
                 data.set_random_access()
         except BaseException:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from .errors import StoreCorruptError, StoreError, StoreIOError
 from .format import ENTRY_MAGICS, HEADER_SIZE, body_crc, chain_crc, crc_recorded, decode_header
@@ -96,6 +96,13 @@ class Keeper:
     def __call__(self, store, first: int, last: int) -> str | None:
         """Write entries ``first..last`` of ``store`` to a new file; its path (None when the
         bound leaves room for none of them)."""
+        return self.keep(first, last, ((i, store.get_bytes(i)) for i in range(first, last + 1)))
+
+    def keep(self, first: int, last: int, entries: Iterable[tuple[int, bytes]], what: str = "truncation") -> str | None:
+        """Write ``entries`` ((index, encoded entry), consecutive from ``first``, up to
+        ``last``) to a new file; its path (None when none of them is kept: the bound, or the
+        first unreadable). An entry that cannot be read (StoreError but StoreIOError, raised
+        by the iterator) ends the file there, said. ``what`` names the cut in what is said."""
         try:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as exc:
@@ -105,25 +112,28 @@ class Keeper:
         # safely on disk, so a keep that fails (ENOSPC, EIO) has removed nothing.
         part = os.path.join(self.directory, f".keeping-{first}-{os.getpid()}.part")
         size, upto, why = 0, first - 1, "over --keep-truncated-bytes"
+        it = iter(entries)
         try:
             with open(part, "wb") as fh:
-                for i in range(first, last + 1):
+                while True:
                     try:
-                        raw = store.get_bytes(i)
+                        _i, raw = next(it)
+                    except StopIteration:
+                        break
                     except StoreIOError:
                         raise
                     except StoreError as exc:  # (damage: a cut must still be able to remove it)
-                        why = f"unreadable from entry {i}: {exc}"
+                        why = f"unreadable from entry {upto + 1}: {exc}"
                         break
                     if size + len(raw) > self.max_bytes:
                         break
                     fh.write(raw)
-                    size, upto = size + len(raw), i
+                    size, upto = size + len(raw), upto + 1
                 fh.flush()
                 os.fsync(fh.fileno())
             if upto < first:
                 os.unlink(part)
-                self.say(f"truncation of entries {first}..{last}: nothing kept ({why})",
+                self.say(f"{what} of entries {first}..{last}: nothing kept ({why})",
                          {"event": "keep_truncated", "from_index": first, "to_index": last, "kept": 0})
                 return None
             self._make_room(size)
@@ -146,7 +156,8 @@ class Keeper:
             raise
         self.last = path
         short = f"; entries {upto + 1}..{last} not kept ({why})" if upto < last else ""
-        self.say(f"kept the entries about to be cut, {first}..{upto} ({size} bytes), in {path}{short}",
+        about = "the entries about to be cut" if what == "truncation" else f"the entries {what} is about to cut"
+        self.say(f"kept {about}, {first}..{upto} ({size} bytes), in {path}{short}",
                  {"event": "keep_truncated", "from_index": first, "to_index": upto, "file": path, "bytes": size})
         return path
 

@@ -21,7 +21,7 @@ from .format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, HEADER_SIZE
 from .layout import NodeLayout
 from .metafiles import read_checkpoint
 from .reading import load_file_lists
-from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, plan_recovery
+from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, cut_runs, plan_recovery
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -123,10 +123,15 @@ class Recovered:
         return out
 
 
-def recover(layout: NodeLayout, data: FileList, index: FileList, extent: Extent, *, read_only: bool) -> Recovered:
+def recover(layout: NodeLayout, data: FileList, index: FileList, extent: Extent, *, read_only: bool,
+            keeper=None) -> Recovered:
     """Plan recovery, apply it unless ``read_only``, and set ``extent`` from it and from
-    the checkpoint's committed index (clamped to the end)."""
+    the checkpoint's committed index (clamped to the end). ``keeper`` (kept.py's Keeper, for
+    ``--keep-truncated``): the whole entries recovery cuts are kept first, a file per run of
+    consecutive ones (recovery.cut_runs); a keep that fails raises and nothing is cut."""
     plan = plan_recovery(data, index)
+    if keeper is not None and not read_only and plan.dropped_to > plan.end_index:
+        _keep_cut(plan, data, index, keeper)
     found = Recovered(plan, None if read_only else apply_recovery(plan, data, index), read_only)
     extent.begin_index, extent.end_index, extent.end_term = plan.begin_index, plan.end_index, plan.end_term
     extent.write_pos, extent.last_chain = plan.end_pos, plan.last_chain
@@ -145,3 +150,16 @@ def recover(layout: NodeLayout, data: FileList, index: FileList, extent: Extent,
     if cp.committed_index is not None:
         extent.committed = min(cp.committed_index, extent.end_index)
     return found
+
+
+def _keep_cut(plan: RecoveryPlan, data: FileList, index: FileList, keeper) -> None:
+    first, last = plan.end_index + 1, plan.dropped_to
+    kept = 0
+    for run in cut_runs(plan, data, index):
+        keeper.keep(run[0][0], run[-1][0], run, what="recovery at open")
+        kept += len(run)
+    if kept < last - first + 1:
+        keeper.say(f"recovery at open cuts entries {first}..{last}: {last - first + 1 - kept} of them are not whole "
+                   f"(damaged, or their index records are) and were not kept",
+                   {"event": "keep_truncated", "from_index": first, "to_index": last,
+                    "not_kept": last - first + 1 - kept})

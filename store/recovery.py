@@ -20,8 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import Iterator
+
+from .errors import StoreError, StoreIOError
 from .files import FileList
-from .format import INDEX_RECORD, INDEX_UNIT_SIZE, chain_crc, decode_index
+from .format import (ENTRY_MAGICS, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, body_crc, chain_crc, crc_recorded,
+                     decode_header, decode_index)
 from .scan import FileScan, Run, ScanStop
 
 LOOKBACK_FILES = 3  # DLedgerMmapFileStore.recover starts at mappedFiles.size() - 3
@@ -301,3 +305,40 @@ def read_index_record(index: FileList, i: int):
     if f is None or f.mm is None or off - f.start + INDEX_UNIT_SIZE > f.actual_size:
         return None
     return decode_index(f.mm, off - f.start)
+
+
+def cut_runs(plan: RecoveryPlan, data: FileList, index: FileList) -> Iterator[list[tuple[int, bytes]]]:
+    """The whole entries recovery is about to cut (``end_index + 1 .. dropped_to``, found
+    by their index records), as runs of consecutive indexes: [(index, encoded entry), ...].
+    An entry is whole when the bytes its record points at hold a header of its index, size
+    and position and a body matching its recorded CRC; the others (the damage that ended the
+    log, for one) split the runs. Read before :func:`apply_recovery` zeroes them."""
+    run: list[tuple[int, bytes]] = []
+    for i in range(plan.end_index + 1, plan.dropped_to + 1):
+        raw = _whole_entry(data, index, i)
+        if raw is None:
+            if run:
+                yield run
+            run = []
+            continue
+        run.append((i, raw))
+    if run:
+        yield run
+
+
+def _whole_entry(data: FileList, index: FileList, i: int) -> bytes | None:
+    rec = read_index_record(index, i)
+    if rec is None or rec.index != i or rec.magic not in ENTRY_MAGICS or rec.size < HEADER_SIZE or rec.pos < 0:
+        return None
+    try:
+        raw = data.read(rec.pos, rec.size)
+    except StoreIOError:
+        raise
+    except StoreError:
+        return None
+    h = decode_header(raw)
+    if (h.magic, h.index, h.size, h.pos) != (rec.magic, i, rec.size, rec.pos) or h.body_size != h.size - HEADER_SIZE:
+        return None
+    if crc_recorded(h) and body_crc(raw[HEADER_SIZE:]) != h.body_crc:
+        return None
+    return raw

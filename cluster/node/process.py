@@ -83,9 +83,13 @@ class Node:
         self.terms.load()
         # The core decides when to flush (flush=sync: before acknowledging); the store itself
         # never flushes inline.
+        # raft decides a cut; the store keeps what it cuts first (recovery's at open too)
+        keeper = None if cfg.keep_truncated is None else Keeper(
+            os.path.abspath(cfg.keep_truncated), cfg.keep_truncated_bytes,
+            say=lambda text, fields: log.warning("%s", text, extra=fields))
         self.store = FileStore.open(self.dir, data_file_size=cfg.data_file_size,
                                     index_file_size=cfg.index_file_size, flush="async",
-                                    drop_behind=cfg.drop_behind)
+                                    drop_behind=cfg.drop_behind, keeper=keeper)
         dropped = self.store.recovery_warning()
         if dropped is not None:  # (said at the default level: entries this node held are gone)
             log.warning("%s: %s", self.dir, dropped)
@@ -98,9 +102,6 @@ class Node:
         # 1 GiB file whose pages are cached takes about half a second (freeing them).
         self._unlinker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="unlink")
         self.store.remover = lambda paths: self._unlinker.submit(_unlink_logged, paths)
-        if cfg.keep_truncated is not None:  # (raft decides a cut; the store keeps what it cuts first)
-            self.store.keeper = Keeper(os.path.abspath(cfg.keep_truncated), cfg.keep_truncated_bytes,
-                                       say=lambda text, fields: log.warning("%s", text, extra=fields))
         self.loop: asyncio.AbstractEventLoop | None = None
         self.core: RaftCore | None = None
         # TlsError when its files do not do, or name another identity than this member's

@@ -285,3 +285,39 @@ def test_peer_compare_repair_on_a_keeping_follower_keeps_what_it_cuts(group, tmp
     with open(path, "rb") as fh:
         assert fh.read() == b"".join(cut)
     wait_for(lambda: caught_up(base), 30, f"{follower} re-filled")
+
+
+def test_a_member_keeps_what_recovery_cuts_at_start_and_the_leader_gives_it_back(group, tmp_path):
+    """A body byte of a follower's entry rots while it is stopped: at start, recovery ends its
+    log before that entry; with --keep-truncated the whole entries after it are kept first,
+    and the leader then sends the log's tail again."""
+    base, keep = group, str(tmp_path / "kept")
+    append_messages(base, [keyed_message("Orders", k, f"A{k}") for k in range(30)])
+    leader = leader_id(base)
+    follower = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != leader)
+    wait_for(lambda: caught_up(base), 30, "replicas to catch up")
+    stop(base, follower)
+    with FileStore.open(node_dir(base, follower), read_only=True) as s:
+        end = s.end_index
+        want = [s.get_bytes(i) for i in range(end - 9, end + 1)]
+        pos, _size = s.locate(end - 10)
+    data = os.path.join(node_dir(base, follower), "data")
+    names = sorted(os.listdir(data))
+    start_of = [int(n) for n in names]
+    name = names[max(k for k, st in enumerate(start_of) if st <= pos)]
+    with open(os.path.join(data, name), "r+b") as fh:  # (a body byte of entry end - 10)
+        fh.seek(pos - int(name) + 48 + 5)
+        b = fh.read(1)
+        fh.seek(pos - int(name) + 48 + 5)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    with open(recorded(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
+        fh.write(f'keep-truncated = "{keep}"\n')
+    restart(base, follower)
+    (path, _), = kept_files(keep)
+    assert os.path.basename(path).startswith(f"truncated-{end - 9}-{end}-")
+    with open(path, "rb") as fh:
+        assert fh.read() == b"".join(want)
+    with open(recorded(base)["nodes"][int(follower[1:])]["log"], encoding="utf-8") as fh:
+        text = fh.read()
+    assert "recovery at open is about to cut" in text and path in text
+    wait_for(lambda: diff(base, follower, leader)["identical"], 40, f"{follower} given the tail again")

@@ -1,0 +1,90 @@
+"""What recovery cuts at open is kept too (issue 48, ``--keep-truncated``): a store opened
+with a keeper writes the whole entries past the damage that ends its log into kept files
+(a file per run of consecutive ones) before recovery zeroes them; a keep that fails
+opens nothing and cuts nothing."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from store.errors import StoreIOError
+from store.filestore import FileStore
+from store.format import HEADER_SIZE, decode_header
+from store.kept import Keeper, iter_kept, kept_files
+from tests.support.stores import file_crcs
+
+
+def written(node: str, n: int = 120) -> list[bytes]:
+    with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12) as s:
+        s.append_leader([b"entry-%03d-" % i * (1 + i % 7) for i in range(n)], 1)
+        s.set_committed(n - 1)
+        return [s.get_bytes(i) for i in range(n)]
+
+
+def flip_body_byte(node: str, raw: bytes, pos: int, dsize: int = 1 << 13) -> None:
+    path = os.path.join(node, "data", sorted(os.listdir(os.path.join(node, "data")))[pos // dsize])
+    with open(path, "r+b") as fh:
+        fh.seek(pos % dsize + HEADER_SIZE)
+        fh.write(bytes([raw[HEADER_SIZE] ^ 0xFF]))
+
+
+def pos_of(raw: bytes) -> int:
+    return decode_header(raw).pos
+
+
+def test_the_whole_entries_past_the_damage_are_kept_before_the_cut(tmp_path):
+    node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
+    raw = written(node)
+    flip_body_byte(node, raw[110], pos_of(raw[110]))  # (within the files recovery walks)
+    said = []
+    with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12,
+                        keeper=Keeper(keep, say=lambda text, fields: said.append(text))) as s:
+        assert s.end_index == 109
+        (path, _size), = kept_files(keep)
+        assert os.path.basename(path).startswith("truncated-111-119-")
+        assert [(h.index, off) for off, h, _b in iter_kept(path)] == \
+            [(i, sum(map(len, raw[111:i]))) for i in range(111, 120)]
+        with open(path, "rb") as fh:
+            assert fh.read() == b"".join(raw[111:])
+        assert any("recovery at open is about to cut, 111..119" in t for t in said)
+        assert any("1 of them are not whole" in t for t in said)
+        assert s.keeper is not None  # (and it keeps what later cuts remove)
+
+
+def test_damage_in_two_places_keeps_each_run_apart(tmp_path):
+    node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
+    raw = written(node)
+    flip_body_byte(node, raw[112], pos_of(raw[112]))
+    flip_body_byte(node, raw[105], pos_of(raw[105]))
+    with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12, keeper=Keeper(keep)) as s:
+        assert s.end_index == 104
+    got = sorted((os.path.basename(p).split("-")[1:3], [h.index for _o, h, _b in iter_kept(p)])
+                 for p, _s in kept_files(keep))
+    assert got == sorted([(["106", "111"], list(range(106, 112))), (["113", "119"], list(range(113, 120)))])
+
+
+def test_without_a_keeper_or_read_only_nothing_is_kept(tmp_path):
+    node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
+    raw = written(node)
+    flip_body_byte(node, raw[110], pos_of(raw[110]))
+    before = file_crcs(node)
+    with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12, read_only=True,
+                        keeper=Keeper(keep)) as s:
+        assert s.end_index == 109
+    assert not os.path.exists(keep) and file_crcs(node) == before
+
+
+def test_a_keep_that_fails_opens_nothing_and_cuts_nothing(tmp_path):
+    node = str(tmp_path / "n")
+    raw = written(node)
+    flip_body_byte(node, raw[110], pos_of(raw[110]))
+    before = file_crcs(node)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    with pytest.raises(StoreIOError, match="not-a-dir"):
+        FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12, keeper=Keeper(str(blocker)))
+    assert file_crcs(node) == before  # (the lock file aside: nothing was cut)
+    with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12) as s:  # (and it opens again)
+        assert s.end_index == 109
