@@ -61,8 +61,8 @@ def node_start(
     index_file_size: IndexSizeOpt = None,
     drop_behind: DropBehindOpt = None,
     keep_truncated: Annotated[Optional[str], typer.Option("--keep-truncated", metavar="DIR", help="Before a "
-                              "leader's TRUNCATE (or any other cut, recovery's at start too) removes entries from this member's log, write "
-                              "them to a file in DIR (truncated-<first>-<last>-<time>.entries, DLedger's entry "
+                              "leader's TRUNCATE (or any other cut, recovery's at start too) removes entries from "
+                              "this member's log, write them to a file in DIR (truncated-<first>-<last>-<time>.entries, DLedger's entry "
                               "format: 'store inspect-data FILE' and 'mq salvage' read it) and log one line.")] = None,
     keep_truncated_bytes: Annotated[Optional[int], typer.Option("--keep-truncated-bytes", parser=parse_size,
                                     metavar="SIZE", help="With --keep-truncated: the kept files together stay "

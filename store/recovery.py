@@ -337,7 +337,8 @@ def _whole_entry(data: FileList, index: FileList, i: int) -> bytes | None:
     except StoreError:
         return None
     h = decode_header(raw)
-    if (h.magic, h.index, h.size, h.pos) != (rec.magic, i, rec.size, rec.pos) or h.body_size != h.size - HEADER_SIZE:
+    if (h.magic, h.index, h.size, h.pos) != (rec.magic, i, rec.size, rec.pos) or \
+            h.body_size != h.size - HEADER_SIZE:
         return None
     if crc_recorded(h) and body_crc(raw[HEADER_SIZE:]) != h.body_crc:
         return None

@@ -178,8 +178,8 @@ def index_shape(root: str, slots: int | None, index_num: int | None, defaults: t
         if not other:
             return shape
         return IndexShape(shape.slots, shape.index_num,
-                          f"{os.path.join(root, INDEX_DIR)} holds files of {', '.join(map(str, other))} bytes; the new ones have "
-                          f"{shape.slots} slots and {shape.index_num} entries as given "
+                          f"{os.path.join(root, INDEX_DIR)} holds files of {', '.join(map(str, other))} bytes; the "
+                          f"new ones have {shape.slots} slots and {shape.index_num} entries as given "
                           f"({index_file_bytes(shape.slots, shape.index_num)} bytes)")
     lengths = sorted(set(sizes.values()))
     if not lengths or lengths == [index_file_bytes(*defaults)]:
@@ -189,7 +189,8 @@ def index_shape(root: str, slots: int | None, index_num: int | None, defaults: t
     if len(lengths) == 1 and body > 0 and body % per_slot == 0:
         n = body // per_slot
         return IndexShape(n, INDEX_PER_SLOT * n, f"index files of {n} slots and {INDEX_PER_SLOT * n} entries, the "
-                                                 f"shape of the {lengths[0]}-byte files in {os.path.join(root, INDEX_DIR)}")
+                                                 f"shape of the {lengths[0]}-byte files in "
+                                                 f"{os.path.join(root, INDEX_DIR)}")
     ask = "give --max-hash-slot-num and --max-index-num as the broker's maxHashSlotNum and maxIndexNum"
     if len(lengths) > 1:
         raise IndexShapeUnknown(f"{os.path.join(root, INDEX_DIR)}: files of {len(lengths)} lengths "
