@@ -43,7 +43,8 @@ process for msgs/s (best of ``--repeat``). The last columns are the ratios of th
 size to the smallest.
 
 Usage: python benchmarks/bench_mq.py [--messages N] [--body BYTES] [--repeat K] [--json]
-       python benchmarks/bench_mq.py --sizes 3000000,10000000 [--dir DIR] [--keep]
+       python benchmarks/bench_mq.py --sizes 3000000,10000000 [--dir DIR] [--keep] [--with-messages]
+              [--with-consumers] [--with-migrate]
 """
 
 from __future__ import annotations
@@ -144,6 +145,12 @@ def write_fast(root: str, n: int, body: int, topics: int, *, data_file_size: int
         for fh, _n in filter(None, cq):
             fh.truncate(cq_units * 20)
             fh.close()
+    # a consumer group half way through every queue (what mq consumers reads)
+    per_slot = -(-n // len(slots))
+    table = {f"Topic{t:02d}@bench": {str(q): per_slot // 2 for _t, q in slots if _t == t} for t in range(topics)}
+    os.makedirs(os.path.join(root, "config"), exist_ok=True)
+    with open(os.path.join(root, "config", "consumerOffset.json"), "w") as fh:
+        json.dump({"offsetTable": table}, fh)
 
 
 def _cq_write(root, slot, cq, s, units, qoff, per_file) -> None:
@@ -174,13 +181,13 @@ elif sys.argv[2] == "topics":
 """
 
 
-def peak_memory(what: str, root: str, n: int) -> tuple[int, int]:
+def peak_memory(what: str, root: str, n: int, *more: str) -> tuple[int, int]:
     """(peak RssAnon, VmHWM) in bytes of a child process running ``what`` over ``root``
-    (RssAnon sampled every 10 ms)."""
+    (then ``more`` arguments; RssAnon sampled every 10 ms)."""
     if what in ("check", "topics"):
         argv = [sys.executable, "-c", CHILD, ROOT, what, root, str(n)]
     else:  # a whole command
-        argv = [sys.executable, "-m", "dledgerctl", *what.split(), root]
+        argv = [sys.executable, "-m", "dledgerctl", *what.split(), root, *more]
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=ROOT))
     peak = hwm = 0
     while child.poll() is None:
@@ -221,6 +228,16 @@ def sizes_main(args) -> int:
                 row["messages_anon"], row["messages_hwm"] = peak_memory("mq messages --body none --format jsonl",
                                                                         root, n)
                 row["messages_rate"] = n / (time.perf_counter() - t)
+            if args.with_consumers:
+                log(f"{n:,}: mq consumers, peak memory of the command")
+                row["consumers_anon"], row["consumers_hwm"] = peak_memory("mq consumers --format json", root, n)
+            if args.with_migrate:
+                dest = os.path.join(work, f"migrated-{n}")
+                log(f"{n:,}: mq migrate, peak memory of the command")
+                t = time.perf_counter()
+                row["migrate_anon"], row["migrate_hwm"] = peak_memory("mq migrate --format json", root, n, dest)
+                row["migrate_rate"] = n / (time.perf_counter() - t)
+                shutil.rmtree(dest, ignore_errors=True)
             log(f"{n:,}: in-process rates")
             row["check"] = n / best(lambda: check_broker(broker), args.repeat)
             row["topics"] = n / best(lambda: topic_rows(broker), args.repeat)
@@ -248,6 +265,12 @@ def sizes_main(args) -> int:
         if "messages_anon" in r:
             print(f"{r['messages']:>12,} mq messages -f jsonl (command): {r['messages_rate']:,.0f} rows/s, peak RssAnon "
                   f"{r['messages_anon'] / mb:.1f}MB, VmHWM {r['messages_hwm'] / mb:.1f}MB")
+    for what in ("consumers", "migrate"):
+        for r in results:
+            if f"{what}_anon" in r:
+                rate = f"{r[what + '_rate']:,.0f} msgs/s, " if what + "_rate" in r else ""
+                print(f"{r['messages']:>12,} mq {what} (command): {rate}peak RssAnon {r[what + '_anon'] / mb:.1f}MB, "
+                      f"VmHWM {r[what + '_hwm'] / mb:.1f}MB")
     for r in results:
         if "check_whole" in r:
             print(f"{r['messages']:>12,} whole-log path (before issue 51, same run): check {r['check_whole']:,.0f} "
@@ -318,6 +341,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default=None, help="memory mode: comma-separated store sizes (messages)")
     ap.add_argument("--keep", action="store_true", help="keep the stores written (with --sizes)")
     ap.add_argument("--no-whole", action="store_true", help="with --sizes: skip the whole-log path's rates")
+    ap.add_argument("--with-consumers", action="store_true", help="with --sizes: also mq consumers' peak memory")
+    ap.add_argument("--with-migrate", action="store_true",
+                    help="with --sizes: also mq migrate's peak memory and rate (writes a copy of the store)")
     ap.add_argument("--with-messages", action="store_true",
                     help="with --sizes: also the peak memory of 'dledgerctl mq messages --format jsonl' (slow)")
     args = ap.parse_args(argv)
