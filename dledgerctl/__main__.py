@@ -11,7 +11,7 @@ INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 
 try:
     from .app import app
-    from .common import quiet_closed_stdout
+    from .basics import quiet_closed_stdout
 except KeyboardInterrupt:
     sys.exit(INTERRUPTED)
 

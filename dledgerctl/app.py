@@ -1,22 +1,59 @@
-"""The ``dledgerctl`` command: one typer app with one sub-app per command group."""
+"""The ``dledgerctl`` command: one typer app with one sub-app per command group.
+
+The groups and the top-level commands that need more than typer load lazily (:data:`LAZY`):
+``--version``, ``--help`` and shell completion import this module, basics.py and typer
+only, and a command imports its own group's module (and what that needs) when it runs.
+``--help`` and completion list the lazy ones by the name and first help paragraph kept
+here (tests/cli/test_cli_lazy.py keeps them equal to the commands' own).
+"""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import os
 import sys
+from difflib import get_close_matches
 from enum import Enum
 from typing import Annotated
 
-import click_log
 import typer
+try:  # (typer's own copy of click since 0.24; click itself before)
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover
+    from click.exceptions import UsageError
 from typer.completion import completion_init
 
-from . import (certs_cmd, cluster_cmd, kv_cmd, log_cmd, mq_cmd, mq_consumers_cmd, mq_move_cmd, mq_rebuild_cmd,
-               mq_salvage_cmd, node_cmd, peer_cmd, spark_cmd, store_cmd)
-from . import controller_cmd
-from .common import LogLabels, fail, log, quiet_closed_stdout, stdout_gone
+from . import __version__
+from .basics import LogLabels, fail, log, quiet_closed_stdout, stdout_gone
+
+# name -> (module of dledgerctl, its typer app or command function, first paragraph of its help), in the
+# order --help lists them after 'completion' (which is defined below)
+LAZY = {
+    "append": ("log_cmd", "append_cmd",
+               "Append entries on the leader (following NOT_LEADER), a batch at a time; prints index, term and pos of "
+               "each entry as its batch commits. Stopped early (a failure, Ctrl-C), it says on stderr how many "
+               "committed, at which indexes, and where to resume."),
+    "get": ("log_cmd", "get_cmd",
+            "Read committed entries from the leader: exactly --count (or up to --to-index), paging through a node's "
+            "per-answer limit; fewer only when the log is not committed that far, which is said on stderr. "
+            "Linearizable by default: an entry committed before the command began is there."),
+    "store": ("store_cmd", "app", "Inspect, verify and repair a node's files offline."),
+    "node": ("node_cmd", "node_app", "Run a node."),
+    "cluster": ("cluster_cmd", "cluster_app", "Start, stop and look at a local cluster of node processes."),
+    "peer": ("peer_cmd", "app", "Operator requests to a running cluster: replication watermarks, forced compare and "
+                                "truncation of a follower, leadership transfer, membership changes."),
+    "spark": ("spark_cmd", "app", "Audit, compare, summarise and export the logs of many nodes with PySpark."),
+    "certs": ("certs_cmd", "app", "Certificates for mutual TLS: a CA and one certificate per member, operator and "
+                                  "client."),
+    "kv": ("kv_cmd", "app", "A key-value table kept by the nodes' built-in state machine (node start --state-machine "
+                            "kv): put appends key=value entries, get reads the latest values."),
+    "mq": ("mq_app", "app", "RocketMQ messages in a broker's DLedger log, and its consume queues (offline)."),
+    "controller": ("controller_cmd", "app", "A RocketMQ 5 DLedger controller's log: its events and the broker sets' "
+                                            "state (offline)."),
+}
+ORDER = ["append", "get", "completion", *(n for n in LAZY if n not in ("append", "get"))]
 
 
 # Usage errors as click prints them (usage, the help hint, then one "Error: ..." line), not
@@ -51,11 +88,59 @@ for _cls in (typer.core.TyperCommand, typer.core.TyperGroup):
 
 
 class _Root(typer.core.TyperGroup):
-    """The root command: every command runs inside its ``invoke``. A reader of stdout that
-    went away (``| head -1``) ends any command quietly with exit 0, in every format, as
-    ``head`` got what it asked for; click alone would exit 1, and a command's own OSError
-    handling would print "Error: Broken pipe". A broken pipe that is not stdout's (a
-    connection) stays an error."""
+    """The root command: every command runs inside its ``invoke``, and the lazy ones load
+    here (:meth:`get_command`).
+
+    A reader of stdout that went away (``| head -1``) ends any command quietly with exit 0,
+    in every format, as ``head`` got what it asked for; click alone would exit 1, and a
+    command's own OSError handling would print "Error: Broken pipe". A broken pipe that is
+    not stdout's (a connection) stays an error."""
+
+    _listing = False  # while help or completion only lists the commands: stand-ins, nothing loaded
+
+    def list_commands(self, ctx) -> list[str]:
+        return ORDER + [n for n in self.commands if n not in ORDER]
+
+    def get_command(self, ctx, name: str):
+        cmd = self.commands.get(name)
+        if cmd is not None or name not in LAZY:
+            return cmd
+        module, attr, help = LAZY[name]
+        if self._listing:
+            kind = typer.core.TyperCommand if name in ("append", "get") else typer.core.TyperGroup
+            return kind(name=name, help=help)
+        cmd = self.commands[name] = _load(name, getattr(importlib.import_module(f"{__package__}.{module}"), attr))
+        return cmd
+
+    def resolve_command(self, ctx, args):
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:  # (typer's suggestions know only the commands loaded: made again from all)
+            matches = get_close_matches(args[0], self.list_commands(ctx)) if args else []
+            if matches:
+                exc.message = (f"{exc.message.split('. Did you mean')[0].rstrip('.')}. Did you mean "
+                               f"{', '.join(repr(m) for m in matches)}?")
+            raise
+
+    def load_all(self) -> "_Root":
+        """Every command loaded (for tests that read the whole tree)."""
+        for name in LAZY:
+            self.get_command(None, name)
+        return self
+
+    def format_help(self, ctx, formatter):
+        self._listing = True
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def shell_complete(self, ctx, incomplete: str):
+        self._listing = True
+        try:
+            return super().shell_complete(ctx, incomplete)
+        finally:
+            self._listing = False
 
     def invoke(self, ctx):
         try:
@@ -67,6 +152,21 @@ class _Root(typer.core.TyperGroup):
             raise typer.Exit(0) from None
 
 
+def _load(name: str, obj):
+    """The click command of a lazy entry: a typer app (a group) or a command function."""
+    if isinstance(obj, typer.Typer):
+        _unwrap_help(obj)
+        cmd = typer.main.get_group(obj)
+    else:
+        if obj.__doc__:
+            obj.__doc__ = _unwrap(obj.__doc__)
+        one = typer.Typer(add_completion=False)
+        one.command(name)(obj)
+        cmd = typer.main.get_command(one)
+    cmd.name = name
+    return cmd
+
+
 app = typer.Typer(
     name="dledgerctl",
     cls=_Root,
@@ -75,23 +175,6 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.add_typer(store_cmd.app, name="store")
-app.add_typer(node_cmd.node_app, name="node")
-app.add_typer(cluster_cmd.cluster_app, name="cluster")
-app.add_typer(peer_cmd.app, name="peer")
-app.add_typer(spark_cmd.app, name="spark")
-app.add_typer(certs_cmd.app, name="certs")
-app.add_typer(kv_cmd.app, name="kv")
-app.add_typer(mq_cmd.app, name="mq")
-mq_cmd.app.command("migrate")(mq_move_cmd.migrate_cmd)
-mq_cmd.app.command("rebuild")(mq_rebuild_cmd.rebuild_cmd)
-mq_cmd.app.command("salvage")(mq_salvage_cmd.salvage_cmd)
-app.add_typer(controller_cmd.app, name="controller")
-mq_cmd.app.command("consumers")(mq_consumers_cmd.consumers_cmd)
-app.command("append")(log_cmd.append_cmd)
-app.command("get")(log_cmd.get_cmd)
-
-
 class Shell(str, Enum):
     bash = "bash"
     zsh = "zsh"
@@ -143,13 +226,7 @@ def _json_handler() -> logging.Handler:
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            mine = version("dledgerctl")
-        except PackageNotFoundError:  # (run from a source tree that was never installed)
-            mine = "unknown (not installed)"
-        typer.echo(f"dledgerctl {mine} (DLedger 0.2.7 store format and wire; Python "
+        typer.echo(f"dledgerctl {__version__} (DLedger 0.2.7 store format and wire; Python "
                    f"{'.'.join(map(str, sys.version_info[:3]))})")
         raise typer.Exit()
 
@@ -172,6 +249,8 @@ def main_options(
         if log_format == LogFormat.json:
             handler = _json_handler()
         else:
+            import click_log  # (here: it imports click whole, which --version and --help do without)
+
             handler = click_log.ClickHandler()
             handler.formatter = click_log.ColorFormatter()
         handler.dledgerctl = True

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
-import os
 import re
-import select
 import sys
 import typing
 from contextlib import contextmanager
@@ -21,6 +18,7 @@ from cluster.node.launcher import DEFAULT_BASE_DIR, LauncherError, read_record
 from cluster.raft.config import ConfigError, group_problem, parse_peers
 from store.errors import StoreError
 
+from .basics import fail, log
 from .render import Format
 
 
@@ -69,21 +67,6 @@ RatioForceOpt = Annotated[float, typer.Option("--disk-ratio-force", min=0, max=1
                                               "follower still needs (diskSpaceRatioToForceClean).")]
 RatioFullOpt = Annotated[float, typer.Option("--disk-full-ratio", min=0, max=1, help="Disk usage above which appends "
                                              "are refused with DISK_FULL (diskFullRatio).")]
-
-log = logging.getLogger("dledgerctl")
-
-
-class LogLabels(logging.Filter):
-    """Puts ``labels`` (a node's group and id, once it starts) on every log record: JSON
-    lines carry them as fields."""
-
-    labels: dict = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        for k, v in LogLabels.labels.items():
-            setattr(record, k, v)
-        return True
-
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table, json, jsonl or csv.",
                                            case_sensitive=False)]
@@ -244,37 +227,6 @@ MaxBodyOpt = Annotated[Optional[int], typer.Option(
 def plural(n: int, word: str, words: str | None = None) -> str:
     """'1 entry', '2 entries'."""
     return f"{n} {word if n == 1 else (words or word + 's')}"
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print one ``Error: ...`` line on stderr; return the Exit to raise."""
-    first_line = " ".join(str(message).split("\n")[0].split()) or "unknown error"
-    typer.echo(f"Error: {first_line}", err=True)
-    return typer.Exit(code)
-
-
-def stdout_gone() -> bool:
-    """Whether stdout's reader went away (a pipe or socket with nobody reading: poll says
-    POLLERR/POLLHUP), so a BrokenPipeError was stdout's and not a connection's."""
-    try:
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
-    except (OSError, ValueError, AttributeError):  # (no stdout file descriptor: CliRunner's, or closed)
-        return False
-
-
-def quiet_closed_stdout() -> None:
-    """After stdout's reader went away (``dledgerctl ... | head -1``): what is left for
-    stdout goes nowhere, so neither this command nor the interpreter's last flush complains.
-    The root command (app.py) calls it for a BrokenPipeError from any command, which then
-    ends with exit 0, as ``head`` got what it wanted."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # (stdout closed or not a file: nothing is left to flush there)
-        pass
 
 
 @contextmanager

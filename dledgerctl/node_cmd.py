@@ -14,7 +14,8 @@ from cluster.node import runtime, service
 from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
 
 from . import nodeconf
-from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, LogLabels, PushQuotaOpt,
+from .basics import LogLabels
+from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, PushQuotaOpt,
                      RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt,
                      TlsCrlOpt, TlsKeyOpt, check_peers, errors_as_exit, fail, log, parse_size)
 

@@ -22,7 +22,7 @@ from tests.support import paths
 
 MAN = os.path.join(paths.ROOT, "man")
 ROOT_PAGE = os.path.join(MAN, "dledgerctl.1")
-ROOT = typer.main.get_command(app)
+ROOT = typer.main.get_command(app).load_all()  # (every command group loaded)
 
 
 def _is_group(cmd) -> bool:
@@ -249,9 +249,8 @@ def test_the_readme_fits_and_links_every_page_in_docs():
 
 def test_version_is_the_installed_distributions():
     import sys
-    import tomllib
+    from importlib.metadata import version
 
-    with open(os.path.join(PROJECT, "pyproject.toml"), "rb") as fh:
-        declared = tomllib.load(fh)["project"]["version"]
+    installed = version("dledgerctl")  # (pyproject.toml takes it from dledgerctl.__version__)
     r = subprocess.run([sys.executable, "-m", "dledgerctl", "--version"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and r.stdout.startswith(f"dledgerctl {declared} ("), (r.stdout, r.stderr)
+    assert r.returncode == 0 and r.stdout.startswith(f"dledgerctl {installed} ("), (r.stdout, r.stderr)

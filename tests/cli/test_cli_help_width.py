@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from dledgerctl.app import app
 
 runner = CliRunner()
-ROOT = typer.main.get_command(app)
+ROOT = typer.main.get_command(app).load_all()  # (every command group loaded)
 
 
 def _commands(cmd, path=()):

@@ -55,7 +55,7 @@ def test_a_reader_that_stops_early_ends_it_quietly(broker, args, tmp_path):
 def test_only_stdouts_own_broken_pipe_counts(monkeypatch):
     """A BrokenPipeError from a connection (stdout still read) stays an error: app.py asks
     common.stdout_gone whether the pipe that broke was stdout."""
-    from dledgerctl.common import stdout_gone
+    from dledgerctl.basics import stdout_gone
 
     r, w = os.pipe()
     with os.fdopen(w, "w") as out:
