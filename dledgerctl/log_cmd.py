@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import sys
 from enum import Enum
@@ -19,11 +18,6 @@ from cluster.net.frames import ProtocolError
 from cluster.net.transport import TransportError
 from cluster.raft.config import DEFAULT_GROUP
 from cluster.node.launcher import DEFAULT_BASE_DIR
-from store.format import MAGIC_NORMAL
-from store.rocketmq.controller import DECODED_COLUMNS, decoded_columns
-from store.rocketmq.message import MAX_MESSAGE_SIZE, NotAMessage
-from store.rocketmq.message import decode as decode_message
-from store.rocketmq.scan import KINDS, message_fields
 
 from .cluster_cmd import _peers
 from .common import (BaseDirOpt, BodyFormat, ClientGroupOpt, ConsistencyOpt, FormatOpt, MaxBodyOpt, PeersOpt,
@@ -263,11 +257,13 @@ def get_cmd(
     if body is None and fmt == GetFormat.table and decode == Decode.rocketmq:
         show = _text_or_size  # (not asked for: a table of messages shows text, and the size of what is not)
     columns = ["index", "term", "pos", "size", "magic"] + ([] if show is None else ["body"])
+    if decode is not None:  # (the decoders load only now: log_decode.py)
+        from . import log_decode
     if decode == Decode.rocketmq:
-        columns = ["index", "term", "pos", "kind", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
-                   "tags", "keys", "body_crc_ok"] + ([] if show is None else ["body"]) + ["note"]
+        columns = ["index", "term", "pos", *log_decode.MESSAGE_COLUMNS] + ([] if show is None else ["body"]) + ["note"]
     if decode == Decode.rocketmq_controller:
-        columns = ["index", "term", "pos", *DECODED_COLUMNS, "event_note"] + ([] if body is None else ["body"])
+        columns = ["index", "term", "pos", *log_decode.CONTROLLER_COLUMNS, "event_note"] + (
+            [] if body is None else ["body"])
     parsed, rec_group = _peers(peers, base_dir)
     if node is not None and node not in parsed:
         raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
@@ -294,10 +290,9 @@ def get_cmd(
         if fmt == GetFormat.raw:
             return [e["body"] for e in page]
         if decode == Decode.rocketmq:
-            return [_rocketmq_row(e, show, fmt, max_body or MAX_MESSAGE_SIZE) for e in page]
+            return [log_decode.message_row(e, show, fmt, max_body or log_decode.MAX_MESSAGE_SIZE) for e in page]
         if decode == Decode.rocketmq_controller:
-            return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
-                     **decoded_columns(e["magic"], e["body"], text=fmt in (Format.table, Format.csv)),
+            return [{**log_decode.controller_row(e, fmt),
                      **({} if body is None or show is None else {"body": show(e["body"])})} for e in page]
         if show is None:
             return [{k: e[k] for k in columns} for e in page]
@@ -328,29 +323,6 @@ def _text_or_size(body: bytes) -> str:
     except UnicodeDecodeError:
         return f"<binary, {len(body)} bytes>"
     return f"<binary, {len(body)} bytes>" if "\x00" in text else text
-
-
-def _rocketmq_row(e: dict, show, fmt: Format, max_body: int = MAX_MESSAGE_SIZE) -> dict:
-    """An entry of ``get --decode rocketmq``: its message's fields (store/rocketmq), or why it is none."""
-    row = {"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
-           "kind": KINDS.get(e["magic"], "not-a-message")}
-    raw = e["body"]
-    fields = None
-    if e["magic"] == MAGIC_NORMAL:
-        try:
-            fields = message_fields(raw, decode_message(raw, 0, len(raw)), show, max_body=max_body)
-        except NotAMessage as exc:
-            row.update(kind="not-a-message", note=str(exc))
-    if fields is None:
-        fields = {k: None for k in ("phy_offset", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp",
-                                    "tags", "keys", "body_crc_ok")}
-        if show is not None:
-            fields["body"] = None
-        fields.setdefault("note", row.pop("note", ""))
-    row.update(fields)
-    if fmt in (Format.table, Format.csv) and isinstance(row.get("properties"), dict):
-        row["properties"] = json.dumps(row["properties"], ensure_ascii=False)
-    return row
 
 
 def _stream(peers: dict, group: str, timeout: float, pages):
