@@ -13,6 +13,7 @@ import typer
 
 from store.reading import render_body
 from store.rocketmq.check import check_broker, topic_rows
+from store.rocketmq.divided import log_bytes
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.message import MAX_MESSAGE_SIZE
 from store.rocketmq.scan import MESSAGE_FIELDS, Filter, message_rows, msg_id_pos, queue_offset_rows, tag_set
@@ -58,11 +59,8 @@ def _render_body(kind: BodyFormat):
 
 
 def _data_bytes(node_dir: str) -> int:
-    data = os.path.join(node_dir, "data")
-    try:
-        return sum(e.stat().st_size for e in os.scandir(data) if e.is_file())
-    except OSError:
-        return 0
+    """The log's bytes on disk (DLedger data files, a commit log, or both), for the progress bar."""
+    return log_bytes(node_dir)
 
 
 @app.command("messages")

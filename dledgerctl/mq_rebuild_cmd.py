@@ -3,12 +3,12 @@ log, in place (store/rocketmq/rebuild.py). Registered on the ``mq`` sub-app by a
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Annotated
 
 import typer
 
+from store.rocketmq.divided import log_bytes
 from store.rocketmq.index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.rebuild import rebuild, store_root
@@ -39,11 +39,7 @@ def parse_delay_levels(text: str) -> list[int]:
 
 def _log_bytes(broker) -> int:
     """The log's size on disk (for the progress bar)."""
-    where = broker.node_dir if broker.commit_log else os.path.join(broker.node_dir, "data")
-    try:
-        return sum(e.stat().st_size for e in os.scandir(where) if e.is_file())
-    except OSError:
-        return 0
+    return log_bytes(broker.node_dir)
 
 
 def rebuild_cmd(

@@ -51,7 +51,7 @@ from ..format import HEADER_SIZE
 from .columns import _columns
 from .consumequeue import UNIT_NATIVE, Queue, file_size, find_queues, read_units
 from .layout import BrokerStore
-from .logwalk import _finding, _key, walk
+from .logwalk import _finding, _key, place, walk
 from .stream import (
     ELSEWHERE,
     MISMATCH,
@@ -81,8 +81,7 @@ class Columns:
     first_pos: int = -1  # the first entry's pos
     end_pos: int = -1  # just past the last entry
     files: set = field(default_factory=set)  # the first offsets of the data files read
-    log_dir: str = "data"  # where they are (a master-slave store's: commitlog)
-    shift: int = 0  # added to an entry's offset in its file for the byte a finding names
+    places: dict = field(default_factory=dict)  # file start -> (its directory, shift): logwalk.place
     _arrays: dict | None = None
 
     def add(self, **cols) -> None:
@@ -149,11 +148,13 @@ def _overlapped(c: Columns, findings: list | None) -> None:
             rows = np.flatnonzero(over & (a["fstart"] == fstart))
             after = int(starts[np.searchsorted(starts, fstart, "right")])
             first = int(a["phy"][rows[0]]) - HEADER_SIZE
+            name, off = place(c, fstart, first + HEADER_SIZE)
+            next_name = place(c, after, after)[0]
             findings.append(_finding(
-                "overlap", f"data/{fstart:020d}", first - fstart, int(a["index"][rows[0]]),
-                detail=f"runs past where data/{after:020d} begins ({after}): its {len(rows)} message"
-                       f"{'s' if len(rows) > 1 else ''} from offset {first - fstart} on are left out (RocketMQ reads that range "
-                       f"from data/{after:020d}; DLedger loads no file of another size)"))
+                "overlap", name, off, int(a["index"][rows[0]]),
+                detail=f"runs past where {next_name} begins ({after}): its {len(rows)} message"
+                       f"{'s' if len(rows) > 1 else ''} from offset {off} on are left out (RocketMQ reads that range "
+                       f"from {next_name}; DLedger loads no file of another size)"))
     c.keep(~over)
 
 
@@ -171,7 +172,7 @@ def _queue_offset_order(c: Columns, findings: list) -> None:
     for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
         i = int(order[j])
         fstart = int(a["fstart"][i])  # (the file it was read from: files may overlap)
-        file, off = f"{c.log_dir}/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart + c.shift
+        file, off = place(c, fstart, int(a["phy"][i]))
         findings.append(_finding("queue-offset", file, off, int(a["index"][i]), topic=names[a["topic"][i]],
                                  queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
                                  detail=f"queue offset {int(q[j])} follows {int(q[j - 1])} in its queue"))

@@ -32,6 +32,7 @@ from .commitlog import log_files
 from .consumequeue import find_queues, plan_units, read_piece
 from .consumequeue import file_size as file_size_of
 from .layout import BrokerStore
+from .divided import old_log_dir
 from .scan import batches
 
 OFFSET_FILE = os.path.join("config", "consumerOffset.json")  # BrokerPathConfigHelper.getConsumerOffsetPath
@@ -153,9 +154,13 @@ def _parse(path: str) -> dict[str, dict[int, int]] | None:
 
 def log_min_offset(broker: BrokerStore) -> int:
     """The commit-log offset of the store's first message (``CommitLog.getMinOffset`` for a
-    master-slave store: its first file's start); 0 when it holds none."""
+    master-slave store: its first file's start; a DLedger log's that follows an old commit
+    log: the old log's first file's start while one is left, divided.py); 0 when it holds none."""
     if broker.commit_log:
         return log_files(broker.node_dir)[0][0]
+    old = old_log_dir(broker.node_dir)
+    if old is not None:
+        return log_files(old)[0][0]
     for b in batches(broker.node_dir, Selection()):
         normal = np.flatnonzero(b.magic == MAGIC_NORMAL) if not b.damage else []
         if len(normal):

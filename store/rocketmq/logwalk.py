@@ -36,10 +36,10 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
     ``delay_levels_ms``: the broker's delay levels (messageDelayLevel), when not the default."""
     delay_table = np.array([0] + list(DELAY_LEVELS_MS if delay_levels_ms is None else delay_levels_ms), np.int64)
     schedule = np.zeros(0, bool)
-    # (scan.batches reads a master-slave store's commitlog/ too: commitlog.batches)
+    # (scan.batches reads a master-slave store's commitlog/ too, and an old one before a DLedger log)
     for whole in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
         c.files.add(whole.start)
-        c.log_dir, c.shift = whole.file.split("/")[0], whole.shift
+        c.places[whole.start] = (whole.file.split("/")[0], whole.shift)
         if whole.damage:
             if findings is not None:
                 findings.append(_finding("damage", whole.file, whole.at - whole.start + whole.shift, None,
@@ -133,8 +133,18 @@ def _delay_ms(levels: np.ndarray, table: np.ndarray) -> np.ndarray:
     return table[np.clip(levels, 0, len(table) - 1)]
 
 
+def place(c, fstart: int, phy: int) -> tuple[str, int]:
+    """The file (``data/<name>``, or ``commitlog/<name>`` in a commit log) and the byte in it
+    of the message at commit-log offset ``phy`` read from the file starting at ``fstart``
+    (``c.places``: what :func:`walk` saw of each file)."""
+    d, shift = c.places.get(fstart, ("data", 0))
+    return f"{d}/{fstart:020d}", phy - HEADER_SIZE - fstart + shift
+
+
 def _finding(kind: str, file: str, offset: int, index: int | None, m=None, *, topic=None, queue_id=None,
              queue_offset=None, detail: str = "") -> dict:
+    if index is not None and index < 0:
+        index = None  # (a message of an old commit log before a DLedger log: no DLedger entry)
     if m is not None:
         topic, queue_id, queue_offset = m.topic, m.queue_id, m.queue_offset
     return {"finding": kind, "file": file, "offset": offset, "index": index, "topic": topic, "queue_id": queue_id,

@@ -48,6 +48,7 @@ from ..errors import StoreUsageError
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
 from ..metafiles import read_checkpoint
+from .commitlog import COMMIT_LOG_DIR
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
 from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, message_keys
@@ -348,7 +349,9 @@ def _refuse(broker, findings: list) -> None:
     does not match: the dispatch does not check it) are dropped, so the list stays short."""
     for f in findings:
         if f["finding"] in _REFUSED:
-            where = f"{os.path.basename(broker.node_dir)}/{f['file']} offset {f['offset']}"
+            # (a commit log's files, a master-slave store's or an old one's, are named from the store root)
+            base = "" if f["file"].startswith(COMMIT_LOG_DIR + "/") else f"{os.path.basename(broker.node_dir)}/"
+            where = f"{base}{f['file']} offset {f['offset']}"
             raise RebuildError(f"{where}: {f['finding']}: {f['detail']} (the store was not changed; run "
                                f"'dledgerctl mq check' on it)")
     findings.clear()

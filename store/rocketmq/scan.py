@@ -18,7 +18,7 @@ import numpy as np
 from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 from ..reading import Selection, open_lists, start_file
 from ..scan import FileScan, Run
-from . import commitlog
+from . import commitlog, divided
 from .entries import Batch, Item
 from .lookup import IndexFile, NotFound, open_index, queue_unit
 from .message import (MAX_MESSAGE_SIZE, MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of,
@@ -31,11 +31,29 @@ def batches(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
             index_file_size: int | None = None) -> Iterator[Batch]:
     """The entries ``sel`` asks for, in log order, a healthy stretch at a time (the scan's
     run lane; entries the per-entry lane yields come in batches of their own). The buffers
-    are the data files' maps: use a batch before the next one is asked for."""
+    are the data files' maps: use a batch before the next one is asked for.
+
+    The one place that decides which log a store has: a master-slave ``commitlog/``
+    (commitlog.batches), a DLedger node directory, or a DLedger node directory whose log
+    follows an old commit log in its store root (divided.py): then the old log's messages
+    first (``index`` -1: no DLedger entry), then the DLedger log's; ``sel.pos`` reads from
+    the one log RocketMQ reads that offset from."""
     sel = sel or Selection()
     if _is_commit_log(node_dir):
         yield from _commit_log(node_dir, sel)
         return
+    old = divided.old_log_dir(node_dir)
+    if old is not None:
+        split = divided.divided_offset(node_dir)
+        if sel.pos is None or divided.in_old_log(sel.pos + HEADER_SIZE, split):
+            done = yield from _old_log(old, sel, split)
+            if done or split is None or sel.pos is not None:
+                return
+    yield from _dledger_log(node_dir, sel, data_file_size, index_file_size)
+
+
+def _dledger_log(node_dir: str, sel: Selection, data_file_size: int | None,
+                 index_file_size: int | None) -> Iterator[Batch]:
     data, index = open_lists(node_dir, data_file_size, index_file_size)
     try:
         first = start_file(data, index, sel)
@@ -87,9 +105,10 @@ def _is_commit_log(node_dir: str) -> bool:
 
 
 def _lowest_pos(node_dir: str) -> int:
-    """The lowest ``pos`` an entry can have: 0 in a DLedger log, -48 in a commit log (its
-    first message, at offset 0, stands as an entry at 0 - 48)."""
-    return -HEADER_SIZE if _is_commit_log(node_dir) else 0
+    """The lowest ``pos`` an entry can have: 0 in a DLedger log, -48 in a commit log or a
+    DLedger log that follows one (its first message, at offset 0, stands as an entry at
+    0 - 48)."""
+    return -HEADER_SIZE if _is_commit_log(node_dir) or divided.old_log_dir(node_dir) else 0
 
 
 def _commit_log(log_dir: str, sel: Selection) -> Iterator[Batch]:
@@ -107,6 +126,35 @@ def _commit_log(log_dir: str, sel: Selection) -> Iterator[Batch]:
             yield b
         if done:
             return
+
+
+def _old_log(log_dir: str, sel: Selection, split: int | None):
+    """The old commit log's messages before a DLedger log that starts at ``split`` (None:
+    it has no file yet), ``sel`` applied, each with ``index`` -1; whether the walk is past
+    what ``sel`` wants. Damage ends the old log only (the DLedger log is read on: RocketMQ
+    keeps the two apart). A message at or past ``split`` is one RocketMQ never reads (it
+    reads those offsets from the DLedger log): the old log ends there, as damage."""
+    for b in commitlog.batches(log_dir, at=None if sel.pos is None else sel.pos + HEADER_SIZE):
+        if b.damage:
+            yield b
+            return False
+        b.index = np.full(len(b), divided.NO_INDEX, np.int64)
+        shadowed = np.flatnonzero(b.pos + HEADER_SIZE >= split) if split is not None else []
+        if len(shadowed):
+            at = int(b.pos[shadowed[0]])
+            b = _take(b, np.arange(len(b)) < shadowed[0])
+        b, done = _select(b, sel)
+        if len(b):
+            yield b
+        if done:
+            return True
+        if len(shadowed):
+            yield Batch(b.file, b.start, b.buf, damage=f"old commit-log damage: a message at offset {at + HEADER_SIZE}, "
+                                                       f"where the DLedger log begins ({split}) or past it (RocketMQ "
+                                                       f"reads those offsets from the DLedger log)",
+                        at=at, shift=HEADER_SIZE)
+            return False
+    return False
 
 
 _SINGLE = np.dtype([("magic", np.int64), ("size", np.int64), ("index", np.int64), ("term", np.int64),

@@ -27,7 +27,7 @@ import numpy as np
 from ..format import HEADER_SIZE
 from .consumequeue import (BLANK_SIZE, Piece, _rel, expected_file, file_size, find_queues, offsets, plan_units,
                            read_piece)
-from .logwalk import _finding, _key, walk
+from .logwalk import _finding, _key, place, walk
 
 CHUNK = 1 << 12  # units of a queue read at a time
 PAST_LOG, ELSEWHERE, MISMATCH = 0, 1, 2  # what a unit that is a finding does (check._match_units)
@@ -65,8 +65,7 @@ class Log:
         self.first_pos = -1
         self.end_pos = -1
         self.files: set = set()
-        self.log_dir = "data"  # where the files are (a master-slave store's: commitlog)
-        self.shift = 0  # added to an entry's offset in its file for the byte a finding names
+        self.places: dict = {}  # file start -> (its directory, shift): logwalk.place
 
     def topic_id(self, name: str) -> int:
         tid = self.topics.get(name)
@@ -259,10 +258,11 @@ def missing(topic, queue_id, qo, index, names: list, spans: dict, fsize: int, re
                  else f"its units begin at queue offset {q.first}" if last < q.first
                  else f"its units end at queue offset {q.end - 1}" if first >= q.end
                  else "its files leave them out")
+        # (messages of an old commit log before a DLedger log have no entry index: -1)
+        entries = f", {offsets(int(index[lo]), int(index[hi - 1]), 'entry', 'entries')}" if index[lo] >= 0 else ""
         findings.append(_finding(
             "cq-missing", path, off, int(index[lo]), topic=t, queue_id=qid, queue_offset=first,
-            detail=f"{offsets(first, last)} ({hi - lo} message{'s' if hi - lo > 1 else ''}, "
-                   f"{offsets(int(index[lo]), int(index[hi - 1]), 'entry', 'entries')}) "
+            detail=f"{offsets(first, last)} ({hi - lo} message{'s' if hi - lo > 1 else ''}{entries}) "
                    f"{'is' if hi - lo == 1 else 'are'} in no unit ({holds}): a broker "
                    f"restarts dispatch at commit-log offset {reput}, past them, so consumers never get them"))
 
@@ -519,7 +519,7 @@ def _queue_order(a: dict, key: np.ndarray, last: dict, c, found: list) -> None:
     for j in sorted(bad.tolist(), key=lambda j: int(order[j])):
         i = int(d[order[j]])
         fstart = int(a["fstart"][i])
-        findings_file, off = f"{c.log_dir}/{fstart:020d}", int(a["phy"][i]) - HEADER_SIZE - fstart + c.shift
+        findings_file, off = place(c, fstart, int(a["phy"][i]))
         found.append(_finding("queue-offset", findings_file, off, int(a["index"][i]), topic=c.names[a["topic"][i]],
                               queue_id=int(a["queue_id"][i]), queue_offset=int(q[j]),
                               detail=f"queue offset {int(q[j])} follows {int(prev[j])} in its queue"))
