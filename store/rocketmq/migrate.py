@@ -36,7 +36,10 @@ name and renamed after DEST): ``old_msg_id,new_msg_id,uniq_key`` for each messag
 in log order; the offset message ids as ``MessageDecoder.createMessageId`` makes them (the
 store host's address, IPv4 or IPv6, and port, then the commit-log offset; upper-case hex).
 
-Not yet: a store whose DLedger log follows an old master-slave ``commitlog/``.
+A store whose DLedger log follows an old master-slave ``commitlog/`` (a broker that entered
+DLedger mode with messages: divided.py) moves whole: scan.batches yields the old log's
+messages (all certain: they precede every DLedger entry) and then the DLedger log's, in
+one offset space, so both go into the new commit log in that order.
 
 Rules kept here: SRC is only read. DEST must not exist or be an empty directory; the
 store is written under a temporary sibling name (``.<name>.migrating-<pid>``) and renamed
@@ -198,10 +201,6 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     if broker.root is None:
         raise MigrateError(f"{broker.node_dir}: no {CONSUME_QUEUE_DIR}/ beside it: give a broker's store root")
     src = broker.root
-    old_log = os.path.join(src, COMMIT_LOG_DIR)
-    if os.path.isdir(old_log) and any(os.path.getsize(os.path.join(old_log, n)) for n in os.listdir(old_log)):
-        raise MigrateError(f"{old_log}: the DLedger log follows an old master-slave commit log; such a store "
-                           f"cannot be moved yet")
     _check_dest(dest, src)
     if id_map is not None:
         _check_id_map(id_map, src)
