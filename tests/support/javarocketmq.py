@@ -373,7 +373,7 @@ def _run_json(proc_cmd: list[str], timeout: float, what: str) -> list[dict]:
 def write_store(rocketmq: JavaRocketMQ, root: str, messages: list[dict], *, group: str = "broker-a",
                 self_id: str = "n0", peers: str | None = None, data_file_size: int = 1 << 20,
                 consume_queue_file_size: int = 20 * 1000, timeout: float = 180.0,
-                java_args: list[str] = ()) -> list[dict]:
+                java_args: list[str] = (), dledger: bool = True, done: dict | None = None) -> list[dict]:
     """Put ``messages`` through RocketMQ's ``DefaultMessageStore`` in DLedger mode, its files under
     ``root`` (``root/dledger-<self_id>/{data,index}``, ``consumequeue/``, ``index/``,
     ``checkpoint``; a root that holds a store already is reopened and appended to); one dict
@@ -397,6 +397,14 @@ def write_store(rocketmq: JavaRocketMQ, root: str, messages: list[dict], *, grou
     reconsume_times, born_timestamp and wait_store_msg_ok (RocketMQ stores the batch's for
     all). RocketMQ's MessageBatch refuses a batch of a %RETRY% topic or with a delay level:
     its members come back with status ``REFUSED_BY_MESSAGE_BATCH`` and ``error``.
+
+    ``dledger=False``: the store in master-slave mode (``enableDLegerCommitLog=false``; its
+    commit log in ``root/commitlog``, files of ``data_file_size``). Such a root written again
+    with ``dledger=True`` is what a broker that enters DLedger mode with data leaves (an old
+    commit log, then the DLedger log from the divided offset: store/rocketmq/divided.py).
+    ``done`` (a dict) gets what the store said after the puts: ``min_phy_offset``,
+    ``max_phy_offset`` and ``divided`` (``DLedgerCommitLog.getDividedCommitlogOffset``; -1
+    without an old log or in master-slave mode).
 
     Each dict: ``index`` (into ``messages``), ``status`` (the PutMessageStatus name),
     ``batch`` (bool), what RocketMQ reported (``msg_id``, ``queue_offset``, ``phy_offset`` =
@@ -432,7 +440,7 @@ def write_store(rocketmq: JavaRocketMQ, root: str, messages: list[dict], *, grou
             puts.append(batches[m["batch"]])
     spec = {"root": os.path.abspath(root), "group": group, "selfId": self_id, "peers": peers,
             "dataFileSize": int(data_file_size), "consumeQueueFileSize": int(consume_queue_file_size),
-            "deadlineMillis": int(max(timeout - 10, 5) * 1000), "puts": puts}
+            "deadlineMillis": int(max(timeout - 10, 5) * 1000), "puts": puts, "dledger": bool(dledger)}
     os.makedirs(root, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="rocketmq-spec-", delete=False) as fh:
         json.dump(spec, fh)
@@ -443,6 +451,10 @@ def write_store(rocketmq: JavaRocketMQ, root: str, messages: list[dict], *, grou
         os.unlink(fh.name)
     out: list[dict | None] = [None] * len(messages)
     for rec in lines:
+        if rec.get("kind") == "done":
+            if done is not None:
+                done.update(rec)
+            continue
         if rec.get("body") is not None:
             rec["body"] = base64.b64decode(rec["body"])
         elif rec.get("status") == "PUT_OK":

@@ -10,7 +10,13 @@
  *
  * Usage: RocketMQStoreReader <root> <mappedFileSizeCommitLog> <mappedFileSizeConsumeQueue> <deadlineMillis>
  *        [<maxHashSlotNum> <maxIndexNum>]   (the index files' shape; 1000 and 4000 when not given)
- *        [put:<topic>:<queueId> ...]
+ *        [put:<topic>:<queueId> ...] [dledger:<group>|<selfId>|<peers>]
+ *
+ * With dledger:... the store is opened in DLEDGER mode instead (enableDLegerCommitLog=true,
+ * those dLeger settings; mappedFileSizeCommitLog is then DLedger's data file size too), and
+ * before reading it waits, as a broker's DLedgerRoleChangeHandler does, until its member leads,
+ * the ledger end is committed and nothing is left to dispatch. The "done" line then also gives
+ * "divided" (DLedgerCommitLog.getDividedCommitlogOffset).
  *
  * Each put:<topic>:<queueId> (after the reading): putMessage of one new message to that queue,
  * as the broker stores one after the move, then a bounded wait (until the deadline, at most
@@ -49,6 +55,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
+import io.openmessaging.storage.dledger.DLedgerServer;
+
 import org.apache.rocketmq.common.BrokerConfig;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
@@ -62,6 +70,7 @@ import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.QueryMessageResult;
 import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.dledger.DLedgerCommitLog;
 import org.apache.rocketmq.store.stats.BrokerStatsManager;
 
 public class RocketMQStoreReader {
@@ -91,7 +100,12 @@ public class RocketMQStoreReader {
     static int run(String[] all) throws Exception {
         List<String> puts = new ArrayList<>();
         List<String> positional = new ArrayList<>();
+        String[] dledger = null;
         for (String a : all) {
+            if (a.startsWith("dledger:")) {
+                dledger = a.substring(8).split("\\|", 3);
+                continue;
+            }
             (a.startsWith("put:") ? puts : positional).add(a);
         }
         String[] args = positional.toArray(new String[0]);
@@ -103,10 +117,14 @@ public class RocketMQStoreReader {
         MessageStoreConfig config = new MessageStoreConfig();
         config.setStorePathRootDir(root);
         config.setStorePathCommitLog(new File(root, "commitlog").getPath());
-        config.setEnableDLegerCommitLog(false);
-        // a master-slave store listens for its slaves (HAService, 10912 by default): on any free
-        // port, so that readers run side by side (and beside a broker) do not collide
-        config.setHaListenPort(0);
+        config.setEnableDLegerCommitLog(dledger != null);
+        if (dledger == null) {
+            config.setHaListenPort(freePort()); // a master's HAService listens (10912 may be another run's)
+        } else {
+            config.setdLegerGroup(dledger[0]);
+            config.setdLegerSelfId(dledger[1]);
+            config.setdLegerPeers(dledger[2]);
+        }
         config.setMappedFileSizeCommitLog(Integer.parseInt(args[1]));
         config.setMappedFileSizeConsumeQueue(Integer.parseInt(args[2]));
         config.setMaxHashSlotNum(args.length == 6 ? Integer.parseInt(args[4]) : 1000);
@@ -120,6 +138,14 @@ public class RocketMQStoreReader {
         }
         store.start();
         try {
+            if (dledger != null) {
+                DLedgerServer server = ((DLedgerCommitLog) store.getCommitLog()).getdLedgerServer();
+                waitFor(deadline, "the DLedger member to lead", () -> server.getMemberState().isLeader());
+                waitFor(deadline, "committed index to reach the ledger end",
+                    () -> server.getdLedgerStore().getLedgerEndIndex() == server.getdLedgerStore().getCommittedIndex());
+                waitFor(deadline, "dispatch to catch up", () -> store.dispatchBehindBytes() == 0);
+                store.recoverTopicQueueTable();
+            }
             List<String> topics = new ArrayList<>(store.getConsumeQueueTable().keySet());
             java.util.Collections.sort(topics);
             for (String topic : topics) {
@@ -190,11 +216,29 @@ public class RocketMQStoreReader {
             done.put("kind", "done");
             done.put("min_phy_offset", store.getMinPhyOffset());
             done.put("max_phy_offset", store.getMaxPhyOffset());
+            done.put("divided", dledger != null ? ((DLedgerCommitLog) store.getCommitLog()).getDividedCommitlogOffset()
+                : -1L);
             print(done);
         } finally {
             store.shutdown();
         }
         return 0;
+    }
+
+    static int freePort() throws java.io.IOException {
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** Waits until cond holds, at most until the deadline (polling the store's state). */
+    static void waitFor(long deadline, String what, java.util.function.BooleanSupplier cond) throws InterruptedException {
+        while (!cond.getAsBoolean()) {
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("timed out waiting for " + what);
+            }
+            Thread.sleep(20);
+        }
     }
 
     static void put(DefaultMessageStore store, String topic, int queueId, int n, long deadline) throws Exception {

@@ -9,6 +9,7 @@
  * The spec (written by tests/support/javarocketmq.py write_store):
  *   {"root": dir, "group": "broker-a", "selfId": "n0", "peers": "n0-127.0.0.1:PORT",
  *    "dataFileSize": bytes, "consumeQueueFileSize": bytes, "deadlineMillis": ms,
+ *    "dledger": true|false (false: master-slave mode, the commit log in root/commitlog),
  *    "puts": [{"batch": false|true, "messages": [{"index", "topic", "queueId", "body" (base64),
  *              "tags", "keys", "properties", "flag", "bornHost", "storeHost", "sysFlag",
  *              "reconsumeTimes", "delayLevel", "bornTimestamp" (-1: now), "uniqKey",
@@ -26,6 +27,13 @@
  * queues and index written), read every message back with lookMessageByOffset, print, and
  * shut the store down. Every wait is bounded by the spec's deadline; on failure the exit
  * status is not 0.
+ *
+ * With "dledger": false the store runs in master-slave mode (enableDLegerCommitLog=false; the
+ * dLeger settings unused, no leadership to wait for). A root written so and then opened with
+ * "dledger": true is what a broker switching to DLedger mode with data leaves: DLedgerCommitLog
+ * keeps the old commit log and starts the DLedger log at its divided offset. The "done" line
+ * printed last gives the store's min and max commit-log offsets and, in DLedger mode, the
+ * divided offset (DLedgerCommitLog.getDividedCommitlogOffset, -1 when there is no old log).
  */
 
 import com.alibaba.fastjson.JSON;
@@ -113,7 +121,11 @@ public class RocketMQStoreWriter {
         MessageStoreConfig config = new MessageStoreConfig();
         config.setStorePathRootDir(spec.getString("root"));
         config.setStorePathCommitLog(Paths.get(spec.getString("root"), "commitlog").toString());
-        config.setEnableDLegerCommitLog(true);
+        boolean dledger = !spec.containsKey("dledger") || spec.getBooleanValue("dledger");
+        config.setEnableDLegerCommitLog(dledger);
+        if (!dledger) {
+            config.setHaListenPort(freePort()); // a master's HAService listens (10912 may be another run's)
+        }
         config.setdLegerGroup(spec.getString("group"));
         config.setdLegerPeers(spec.getString("peers"));
         config.setdLegerSelfId(spec.getString("selfId"));
@@ -129,13 +141,17 @@ public class RocketMQStoreWriter {
         store.start();
         boolean clean = false;
         try {
-            DLedgerServer server = ((DLedgerCommitLog) store.getCommitLog()).getdLedgerServer();
-            await("the DLedger member to lead", () -> server.getMemberState().isLeader());
-            // what DLedgerRoleChangeHandler does before a new leader takes writes
-            await("committed index to reach the ledger end",
-                () -> server.getdLedgerStore().getLedgerEndIndex() == server.getdLedgerStore().getCommittedIndex());
-            await("dispatch to catch up", () -> store.dispatchBehindBytes() == 0);
-            store.recoverTopicQueueTable();
+            if (dledger) {
+                DLedgerServer server = ((DLedgerCommitLog) store.getCommitLog()).getdLedgerServer();
+                await("the DLedger member to lead", () -> server.getMemberState().isLeader());
+                // what DLedgerRoleChangeHandler does before a new leader takes writes
+                await("committed index to reach the ledger end",
+                    () -> server.getdLedgerStore().getLedgerEndIndex() == server.getdLedgerStore().getCommittedIndex());
+                await("dispatch to catch up", () -> store.dispatchBehindBytes() == 0);
+                store.recoverTopicQueueTable();
+            } else {
+                await("dispatch to catch up", () -> store.dispatchBehindBytes() == 0);
+            }
 
             List<Map<String, Object>> records = new ArrayList<>();
             for (Object p : spec.getJSONArray("puts")) {
@@ -153,12 +169,24 @@ public class RocketMQStoreWriter {
                 out.println(JSON.toJSONString(rec, SerializerFeature.WriteMapNullValue,
                     SerializerFeature.DisableCircularReferenceDetect));
             }
+            Map<String, Object> done = new LinkedHashMap<>();
+            done.put("kind", "done");
+            done.put("min_phy_offset", store.getMinPhyOffset());
+            done.put("max_phy_offset", store.getMaxPhyOffset());
+            done.put("divided", dledger ? ((DLedgerCommitLog) store.getCommitLog()).getDividedCommitlogOffset() : -1L);
+            out.println(JSON.toJSONString(done));
             out.flush();
             clean = true;
         } finally {
             store.shutdown();
         }
         return clean ? 0 : 1;
+    }
+
+    static int freePort() throws java.io.IOException {
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
+            return s.getLocalPort();
+        }
     }
 
     static InetSocketAddress address(String text) throws Exception {
