@@ -43,7 +43,8 @@ def batches(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
         yield from _commit_log(node_dir, sel)
         return
     old = divided.old_log_dir(node_dir)
-    if old is not None:
+    lo = sel.lower()
+    if old is not None and (lo is None or lo <= divided.NO_INDEX):  # (an index selection wants entries only)
         split = divided.divided_offset(node_dir)
         if sel.pos is None or divided.in_old_log(sel.pos + HEADER_SIZE, split):
             done = yield from _old_log(old, sel, split)
