@@ -28,7 +28,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
@@ -139,6 +139,37 @@ def log_files(dir: str) -> list[tuple[int, str]]:
     return files
 
 
+class FileEnd(NamedTuple):
+    """Where and why the messages of one commit-log file end (:func:`walk_file`)."""
+
+    at: int  # the byte of the file after its last message
+    blank: bool  # a blank record is there: the file was closed and the log goes on in the next one
+    damage: str  # why what is there is neither a message, nor a blank, nor an unwritten tail ("" if it is)
+
+
+def walk_file(buf, size: int, p: int = 0, limit: int | None = None) -> tuple[list, list, int, FileEnd | None]:
+    """The messages of one commit-log file's bytes ``buf`` (``size`` long) from byte ``p``
+    on, as ``CommitLog.recoverNormally`` walks them: (their offsets in the file, their
+    TOTALSIZEs, the byte after the last, and how the file ends there; None when ``limit``
+    messages were read first and the walk can go on from that byte)."""
+    at, sizes = [], []
+    while p + 8 <= size:
+        if limit is not None and len(at) >= limit:
+            return at, sizes, p, None
+        total, magic = _BLANK.unpack_from(buf, p)
+        if magic == BLANK_MAGIC_CODE:
+            return at, sizes, p, FileEnd(p, True, "")
+        if magic not in MAGICS or total < MIN_SIZE or p + total > size:
+            why = ""
+            if total or magic or any(buf[p:min(size, p + 64)]):
+                why = f"TOTALSIZE {total}, MAGICCODE {magic}: not a message, nor a blank ending the file"
+            return at, sizes, p, FileEnd(p, False, why)
+        at.append(p)
+        sizes.append(total)
+        p += total
+    return at, sizes, p, FileEnd(p, False, "")
+
+
 def batches(dir: str, at: int | None = None) -> Iterator[Batch]:
     """Every message of the commit log in ``dir``, a file at a time, as scan.py's batches of
     DLedger entries are: ``pos`` is the message's offset - 48 and ``size`` its TOTALSIZE + 48
@@ -164,18 +195,7 @@ def batches(dir: str, at: int | None = None) -> Iterator[Batch]:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        offs, sizes, p, why = [], [], skip if n == 0 else 0, ""
-        while p + 8 <= size:
-            total, magic = _BLANK.unpack_from(buf, p)
-            if magic == BLANK_MAGIC_CODE:
-                break
-            if magic not in MAGICS or total < MIN_SIZE or p + total > size:
-                if total or magic or any(buf[p:min(size, p + 64)]):
-                    why = f"TOTALSIZE {total}, MAGICCODE {magic}: not a message, nor a blank ending the file"
-                break
-            offs.append(p)
-            sizes.append(total)
-            p += total
+        offs, sizes, p, end = walk_file(buf, size, skip if n == 0 else 0)
         if offs:
             pos = np.array(offs, np.int64) + start - HEADER_SIZE
             bsize = np.array(sizes, np.int64)
@@ -185,12 +205,11 @@ def batches(dir: str, at: int | None = None) -> Iterator[Batch]:
                         np.zeros(k, np.int64), pos, bsize, shift=HEADER_SIZE)
             if ordinal >= 0:
                 ordinal += k
-        if why:
-            yield Batch(name, start, buf, damage=f"commit-log damage: {why}", at=start + p - HEADER_SIZE,
+        if end.damage:
+            yield Batch(name, start, buf, damage=f"commit-log damage: {end.damage}", at=start + p - HEADER_SIZE,
                         shift=HEADER_SIZE)
             return
-        is_blank = p + 8 <= size and _BLANK.unpack_from(buf, p)[1] == BLANK_MAGIC_CODE
-        if not is_blank and n + 1 < len(files):
+        if not end.blank and n + 1 < len(files):
             yield Batch(name, start, buf, damage=f"the log ends at offset {p} of {os.path.basename(path)} but "
                                                  f"later files follow", at=start + p - HEADER_SIZE, shift=HEADER_SIZE)
             return
