@@ -35,7 +35,7 @@ from store.verify import ERROR, MAX_PER_CODE, STATUS_MESSAGES, VerifyReport, ver
 
 from .batches import UNKNOWN, file_predecessor
 from .inputs import Node
-from .jobs import _nodes, read_entries
+from .jobs import dledger_nodes, read_entries
 from .options import (IDX_EMPTY, IDX_MISSING, IDX_OK, INDEX_PROBLEM_CODES, KIND_ENTRY, KIND_PROBLEMS, KIND_STOP,
                       RECORDS_RUNS)
 
@@ -272,7 +272,7 @@ def audit_row(node: Node, report: VerifyReport, scan: NodeScan | None) -> dict:
 def audit_reports(spark: SparkSession, paths, *, data_file_size: int | None = None, index_file_size: int | None = None,
                   check_crc: bool = True) -> list[tuple[Node, VerifyReport, NodeScan]]:
     """verify's report for every node, the data walk done by Spark."""
-    nodes = _nodes(paths)
+    nodes = dledger_nodes(paths, "audit")
     scans = scan_nodes(spark, nodes, check_crc)
     out = []
     for node in nodes:

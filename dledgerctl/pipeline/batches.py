@@ -115,11 +115,12 @@ def const_strings(value: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(raw * n))
 
 
-def _bodies_array(buf, rel: np.ndarray, size: np.ndarray) -> pa.Array:
-    """Binary array of the bodies of the entries at relative offsets ``rel`` (sizes ``size``),
-    copied out of ``buf`` in one gather when they are contiguous (a run)."""
+def bodies_array(buf, rel: np.ndarray, size: np.ndarray, header: int = HEADER_SIZE) -> pa.Array:
+    """Binary array of the bodies of the entries at relative offsets ``rel`` (sizes ``size``,
+    ``header`` bytes of them before the body), copied out of ``buf`` in one gather when they
+    are contiguous (a run)."""
     n = len(rel)
-    lens = size - HEADER_SIZE
+    lens = size - header
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lens, out=offsets[1:])
     if n == 0:
@@ -128,19 +129,19 @@ def _bodies_array(buf, rel: np.ndarray, size: np.ndarray) -> pa.Array:
     u8 = np.frombuffer(buf, dtype=np.uint8, count=hi - lo, offset=lo)
     if hi - lo == int(size.sum()):  # back to back: drop the headers with one mask
         keep = np.ones(hi - lo, dtype=bool)
-        keep[((rel - lo)[:, None] + np.arange(HEADER_SIZE)).ravel()] = False
+        keep[((rel - lo)[:, None] + np.arange(header)).ravel()] = False
         values = u8[keep]
     else:
-        values = np.concatenate([u8[s - lo + HEADER_SIZE : s - lo + z] for s, z in zip(rel.tolist(), size.tolist())])
+        values = np.concatenate([u8[s - lo + header : s - lo + z] for s, z in zip(rel.tolist(), size.tolist())])
     del u8
     return pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
 
 
-def _digests(buf, rel: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """crc32 of each body (not masked), as int64."""
+def digests(buf, rel: np.ndarray, size: np.ndarray, header: int = HEADER_SIZE) -> np.ndarray:
+    """crc32 of each body (not masked; ``header`` bytes of each entry before it), as int64."""
     data = memoryview(buf)
     try:
-        starts = (rel + HEADER_SIZE).tolist()
+        starts = (rel + header).tolist()
         ends = (rel + size).tolist()
         return np.fromiter(map(crc32, map(data.__getitem__, map(slice, starts, ends))), dtype=np.int64,
                            count=len(starts))
@@ -263,9 +264,9 @@ class FileReader:
             cols.setdefault("kind", const_strings(KIND_ENTRY, n))
             cols.setdefault("detail", pa.nulls(n, pa.string()))
         if self.opts.digest and "body_digest" not in cols:
-            cols["body_digest"] = pa.array(_digests(buf, rel, size), pa.int64())
+            cols["body_digest"] = pa.array(digests(buf, rel, size), pa.int64())
         if self.opts.body and "body" not in cols:
-            cols["body"] = _bodies_array(buf, rel, size)
+            cols["body"] = bodies_array(buf, rel, size)
         if self.opts.rocketmq and "topic" not in cols:
             cols.update(message_arrays(buf, rel, size, cols["magic"], n, self.opts.body,
                                        self.opts.max_body))

@@ -45,6 +45,17 @@ def _nodes(paths) -> list[Node]:
     return paths if paths and all(isinstance(p, Node) for p in paths) else resolve_nodes(paths)
 
 
+def dledger_nodes(paths, job: str) -> list[Node]:
+    """The nodes of PATHS for a job that reads DLedger entries (terms, chain checksums, the
+    index file): PipelineUsageError naming a master-slave store among them."""
+    nodes = _nodes(paths)
+    for n in nodes:
+        if n.commit_log:
+            raise PipelineUsageError(f"{n.dir}: a master-slave broker store (commitlog/, no DLedger log): spark {job} "
+                                     "reads DLedger logs; spark mq-topics, mq-find and mq-export read both")
+    return nodes
+
+
 # --- stats ----------------------------------------------------------------------------------
 
 STATS_COLUMNS = ["node", "term", "entries", "bytes", "first_index", "last_index", "first_pos", "noops"]
@@ -53,7 +64,7 @@ STATS_COLUMNS = ["node", "term", "entries", "bytes", "first_index", "last_index"
 def stats(spark: SparkSession, paths) -> DataFrame:
     """One row per (node, term), ordered by node then term. Reads the source's ``runs``
     shape: a healthy stretch of one term is one row, already counted by the reader."""
-    df = read_entries(spark, _nodes(paths), records=RECORDS_RUNS, checkCrc=False)
+    df = read_entries(spark, dledger_nodes(paths, "stats"), records=RECORDS_RUNS, checkCrc=False)
     return (df.filter(F.col("kind") != KIND_STOP).groupBy("node", "term")
             .agg(F.sum("entries").alias("entries"), F.sum("bytes").alias("bytes"),
                  F.min("index").alias("first_index"), F.max("last_index").alias("last_index"),
@@ -92,7 +103,7 @@ def replica_pairs(nodes: list[Node], all_pairs: bool = False) -> list[tuple[Node
 
 def diverge(spark: SparkSession, paths, *, all_pairs: bool = False) -> DataFrame:
     """One row per pair of replicas (see the module docstring)."""
-    nodes = _nodes(paths)
+    nodes = dledger_nodes(paths, "diverge")
     pairs = replica_pairs(nodes, all_pairs)
     if not pairs:
         raise PipelineUsageError("nothing to compare: give two or more node directories of one group (one base "
@@ -224,7 +235,7 @@ def committed_index(node_dir: str) -> int:
 def export(spark: SparkSession, paths, to: str, *, committed_only: bool = False) -> DataFrame:
     """Write the entries of every node to Parquet under ``to``/node=NAME/; one summary row
     per node (entries, bytes, index range written, committed index used)."""
-    nodes = _nodes(paths)
+    nodes = dledger_nodes(paths, "export")
     check_output(to)
     return write_by_node(spark, nodes, read_entries(spark, nodes, body=True), to, EXPORT_COLUMNS, "size",
                          committed_only=committed_only)
@@ -238,12 +249,14 @@ def check_output(to: str) -> None:
 def write_by_node(spark: SparkSession, nodes: list[Node], df: DataFrame, to: str, columns: list[str], bytes_col: str,
                   *, committed_only: bool = False) -> DataFrame:
     """Write ``columns`` of ``df`` (rows of ``nodes``) to Parquet under ``to``/node=NAME/,
-    only up to each node's committed index with ``committed_only``; one summary row per
-    node (rows and the sum of ``bytes_col`` written, index range, committed index used)."""
-    committed = {n.name: committed_index(n.dir) for n in nodes} if committed_only else {}
-    if committed_only:
+    only up to each node's committed index with ``committed_only`` (a master-slave store has
+    none: every message of its log is written); one summary row per node (rows and the sum
+    of ``bytes_col`` written, index range, committed index used)."""
+    committed = {n.name: committed_index(n.dir) for n in nodes if not n.commit_log} if committed_only else {}
+    if committed:
         limits = spark.createDataFrame(list(committed.items()), "node string, committed_index long")
-        df = df.join(F.broadcast(limits), "node").filter(F.col("index") <= F.col("committed_index"))
+        df = (df.join(F.broadcast(limits), "node", "left")
+              .filter(F.col("committed_index").isNull() | (F.col("index") <= F.col("committed_index"))))
     writer = df.select(*columns).write.partitionBy("node")
     writer.mode("overwrite" if "://" not in to and os.path.isdir(to) else "errorifexists").parquet(to)
     written = {r["node"]: r for r in spark.read.parquet(to).groupBy("node").agg(

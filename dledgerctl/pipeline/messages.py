@@ -8,16 +8,26 @@ Jobs (each a function of a session and PATHS returning a DataFrame):
   or a UNIQ_KEY (is it on every replica?);
 - :func:`mq_export`: the messages to Parquet with their columns, partitioned by node.
 
+Each reads DLedger-mode stores (a node's DLedger log) and master-slave stores (a store
+root's ``commitlog/``, commitlogs.py) alike, with the rows ``mq messages`` gives for each:
+on a master-slave store ``index`` is a message's ordinal in the log and ``pos`` its
+commit-log offset - 48. A job first counts the messages of every commit-log file, a task
+per file (a header walk: :func:`commit_log_plans`), so that each file's read knows the
+ordinal of its first message.
+
 Row field names are stable and documented in man/dledgerctl-spark.1.
 """
 
 from __future__ import annotations
+
+import json
 
 from pyspark.sql import functions as F
 
 from store.format import HEADER_SIZE
 from store.rocketmq.message import MAX_MESSAGE_SIZE
 
+from .commitlogs import file_summary, log_plan, store_files
 from .errors import PipelineUsageError
 from .jobs import _nodes, check_output, read_entries, write_by_node
 from .mqcolumns import MQ_COLUMNS
@@ -29,9 +39,25 @@ MQ_FIND_COLUMNS = ["node", "index", "pos", "msg_id", "topic", "queue_id", "queue
 MQ_EXPORT_COLUMNS = ["node", "index", "term", "pos", "file"] + [name for name, _, _ in MQ_COLUMNS] + ["msg_body"]
 
 
+def commit_log_plans(spark, nodes) -> dict[str, list[tuple[int, int]]]:
+    """Store root -> (file start, ordinal of its first message) of each commit-log file that
+    is part of the log, for the master-slave stores among ``nodes``: one Spark task counts
+    one file (commitlogs.file_summary), the driver adds the counts up (commitlogs.log_plan)."""
+    files = [(n.dir, start) for n in nodes if n.commit_log for start in store_files(n.dir)]
+    if not files:
+        return {}
+    counted = spark.sparkContext.parallelize(files, len(files)).map(lambda f: file_summary(*f)).collect()
+    by_root: dict[str, list] = {}
+    for (root, start), summary in zip(files, counted):
+        by_root.setdefault(root, []).append((start, summary))
+    return {root: log_plan(summaries) for root, summaries in by_root.items()}
+
+
 def _messages(spark, paths, **options):
     nodes = _nodes(paths)
-    df = read_entries(spark, nodes, rocketmq=True, checkCrc=False, **options)
+    plans = commit_log_plans(spark, nodes)
+    df = read_entries(spark, nodes, rocketmq=True, checkCrc=False, firstIndexes=json.dumps(plans) if plans else None,
+                      **options)
     return nodes, df.filter(F.col("topic").isNotNull())
 
 

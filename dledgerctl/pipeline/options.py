@@ -9,11 +9,13 @@ access here (pyarrow only): the driver (source.py, jobs.py, audit.py) and the re
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Mapping
 
 import pyarrow as pa
 
+from store.rocketmq.commitlog import COMMIT_LOG_DIR
 from store.rocketmq.message import MAX_MESSAGE_SIZE
 from store.scan import BAD_BODY_CRC, BAD_CHAIN_CRC, INDEX_GAP, NO_CRC, OK, TERM_BACK
 
@@ -104,6 +106,16 @@ def _int_option(options: Mapping[str, str], key: str, default: int | None) -> in
     return n
 
 
+def _first_indexes(value) -> dict | None:
+    if value is None or str(value).strip() == "":
+        return None
+    try:
+        got = json.loads(str(value))
+        return {str(root): [(int(start), int(first)) for start, first in files] for root, files in got.items()}
+    except (ValueError, TypeError, AttributeError):
+        raise ValueError("option firstIndexes: expected JSON {store root: [[file start, first index], ...]}") from None
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """The data source's options (``spark.read.format("dledger").option(key, value)``)."""
@@ -119,6 +131,10 @@ class ReadOptions:
     problem_rows: int = DEFAULT_PROBLEM_ROWS  # problemRows: records=runs, entries listed per code and file
     rocketmq: bool = False  # rocketmq: add each entry's RocketMQ message columns (pipeline/messages.py)
     max_body: int = MAX_MESSAGE_SIZE  # maxBody: with rocketmq and body, inflate a body to at most this (else a note)
+    # firstIndexes: master-slave stores' commit logs as a job counted them (commitlogs.py),
+    # {store root: [[file start, ordinal of its first message], ...]}; a store it does not
+    # name is counted on the driver while planning
+    first_indexes: dict | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
@@ -143,6 +159,7 @@ class ReadOptions:
             problem_rows=_int_option(opts, "problemRows", DEFAULT_PROBLEM_ROWS),
             rocketmq=_bool_option(opts, "rocketmq", False),
             max_body=_int_option(opts, "maxBody", MAX_MESSAGE_SIZE),
+            first_indexes=_first_indexes(opts.get("firstindexes")),
         )
 
     def columns(self) -> list[tuple]:
@@ -169,14 +186,17 @@ class ReadOptions:
 
 @dataclass(frozen=True)
 class FilePart:
-    """One data file of one node: the unit of work of a Spark task."""
+    """One data file of one node (or one commit-log file of a master-slave store): the unit
+    of work of a Spark task."""
 
     node: str  # the node's name among the job's inputs (inputs.Node.name)
-    node_dir: str
+    node_dir: str  # (a master-slave store's root)
     file_start: int  # logical start offset (the file's name)
     data_file_size: int
     index_file_size: int
+    commit_log: bool = False  # a commit-log file: commitlogs.py reads it
+    first_index: int | None = None  # a commit-log file: the ordinal of its first message in the log
 
     @property
     def file(self) -> str:
-        return f"data/{self.file_start:020d}"
+        return f"{COMMIT_LOG_DIR if self.commit_log else 'data'}/{self.file_start:020d}"

@@ -3,7 +3,10 @@
 Planning (on the driver) resolves the paths into node directories and makes one input
 partition per data file, so a job's tasks spread with the files. Each task reads its file
 with :mod:`dledgerctl.pipeline.batches` (the store's decoder) and hands Spark Arrow record
-batches. Options and columns: see :class:`~dledgerctl.pipeline.batches.ReadOptions` and
+batches. A master-slave broker store (a store root with ``commitlog/``) is a node whose
+files are its commit-log files, read by :mod:`dledgerctl.pipeline.commitlogs`: one
+partition per file too, with the ordinal of its first message from the option
+``firstIndexes`` (the mq jobs count the files in a job of their own) or counted here. Options and columns: see :class:`~dledgerctl.pipeline.batches.ReadOptions` and
 man/dledgerctl-spark.1 (DATA SOURCE).
 
 Register it once per session with :func:`register` (the jobs' session does this).
@@ -20,6 +23,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from store.reading import open_lists
 
 from .batches import read_file
+from .commitlogs import check_records, plan_store, read_commit_log_file
 from .inputs import Node, resolve_nodes
 from .options import FilePart, ReadOptions
 
@@ -41,9 +45,16 @@ def input_paths(options) -> list[str]:
 
 
 def plan_parts(nodes: list[Node], opts: ReadOptions) -> list[FilePart]:
-    """One FilePart per data file of every node, nodes in order, files in order."""
+    """One FilePart per data file of every node, nodes in order, files in order (a
+    master-slave store's: per commit-log file that is part of its log)."""
     parts = []
     for node in nodes:
+        if node.commit_log:
+            check_records(node.dir, opts)
+            known = (opts.first_indexes or {}).get(node.dir)
+            parts.extend(FilePart(node.name, node.dir, start, 0, 0, commit_log=True, first_index=first)
+                         for start, first in (plan_store(node.dir) if known is None else known))
+            continue
         data, index = open_lists(node.dir, opts.data_file_size, opts.index_file_size, lazy=True)
         try:
             parts.extend(FilePart(node.name, node.dir, f.start, data.file_size, index.file_size) for f in data.files)
@@ -78,7 +89,8 @@ class DledgerReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if partition.value is None:  # Spark's stand-in when there are no data files at all
             return iter(())
-        return read_file(partition.value, self.opts)
+        part = partition.value
+        return read_commit_log_file(part, self.opts) if part.commit_log else read_file(part, self.opts)
 
 
 def register(spark) -> None:
