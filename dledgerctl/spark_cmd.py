@@ -36,6 +36,9 @@ class OutputFormat(str, Enum):
 
 PathsArg = Annotated[list[str], typer.Argument(
     help="Node directories (dledger-<id>), base directories holding them, or globs of either.", show_default=False)]
+MqPathsArg = Annotated[list[str], typer.Argument(
+    help="Node directories (dledger-<id>), broker store roots holding them, master-slave broker store roots "
+         "(commitlog/, as mq migrate writes them), or globs of any; one run may mix both kinds.", show_default=False)]
 MasterOpt = Annotated[Optional[str], typer.Option(
     "--master", help="Spark master: local[*] (default), local[N], spark://HOST:PORT, yarn, k8s://...")]
 ConfOpt = Annotated[Optional[list[str]], typer.Option(
@@ -261,7 +264,7 @@ def export_cmd(
 
 @app.command("mq-topics")
 def mq_topics_cmd(
-    paths: PathsArg,
+    paths: MqPathsArg,
     master: MasterOpt = None,
     conf: ConfOpt = None,
     ship: ShipOpt = None,
@@ -269,7 +272,10 @@ def mq_topics_cmd(
     output_format: OutputFormatOpt = OutputFormat.parquet,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Per node, topic and queue of RocketMQ brokers' logs: messages, bytes, first/last queue offset and store time."""
+    """Per node, topic and queue of RocketMQ brokers' logs: messages, bytes, first/last queue offset and store time.
+
+    DLedger-mode and master-slave stores alike (one Spark task per data or commit-log file): the rows mq topics
+    gives of each."""
     with _spark(master, conf, ship) as (spark, mods):
         with _progress(spark, mods, "mq-topics"):
             df = mods["messages"].mq_topics(spark, paths).cache()
@@ -280,7 +286,7 @@ def mq_topics_cmd(
 
 @app.command("mq-find")
 def mq_find_cmd(
-    paths: PathsArg,
+    paths: MqPathsArg,
     key: Annotated[Optional[list[str]], typer.Option("--key", help="A key among a message's KEYS (repeat: any of "
                                                                    "them).")] = None,
     msg_id: Annotated[Optional[str], typer.Option("--msg-id", help="A message id: RocketMQ's offset msgId (store "
@@ -299,7 +305,8 @@ def mq_find_cmd(
 ) -> None:
     """Which nodes hold a RocketMQ message, at which index: one row per copy found. Exit 1 when none is found.
 
-    With several options, a message must match them all."""
+    With several options, a message must match them all. On a master-slave store, as in mq messages, index is the
+    message's ordinal in the commit log and pos its offset - 48."""
     with _spark(master, conf, ship) as (spark, mods):
         with _progress(spark, mods, "mq-find"):
             df = mods["messages"].mq_find(spark, paths, key=tuple(key or ()) or None, msg_id=msg_id,
@@ -313,12 +320,14 @@ def mq_find_cmd(
 
 @app.command("mq-export")
 def mq_export_cmd(
-    paths: PathsArg,
+    paths: MqPathsArg,
     to: Annotated[str, typer.Option("--to", metavar="DIR", help="Directory to write Parquet into (node=NAME/ "
                                                                 "below it); must not exist or be empty.",
                                     show_default=False)],
     committed_only: Annotated[bool, typer.Option("--committed-only", help="Only messages up to each node's "
-                                                                          "committed index (from its checkpoint).")]
+                                                                          "committed index (from its checkpoint; a "
+                                                                          "master-slave store has none: all its "
+                                                                          "messages).")]
     = False,
     max_body: MaxBodyOpt = MAX_MESSAGE_SIZE,
     master: MasterOpt = None,
@@ -327,7 +336,10 @@ def mq_export_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Write RocketMQ messages with their columns (topic, queue, msg id, tags, keys, properties, times, hosts) and
-    bodies (uncompressed) to Parquet, partitioned by node; print what was written."""
+    bodies (uncompressed) to Parquet, partitioned by node; print what was written.
+
+    On a master-slave store, as in mq messages, index is the message's ordinal in the commit log, pos its offset - 48,
+    term null and file its commitlog/ file."""
     with _spark(master, conf, ship) as (spark, mods):
         with _progress(spark, mods, "mq-export"):
             df = mods["messages"].mq_export(spark, paths, to, committed_only=committed_only,
