@@ -32,6 +32,8 @@ from tests.support.stores import copy_fixture, patch, write_project_store
 from dledgerctl.app import app
 from tests.support.ports import HOST, free_ports
 from tests.support.rmq_store import write_broker_store
+from store.rocketmq.layout import resolve_broker
+from store.rocketmq.migrate import migrate
 from store.filestore import FileStore
 from store.format import MAGIC_NOOP, file_name
 
@@ -217,7 +219,9 @@ def _spec(i: int, **kw) -> dict:
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory):
     """Two broker store roots (RocketMQ messages in DLedger entries, 16 KiB data files),
-    one with a compressed body, a CJK topic and an IPv6 store host; b ends in a no-op."""
+    one with a compressed body, a CJK topic and an IPv6 store host; b ends in a no-op; and
+    the master-slave store mq migrate makes of a (16 KiB commit-log files: the job counts
+    each file's messages in a task of its own first, on the cluster too)."""
     base = tmp_path_factory.mktemp("brokers")
     specs = [_spec(i) for i in range(200)]
     specs[7] = _spec(7, body=zlib.compress(b"compressed " * 50), sys_flag=0x1)
@@ -226,7 +230,8 @@ def brokers(tmp_path_factory):
         write_broker_store(str(base / node), specs[:n], self_id="n0", data_file_size=16384)
     with FileStore.open(str(base / "b" / "dledger-n0")) as s:
         s.append_leader([b""], 2, MAGIC_NOOP)
-    return [base / "a", base / "b"]
+    assert migrate(resolve_broker(str(base / "a")), str(base / "ms"), commitlog_file_size=16384).files > 2
+    return [base / "a", base / "b", base / "ms"]
 
 
 # --- tests ------------------------------------------------------------------------------------
@@ -257,7 +262,8 @@ def test_mq_topics_on_a_standalone_cluster_is_the_local_answer(spark, standalone
     local = _local("spark", "mq-topics", *brokers, "-f", "json")
     assert local.exit_code == 0, local.output
     want = json.loads(local.stdout)
-    assert {r["topic"] for r in want} == {"T0", "T1", "T2", "主题"} and sum(r["messages"] for r in want) == 370
+    assert {r["topic"] for r in want} == {"T0", "T1", "T2", "主题"} and sum(r["messages"] for r in want) == 570
+    assert sum(r["messages"] for r in want if r["node"] == "ms") == 200
     # the executors' Python through PYSPARK_PYTHON this time (the conf's route is above)
     run = _cli(["spark", "mq-topics", *brokers, "--master", standalone, *CLUSTER_CONF, "-f", "json"],
                _clean_env(PYSPARK_PYTHON=bare_python), tmp_path)
