@@ -44,6 +44,7 @@ class Code(enum.IntEnum):
     TAKE_LEADERSHIP_FAILED = 418
     INDEX_LESS_THAN_LOCAL_BEGIN = 419
     REQUEST_WITH_EMPTY_BODYS = 420
+    PUSH_REQUEST_IS_FULL = 421  # (DLedger 0.3.x: a follower whose compare/commit queue is full)
     INTERNAL_ERROR = 500
     TERM_CHANGED = 501
     WAIT_QUORUM_ACK_TIMEOUT = 502

@@ -30,8 +30,8 @@ from cluster.raft.rpc import (
     VoteResult,
     split_entries,
 )
-from cluster.net.frames import BadMessage, Frame
-from cluster.net.wire import LEADERSHIP_TRANSFER, decode_request, request_frame
+from cluster.net.frames import FLAG_RESPONSE, BadMessage, Frame, json_body
+from cluster.net.wire import LEADERSHIP_TRANSFER, PUSH, decode_request, decode_response, request_frame
 from store.format import ENTRY_HEADER, MAGIC_NOOP
 from store.memstore import MemoryStore
 
@@ -262,3 +262,13 @@ def test_a_java_push_with_fields_out_of_range_is_a_bad_message():
     body = json.dumps({"type": "APPEND", "term": 1, "entry": {"index": 1 << 70, "body": ""}}).encode()
     with pytest.raises(BadMessage, match="on-disk format"):
         dialect.decode_push(body)
+
+
+def test_a_java_0312_follower_refusing_a_full_push_queue_is_named():
+    # DLedger 0.3.1.2 (the RocketMQ 5 controller's) answers a COMMIT/COMPARE/TRUNCATE push it has
+    # no room for with PUSH_REQUEST_IS_FULL (421), a code 0.2.x does not have
+    body = {"code": 421, "group": "DefaultControllerGroup", "term": 3, "index": 7, "localId": "n1",
+            "remoteId": "n0", "leaderId": "n0"}
+    resp = decode_response(Frame(dialect.DLEDGER_RESPONSE_HEADER, 1, FLAG_RESPONSE, body=json_body(body)), PUSH)
+    assert resp.code == 421 and resp.code.name == "PUSH_REQUEST_IS_FULL"
+    assert resp.term == 3
