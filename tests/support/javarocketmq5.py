@@ -7,7 +7,10 @@ What is built, from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``, ``FAST
 - fastjson 1.2.83 (the version rocketmq-all-5.3.3's pom names), its core package, with the
   same two stand-ins tests/support/javarocketmq.py puts in 1.2.69;
 - our programs tests/support/java/rocketmq5/*.java (ControllerLogWriter; EpochFileWriter, a
-  broker's epoch file by RocketMQ's EpochFileCache), compiled with javac's ``-sourcepath``
+  broker's epoch file by RocketMQ's EpochFileCache; ControllerGroupMember, one live member of a
+  controller group: RocketMQ's own DLedgerController, not a DLedgerServer of ours, since it
+  builds with the stand-ins below and so runs the controller's state machine, role handler and
+  request handling as a controller does), compiled with javac's ``-sourcepath``
   over rocketmq-all-5.3.3's ``common``, ``remoting``, ``controller`` and ``store`` modules
   and DLedger 0.3.1.2's ``dledger`` module (``dledger-all-0.3.1.2``, what 5.3.3's pom
   names): javac compiles only the classes the program reaches (the event classes,
@@ -19,10 +22,16 @@ What is built, from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``, ``FAST
 - stand-ins, in tests/support/java/rocketmq5-standins/, for what neither the mirrors nor Debian
   have: RocketMQ's shaded slf4j (``org.apache.rocketmq.logging.org.slf4j``: slf4j's own
   logger under that name), Hessian (ReplicasInfoManager uses it for the JRaft controller's
-  snapshots only) and fastjson2's ``JSONField`` annotation (two enums of ``common``).
+  snapshots only) and fastjson2's ``JSONField`` annotation (two enums of ``common``); for the
+  live controller, the few OpenTelemetry API interfaces RocketMQ's no-op instruments implement,
+  and RocketMQ's ``ControllerMetricsManager`` and ``RemotingMetricsManager`` (they build
+  OpenTelemetry's SDK and exporters, which are not here) as classes holding those no-op
+  instruments, what the real ones hold while metrics are disabled, RocketMQ's default. The
+  stand-ins come first on the source path, so these two replace RocketMQ's.
 
-Debian jars (/usr/share/java): netty, slf4j-api (slf4j-nop to run), commons-lang3,
-commons-validator, commons-collections3, guava, joda-time (fastjson's compile). A missing
+Debian jars (/usr/share/java): netty (with its haproxy, socks and proxy-handler jars),
+slf4j-api (slf4j-nop to run), commons-lang3, commons-validator, commons-collections3,
+commons-codec, jsr305, guava, joda-time (fastjson's compile). A missing
 piece raises :class:`Unavailable`; the tests skip naming it. Cached under ``~/.cache/dledgerctl-java``
 (``DLEDGERCTL_JAVA_CACHE``), keyed by the commits, jars, javac version and our sources.
 """
@@ -37,6 +46,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 from tests.support.javabuild import JAVA_FLAGS, SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
 from tests.support.javarocketmq import _MONETA_STANDIN, NETTY
@@ -48,7 +58,10 @@ ROCKETMQ_TAG, DLEDGER_TAG, FASTJSON_TAG = "rocketmq-all-5.3.3", "dledger-all-0.3
 MODULES = ["common", "remoting", "controller", "store"]
 JARS = {**{j: "libnetty-java" for j in NETTY}, "slf4j-api": "libslf4j-java", "commons-lang3": "libcommons-lang3-java",
         "commons-validator": "libcommons-validator-java", "guava": "libguava-java",
-        "commons-collections3": "libcommons-collections3-java"}  # (CheckpointFile, of the epoch files)
+        "commons-collections3": "libcommons-collections3-java",  # (CheckpointFile, of the epoch files)
+        # the live controller (DLedgerController's netty server and client, BinaryUtil)
+        "netty-codec-haproxy": "libnetty-java", "netty-codec-socks": "libnetty-java",
+        "netty-handler-proxy": "libnetty-java", "commons-codec": "libcommons-codec-java", "jsr305": "libjsr305-java"}
 FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java"}
 MAIN = "ControllerLogWriter"
 EPOCHS = "EpochFileWriter"
@@ -95,8 +108,9 @@ def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[st
         repo, commit = commits["dledger"]
         dsrc = os.path.join(work, "dledger")
         extract(repo, commit, ["dledger/src/main/java"], dsrc)
-        roots = [os.path.join(src, m, "src/main/java") for m in MODULES] + [
-            os.path.join(dsrc, "dledger/src/main/java"), STANDINS]
+        # the stand-ins come first: ControllerMetricsManager's stands in for RocketMQ's own
+        roots = [STANDINS] + [os.path.join(src, m, "src/main/java") for m in MODULES] + [
+            os.path.join(dsrc, "dledger/src/main/java")]
         _javac(_java_files(OURS), os.path.join(out, "classes"), [*jars, os.path.join(out, "fastjson")],
                ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
                 "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
@@ -183,3 +197,66 @@ def write_epoch_file(built: Controller5, path: str, epochs: list[tuple[int, int]
     if proc.returncode != 0:
         raise RuntimeError(f"{EPOCHS} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     return [line == "true" for line in proc.stdout.split()]
+
+
+GROUP_MAIN = "ControllerGroupMember"
+
+
+class ControllerGroup:
+    """Live members of a RocketMQ 5 controller group, each RocketMQ's own DLedgerController
+    (tests/support/java/rocketmq5/ControllerGroupMember.java) with its DLedger 0.3.1.2 server on
+    127.0.0.1; each member's files under ``base/<id>/dledger-<id>``, its output in ``base/<id>.log``.
+    Commands go to a member's stdin; its answers are the JSON lines it prints."""
+
+    def __init__(self, built: Controller5, base: str, ids: list[str], ports: list[int], group: str) -> None:
+        self.built, self.base, self.ids, self.group = built, base, ids, group
+        self.peers = ";".join(f"{n}-127.0.0.1:{p}" for n, p in zip(ids, ports))
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def log_path(self, node: str) -> str:
+        return os.path.join(self.base, f"{node}.log")
+
+    def start(self, node: str) -> None:
+        os.makedirs(self.base, exist_ok=True)
+        with open(self.log_path(node), "ab") as log:
+            self.procs[node] = subprocess.Popen(
+                self.built.command(os.path.join(self.base, node), node, self.group, self.peers, main=GROUP_MAIN),
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def _lines(self, node: str) -> list[str]:
+        with open(self.log_path(node), errors="replace") as fh:
+            return fh.read().splitlines()
+
+    def ask(self, node: str, command: str, timeout: float = 60) -> dict:
+        """Send ``command`` to ``node`` and return the JSON line it prints for it."""
+        seen = sum(1 for x in self._lines(node) if x.startswith("{"))
+        proc = self.procs[node]
+        proc.stdin.write(command.encode() + b"\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answers = [x for x in self._lines(node) if x.startswith("{")]
+            if len(answers) > seen:
+                return json.loads(answers[seen])
+            if proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"{node} did not answer {command!r}:\n" + "\n".join(self._lines(node)[-40:]))
+
+    def stop(self, node: str) -> None:
+        """Ask ``node`` to shut its controller down; kill it if it has not within 15 s."""
+        proc = self.procs.pop(node)
+        try:
+            if proc.poll() is None:
+                proc.stdin.write(b"quit\n")
+                proc.stdin.flush()
+            proc.wait(timeout=15)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait(timeout=30)
+        finally:
+            proc.stdin.close()
+
+    def stop_all(self) -> None:
+        for node in list(self.procs):
+            self.stop(node)

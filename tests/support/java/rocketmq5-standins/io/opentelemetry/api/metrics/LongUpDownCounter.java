@@ -1,0 +1,13 @@
+package io.opentelemetry.api.metrics;
+
+import io.opentelemetry.api.common.Attributes;
+import io.opentelemetry.context.Context;
+
+/** Stand-in: the three methods RocketMQ's no-op instruments define. */
+public interface LongUpDownCounter {
+    void add(long value);
+
+    void add(long value, Attributes attributes);
+
+    void add(long value, Attributes attributes, Context context);
+}
