@@ -12,6 +12,8 @@ pkgs=(default-jdk-headless libnetty-java libslf4j-java libjcommander-java libgua
       libcommons-lang3-java libcommons-validator-java libzstd-jni-java liblz4-java libjna-java
       # RocketMQ 5's controller and epoch files (tests/support/javarocketmq5.py)
       libcommons-collections3-java
+      # RocketMQ 5's message store (tests/support/javarocketmq5store.py)
+      libcommons-io-java libcommons-codec-java libconversant-disruptor-java libjsr305-java
       # the real Prometheus server and promtool (tests/node/test_prometheus.py)
       prometheus)
 missing=()

@@ -86,22 +86,28 @@ def _java_files(root: str) -> list[str]:
     return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".java"))
 
 
+def build_fastjson(work: str, out: str, fastjson: tuple[str, str], fastjson_jars: list[str]) -> None:
+    """fastjson ``FASTJSON_TAG`` (``fastjson``: its mirror and commit), its core package with
+    the two stand-ins, compiled into ``out`` (``work``: a scratch directory)."""
+    repo, commit = fastjson
+    src = os.path.join(work, "fastjson")
+    extract(repo, commit, ["src/main/java"], src)
+    support = os.path.join(src, "src/main/java/com/alibaba/fastjson/support")
+    for d in ("hsf", "jaxrs", "retrofit", "spring"):
+        shutil.rmtree(os.path.join(support, d), ignore_errors=True)
+    for rel, text in (("springfox/SwaggerJsonSerializer.java", SWAGGER_STANDIN),
+                      ("moneta/MonetaCodec.java", _MONETA_STANDIN)):
+        if not os.path.isfile(os.path.join(support, rel)):
+            raise RuntimeError(f"fastjson: {rel} is not where {FASTJSON_TAG} has it")
+        with open(os.path.join(support, rel), "w") as fh:
+            fh.write(text)
+    _javac(_java_files(os.path.join(src, "src/main/java")), out, fastjson_jars,
+           ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"], f"fastjson {FASTJSON_TAG}")
+
+
 def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="rocketmq5-java-build-") as work:
-        repo, commit = commits["fastjson"]
-        src = os.path.join(work, "fastjson")
-        extract(repo, commit, ["src/main/java"], src)
-        support = os.path.join(src, "src/main/java/com/alibaba/fastjson/support")
-        for d in ("hsf", "jaxrs", "retrofit", "spring"):
-            shutil.rmtree(os.path.join(support, d), ignore_errors=True)
-        for rel, text in (("springfox/SwaggerJsonSerializer.java", SWAGGER_STANDIN),
-                          ("moneta/MonetaCodec.java", _MONETA_STANDIN)):
-            if not os.path.isfile(os.path.join(support, rel)):
-                raise RuntimeError(f"fastjson: {rel} is not where {FASTJSON_TAG} has it")
-            with open(os.path.join(support, rel), "w") as fh:
-                fh.write(text)
-        _javac(_java_files(os.path.join(src, "src/main/java")), os.path.join(out, "fastjson"), fastjson_jars,
-               ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"], f"fastjson {FASTJSON_TAG}")
+        build_fastjson(work, os.path.join(out, "fastjson"), commits["fastjson"], fastjson_jars)
         repo, commit = commits["rocketmq"]
         src = os.path.join(work, "rocketmq")
         extract(repo, commit, [f"{m}/src/main/java" for m in MODULES], src)
