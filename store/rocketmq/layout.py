@@ -12,6 +12,11 @@ from ..layout import DATA_DIR, find_node_dirs, resolve_node_dir
 from .commitlog import COMMIT_LOG_DIR
 from .consumequeue import CONSUME_QUEUE_DIR
 
+# RocketMQ 5 (StorePathConfigHelper.getStorePathBatchConsumeQueue): the queues of topics whose
+# queue.type is BatchCQ, 46-byte units (commit-log offset, size, tag code, store time, base
+# queue offset, batch size, compacted offset, reserved) counting a batch's messages
+BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"
+
 
 @dataclass(frozen=True)
 class BrokerStore:
@@ -47,3 +52,12 @@ def _master_slave(path: str) -> bool:
     except OSError:
         return False
     return not os.path.isdir(os.path.join(path, DATA_DIR)) and not find_node_dirs(path)
+
+
+def batch_queue_files(root: str | None) -> list[str]:
+    """The files under ``root``'s ``batchconsumequeue/`` (RocketMQ 5's BatchCQ topics), sorted;
+    [] when it has none. Their messages have no unit in ``consumequeue/``."""
+    if root is None:
+        return []
+    base = os.path.join(root, BATCH_CONSUME_QUEUE_DIR)
+    return sorted(os.path.join(d, n) for d, _, names in os.walk(base) for n in names)

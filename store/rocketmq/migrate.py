@@ -29,7 +29,11 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
 - ``checkpoint``: physicMsgTimestamp and logicsMsgTimestamp = the last message's store
   time, indexMsgTimestamp = the last indexed message's (0 without an index)
   (``StoreCheckpoint``: i64 at 0, 8, 16 of a 4 KiB file);
-- ``config/``: copied as it is. No ``abort`` file: the broker recovers as after a clean stop.
+- ``config/``: copied as it is. No ``abort`` file: the broker recovers as after a clean stop;
+- ``compaction/`` (RocketMQ 5's ``CompactionStore``: the compacted logs of compaction topics,
+  their own queues and ``position-checkpoint``): copied as it is. Its logs hold copies of
+  messages at their own offsets and its checkpoint counts queue offsets, none of which the
+  move changes; a compaction topic's older messages may live only there.
 
 With ``id_map``, a CSV file there (never over an existing one; written under a temporary
 name and renamed after DEST): ``old_msg_id,new_msg_id,uniq_key`` for each message moved,
@@ -40,6 +44,9 @@ A store whose DLedger log follows an old master-slave ``commitlog/`` (a broker t
 DLedger mode with messages: divided.py) moves whole: scan.batches yields the old log's
 messages (all certain: they precede every DLedger entry) and then the DLedger log's, in
 one offset space, so both go into the new commit log in that order.
+
+Not yet: a RocketMQ 5 store with ``batchconsumequeue/`` (topics of queue.type BatchCQ, whose units
+count a batch's messages): it is refused, nothing written.
 
 Rules kept here: SRC is only read. DEST must not exist or be an empty directory; the
 store is written under a temporary sibling name (``.<name>.migrating-<pid>``) and renamed
@@ -71,11 +78,12 @@ from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNI
 from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index, message_keys
 from .lookup import INDEX_DIR
-from .layout import BrokerStore
+from .layout import BrokerStore, batch_queue_files
 from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, NotAMessage, decode, msg_id
 from .scan import batches
 
 CONFIG_DIR = "config"
+COMPACTION_DIR = "compaction"  # RocketMQ 5: CompactionStore's root (compactionLog/, compactionCq/, position-checkpoint)
 CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
 LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile
 CHECKPOINT_SIZE = 4096  # StoreCheckpoint maps MappedFile.OS_PAGE_SIZE bytes
@@ -201,6 +209,11 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     if broker.root is None:
         raise MigrateError(f"{broker.node_dir}: no {CONSUME_QUEUE_DIR}/ beside it: give a broker's store root")
     src = broker.root
+    bcq = batch_queue_files(src)
+    if bcq:
+        raise MigrateError(f"{os.path.dirname(os.path.dirname(bcq[0]))}: RocketMQ 5 batch consume queues (a topic "
+                           f"of queue.type BatchCQ); such a store cannot be moved yet (its messages would be left "
+                           f"without a queue)")
     _check_dest(dest, src)
     if id_map is not None:
         _check_id_map(id_map, src)
@@ -414,6 +427,9 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         shutil.copytree(config, os.path.join(tmp, CONFIG_DIR), symlinks=True)
     else:
         summary.notes.append("no config/ in SRC")
+    compaction = os.path.join(broker.root, COMPACTION_DIR)
+    if os.path.isdir(compaction):
+        shutil.copytree(compaction, os.path.join(tmp, COMPACTION_DIR), symlinks=True)
     if summary.left_out:
         summary.notes.append(f"{summary.left_out} messages of entries past the committed index {committed} left out")
     if summary.undispatched:

@@ -29,7 +29,9 @@ aside to ``<name>.old-<UTC time>`` (never deleted) and the new ones renamed in. 
 dispatch could not read as it stands (a damaged entry, an entry that is not a message, a
 negative QUEUEID, a wrong PHYSICALOFFSET, a queue offset seen twice or skipped) stops the
 rebuild with :class:`RebuildError` naming the place, before anything is renamed; ``mq
-check`` tells more. A running broker (holding the root's ``lock`` file) is refused.
+check`` tells more. A running broker (holding the root's ``lock`` file) is refused, and so
+is a RocketMQ 5 store with ``batchconsumequeue/`` (topics of queue.type BatchCQ, whose
+queues this rebuild does not write).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from .commitlog import COMMIT_LOG_DIR
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
 from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, message_keys
-from .layout import BrokerStore
+from .layout import BrokerStore, batch_queue_files
 from .logwalk import walk
 from .lookup import INDEX_DIR
 from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode
@@ -111,6 +113,11 @@ def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_fil
     if not any(os.path.lexists(os.path.join(root, n)) for n in _BROKER_FILES) and not _asides(root, CONSUME_QUEUE_DIR):
         raise RebuildError(f"{root}: does not look like a broker's store root (none of {', '.join(_BROKER_FILES)}): "
                            f"give the store root that holds the log")
+    bcq = batch_queue_files(root)
+    if bcq:
+        raise RebuildError(f"{os.path.dirname(os.path.dirname(bcq[0]))}: RocketMQ 5 batch consume queues (a topic "
+                           f"of queue.type BatchCQ), which this rebuild does not write: their messages would get "
+                           f"units in {CONSUME_QUEUE_DIR}/ instead; nothing changed")
     with _Lock(root):
         return _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num,
                         max_index_num, data_file_size, index_file_size, progress)

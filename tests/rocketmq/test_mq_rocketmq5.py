@@ -1,0 +1,98 @@
+"""What RocketMQ 5 stores hold beside 4.9's, and what ``mq migrate`` and ``mq rebuild`` do with
+it (RocketMQ 5.3.3's own store writing and reading such stores: tests/java/test_mq_migrate_java5.py):
+
+- ``compaction/`` (5.x's CompactionStore: compacted logs of compaction topics, at their own
+  offsets, and ``position-checkpoint``, in queue offsets): migrate copies it as it is;
+- ``batchconsumequeue/`` (topics of queue.type BatchCQ): their messages have no unit in
+  ``consumequeue/``; migrate and rebuild refuse such a store, leaving it and DEST as they were;
+- the checkpoint's 5.x fields (masterFlushedOffset at 24, confirmPhyOffset at 32): rebuild
+  keeps them; migrate writes 0 for both (no master has flushed anything for this store yet;
+  RocketMQ's recovery sets the confirm offset).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pytest
+from typer.testing import CliRunner
+
+from dledgerctl.app import app
+from tests.support.rmq_store import write_broker_store
+from tests.support.stores import file_crcs
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def src(tmp_path):
+    root = tmp_path / "src"
+    write_broker_store(str(root), [{"topic": f"T{i % 2}", "body": b"m%d" % i, "properties": {"KEYS": f"k{i}"}}
+                                   for i in range(20)], data_file_size=16 << 10, cq_units_per_file=16)
+    return root
+
+
+def files(root) -> dict:
+    return {os.path.relpath(os.path.join(d, n), root): open(os.path.join(d, n), "rb").read()
+            for d, _, names in os.walk(root) for n in names}
+
+
+def test_migrate_copies_the_compaction_store_as_it_is(src, tmp_path):
+    comp = src / "compaction"
+    os.makedirs(comp / "compactionLog" / "Kv" / "0")
+    os.makedirs(comp / "compactionCq" / "Kv" / "0")
+    (comp / "position-checkpoint").write_text('{"empty":false,"queueOffsetMap":{"Kv:0":7}}')
+    (comp / "compactionLog" / "Kv" / "0" / "00000000000000000000").write_bytes(bytes(range(256)) * 4)
+    (comp / "compactionCq" / "Kv" / "0" / "00000000000000000000").write_bytes(b"\1" * 200)
+    dest = tmp_path / "dest"
+    r = runner.invoke(app, ["mq", "migrate", str(src), str(dest), "--commitlog-file-size", 8 << 10])
+    assert r.exit_code == 0, r.output
+    assert files(dest / "compaction") == files(comp)
+
+
+def bcq_store(src):
+    qdir = src / "batchconsumequeue" / "Batched" / "0"
+    os.makedirs(qdir)
+    (qdir / "00000000000000000000").write_bytes(struct.pack(">qiqqqhii", 0, 100, 0, 1700000000000, 0, 3, 0, 0))
+    return src
+
+
+def test_migrate_refuses_a_store_with_batch_consume_queues(src, tmp_path):
+    bcq_store(src)
+    before = file_crcs(src)
+    dest = tmp_path / "dest"
+    r = runner.invoke(app, ["mq", "migrate", str(src), str(dest)])
+    assert r.exit_code == 1, r.output
+    assert f"{src}/batchconsumequeue/Batched: RocketMQ 5 batch consume queues" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert file_crcs(src) == before and sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def test_rebuild_refuses_a_store_with_batch_consume_queues(src):
+    bcq_store(src)
+    before = file_crcs(src)
+    r = runner.invoke(app, ["mq", "rebuild", str(src)])
+    assert r.exit_code == 1, r.output
+    assert "batchconsumequeue/Batched: RocketMQ 5 batch consume queues" in r.stderr and "nothing changed" in r.stderr
+    assert file_crcs(src) == before
+
+
+def test_the_checkpoints_5x_fields(src, tmp_path):
+    dest = tmp_path / "dest"
+    r = runner.invoke(app, ["mq", "migrate", str(src), str(dest), "--commitlog-file-size", 8 << 10])
+    assert r.exit_code == 0, r.output
+    with open(dest / "checkpoint", "rb") as fh:
+        cp = bytearray(fh.read())
+    assert len(cp) == 4096 and struct.unpack_from(">qq", cp, 24) == (0, 0)
+    # as a 5.x master-slave broker leaves it: masterFlushedOffset, confirmPhyOffset set
+    struct.pack_into(">qq", cp, 24, 4096, 1234)
+    with open(dest / "checkpoint", "wb") as fh:
+        fh.write(cp)
+    r = runner.invoke(app, ["mq", "rebuild", str(dest), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)[0]["units"] == 20
+    with open(dest / "checkpoint", "rb") as fh:
+        after = fh.read()
+    assert struct.unpack_from(">qq", after, 24) == (4096, 1234) and after[40:] == cp[40:]
