@@ -77,7 +77,8 @@ def migrate_cmd(
 ) -> None:
     """Write a master-slave broker store from a DLedger-mode one: commitlog/ (each message at its new offset),
     consumequeue/ with the same queue offsets (consumer offsets stay valid), index/ rebuilt (queries by key and
-    UNIQ_KEY), checkpoint, config/ and RocketMQ 5's compaction/ copied (a store with batchconsumequeue/ is refused).
+    UNIQ_KEY), checkpoint, config/ and RocketMQ 5's compaction/ copied, its timerlog/ at the new offsets (a store
+    with batchconsumequeue/ is refused).
 
     Only committed entries unless --include-uncommitted. DEST appears only when complete. One summary row:
     messages, bytes, queues, units, commit-log files, messages left out."""

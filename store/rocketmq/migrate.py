@@ -33,7 +33,9 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
 - ``compaction/`` (RocketMQ 5's ``CompactionStore``: the compacted logs of compaction topics,
   their own queues and ``position-checkpoint``): copied as it is. Its logs hold copies of
   messages at their own offsets and its checkpoint counts queue offsets, none of which the
-  move changes; a compaction topic's older messages may live only there.
+  move changes; a compaction topic's older messages may live only there;
+- ``timerlog/`` and ``timerwheel`` (RocketMQ 5's timer, timer.py): the timer log's units
+  at their new commit-log offsets, the wheel (timer-log positions) as it is.
 
 With ``id_map``, a CSV file there (never over an existing one; written under a temporary
 name and renamed after DEST): ``old_msg_id,new_msg_id,uniq_key`` for each message moved,
@@ -81,6 +83,7 @@ from .lookup import INDEX_DIR
 from .layout import BrokerStore, batch_queue_files
 from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, NotAMessage, decode, msg_id
 from .scan import batches
+from .timer import TimerLogError, move_timer_log
 
 CONFIG_DIR = "config"
 COMPACTION_DIR = "compaction"  # RocketMQ 5: CompactionStore's root (compactionLog/, compactionCq/, position-checkpoint)
@@ -411,6 +414,12 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     summary.files, summary.blanks = log.files, log.blanks
     old_a, new_a = np.array(old, np.int64), np.array(new, np.int64)
     _write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary)
+    try:
+        _, lost = move_timer_log(broker.root, tmp, old_a, new_a)
+    except TimerLogError as exc:
+        raise MigrateError(f"{exc} (RocketMQ 5's timer log; nothing was written)") from None
+    if lost:
+        summary.notes.append(f"{lost} timer-log units of messages not moved point nowhere now (the timer skips them)")
     del old, new, old_a, new_a
     if (indexed_last is None or indexed_last < summary.dispatched_until) and \
             (skipped_first is None or skipped_first >= summary.dispatched_until):

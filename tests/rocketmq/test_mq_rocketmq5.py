@@ -5,6 +5,8 @@ it (RocketMQ 5.3.3's own store writing and reading such stores: tests/java/test_
   offsets, and ``position-checkpoint``, in queue offsets): migrate copies it as it is;
 - ``batchconsumequeue/`` (topics of queue.type BatchCQ): their messages have no unit in
   ``consumequeue/``; migrate and rebuild refuse such a store, leaving it and DEST as they were;
+- ``timerlog/`` and ``timerwheel`` (5.x's timer): the timer log's units name commit-log
+  offsets; migrate moves them to the new ones (store/rocketmq/timer.py), the wheel as it is;
 - the checkpoint's 5.x fields (masterFlushedOffset at 24, confirmPhyOffset at 32): rebuild
   keeps them; migrate writes 0 for both (no master has flushed anything for this store yet;
   RocketMQ's recovery sets the confirm offset).
@@ -96,3 +98,52 @@ def test_the_checkpoints_5x_fields(src, tmp_path):
     with open(dest / "checkpoint", "rb") as fh:
         after = fh.read()
     assert struct.unpack_from(">qq", after, 24) == (4096, 1234) and after[40:] == cp[40:]
+
+
+def timer_unit(prev: int, magic: int, offset_py: int, size_py: int) -> bytes:
+    """A TimerLog unit as TimerMessageStore.doEnqueue writes it."""
+    return struct.pack(">iqiqiqiiq", 52, prev, magic, 1700000000000, 5000, offset_py, size_py, 77, 0)
+
+
+def test_migrate_moves_the_timer_log_to_the_new_offsets(src, tmp_path):
+    """RocketMQ 5's timer log (timerlog/, 52-byte units naming commit-log offsets; a file ends
+    in a 16-byte blank record) goes across with each unit's offset at its message's new place,
+    a unit of a message not moved pointing nowhere (-1); the wheel (timer-log positions) and
+    every other byte as they were."""
+    r = runner.invoke(app, ["mq", "messages", str(src), "--format", "jsonl"])
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    fsize = 3 * 52 + 20  # two files: three units, then a blank record of the 20 bytes left
+    units = [timer_unit(-1, 1, rows[3]["phy_offset"], 103),
+             timer_unit(0, 2, rows[7]["phy_offset"], 107),
+             timer_unit(52, 4, 999_999, 40),  # a message no longer in the log
+             timer_unit(-1, 1, rows[19]["phy_offset"], 119)]
+    os.makedirs(src / "timerlog")
+    first = b"".join(units[:3]) + struct.pack(">iqi", 20, 0, -875286124) + b"\0" * 4
+    (src / "timerlog" / f"{0:020d}").write_bytes(first)
+    (src / "timerlog" / f"{fsize:020d}").write_bytes(units[3] + b"\0" * (fsize - 52))
+    (src / "timerwheel").write_bytes(bytes(range(256)) * 3)
+    dest = tmp_path / "dest"
+    r = runner.invoke(app, ["mq", "migrate", str(src), str(dest), "--commitlog-file-size", 4 << 10, "--format",
+                            "json"])
+    assert r.exit_code == 0, r.output
+    assert "1 timer-log units of messages not moved point nowhere now" in json.loads(r.stdout)[0]["note"]
+    r = runner.invoke(app, ["mq", "messages", str(dest), "--format", "jsonl"])
+    new = {x["keys"]: x["phy_offset"] for x in map(json.loads, r.stdout.splitlines())}
+    assert new[rows[3]["keys"]] != rows[3]["phy_offset"]  # (the move changed the offsets)
+    want = [timer_unit(-1, 1, new[rows[3]["keys"]], 103),
+            timer_unit(0, 2, new[rows[7]["keys"]], 107), timer_unit(52, 4, -1, 40),
+            timer_unit(-1, 1, new[rows[19]["keys"]], 119)]
+    got = files(dest / "timerlog")
+    assert got == {f"{0:020d}": b"".join(want[:3]) + first[3 * 52:],
+                   f"{fsize:020d}": want[3] + b"\0" * (fsize - 52)}
+    assert (dest / "timerwheel").read_bytes() == (src / "timerwheel").read_bytes()
+
+
+def test_migrate_refuses_a_timer_log_it_cannot_read(src, tmp_path):
+    os.makedirs(src / "timerlog")
+    (src / "timerlog" / f"{0:020d}").write_bytes(timer_unit(-1, 1, 100, 10) + struct.pack(">iqi", 40, 0, 1) + b"\0" * 40)
+    dest = tmp_path / "dest"
+    r = runner.invoke(app, ["mq", "migrate", str(src), str(dest)])
+    assert r.exit_code == 1, r.output
+    assert f"timerlog/{0:020d} offset 52: a unit of 40 bytes" in r.stderr and "nothing was written" in r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["src"]
