@@ -61,3 +61,13 @@ def batch_queue_files(root: str | None) -> list[str]:
         return []
     base = os.path.join(root, BATCH_CONSUME_QUEUE_DIR)
     return sorted(os.path.join(d, n) for d, _, names in os.walk(base) for n in names)
+
+
+def rocksdb_queues(root: str | None) -> str | None:
+    """``root/consumequeue/CURRENT`` when the consume queues are a RocksDB database (RocketMQ
+    5's ``storeType=defaultRocksDB``: ``RocksDBConsumeQueueStore`` keeps it where the files
+    would be), else None."""
+    if root is None:
+        return None
+    current = os.path.join(root, CONSUME_QUEUE_DIR, "CURRENT")
+    return current if os.path.isfile(current) else None

@@ -29,6 +29,9 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
 - ``checkpoint``: physicMsgTimestamp and logicsMsgTimestamp = the last message's store
   time, indexMsgTimestamp = the last indexed message's (0 without an index)
   (``StoreCheckpoint``: i64 at 0, 8, 16 of a 4 KiB file);
+- (a RocketMQ 5 store whose ``consumequeue/`` is a RocksDB database, ``storeType=defaultRocksDB``:
+  not read, no queue written, said; the master-slave broker dispatches every message again
+  from the new log when it starts, at the queue offsets the messages hold);
 - ``config/``: copied as it is. No ``abort`` file: the broker recovers as after a clean stop;
 - ``compaction/`` (RocketMQ 5's ``CompactionStore``: the compacted logs of compaction topics,
   their own queues and ``position-checkpoint``): copied as it is. Its logs hold copies of
@@ -80,7 +83,7 @@ from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNI
 from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index, message_keys
 from .lookup import INDEX_DIR
-from .layout import BrokerStore, batch_queue_files
+from .layout import BrokerStore, batch_queue_files, rocksdb_queues
 from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, NotAMessage, decode, msg_id
 from .scan import batches
 from .timer import TimerLogError, move_timer_log
@@ -431,6 +434,10 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         fh.write(CHECKPOINT_TIMES.pack(last_ts, last_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
         fh.flush()
         os.fsync(fh.fileno())
+    if rocksdb_queues(broker.root):
+        summary.notes.append(f"SRC's {CONSUME_QUEUE_DIR}/ is a RocksDB database (RocketMQ 5's storeType defaultRocksDB), "
+                             f"not read: the broker dispatches every message again when it starts, at the queue "
+                             f"offsets the messages hold")
     config = os.path.join(broker.root, CONFIG_DIR)
     if os.path.isdir(config):
         shutil.copytree(config, os.path.join(tmp, CONFIG_DIR), symlinks=True)

@@ -31,7 +31,8 @@ negative QUEUEID, a wrong PHYSICALOFFSET, a queue offset seen twice or skipped) 
 rebuild with :class:`RebuildError` naming the place, before anything is renamed; ``mq
 check`` tells more. A running broker (holding the root's ``lock`` file) is refused, and so
 is a RocketMQ 5 store with ``batchconsumequeue/`` (topics of queue.type BatchCQ, whose
-queues this rebuild does not write).
+queues this rebuild does not write) or whose ``consumequeue/`` is a RocksDB database
+(``storeType=defaultRocksDB``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from .commitlog import COMMIT_LOG_DIR
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
 from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, message_keys
-from .layout import BrokerStore, batch_queue_files
+from .layout import BrokerStore, batch_queue_files, rocksdb_queues
 from .logwalk import walk
 from .lookup import INDEX_DIR
 from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode
@@ -118,6 +119,9 @@ def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_fil
         raise RebuildError(f"{os.path.dirname(os.path.dirname(bcq[0]))}: RocketMQ 5 batch consume queues (a topic "
                            f"of queue.type BatchCQ), which this rebuild does not write: their messages would get "
                            f"units in {CONSUME_QUEUE_DIR}/ instead; nothing changed")
+    if rocksdb_queues(root):
+        raise RebuildError(f"{rocksdb_queues(root)}: {CONSUME_QUEUE_DIR}/ is a RocksDB database (RocketMQ 5's "
+                           f"storeType defaultRocksDB), which this rebuild does not write; nothing changed")
     with _Lock(root):
         return _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num,
                         max_index_num, data_file_size, index_file_size, progress)

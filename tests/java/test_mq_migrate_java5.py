@@ -156,3 +156,20 @@ def test_rocketmq5_serves_a_master_slave_store_whose_queues_were_rebuilt(rocketm
     assert r.exit_code == 0 and "0 findings" in r.stderr, r.output
     got, _ = read_back(rocketmq5, dest, SMALL)
     assert_served(got, reported)
+
+
+def test_rocksdb_queues_left_to_the_broker_which_serves_every_message(rocketmq5, written5, tmp_path):
+    """A source whose consumequeue/ is a RocksDB database (5.x's storeType defaultRocksDB; made
+    here by hand: rocksdbjni is not available to write one): migrate moves the log, writes no
+    queue and says so; 5.3.3's master-slave store dispatches every message again at start, at
+    the queue offsets the messages hold, and serves them all (keys too: its dispatch indexes)."""
+    src, reported = written5
+    root = tmp_path / "src"
+    shutil.copytree(src, root, ignore=shutil.ignore_patterns("lock", "consumequeue", "index"))
+    os.makedirs(root / "consumequeue")
+    (root / "consumequeue" / "CURRENT").write_text("MANIFEST-000005\n")
+    dest = tmp_path / "ms"
+    s = migrate(root, dest, "--commitlog-file-size", 4 << 20)
+    assert (s["messages"], s["units"]) == (len(reported), 0) and "is a RocksDB database" in s["note"]
+    got, _ = read_back(rocketmq5, dest, 4 << 20)
+    assert_served(got, reported)

@@ -147,3 +147,32 @@ def test_migrate_refuses_a_timer_log_it_cannot_read(src, tmp_path):
     assert r.exit_code == 1, r.output
     assert f"timerlog/{0:020d} offset 52: a unit of 40 bytes" in r.stderr and "nothing was written" in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def rocksdb_queues(src):
+    """consumequeue/ as RocketMQ 5's RocksDBConsumeQueueStore leaves it: a RocksDB database."""
+    import shutil
+    shutil.rmtree(src / "consumequeue")
+    os.makedirs(src / "consumequeue")
+    (src / "consumequeue" / "CURRENT").write_text("MANIFEST-000005\n")
+    (src / "consumequeue" / "000004.sst").write_bytes(b"\x01" * 100)
+
+
+def test_migrate_says_it_leaves_rocksdb_queues_to_the_broker(src, tmp_path):
+    rocksdb_queues(src)
+    dest = tmp_path / "dest"
+    r = runner.invoke(app, ["mq", "migrate", str(src), str(dest), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.stdout)[0]
+    assert (s["messages"], s["units"]) == (20, 0)
+    assert "consumequeue/ is a RocksDB database (RocketMQ 5's storeType defaultRocksDB), not read" in s["note"]
+    assert os.listdir(dest / "commitlog") and not os.path.exists(dest / "consumequeue")
+
+
+def test_rebuild_refuses_rocksdb_queues(src):
+    rocksdb_queues(src)
+    before = file_crcs(src)
+    r = runner.invoke(app, ["mq", "rebuild", str(src)])
+    assert r.exit_code == 1, r.output
+    assert "consumequeue/CURRENT: consumequeue/ is a RocksDB database" in r.stderr and "nothing changed" in r.stderr
+    assert file_crcs(src) == before
