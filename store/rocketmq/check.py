@@ -50,7 +50,7 @@ import numpy as np
 from ..format import HEADER_SIZE
 from .columns import _columns
 from .consumequeue import UNIT_NATIVE, Queue, file_size, find_queues, read_units
-from .layout import BrokerStore
+from .layout import BrokerStore, batch_queue_keys
 from .logwalk import _finding, _key, place, walk
 from .stream import (
     ELSEWHERE,
@@ -178,8 +178,10 @@ def _queue_offset_order(c: Columns, findings: list) -> None:
                                  detail=f"queue offset {int(q[j])} follows {int(q[j - 1])} in its queue"))
 
 
-def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
-    """Every unit of every queue against the messages; returns the summary's counts."""
+def check_queues(c: Columns, queues: list[Queue], findings: list, batch_queued: frozenset = frozenset()) -> dict:
+    """Every unit of every queue against the messages; returns the summary's counts.
+    ``batch_queued``: (topic, queue id) of RocketMQ 5's batch consume queues, whose messages
+    are not ``cq-missing`` (their units are in ``batchconsumequeue/``, not read here)."""
     a = c.arrays()
     names = c.topic_names()
     phy = a["phy"]
@@ -244,7 +246,7 @@ def check_queues(c: Columns, queues: list[Queue], findings: list) -> dict:
     lacking = a["dispatched"] & ~inside & ~covered
     reput = _reput_from(c, queues)
     below = lacking & (phy < reput)
-    _missing(c, np.flatnonzero(below), spans, fsize, reput, findings)
+    _missing(c, np.flatnonzero(below), spans, fsize, reput, findings, batch_queued)
     return {"units": units, "units_before_log": before_log, "undispatched": int((lacking & ~below).sum())}
 
 
@@ -263,11 +265,12 @@ def _reput_from(c: Columns, queues: list[Queue]) -> int:
     return reach
 
 
-def _missing(c: Columns, lost: np.ndarray, spans: dict, fsize: int, reput: int, findings: list) -> None:
+def _missing(c: Columns, lost: np.ndarray, spans: dict, fsize: int, reput: int, findings: list,
+             batch_queued: frozenset) -> None:
     """``cq-missing`` findings of the messages ``lost`` (stream.missing)."""
     a = c.arrays()
     missing(a["topic"][lost], a["queue_id"][lost], a["queue_offset"][lost], a["index"][lost], c.topic_names(), spans,
-            fsize, reput, findings)
+            fsize, reput, findings, batch_queued)
 
 
 
@@ -357,7 +360,7 @@ def check_whole(broker: BrokerStore, *, data_file_size=None, index_file_size=Non
     if broker.has_consume_queues:
         queues = find_queues(broker.root)
         summary["consume_queues"] = len(queues)
-        summary.update(check_queues(c, queues, findings))
+        summary.update(check_queues(c, queues, findings, batch_queue_keys(broker.root)))
     summary["findings"] = len(findings)
     return findings, summary
 

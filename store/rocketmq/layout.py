@@ -71,3 +71,13 @@ def rocksdb_queues(root: str | None) -> str | None:
         return None
     current = os.path.join(root, CONSUME_QUEUE_DIR, "CURRENT")
     return current if os.path.isfile(current) else None
+
+
+def batch_queue_keys(root: str | None) -> frozenset:
+    """(topic, queue id) of each queue under ``root``'s ``batchconsumequeue/`` (RocketMQ 5's
+    BatchCQ topics; directories named as in ``consumequeue/``)."""
+    base = os.path.join(root, BATCH_CONSUME_QUEUE_DIR) if root is not None else None
+    if base is None or not os.path.isdir(base):
+        return frozenset()
+    return frozenset((t, int(q)) for t in os.listdir(base) if os.path.isdir(os.path.join(base, t))
+                     for q in os.listdir(os.path.join(base, t)) if q.isdigit())

@@ -27,6 +27,7 @@ import numpy as np
 from ..format import HEADER_SIZE
 from .consumequeue import (BLANK_SIZE, Piece, _rel, expected_file, file_size, find_queues, offsets, plan_units,
                            read_piece)
+from .layout import batch_queue_keys
 from .logwalk import _finding, _key, place, walk
 
 CHUNK = 1 << 12  # units of a queue read at a time
@@ -239,10 +240,16 @@ def inside(table: tuple, key: np.ndarray, qo: np.ndarray) -> np.ndarray:
 
 
 
-def missing(topic, queue_id, qo, index, names: list, spans: dict, fsize: int, reput: int, findings: list) -> None:
+def missing(topic, queue_id, qo, index, names: list, spans: dict, fsize: int, reput: int, findings: list,
+            batch_queued: frozenset = frozenset()) -> None:
     """``cq-missing``: one finding per run of consecutive queue offsets of one queue whose
     messages (these, in log order) no unit points at, though they lie before where dispatch
-    restarts (``reput``)."""
+    restarts (``reput``). Not for the queues in ``batch_queued`` ((topic, queue id) of
+    RocketMQ 5's ``batchconsumequeue/``, where their units are: not read here)."""
+    if batch_queued and len(qo):
+        keep = np.array([(names[t], int(q)) not in batch_queued for t, q in zip(topic.tolist(), queue_id.tolist())],
+                        bool)
+        topic, queue_id, qo, index = topic[keep], queue_id[keep], qo[keep], index[keep]
     if not len(qo):
         return
     key = _key(topic, queue_id)
@@ -452,7 +459,7 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
         lost = {k: np.concatenate([p[k] for p in below]) if below else np.empty(0, np.int64) for k in _LACK}
         table = span_table(c, queues)
         missing(lost["topic"], lost["queue_id"], lost["queue_offset"], lost["index"], c.names, table[3], fsize,
-                reput, findings)
+                reput, findings, batch_queue_keys(broker.root))
         summary.update(consume_queues=len(queues), units=units, units_before_log=before_log,
                        undispatched=sum(len(p["phy"]) for p in pending))
     summary["findings"] = total + findings.total

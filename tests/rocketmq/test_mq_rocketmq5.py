@@ -176,3 +176,23 @@ def test_rebuild_refuses_rocksdb_queues(src):
     assert r.exit_code == 1, r.output
     assert "consumequeue/CURRENT: consumequeue/ is a RocksDB database" in r.stderr and "nothing changed" in r.stderr
     assert file_crcs(src) == before
+
+
+def test_check_leaves_batch_queued_messages_to_their_queues(tmp_path):
+    """Messages of a BatchCQ topic have their units in batchconsumequeue/ (not read by mq check):
+    they are not cq-missing; a topic with neither kind of queue still is."""
+    import shutil
+    from store.rocketmq.check import check_whole
+    from store.rocketmq.layout import resolve_broker
+    root = tmp_path / "src"
+    write_broker_store(str(root), [{"topic": ("Batched", "T", "Lost")[i % 3], "body": b"m%d" % i}
+                                   for i in range(30)], data_file_size=16 << 10, cq_units_per_file=16)
+    shutil.rmtree(root / "consumequeue" / "Batched")
+    shutil.rmtree(root / "consumequeue" / "Lost")
+    bcq_store(root)
+    r = runner.invoke(app, ["mq", "check", str(root), "--format", "json"])
+    assert r.exit_code == 1, r.output
+    got = json.loads(r.stdout)
+    assert [(f["finding"], f["topic"]) for f in got] == [("cq-missing", "Lost")]
+    findings, summary = check_whole(resolve_broker(str(root)))
+    assert [(f["finding"], f["topic"]) for f in findings] == [("cq-missing", "Lost")] and summary["findings"] == 1
