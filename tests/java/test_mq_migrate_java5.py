@@ -173,3 +173,27 @@ def test_rocksdb_queues_left_to_the_broker_which_serves_every_message(rocketmq5,
     assert (s["messages"], s["units"]) == (len(reported), 0) and "is a RocksDB database" in s["note"]
     got, _ = read_back(rocketmq5, dest, 4 << 20)
     assert_served(got, reported)
+
+
+def test_a_batchcq_topic_5x_writes_is_checked_and_refused(rocketmq5, tmp_path):
+    """5.3.3 in DLedger mode puts a topic of queue.type BatchCQ (the broker's topic config,
+    tests/support/java/rocketmq5store/TopicTable.java) in batchconsumequeue/, not consumequeue/:
+    mq check does not take its messages for lost; migrate and rebuild refuse the store (they
+    do not write such queues), leaving it as it was."""
+    root = tmp_path / "store"
+    msgs = [{"topic": "Batched", "queue_id": 0, "body": b"bcq %d" % i, "keys": f"bk{i}"} for i in range(3)]
+    msgs += [{"topic": "T", "queue_id": 0, "body": b"t %d" % i} for i in range(3)]
+    reported = javarocketmq.write_store(rocketmq5, str(root), msgs,
+                                        java_args=["-Ddledgerctl.topicAttributes=Batched=queue.type:BatchCQ"])
+    assert [r["status"] for r in reported] == ["PUT_OK"] * len(msgs)
+    assert [r["queue_offset"] for r in reported] == [0, 1, 2, 0, 1, 2]
+    assert os.listdir(root / "batchconsumequeue" / "Batched" / "0")
+    assert sorted(os.listdir(root / "consumequeue")) == ["T"]
+    before = tree(root)
+    r = runner.invoke(app, ["mq", "check", str(root)])
+    assert r.exit_code == 0 and "6 messages" in r.stderr and "0 findings" in r.stderr, r.output
+    r = runner.invoke(app, ["mq", "migrate", str(root), str(tmp_path / "ms")])
+    assert r.exit_code == 1 and "batchconsumequeue/Batched: RocketMQ 5 batch consume queues" in r.stderr, r.output
+    r = runner.invoke(app, ["mq", "rebuild", str(root)])
+    assert r.exit_code == 1 and "nothing changed" in r.stderr, r.output
+    assert tree(root) == before and not (tmp_path / "ms").exists()

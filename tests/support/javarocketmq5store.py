@@ -12,7 +12,9 @@ What is built, from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``, ``FAST
 - the two harness programs of tests/support/java/rocketmq/, adapted to 5.x as they are
   copied (two textual changes, each checked: ``MessageExtBrokerInner`` moved from the store
   to ``org.apache.rocketmq.common.message``, and ``DefaultMessageStore``'s constructor takes
-  the broker's topic config table, an empty one here), compiled with javac's ``-sourcepath``
+  the broker's topic config table: tests/support/java/rocketmq5store/TopicTable.java makes it
+  from ``-Ddledgerctl.topicAttributes=TOPIC=key:value,...;...``, e.g. ``queue.type:BatchCQ``,
+  empty without), compiled with javac's ``-sourcepath``
   over rocketmq-all-5.3.3's ``common``, ``remoting`` and ``store`` modules and DLedger
   0.3.1.2's ``dledger`` module (``dledger-all-0.3.1.2``): javac compiles only what the
   programs reach, about 640 classes, not the modules whole.
@@ -74,8 +76,10 @@ FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java"}
 ADAPTATIONS = [
     ("import org.apache.rocketmq.store.MessageExtBrokerInner;",
      "import org.apache.rocketmq.common.message.MessageExtBrokerInner;"),
-    ("null, new BrokerConfig());", "null, new BrokerConfig(), new java.util.concurrent.ConcurrentHashMap<>());"),
+    ("null, new BrokerConfig());", "null, new BrokerConfig(), TopicTable.fromProperty());"),
 ]
+# ours for 5.x only: the topic config table from -Ddledgerctl.topicAttributes (TopicTable.java)
+OURS5 = os.path.join(os.path.dirname(OUR_SOURCES), "rocketmq5store")
 
 
 def _adapted(work: str) -> list[str]:
@@ -109,7 +113,7 @@ def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[st
         javastandins.write_sources(generated)
         roots = [os.path.join(src, m, "src/main/java") for m in MODULES] + [
             os.path.join(dsrc, "dledger/src/main/java"), STANDINS, generated]
-        _javac(_adapted(work), os.path.join(out, "rocketmq"), [*jars, os.path.join(out, "fastjson")],
+        _javac(_adapted(work) + _java_files(OURS5), os.path.join(out, "rocketmq"), [*jars, os.path.join(out, "fastjson")],
                ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
                 "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
                f"the store harness against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
@@ -139,7 +143,7 @@ def build(cache_root: str | None = None) -> JavaRocketMQ:
     for part in [VERSION, *(c for _, c in commits.values()), *map(os.path.realpath, jars + fastjson_jars),
                  javac_version, SWAGGER_STANDIN, _MONETA_STANDIN, repr(ADAPTATIONS), javastandins.fingerprint()]:
         h.update(part.encode() + b"\0")
-    for path in [os.path.join(OUR_SOURCES, n) for n in PROGRAMS] + _java_files(STANDINS):
+    for path in [os.path.join(OUR_SOURCES, n) for n in PROGRAMS] + _java_files(OURS5) + _java_files(STANDINS):
         with open(path, "rb") as fh:
             h.update(path.encode() + b"\0" + fh.read() + b"\0")
     root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
