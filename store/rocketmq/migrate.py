@@ -435,8 +435,8 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         fh.flush()
         os.fsync(fh.fileno())
     if rocksdb_queues(broker.root):
-        summary.notes.append(f"SRC's {CONSUME_QUEUE_DIR}/ is a RocksDB database (RocketMQ 5's storeType defaultRocksDB), "
-                             f"not read: the broker dispatches every message again when it starts, at the queue "
+        summary.notes.append(f"SRC's {CONSUME_QUEUE_DIR}/ is a RocksDB database (RocketMQ 5's storeType "
+                             f"defaultRocksDB), not read: the broker dispatches every message again when it starts, at the queue "
                              f"offsets the messages hold")
     config = os.path.join(broker.root, CONFIG_DIR)
     if os.path.isdir(config):

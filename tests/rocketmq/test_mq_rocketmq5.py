@@ -141,7 +141,8 @@ def test_migrate_moves_the_timer_log_to_the_new_offsets(src, tmp_path):
 
 def test_migrate_refuses_a_timer_log_it_cannot_read(src, tmp_path):
     os.makedirs(src / "timerlog")
-    (src / "timerlog" / f"{0:020d}").write_bytes(timer_unit(-1, 1, 100, 10) + struct.pack(">iqi", 40, 0, 1) + b"\0" * 40)
+    bad = timer_unit(-1, 1, 100, 10) + struct.pack(">iqi", 40, 0, 1) + b"\0" * 40
+    (src / "timerlog" / f"{0:020d}").write_bytes(bad)
     dest = tmp_path / "dest"
     r = runner.invoke(app, ["mq", "migrate", str(src), str(dest)])
     assert r.exit_code == 1, r.output

@@ -113,7 +113,8 @@ def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[st
         javastandins.write_sources(generated)
         roots = [os.path.join(src, m, "src/main/java") for m in MODULES] + [
             os.path.join(dsrc, "dledger/src/main/java"), STANDINS, generated]
-        _javac(_adapted(work) + _java_files(OURS5), os.path.join(out, "rocketmq"), [*jars, os.path.join(out, "fastjson")],
+        _javac(_adapted(work) + _java_files(OURS5), os.path.join(out, "rocketmq"),
+               [*jars, os.path.join(out, "fastjson")],
                ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
                 "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
                f"the store harness against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")

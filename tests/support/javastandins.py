@@ -52,7 +52,8 @@ _ROCKSDB: list[tuple[str, str, list[str]]] = [
         "descriptors, java.util.List<ColumnFamilyHandle> handles) throws RocksDBException",
         "public static RocksDB openReadOnly(DBOptions options, String path, java.util.List<ColumnFamilyDescriptor> "
         "descriptors, java.util.List<ColumnFamilyHandle> handles) throws RocksDBException",
-        "public void put(ColumnFamilyHandle cf, WriteOptions o, byte[] key, int keyOffset, int keyLength, byte[] value, "
+        "public void put(ColumnFamilyHandle cf, WriteOptions o, byte[] key, int keyOffset, int keyLength, "
+        "byte[] value, "
         "int valueOffset, int valueLength) throws RocksDBException",
         "public void put(ColumnFamilyHandle cf, WriteOptions o, java.nio.ByteBuffer key, java.nio.ByteBuffer value) "
         "throws RocksDBException",
@@ -67,7 +68,8 @@ _ROCKSDB: list[tuple[str, str, list[str]]] = [
         "public void deleteRange(ColumnFamilyHandle cf, WriteOptions o, byte[] begin, byte[] end) "
         "throws RocksDBException",
         "public RocksIterator newIterator(ColumnFamilyHandle cf, ReadOptions o)",
-        "public void cancelAllBackgroundWork(boolean wait)", "public void pauseBackgroundWork() throws RocksDBException",
+        "public void cancelAllBackgroundWork(boolean wait)",
+        "public void pauseBackgroundWork() throws RocksDBException",
         "public Env getEnv()", "public void closeE() throws RocksDBException",
         "public void syncWal() throws RocksDBException",
         "public void flush(FlushOptions o, java.util.List<ColumnFamilyHandle> cfs) throws RocksDBException",
@@ -89,7 +91,8 @@ _ROCKSDB: list[tuple[str, str, list[str]]] = [
         "public void clear()"]),
     ("org.rocksdb.RocksIterator", "public class NAME extends RocksObject", [
         "public void seekToFirst()", "public boolean isValid()", "public void next()", "public byte[] key()",
-        "public byte[] value()", "public int key(java.nio.ByteBuffer key)", "public int value(java.nio.ByteBuffer value)"]),
+        "public byte[] value()", "public int key(java.nio.ByteBuffer key)",
+        "public int value(java.nio.ByteBuffer value)"]),
     ("org.rocksdb.LiveFileMetaData", "public class NAME", [
         "public byte[] columnFamilyName()", "public int level()", "public String fileName()", "public long size()",
         "public long numEntries()", "public long numDeletions()", "public long numReadsSampled()",
@@ -119,13 +122,15 @@ _ROCKSDB: list[tuple[str, str, list[str]]] = [
         "public NAME setCompressionSizePercent(int v)"]),
     ("org.rocksdb.ColumnFamilyOptions", "public class NAME extends RocksObject", [
         "public NAME()", "public NAME setMaxWriteBufferNumber(int v)", "public NAME setWriteBufferSize(long v)",
-        "public NAME setMinWriteBufferNumberToMerge(int v)", "public NAME setTableFormatConfig(BlockBasedTableConfig v)",
+        "public NAME setMinWriteBufferNumberToMerge(int v)",
+        "public NAME setTableFormatConfig(BlockBasedTableConfig v)",
         "public NAME setMemTableConfig(SkipListMemTableConfig v)", "public NAME setCompressionType(CompressionType v)",
         "public NAME setBottommostCompressionType(CompressionType v)", "public NAME setNumLevels(int v)",
         "public NAME setCompactionPriority(CompactionPriority v)", "public NAME setCompactionStyle(CompactionStyle v)",
         "public NAME setCompactionOptionsUniversal(CompactionOptionsUniversal v)",
         "public NAME setMaxCompactionBytes(long v)", "public NAME setSoftPendingCompactionBytesLimit(long v)",
-        "public NAME setHardPendingCompactionBytesLimit(long v)", "public NAME setLevel0FileNumCompactionTrigger(int v)",
+        "public NAME setHardPendingCompactionBytesLimit(long v)",
+        "public NAME setLevel0FileNumCompactionTrigger(int v)",
         "public NAME setLevel0SlowdownWritesTrigger(int v)", "public NAME setLevel0StopWritesTrigger(int v)",
         "public NAME setTargetFileSizeBase(long v)", "public NAME setTargetFileSizeMultiplier(int v)",
         "public NAME setMaxBytesForLevelBase(long v)", "public NAME setMaxBytesForLevelMultiplier(double v)",
@@ -152,11 +157,13 @@ _ROCKSDB: list[tuple[str, str, list[str]]] = [
         "public NAME()", "public void setStatsLevel(StatsLevel v)", "public long getTickerCount(TickerType t)"]),
     ("org.rocksdb.BlockBasedTableConfig", "public class NAME", [
         "public NAME()", "public NAME setFormatVersion(int v)", "public NAME setIndexType(IndexType v)",
-        "public NAME setDataBlockIndexType(DataBlockIndexType v)", "public NAME setDataBlockHashTableUtilRatio(double v)",
+        "public NAME setDataBlockIndexType(DataBlockIndexType v)",
+        "public NAME setDataBlockHashTableUtilRatio(double v)",
         "public NAME setBlockSize(long v)", "public NAME setMetadataBlockSize(long v)",
         "public NAME setFilterPolicy(BloomFilter v)", "public NAME setCacheIndexAndFilterBlocks(boolean v)",
         "public NAME setCacheIndexAndFilterBlocksWithHighPriority(boolean v)",
-        "public NAME setPinL0FilterAndIndexBlocksInCache(boolean v)", "public NAME setPinTopLevelIndexAndFilter(boolean v)",
+        "public NAME setPinL0FilterAndIndexBlocksInCache(boolean v)",
+        "public NAME setPinTopLevelIndexAndFilter(boolean v)",
         "public NAME setBlockCache(LRUCache v)", "public NAME setWholeKeyFiltering(boolean v)"]),
     ("org.rocksdb.BloomFilter", "public class NAME extends RocksObject", [
         "public NAME(double bitsPerKey, boolean useBlockBasedBuilder)"]),
@@ -227,10 +234,12 @@ _OTEL: list[tuple[str, str, list[str]]] = [
         "DoubleHistogramBuilder histogramBuilder(String name);"]),
     ("io.opentelemetry.api.metrics.LongCounter", "public interface NAME", [
         "void add(long value);", "void add(long value, io.opentelemetry.api.common.Attributes attributes);",
-        "void add(long value, io.opentelemetry.api.common.Attributes attributes, io.opentelemetry.context.Context c);"]),
+        "void add(long value, io.opentelemetry.api.common.Attributes attributes, "
+        "io.opentelemetry.context.Context c);"]),
     ("io.opentelemetry.api.metrics.LongUpDownCounter", "public interface NAME", [
         "void add(long value);", "void add(long value, io.opentelemetry.api.common.Attributes attributes);",
-        "void add(long value, io.opentelemetry.api.common.Attributes attributes, io.opentelemetry.context.Context c);"]),
+        "void add(long value, io.opentelemetry.api.common.Attributes attributes, "
+        "io.opentelemetry.context.Context c);"]),
     ("io.opentelemetry.api.metrics.LongHistogram", "public interface NAME", [
         "void record(long value);", "void record(long value, io.opentelemetry.api.common.Attributes attributes);",
         "void record(long value, io.opentelemetry.api.common.Attributes attributes, "
@@ -280,14 +289,12 @@ def _source(qualified: str, declaration: str, members: list[str], absent: str) -
             body.append(f"    {m}")
         else:
             body.append(f"    {m} {{\n        throw new UnsupportedOperationException(ABSENT);\n    }}")
-    kind = declaration.split(" class ")[0] if " class " in declaration else ""
     constant = "String ABSENT = " + repr_java(absent) + ";"
     if " enum " in declaration or " interface " in declaration:
         holder = f"final class {simple}Absent {{\n    static final {constant}\n}}\n"
         text = "\n".join(body).replace("(ABSENT)", f"({simple}Absent.ABSENT)")
         out = f"{declaration.replace('NAME', simple)} {{\n{text}\n}}\n\n{holder}"
     else:
-        del kind
         out = f"{declaration.replace('NAME', simple)} {{\n    static final {constant}\n\n" + "\n\n".join(body) + "\n}\n"
     return (f"package {package};\n\n/** Stand-in (dledgerctl tests, tests/support/javastandins.py): the API surface "
             f"only; {absent.split(':')[0]}. */\n{out}")
