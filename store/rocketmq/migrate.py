@@ -434,7 +434,8 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         fh.write(CHECKPOINT_TIMES.pack(last_ts, last_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
         fh.flush()
         os.fsync(fh.fileno())
-    if rocksdb_queues(broker.root):
+    rocksdb = rocksdb_queues(broker.root) is not None
+    if rocksdb:
         summary.notes.append(f"SRC's {CONSUME_QUEUE_DIR}/ is a RocksDB database (RocketMQ 5's storeType "
                              f"defaultRocksDB), not read: the broker dispatches every message again when it starts, at the queue "
                              f"offsets the messages hold")
@@ -448,7 +449,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         shutil.copytree(compaction, os.path.join(tmp, COMPACTION_DIR), symlinks=True)
     if summary.left_out:
         summary.notes.append(f"{summary.left_out} messages of entries past the committed index {committed} left out")
-    if summary.undispatched:
+    if summary.undispatched and not rocksdb:
         summary.notes.append(f"{summary.undispatched} messages no unit points at (transaction halves never get "
                              f"one; messages past every queue's end the broker dispatches when it starts)")
 
