@@ -8,7 +8,10 @@ instead (the tests say which one a run has).
 - cluster.net._frames: cutting received bytes into frames (cluster/net/_frames.c;
   tests/net/test_wire_frames.py);
 - store.rocketmq._columns: the columns of many RocketMQ messages at once, for mq topics
-  and mq check (store/rocketmq/_columns.c; tests/rocketmq/test_rocketmq_columns.py).
+  and mq check, and their index keys for mq migrate and mq rebuild (store/rocketmq/_columns.c;
+  tests/rocketmq/test_rocketmq_columns.py);
+- store.rocketmq._placing: messages copied into a new commit log, for mq migrate
+  (store/rocketmq/_placing.c; tests/rocketmq/test_mq_moving.py).
 """
 
 from setuptools import Extension, setup
@@ -20,4 +23,6 @@ setup(ext_modules=[Extension("store._lanes", ["store/_lanes.c"], optional=True, 
                    Extension("store._flusher", ["store/_flusher.c"], optional=True, extra_compile_args=FLAGS),
                    Extension("cluster.net._frames", ["cluster/net/_frames.c"], optional=True, extra_compile_args=FLAGS),
                    Extension("store.rocketmq._columns", ["store/rocketmq/_columns.c"], optional=True,
-                             extra_compile_args=FLAGS, depends=["store/_crc32.h"])])
+                             extra_compile_args=FLAGS, depends=["store/_crc32.h"]),
+                   Extension("store.rocketmq._placing", ["store/rocketmq/_placing.c"], optional=True,
+                             extra_compile_args=FLAGS)])

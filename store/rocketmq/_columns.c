@@ -3,7 +3,8 @@
  * read() fills, for the messages at given offsets of one buffer (a data file's map), the
  * columns store/rocketmq/columns.py's message_columns() returns, without an object per
  * message: in Python that loop is a few microseconds a message, here a fraction of one,
- * most of it the body's CRC.
+ * most of it the body's CRC. keys() does the same for the index keys of `mq migrate` and
+ * `mq rebuild` (columns.py's key_columns(): each topic#key as Java's String.hashCode()).
  *
  * Rules this module keeps:
  * - It decides nothing the Python loop (columns.py, the reference; tests/rocketmq/test_rocketmq_columns.py
@@ -163,74 +164,106 @@ typedef struct {
     int crc_ok;
 } row;
 
-/* OK with *r filled, SLOW, or -1 with an error set */
-static int one(const unsigned char *b, Py_ssize_t blen, int64_t off, int64_t n, int crc, topics *t, row *r) {
-    if (off < 0 || n < MIN_SIZE || off > blen || n > blen - off)
-        return SLOW;
-    const unsigned char *m = b + off, *stop = m + n;
-    int32_t size = get32(m), magic = get32(m + 4);
-    if ((magic != MAGIC_V1 && magic != MAGIC_V2) || size != n)
-        return SLOW;
-    uint32_t bcrc = (uint32_t)get32(m + 8);
-    r->size = size;
-    r->queue_id = get32(m + 12);
-    r->queue_offset = get64(m + 20);
-    r->phy = get64(m + 28);
-    r->sys_flag = get32(m + 36);
-    const unsigned char *p = m + 48 + ((r->sys_flag & BORNHOST_V6_FLAG) ? 20 : 8);
-    if (stop - p < 8)
-        return SLOW;
-    r->store_ts = get64(p);
-    p += 8 + ((r->sys_flag & STOREHOST_V6_FLAG) ? 20 : 8);
-    if (stop - p < 16)
-        return SLOW;
-    int32_t body_len = get32(p + 12);
-    const unsigned char *body = p + 16;
-    if (body_len < 0 || body_len > stop - body)
-        return SLOW;
-    p = body + body_len;
-    Py_ssize_t topic_len;
-    if (magic == MAGIC_V2) {
-        if (stop - p < 2)
-            return SLOW;
-        topic_len = get16(p);
-        p += 2;
-    } else {
-        if (stop - p < 1)
-            return SLOW;
-        topic_len = *p++;
-    }
-    if (topic_len < 0 || topic_len + 2 > stop - p)
-        return SLOW;
-    const unsigned char *topic = p;
-    p += topic_len;
-    Py_ssize_t props_len = get16(p);
-    p += 2;
-    if (props_len < 0 || props_len != stop - p)
-        return SLOW;
-    if (!utf8(topic, topic_len, NULL))
-        return SLOW;
-    /* TAGS and DELAY: the last pair of each name with a name and a value */
-    const unsigned char *tags = NULL, *delay = NULL;
-    Py_ssize_t tags_n = 0, delay_n = 0;
+/* The values of the last pair named `a` and of the last named `b` (each with a name and a
+ * value, as message.parse_properties keeps them) among the properties p[0:stop - p]; NULL
+ * when there is none. */
+static void pairs(const unsigned char *p, const unsigned char *stop, const char *a, Py_ssize_t an,
+                  const unsigned char **av, Py_ssize_t *avn, const char *b, Py_ssize_t bn,
+                  const unsigned char **bv, Py_ssize_t *bvn) {
+    *av = *bv = NULL;
+    *avn = *bvn = 0;
     while (p <= stop) {
         const unsigned char *sep = memchr(p, 0x02, (size_t)(stop - p));
         const unsigned char *pair_end = sep ? sep : stop;
         const unsigned char *eq = memchr(p, 0x01, (size_t)(pair_end - p));
         if (eq != NULL && eq > p && eq + 1 < pair_end) {
             Py_ssize_t name_n = eq - p;
-            if (name_n == 4 && memcmp(p, "TAGS", 4) == 0) {
-                tags = eq + 1;
-                tags_n = pair_end - tags;
-            } else if (name_n == 5 && memcmp(p, "DELAY", 5) == 0) {
-                delay = eq + 1;
-                delay_n = pair_end - delay;
+            if (name_n == an && memcmp(p, a, (size_t)an) == 0) {
+                *av = eq + 1;
+                *avn = pair_end - *av;
+            } else if (name_n == bn && memcmp(p, b, (size_t)bn) == 0) {
+                *bv = eq + 1;
+                *bvn = pair_end - *bv;
             }
         }
         if (sep == NULL)
             break;
         p = sep + 1;
     }
+}
+
+/* Where a message's parts lie, when the bytes are one as message.decode reads it */
+typedef struct {
+    int32_t size, magic, sys_flag;
+    uint32_t bcrc;
+    const unsigned char *m, *stop, *store_host, *body, *topic, *props;
+    Py_ssize_t body_len, topic_len, props_len;
+} parts;
+
+/* 1 with *q filled when b[off:off + n] is one message (decode would take it), else 0 */
+static int parse(const unsigned char *b, Py_ssize_t blen, int64_t off, int64_t n, parts *q) {
+    if (off < 0 || n < MIN_SIZE || off > blen || n > blen - off)
+        return 0;
+    const unsigned char *m = b + off, *stop = m + n;
+    q->size = get32(m);
+    q->magic = get32(m + 4);
+    if ((q->magic != MAGIC_V1 && q->magic != MAGIC_V2) || q->size != n)
+        return 0;
+    q->m = m;
+    q->stop = stop;
+    q->bcrc = (uint32_t)get32(m + 8);
+    q->sys_flag = get32(m + 36);
+    const unsigned char *p = m + 48 + ((q->sys_flag & BORNHOST_V6_FLAG) ? 20 : 8);
+    if (stop - p < 8)
+        return 0;
+    q->store_host = p + 8;  /* (after STORETIMESTAMP) */
+    p = q->store_host + ((q->sys_flag & STOREHOST_V6_FLAG) ? 20 : 8);
+    if (stop - p < 16)
+        return 0;
+    q->body_len = get32(p + 12);
+    q->body = p + 16;
+    if (q->body_len < 0 || q->body_len > stop - q->body)
+        return 0;
+    p = q->body + q->body_len;
+    if (q->magic == MAGIC_V2) {
+        if (stop - p < 2)
+            return 0;
+        q->topic_len = get16(p);
+        p += 2;
+    } else {
+        if (stop - p < 1)
+            return 0;
+        q->topic_len = *p++;
+    }
+    if (q->topic_len < 0 || q->topic_len + 2 > stop - p)
+        return 0;
+    q->topic = p;
+    p += q->topic_len;
+    q->props_len = get16(p);
+    q->props = p + 2;
+    return q->props_len >= 0 && q->props_len == stop - q->props;
+}
+
+/* OK with *r filled, SLOW, or -1 with an error set */
+static int one(const unsigned char *b, Py_ssize_t blen, int64_t off, int64_t n, int crc, topics *t, row *r) {
+    parts q;
+    if (!parse(b, blen, off, n, &q))
+        return SLOW;
+    r->size = q.size;
+    r->queue_id = get32(q.m + 12);
+    r->queue_offset = get64(q.m + 20);
+    r->phy = get64(q.m + 28);
+    r->sys_flag = q.sys_flag;
+    r->store_ts = get64(q.store_host - 8);
+    const unsigned char *topic = q.topic, *p = q.props, *stop = q.stop, *body = q.body;
+    Py_ssize_t topic_len = q.topic_len, body_len = q.body_len;
+    uint32_t bcrc = q.bcrc;
+    if (!utf8(topic, topic_len, NULL))
+        return SLOW;
+    /* TAGS and DELAY: the last pair of each name with a name and a value */
+    const unsigned char *tags, *delay;
+    Py_ssize_t tags_n, delay_n;
+    pairs(p, stop, "TAGS", 4, &tags, &tags_n, "DELAY", 5, &delay, &delay_n);
     uint32_t h = 0;
     if (tags != NULL && !utf8(tags, tags_n, &h))
         return SLOW;
@@ -313,6 +346,128 @@ done:
     for (int c = 0; c < NCOLS; c++)
         if (col[c].obj != NULL)
             PyBuffer_Release(&col[c]);
+    return result;
+}
+
+static const char keys_doc[] =
+    "keys(buf, offsets, lengths, count, store_ts, uniq_at, uniq_len) -> hashes\n\n"
+    "The index keys IndexService.buildIndex puts for each message at buf[offsets[k]:offsets[k] +\n"
+    "lengths[k]] (index.py's message_keys: topic#UNIQ_KEY, then topic#k for each k of KEYS split at\n"
+    "spaces; none for a rollback), as Java's String.hashCode() of each (int32, native order, in\n"
+    "bytes): count[k] (int32) says how many are the message's, -1 when it is not a message or its\n"
+    "topic, UNIQ_KEY or KEYS is not plain UTF-8 (left to message.decode); store_ts[k] (int64) its\n"
+    "STORETIMESTAMP; uniq_at[k] (int64) and uniq_len[k] (int32) where its UNIQ_KEY's bytes lie in\n"
+    "buf (-1 without one). See columns.py.";
+
+#define ROLLBACK 0xC  /* MessageSysFlag.TRANSACTION_ROLLBACK_TYPE */
+
+typedef struct {
+    int32_t *h;
+    Py_ssize_t n, cap;
+} hashes;
+
+static int push(hashes *o, uint32_t h) {
+    if (o->n == o->cap) {
+        Py_ssize_t cap = o->cap ? 2 * o->cap : 1024;
+        int32_t *g = PyMem_Realloc(o->h, (size_t)cap * sizeof(int32_t));
+        if (g == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        o->h = g;
+        o->cap = cap;
+    }
+    o->h[o->n++] = (int32_t)h;
+    return 0;
+}
+
+/* one message's keys pushed; their count, -1 when left to Python, -2 on an error set */
+static int keys_of(const parts *q, const unsigned char *uniq, Py_ssize_t uniq_n, const unsigned char *keys,
+                   Py_ssize_t keys_n, hashes *o) {
+    uint32_t ht = 0;
+    if (!utf8(q->topic, q->topic_len, &ht) || (uniq != NULL && !utf8(uniq, uniq_n, NULL)) ||
+        (keys != NULL && !utf8(keys, keys_n, NULL)))
+        return -1;
+    if ((q->sys_flag & ROLLBACK) == ROLLBACK)
+        return 0;
+    ht = 31 * ht + '#';
+    int count = 0;
+    if (uniq != NULL) {
+        uint32_t h = ht;
+        utf8(uniq, uniq_n, &h);
+        if (push(o, h) < 0)
+            return -2;
+        count++;
+    }
+    const unsigned char *p = keys, *end = keys + keys_n;
+    while (keys != NULL && p < end) {
+        const unsigned char *sp = memchr(p, ' ', (size_t)(end - p));
+        const unsigned char *stop = sp ? sp : end;
+        if (stop > p) {
+            uint32_t h = ht;
+            utf8(p, stop - p, &h);
+            if (push(o, h) < 0)
+                return -2;
+            count++;
+        }
+        p = stop + 1;
+    }
+    return count;
+}
+
+static PyObject *columns_keys(PyObject *self, PyObject *args) {
+    Py_buffer buf, offs, lens, count, store_ts, uniq_at, uniq_len;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*w*:keys", &buf, &offs, &lens, &count, &store_ts, &uniq_at, &uniq_len))
+        return NULL;
+    PyObject *result = NULL;
+    hashes o = {NULL, 0, 0};
+    Py_ssize_t n = offs.len / 8;
+    if (lens.len != offs.len || offs.len % 8 || count.len != n * 4 || store_ts.len != n * 8 || uniq_at.len != n * 8 ||
+        uniq_len.len != n * 4) {
+        PyErr_SetString(PyExc_ValueError, "offsets, lengths (int64), count (int32), store_ts, uniq_at (int64) and "
+                                          "uniq_len (int32) must be arrays of one length");
+        goto done;
+    }
+    const int64_t *o_ = offs.buf, *l_ = lens.buf;
+    const unsigned char *b = buf.buf;
+    int32_t *cnt = count.buf, *ulen = uniq_len.buf;
+    int64_t *uat = uniq_at.buf, *ts = store_ts.buf;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        parts q;
+        cnt[k] = -1;
+        ts[k] = 0;
+        uat[k] = -1;
+        ulen[k] = 0;
+        if (!parse(b, buf.len, o_[k], l_[k], &q))
+            continue;
+        const unsigned char *uniq, *keys;
+        Py_ssize_t uniq_n, keys_n;
+        pairs(q.props, q.stop, "UNIQ_KEY", 8, &uniq, &uniq_n, "KEYS", 4, &keys, &keys_n);
+        Py_ssize_t mark = o.n;
+        int got = keys_of(&q, uniq, uniq_n, keys, keys_n, &o);
+        if (got == -2)
+            goto done;
+        if (got < 0) {
+            o.n = mark;
+            continue;
+        }
+        cnt[k] = got;
+        ts[k] = get64(q.store_host - 8);
+        if (uniq != NULL) {
+            uat[k] = uniq - b;
+            ulen[k] = (int32_t)uniq_n;
+        }
+    }
+    result = PyBytes_FromStringAndSize((const char *)o.h, o.n * (Py_ssize_t)sizeof(int32_t));
+done:
+    PyMem_Free(o.h);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&lens);
+    PyBuffer_Release(&count);
+    PyBuffer_Release(&store_ts);
+    PyBuffer_Release(&uniq_at);
+    PyBuffer_Release(&uniq_len);
     return result;
 }
 
@@ -423,6 +578,7 @@ done:
 static PyMethodDef columns_methods[] = {
     {"read", columns_read, METH_VARARGS, read_doc},
     {"units", columns_units, METH_VARARGS, units_doc},
+    {"keys", columns_keys, METH_VARARGS, keys_doc},
     {NULL, NULL, 0, NULL},
 };
 

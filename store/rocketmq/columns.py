@@ -1,5 +1,6 @@
 """The fast path of ``mq topics`` and ``mq check``: the fields they need of many messages
-at once, as columns, without an object per message.
+at once, as columns, without an object per message; and (:func:`key_columns`) the index keys
+of many messages at once, for ``mq migrate`` and ``mq rebuild``.
 
 :func:`message_columns` reads the messages at given offsets of one buffer (a data file's
 map) into numpy arrays. store/rocketmq/_columns.c does it in C when it is built; the
@@ -23,7 +24,12 @@ from .message import (
     MAGICS,
     MESSAGE_MAGIC_CODE_V2,
     MIN_SIZE,
+    PROPERTY_KEYS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_ROLLBACK_TYPE,
+    NotAMessage,
+    decode,
     tags_code,
 )
 
@@ -160,3 +166,78 @@ _LEVEL = re.compile(rb"-?[0-9]{1,9}")
 def delay_level(value: bytes | None) -> int:
     """The DELAY property's level: an optional '-' and 1 to 9 ASCII digits, else -1."""
     return int(value) if value is not None and _LEVEL.fullmatch(value) else -1
+
+
+@dataclass
+class KeyColumns:
+    count: np.ndarray  # int32: how many of ``hashes`` are the message's; -1: left to message.decode
+    store_ts: np.ndarray  # int64: STORETIMESTAMP (0 where count is -1)
+    uniq_at: np.ndarray  # int64: where the UNIQ_KEY's bytes start in the buffer, -1 without one
+    uniq_len: np.ndarray  # int32: their length
+    hashes: np.ndarray  # int32: Java's String.hashCode() of each key, the messages' in order
+
+
+def key_columns(buf, offsets: np.ndarray, lengths: np.ndarray, *, compiled: bool = True) -> KeyColumns:
+    """The index keys ``IndexService.buildIndex`` puts for the messages at
+    ``buf[offsets[k]:offsets[k] + lengths[k]]`` (``topic#UNIQ_KEY``, then ``topic#k`` for each
+    non-empty ``k`` of KEYS split at spaces; none for a rollback), as the hashes of index.py's
+    ``java_hashes``. A message that is not one, or whose topic, UNIQ_KEY or KEYS is not plain
+    UTF-8, gets count -1: message.decode reads it as Java would (index.py does)."""
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    n = len(offsets)
+    out = KeyColumns(np.full(n, -1, np.int32), np.zeros(n, np.int64), np.full(n, -1, np.int64),
+                     np.zeros(n, np.int32), np.zeros(0, np.int32))
+    if compiled and _columns is not None:
+        raw = _columns.keys(buf, offsets, lengths, out.count, out.store_ts, out.uniq_at, out.uniq_len)
+        out.hashes = np.frombuffer(raw, np.int32)
+        return out
+    hashes: list[int] = []
+    for k, (off, ln) in enumerate(zip(offsets.tolist(), lengths.tolist())):
+        got = _keys_one(buf, off, ln)
+        if got is None:
+            continue
+        store_ts, uniq_at, uniq_len, keys = got
+        out.count[k], out.store_ts[k], out.uniq_at[k], out.uniq_len[k] = len(keys), store_ts, uniq_at, uniq_len
+        hashes += [tags_code(key) for key in keys]
+    out.hashes = np.array(hashes, np.int32)
+    return out
+
+
+def _keys_one(buf, off: int, n: int):
+    """(store time, UNIQ_KEY's place and length, index keys) of one message, or None when
+    message.decode must read it (not a message, or its topic, UNIQ_KEY or KEYS is not
+    plain UTF-8)."""
+    if off < 0:
+        return None
+    try:
+        m = decode(buf, off, n)
+    except NotAMessage:
+        return None
+    p = m.body_at + m.body_size
+    if m.magic == MESSAGE_MAGIC_CODE_V2:
+        (tlen,) = _I16.unpack_from(buf, p)
+        p += 2
+    else:
+        tlen = buf[p]
+        p += 1
+    found: dict[bytes, tuple[int, bytes]] = {}
+    at = p + tlen + 2
+    for pair in bytes(buf[at:off + n]).split(b"\x02"):
+        name, sep, value = pair.partition(b"\x01")
+        if sep and name and value:
+            found[name] = (at + len(name) + 1, value)
+        at += len(pair) + 1
+    uniq_at, uniq = found.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode(), (-1, None))
+    keys = found.get(PROPERTY_KEYS.encode(), (-1, None))[1]
+    try:
+        topic = bytes(buf[p:p + tlen]).decode("utf-8")
+        uniq_s = uniq.decode("utf-8") if uniq is not None else None
+        keys_s = keys.decode("utf-8") if keys is not None else None
+    except UnicodeDecodeError:
+        return None
+    out = []
+    if m.sys_flag & TRANSACTION_ROLLBACK_TYPE != TRANSACTION_ROLLBACK_TYPE:
+        out = [f"{topic}#{uniq_s}"] if uniq_s is not None else []
+        out += [f"{topic}#{k}" for k in (keys_s or "").split(" ") if k]
+    return m.store_timestamp, uniq_at, len(uniq) if uniq is not None else 0, out

@@ -37,6 +37,11 @@ from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL, parse_file_nam
 from .message import MAGICS, MIN_SIZE, PHY_POS_POSITION
 from .entries import Batch
 
+try:  # the compiled copy (store/rocketmq/_placing.c), when built
+    from . import _placing
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _placing = None
+
 COMMIT_LOG_DIR = "commitlog"  # StorePathConfigHelper / MessageStoreConfig.storePathCommitLog
 MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024  # MessageStoreConfig.mappedFileSizeCommitLog
 BLANK_MAGIC_CODE = -875286124  # CommitLog.BLANK_MAGIC_CODE
@@ -50,16 +55,30 @@ class MessageTooLarge(ValueError):
     """A message does not fit in one commit-log file (with the 8 bytes a blank may need)."""
 
 
+def too_large(n: int, file_size: int) -> MessageTooLarge:
+    """The error for a message of ``n`` bytes that no file of ``file_size`` bytes holds."""
+    return MessageTooLarge(f"a message of {n} bytes does not fit in a commit-log file of {file_size} bytes (it "
+                           f"needs {n + END_FILE_MIN_BLANK_LENGTH})")
+
+
 def file_name(start: int) -> str:
     return f"{start:0{FILE_NAME_DIGITS}d}"
 
 
 class CommitLogWriter:
-    """Appends messages to a new commit log in ``dir`` (created; must hold no file yet).
+    """Appends messages to a new commit log in ``dir`` (created; must hold no file yet), a
+    batch at a time.
 
-    ``append(message)`` writes a message's bytes at the log's end with its PHYSICALOFFSET set
-    to that position and returns it. ``close()`` leaves every file ``file_size`` bytes long
-    and synced. ``files`` counts the files begun, ``blanks`` the blank records written."""
+    ``append_many(buf, at, sizes)`` writes the messages ``buf[at[k]:at[k] + sizes[k]]`` at
+    the log's end, each with its PHYSICALOFFSET set to its new position, and returns those
+    positions: they follow from the sizes' running sum, broken only where a file rolls (a
+    message that does not fit in what is left, with the 8 bytes a blank needs, starts the
+    next file, and the blank record fills the rest of the old one); the bytes go out a
+    chunk of messages at a time (one copy each, _placing.c, and one write). ``append(message)``
+    is a batch of one. ``close()`` leaves every file ``file_size`` bytes long and synced.
+    ``files`` counts the files begun, ``blanks`` the blank records written."""
+
+    CHUNK = 8 << 20  # bytes copied and written at once (more when one message is larger)
 
     def __init__(self, dir: str, file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG, start: int = 0) -> None:
         if file_size <= END_FILE_MIN_BLANK_LENGTH:
@@ -74,57 +93,109 @@ class CommitLogWriter:
         self.offset = start  # where the next message goes
         self.files = 0
         self.blanks = 0
-        self._fh = None
+        self._fd = -1
         self._file_start = start
+        self._out = bytearray()
 
     @property
     def left(self) -> int:
         """Bytes left in the current file (0 before the first file is begun)."""
-        return 0 if self._fh is None else self._file_start + self.file_size - self.offset
-
-    def _next_file(self) -> None:
-        if self._fh is not None:
-            left = self.left
-            if left >= END_FILE_MIN_BLANK_LENGTH:
-                self._fh.write(_BLANK.pack(left, BLANK_MAGIC_CODE))
-                self.blanks += 1
-            self.offset += left
-            self._finish()
-        self._file_start = self.offset
-        self._fh = open(os.path.join(self.dir, file_name(self.offset)), "xb", buffering=1 << 20)
-        self.files += 1
-
-    def _finish(self) -> None:
-        fh, self._fh = self._fh, None
-        fh.flush()
-        os.ftruncate(fh.fileno(), self.file_size)  # full length, as MappedFileQueue.load wants
-        os.fsync(fh.fileno())
-        fh.close()
+        return 0 if self._fd < 0 else self._file_start + self.file_size - self.offset
 
     def append(self, message) -> int:
         """Write ``message`` (one message's bytes, TOTALSIZE long) and return its offset."""
-        n = len(message)
-        if n + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            raise MessageTooLarge(f"a message of {n} bytes does not fit in a commit-log file of "
-                                  f"{self.file_size} bytes (it needs {n + END_FILE_MIN_BLANK_LENGTH})")
-        if self._fh is None or n + END_FILE_MIN_BLANK_LENGTH > self.left:
-            self._next_file()
-        at = self.offset
-        fh = self._fh
-        fh.write(message[:PHY_POS_POSITION])
-        fh.write(_I64.pack(at))
-        fh.write(message[PHY_POS_POSITION + 8:])
-        self.offset += n
-        return at
+        return int(self.append_many(message, np.zeros(1, np.int64), np.array([len(message)], np.int64))[0])
+
+    def append_many(self, buf, at: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """Write the messages ``buf[at[k]:at[k] + sizes[k]]`` in order; their offsets (int64).
+        MessageTooLarge (nothing written) when one cannot fit in an empty file."""
+        at = np.ascontiguousarray(at, np.int64)
+        sizes = np.ascontiguousarray(sizes, np.int64)
+        n = len(sizes)
+        new = np.empty(n, np.int64)
+        if not n:
+            return new
+        big = np.flatnonzero(sizes + END_FILE_MIN_BLANK_LENGTH > self.file_size)
+        if len(big):
+            raise too_large(int(sizes[big[0]]), self.file_size)
+        ends = np.cumsum(sizes)  # (each message's end, counted from the batch's start)
+        i = 0
+        while i < n:
+            if self._fd < 0 or int(sizes[i]) + END_FILE_MIN_BLANK_LENGTH > self.left:
+                self._next_file()
+            base = int(ends[i - 1]) if i else 0
+            # the messages from i on that fit in this file: end + 8 within what is left
+            j = int(np.searchsorted(ends, base + self.left - END_FILE_MIN_BLANK_LENGTH, "right"))
+            new[i:j] = ends[i:j] - sizes[i:j] - base + self.offset
+            self._write(buf, at[i:j], sizes[i:j], new[i:j])
+            self.offset += int(ends[j - 1]) - base
+            i = j
+        return new
 
     def close(self) -> None:
-        if self._fh is not None:
+        if self._fd >= 0:
             self._finish()
         fd = os.open(self.dir, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _write(self, buf, at: np.ndarray, sizes: np.ndarray, new: np.ndarray) -> None:
+        """Messages that lie back to back in the current file from ``new[0]`` on."""
+        ends = np.cumsum(sizes)
+        i = 0
+        while i < len(sizes):
+            base = int(ends[i - 1]) if i else 0
+            j = max(i + 1, int(np.searchsorted(ends, base + self.CHUNK, "right")))
+            n = int(ends[j - 1]) - base
+            if len(self._out) < n:
+                self._out = bytearray(max(n, self.CHUNK))
+            place(buf, at[i:j], sizes[i:j], self._out, new[i:j] - new[i], new[i:j])
+            _pwrite_all(self._fd, memoryview(self._out)[:n], int(new[i]) - self._file_start)
+            i = j
+
+    def _next_file(self) -> None:
+        if self._fd >= 0:
+            left = self.left
+            if left >= END_FILE_MIN_BLANK_LENGTH:
+                _pwrite_all(self._fd, _BLANK.pack(left, BLANK_MAGIC_CODE), self.offset - self._file_start)
+                self.blanks += 1
+            self.offset += left
+            self._finish()
+        self._file_start = self.offset
+        self._fd = os.open(os.path.join(self.dir, file_name(self.offset)), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                           0o644)
+        self.files += 1
+
+    def _finish(self) -> None:
+        fd, self._fd = self._fd, -1
+        try:
+            os.ftruncate(fd, self.file_size)  # full length, as MappedFileQueue.load wants
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _pwrite_all(fd: int, data, offset: int) -> None:
+    view = memoryview(data)
+    while len(view):
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
+
+
+def _place_py(buf, at: np.ndarray, sizes: np.ndarray, out, dst: np.ndarray, phy: np.ndarray) -> None:
+    """_placing.place, a message at a time (without the compiled module; the tests' reference)."""
+    for a, n, d, p in zip(at.tolist(), sizes.tolist(), dst.tolist(), phy.tolist()):
+        if a < 0 or d < 0 or n < PHY_POS_POSITION + 8 or a + n > len(buf) or d + n > len(out):
+            raise ValueError(f"a message of {n} bytes from {a} to {d} does not fit its buffers")
+        out[d:d + n] = buf[a:a + n]
+        _I64.pack_into(out, d + PHY_POS_POSITION, p)
+
+
+place = _placing.place if _placing is not None else _place_py
 
 
 def log_files(dir: str) -> list[tuple[int, str]]:

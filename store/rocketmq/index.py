@@ -33,9 +33,10 @@ from operator import itemgetter
 import numpy as np
 
 from ..format import HEADER_SIZE
+from .columns import KeyColumns, key_columns
 from .commitlog import COMMIT_LOG_DIR, batches
 from .lookup import HASH_SLOT_SIZE, INDEX_DIR, INDEX_HEADER_SIZE, INDEX_SIZE, _HEADER
-from .message import TRANSACTION_ROLLBACK_TYPE, decode
+from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, TRANSACTION_ROLLBACK_TYPE, decode
 
 MAX_HASH_SLOT_NUM = 5_000_000  # MessageStoreConfig.maxHashSlotNum
 MAX_INDEX_NUM = 5_000_000 * 4  # MessageStoreConfig.maxIndexNum
@@ -89,8 +90,39 @@ def _powers(n: int) -> np.ndarray:
 
 def index_hashes(keys: list[str]) -> np.ndarray:
     """``IndexFile.indexKeyHashMethod``: |hashCode|, Integer.MIN_VALUE's as 0."""
-    h = np.abs(java_hashes(keys).astype(np.int64))
+    return index_form(java_hashes(keys))
+
+
+def index_form(hashes: np.ndarray) -> np.ndarray:
+    """``indexKeyHashMethod`` of ``String.hashCode()`` values (int32): |h|, Integer.MIN_VALUE's as 0."""
+    h = np.abs(hashes.astype(np.int64))
     return np.where(h > INT_MAX, 0, h)
+
+
+def take_keys(buf, offsets: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, KeyColumns]:
+    """The index keys of the messages at ``buf[offsets[k]:offsets[k] + lengths[k]]`` (each
+    must be a message): (keys per message, int64; their hashes in ``indexKeyHashMethod``'s
+    form, the messages' in order; the key columns, whose ``store_ts`` and ``count`` are
+    complete). Read a batch at a time (columns.key_columns); a message whose topic or keys
+    are not plain UTF-8 is decoded by message.decode, as Java would read it (NotAMessage if
+    it is not a message)."""
+    kc = key_columns(buf, offsets, lengths)
+    slow = np.flatnonzero(kc.count < 0)
+    if not len(slow):
+        return kc.count.astype(np.int64), index_form(kc.hashes), kc
+    counts = np.maximum(kc.count, 0).astype(np.int64)
+    ends = np.cumsum(counts)
+    pieces, at = [], 0
+    for k in slow.tolist():
+        m = decode(buf, int(offsets[k]), int(lengths[k]))
+        p = m.properties
+        keys = message_keys(m.topic, m.sys_flag, p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), p.get(PROPERTY_KEYS))
+        pieces += [kc.hashes[at:ends[k]], java_hashes(keys) if keys else np.zeros(0, np.int32)]
+        at = int(ends[k])
+        counts[k], kc.store_ts[k] = len(keys), m.store_timestamp
+    pieces.append(kc.hashes[at:])
+    kc.count[slow] = counts[slow]
+    return counts, index_form(np.concatenate(pieces)), kc
 
 
 def file_name_at(millis: int) -> str:
@@ -117,6 +149,8 @@ class IndexWriter:
         self._phy: list[int] = []  # per message added: its offset, store time and number of keys
         self._ts: list[int] = []
         self._n: list[int] = []
+        self._held: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (hashes, phy, ts) per key, in order
+        self._held_n = 0
         self._fh = None
         self._slot_map = None
         # the current file's header as IndexHeader holds it
@@ -135,27 +169,53 @@ class IndexWriter:
             if len(self._keys) >= BATCH:
                 self._flush()
 
+    def add_many(self, counts: np.ndarray, hashes: np.ndarray, phy: np.ndarray, store_ts: np.ndarray) -> None:
+        """Messages in log order, as :meth:`add` each: message k's keys are ``counts[k]`` of
+        ``hashes`` (``indexKeyHashMethod``'s form: :func:`take_keys`), after those of the
+        messages before it; ``phy`` and ``store_ts`` are the messages' (int64 arrays)."""
+        if not len(counts):
+            return
+        self.indexed += len(counts)
+        self.last_ts = int(store_ts[-1])
+        if not len(hashes):
+            return
+        t0 = time.perf_counter()
+        self._hold()
+        self._held.append((np.asarray(hashes, np.int64), np.repeat(phy, counts), np.repeat(store_ts, counts)))
+        self._held_n += len(hashes)
+        self.seconds += time.perf_counter() - t0
+        if self._held_n >= BATCH:
+            self._flush()
+
     def close(self) -> None:
         self._flush()
         self._finish_file()
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _flush(self) -> None:
+    def _hold(self) -> None:
+        """The keys :meth:`add` gathered, hashed and held with :meth:`add_many`'s (in order)."""
         if not self._keys:
             return
-        t0 = time.perf_counter()
-        hashes = index_hashes(self._keys)
         per = np.array(self._n, np.int64)
-        phy = np.repeat(np.array(self._phy, np.int64), per)
-        ts = np.repeat(np.array(self._ts, np.int64), per)
-        self.keys_written += len(self._keys)
+        self._held.append((index_hashes(self._keys), np.repeat(np.array(self._phy, np.int64), per),
+                           np.repeat(np.array(self._ts, np.int64), per)))
+        self._held_n += len(self._keys)
         self._keys, self._phy, self._ts, self._n = [], [], [], []
+
+    def _flush(self) -> None:
+        t0 = time.perf_counter()
+        self._hold()
+        if not self._held:
+            return
+        hashes, phy, ts = (np.concatenate(c) for c in zip(*self._held))
+        self._held, self._held_n = [], 0
+        self.keys_written += len(hashes)
         at = 0
         while at < len(hashes):
             if self._fh is None or self._count >= self.index_num:
                 self._next_file()
-            n = min(len(hashes) - at, self.index_num - self._count)
+            n = min(len(hashes) - at, self.index_num - self._count, BATCH)
             self._put(hashes[at:at + n], phy[at:at + n], ts[at:at + n])
             at += n
         self.seconds += time.perf_counter() - t0
@@ -236,14 +296,13 @@ def build_index(root: str, until: int, *, slots: int = MAX_HASH_SLOT_NUM, index_
         for b in batches(os.path.join(root, COMMIT_LOG_DIR)):
             if b.damage:
                 raise ValueError(f"{b.file}: {b.damage}")
-            for pos, bsize in zip(b.pos.tolist(), b.bsize.tolist()):
-                offset = pos + HEADER_SIZE
-                if offset >= until:
-                    return writer
-                m = decode(b.buf, offset - b.start, bsize)
-                props = m.properties
-                writer.add(message_keys(m.topic, m.sys_flag, props.get("UNIQ_KEY"), props.get("KEYS")),
-                           offset, m.store_timestamp)
+            offset = b.pos + HEADER_SIZE
+            n = int(np.searchsorted(offset, until))
+            if n:
+                counts, hashes, kc = take_keys(b.buf, offset[:n] - b.start, b.bsize[:n])
+                writer.add_many(counts, hashes, offset[:n], kc.store_ts)
+            if n < len(offset):
+                return writer
         return writer
     finally:
         writer.close()

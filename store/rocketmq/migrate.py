@@ -64,7 +64,6 @@ move with :class:`MigrateError` saying where; ``mq check`` tells more.
 
 from __future__ import annotations
 
-import csv
 import fcntl
 import os
 import shutil
@@ -74,17 +73,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import StoreCorruptError, StoreUsageError
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
 from ..metafiles import read_checkpoint
-from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, MessageTooLarge, file_name
+from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, file_name
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, find_queues, read_units
 from .consumequeue import file_size as file_size_of
-from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index, message_keys
+from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index
 from .lookup import INDEX_DIR
 from .layout import BrokerStore, batch_queue_files, rocksdb_queues
-from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, NotAMessage, decode, msg_id
+from .moving import IdMap, MigrateError, Mover, sync_files
 from .scan import batches
 from .timer import TimerLogError, move_timer_log
 
@@ -94,10 +92,6 @@ CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
 LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile
 CHECKPOINT_SIZE = 4096  # StoreCheckpoint maps MappedFile.OS_PAGE_SIZE bytes
 CHECKPOINT_TIMES = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
-
-
-class MigrateError(StoreUsageError):
-    """The move cannot be made (the text says why); nothing was written at DEST."""
 
 
 @dataclass
@@ -240,7 +234,7 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     os.makedirs(tmp)
     map_tmp = temp_name(id_map) if id_map is not None else None
     try:
-        with _IdMap(map_tmp) as ids:
+        with IdMap(map_tmp) as ids:
             _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else committed,
                    data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num), ids)
         if os.path.isdir(dest):
@@ -281,33 +275,6 @@ def _check_id_map(path: str, src_root: str) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise MigrateError(f"{parent}: no such directory (for --id-map {path})")
-
-
-class _IdMap:
-    """The id map's CSV writer (nothing when no path is given)."""
-
-    HEADER = ("old_msg_id", "new_msg_id", "uniq_key")
-
-    def __init__(self, path: str | None) -> None:
-        self.path, self.fh, self.out = path, None, None
-
-    def __enter__(self) -> "_IdMap":
-        if self.path is not None:
-            self.fh = open(self.path, "x", newline="", encoding="utf-8")
-            self.out = csv.writer(self.fh)
-            self.out.writerow(self.HEADER)
-        return self
-
-    def add(self, m, new_offset: int) -> None:
-        if self.out is not None:
-            self.out.writerow((m.msg_id, msg_id(m.store_host_raw, new_offset), m.uniq_key or ""))
-
-    def __exit__(self, *exc) -> None:
-        if self.fh is not None:
-            if exc[0] is None:
-                self.fh.flush()
-                os.fsync(self.fh.fileno())
-            self.fh.close()
 
 
 def _first_message(broker, data_file_size, index_file_size, from_index: int | None = None) -> int | None:
@@ -354,7 +321,7 @@ def _log_start(src_root: str, src_first: int | None, file_size: int, cut: int | 
 
 
 def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape,
-           ids: _IdMap) -> None:
+           ids: IdMap) -> None:
     cut = None if committed is None else _first_message(broker, data_file_size, index_file_size, committed + 1)
     start, furthest = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size,
                                  cut)
@@ -363,59 +330,22 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
                              f"blank units only, which RocketMQ takes for messages when the log starts at 0)")
     summary.dispatched_until = start  # (DefaultMessageStore.start: dispatch resumes at least at the log's start)
     log = CommitLogWriter(os.path.join(tmp, COMMIT_LOG_DIR), file_size, start)
-    old, new, last_ts, src_first = [], [], 0, None
     # the index is built in this pass for the messages up to the furthest unit's (the broker
     # dispatches from the end of its queues' units); checked against that end afterwards
     index = IndexWriter(tmp, *index_shape)
-    indexed_last, skipped_first, gather = None, None, 0.0
+    mover = Mover(broker.node_dir, log, index, ids, summary, committed, furthest, progress)
     try:
         for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
-            if b.damage:
-                raise MigrateError(f"{broker.node_dir}/{b.file}: damaged at offset {b.at - b.start} ({b.damage}); "
-                                   f"run 'dledgerctl store verify' on it")
-            if progress is not None:
-                progress(int(b.size.sum()))
-            for magic, idx, pos, bsize in zip(b.magic.tolist(), b.index.tolist(), b.pos.tolist(), b.bsize.tolist()):
-                if magic != MAGIC_NORMAL:
-                    summary.other_entries += 1
-                    continue
-                at = pos - b.start + HEADER_SIZE
-                try:
-                    m = decode(b.buf, at, bsize)
-                except NotAMessage as exc:
-                    raise MigrateError(f"{broker.node_dir}/{b.file}: entry {idx} at offset {pos - b.start} is not "
-                                       f"a RocketMQ message ({exc})") from None
-                if src_first is None:
-                    src_first = pos + HEADER_SIZE
-                if committed is not None and idx > committed:
-                    summary.left_out += 1
-                    summary.left_out_bytes += bsize
-                    continue
-                try:
-                    new.append(log.append(b.buf[at:at + bsize]))
-                except MessageTooLarge as exc:
-                    raise MigrateError(f"entry {idx}: {exc} (give a larger --commitlog-file-size)") from None
-                ids.add(m, new[-1])
-                if pos + HEADER_SIZE <= furthest:
-                    t0 = time.perf_counter()
-                    p = m.properties
-                    index.add(message_keys(m.topic, m.sys_flag, p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                                           p.get(PROPERTY_KEYS)), new[-1], m.store_timestamp)
-                    gather += time.perf_counter() - t0
-                    indexed_last = new[-1]
-                elif skipped_first is None:
-                    skipped_first = new[-1]
-                old.append(pos + HEADER_SIZE)
-                last_ts = m.store_timestamp
-                summary.messages += 1
-                summary.bytes += bsize
+            mover.feed(b)
     finally:
         log.close()
         t0 = time.perf_counter()
         index.close()
-        gather += time.perf_counter() - t0
+        mover.key_seconds += time.perf_counter() - t0
     summary.files, summary.blanks = log.files, log.blanks
-    old_a, new_a = np.array(old, np.int64), np.array(new, np.int64)
+    old_a, new_a = mover.offsets()
+    src_first, indexed_last, skipped_first, last_ts = mover.src_first, mover.indexed_last, mover.skipped_first, \
+        mover.last_ts
     _write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary)
     try:
         _, lost = move_timer_log(broker.root, tmp, old_a, new_a)
@@ -423,10 +353,10 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         raise MigrateError(f"{exc} (RocketMQ 5's timer log; nothing was written)") from None
     if lost:
         summary.notes.append(f"{lost} timer-log units of messages not moved point nowhere now (the timer skips them)")
-    del old, new, old_a, new_a
+    del old_a, new_a
     if (indexed_last is None or indexed_last < summary.dispatched_until) and \
             (skipped_first is None or skipped_first >= summary.dispatched_until):
-        summary.index_wall_seconds = gather
+        summary.index_wall_seconds = mover.key_seconds
         index_ts = _index_done(summary, index)
     else:  # (left-out messages, or fillPreBlank-only queues, moved the broker's dispatch point)
         index_ts = _write_index(tmp, summary, *index_shape)
@@ -481,6 +411,7 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
     queues = find_queues(src_root)
     fsize = file_size_of(queues)
     in_queue = 0
+    written: list[str] = []
     for q in queues:
         read_units(q, fsize)
         rel = os.path.relpath(q.dir, src_root)
@@ -513,7 +444,7 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
         first_kept = q.first + lead
         if not len(kept) and not first_kept:
             continue  # nothing of it stays: RocketMQ makes the queue again for its next message
-        _write_queue_files(os.path.join(tmp, rel), first_kept, kept, fsize)
+        written += _write_queue_files(os.path.join(tmp, rel), first_kept, kept, fsize)
         # ConsumeQueue.recover: the queue's maxPhysicOffset (offset + size of its last unit, a
         # blank one's too); DefaultMessageStore.start resumes dispatch at the largest, or at
         # the log's first offset when that is further (a blank-only queue's LOW_BLANK end is)
@@ -522,10 +453,11 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
         summary.queues += 1
         summary.units += len(kept)
         in_queue += len(kept)
+    sync_files(written)
     summary.undispatched = max(0, summary.messages - in_queue)
 
 
-def _write_queue_files(qdir: str, first: int, units: np.ndarray, fsize: int) -> None:
+def _write_queue_files(qdir: str, first: int, units: np.ndarray, fsize: int) -> list[str]:
     """Units from queue offset ``first`` on, in files of ``fsize`` bytes named by first byte;
     the first file's units before ``first`` are fillPreBlank units (0, Integer.MAX_VALUE, 0).
     A queue of no units gets LOW_BLANK units instead (its max offset stays ``first``, so
@@ -537,7 +469,8 @@ def _write_queue_files(qdir: str, first: int, units: np.ndarray, fsize: int) -> 
     reading one finds no message there (``CommitLog.getMessage``: offset 1 lies before the
     log's first file; offset 0 would be served from the first file) and rolls on. Such a
     queue that ends at a file boundary gets the file before it, full of them (RocketMQ
-    serves an empty file as a queue of one unit at offset 0)."""
+    serves an empty file as a queue of one unit at offset 0). The files' paths, written but
+    not synced yet (moving.sync_files syncs them all at once)."""
     os.makedirs(qdir)
     start = first * CQ_STORE_UNIT_SIZE
     fstart = start - start % fsize
@@ -546,14 +479,13 @@ def _write_queue_files(qdir: str, first: int, units: np.ndarray, fsize: int) -> 
     blank = np.zeros((start - fstart) // CQ_STORE_UNIT_SIZE, UNIT)
     blank["offset"], blank["size"] = LOW_BLANK if not len(units) else (0, BLANK_SIZE)
     data = memoryview(blank.tobytes() + units.tobytes())
-    at = 0
+    at, paths = 0, []
     while True:
-        with open(os.path.join(qdir, file_name(fstart)), "xb") as fh:
+        paths.append(os.path.join(qdir, file_name(fstart)))
+        with open(paths[-1], "xb") as fh:
             fh.write(data[at:at + fsize])
             fh.truncate(fsize)
-            fh.flush()
-            os.fsync(fh.fileno())
         at += fsize
         fstart += fsize
         if at >= len(data):
-            break
+            return paths
