@@ -434,6 +434,13 @@ static PyObject *columns_keys(PyObject *self, PyObject *args) {
     int64_t *uat = uniq_at.buf, *ts = store_ts.buf;
     for (Py_ssize_t k = 0; k < n; k++) {
         parts q;
+        if (k + PREFETCH < n) {  /* the head and the tail (topic, properties) of a message ahead */
+            int64_t po = o_[k + PREFETCH], pl = l_[k + PREFETCH];
+            if (po >= 0 && pl > 0 && po < buf.len && pl <= buf.len - po) {
+                __builtin_prefetch(b + po);
+                __builtin_prefetch(b + po + pl - 1);
+            }
+        }
         cnt[k] = -1;
         ts[k] = 0;
         uat[k] = -1;

@@ -239,16 +239,18 @@ class IndexWriter:
     def _put(self, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
         """Entries ``self._count ..`` of the current file (they fit)."""
         n = len(hashes)
-        idx = np.arange(self._count, self._count + n, dtype=np.int64)
         # time diff (IndexFile.putKey): from the begin timestamp as it is when each is put;
         # the file's first entry (count 1) sets the begin timestamp for those after it
         begin = np.full(n, self._begin_ts, np.int64)
         if self._count <= 1:
             begin[1:] = ts[0]
         diff = np.where(begin <= 0, 0, np.clip((ts - begin) // 1000, 0, INT_MAX))  # (a negative one: 0)
-        slot = hashes % self.slots
-        order = np.argsort(slot, kind="stable")
-        s_sorted, i_sorted = slot[order], idx[order]
+        # by slot, and in order within a slot: one sort of slot * n + k (no two alike), faster
+        # than a stable argsort of the slots
+        keyed = (hashes % self.slots) * n + np.arange(n, dtype=np.int64)
+        keyed.sort()
+        s_sorted, order = np.divmod(keyed, n)
+        i_sorted = order + self._count
         first = np.ones(n, bool)
         first[1:] = s_sorted[1:] != s_sorted[:-1]
         last = np.ones(n, bool)

@@ -243,3 +243,33 @@ def test_an_id_map_row_of_a_uniq_key_that_is_not_utf8_or_holds_a_comma(tmp_path)
     new = [decode(b, p, n) for _start, b, p, n in commitlog_walk(tmp_path / "ms")]
     assert rows[1:] == [[o.msg_id, m.msg_id, o.uniq_key or ""] for o, m in zip(old, new)]
     assert [r[2] for r in rows[1:]] == ["A,B\"C", "", "Q\ufffd"] and len(rows[2][0]) == 56
+
+
+def _store_files(root) -> dict[str, bytes]:
+    """Every file under ``root`` by its path, but index/ files by their order (their names are
+    the time they were made)."""
+    out = {}
+    for d, _, names in os.walk(root):
+        for k, n in enumerate(sorted(names)):
+            rel = os.path.relpath(os.path.join(d, n), root)
+            key = f"index/#{k}" if rel.startswith("index" + os.sep) else rel
+            with open(os.path.join(d, n), "rb") as fh:
+                out[key] = fh.read()
+    return out
+
+
+def test_without_the_compiled_modules_the_move_writes_the_same_store(tmp_path, monkeypatch):
+    from store.rocketmq import columns
+    sp = specs(200, 7)
+    sp[3]["properties"]["KEYS"] = "ключ 键 \U0001F600"
+    write_broker_store(str(tmp_path / "src"), sp, data_file_size=16 << 10)
+    broker = resolve_broker(str(tmp_path / "src"))
+    kw = dict(commitlog_file_size=2048, max_hash_slot_num=101, max_index_num=400, id_map=None)
+    migrate(broker, str(tmp_path / "fast"), **kw)
+    monkeypatch.setattr(columns, "_columns", None)
+    monkeypatch.setattr(commitlog, "place", commitlog._place_py)
+    migrate(broker, str(tmp_path / "slow"), **kw)
+    fast, slow = _store_files(tmp_path / "fast"), _store_files(tmp_path / "slow")
+    assert sorted(fast) == sorted(slow) and any(k.startswith("index/#1") for k in fast)
+    for k in fast:
+        assert fast[k] == slow[k], k
