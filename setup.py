@@ -10,8 +10,9 @@ instead (the tests say which one a run has).
 - store.rocketmq._columns: the columns of many RocketMQ messages at once, for mq topics
   and mq check, and their index keys for mq migrate and mq rebuild (store/rocketmq/_columns.c;
   tests/rocketmq/test_rocketmq_columns.py);
-- store.rocketmq._placing: messages copied into a new commit log, for mq migrate
-  (store/rocketmq/_placing.c; tests/rocketmq/test_mq_moving.py).
+- store.rocketmq._placing: messages copied into a new commit log, and index keys chained into
+  an index file, for mq migrate and mq rebuild (store/rocketmq/_placing.c;
+  tests/rocketmq/test_mq_moving.py).
 """
 
 from setuptools import Extension, setup

@@ -21,7 +21,10 @@ Rules kept here: a file is made full length and sparse (420 MB by default, mostl
 entries are appended in order and slots updated in place through a memory map of the slot
 table, so memory stays bounded by one batch of keys, never the file. Hashes are computed for
 a batch at once (Java's ``String.hashCode`` over UTF-16 units, ``Math.abs``, as
-``indexKeyHashMethod``).
+``indexKeyHashMethod``): from the messages' bytes by the compiled key columns
+(:func:`take_keys`), or from key strings (:meth:`IndexWriter.add`). A batch's entries are
+chained into the slots one key after another as ``putKey`` does (_placing.c's ``put_keys``;
+without it, with whole arrays: ``_entries_numpy``, which the tests hold it to).
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ from .columns import KeyColumns, key_columns
 from .commitlog import COMMIT_LOG_DIR, batches
 from .lookup import HASH_SLOT_SIZE, INDEX_DIR, INDEX_HEADER_SIZE, INDEX_SIZE, _HEADER
 from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, TRANSACTION_ROLLBACK_TYPE, decode
+
+try:  # the compiled key placing (store/rocketmq/_placing.c), when built
+    from . import _placing
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _placing = None
 
 MAX_HASH_SLOT_NUM = 5_000_000  # MessageStoreConfig.maxHashSlotNum
 MAX_INDEX_NUM = 5_000_000 * 4  # MessageStoreConfig.maxIndexNum
@@ -239,6 +247,25 @@ class IndexWriter:
     def _put(self, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
         """Entries ``self._count ..`` of the current file (they fit)."""
         n = len(hashes)
+        if _placing is not None:
+            entries = bytearray(n * INDEX_SIZE)
+            self._slot_count += _placing.put_keys(np.ascontiguousarray(hashes, np.int64),
+                                                  np.ascontiguousarray(phy, np.int64),
+                                                  np.ascontiguousarray(ts, np.int64), self._slot_map, entries,
+                                                  self._count, self._begin_ts)
+        else:
+            entries = self._entries_numpy(hashes, phy, ts)
+        base = INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE
+        os.pwrite(self._fh.fileno(), entries, base + self._count * INDEX_SIZE)
+        if self._count <= 1:
+            self._begin_phy, self._begin_ts = int(phy[0]), int(ts[0])
+        self._end_phy, self._end_ts = int(phy[-1]), int(ts[-1])
+        self._count += n
+
+    def _entries_numpy(self, hashes: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> bytes:
+        """_placing.put_keys with whole arrays (without the compiled module; the tests'
+        reference): the entries' bytes, the slot table and its count updated."""
+        n = len(hashes)
         # time diff (IndexFile.putKey): from the begin timestamp as it is when each is put;
         # the file's first entry (count 1) sets the begin timestamp for those after it
         begin = np.full(n, self._begin_ts, np.int64)
@@ -265,13 +292,8 @@ class IndexWriter:
         prev[order] = prev_sorted
         entries = np.empty(n, ENTRY)
         entries["hash"], entries["phy"], entries["diff"], entries["prev"] = hashes, phy, diff, prev
-        base = INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE
-        os.pwrite(self._fh.fileno(), entries.tobytes(), base + self._count * INDEX_SIZE)
         self._slot_map[s_sorted[last]] = i_sorted[last]
-        if self._count <= 1:
-            self._begin_phy, self._begin_ts = int(phy[0]), int(ts[0])
-        self._end_phy, self._end_ts = int(phy[-1]), int(ts[-1])
-        self._count += n
+        return entries.tobytes()
 
     def _finish_file(self) -> None:
         if self._fh is None:

@@ -273,3 +273,32 @@ def test_without_the_compiled_modules_the_move_writes_the_same_store(tmp_path, m
     assert sorted(fast) == sorted(slow) and any(k.startswith("index/#1") for k in fast)
     for k in fast:
         assert fast[k] == slow[k], k
+
+
+@pytest.mark.skipif(commitlog._placing is None, reason="store.rocketmq._placing is not built")
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, (1 << 31) - 1), st.integers(-5, 1 << 40),
+                                   st.integers(-3000, 1 << 42)), max_size=30), min_size=1, max_size=5),
+       st.integers(1, 13), st.integers(2, 40))
+def test_the_compiled_key_placing_writes_the_index_the_numpy_one_wrote(tmp_path_factory, batches_, slots, index_num):
+    """Hashes in a few slots (chains), times before and after a file's begin time, files that
+    fill (a new one begins where the full one ended), batches of keys one after another."""
+    from store.rocketmq import index as index_mod
+    base = str(tmp_path_factory.mktemp("ix"))
+    got = []
+    try:
+        for placing in (commitlog._placing, None):
+            index_mod._placing, saved = placing, index_mod._placing
+            try:
+                w = index_mod.IndexWriter(os.path.join(base, str(placing is None)), slots, index_num, now_millis=7)
+                for keys in batches_:
+                    a = np.array(keys, np.int64).reshape(-1, 3)
+                    w.add_many(np.ones(len(a), np.int64), a[:, 0], a[:, 1], a[:, 2])
+                    w._flush()
+                w.close()
+            finally:
+                index_mod._placing = saved
+            got.append([open(f, "rb").read() for f in w.files])
+    finally:
+        shutil.rmtree(base)
+    assert got[0] == got[1]
