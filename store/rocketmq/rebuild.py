@@ -54,11 +54,10 @@ from ..metafiles import read_checkpoint
 from .commitlog import COMMIT_LOG_DIR
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
 from .consumequeue import file_size as file_size_of
-from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, message_keys
+from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, take_keys
 from .layout import BrokerStore, batch_queue_files, rocksdb_queues
 from .logwalk import walk
 from .lookup import INDEX_DIR
-from .message import PROPERTY_KEYS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, decode
 from .migrate import CHECKPOINT_FILE, CHECKPOINT_SIZE, CHECKPOINT_TIMES, LOCK_FILE, _sync_dir, stale_temps
 from .scan import batches
 from .stream import Log, _overlaps
@@ -368,29 +367,24 @@ def _refuse(broker, findings: list) -> None:
     findings.clear()
 
 
-def _messages(broker, until: int, data_file_size, index_file_size):
-    """(commit-log offset, message) of each message before ``until``, in log order."""
-    for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
-        if b.damage:
-            raise RebuildError(f"{b.file}: {b.damage}")
-        for magic, pos, bsize in zip(b.magic.tolist(), b.pos.tolist(), b.bsize.tolist()):
-            offset = pos + HEADER_SIZE
-            if offset >= until:
-                return
-            if magic == MAGIC_NORMAL:
-                yield offset, decode(b.buf, offset - b.start, bsize)
-
-
 def _write_index(broker, tmp, summary, slots, index_num, data_file_size, index_file_size) -> int:
-    """``index/`` for the messages before the end of the furthest unit; the last one's store time."""
+    """``index/`` for the messages before the end of the furthest unit, their keys taken a batch
+    at a time (index.take_keys); the latest store time of those."""
     writer = IndexWriter(tmp, slots, index_num)
     latest = 0
     try:
-        for offset, m in _messages(broker, summary.dispatched_until, data_file_size, index_file_size):
-            p = m.properties
-            writer.add(message_keys(m.topic, m.sys_flag, p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                                    p.get(PROPERTY_KEYS)), offset, m.store_timestamp)
-            latest = max(latest, m.store_timestamp)
+        for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+            if b.damage:
+                raise RebuildError(f"{b.file}: {b.damage}")
+            offset = b.pos + HEADER_SIZE
+            n = int(np.searchsorted(offset, summary.dispatched_until))
+            normal = np.flatnonzero(b.magic[:n] == MAGIC_NORMAL)
+            if len(normal):
+                counts, hashes, kc = take_keys(b.buf, offset[normal] - b.start, b.bsize[normal])
+                writer.add_many(counts, hashes, offset[normal], kc.store_ts)
+                latest = max(latest, int(kc.store_ts.max()))
+            if n < len(offset):
+                break
     finally:
         writer.close()
     summary.index_files, summary.index_keys = len(writer.files), writer.keys_written
