@@ -82,11 +82,12 @@ from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index
 from .lookup import INDEX_DIR
 from .layout import BrokerStore, batch_queue_files, rocksdb_queues
-from .moving import IdMap, MigrateError, Mover, sync_files
+from .moving import IdMap, MigrateError, Mover, Offsets, sync_files
 from .scan import batches
 from .timer import TimerLogError, move_timer_log
 
 CONFIG_DIR = "config"
+OFFSETS_DIR = ".moved-offsets"  # in the temporary DEST while the queues are rewritten (moving.Offsets)
 COMPACTION_DIR = "compaction"  # RocketMQ 5: CompactionStore's root (compactionLog/, compactionCq/, position-checkpoint)
 CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
 LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile
@@ -333,11 +334,14 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     # the index is built in this pass for the messages up to the furthest unit's (the broker
     # dispatches from the end of its queues' units); checked against that end afterwards
     index = IndexWriter(tmp, *index_shape)
-    mover = Mover(broker.node_dir, log, index, ids, summary, committed, furthest, progress)
+    spill = os.path.join(tmp, OFFSETS_DIR)
+    offsets = Offsets(spill)
+    mover = Mover(broker.node_dir, log, index, ids, offsets, summary, committed, furthest, progress)
     try:
         for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
             mover.feed(b)
     finally:
+        offsets.close()
         log.close()
         t0 = time.perf_counter()
         index.close()
@@ -354,6 +358,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     if lost:
         summary.notes.append(f"{lost} timer-log units of messages not moved point nowhere now (the timer skips them)")
     del old_a, new_a
+    shutil.rmtree(spill)  # (DEST gets none of it)
     if (indexed_last is None or indexed_last < summary.dispatched_until) and \
             (skipped_first is None or skipped_first >= summary.dispatched_until):
         summary.index_wall_seconds = mover.key_seconds
@@ -419,6 +424,7 @@ def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src
             where, off, what = q.damaged[0]
             raise MigrateError(f"{where} (offset {off}): {what} (run 'dledgerctl mq check' on SRC)")
         units = q.units
+        q.units, q.segments = None, []  # (one queue's units in memory at a time)
         if not len(units) and not q.blanks:
             continue
         if len(old):

@@ -47,13 +47,44 @@ class MigrateError(StoreUsageError):
     """The move cannot be made (the text says why); nothing was written at DEST."""
 
 
+class Offsets:
+    """The moved messages' old and new commit-log offsets, appended to two files of native
+    int64 under ``directory`` a batch at a time and mapped back whole (:meth:`arrays`): the
+    consume queues' and the timer log's rewrite look each unit's message up among them, and
+    held in memory they would cost 16 bytes a message (480 MB for 30 million). The caller
+    removes ``directory``."""
+
+    def __init__(self, directory: str) -> None:
+        os.makedirs(directory)
+        self.paths = (os.path.join(directory, "old.i64"), os.path.join(directory, "new.i64"))
+        self._files = [open(p, "xb") for p in self.paths]
+        self.count = 0
+
+    def add(self, old: np.ndarray, new: np.ndarray) -> None:
+        self._files[0].write(np.ascontiguousarray(old, np.int64).tobytes())
+        self._files[1].write(np.ascontiguousarray(new, np.int64).tobytes())
+        self.count += len(old)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        for fh in self._files:
+            fh.close()
+        if not self.count:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return tuple(np.memmap(p, np.int64, "r", shape=(self.count,)) for p in self.paths)
+
+    def close(self) -> None:
+        for fh in self._files:
+            fh.close()
+
+
 class Mover:
     """Feeds batches of SRC's log (:meth:`feed`, in log order) to the new commit log, the
-    index writer and the id map. ``label``: the log's directory, as errors name it;
+    index writer, the id map and ``offsets`` (the moved messages' old and new offsets,
+    :class:`Offsets`). ``label``: the log's directory, as errors name it;
     ``committed``: the last entry index moved (None: all); ``furthest``: the commit-log
     offset of SRC's furthest consume-queue unit (messages up to it are indexed here)."""
 
-    def __init__(self, label: str, log: CommitLogWriter, index: IndexWriter, ids: "IdMap", summary,
+    def __init__(self, label: str, log: CommitLogWriter, index: IndexWriter, ids: "IdMap", offsets: Offsets, summary,
                  committed: int | None, furthest: int, progress: Callable[[int], None] | None = None) -> None:
         self.label, self.log, self.index, self.ids, self.summary = label, log, index, ids, summary
         self.committed, self.furthest, self.progress = committed, furthest, progress
@@ -62,13 +93,12 @@ class Mover:
         self.indexed_last: int | None = None  # the new offset of the last message indexed
         self.skipped_first: int | None = None  # ... of the first moved but not indexed
         self.key_seconds = 0.0  # taking the keys and handing them to the index writer
-        self._old: list[np.ndarray] = []
-        self._new: list[np.ndarray] = []
+        self._spill = offsets  # the moved messages' old and new offsets
 
     def offsets(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each moved message's offset in SRC and in DEST (increasing), as two int64 arrays."""
-        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
-        return cat(self._old), cat(self._new)
+        """Each moved message's offset in SRC and in DEST (increasing), as two int64 arrays
+        (mapped from the spill files: pages of the page cache, not of this process)."""
+        return self._spill.arrays()
 
     def feed(self, b: Batch) -> None:
         s = self.summary
@@ -121,8 +151,7 @@ class Mover:
             self.indexed_last = int(new[n - 1])
         if n < keep and self.skipped_first is None:
             self.skipped_first = int(new[n])
-        self._old.append(old)
-        self._new.append(new)
+        self._spill.add(old, new)
         self.last_ts = int(cols.store_ts[keep - 1])
         s.messages += keep
         s.bytes += int(bsize.sum())
