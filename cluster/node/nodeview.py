@@ -1,5 +1,5 @@
-"""What the request handler (requests.py, and its parts reads.py and operator.py) may see of
-the node it answers for: the one declared interface between them. The node
+"""What the request handler (requests.py, and its parts reads.py, operator.py, peers.py) may
+see of the node it answers for: the one declared interface between them. The node
 (process.py ``Node``) has all of it; a test can hand the handler anything else that does.
 """
 
@@ -39,7 +39,8 @@ class NodeView(Protocol):
         """The node's clock, in ms (the core's time)."""
 
     def process(self) -> None:
-        """Act on what the core decided (sends, commits, reads done)."""
+        """Act on what the core decided (sends, notes), then have the handler answer what it
+        finished (Requests.answer_finished)."""
 
     def frame_for(self, peer: str, req) -> Frame:
         """A peer request as the frame ``peer`` reads (its dialect)."""

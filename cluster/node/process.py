@@ -4,10 +4,10 @@ The node owns one asyncio loop. It ticks the core every few milliseconds, turns 
 requests into frames on per-peer channels and feeds back their answers or failures, feeds
 the state machine what is committed, and shuts down cleanly: on SIGTERM/SIGINT it stops
 serving, flushes the store and writes the checkpoint. What it answers is its request
-handler's (requests.py, with its parts reads.py and operator.py; client appends that arrive
-in the same loop iteration are proposed together, so with ``flush=sync`` they share one
-fsync), which sees the node through nodeview.py; its flushes run off the loop
-(background.py).
+handler's (requests.py, with its parts reads.py, operator.py and peers.py; client appends
+that arrive in the same loop iteration are proposed together, so with ``flush=sync`` they
+share one fsync), which sees the node through nodeview.py and answers what the core
+finished for clients itself; its flushes run off the loop (background.py).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from ..raft.dispatcher import DispatchState
 from ..raft.member import Role
 from ..raft.membership import initial as initial_members
 from ..raft.membership import load_configs
-from ..raft.proposal import Proposal
 from ..raft.rpc import Code, PushRequest, split_entries
 from ..raft.statemachine import Applier
 from .background import BackgroundSync
@@ -368,9 +367,9 @@ class Node:
 
     # -- core outputs -----------------------------------------------------------------
     def process(self) -> None:
+        """Act on what the core decided: send its requests, log its notes; then the handler
+        answers what it finished of what clients asked (requests.py answer_finished)."""
         ready = self.core.take()
-        reads = self.requests.reads
-        reads.note_round()
         m = self.core.member
         if m.leader_id is not None and self._leader_seen != (m.term, m.leader_id):
             self._leader_seen = (m.term, m.leader_id)
@@ -404,15 +403,11 @@ class Node:
         # The followers start on a push while this node goes on (say, to the other
         # follower's answer read in the same loop iteration): the wave of work that
         # 64 clients' appends make goes round sooner. Measured with 64 clients, this and
-        # the same for client replies in _finish: +2% and +12% appends/s in two series of
-        # same-minute pairs.
+        # the same for client replies (Requests.finish): +2% and +12% appends/s in two
+        # series of same-minute pairs.
         for peer in sent:
             self.channels[peer].flush()
-        for p in ready.done:
-            self._finish(p)
-        if ready.reads:
-            reads.done(ready.reads)
-        reads.wake_commit_waiters()
+        self.requests.answer_finished()
 
     def frame_for(self, peer: str, req) -> Frame:
         """A request to ``peer`` in its dialect: DLedger's JSON PUSH to a Java member, the
@@ -466,11 +461,6 @@ class Node:
                 self.counts.replicated_to(peer, time.perf_counter() - sent, req.count, len(req.entries))
             self.core.on_response(peer, req, resp, self.now())
         self.process()
-
-    def _finish(self, p: Proposal) -> None:
-        """A proposal is done: a membership change's, or client appends' (the handler answers them)."""
-        if not self.requests.operator.finish(p):
-            self.requests.finish(p)
 
     # -- the state machine ------------------------------------------------------------
     def _apply(self) -> None:

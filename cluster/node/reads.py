@@ -1,10 +1,15 @@
-"""Reads of a node that wait for a read index, through :class:`Reads`, a part of the request
-handler (requests.py): GET and QUERY with ``"consistency": "linearizable"`` (what dledgerctl's
-client asks by default) are answered only after a read index is confirmed
-(cluster/raft/reads.py): on the leader by a heartbeat round to a majority; on a follower by
-asking the leader for one (READ_INDEX) and waiting until it holds (GET: committed; QUERY:
-applied) that far. A node that cannot confirm answers NOT_LEADER, with the leader when it
-knows it, or TIMEOUT; the client then asks the leader.
+"""Reads that wait, through :class:`Reads`, a part of the request handler (requests.py).
+
+GET and QUERY with ``"consistency": "linearizable"`` (what dledgerctl's client asks by
+default) are answered only after a read index is confirmed (cluster/raft/reads.py): on the
+leader by a heartbeat round to a majority; on a follower by asking the leader for one
+(READ_INDEX) and waiting until it holds (GET: committed; QUERY: applied) that far. A node
+that cannot confirm answers NOT_LEADER, with the leader when it knows it, or TIMEOUT; the
+client then asks the leader. On the leader, the requests held on their connection until
+the core finishes their read are the handler's own (requests.py ``linearizable``: the hot
+path); what waits here, in an awaitable, is the rest: a follower's read, a node catching up
+to a read index (committed, or applied for a QUERY), READ_INDEX asked by a follower, and
+QUERY.
 
 ``"consistency": "serializable"`` answers from the asked node's own state at once, as every
 read did before (and as DLedger's own GetEntriesRequest is always answered).
@@ -13,14 +18,10 @@ read did before (and as DLedger's own GetEntriesRequest is always answered).
 from __future__ import annotations
 
 import asyncio
-import functools
-import logging
-import time
 
 from ..net import api
 from ..net.api_client import request_frame
-from ..net.frames import FLAG_RESPONSE, INDEX, Frame, ProtocolError, get_field, json_object
-from ..net.repeats import Repeats, held_back
+from ..net.frames import INDEX, Frame, ProtocolError, get_field, json_object
 from ..net.transport import TransportError
 from ..net.api import answer_frame
 from ..raft.member import Role
@@ -28,20 +29,18 @@ from ..raft.rpc import Code
 from ..raft.statemachine import StateMachineError
 from .nodeview import NodeView
 
-log = logging.getLogger("dledgerctl.node")
-
 
 class Reads:
-    """Linearizable reads and the requests waiting on them: reads waiting for this node to
-    commit (``commit_waiters``) or to apply (``queries``) up to their read index.
-    ``refusal(f, code, remark, leader)``: the handler's refusal answer."""
+    """Reads waiting in an awaitable: for this node to commit (``commit_waiters``) or to
+    apply (``queries``) up to their read index. From the handler: ``refusal(f, code,
+    remark, leader)``, its refusal answer; ``linearizable(f, answer, applied, conn)``, a
+    linearizable read (held on the leader); ``read_waiter(r)``, a future done when the
+    core finishes read ``r``."""
 
-    def __init__(self, node: NodeView, refusal, bad_requests: Repeats) -> None:
-        self.node, self._refusal, self._bad_requests = node, refusal, bad_requests
+    def __init__(self, node: NodeView, refusal, linearizable, read_waiter) -> None:
+        self.node, self._refusal, self._linearizable, self._read_waiter = node, refusal, linearizable, read_waiter
         self.queries: list[tuple] = []  # QUERYs waiting for entries to be applied: (index, future)
         self.commit_waiters: list[tuple] = []  # linearizable reads on a follower: (index, future)
-        self._round_scheduled = False  # a call to begin the waiting reads' round is queued
-        self._join = (0, -1)  # the latest read round begun, and the socket reads before it
 
     async def _read_index(self) -> tuple[Code, int, str | None, str]:
         """A confirmed read index: (SUCCESS, index, None, "") or (code, -1, leader hint, why not)."""
@@ -50,9 +49,7 @@ class Reads:
         if core.member.role == Role.LEADER:
             r = core.read_index(node.now())
             if not r.done:  # (the core ends every read: confirmed, timed out, or leadership lost)
-                r.ctx = fut = node.loop.create_future()
-                self._read_round_soon()
-                await fut
+                await self._read_waiter(r)
             return r.code, r.index, r.leader_id, r.remark
         leader = core.member.leader_id
         ch = node.channels.get(leader) if leader else None
@@ -70,60 +67,19 @@ class Reads:
                 get_field(o, "leaderId", str, None), get_field(o, "remark", str, "")
         return Code.SUCCESS, index, None, ""
 
-    def linearizable(self, f: Frame, answer, applied: bool, conn=None):
-        """The answer to a linearizable read: ``answer()`` (a Frame) once a read index is
-        confirmed, and with ``applied`` once the state machine has applied that far; a
-        refusal Frame when it cannot be. On the leader, the answer is a Frame now or, with
-        the request's connection ``conn``, None: the request is held on it and answered when
-        its round is confirmed (no future, no task per read: reads are a hot path). On a
-        follower (or without ``conn``), an awaitable."""
-        node = self.node
-        core = node.core
-        if core.member.role != Role.LEADER:
-            return self._linearizable_here(f, answer, applied)
-        joined, after = self._join
-        r = core.read_index(node.now(), joined if conn is not None and conn.read_seq <= after else 0)
-        if r.code is not None:
-            return self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
-        if conn is None:
-            r.ctx = fut = node.loop.create_future()
-            self._read_round_soon()
-            return self._held_then(fut, r, f, answer, applied)
-        r.ctx = (conn, f, answer, applied)
-        conn.hold()
-        if core.read_round_due:
-            if core.read_rounds:
-                self._read_round_soon()
-            else:  # (none out: begin one now, and the reads this socket read brought with it join it)
-                node.process()
-        return None
-
-    async def _held_then(self, fut, r, f: Frame, answer, applied: bool) -> Frame:
+    async def held_then(self, fut, r, f: Frame, answer, applied: bool) -> Frame:
+        """The answer to a read on the leader registered as ``r``, once ``fut`` (read_waiter's) is done."""
         await fut
-        out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
+        out = self.after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
         return out if isinstance(out, Frame) else await out
 
-    def _read_round_soon(self) -> None:
-        """The read just registered waits for a heartbeat round, which the core begins on the
-        next take(): after the rest of this loop iteration, so that the reads that came with
-        it share it (one round for them all, and the heartbeats go out once)."""
-        node = self.node
-        if not self._round_scheduled:
-            self._round_scheduled = True
-            node.loop.call_soon(node.supervisor.guard, "a read round", self._read_round_now)
-
-    def _read_round_now(self) -> None:
-        node = self.node
-        self._round_scheduled = False
-        if node.core is not None and node.core.has_output():
-            node.process()
-
-    async def _linearizable_here(self, f: Frame, answer, applied: bool) -> Frame:
+    async def on_follower(self, f: Frame, answer, applied: bool) -> Frame:
+        """A linearizable read on a follower: the leader's read index, then ``answer()``."""
         code, index, hint, remark = await self._read_index()
-        out = self._after_read(f, code, index, hint, remark, answer, applied)
+        out = self.after_read(f, code, index, hint, remark, answer, applied)
         return out if isinstance(out, Frame) else await out
 
-    def _after_read(self, f: Frame, code: Code, index: int, hint: str | None, remark: str, answer, applied: bool):
+    def after_read(self, f: Frame, code: Code, index: int, hint: str | None, remark: str, answer, applied: bool):
         """A Frame, or an awaitable of one while this node catches up to ``index``."""
         node = self.node
         if code != Code.SUCCESS:
@@ -146,55 +102,6 @@ class Reads:
             return self._refusal(f, Code.TIMEOUT, f"this node did not commit up to the read index {index} within "
                                                   f"{node.cfg.max_wait_ack_ms} ms")
         return answer()
-
-    def note_round(self) -> None:
-        """From the node's process(), after take(): a read round just begun is noted with the count of
-        socket reads so far; a read parsed from any of those arrived before its heartbeats
-        leave, and may join it (linearizable)."""
-        node = self.node
-        if node.core.read_round != self._join[0]:
-            self._join = (node.core.read_round, node.server.reads)
-
-    def done(self, reads) -> None:
-        """The core's ReadIndex reads done (from take()): answer the held requests, or wake
-        whoever awaits them (each read's ``ctx``)."""
-        node = self.node
-        success = Code.SUCCESS
-        applier = node.applier
-        for r in reads:
-            waiter = r.ctx
-            if waiter is None:
-                continue
-            r.ctx = None
-            if isinstance(waiter, asyncio.Future):  # (_read_index or _held_then, awaiting)
-                if not waiter.done():
-                    waiter.set_result(None)
-                continue
-            conn, f, answer, applied = waiter
-            try:
-                if r.code == success and (node.store.committed_index >= r.index if not applied else
-                                          applier is not None and applier.applied >= r.index):
-                    out = answer()  # (the common case, _after_read's first)
-                else:
-                    out = self._after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
-            except Exception:  # noqa: BLE001 - as the server answers a handler that failed: the node goes on
-                held = self._bad_requests.check(("failed", f.code), time.monotonic())
-                if held is not None:  # (what a client can make happen is logged at a bounded rate)
-                    log.exception("answering a linearizable read (request code %s) failed%s", f.code, held_back(held))
-                out = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
-            if isinstance(out, Frame):
-                conn.answer(f, out)
-                conn.release()
-            else:  # (this node is still applying up to the read index: rare on a leader)
-                task = asyncio.ensure_future(out)
-                node.track(task)
-                task.add_done_callback(functools.partial(self._held_answered, conn, f))
-
-    def _held_answered(self, conn, f: Frame, task: asyncio.Task) -> None:
-        conn.release()
-        if not task.cancelled():
-            conn.answer(f, task.result() if task.exception() is None else
-                        self._refusal(f, Code.INTERNAL_ERROR, str(task.exception())))
 
     def serve_read_index(self, req: api.ReadIndex, f: Frame, conn=None):
         """READ_INDEX from a follower serving a linearizable read: this leader's confirmed
@@ -257,7 +164,7 @@ class Reads:
             return self._refusal(f, Code.UNSUPPORTED, "this node runs no state machine that answers queries"
                                  + ("" if cfg.state_machine else " (start it with --state-machine)"))
         if req.consistency == api.LINEARIZABLE:
-            return self.linearizable(f, lambda: self._query_answer(f, req.query), applied=True, conn=conn)
+            return self._linearizable(f, lambda: self._query_answer(f, req.query), applied=True, conn=conn)
         want = node.store.committed_index
         if applier.applied >= want:
             return self._query_answer(f, req.query)

@@ -1,38 +1,41 @@
 """What a node answers: every frame its server reads goes to :meth:`Requests.serve`.
 
 A client or operator request is decoded once (cluster/net/api.py) and looked up by its type
-in one table; a peer request is decoded by cluster/net/wire.py (or, a Java leader's PUSH,
-cluster/net/dialect.py) and handed to the core (raft/core.py ``handle``). Answered here:
-METADATA and STATUS, APPEND (ours, and DLedger's AppendEntryRequest) and GET (ours, and
-DLedger's GetEntriesRequest). Reads that wait for a read index (GET, QUERY, READ_INDEX) are
-reads.py's; operator requests and membership changes, operator.py's. Each part reaches the
-node through :class:`cluster.node.nodeview.NodeView` only.
+in one table; a member's request goes to peers.py (decoded by cluster/net/wire.py, handed to
+the core). Answered here: METADATA and STATUS, and the clients' hot path, APPEND (ours, and
+DLedger's AppendEntryRequest) and GET (ours, and DLedger's GetEntriesRequest). Reads that
+wait in an awaitable (a follower's, QUERY, READ_INDEX) are reads.py's; operator requests and
+membership changes, operator.py's. Each part reaches the node through
+:class:`cluster.node.nodeview.NodeView` only.
 
-Appends are the hot path: queued per loop iteration and proposed together
-(:meth:`Requests.propose_batch`), answered once the core says their proposal is done. Under
+Appends are queued per loop iteration and proposed together (:meth:`Requests.propose_batch`);
+linearizable reads on the leader are held on their connection for a read index. Both are
+answered here when the core has finished them: after each step of the core, the node calls
+:meth:`Requests.answer_finished`, which takes them from the core (``take_finished()``), so
+a request's way back leads from the core to this module and out, as its way in did. Under
 TLS every request is checked against its connection's identity first. A request that does
 not decode is answered UNEXPECTED_ARGUMENT with the reason (REMOTING_NOT_SUPPORTED for a
 code no request has), and changes nothing: requests are checked before any awaiting begins,
 and an awaited answer that still finds one bad is answered the same way (never "internal
-error"). A VOTE or HEART_BEAT whose ``remoteId`` names another member is refused
-UNKNOWN_MEMBER, as DLedger refuses it (DLedgerServer.handleVote/handleHeartBeat). What a
-peer or client can make the node log goes through a rate limit (cluster/net/repeats.py): at
-most a line per host and kind every 10 s, with a count of what was held back.
+error"). What a peer or client can make the node log goes through a rate limit
+(cluster/net/repeats.py): at most a line per host and kind every 10 s, with a count of what
+was held back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import logging
 import os
 import time
 
 from store.base import appended_rows
 from store.errors import StoreError
-from store.kept import KEPT_IN
 from store.packed import PackedBodies
 
-from ..net import api, dialect
+from ..net import api
 from ..net.api import (
     answer_frame,
     append_answers,
@@ -42,18 +45,17 @@ from ..net.api import (
     store_entry_object,
 )
 from ..net.frames import (
+    FLAG_RESPONSE,
     REMOTING_NO_PERMISSION,
     REMOTING_NOT_SUPPORTED,
     BadMessage,
     Frame,
     error_frame,
-    get_field,
     json_body,
-    json_object,
     response_bytes,
 )
 from ..net.repeats import Repeats, held_back
-from ..net.tls import CLIENT, OPERATOR, PEER
+from ..net.tls import CLIENT, OPERATOR
 from ..net.tls import refusal as tls_refusal
 from ..net.wire import (
     APPEND,
@@ -61,32 +63,23 @@ from ..net.wire import (
     FORCE_COMPARE,
     FORCE_TRUNCATE,
     GET,
-    HEART_BEAT,
-    INSTALL_SNAPSHOT,
-    LEADERSHIP_TRANSFER,
     METADATA,
-    PROBE,
-    PUSH,
     QUERY,
     READ_INDEX,
-    REPAIR,
     STATUS,
-    VOTE,
     WATERMARKS,
-    decode_request,
-    response_frame,
 )
+from ..raft.member import Role
 from ..raft.proposal import Proposal
-from ..raft.rpc import Code, HeartBeatResponse, LeadershipTransferRequest, RepairResponse, VoteResponse, VoteResult
+from ..raft.reads import ReadIndex
+from ..raft.rpc import Code
 from ..raft.statemachine import KeyValue
 from .nodeview import NodeView
 from .operator import Operator
+from .peers import PEER_CODES, PeerRequests
 from .reads import Reads
 
 log = logging.getLogger("dledgerctl.node")
-
-# requests only members send each other (decoded, then checked against their sender)
-_PEER_CODES = frozenset({VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER, PROBE, REPAIR, INSTALL_SNAPSHOT})
 
 MAX_GET_COUNT = 1024
 MAX_GET_BYTES = 16 << 20
@@ -110,9 +103,11 @@ class _Addressed:
 
 
 class Requests:
-    """The node's answers, and the requests waiting for one: APPENDs not proposed yet
-    (``batch``) and proposals waiting for their quorum (``waiting``); its parts ``reads``
-    and ``operator`` keep theirs."""
+    """The node's answers, and the requests held for what the core finishes: APPENDs not
+    proposed yet (``batch``), proposals waiting for their quorum (``waiting``) and, on the
+    leader, linearizable reads waiting for their read index (each ReadIndex's ``ctx``: the
+    connection, the frame, how to answer); :meth:`answer_finished` answers them. Its parts
+    keep theirs: ``reads`` (what waits in an awaitable), ``operator``, ``peers``."""
 
     def __init__(self, node: NodeView) -> None:
         self.node = node
@@ -121,8 +116,11 @@ class Requests:
         self.waiting: dict[int, tuple[Proposal, list, list, float, int]] = {}
         self.bad_requests = Repeats()  # refused malformed requests, logged per host
         self._refusals_logged: dict[tuple, float] = {}
-        self.reads = Reads(node, self.refusal, self.bad_requests)
+        self._round_scheduled = False  # a call to begin the waiting reads' round is queued
+        self._join = (0, -1)  # the latest read round begun, and the server's socket reads before it
+        self.reads = Reads(node, self.refusal, self.linearizable, self.read_waiter)
         self.operator = Operator(node, self.refusal)
+        self.peers = PeerRequests(node, self._denied, self.bad_requests)
         r, o = self.reads, self.operator
         # what answers each client and operator request (decoded by cluster/net/api.py), by its code
         self._handlers = {METADATA: self._metadata, STATUS: self._metadata, APPEND: self._append, GET: self._timed_get,
@@ -169,8 +167,8 @@ class Requests:
         if conn.refused is not None:  # (its certificate is revoked: cluster/net/crl.py)
             node.counts.refusal("NO_PERMISSION")
             return error_frame(f.opaque, REMOTING_NO_PERMISSION, conn.refused)
-        if f.code in _PEER_CODES:
-            return self._peer(f, conn)
+        if f.code in PEER_CODES:
+            return self.peers.serve(f, conn)
         if node.tls is not None:  # (who may ask is decided before what is asked is read)
             denied = self._denied(f, conn, _client_need(f))
             if denied is not None:
@@ -213,59 +211,6 @@ class Requests:
             if why is not None:
                 return self.refusal(f, *why)
         return refused
-
-    # -- peer requests: to the core ---------------------------------------------------
-    def _peer(self, f: Frame, conn) -> Frame:
-        node = self.node
-        if f.code in (VOTE, HEART_BEAT):
-            misaddressed = self._misaddressed(f, conn)
-            if misaddressed is not None:
-                return misaddressed
-        if f.code == PUSH and "term" not in f.ext:  # a Java leader's: JSON, entries as objects
-            req = dialect.decode_push(f.body)
-        else:
-            req = decode_request(f)
-        if node.tls is not None:
-            taking = type(req) is LeadershipTransferRequest and not req.take
-            denied = self._denied(f, conn, OPERATOR if taking else PEER, None if taking else req.leader_id)
-            if denied is not None:
-                return denied
-        started = time.perf_counter() if f.code == INSTALL_SNAPSHOT else 0.0  # (timed: installs only)
-        # (a Java member is learnt from its request only once the core has taken it)
-        keeper = node.store.keeper  # (--keep-truncated: a repair's answer names the file it kept)
-        kept = keeper.last if keeper is not None else None
-        resp = node.core.handle(req, node.now(), java=f.language == "JAVA")
-        if type(resp) is RepairResponse and keeper is not None and keeper.last != kept and resp.dropped:
-            resp = dataclasses.replace(resp, remark=f"{KEPT_IN}{keeper.last}")
-        if f.code == PUSH and resp.code == Code.SUCCESS and req.count:
-            node.counts.received_entries += req.count
-            node.counts.received_bytes += len(req.entries)
-        elif f.code == INSTALL_SNAPSHOT and resp.installed:
-            node.counts.snapshot_install.observe(time.perf_counter() - started)
-        node.process()
-        if f.code == INSTALL_SNAPSHOT and resp.installed:
-            node.apply_soon()  # (queries waiting for what the snapshot holds are answered)
-        return response_frame(resp, f.opaque, f.code)
-
-    def _misaddressed(self, f: Frame, conn) -> Frame | None:
-        """UNKNOWN_MEMBER for a VOTE or HEART_BEAT meant for another member (its ``remoteId``),
-        with the leader this node knows, as DLedger answers it: a vote or a leader's beat for
-        someone else (a member reached at an address that is now another's) must not count
-        here. None when it names this node, or nobody (earlier dledgerctl members did not)."""
-        node = self.node
-        remote = get_field(json_object(f.body), "remoteId", str, None)
-        if remote is None or remote == node.cfg.self_id:
-            return None
-        m = node.core.member
-        node.counts.refusal(Code.UNKNOWN_MEMBER.name)
-        host = conn.peer[0] if conn.peer else None
-        held = self.bad_requests.check(("misaddressed", host), time.monotonic())
-        if held is not None:
-            log.warning("refused request code %d from %s: it is for %s, this is %s%s", f.code, host, remote,
-                        node.cfg.self_id, held_back(held))
-        resp = (VoteResponse(m.term, VoteResult.REJECT_UNKNOWN_LEADER, Code.UNKNOWN_MEMBER) if f.code == VOTE else
-                HeartBeatResponse(m.term, Code.UNKNOWN_MEMBER, m.leader_id))
-        return response_frame(resp, f.opaque, f.code)
 
     def _denied(self, f: Frame, conn, need: str, sender: str | None = None) -> Frame | None:
         """Under TLS: the refusal of a request its connection's identity may not make (one
@@ -403,7 +348,7 @@ class Requests:
             c.appended_entries += p.count
             c.appended_bytes += entry[4]
         self.answer_appends(p, entry[1], p.code, p.remark, entry[2])
-        for conn in {w[0] for w in entry[1] + entry[2]}:  # the answers leave now (process.py _process)
+        for conn in {w[0] for w in entry[1] + entry[2]}:  # the answers leave now (see answer_finished)
             conn.flush()
         return True
 
@@ -446,6 +391,120 @@ class Requests:
         for w, data in zip(waiters, answers):
             w[0].send_bytes(data)
 
+    # -- what the core finished ---------------------------------------------------------
+    def answer_finished(self) -> None:
+        """Answer what the core has finished of what clients asked (its take_finished():
+        proposals, reads): called after every step of the core, once the node has sent what
+        the step says (process.py), so the followers start on a push before the clients'
+        answers are made. A read round begun by that step is noted with the server's count
+        of socket reads so far: a read parsed from any of those arrived before the round's
+        heartbeats left, and may join it (linearizable)."""
+        node = self.node
+        core = node.core
+        if core.read_round != self._join[0]:
+            self._join = (core.read_round, node.server.reads)
+        finished = core.take_finished()
+        for p in finished.proposals:
+            if not self.finish(p):  # (client appends', else a membership change's)
+                self.operator.finish(p)
+        if finished.reads:
+            self._reads_done(finished.reads)
+        self.reads.wake_commit_waiters()
+
+    # -- linearizable reads on the leader: held for their read index -------------------------
+    def linearizable(self, f: Frame, answer, applied: bool, conn=None):
+        """The answer to a linearizable read (GET, QUERY; cluster/node/reads.py has how it
+        goes): ``answer()`` (a Frame) once a read index is confirmed, and with ``applied``
+        once the state machine has applied that far; a refusal Frame when it cannot be. On
+        the leader the answer is a Frame now or, with the request's connection ``conn``,
+        None: the request is held on it and answered when the core finishes its read (no
+        future, no task per read: reads are a hot path). On a follower (or without
+        ``conn``), an awaitable."""
+        node = self.node
+        core = node.core
+        if core.member.role != Role.LEADER:
+            return self.reads.on_follower(f, answer, applied)
+        joined, after = self._join
+        r = core.read_index(node.now(), joined if conn is not None and conn.read_seq <= after else 0)
+        if r.code is not None:
+            return self._read_answer(r, f, answer, applied)
+        if conn is None:
+            return self.reads.held_then(self.read_waiter(r), r, f, answer, applied)
+        r.ctx = (conn, f, answer, applied)
+        conn.hold()
+        if core.read_round_due:
+            if core.read_rounds:
+                self._read_round_soon()
+            else:  # (none out: begin one now, and the reads this socket read brought with it join it)
+                node.process()
+        return None
+
+    def read_waiter(self, r: ReadIndex) -> asyncio.Future:
+        """A future done when the core finishes read ``r`` (for a read answered by an awaitable)."""
+        r.ctx = fut = self.node.loop.create_future()
+        self._read_round_soon()
+        return fut
+
+    def _read_round_soon(self) -> None:
+        """The read just registered waits for a heartbeat round, which the core begins on the
+        next take(): after the rest of this loop iteration, so that the reads that came with
+        it share it (one round for them all, and the heartbeats go out once)."""
+        node = self.node
+        if not self._round_scheduled:
+            self._round_scheduled = True
+            node.loop.call_soon(node.supervisor.guard, "a read round", self._read_round_now)
+
+    def _read_round_now(self) -> None:
+        node = self.node
+        self._round_scheduled = False
+        if node.core is not None and node.core.has_output():
+            node.process()
+
+    def _read_answer(self, r: ReadIndex, f: Frame, answer, applied: bool):
+        """The answer to a read the core has finished: ``answer()`` when this node holds (with
+        ``applied``: has applied) what ``r`` says to; else reads.py's (a refusal, or an
+        awaitable while this node catches up: rare on a leader)."""
+        node = self.node
+        if r.code == Code.SUCCESS and (node.store.committed_index >= r.index if not applied else
+                                       node.applier is not None and node.applier.applied >= r.index):
+            return answer()
+        return self.reads.after_read(f, r.code, r.index, r.leader_id, r.remark, answer, applied)
+
+    def _reads_done(self, reads) -> None:
+        """The core's ReadIndex reads done: answer the held requests, or wake whoever awaits
+        them (each read's ``ctx``)."""
+        node = self.node
+        for r in reads:
+            waiter = r.ctx
+            if waiter is None:
+                continue
+            r.ctx = None
+            if isinstance(waiter, asyncio.Future):  # (read_waiter's, awaited)
+                if not waiter.done():
+                    waiter.set_result(None)
+                continue
+            conn, f, answer, applied = waiter
+            try:
+                out = self._read_answer(r, f, answer, applied)
+            except Exception:  # noqa: BLE001 - as the server answers a handler that failed: the node goes on
+                held = self.bad_requests.check(("failed", f.code), time.monotonic())
+                if held is not None:  # (what a client can make happen is logged at a bounded rate)
+                    log.exception("answering a linearizable read (request code %s) failed%s", f.code, held_back(held))
+                out = Frame(1, f.opaque, FLAG_RESPONSE, "internal error")
+            if isinstance(out, Frame):
+                conn.answer(f, out)
+                conn.release()
+            else:  # (this node is still applying up to the read index)
+                task = asyncio.ensure_future(out)
+                node.track(task)
+                task.add_done_callback(functools.partial(self._held_answered, conn, f))
+
+    def _held_answered(self, conn, f: Frame, task: asyncio.Task) -> None:
+        conn.release()
+        if not task.cancelled():
+            conn.answer(f, task.result() if task.exception() is None else
+                        self.refusal(f, Code.INTERNAL_ERROR, str(task.exception())))
+
     # -- GET ------------------------------------------------------------------------------
     def _timed_get(self, req, f: Frame, conn):
         started = time.perf_counter()
@@ -466,8 +525,8 @@ class Requests:
             return self._entries(f, req.begin_index, 1)
         if req.consistency == api.SERIALIZABLE:
             return self._entries(f, req.index, req.count, req.raw)
-        return self.reads.linearizable(f, lambda: self._entries(f, req.index, req.count, req.raw), applied=False,
-                                       conn=conn)
+        return self.linearizable(f, lambda: self._entries(f, req.index, req.count, req.raw), applied=False,
+                                 conn=conn)
 
     def _entries(self, f: Frame, index: int, count: int, raw: bool = False) -> Frame:
         node = self.node

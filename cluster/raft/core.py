@@ -5,8 +5,9 @@ Everything comes in through six calls, each given the current time in millisecon
 ``on_response(peer, request, response, now)`` and ``on_failure(peer, request, why, now)``
 (the outcome of a request this node sent), ``propose(bodies, now)`` (a client append) and
 ``read_index(now)`` (a linearizable read, reads.py). What the node must do comes out of
-``take()``: requests to send, finished proposals and reads, and notes for the log. Randomness comes from the ``rng`` given at construction. So a test
-can run whole clusters deterministically, and the asyncio node only moves bytes.
+``take()`` (requests to send, notes for the log); the clients' proposals and reads it
+finished, out of ``take_finished()``. Randomness comes from the ``rng`` given at
+construction: a test can run whole clusters deterministically; the node only moves bytes.
 
 Rules kept here:
 
@@ -74,7 +75,7 @@ from .following import Following
 from .leading import Leader
 from .member import MemberState, Role
 from .membership import Configs, Membership, initial
-from .proposal import Note, Proposal, Ready
+from .proposal import Finished, Note, Proposal, Ready
 from .reads import ReadIndex, Reads
 from .reconfig import Reconfiguration
 from .rpc import (
@@ -155,15 +156,22 @@ class RaftCore:
 
     # -- outputs ----------------------------------------------------------------------
     def take(self) -> Ready:
+        """What the node must do now; it begins the round the reads registered since wait for."""
         if self.reads.read_round_due:
             self.reads.begin_due_round()
         self._say_state()
-        ready = Ready(self._sends, self._done, self._notes, self.reads.take_done())
-        self._sends, self._done, self._notes = [], [], []
+        ready = Ready(self._sends, self._notes)
+        self._sends, self._notes = [], []
         return ready
 
+    def take_finished(self) -> Finished:
+        """The proposals and reads finished since the last call (read after take())."""
+        finished = Finished(self._done, self.reads.take_done())
+        self._done = []
+        return finished
+
     def has_output(self) -> bool:
-        """Is there something for take() (requests to send, proposals or reads done)?"""
+        """Is there something for take() or take_finished()?"""
         return bool(self._sends or self._done or self.reads.done or self.reads.read_round_due)
 
     def send(self, to: str, request) -> None:
@@ -431,7 +439,7 @@ class RaftCore:
     def propose(self, bodies, now: int) -> Proposal:
         """Append ``bodies`` as leader. The returned proposal is finished at once when
         refused (NOT_LEADER, LEADER_PENDING_FULL, DISK_FULL, ...: nothing was appended),
-        else when committed or timed out (it then shows up in ``take().done``)."""
+        else when committed or timed out (it then shows up in ``take_finished().proposals``)."""
         self.now = now
         m = self.member
         p = Proposal(len(bodies), m.term, leader_id=m.leader_id)
@@ -443,7 +451,7 @@ class RaftCore:
     def read_index(self, now: int, joins: int = 0) -> ReadIndex:
         """A read index for a linearizable read: done at once when refused (NOT_LEADER, or
         SUCCESS on a leader that needs nobody else), else once a heartbeat round begun after
-        it arrived is answered by a majority (then it shows up in ``take().reads``).
+        it arrived is answered by a majority (then it shows up in ``take_finished().reads``).
         ``joins``: a round whose heartbeats the caller knows left after this read arrived
         (0: none); while it is out, it serves this read too."""
         self.now = now

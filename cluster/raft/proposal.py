@@ -1,6 +1,7 @@
-"""What the deciding logic hands back for appends: a Proposal per client append (and per
-config entry), finished when committed, refused or timed out; and Ready, what a call left
-to do (requests to send, proposals finished, notes for the log)."""
+"""What the deciding logic hands back: a Proposal per client append (and per config entry),
+finished when committed, refused or timed out; Ready, what the node must do after a call
+(requests to send, notes for the log); and Finished, the clients' requests the core has
+finished since (proposals, and linearizable reads, raft/reads.py), for whoever holds them."""
 
 from __future__ import annotations
 
@@ -40,9 +41,18 @@ class Note(str):
         return note
 
 
-@dataclass
+@dataclass(slots=True)
 class Ready:
+    """RaftCore.take(): what the node must do (the loop's)."""
+
     sends: list[Send]
-    done: list[Proposal]
     notes: list[str]
+
+
+@dataclass(slots=True)
+class Finished:
+    """RaftCore.take_finished(): what the clients asked that the core has finished (the
+    request handler's, which holds the requests)."""
+
+    proposals: list[Proposal]
     reads: list = field(default_factory=list)  # ReadIndex reads done (raft/reads.py)

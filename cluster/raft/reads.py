@@ -67,7 +67,7 @@ class Reads:
         self.read_round, self.read_rounds = 0, {}
         self.read_round_due = False  # reads registered since take() last ran (it begins their round)
         self.reads_waiting: list[ReadIndex] = []
-        self.done: list[ReadIndex] = []  # (for take())
+        self.done: list[ReadIndex] = []  # (for take_finished())
         # read leases: per voter keeping the promise, when the latest heartbeat it answered
         # left; until when the lease holds (-1: it does not); whether a transfer voided it
         self.lease_acks: dict[str, int] = {}

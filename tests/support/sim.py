@@ -372,8 +372,9 @@ class Sim:
         ready = n.take()
         for s in ready.sends:
             self._send(node, s.to, s.request)
-        self.done.extend(ready.done)
-        self.reads_done.extend(ready.reads)
+        finished = n.take_finished()
+        self.done.extend(finished.proposals)
+        self.reads_done.extend(finished.reads)
         self.notes.extend((self.now, node, t) for t in ready.notes)
 
     # -- running ----------------------------------------------------------------------
