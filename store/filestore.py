@@ -52,7 +52,6 @@ class FileStore(LogStore):
         self.layout = layout
         self.data = data
         self.index = index
-        self.flush_policy = flush
         self.read_only = read_only
         self.extent = Extent()
         self.lock = NodeLock(layout)
