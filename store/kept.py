@@ -29,6 +29,7 @@ from .format import ENTRY_MAGICS, HEADER_SIZE, body_crc, chain_crc, crc_recorded
 
 KEPT_RE = re.compile(r"^truncated-(\d+)-(\d+)-(\d{8}T\d{6}(?:\.\d+)?Z?|\d{14})(?:-\d+)?\.entries$")
 DEFAULT_KEEP_BYTES = 1 << 30
+KEEP_ALL = 1 << 62  # a bound never reached: no kept file is ever dropped for room
 KEPT_IN = "kept in "  # how a follower's answer to a repair names the file it kept (cluster/node)
 
 
@@ -230,4 +231,4 @@ def kept_rows(path: str, *, lo: int | None = None, hi: int | None = None, pos: i
                "magic": None, "size": None, "crc": None, "status": "damage", "note": str(exc)}
 
 
-__all__ = ["Keeper", "KEPT_IN", "kept_name", "kept_files", "write_kept", "iter_kept", "kept_rows", "KEPT_RE"]
+__all__ = ["Keeper", "KEEP_ALL", "KEPT_IN", "kept_name", "kept_files", "write_kept", "iter_kept", "kept_rows", "KEPT_RE"]

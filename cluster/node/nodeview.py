@@ -9,6 +9,7 @@ import asyncio
 from typing import Protocol
 
 from store.base import LogStore
+from store.kept import Keeper
 
 from ..net.channel import Channel
 from ..net.frames import Frame
@@ -26,6 +27,7 @@ class NodeView(Protocol):
 
     cfg: NodeConfig
     store: LogStore  # (the node's FileStore: read_entries, keeper too)
+    operator_keeper: Keeper  # keeps an operator's cut (REPAIR): --keep-truncated's, else into the node directory
     counts: Counts
     tls: Tls | None
     server: FrameServer  # (its count of socket reads: which reads may join a read round)

@@ -29,7 +29,8 @@ from ..net.wire import (
     decode_request,
     response_frame,
 )
-from ..raft.rpc import Code, HeartBeatResponse, LeadershipTransferRequest, RepairResponse, VoteResponse, VoteResult
+from ..raft.rpc import (Code, HeartBeatResponse, LeadershipTransferRequest, RepairRequest, RepairResponse, VoteResponse,
+                        VoteResult)
 from .nodeview import NodeView
 
 log = logging.getLogger("dledgerctl.node")
@@ -64,9 +65,19 @@ class PeerRequests:
                 return denied
         started = time.perf_counter() if f.code == INSTALL_SNAPSHOT else 0.0  # (timed: installs only)
         # (a Java member is learnt from its request only once the core has taken it)
-        keeper = node.store.keeper  # (--keep-truncated: a repair's answer names the file it kept)
+        # An operator's cut (REPAIR) is kept even without --keep-truncated: by the node's
+        # operator_keeper, in the node directory (as store truncate keeps its cut); the answer
+        # names the file kept
+        store = node.store
+        configured = store.keeper
+        if type(req) is RepairRequest and configured is None:
+            store.keeper = node.operator_keeper
+        keeper = store.keeper
         kept = keeper.last if keeper is not None else None
-        resp = node.core.handle(req, node.now(), java=f.language == "JAVA")
+        try:
+            resp = node.core.handle(req, node.now(), java=f.language == "JAVA")
+        finally:
+            store.keeper = configured
         if type(resp) is RepairResponse and keeper is not None and keeper.last != kept and resp.dropped:
             resp = dataclasses.replace(resp, remark=f"{KEPT_IN}{keeper.last}")
         if f.code == PUSH and resp.code == Code.SUCCESS and req.count:

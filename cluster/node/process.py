@@ -24,7 +24,7 @@ import time
 from store.errors import StoreError
 from store.filestore import FileStore
 from store.files import unlink_all
-from store.kept import Keeper
+from store.kept import KEEP_ALL, Keeper
 from store.snapshot import SnapshotStore
 
 from ..net import dialect
@@ -89,6 +89,11 @@ class Node:
         self.store = FileStore.open(self.dir, data_file_size=cfg.data_file_size,
                                     index_file_size=cfg.index_file_size, flush="async",
                                     drop_behind=cfg.drop_behind, keeper=keeper)
+        # an operator's cut (peer truncate, peer compare's repair) keeps what it cuts either way:
+        # without --keep-truncated in the node directory, unbounded (nothing of an operator's
+        # earlier cuts is dropped for room), as store truncate keeps its own
+        self.operator_keeper = keeper or Keeper(self.dir, KEEP_ALL, say=lambda text, fields: log.warning(
+            "%s", text, extra=fields))
         dropped = self.store.recovery_warning()
         if dropped is not None:  # (said at the default level: entries this node held are gone)
             log.warning("%s: %s", self.dir, dropped)

@@ -253,8 +253,10 @@ def test_a_follower_cut_by_a_dledgerctl_leader_keeps_exactly_the_cut_entries(gro
     assert f"log on {now} (entries " in r.stderr
 
 
-def test_peer_compare_repair_on_a_keeping_follower_keeps_what_it_cuts(group, tmp_path):
-    """An operator's cut (peer compare --deep, relayed by the leader as a REPAIR) is kept too."""
+@pytest.mark.parametrize("configured", [True, False], ids=["keep-truncated", "node-directory"])
+def test_peer_compare_repair_keeps_what_it_cuts(group, tmp_path, configured):
+    """An operator's cut (peer compare --deep, relayed by the leader as a REPAIR) is kept too:
+    in the --keep-truncated directory, and without one in the member's node directory."""
     base, keep = group, str(tmp_path / "kept")
     r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--format", "json", "--timeout", "20",
             input="".join(f"d-{k}-".ljust(300, "x") + "\n" for k in range(900)))  # five data files: the
@@ -273,8 +275,11 @@ def test_peer_compare_repair_on_a_keeping_follower_keeps_what_it_cuts(group, tmp
     with FileStore.open(node_dir(base, follower), read_only=True) as s:
         end = s.end_index
         cut = [s.get_bytes(i) for i in range(7, end + 1)]
-    with open(recorded(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
-        fh.write(f'keep-truncated = "{keep}"\n')
+    if configured:
+        with open(recorded(base)["nodes"][int(follower[1:])]["config"], "a", encoding="utf-8") as fh:
+            fh.write(f'keep-truncated = "{keep}"\n')
+    else:
+        keep = node_dir(base, follower)
     restart(base, follower)
     wait_for(lambda: caught_up(base), 30, f"{follower} back")
     fix = peer(base, "compare", "--peer", follower, "--deep", "--format", "json")
