@@ -27,7 +27,8 @@ MaxHashSlotOpt = Annotated[int | None, typer.Option(
 MaxIndexNumOpt = Annotated[int | None, typer.Option(
     "--max-index-num", min=2, show_default=False,
     help="Entries per index/ file: the broker's maxIndexNum (it must match). Default: as for --max-hash-slot-num "
-         "(RocketMQ's 20000000).")]
+         "(RocketMQ's 20000000); with only one of the two given, the other is what the index/ files' length leaves "
+         "for it.")]
 
 
 def check_index_shape(max_hash_slot_num: int, max_index_num: int) -> None:

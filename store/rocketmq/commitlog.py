@@ -47,6 +47,7 @@ MAPPED_FILE_SIZE_COMMIT_LOG = 1024 * 1024 * 1024  # MessageStoreConfig.mappedFil
 BLANK_MAGIC_CODE = -875286124  # CommitLog.BLANK_MAGIC_CODE
 END_FILE_MIN_BLANK_LENGTH = 4 + 4  # CommitLog.DefaultAppendMessageCallback.END_FILE_MIN_BLANK_LENGTH
 
+BATCH = 1 << 16  # messages a batch of :func:`batches` holds at most (as a DLedger log's runs)
 _BLANK = struct.Struct(">ii")
 _I64 = struct.Struct(">q")
 
@@ -242,8 +243,8 @@ def walk_file(buf, size: int, p: int = 0, limit: int | None = None) -> tuple[lis
 
 
 def batches(dir: str, at: int | None = None) -> Iterator[Batch]:
-    """Every message of the commit log in ``dir``, a file at a time, as scan.py's batches of
-    DLedger entries are: ``pos`` is the message's offset - 48 and ``size`` its TOTALSIZE + 48
+    """Every message of the commit log in ``dir``, at most BATCH of one file at a time, as
+    scan.py's batches of DLedger entries are: ``pos`` is the message's offset - 48 and ``size`` its TOTALSIZE + 48
     (as if each were an entry whose body is the message, so that the checks' pos + 48 is
     the commit-log offset), ``bsize`` its TOTALSIZE, ``index`` its ordinal in the log, and
     ``shift`` 48 (what a finding adds to ``pos - start`` for the message's byte in its
@@ -266,16 +267,18 @@ def batches(dir: str, at: int | None = None) -> Iterator[Batch]:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        offs, sizes, p, end = walk_file(buf, size, skip if n == 0 else 0)
-        if offs:
-            pos = np.array(offs, np.int64) + start - HEADER_SIZE
-            bsize = np.array(sizes, np.int64)
-            k = len(offs)
-            index = np.full(k, -1, np.int64) if ordinal < 0 else np.arange(ordinal, ordinal + k, dtype=np.int64)
-            yield Batch(name, start, buf, np.full(k, MAGIC_NORMAL, np.int64), bsize + HEADER_SIZE, index,
-                        np.zeros(k, np.int64), pos, bsize, shift=HEADER_SIZE)
-            if ordinal >= 0:
-                ordinal += k
+        p, end = skip if n == 0 else 0, None
+        while end is None:  # (BATCH messages at a time: a 1 GiB file may hold millions)
+            offs, sizes, p, end = walk_file(buf, size, p, BATCH)
+            if offs:
+                pos = np.array(offs, np.int64) + start - HEADER_SIZE
+                bsize = np.array(sizes, np.int64)
+                k = len(offs)
+                index = np.full(k, -1, np.int64) if ordinal < 0 else np.arange(ordinal, ordinal + k, dtype=np.int64)
+                yield Batch(name, start, buf, np.full(k, MAGIC_NORMAL, np.int64), bsize + HEADER_SIZE, index,
+                            np.zeros(k, np.int64), pos, bsize, shift=HEADER_SIZE)
+                if ordinal >= 0:
+                    ordinal += k
         if end.damage:
             yield Batch(name, start, buf, damage=f"commit-log damage: {end.damage}", at=start + p - HEADER_SIZE,
                         shift=HEADER_SIZE)

@@ -165,13 +165,19 @@ def index_shape(root: str, slots: int | None, index_num: int | None, defaults: t
 
     The broker maps its ``index/`` files by its own settings (``IndexFile``: a file of another
     length is read at the wrong places, not refused), so a shape that is not the broker's
-    makes every look-up by key miss. Given (``slots`` or ``index_num`` not None, the other
-    then at its default), it is used, with a note when the files already under ``index/``
-    are of another length. Not given, it is read off those files: the defaults when they
+    makes every look-up by key miss. Given (``slots`` or ``index_num`` not None; one alone
+    takes the other from the files' length when they are all of one, else its default), it
+    is used, with a note when the files already under ``index/`` are of another length. Not given, it is read off those files: the defaults when they
     fit them (or there are none), else the shape of the broker's own ratio (maxIndexNum =
     4 x maxHashSlotNum) that their length tells, said in the note; a length that fits
     neither raises IndexShapeUnknown (nothing is written: the options must be given)."""
     sizes = _index_file_sizes(root)
+    lengths = sorted(set(sizes.values()))
+    if (slots is None) != (index_num is None) and len(lengths) == 1:  # one given: the other from the files' length
+        rest = lengths[0] - INDEX_HEADER_SIZE - (slots or 0) * HASH_SLOT_SIZE - (index_num or 0) * INDEX_SIZE
+        unit = INDEX_SIZE if index_num is None else HASH_SLOT_SIZE
+        if rest > 0 and rest % unit == 0:
+            slots, index_num = (slots, rest // unit) if index_num is None else (rest // unit, index_num)
     if slots is not None or index_num is not None:
         shape = IndexShape(defaults[0] if slots is None else slots, defaults[1] if index_num is None else index_num)
         other = sorted({s for s in sizes.values() if s != index_file_bytes(shape.slots, shape.index_num)})
@@ -181,7 +187,6 @@ def index_shape(root: str, slots: int | None, index_num: int | None, defaults: t
                           f"{os.path.join(root, INDEX_DIR)} holds files of {', '.join(map(str, other))} bytes; the "
                           f"new ones have {shape.slots} slots and {shape.index_num} entries as given "
                           f"({index_file_bytes(shape.slots, shape.index_num)} bytes)")
-    lengths = sorted(set(sizes.values()))
     if not lengths or lengths == [index_file_bytes(*defaults)]:
         return IndexShape(*defaults)
     per_slot = HASH_SLOT_SIZE + INDEX_PER_SLOT * INDEX_SIZE

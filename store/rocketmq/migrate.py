@@ -336,7 +336,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     index = IndexWriter(tmp, *index_shape)
     spill = os.path.join(tmp, OFFSETS_DIR)
     offsets = Offsets(spill)
-    mover = Mover(broker.node_dir, log, index, ids, offsets, summary, committed, furthest, progress)
+    mover = Mover(broker.node_dir, log, index, ids, offsets, summary, committed, furthest, progress, root=broker.root)
     try:
         for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
             mover.feed(b)

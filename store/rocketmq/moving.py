@@ -85,8 +85,10 @@ class Mover:
     offset of SRC's furthest consume-queue unit (messages up to it are indexed here)."""
 
     def __init__(self, label: str, log: CommitLogWriter, index: IndexWriter, ids: "IdMap", offsets: Offsets, summary,
-                 committed: int | None, furthest: int, progress: Callable[[int], None] | None = None) -> None:
+                 committed: int | None, furthest: int, progress: Callable[[int], None] | None = None,
+                 root: str = "") -> None:
         self.label, self.log, self.index, self.ids, self.summary = label, log, index, ids, summary
+        self.root = root  # the store root, which an old commit log's file names (``commitlog/...``) are under
         self.committed, self.furthest, self.progress = committed, furthest, progress
         self.src_first: int | None = None  # SRC's first message's offset (moved or not)
         self.last_ts = 0  # the last moved message's store time
@@ -103,6 +105,9 @@ class Mover:
     def feed(self, b: Batch) -> None:
         s = self.summary
         if b.damage:
+            if b.shift:  # (an old commit log's, before the DLedger log: divided.py)
+                raise MigrateError(f"{os.path.join(self.root, b.file)}: damaged at offset {b.at - b.start + b.shift} "
+                                   f"({b.damage}); run 'dledgerctl mq check' on SRC")
             raise MigrateError(f"{self.label}/{b.file}: damaged at offset {b.at - b.start} ({b.damage}); "
                                f"run 'dledgerctl store verify' on it")
         if self.progress is not None:
@@ -127,9 +132,14 @@ class Mover:
         big = np.flatnonzero(bsize[:keep] + END_FILE_MIN_BLANK_LENGTH > self.log.file_size)
         if len(big):
             k = int(big[0])
-            raise MigrateError(f"entry {int(idx[k])}: {too_large(int(bsize[k]), self.log.file_size)} (give a larger "
+            what = (f"the message at commit-log offset {int(pos[k]) + HEADER_SIZE}" if b.shift
+                    else f"entry {int(idx[k])}")
+            raise MigrateError(f"{what}: {too_large(int(bsize[k]), self.log.file_size)} (give a larger "
                                f"--commitlog-file-size)")
         if bad < len(idx):
+            if b.shift:
+                raise MigrateError(f"{os.path.join(self.root, b.file)}: the record at offset "
+                                   f"{int(pos[bad]) - b.start + b.shift} is not a RocketMQ message ({why})")
             raise MigrateError(f"{self.label}/{b.file}: entry {int(idx[bad])} at offset {int(pos[bad]) - b.start} is "
                                f"not a RocketMQ message ({why})")
         if self.src_first is None:

@@ -214,6 +214,9 @@ def test_damage_in_the_old_log_ends_it_but_not_the_dledger_log(store):
     assert found[0]["finding"] == "damage" and found[0]["file"] == f"commitlog/{files[1]}" and found[0]["offset"] == 0
     rows = run("mq", "messages", root)
     assert [r["phy_offset"] for r in rows if r["kind"] == "message"][-30:] == [w["phy_offset"] for w in info["new"]]
-    with pytest.raises(Exception, match="commitlog/"):
+    with pytest.raises(Exception) as err:
         migrate(resolve_broker(str(root)), str(root.parent / "ms"), commitlog_file_size=FILE)
+    # the old log's file under the store root, the byte in it, and the check that reads a commit log
+    assert str(err.value).startswith(f"{root / COMMIT_LOG_DIR / files[1]}: damaged at offset 0 "), str(err.value)
+    assert "mq check" in str(err.value)
     assert not os.path.exists(root.parent / "ms")

@@ -65,9 +65,16 @@ def test_given_options_win_and_a_mismatch_is_said(tmp_path):
     index_files(tmp_path, {"20261126101010101": index_file_bytes(97, 60)})
     shape = index_shape(str(tmp_path), 97, 60, DEFAULTS)
     assert (shape.slots, shape.index_num, shape.note) == (97, 60, None)
-    shape = index_shape(str(tmp_path), 11, None, DEFAULTS)
+    shape = index_shape(str(tmp_path), 11, None, DEFAULTS)  # (97 * 4 - 11 * 4 + 60 * 20 is no whole entry count)
     assert (shape.slots, shape.index_num) == (11, MAX_INDEX_NUM)
     assert f"{index_file_bytes(97, 60)} bytes" in shape.note
+
+
+def test_one_option_given_takes_the_other_from_the_files(tmp_path):
+    index_files(tmp_path, {"20261126101010101": index_file_bytes(1000, 4000)})
+    for given, want in (((1000, None), (1000, 4000)), ((None, 4000), (1000, 4000)), ((500, None), (500, 4100))):
+        shape = index_shape(str(tmp_path), *given, DEFAULTS)
+        assert (shape.slots, shape.index_num, shape.note) == (*want, None), given
 
 
 def specs(n: int = 40) -> list[dict]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from store.metafiles import read_checkpoint, write_checkpoint
+from store.rocketmq import commitlog
 from store.rocketmq.commitlog import BLANK_MAGIC_CODE, CommitLogWriter
 from store.rocketmq.message import decode
 from store.rocketmq.migrate import temp_name
@@ -319,3 +321,26 @@ def test_v2_and_compressed_messages_move_unchanged_from_a_node_directory(tmp_pat
         old = data[w["phy_offset"]:w["phy_offset"] + w["size"]]
         assert raw[:28] + raw[36:] == old[:28] + old[36:] and decode(raw).phy_offset == at
     assert [decode(raw).version for _, raw in got] == ["v2", "v1", "v2", "v2", "v1"]
+
+
+def test_a_commit_log_is_read_a_bounded_batch_at_a_time_with_the_same_results(src, tmp_path, monkeypatch):
+    """A commit-log file may hold millions of messages: commitlog.batches yields at most
+    BATCH of them at a time; what the commands make of them does not depend on it."""
+    root, written = src
+    dest = tmp_path / "dest"
+    assert invoke(root, dest, "--commitlog-file-size", CL).exit_code == 0
+
+    def results():
+        check = runner.invoke(app, ["mq", "check", str(dest), "--format", "json"])
+        assert check.exit_code == 0, check.output
+        return listed(dest), check.stderr, listed(dest, "--topic", "T1", "--format", "json")
+
+    whole = results()
+    monkeypatch.setattr(commitlog, "BATCH", 3)
+    sizes = [len(b) for b in commitlog.batches(str(dest / "commitlog"))]
+    assert max(sizes) == 3 and sum(sizes) == len(written)
+    assert results() == whole
+    again = tmp_path / "again"  # (and rebuild, whose index pass reads the new log)
+    shutil.copytree(dest, again)
+    r = runner.invoke(app, ["mq", "rebuild", str(again), "--format", "json"])
+    assert r.exit_code == 0, r.output
