@@ -99,11 +99,13 @@ class Keeper:
         bound leaves room for none of them)."""
         return self.keep(first, last, ((i, store.get_bytes(i)) for i in range(first, last + 1)))
 
-    def keep(self, first: int, last: int, entries: Iterable[tuple[int, bytes]], what: str = "truncation") -> str | None:
+    def keep(self, first: int, last: int | None, entries: Iterable[tuple[int, bytes]],
+             what: str = "truncation") -> str | None:
         """Write ``entries`` ((index, encoded entry), consecutive from ``first``, up to
-        ``last``) to a new file; its path (None when none of them is kept: the bound, or the
-        first unreadable). An entry that cannot be read (StoreError but StoreIOError, raised
-        by the iterator) ends the file there, said. ``what`` names the cut in what is said."""
+        ``last``; None: as many as they are) to a new file; its path (None when none of them
+        is kept: the bound, or the first unreadable). An entry that cannot be read (StoreError
+        but StoreIOError, raised by the iterator) ends the file there, said; so does the
+        bound. ``what`` names the cut in what is said."""
         try:
             os.makedirs(self.directory, exist_ok=True)
         except OSError as exc:
@@ -112,7 +114,7 @@ class Keeper:
         # at a time, and older kept files are dropped for the bound only once this one is
         # safely on disk, so a keep that fails (ENOSPC, EIO) has removed nothing.
         part = os.path.join(self.directory, f".keeping-{first}-{os.getpid()}.part")
-        size, upto, why = 0, first - 1, "over --keep-truncated-bytes"
+        size, upto, why = 0, first - 1, None  # why: what ended the file before the entries did
         it = iter(entries)
         try:
             with open(part, "wb") as fh:
@@ -127,6 +129,7 @@ class Keeper:
                         why = f"unreadable from entry {upto + 1}: {exc}"
                         break
                     if size + len(raw) > self.max_bytes:
+                        why = "over --keep-truncated-bytes"
                         break
                     fh.write(raw)
                     size, upto = size + len(raw), upto + 1
@@ -134,7 +137,7 @@ class Keeper:
                 os.fsync(fh.fileno())
             if upto < first:
                 os.unlink(part)
-                self.say(f"{what} of entries {first}..{last}: nothing kept ({why})",
+                self.say(f"{what} of entries {first}..{'' if last is None else last}: nothing kept ({why})",
                          {"event": "keep_truncated", "from_index": first, "to_index": last, "kept": 0})
                 return None
             self._make_room(size)
@@ -156,7 +159,7 @@ class Keeper:
                 raise StoreIOError(f"cannot keep the cut entries in {self.directory}: {exc.strerror or exc}") from exc
             raise
         self.last = path
-        short = f"; entries {upto + 1}..{last} not kept ({why})" if upto < last else ""
+        short = f"; entries {upto + 1}..{'' if last is None else last} not kept ({why})" if why else ""
         about = "the entries about to be cut" if what == "truncation" else f"the entries {what} is about to cut"
         self.say(f"kept {about}, {first}..{upto} ({size} bytes), in {path}{short}",
                  {"event": "keep_truncated", "from_index": first, "to_index": upto, "file": path, "bytes": size})

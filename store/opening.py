@@ -21,7 +21,7 @@ from .format import DEFAULT_DATA_FILE_SIZE, DEFAULT_INDEX_FILE_SIZE, HEADER_SIZE
 from .layout import NodeLayout
 from .metafiles import read_checkpoint
 from .reading import load_file_lists
-from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, cut_runs, plan_recovery
+from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, cut_runs, cut_units, plan_recovery
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -130,7 +130,7 @@ def recover(layout: NodeLayout, data: FileList, index: FileList, extent: Extent,
     ``--keep-truncated``): the whole entries recovery cuts are kept first, a file per run of
     consecutive ones (recovery.cut_runs); a keep that fails raises and nothing is cut."""
     plan = plan_recovery(data, index)
-    if keeper is not None and not read_only and plan.dropped_to > plan.end_index:
+    if keeper is not None and not read_only and cut_units(plan):
         _keep_cut(plan, data, index, keeper)
     found = Recovered(plan, None if read_only else apply_recovery(plan, data, index), read_only)
     extent.begin_index, extent.end_index, extent.end_term = plan.begin_index, plan.end_index, plan.end_term
@@ -153,13 +153,55 @@ def recover(layout: NodeLayout, data: FileList, index: FileList, extent: Extent,
 
 
 def _keep_cut(plan: RecoveryPlan, data: FileList, index: FileList, keeper) -> None:
-    first, last = plan.end_index + 1, plan.dropped_to
-    kept = 0
-    for run in cut_runs(plan, data, index):
-        keeper.keep(run[0][0], run[-1][0], run, what="recovery at open")
-        kept += len(run)
-    if kept < last - first + 1:
-        keeper.say(f"recovery at open cuts entries {first}..{last}: {last - first + 1 - kept} of them are not whole "
-                   f"(damaged, or their index records are) and were not kept",
-                   {"event": "keep_truncated", "from_index": first, "to_index": last,
-                    "not_kept": last - first + 1 - kept})
+    """Keep the whole entries recovery cuts, a file per run (recovery.cut_runs); when one
+    keep fails, the files this open kept are removed again and the error raised (nothing is
+    cut: the next start keeps them anew)."""
+    units = cut_units(plan)
+    kept, written = 0, []
+    try:
+        for run in cut_runs(plan, data, index):
+            counted = _Counted(run)
+            path = keeper.keep(counted.first, None, counted, what="recovery at open")
+            if path is None or counted.left_behind:  # (the bound: no room for more)
+                break
+            written.append(path)
+            kept += counted.n
+    except BaseException:
+        for path in written:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        raise
+    if kept < len(units):
+        keeper.say(f"recovery at open cuts what index units {units.start}..{units.stop - 1} record: "
+                   f"{len(units) - kept} of them are not whole entries (damaged, or their index records are) "
+                   f"or found no room, and were not kept",
+                   {"event": "keep_truncated", "from_index": units.start, "to_index": units.stop - 1,
+                    "not_kept": len(units) - kept})
+
+
+class _Counted:
+    """A run of entries, counted as the keeper takes them; ``left_behind``: it stopped taking
+    them before the run ended (its bound)."""
+
+    def __init__(self, run) -> None:
+        self._run, self.n, self.first, self._peeked = run, 0, None, None
+        self._peeked = next(run)
+        self.first = self._peeked[0]
+        self.done = False
+
+    def __iter__(self):
+        got = self._peeked
+        while True:
+            self.n += 1
+            yield got
+            try:
+                got = next(self._run)
+            except StopIteration:
+                self.done = True
+                return
+
+    @property
+    def left_behind(self) -> bool:
+        return not self.done

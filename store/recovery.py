@@ -243,11 +243,21 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
     idx_end = (plan.end_index + 1) * INDEX_UNIT_SIZE if plan.end_index >= 0 else 0
     plan.index_stale_end = index.nonzero_end(idx_end)
     plan.dropped_bytes = max(0, plan.stale_end - pos)
-    if plan.index_stale_end > idx_end:  # index records of entries past the end: those are dropped
-        last = read_index_record(index, (plan.index_stale_end - 1) // INDEX_UNIT_SIZE)
-        if last is not None and last.index > plan.end_index:
-            plan.dropped_to = last.index
+    # index records of entries past the end: those are dropped. The last one whose index is
+    # its unit's (a stray byte past the end makes a record of any number: never trusted)
+    for unit in reversed(cut_units(plan)):
+        rec = read_index_record(index, unit)
+        if rec is not None and rec.index == unit:
+            plan.dropped_to = unit
+            break
     return plan
+
+
+def cut_units(plan: RecoveryPlan) -> range:
+    """The index units past the log's end that hold something (up to the last non-zero byte
+    of the index files): where the entries recovery cuts are recorded, if anywhere."""
+    first = plan.end_index + 1
+    return range(first, max(first, -(-plan.index_stale_end // INDEX_UNIT_SIZE)))
 
 
 def apply_recovery(plan: RecoveryPlan, data: FileList, index: FileList) -> RecoveryReport:
@@ -307,23 +317,32 @@ def read_index_record(index: FileList, i: int):
     return decode_index(f.mm, off - f.start)
 
 
-def cut_runs(plan: RecoveryPlan, data: FileList, index: FileList) -> Iterator[list[tuple[int, bytes]]]:
-    """The whole entries recovery is about to cut (``end_index + 1 .. dropped_to``, found
-    by their index records), as runs of consecutive indexes: [(index, encoded entry), ...].
-    An entry is whole when the bytes its record points at hold a header of its index, size
-    and position and a body matching its recorded CRC; the others (the damage that ended the
-    log, for one) split the runs. Read before :func:`apply_recovery` zeroes them."""
-    run: list[tuple[int, bytes]] = []
-    for i in range(plan.end_index + 1, plan.dropped_to + 1):
+def cut_runs(plan: RecoveryPlan, data: FileList, index: FileList) -> Iterator[Iterator[tuple[int, bytes]]]:
+    """The whole entries recovery is about to cut (found by the index records past the end,
+    :func:`cut_units`), as runs of consecutive indexes, each an iterator of (index, encoded
+    entry) read one entry at a time (a cut may be gigabytes). An entry is whole when the bytes
+    its record points at hold a header of its index, size and position and a body matching
+    its recorded CRC; the others (the damage that ended the log, for one) split the runs. A
+    run must be used up (or dropped) before the next is asked for. Read before
+    :func:`apply_recovery` zeroes them."""
+    units = cut_units(plan)
+    at = [units.start]  # the next unit to look at
+
+    def run(first: int, raw: bytes) -> Iterator[tuple[int, bytes]]:
+        yield first, raw
+        for i in range(first + 1, units.stop):
+            at[0] = i + 1
+            got = _whole_entry(data, index, i)
+            if got is None:
+                return
+            yield i, got
+
+    while at[0] < units.stop:
+        i = at[0]
+        at[0] = i + 1
         raw = _whole_entry(data, index, i)
-        if raw is None:
-            if run:
-                yield run
-            run = []
-            continue
-        run.append((i, raw))
-    if run:
-        yield run
+        if raw is not None:
+            yield run(i, raw)
 
 
 def _whole_entry(data: FileList, index: FileList, i: int) -> bytes | None:

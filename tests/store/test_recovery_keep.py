@@ -88,3 +88,69 @@ def test_a_keep_that_fails_opens_nothing_and_cuts_nothing(tmp_path):
     assert file_crcs(node) == before  # (the lock file aside: nothing was cut)
     with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12) as s:  # (and it opens again)
         assert s.end_index == 109
+
+
+def index_unit_path(node: str, unit: int, isize: int = 1 << 12) -> tuple[str, int]:
+    off = unit * 32
+    return os.path.join(node, "index", f"{off - off % isize:020d}"), off % isize
+
+
+def test_a_stray_index_record_past_the_end_is_not_taken_for_entries(tmp_path):
+    """A record past the last entry's holds whatever a stray byte makes of it: its index is
+    never trusted (a number like 2**40 had recovery walk that many units), and a record of
+    index 0 there no longer hides the whole entries before it from the keep."""
+    node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
+    raw = written(node)
+    flip_body_byte(node, raw[110], pos_of(raw[110]))
+    path, at = index_unit_path(node, 125)  # (past entry 119's record: the index files' tail is zeros)
+    with open(path, "r+b") as fh:
+        fh.seek(at + 20)  # (the index field of the record: i64 at byte 16)
+        fh.write(b"\x01")
+    said = []
+    with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12,
+                        keeper=Keeper(keep, say=lambda text, fields: said.append(text))) as s:
+        assert s.end_index == 109
+        assert "entries 110..119" in s.recovery_warning()  # (not 110..<the stray number>)
+    (kept, _), = kept_files(keep)
+    assert [h.index for _o, h, _b in iter_kept(kept)] == list(range(111, 120))
+    assert any("units 110..125" in t and "7 of them" in t for t in said), said
+
+
+def test_the_keep_reads_no_further_than_its_bound(tmp_path, monkeypatch):
+    """A cut may be gigabytes: entries are read one at a time as the keeper writes them, and
+    no more once its bound is reached."""
+    import store.recovery as recovery
+
+    node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
+    raw = written(node)
+    flip_body_byte(node, raw[100], pos_of(raw[100]))
+    reads = []
+    whole = recovery._whole_entry
+    monkeypatch.setattr(recovery, "_whole_entry", lambda d, x, i: reads.append(i) or whole(d, x, i))
+    with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12,
+                        keeper=Keeper(keep, max_bytes=len(raw[101]) + len(raw[102]))) as s:
+        assert s.end_index == 99
+    (kept, _), = kept_files(keep)
+    assert [h.index for _o, h, _b in iter_kept(kept)] == [101, 102]
+    assert reads == [100, 101, 102, 103]  # (the damaged one, two kept, one that found no room)
+
+
+def test_a_failed_keep_takes_back_the_files_this_open_kept(tmp_path, monkeypatch):
+    node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
+    raw = written(node)
+    flip_body_byte(node, raw[112], pos_of(raw[112]))
+    flip_body_byte(node, raw[105], pos_of(raw[105]))
+    before = file_crcs(node)
+    keeper = Keeper(keep)
+    real, calls = keeper.keep, []
+
+    def second_fails(*args, **kw):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise StoreIOError("No space left on device")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(keeper, "keep", second_fails)
+    with pytest.raises(StoreIOError):
+        FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12, keeper=keeper)
+    assert calls == [106, 113] and kept_files(keep) == [] and file_crcs(node) == before
