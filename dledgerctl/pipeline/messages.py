@@ -25,6 +25,7 @@ import json
 from pyspark.sql import functions as F
 
 from store.format import HEADER_SIZE
+from store.rocketmq.divided import old_log_dir
 from store.rocketmq.message import MAX_MESSAGE_SIZE
 
 from .commitlogs import file_summary, log_plan, store_files
@@ -55,6 +56,11 @@ def commit_log_plans(spark, nodes) -> dict[str, list[tuple[int, int]]]:
 
 def _messages(spark, paths, **options):
     nodes = _nodes(paths)
+    for node in nodes:
+        old = None if node.commit_log else old_log_dir(node.dir)
+        if old is not None:  # (its old log's messages would be missing from the rows: refused, not half read)
+            raise PipelineUsageError(f"{node.dir}: its DLedger log follows an old commit log ({old}), which the Spark "
+                                     f"mq jobs do not read; 'dledgerctl mq topics' and 'mq messages' read both")
     plans = commit_log_plans(spark, nodes)
     df = read_entries(spark, nodes, rocketmq=True, checkCrc=False, firstIndexes=json.dumps(plans) if plans else None,
                       **options)

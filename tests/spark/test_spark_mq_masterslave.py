@@ -176,3 +176,18 @@ def test_a_damaged_file_ends_the_log_as_mq_messages_ends_it(stores, tmp_path):
     assert [(r["index"], r["pos"]) for r in _read(copy, rocketmq=True)] == [(r["index"], r["pos"]) for r in rows]
     assert [s for s, _ in plan_store(copy)] == starts[:3] and len(starts) > 3
     assert _mq_messages(copy)[-1]["kind"] == "damage"
+
+
+def test_a_store_whose_dledger_log_follows_an_old_commit_log_is_refused(spark, tmp_path):
+    """The jobs read a node's DLedger log only: such a store's old messages would be missing
+    from their rows, so it is refused in one line (mq topics and mq messages read both)."""
+    from tests.support.rmq_divided import write_divided_store
+
+    root = tmp_path / "divided"
+    old = [{"topic": "T", "queue_id": 0, "body": b"old-%d" % i} for i in range(5)]
+    new = [{"topic": "T", "queue_id": 0, "body": b"new-%d" % i} for i in range(3)]
+    write_divided_store(str(root), old, new, file_size=4096)
+    for job in ("mq-topics", "mq-find"):
+        r = runner.invoke(app, ["spark", job, str(root), *(["--key", "x"] if job == "mq-find" else [])])
+        assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.output
+        assert "follows an old commit log" in r.stderr and "mq topics" in r.stderr
