@@ -19,11 +19,12 @@ from enum import Enum
 from typing import Annotated
 
 import typer
+from typer.completion import completion_init
+
 try:  # (typer's own copy of click since 0.24; click itself before)
     from typer._click.exceptions import UsageError
 except ImportError:  # pragma: no cover
     from click.exceptions import UsageError
-from typer.completion import completion_init
 
 from . import __version__
 from .basics import LogLabels, fail, log, quiet_closed_stdout, stdout_gone

@@ -186,22 +186,14 @@ class _Counted:
     them before the run ended (its bound)."""
 
     def __init__(self, run) -> None:
-        self._run, self.n, self.first, self._peeked = run, 0, None, None
-        self._peeked = next(run)
-        self.first = self._peeked[0]
-        self.done = False
+        self._run, self.n, self.left_behind = run, 0, True
+        self._head = next(run)
+        self.first = self._head[0]
 
     def __iter__(self):
-        got = self._peeked
-        while True:
-            self.n += 1
+        yield self._head
+        self.n = 1
+        for got in self._run:
             yield got
-            try:
-                got = next(self._run)
-            except StopIteration:
-                self.done = True
-                return
-
-    @property
-    def left_behind(self) -> bool:
-        return not self.done
+            self.n += 1
+        self.left_behind = False

@@ -189,10 +189,8 @@ def index_shape(root: str, slots: int | None, index_num: int | None, defaults: t
                           f"({index_file_bytes(shape.slots, shape.index_num)} bytes)")
     if not lengths or lengths == [index_file_bytes(*defaults)]:
         return IndexShape(*defaults)
-    per_slot = HASH_SLOT_SIZE + INDEX_PER_SLOT * INDEX_SIZE
-    body = lengths[0] - INDEX_HEADER_SIZE
-    if len(lengths) == 1 and body > 0 and body % per_slot == 0:
-        n = body // per_slot
+    n = _one_to_four_slots(lengths[0]) if len(lengths) == 1 else None
+    if n is not None:
         return IndexShape(n, INDEX_PER_SLOT * n, f"index files of {n} slots and {INDEX_PER_SLOT * n} entries, the "
                                                  f"shape of the {lengths[0]}-byte files in "
                                                  f"{os.path.join(root, INDEX_DIR)}")
@@ -204,6 +202,14 @@ def index_shape(root: str, slots: int | None, index_num: int | None, defaults: t
     raise IndexShapeUnknown(f"{os.path.join(root, INDEX_DIR, name)}: {sizes[name]} bytes, the length of no index file "
                             f"of RocketMQ's default shape ({defaults[0]} slots, {defaults[1]} entries: "
                             f"{index_file_bytes(*defaults)} bytes) nor of maxIndexNum = 4 x maxHashSlotNum: {ask}")
+
+
+def _one_to_four_slots(length: int) -> int | None:
+    """The slots of an index file ``length`` bytes long when it has the broker's default
+    ratio of entries to slots (maxIndexNum = 4 x maxHashSlotNum); None when no such shape
+    makes that length."""
+    body, per_slot = length - INDEX_HEADER_SIZE, HASH_SLOT_SIZE + INDEX_PER_SLOT * INDEX_SIZE
+    return body // per_slot if body > 0 and body % per_slot == 0 else None
 
 
 def _index_file_sizes(root: str) -> dict[str, int]:
@@ -232,10 +238,9 @@ def open_index(root: str) -> list[IndexFile] | None:
                 data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):  # (ValueError: an empty file cannot be mapped)
             return None
-        body = len(data) - INDEX_HEADER_SIZE
-        per_slot = HASH_SLOT_SIZE + INDEX_PER_SLOT * INDEX_SIZE
-        if body <= 0 or body % per_slot:
+        slots = _one_to_four_slots(len(data))
+        if slots is None:
             return None
         _bts, _ets, begin_phy, end_phy, _slot_count, index_count = _HEADER.unpack_from(data)
-        out.append(IndexFile(name, data, body // per_slot, begin_phy, end_phy, index_count))
+        out.append(IndexFile(name, data, slots, begin_phy, end_phy, index_count))
     return out or None
