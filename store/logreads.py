@@ -16,17 +16,41 @@ from operator import itemgetter
 import numpy as np
 
 from .base import Entry
-from .batch import INDEX_DTYPE, RUN_MIN, gather_headers, headers_equal_records, prefix_true
+from .batch import HEADER_DTYPE, INDEX_DTYPE, RUN_MIN, gather_headers, headers_equal_records, prefix_true
 from .errors import IndexOutOfRange, StoreCorruptError
 from .extent import Extent
 from .files import FileList
-from .format import ENTRY_HEADER, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE
+from .format import CRC_MASK, ENTRY_HEADER, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, crc32
 
 TAIL_BYTES = 8 << 20  # how much of its latest appends a leader keeps for read_entries
 
 # an index record (format.INDEX_RECORD: magic, pos, size, index, term) as numpy reads it
 _INDEX_DTYPE = np.dtype([("magic", ">i4"), ("pos", ">i8"), ("size", ">i4"), ("index", ">i8"), ("term", ">i8")])
 assert _INDEX_DTYPE.itemsize == INDEX_UNIT_SIZE
+
+
+def _damaged(index: int, pos: int) -> str:
+    return (f"entry {index} (pos {pos}) is damaged: its body does not match its recorded CRC "
+            "(the scrub repairs it from a replica; 'store verify' names it on a stopped member)")
+
+
+def bodies_match(raw, headers: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per entry of ``raw`` (headers gathered as (n, 48) bytes, entry k at starts[k] ..
+    ends[k]): True where no CRC is recorded or the body matches it."""
+    hdr = headers.view(HEADER_DTYPE)[:, 0]
+    bcrc = hdr["bcrc"].astype(np.int64)
+    want = np.flatnonzero((bcrc != 0) | (hdr["chain"] != 0))
+    ok = np.ones(len(hdr), dtype=bool)
+    if len(want):
+        view = memoryview(raw)
+        try:
+            got = np.fromiter(map(crc32, map(view.__getitem__, map(slice, (starts[want] + HEADER_SIZE).tolist(),
+                                                                  ends[want].tolist()))),
+                              dtype=np.int64, count=len(want))
+        finally:
+            view.release()
+        ok[want] = (got & CRC_MASK) == bcrc[want]
+    return ok
 
 
 class LogReader:
@@ -87,9 +111,11 @@ class LogReader:
         if size < HEADER_SIZE:
             raise StoreCorruptError(f"index record of entry {index} gives size {size}")
         raw = self.data.read(pos, size)
-        _magic, hsize, hindex, _term, hpos = ENTRY_HEADER.unpack_from(raw)[:5]
-        if (hindex, hsize, hpos) != (index, size, pos):
+        _magic, hsize, hindex, _term, hpos, _ch, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(raw)
+        if (hindex, hsize, hpos) != (index, size, pos) or bsize != size - HEADER_SIZE:
             raise StoreCorruptError(f"data at pos {pos} is not entry {index} of {size} bytes")
+        if (bcrc or chain) and crc32(memoryview(raw)[HEADER_SIZE:]) & CRC_MASK != bcrc:
+            raise StoreCorruptError(_damaged(index, pos))
         return raw
 
     def get(self, index: int) -> Entry:
@@ -179,7 +205,12 @@ class LogReader:
         count = max(1, max_count)
         idx = first
         while count > 0 and idx <= end_index:
-            got = self._raw_in_file(idx, count, budget, first_part=not parts)
+            try:
+                got = self._raw_in_file(idx, count, budget, first_part=not parts)
+            except StoreCorruptError:
+                if not parts:
+                    raise
+                break  # the entries before it are answered; the next read names what is wrong
             if not got:
                 break
             parts.append(got[0])
@@ -222,12 +253,18 @@ class LogReader:
             raise StoreCorruptError(f"index records from entry {first} do not describe contiguous entries")
         raw = self.data.read(pos0, total)
         off, idx, unpack = 0, first, ENTRY_HEADER.unpack_from
+        view = memoryview(raw)
         while off < total:
             if total - off < HEADER_SIZE:
                 raise StoreCorruptError(f"entries from {first}: {total - off} stray bytes at pos {pos0 + off}")
-            _m, size, hindex, _t, hpos = unpack(raw, off)[:5]
-            if hindex != idx or hpos != pos0 + off or size < HEADER_SIZE or off + size > total:
+            _m, size, hindex, _t, hpos, _ch, chain, bcrc, bsize = unpack(raw, off)
+            if hindex != idx or hpos != pos0 + off or size < HEADER_SIZE or off + size > total \
+                    or bsize != size - HEADER_SIZE:
                 raise StoreCorruptError(f"data at pos {pos0 + off} is not entry {idx} (index records disagree)")
+            if (bcrc or chain) and crc32(view[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
+                if idx == first:
+                    raise StoreCorruptError(_damaged(idx, pos0 + off))
+                return raw[:off], idx - first  # the sound entries before it; the next read names it
             off += size
             idx += 1
         return raw, idx - first
@@ -260,6 +297,10 @@ class LogReader:
         total = int(ends[take - 1]) - pos0
         raw = self.data.read(pos0, total)
         words = np.frombuffer(ifile.mm, dtype=np.uint32, count=take * 8, offset=r).reshape(take, 8)
-        if prefix_true(headers_equal_records(gather_headers(raw, pos[:take] - pos0), words)) < take:
+        headers = gather_headers(raw, pos[:take] - pos0)
+        if prefix_true(headers_equal_records(headers, words)) < take:
             return None
+        sound = prefix_true(bodies_match(raw, headers, pos[:take] - pos0, ends[:take] - pos0))
+        if sound < take:
+            return None  # a damaged body: the per-entry lane serves the entries before it, or names it
         return raw, take
