@@ -19,7 +19,8 @@ from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherE
 
 from .common import (BaseDirOpt, ClientGroupOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt, GroupOpt,
                      IndexSizeOpt, PeersOpt, PushQuotaOpt, RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt,
-                     SnapshotKeepOpt, TimeoutOpt, client_tls, complete_members, fail, tls_options, use_record_tls)
+                     SnapshotKeepOpt, TimeoutOpt, client_tls, complete_members, fail, parse_size_or_zero, tls_options,
+                     use_record_tls)
 from .render import Format, render
 
 cluster_app = typer.Typer(help="Start, stop and look at a local cluster of node processes.", no_args_is_help=True)
@@ -87,6 +88,8 @@ def _status_rows(peers: dict, group: str, timeout: float, rec: dict | None = Non
                 row["never_lead"] = True
             if md.get("push_refused"):  # (a follower refusing its leader's entries: why, and the fix)
                 row["push_refused"] = md["push_refused"]
+            if isinstance(md.get("scrub"), dict):  # (the background scrub: where its pass is, what it found)
+                row["scrub"] = md["scrub"]
         else:
             row.update({"state": "down", **{k: None for k in STATUS_COLUMNS[3:]}, "error": md})
         if pid in procs:
@@ -123,17 +126,34 @@ def _duration(seconds: float | None) -> str | None:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
+def _scrub_text(scrub: dict | None) -> str | None:
+    """A member's scrub in a table cell: passes done, the entry it is at, what is damaged."""
+    if not isinstance(scrub, dict):
+        return None
+    if scrub.get("stopped"):
+        return f"stopped: {scrub['stopped']}"
+    text = f"pass {scrub.get('passes', 0) + 1} at {scrub.get('position')}"
+    damaged = scrub.get("damaged") or []
+    if damaged:
+        text += f", damaged: {', '.join(map(str, damaged[:5]))}{' ...' if len(damaged) > 5 else ''}"
+    return text
+
+
 def _render_status(rows: list[dict], fmt: Format, extra: list[str] = ()) -> None:
     """Status rows: the table shows uptime as a duration; json, jsonl and csv keep uptime_s."""
     with_proc = any("uptime_s" in r for r in rows)
     errors = ["error"] if any(r.get("error") for r in rows) else []  # (why a member is down: shown, not hidden)
     errors += ["push_refused"] if any(r.get("push_refused") for r in rows) else []
+    scrub = ["scrub"] if any(r.get("scrub") for r in rows) else []
     if fmt == Format.table:
-        rows = [{**r, "uptime": _duration(r.get("uptime_s")),
+        rows = [{**r, "uptime": _duration(r.get("uptime_s")), "scrub": _scrub_text(r.get("scrub")),
                  **({"member": f"{r.get('member')}, never leads"} if r.get("never_lead") else {})} for r in rows]
-        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(PROCESS_COLUMNS if with_proc else []), *errors])
+        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *scrub, *(PROCESS_COLUMNS if with_proc else []),
+                                   *errors])
     elif fmt == Format.csv:
-        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *(["pid", "uptime_s"] if with_proc else []), *errors])
+        rows = [{**r, "scrub": _scrub_text(r.get("scrub"))} for r in rows]
+        render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *scrub, *(["pid", "uptime_s"] if with_proc else []),
+                                   *errors])
     else:
         render(rows, fmt)
 
@@ -196,7 +216,7 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
 _SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
             "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
             "disk_ratio_force", "disk_full_ratio", "state_machine", "snapshot_threshold", "snapshot_keep", "push_quota",
-            "read_lease", "tls", "metrics_port_base")
+            "read_lease", "tls", "metrics_port_base", "scrub_rate")
 
 
 @cluster_app.command("up")
@@ -230,6 +250,9 @@ def cluster_up(
                                   "--state-machine: entries applied between snapshots (default 1000).")] = None,
     snapshot_keep: SnapshotKeepOpt = None,
     push_quota: PushQuotaOpt = None,
+    scrub_rate: Annotated[Optional[int], typer.Option("--scrub-rate", parser=parse_size_or_zero, metavar="SIZE",
+                          help="Every node's background scrub reads this many bytes a second (default 4MiB; 0: "
+                          "off; see node start).")] = None,
     read_lease: Annotated[bool, typer.Option("--read-lease", help="Every node serves linearizable reads on a "
                           "leader's lease (see node start).")] = False,
     tls: Annotated[bool, typer.Option("--tls", help="Mutual TLS between every member and client: certificates "
@@ -264,7 +287,7 @@ def cluster_up(
                        ("--disk-ratio-check", disk_ratio_check), ("--disk-ratio-force", disk_ratio_force),
                        ("--disk-full-ratio", disk_full_ratio), ("--state-machine", state_machine),
                        ("--snapshot-threshold", snapshot_threshold), ("--snapshot-keep-entries", snapshot_keep),
-                       ("--peer-push-quota", push_quota)):
+                       ("--peer-push-quota", push_quota), ("--scrub-rate", scrub_rate)):
         if value is not None:
             extra += [opt, str(value)]
     rec = _record(base_dir)

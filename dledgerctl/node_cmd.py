@@ -17,7 +17,7 @@ from . import nodeconf
 from .basics import LogLabels
 from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, PushQuotaOpt,
                      RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt,
-                     TlsCrlOpt, TlsKeyOpt, check_peers, errors_as_exit, fail, log, parse_size)
+                     TlsCrlOpt, TlsKeyOpt, check_peers, errors_as_exit, fail, log, parse_size, parse_size_or_zero)
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 
@@ -68,6 +68,10 @@ def node_start(
     keep_truncated_bytes: Annotated[Optional[int], typer.Option("--keep-truncated-bytes", parser=parse_size,
                                     metavar="SIZE", help="With --keep-truncated: the kept files together stay "
                                     "within SIZE, the oldest dropped first (default 1GiB).")] = None,
+    scrub_rate: Annotated[Optional[int], typer.Option("--scrub-rate", parser=parse_size_or_zero, metavar="SIZE",
+                          help="Re-read the committed log in the background at SIZE bytes a second, checking "
+                          "every entry's CRCs and index record, and repair a damaged one from the leader's copy "
+                          "(default 4MiB; 0 turns the scrub off).")] = None,
     event_loop: Annotated[str, typer.Option("--event-loop", help="auto: uvloop when installed, else asyncio's own "
                                             "loop; uvloop; asyncio.")] = "auto",
     file_reserved_hours: ReservedOpt = 72.0,
@@ -168,6 +172,7 @@ def node_start(
                          **({} if push_quota is None else {"peer_push_quota": push_quota}),
                          **({} if drop_behind is None else {"drop_behind": drop_behind}),
                          keep_truncated=keep_truncated,
+                         **({} if scrub_rate is None else {"scrub_rate": scrub_rate}),
                          **({} if keep_truncated_bytes is None else {"keep_truncated_bytes": keep_truncated_bytes}))
     except ConfigError as exc:
         raise fail(str(exc), 2) from None

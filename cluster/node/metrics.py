@@ -95,6 +95,15 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_recovery_dropped_entries", "gauge", (), "Entries recovery dropped from the log when this node started."),
     ("dledger_recovery_dropped_committed_entries", "gauge", (),
      "Of those, entries the checkpoint had recorded as committed (they must come back from the leader)."),
+    ("dledger_scrub_bytes_total", "counter", (), "Bytes of committed entries the background scrub has checked."),
+    ("dledger_scrub_passes_total", "counter", (), "Full passes of the scrub over the committed log."),
+    ("dledger_scrub_last_pass_timestamp_seconds", "gauge", (), "When the scrub last finished a pass (Unix time)."),
+    ("dledger_scrub_damage_found_total", "counter", ("kind",),
+     "Damaged entries the scrub found, by kind (body-crc, chain-crc, header, index-record)."),
+    ("dledger_scrub_damage_repaired_total", "counter", ("kind",), "Of those, entries it repaired, by kind."),
+    ("dledger_scrub_damage_unrepaired_total", "counter", ("kind",),
+     "Repairs given up for the pass (no copy to repair from, or none that checks), by kind."),
+    ("dledger_scrub_damaged_entries", "gauge", (), "Entries this member holds damaged and has not repaired yet."),
     ("dledger_tls_certificate_expiry_timestamp_seconds", "gauge", (),
      "With TLS: when the certificate this node shows expires (Unix time; a SIGHUP reload updates it)."),
 )
@@ -249,6 +258,17 @@ def families(state: dict, counts: Counts, labels: dict[str, str]) -> list:
         put("dledger_connections_closed_total", n, reason)
     put("dledger_recovery_dropped_entries", counts.recovery_dropped[0])
     put("dledger_recovery_dropped_committed_entries", counts.recovery_dropped[1])
+    scrub = state.get("scrub")
+    if scrub is not None:  # (a member with --scrub-rate 0 has none)
+        put("dledger_scrub_bytes_total", scrub["bytes"])
+        put("dledger_scrub_passes_total", scrub["passes"])
+        if scrub["last_pass"] is not None:
+            put("dledger_scrub_last_pass_timestamp_seconds", scrub["last_pass"])
+        for name, by_kind in (("found", scrub["found"]), ("repaired", scrub["repaired"]),
+                              ("unrepaired", scrub["unrepaired"])):
+            for kind, n in by_kind.items():
+                put(f"dledger_scrub_damage_{name}_total", n, kind)
+        put("dledger_scrub_damaged_entries", len(scrub["damaged"]))
     return list(made.values())
 
 

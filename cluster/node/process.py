@@ -49,6 +49,7 @@ from .host import allow_descriptors, disk_usage, version
 from .memberfile import load_base, save_base
 from .metrics import Counts, MetricsServer
 from .requests import Requests
+from .scrub import Scrubber
 from .statemachines import load as load_state_machine
 from .supervisor import Supervisor
 from .terms import FileTermStore
@@ -144,6 +145,7 @@ class Node:
         self._syncer: BackgroundSync | None = None
         self._sync_waiters: list = []
         self._index_due = False  # the next flush syncs the index files too (the periodic one does)
+        self.scrubber: Scrubber | None = None  # the background scrub (cluster/node/scrub.py), once serving
 
     def now(self) -> int:
         return int(self.loop.time() * 1000)
@@ -257,6 +259,9 @@ class Node:
         if ready is not None:
             ready()
         ticker = self.supervisor.watch(asyncio.create_task(self._tick_loop()), "the tick loop")
+        if self.cfg.scrub_rate:
+            self.scrubber = Scrubber(self, self.cfg.scrub_rate)
+            self.track(asyncio.create_task(self.scrubber.run()))
         try:
             await self._stop.wait()
         finally:
@@ -532,6 +537,8 @@ class Node:
                "push_refused": dict(core.follower.refused),
                "store_files": {"data": (len(s.data.files), s.data.file_size),
                                "index": (len(s.index.files), s.index.file_size)}}
+        if self.scrubber is not None:
+            out["scrub"] = self.scrubber.counts()
         if self.applier is not None:
             out["applied_index"], out["snapshot_index"] = self.applier.applied, self.applier.snapshot_index
             try:

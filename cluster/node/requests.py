@@ -272,6 +272,8 @@ class Requests:
             d["state_machine"] = "kv" if issubclass(sm, KeyValue) else f"{sm.__module__}:{sm.__qualname__}"
         d["flush"] = cfg.flush
         d["flush_interval_ms"] = cfg.flush_interval_ms
+        if node.scrubber is not None:
+            d["scrub"] = node.scrubber.row()
         d["pid"] = os.getpid()  # (which process answers: 'cluster status' tells a recorded member from a stranger)
         return d
 
@@ -553,6 +555,7 @@ class Requests:
                 total += e.size
                 entries.append(store_entry_object(e))
         except StoreError as exc:
-            node.counts.refusal(Code.DISK_ERROR.name)
-            return answer_frame(api.Entries(Code.DISK_ERROR, group, leader, term, remark=str(exc)), f.opaque)
+            if not entries:  # (else the entries before it are answered; asked next, it is named)
+                node.counts.refusal(Code.DISK_ERROR.name)
+                return answer_frame(api.Entries(Code.DISK_ERROR, group, leader, term, remark=str(exc)), f.opaque)
         return answer_frame(api.Entries(Code.SUCCESS, group, leader, term, entries), f.opaque)

@@ -42,6 +42,7 @@ OPTIONS = {
     "disk_full_ratio": "--disk-full-ratio", "retention_check_ms": "--retention-check-interval",
     "dledger_peers": "--dledger-peers", "group": "--group",
     "keep_truncated": "--keep-truncated", "keep_truncated_bytes": "--keep-truncated-bytes",
+    "scrub_rate": "--scrub-rate",
 }
 # DLedgerConfig's sizes, counts and intervals are Java ints: a larger data file is one DLedger
 # cannot open (and 2^63 overflowed os.ftruncate at the first leadership, killing the node's
@@ -223,6 +224,9 @@ class NodeConfig:
     # (store/kept.py), the files together at most keep_truncated_bytes (oldest dropped first)
     keep_truncated: str | None = None
     keep_truncated_bytes: int = 1 << 30
+    # the background scrub re-reads the committed log at this many bytes a second (0: off;
+    # cluster/node/scrub.py): a pass over a 1 TiB log at the default takes about three days
+    scrub_rate: int = 4 << 20
     max_frame_bytes: int = 64 << 20
     # what one client may hold of a node (cluster/net/server.py FrameServer)
     max_connections: int = 1024
@@ -263,6 +267,7 @@ class NodeConfig:
             self._number(name, lo=0, above=True, hi=JAVA_INT_MAX / 1000 if name.endswith("_s") else JAVA_INT_MAX)
         self._number("drop_behind", lo=0)
         self._number("keep_truncated_bytes", lo=0, above=True)
+        self._number("scrub_rate", lo=0, hi=1 << 40, why="bytes a second, 0 for off")
         if self.keep_truncated is not None and not self.keep_truncated.strip():
             raise ConfigError("--keep-truncated needs a directory, not an empty name")
         self._number("snapshot_keep_entries", lo=-1, why="-1 keeps the log")

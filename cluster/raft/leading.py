@@ -359,7 +359,7 @@ class Leader:
     def progress_transfer(self, now: int) -> None:
         core, c, t = self.core, self.core.cfg, self.transfer
         if t is None and c.never_lead:
-            target = self._handover_target(now)
+            target = self.handover_target(now)
             if target is not None:
                 self.start_transfer(target, now)
             return
@@ -380,7 +380,7 @@ class Leader:
             core.send(t.target, LeadershipTransferRequest(c.group, c.self_id, t.target, core.member.term, take=True,
                                                           end_index=core.store.end_index))
 
-    def _handover_target(self, now: int) -> str | None:
+    def handover_target(self, now: int) -> str | None:
         """The voter a never-lead leader hands leadership to: of those that answer, the one
         nearest the end of the log (the transfer asks it once it has everything)."""
         core = self.core
