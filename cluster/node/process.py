@@ -21,7 +21,7 @@ import random
 import signal
 import time
 
-from store.errors import StoreError
+from store.errors import StoreCorruptError, StoreError
 from store.filestore import FileStore
 from store.files import unlink_all
 from store.kept import KEEP_ALL, Keeper
@@ -58,6 +58,7 @@ log = logging.getLogger("dledgerctl.node")
 
 
 TICK_MS = 5
+APPLY_RETRY_S = 1.0  # a state machine waiting at a damaged entry reads it again this often
 
 
 def node_dir(cfg: NodeConfig) -> str:
@@ -481,6 +482,13 @@ class Node:
         started = time.perf_counter()
         try:
             a.step()
+        except StoreCorruptError as exc:  # a damaged entry: applied once the scrub has repaired it
+            held = self._repeated_notes.check(("apply", a.applied + 1), time.monotonic())
+            if held is not None:
+                log.warning("state machine waits at entry %d: %s%s", a.applied + 1, exc, held_back(held))
+            self._applying = True
+            self.loop.call_later(APPLY_RETRY_S, self.supervisor.guard, "the state machine feed", self._apply)
+            return
         except Exception as exc:  # noqa: BLE001 - a state machine's bug: stop applying, say why, keep serving
             log.error("state machine stopped at entry %d: %s", a.applied + 1, exc, exc_info=exc)
             self.applier = self.core.applier = None

@@ -169,7 +169,11 @@ class Dispatcher:
                and self.next_index <= store.end_index):
             if not self._quota_allows(now):
                 break
-            raw, count = store.read_entries(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
+            try:
+                raw, count = store.read_entries(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
+            except StoreError as exc:  # (a damaged entry: never pushed; the scrub hands leadership over)
+                self.note = f"cannot push entry {self.next_index}: {exc}"
+                break
             if self.java:
                 raw, count = _readable_by_java(raw, count)
                 if not count:

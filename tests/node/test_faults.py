@@ -35,7 +35,7 @@ RUN_SECONDS = 40  # fault time of each seeded run (the issue allows up to 60)
 
 # -- the seeded runs -----------------------------------------------------------------------
 @pytest.mark.parametrize("profile,seed", [("kills", 3), ("partitions", 2), ("mixed", 13), ("members", 2),
-                                          ("hostile", 1)])
+                                          ("hostile", 1), ("bitrot", 5)])
 def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
     """Three nodes, four clients, ``RUN_SECONDS`` of faults from the seed; then heal, read
     everything back from every node and check (see faults.check). The mixed seed runs with
@@ -47,6 +47,8 @@ def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
     if profile == "members":  # peer replace went through: members left and spares joined
         assert sum(v for k, v in result.faults.items() if k.startswith("replace")) >= 3
         assert sorted(os.listdir(os.path.join(result.workdir, "store"))) != ["dledger-n0", "dledger-n1", "dledger-n2"]
+    if profile == "bitrot":  # bytes flipped in running members' committed entries, and repaired
+        assert result.faults.get("bitrot", 0) - result.faults.get("bitrot skipped", 0) >= 2
     if profile == "hostile":  # frames of tests/support/hostile.py went to every member, and were refused
         assert sum(v for k, v in result.faults.items() if k.startswith("hostile")) >= 3
     if profile == "mixed":

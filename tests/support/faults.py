@@ -64,7 +64,8 @@ from cluster.node.launcher import node_command
 from cluster.raft.config import Peer
 from store.errors import StoreError
 from store.filestore import FileStore
-from store.format import CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL, crc32
+from store.format import (CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, MAGIC_CONFIG,
+                          MAGIC_NOOP, MAGIC_NORMAL, crc32)
 from tests.support import commands, hostile, linearizability
 from tests.support.kvclients import KvClients
 from tests.support.paths import ROOT
@@ -400,6 +401,33 @@ def tear(node_dir: str, rng: random.Random) -> str:
 
 
 # -- clients -----------------------------------------------------------------------------
+def flip_committed(node_dir: str, index: int, rng: random.Random) -> str:
+    """Flip one byte of entry ``index`` in a running member's files (through the files, as a
+    failing disk would; its mappings see it): of its body, its header or its index record.
+    What was flipped, for the log."""
+    recs = sorted((int(n), n) for n in os.listdir(os.path.join(node_dir, "index")) if n.isdigit())
+    off = index * INDEX_UNIT_SIZE
+    start, name = [r for r in recs if r[0] <= off][-1]
+    ipath = os.path.join(node_dir, "index", name)
+    with open(ipath, "rb") as fh:
+        fh.seek(off - start)
+        _m, pos, size, _i, _t = INDEX_RECORD.unpack(fh.read(INDEX_UNIT_SIZE))
+    where = rng.choice(("body", "header", "record")) if size > HEADER_SIZE else rng.choice(("header", "record"))
+    if where == "record":
+        path, at = ipath, off - start + 4 + rng.randrange(2, 8)  # a byte of its pos
+    else:
+        files = sorted((int(n), n) for n in os.listdir(os.path.join(node_dir, "data")) if n.isdigit())
+        fstart, fname = [f for f in files if f[0] <= pos][-1]
+        rel = pos - fstart + (rng.randrange(HEADER_SIZE, size) if where == "body" else rng.choice((3, 15, 23, 39)))
+        path, at = os.path.join(node_dir, "data", fname), rel
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        b = fh.read(1)[0]
+        fh.seek(at)
+        fh.write(bytes([b ^ (1 << rng.randrange(8))]))
+    return f"entry {index} {where} byte {at} of {os.path.basename(path)}"
+
+
 @dataclass
 class Request:
     client: int
@@ -584,8 +612,11 @@ MEMBER_FAULTS = {"replace-follower": 2, "replace-leader": 2, "replace+kill-leade
 # while the group is already shaken
 HOSTILE_FAULTS = {"hostile": 4, "hostile+kill-leader": 1, "hostile+partition": 1, "kill-follower": 1,
                   "isolate-leader": 1}
+# bytes flipped in committed entries of one running member at a time (its scrub must find and
+# repair them from a replica), among kills, pauses and partitions
+BITROT_FAULTS = {"bitrot": 4, "kill-follower": 1, "pause-leader": 1, "partition-halves": 1, "isolate-leader": 1}
 PROFILES = {"kills": KILL_FAULTS, "partitions": PARTITION_FAULTS, "mixed": MIXED_FAULTS, "members": MEMBER_FAULTS,
-            "hostile": HOSTILE_FAULTS}
+            "hostile": HOSTILE_FAULTS, "bitrot": BITROT_FAULTS}
 SPARES = {"members": 40}  # ids a profile's runs may add
 
 
@@ -752,6 +783,8 @@ class Nemesis:
             c.nodes[v].start()
         elif kind == "torn-write":
             await self._torn_write(s, hold)
+        elif kind == "bitrot":
+            await self._bitrot(s)
         elif kind.startswith("replace"):
             await self._replace(s, hold)
         else:
@@ -836,6 +869,30 @@ class Nemesis:
         target = max((x["committed_index"] for x in m.last.values() if x), default=-1)
         await self._wait(lambda m: (m.last.get(v) or {}).get("committed_index", -2) >= target, c.catch_up_bound,
                          f"{v} did not catch up to {target} within {c.catch_up_bound:g} s after a torn write")
+
+    async def _bitrot(self, s: Step) -> None:
+        """Flip a byte in one to three committed entries of one running member (a body byte, a
+        header byte or its index record), within the failure model: one member at a time,
+        and the next fault waits until that member's scrub has repaired them, so a majority
+        always holds every entry sound. A problem when the scrub does not within the bound."""
+        c, m = self.c, self.c.monitor
+        v = self._leader_or_any(s.pick) if s.pick < 0.4 else self._follower(s.pick)
+        md = m.last.get(v) or {}
+        scrub = md.get("scrub")
+        if c.nodes[v].state != "up" or not scrub or md.get("committed_index", -1) <= max(0, md["begin_index"]):
+            self.counts["bitrot skipped"] += 1
+            return
+        lo, hi = max(0, md["begin_index"]), md["committed_index"]
+        hit = sorted({self.rng.randint(lo, hi) for _ in range(self.rng.randint(1, 3))})
+        said = [flip_committed(c.nodes[v].dir, i, self.rng) for i in hit]
+        self.log(f"bitrot: {v}: {'; '.join(said)}")
+        passes = scrub["passes"]
+
+        def repaired(m) -> bool:
+            now = (m.last.get(v) or {}).get("scrub")
+            return bool(now) and now["passes"] >= passes + 2 and not now["damaged"]
+        if not await m.wait(repaired, c.catch_up_bound + 30):
+            self.problems.append(f"{v}'s scrub did not repair entries {hit} within {c.catch_up_bound + 30:g} s")
 
     async def _replace(self, s: Step, hold: float) -> None:
         """peer replace through the leader: a spare joins as a learner, is promoted once
