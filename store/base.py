@@ -189,8 +189,10 @@ class LogStore(abc.ABC):
         return self.read_entries(first, max_count, max_bytes)[0]
 
     @abc.abstractmethod
-    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
-        """Like :meth:`get_raw`, with the number of entries read."""
+    def read_entries(self, first: int, max_count: int, max_bytes: int, *,
+                     as_stored: bool = False) -> tuple[bytes | memoryview, int]:
+        """Like :meth:`get_raw`, with the number of entries read; a body failing its recorded
+        CRC is never returned, unless ``as_stored`` (the bytes as they lie, for fingerprints)."""
 
     @abc.abstractmethod
     def term_of(self, index: int) -> int: ...

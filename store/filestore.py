@@ -256,16 +256,18 @@ class FileStore(LogStore):
     def term_of(self, index: int) -> int:
         return self.reads.term_of(index)
 
-    def get_bytes(self, index: int) -> bytes:
-        return self.reads.get_bytes(index)
+    def get_bytes(self, index: int, *, checked: bool = False) -> bytes:
+        return self.reads.get_bytes(index, checked=checked)
 
-    def get(self, index: int) -> Entry:
-        return self.reads.get(index)
+    def get(self, index: int, *, checked: bool = False) -> Entry:
+        """Entry ``index`` (``checked``: StoreCorruptError when its body fails its recorded CRC)."""
+        return self.reads.get(index, checked=checked)
 
-    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
+    def read_entries(self, first: int, max_count: int, max_bytes: int, *,
+                     as_stored: bool = False) -> tuple[bytes | memoryview, int]:
         """Encoded entries from ``first`` on, with their count (see
         :meth:`store.logreads.LogReader.read_entries`)."""
-        return self.reads.read_entries(first, max_count, max_bytes)
+        return self.reads.read_entries(first, max_count, max_bytes, as_stored=as_stored)
 
     # -- cutting (store/cutting.py) ---------------------------------------------------
     def truncate(self, from_index: int, *, force: bool = False) -> int:

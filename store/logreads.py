@@ -104,7 +104,10 @@ class LogReader:
     def term_of(self, index: int) -> int:
         return self.index_record(index)[4]
 
-    def get_bytes(self, index: int) -> bytes:
+    def get_bytes(self, index: int, *, checked: bool = False) -> bytes:
+        """Entry ``index``'s bytes as they lie; ``checked``: StoreCorruptError when its body
+        fails its recorded CRC (what a node serves; comparing, keeping and cutting read the
+        bytes as they are)."""
         pos, size = self.locate(index)
         # A damaged index record (read-only stores, or before recovery's window) must not
         # serve other bytes: the header found there must say this index, size and pos.
@@ -114,12 +117,12 @@ class LogReader:
         _magic, hsize, hindex, _term, hpos, _ch, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(raw)
         if (hindex, hsize, hpos) != (index, size, pos) or bsize != size - HEADER_SIZE:
             raise StoreCorruptError(f"data at pos {pos} is not entry {index} of {size} bytes")
-        if (bcrc or chain) and crc32(memoryview(raw)[HEADER_SIZE:]) & CRC_MASK != bcrc:
+        if checked and (bcrc or chain) and crc32(memoryview(raw)[HEADER_SIZE:]) & CRC_MASK != bcrc:
             raise StoreCorruptError(_damaged(index, pos))
         return raw
 
-    def get(self, index: int) -> Entry:
-        raw = self.get_bytes(index)
+    def get(self, index: int, *, checked: bool = False) -> Entry:
+        raw = self.get_bytes(index, checked=checked)
         magic, size, idx, term, pos, channel, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(raw)
         return Entry(idx, term, pos, magic, raw[HEADER_SIZE:size], bcrc, chain, channel)
 
@@ -177,7 +180,8 @@ class LogReader:
         return memoryview(data)[start : ends[j - 1]], j - i
 
     # -- runs of entries --------------------------------------------------------------
-    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes | memoryview, int]:
+    def read_entries(self, first: int, max_count: int, max_bytes: int, *,
+                     as_stored: bool = False) -> tuple[bytes | memoryview, int]:
         """Encoded entries from ``first`` on: at least one entry, at most ``max_count``
         entries and (beyond the first) ``max_bytes`` bytes, with their count. Entries within
         one data file are contiguous, so each file's share is one read; every header read
@@ -189,9 +193,13 @@ class LogReader:
         The last answer is kept too: a leader's followers usually ask for the same entries
         one right after the other. Both are forgotten when the log is cut or written by a
         follower's append; the last answer is reused only while the log ends where it did
-        (a leader's own appends only add entries after the end)."""
+        (a leader's own appends only add entries after the end).
+
+        Bodies whose recorded CRC fails are never returned: the answer stops before the
+        first one, or is StoreCorruptError naming it when it is ``first``. ``as_stored``:
+        the bytes as they lie, bodies unchecked (fingerprints, which must show damage)."""
         end_index = self.extent.end_index
-        key = (first, max_count, max_bytes, end_index)
+        key = (first, max_count, max_bytes, end_index, as_stored)
         last = self._last_read
         if last is not None and last[0] == key:
             return last[1]
@@ -206,7 +214,7 @@ class LogReader:
         idx = first
         while count > 0 and idx <= end_index:
             try:
-                got = self._raw_in_file(idx, count, budget, first_part=not parts)
+                got = self._raw_in_file(idx, count, budget, not parts, not as_stored)
             except StoreCorruptError:
                 if not parts:
                     raise
@@ -221,7 +229,7 @@ class LogReader:
         self._last_read = key, answer
         return answer
 
-    def _raw_in_file(self, first: int, max_count: int, budget: int, first_part: bool):
+    def _raw_in_file(self, first: int, max_count: int, budget: int, first_part: bool, check: bool = True):
         """(bytes, entry count) of entries from ``first`` within its data file, or None when
         not even one fits ``budget`` (the very first entry of a call always fits)."""
         pos0, size0 = self.locate(first)
@@ -231,7 +239,7 @@ class LogReader:
         limit = min(pos0 + max(budget, size0), pos0 - pos0 % fsize + fsize)
         end_index = self.extent.end_index
         if max_count >= RUN_MIN and end_index - first + 1 >= RUN_MIN:
-            got = self._raw_run(first, max_count, pos0, limit)
+            got = self._raw_run(first, max_count, pos0, limit, check)
             if got is not None:
                 return got
         lo, hi = first, min(end_index, first + max_count - 1)
@@ -261,7 +269,7 @@ class LogReader:
             if hindex != idx or hpos != pos0 + off or size < HEADER_SIZE or off + size > total \
                     or bsize != size - HEADER_SIZE:
                 raise StoreCorruptError(f"data at pos {pos0 + off} is not entry {idx} (index records disagree)")
-            if (bcrc or chain) and crc32(view[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
+            if check and (bcrc or chain) and crc32(view[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
                 if idx == first:
                     raise StoreCorruptError(_damaged(idx, pos0 + off))
                 return raw[:off], idx - first  # the sound entries before it; the next read names it
@@ -269,7 +277,7 @@ class LogReader:
             idx += 1
         return raw, idx - first
 
-    def _raw_run(self, first: int, max_count: int, pos0: int, limit: int):
+    def _raw_run(self, first: int, max_count: int, pos0: int, limit: int, check: bool = True):
         """The run lane of :meth:`_raw_in_file`: the index records of up to ``max_count``
         entries from ``first`` read at once (the same range the per-entry lane searches);
         when all of them are contiguous, the ones that end by ``limit``, if their headers
@@ -300,7 +308,6 @@ class LogReader:
         headers = gather_headers(raw, pos[:take] - pos0)
         if prefix_true(headers_equal_records(headers, words)) < take:
             return None
-        sound = prefix_true(bodies_match(raw, headers, pos[:take] - pos0, ends[:take] - pos0))
-        if sound < take:
+        if check and prefix_true(bodies_match(raw, headers, pos[:take] - pos0, ends[:take] - pos0)) < take:
             return None  # a damaged body: the per-entry lane serves the entries before it, or names it
         return raw, take

@@ -204,7 +204,7 @@ class MemoryStore(LogStore):
         return ENTRY_HEADER.pack(e.magic, e.size, e.index, e.term, e.pos, e.channel, e.chain_crc, e.body_crc,
                                  len(e.body)) + e.body
 
-    def read_entries(self, first: int, max_count: int, max_bytes: int) -> tuple[bytes, int]:
+    def read_entries(self, first: int, max_count: int, max_bytes: int, *, as_stored: bool = False) -> tuple[bytes, int]:
         self.check_range(first)
         parts, total = [], 0
         for i in range(first, min(self.end_index, first + max(1, max_count) - 1) + 1):

@@ -66,7 +66,7 @@ class PackedBodies(Sequence):
 
     def add(self, buf, count: int, largest: int | None = None) -> None:
         """Append a run. ``largest`` is its largest body, from a caller that has checked
-        the run's size table (cluster/net/api_client.py check_bodies); without it the table is checked here
+        the run's size table (cluster/net/appends.py check_bodies); without it the table is checked here
         (ValueError). The compiled lane checks the table's bounds again, whatever it is told."""
         if largest is None:
             largest = int(run_sizes(buf, count).max())

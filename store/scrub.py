@@ -20,7 +20,8 @@ Kinds of damage (``Damage.kind``): ``body-crc`` (the body's CRC is not the recor
 ``header`` (no entry that parses is where the log says entry ``index`` is: a flipped magic,
 size, index, term or position), ``index-record`` (the entry is whole but its 32-byte index
 record says otherwise). Entries written without CRCs (Java DLedger) can only show
-``header`` and ``index-record`` damage here; their bodies are compared across replicas.
+``header`` and ``index-record`` damage here; their bodies are compared across replicas
+(``differs``: a copy no majority of the members holds, found by the node's scrub).
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ from .format import (
     INDEX_UNIT_SIZE,
     crc32,
 )
-from .scan import BAD_BODY_CRC, BAD_CHAIN_CRC, BLANK, STOP_BLANK, STOP_EOF, STOP_LIMIT, FileScan, Run
+from .scan import BAD_BODY_CRC, BAD_CHAIN_CRC, BLANK, NO_CRC, STOP_BLANK, STOP_EOF, STOP_LIMIT, FileScan, Run
 
 BODY_CRC = "body-crc"
 CHAIN_CRC = "chain-crc"
 HEADER = "header"
 INDEX_RECORD_KIND = "index-record"
-KINDS = (BODY_CRC, CHAIN_CRC, HEADER, INDEX_RECORD_KIND)
+DIFFERS = "differs"  # (found by comparing members' copies: cluster/node/scrub.py)
+KINDS = (BODY_CRC, CHAIN_CRC, HEADER, INDEX_RECORD_KIND, DIFFERS)
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class Step:
     bytes: int = 0
     damage: Damage | None = None
     pass_done: bool = False
+    first: int = -1  # the first entry it checked
+    crc_absent: int = 0  # entries among them written without CRCs (only comparing copies checks those)
 
 
 class Scrub:
@@ -111,6 +115,7 @@ class Scrub:
                 out.pass_done = True
             self.restart()
             return out
+        out.first = i
         pos = self.next_pos
         if pos < 0:
             try:
@@ -132,6 +137,7 @@ class Scrub:
             for item in scan.walk(store.index):
                 if type(item) is Run:
                     i = item.last_index + 1
+                    out.crc_absent += item.crc_absent
                     out.entries += item.count
                     out.bytes += item.nbytes
                     pos = item.end_offset
@@ -151,6 +157,7 @@ class Scrub:
                     return out
                 i += 1
                 out.entries += 1
+                out.crc_absent += item.status == NO_CRC
                 out.bytes += item.size
                 pos = item.offset + item.size
                 self.prev = (item.term, item.chain_crc)

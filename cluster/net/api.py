@@ -37,13 +37,9 @@ is api_client.py's.
 from __future__ import annotations
 
 import base64
-import itertools
-import struct
 from typing import Union
 
 import msgspec
-
-from store.base import AppendedRun, appended_rows
 
 from ..raft.rpc import Code
 from .frames import (
@@ -52,8 +48,6 @@ from .frames import (
     FLAG_RESPONSE,
     INDEX,
     REMOTING_SUCCESS,
-    RESPONSE_POST,
-    RESPONSE_PRE,
     BadMessage,
     Frame,
     check_depth,
@@ -62,11 +56,12 @@ from .frames import (
     in_range,
     json_body,
     json_object,
-    response_bytes,
 )
+from .appends import check_bodies
 from .wire import (
     APPEND,
     CHANGE_MEMBERS,
+    DIGESTS,
     FORCE_COMPARE,
     FORCE_TRUNCATE,
     GET,
@@ -155,6 +150,17 @@ class ReadIndex(_Message):
     group: str | None = None
 
 
+class Digests(_Message):
+    """DIGESTS: crc32 of each whole encoded entry ``first .. first + count - 1`` that the asked
+    member holds committed (read-only; a member's scrub compares entries written without
+    CRCs across the members with it)."""
+
+    group: str | None
+    remote_id: str | None
+    first: int
+    count: int
+
+
 class ChangeMembers(_Message):
     """CHANGE_MEMBERS: ``kind`` "add" (a learner at ``address``) or "remove" member ``node``."""
 
@@ -189,7 +195,7 @@ class ForceTruncate(_Message):
 
 
 Request = Union[Metadata, Append, DLedgerAppend, Get, DLedgerGet, Query, ReadIndex, ChangeMembers, Watermarks,
-                ForceCompare, ForceTruncate]
+                ForceCompare, ForceTruncate, Digests]
 
 
 # -- decoding: a frame -> one request ---------------------------------------------------------
@@ -279,6 +285,12 @@ def _read_index(f: Frame) -> ReadIndex:
     return ReadIndex(_group(json_object(f.body)))
 
 
+def _digests(f: Frame) -> Digests:
+    o = json_object(f.body)
+    group, remote = addressee(f.body)
+    return Digests(group, remote, get_field(o, "first", ENTRY_INDEX), get_field(o, "count", COUNT))
+
+
 def _change_members(f: Frame) -> ChangeMembers:
     o = json_object(f.body)
     group = _group(o)
@@ -306,7 +318,7 @@ def _operator(f: Frame) -> Watermarks | ForceCompare | ForceTruncate:
 
 _DECODERS = {METADATA: _metadata, STATUS: _metadata, APPEND: _append, GET: _get, QUERY: _query,
              READ_INDEX: _read_index, CHANGE_MEMBERS: _change_members, WATERMARKS: _operator,
-             FORCE_COMPARE: _operator, FORCE_TRUNCATE: _operator}
+             FORCE_COMPARE: _operator, FORCE_TRUNCATE: _operator, DIGESTS: _digests}
 
 
 def decode(f: Frame) -> Request:
@@ -456,6 +468,30 @@ class ReadIndexAnswer(_Message):
         return {"code": int(Code.SUCCESS), "index": self.index, "leaderId": self.leader_id}
 
 
+class DigestsAnswer(_Message):
+    """DIGESTS: the digests of the committed entries from ``first`` the member holds (fewer
+    than asked when its log begins later or its commit index is lower), and its bounds."""
+
+    first: int
+    digests: list
+    begin_index: int
+    committed_index: int
+
+    def body(self) -> dict:
+        return {"code": int(Code.SUCCESS), "first": self.first, "digests": self.digests,
+                "beginIndex": self.begin_index, "committedIndex": self.committed_index}
+
+
+def digests_answer(o: dict) -> DigestsAnswer:
+    """A DIGESTS answer's JSON object, checked (BadMessage when a field is missing or out of
+    range: the scrub then takes the member as not answering)."""
+    digests = get_field(o, "digests", list)
+    if len(digests) > 1 << 16 or not all(type(d) is int and 0 <= d < 1 << 32 for d in digests):
+        raise BadMessage("digests must be at most 65,536 unsigned 32-bit integers")
+    return DigestsAnswer(get_field(o, "first", ENTRY_INDEX), digests, get_field(o, "beginIndex", INDEX),
+                         get_field(o, "committedIndex", INDEX))
+
+
 class ChangeAnswer(_Message):
     """CHANGE_MEMBERS: the config entry's outcome and the members then."""
 
@@ -486,91 +522,3 @@ class OperatorAnswer(_Message):
 def answer_frame(answer, opaque: int) -> Frame:
     """The response frame of one of the answers above."""
     return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=json_body(answer.body()))
-
-
-# -- entries: what a node reads of an APPEND and answers ----------------------------------
-
-try:  # the compiled loops (cluster/net/_frames.c), when built
-    from . import _frames
-except ImportError:  # pragma: no cover - a build without a C compiler
-    _frames = None
-
-MAX_APPEND_COUNT = 1 << 20
-_BODY_LEN = struct.Struct(">i")
-
-
-def unpack_bodies(data, count: int) -> list:
-    """The bodies of an APPEND (zero-copy views of ``data``); BadMessage, as
-    :func:`check_bodies` says it, if they do not add up to exactly ``count`` bodies
-    filling the frame. (A leader does not cut them: it hands the frame to the store.)"""
-    check_bodies(data, count)
-    view = memoryview(data)
-    if count == 1:
-        return [view[4:]]
-    ends = list(itertools.accumulate(struct.unpack_from(f">{count}i", data), initial=4 * count))
-    return list(map(view.__getitem__, map(slice, ends[:-1], ends[1:])))
-
-
-def check_bodies(data, count: int) -> int:
-    """The largest body of an APPEND whose ``data`` holds ``count`` bodies (their sizes,
-    then the bodies: a packed run, store.packed); BadMessage saying what is wrong if they
-    do not add up to exactly ``count`` bodies filling the frame. Makes nothing per body:
-    a leader hands the frame to the store as it is."""
-    if not 0 < count <= MAX_APPEND_COUNT:
-        raise BadMessage(f"APPEND count {count} is not 1-{MAX_APPEND_COUNT}")
-    if count == 1 and len(data) >= 4:
-        size = _BODY_LEN.unpack_from(data)[0]
-        if size != len(data) - 4:
-            raise BadMessage(f"APPEND body size {size} does not match the {len(data) - 4} bytes the frame carries")
-        return size
-    if _frames is not None:
-        largest = _frames.check_bodies(data, count)
-        if largest >= 0:
-            return largest
-    return max(_body_sizes(data, count))
-
-
-def _body_sizes(data, count: int) -> tuple:
-    """The size table of an APPEND of ``count`` (> 1) bodies, or BadMessage saying what is wrong with it."""
-    table = 4 * count
-    if len(data) < table:
-        raise BadMessage(f"APPEND of {count} bodies has {len(data)} bytes, too few for its size table")
-    sizes = struct.unpack_from(f">{count}i", data)
-    if min(sizes) < 0 or sum(sizes) != len(data) - table:
-        raise BadMessage(f"APPEND body sizes add up to {sum(sizes)}, the frame carries {len(data) - table} "
-                         f"bytes of bodies" if min(sizes) >= 0 else "APPEND has a negative body size")
-    return sizes
-
-
-def packed_one(body: bytes) -> bytes:
-    """One body as dledgerctl's packed APPEND body (its size, then the bytes)."""
-    return _BODY_LEN.pack(len(body)) + body
-
-
-def append_answers(head: bytes, waiters: list, appended) -> list[bytes]:
-    """The whole answer frame of each APPEND of a proposal: ``waiters`` are (conn, opaque,
-    start, n), ``appended`` what the store says it stored, and each answer's body is
-    ``head`` (the JSON object up to ``"entries":``), the rows ``[index, term, pos, size]``
-    of entries ``start`` to ``start + n - 1``, and ``}``. A leader makes one per client
-    append: a proposal the compiled lanes stored as one run (AppendedRun, one term) is
-    answered by cluster/net/_frames.c without a tuple or an int object per entry; the Python
-    below is what it does."""
-    if _frames is not None and type(appended) is AppendedRun and type(appended.terms) is int:
-        return _frames.append_answers(RESPONSE_PRE, RESPONSE_POST, head, waiters, appended.first,
-                                      appended.terms, appended.pos, appended.ends)
-    rows = appended_rows(appended)
-    return [response_bytes(opaque, head + json_body(rows[start:start + n]) + b"}") for _r, opaque, start, n in waiters]
-
-
-def store_entry_object(e) -> dict:
-    """A store entry (store.format.Entry) as DLedger's JSON object (a GET answer's entry)."""
-    return {"body": base64.b64encode(e.body).decode("ascii"), "bodyCrc": e.body_crc, "chainCrc": e.chain_crc,
-            "channel": e.channel, "index": e.index, "magic": e.magic, "pos": e.pos, "size": e.size, "term": e.term}
-
-
-def raw_answer_frame(opaque: int, request_code: int, raw, count: int, term: int, leader: str | None) -> Frame:
-    """A node's binary GET answer of ``count`` entries ``raw``."""
-    ext = {"code": str(int(Code.SUCCESS)), "raw": "1", "count": str(count), "term": str(term)}
-    if leader is not None:
-        ext["leaderId"] = leader
-    return Frame(request_code, opaque, FLAG_RESPONSE, ext=ext, body=bytes(raw))

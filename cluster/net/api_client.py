@@ -17,6 +17,7 @@ from store.format import ENTRY_HEADER, HEADER_SIZE
 from ..raft.rpc import split_entries
 from .api import (
     ChangeMembers,
+    Digests,
     DLedgerAppend,
     DLedgerGet,
     ForceCompare,
@@ -43,6 +44,7 @@ from .frames import (
 from .wire import (
     APPEND,
     CHANGE_MEMBERS,
+    DIGESTS,
     FORCE_COMPARE,
     FORCE_TRUNCATE,
     GET,
@@ -229,6 +231,8 @@ def _body(req, remote_id: str | None) -> bytes:
                           "consistency": req.consistency})
     if t is ReadIndex or t is Watermarks:
         return json_body({"group": req.group})
+    if t is Digests:
+        return json_body({"group": req.group, "remoteId": req.remote_id, "first": req.first, "count": req.count})
     if t is ForceCompare:
         return json_body({"group": req.group, "peer": req.peer, "deep": req.deep, "dryRun": req.dry_run})
     if t is ForceTruncate:
@@ -243,7 +247,7 @@ def _body(req, remote_id: str | None) -> bytes:
 
 _CODES = {Get: GET, DLedgerGet: GET, DLedgerAppend: APPEND, Query: QUERY, ReadIndex: READ_INDEX,
           Watermarks: WATERMARKS, ForceCompare: FORCE_COMPARE, ForceTruncate: FORCE_TRUNCATE,
-          ChangeMembers: CHANGE_MEMBERS}
+          ChangeMembers: CHANGE_MEMBERS, Digests: DIGESTS}
 
 
 def code_of(req) -> int:

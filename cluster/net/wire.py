@@ -77,6 +77,7 @@ REPAIR = 52005  # leader -> follower: forced truncation (cluster/raft/rpc.py Rep
 QUERY = 52006  # client -> a node: ask its state machine (cluster/raft/statemachine.py), once it has applied what was committed
 CHANGE_MEMBERS = 52007  # operator -> leader: add a learner, or remove a member (cluster/raft/membership.py)
 READ_INDEX = 52008  # a node -> its leader: the confirmed read index of a linearizable read (cluster/raft/reads.py)
+DIGESTS = 52009  # a member's scrub -> the others: crc32 of each committed entry of a range (cluster/node/scrub.py)
 
 
 def request_frame(req, opaque: int, to: str | None = None) -> Frame:

@@ -19,6 +19,7 @@ from ..raft.config import NodeConfig
 from ..raft.core import RaftCore
 from ..raft.statemachine import Applier
 from .metrics import Counts
+from .scrub import Scrubber
 from .supervisor import Supervisor
 
 
@@ -36,6 +37,7 @@ class NodeView(Protocol):
     loop: asyncio.AbstractEventLoop
     core: RaftCore | None
     applier: Applier | None
+    scrubber: Scrubber | None  # (what it holds damaged is never served)
 
     def now(self) -> int:
         """The node's clock, in ms (the core's time)."""

@@ -36,14 +36,8 @@ from store.errors import StoreError
 from store.packed import PackedBodies
 
 from ..net import api
-from ..net.api import (
-    answer_frame,
-    append_answers,
-    dledger_append_answer,
-    packed_one,
-    raw_answer_frame,
-    store_entry_object,
-)
+from ..net.api import answer_frame, dledger_append_answer
+from ..net.appends import append_answers, packed_one, raw_answer_frame, store_entry_object
 from ..net.frames import (
     FLAG_RESPONSE,
     REMOTING_NO_PERMISSION,
@@ -60,6 +54,7 @@ from ..net.tls import refusal as tls_refusal
 from ..net.wire import (
     APPEND,
     CHANGE_MEMBERS,
+    DIGESTS,
     FORCE_COMPARE,
     FORCE_TRUNCATE,
     GET,
@@ -78,6 +73,7 @@ from .nodeview import NodeView
 from .operator import Operator
 from .peers import PEER_CODES, PeerRequests
 from .reads import Reads
+from .scrub import digests_frame
 
 log = logging.getLogger("dledgerctl.node")
 
@@ -125,7 +121,8 @@ class Requests:
         # what answers each client and operator request (decoded by cluster/net/api.py), by its code
         self._handlers = {METADATA: self._metadata, STATUS: self._metadata, APPEND: self._append, GET: self._timed_get,
                           QUERY: r.query, READ_INDEX: r.serve_read_index, CHANGE_MEMBERS: o.change_members,
-                          WATERMARKS: o.watermarks, FORCE_COMPARE: o.force_compare, FORCE_TRUNCATE: o.force_truncate}
+                          WATERMARKS: o.watermarks, FORCE_COMPARE: o.force_compare, FORCE_TRUNCATE: o.force_truncate,
+                          DIGESTS: lambda req, f, conn=None: self._misdirected(req, f) or digests_frame(node, req, f)}
 
     def serve(self, f: Frame, conn):
         """The answer to a frame: a Frame now, None when it comes later through ``conn``
@@ -364,7 +361,7 @@ class Requests:
         the caller has taken the proposal out of ``waiting``. Each answer is
         ``{"code", "term", "leaderId", "remark"}``, and on SUCCESS ``"entries"``, the
         request's ``n`` rows from ``start``, encoded whole (frames.response_bytes,
-        api.append_answers) around JSON that is made once per proposal up to the
+        appends.append_answers) around JSON that is made once per proposal up to the
         entries; the answers for one connection go to it in one call. ``dledger``:
         (connection, opaque, start) of APPENDs from DLedger's own client, answered in its form."""
         node = self.node
@@ -539,6 +536,13 @@ class Requests:
             return answer_frame(api.Entries(Code.INDEX_OUT_OF_RANGE, group, leader, term, remark=(
                 f"index {index} is outside the committed log [{s.begin_index}, {s.committed_index}]")), f.opaque)
         last = min(s.committed_index, index + max(1, min(count, MAX_GET_COUNT)) - 1)
+        bad = node.scrubber.first_damaged(index, last) if node.scrubber is not None else None
+        if bad == index:  # (what the scrub holds damaged: never served, CRCs recorded or not)
+            node.counts.refusal(Code.DISK_ERROR.name)
+            return answer_frame(api.Entries(Code.DISK_ERROR, group, leader, term, remark=(
+                f"entry {index} is damaged on {node.cfg.self_id}: {node.scrubber.damaged[index].detail}")), f.opaque)
+        if bad is not None:
+            last = bad - 1
         if raw:
             try:
                 blob, n = s.read_entries(index, last - index + 1, MAX_GET_BYTES)
@@ -549,7 +553,7 @@ class Requests:
         entries, total = [], 0
         try:
             for i in range(index, last + 1):
-                e = s.get(i)
+                e = s.get(i, checked=True)  # (a body failing its CRC is never served)
                 if entries and total + e.size > MAX_GET_BYTES:
                     break
                 total += e.size

@@ -25,16 +25,20 @@ file, byte, entry and what was wrong):
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 
+
 from store.errors import StoreError
-from store.scrub import INDEX_RECORD_KIND, KINDS, Damage, Mender, Scrub
+from store.format import crc32
+from store.scrub import DIFFERS, INDEX_RECORD_KIND, KINDS, Damage, Mender, Scrub
 
 from ..net import api
 from ..net.api_client import decode_raw_answer, is_raw, request_frame
-from ..net.frames import ProtocolError
+from ..net.frames import Frame, ProtocolError, json_object
 from ..net.transport import TransportError
+from ..raft.divergence import PROBE_MAX, fingerprints
 from ..raft.rpc import Code
 
 log = logging.getLogger("dledgerctl.node")
@@ -102,6 +106,8 @@ class Scrubber:
                 self.passes += 1
                 self.last_pass = time.time()
                 log.debug("scrub: pass %d done, %d entries checked so far", self.passes, self.entries)
+            if st.crc_absent and st.entries:
+                await self._compare(st.first, st.first + st.entries - 1)
             if st.damage is not None:
                 wait = await self._found(st.damage)
                 if wait:
@@ -143,6 +149,111 @@ class Scrubber:
         """Move the cursor back to the damaged entry: the next step checks it (again)."""
         c = self.cursor
         c.next_index, c.next_pos, c.prev = d.index, -1, None
+
+    def first_damaged(self, lo: int, hi: int) -> int | None:
+        """The first entry of ``lo .. hi`` this member holds damaged (not to be served), or None."""
+        if not self.damaged:
+            return None
+        return min((i for i in self.damaged if lo <= i <= hi), default=None)
+
+    # -- entries without CRCs: compared with the other members' copies ----------------------
+    async def _compare(self, first: int, last: int) -> None:
+        """Compare the digests of committed entries ``first .. last`` (written without CRCs,
+        some of them) with every other voter's. An entry whose copy here differs from one a
+        majority of the voters holds is replaced by that copy; one on which no majority agrees,
+        once every voter has answered, is held damaged and reported (nothing is rewritten)."""
+        node = self.node
+        s, core = node.store, node.core
+        last = min(last, s.committed_index, first + PROBE_MAX - 1)
+        if core is None or last < first:
+            return
+        try:
+            f0, _terms, _chains, mine = fingerprints(s, first, last - first + 1)
+        except StoreError:
+            return  # (an entry here fails its own checks: the step found it)
+        voters = sorted(core.members.voters)
+        copies: dict[str, dict[int, int]] = {node.cfg.self_id: dict(zip(range(f0, f0 + len(mine)), mine))}
+        asked = [p for p in voters if p != node.cfg.self_id and node.channels.get(p) is not None]
+        for p, got in zip(asked, await asyncio.gather(*(self._digests_of(p, f0, len(mine)) for p in asked))):
+            if got is not None:
+                copies[p] = got
+        majority = len(voters) // 2 + 1
+        for k, ours in enumerate(mine):
+            index = f0 + k
+            votes = collections.Counter(c[index] for c in copies.values() if index in c)
+            if votes[ours] >= majority:
+                held = self.damaged.get(index)
+                if held is not None and held.kind == DIFFERS:
+                    self.damaged.pop(index)  # (the others came to hold what this member holds)
+                continue
+            best, n = votes.most_common(1)[0]
+            d = self._differs(index, votes, copies)
+            if n >= majority:
+                await self._from_majority(d, best, [p for p, c in copies.items() if c.get(index) == best])
+            elif len(copies) == len(voters) and all(index in c for c in copies.values()):
+                if index not in self.damaged:
+                    self.found[DIFFERS] += 1
+                    self.unrepaired[DIFFERS] += 1
+                    self.damaged[index] = d
+                    log.error("scrub: %s; no majority holds one copy: nothing rewritten", d.line())
+
+    async def _digests_of(self, peer: str, first: int, count: int) -> dict[int, int] | None:
+        """``peer``'s digests of its committed entries ``first ..`` (index -> digest), or None
+        when it does not answer with them (down, a Java member, an error)."""
+        node = self.node
+        req = api.Digests(node.cfg.group, peer, first, count)
+        try:
+            f = await node.channels[peer].request(request_frame(req, peer), node.cfg.max_push_timeout_ms / 1000)
+            o = json_object(f.body)
+            if o.get("code") != int(Code.SUCCESS):
+                return None
+            a = api.digests_answer(o)
+        except (TransportError, ProtocolError, KeyError):
+            return None
+        return dict(zip(range(a.first, a.first + len(a.digests)), a.digests))
+
+    def _differs(self, index: int, votes, copies) -> Damage:
+        s = self.node.store
+        try:
+            pos, size = s.locate(index)
+            f = s.data.find(pos)
+            file, offset = (f.name, pos - f.start) if f is not None else ("data", pos)
+        except StoreError:
+            pos, size, file, offset = -1, -1, "data", -1
+        said = ", ".join(f"{p} {c[index]:08x}" for p, c in sorted(copies.items()) if index in c)
+        return Damage(DIFFERS, index, pos, size, file, offset, f"its copies differ (crc32 of each member's: {said})")
+
+    async def _from_majority(self, d: Damage, digest: int, holders: list[str]) -> None:
+        """Replace this member's copy of ``d.index`` with the one ``holders`` (a majority) hold."""
+        self.found[DIFFERS] += 1
+        log.warning("scrub: %s", d.line())
+        node = self.node
+        for peer in holders:
+            ch = node.channels.get(peer)
+            if ch is None:
+                continue
+            req = api.Get(node.cfg.group, peer, d.index, 1, api.SERIALIZABLE, raw=True)
+            try:
+                f = await ch.request(request_frame(req, peer), node.cfg.max_push_timeout_ms / 1000)
+                if not is_raw(f):
+                    continue
+                size = decode_raw_answer(f)["entries"][0]["size"]
+            except (TransportError, ProtocolError, IndexError, KeyError):
+                continue
+            raw = bytes(f.body[:size])
+            if crc32(raw) != digest:
+                continue  # (it changed since it answered)
+            try:
+                self.mender.entry(d, raw)
+            except StoreError as exc:
+                log.error("scrub: entry %d left as it is: %s", d.index, exc)
+                break
+            self.repaired[DIFFERS] += 1
+            self.damaged.pop(d.index, None)
+            log.warning("scrub: repaired entry %d (%s in %s at byte %d) with %s's copy, which a majority holds",
+                        d.index, DIFFERS, d.file, d.offset, peer)
+            return
+        self.unrepaired[DIFFERS] += 1
 
     async def _repair(self, d: Damage) -> str | None:
         """Repair ``d``; how it was done, or None (self._why_not says why not)."""
@@ -197,3 +308,18 @@ class Scrubber:
             return None
         self.mender.entry(d, bytes(f.body[:answer["entries"][0]["size"]]))
         return f"with {leader}'s copy"
+
+
+def digests_frame(node, req: api.Digests, f: Frame) -> Frame:
+    """The answer to DIGESTS: this member's digests of its committed entries from
+    ``req.first`` (at most PROBE_MAX), or an error saying why none."""
+    s = node.store
+    group, leader = node.cfg.group, node.core.member.leader_id
+    last = min(req.first + min(req.count, PROBE_MAX) - 1, s.committed_index)
+    if s.begin_index < 0 or req.first < s.begin_index or last < req.first:
+        return api.answer_frame(api.DigestsAnswer(req.first, [], s.begin_index, s.committed_index), f.opaque)
+    try:
+        first, _terms, _chains, digests = fingerprints(s, req.first, last - req.first + 1)
+    except StoreError as exc:
+        return api.answer_frame(api.Misdirected(Code.DISK_ERROR, group, leader, str(exc)), f.opaque)
+    return api.answer_frame(api.DigestsAnswer(first, digests, s.begin_index, s.committed_index), f.opaque)

@@ -45,7 +45,7 @@ def fingerprints(store, first: int, count: int) -> tuple[int, list[int], list[in
     i = first
     unpack = ENTRY_HEADER.unpack_from
     while i <= last:
-        raw, n = store.read_entries(i, last - i + 1, 4 << 20)
+        raw, n = store.read_entries(i, last - i + 1, 4 << 20, as_stored=True)  # (damage shows, not refuses)
         view = memoryview(raw)
         off = 0
         for _ in range(n):

@@ -15,7 +15,7 @@ from cluster.net.channel import Channel
 from cluster.net.server import FrameServer
 from cluster.net.transport import ConnectionLost, RequestTimeout, TransportError, Unreachable
 from tests.support.ports import free_ports
-from cluster.net.api import unpack_bodies
+from cluster.net.appends import unpack_bodies
 from cluster.net.api_client import append_ext, append_request
 from cluster.net.frames import FLAG_RESPONSE, Frame, response_bytes
 

@@ -25,7 +25,7 @@ from cluster.raft.rpc import (
     VoteResult,
     split_entries,
 )
-from cluster.net.api import unpack_bodies
+from cluster.net.appends import unpack_bodies
 from cluster.net.api_client import append_ext, append_request, decode_append_answer, pack_bodies
 from cluster.net.frames import (
     FLAG_RESPONSE,
@@ -297,7 +297,7 @@ def test_append_answers_that_do_not_fit_are_refused(frame):
 
 
 def test_a_binary_get_answer_reads_back_as_the_json_form_reads():
-    from cluster.net.api import raw_answer_frame as answer_frame
+    from cluster.net.appends import raw_answer_frame as answer_frame
     from cluster.net.api_client import decode_raw_answer as decode_answer
     from store.format import HEADER_SIZE, decode_header
 
@@ -307,7 +307,7 @@ def test_a_binary_get_answer_reads_back_as_the_json_form_reads():
     got = decode_answer(back)
     assert got["code"] == Code.SUCCESS and got["term"] == 3 and got["leaderId"] == "n1"
     want, off = [], 0
-    for i in range(4):  # (what api.store_entry_object says of each, the body as bytes)
+    for i in range(4):  # (what appends.store_entry_object says of each, the body as bytes)
         h = decode_header(raw, off)
         want.append({"body": b"body-%d" % i, "bodyCrc": h.body_crc, "chainCrc": h.chain_crc, "channel": h.channel,
                      "index": 7 + i, "magic": h.magic, "pos": 100 * i, "size": h.size, "term": 3})
@@ -317,7 +317,7 @@ def test_a_binary_get_answer_reads_back_as_the_json_form_reads():
 
 @pytest.mark.parametrize("count,cut", [(3, 0), (4, 10), (0, 0)])
 def test_a_binary_get_answer_that_does_not_fit_is_a_bad_message(count, cut):
-    from cluster.net.api import raw_answer_frame as answer_frame
+    from cluster.net.appends import raw_answer_frame as answer_frame
     from cluster.net.api_client import decode_raw_answer as decode_answer
 
     raw = b"".join(encode_entry(b"x" * 10, index=i, term=1, pos=0) for i in range(4))

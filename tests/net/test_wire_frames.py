@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.net import api as appends_mod
+from cluster.net import appends as appends_mod
 from cluster.net.api_client import decode_append_answer, pack_bodies
 from cluster.net import frames as frames_mod
 from store.base import AppendedRun

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
+from store.filestore import FileStore
 from store.format import INDEX_RECORD, INDEX_UNIT_SIZE
 from tests.support.commands import cli
 from tests.support.group import append_bodies, down, leader_of, recorded, status, up, wait_for
@@ -156,3 +158,56 @@ def test_a_reader_never_gets_a_damaged_body(group):
     # a range that reaches it: the entries before it, then one line naming it
     assert [json.loads(x)["index"] for x in r.stdout.splitlines()] == indexes[100:120], r.stderr
     assert r.returncode == 1 and f"entry {victim}" in r.stderr, r.stderr
+
+
+def _crcless_group(base: str, bodies: list[bytes]) -> None:
+    """Three members' files as a Java-written group leaves them: the same entries, no CRCs."""
+    first = os.path.join(base, "dledger-n0")
+    with FileStore.open(first, data_file_size=DATA_FILE, index_file_size=1 << 20, with_crc=False) as s:
+        s.append_leader(bodies, term=1)
+        s.set_committed(len(bodies) - 1)
+        s.flush()
+        s.persist_checkpoint()
+    for n in ("n1", "n2"):
+        shutil.copytree(first, os.path.join(base, f"dledger-{n}"))
+
+
+def test_entries_without_crcs_are_compared_across_members(group):
+    """A body byte changed on one member is replaced by the copy the two others hold; an entry
+    changed differently on two members has no majority: nothing is rewritten, every member
+    reports it, and no member serves it."""
+    base = group
+    os.makedirs(base)
+    _crcless_group(base, BODIES[:400])
+    one, two = 150, 320
+    flip_entry(base, "n2", one, 48 + 9)
+    flip_entry(base, "n0", two, 48 + 4)
+    flip_entry(base, "n1", two, 48 + 11)
+    damaged = {}
+    for n in ("n0", "n1", "n2"):
+        _m, pos, size, _i, _t = _record(base, n, two)
+        with open(os.path.join(_member(base, n), "data", "0" * 20), "rb") as fh:
+            fh.seek(pos)
+            damaged[n] = fh.read(size)
+    up(base, 3, "--scrub-rate", "32MiB")
+
+    def settled():
+        rows = scrub_rows(base)
+        return all(r is not None and r["passes"] >= 2 and r["damaged"] == [two] for r in rows.values())
+    wait_for(settled, 60, "every member to hold exactly the entry no majority agrees on as damaged")
+    with open(os.path.join(_member(base, "n2"), "data", "0" * 20), "rb") as fh:
+        _m, pos, size, _i, _t = _record(base, "n2", one)
+        fh.seek(pos)
+        assert fh.read(size)[48:] == BODIES[one]  # repaired from the majority's copy
+    for n in ("n0", "n1", "n2"):
+        _m, pos, size, _i, _t = _record(base, n, two)
+        with open(os.path.join(_member(base, n), "data", "0" * 20), "rb") as fh:
+            fh.seek(pos)
+            assert fh.read(size) == damaged[n]  # nothing rewritten
+        r = get(base, n, two)
+        assert r.returncode == 1 and f"entry {two} is damaged on {n}" in r.stderr, (n, r.stdout, r.stderr)
+        r = get(base, n, one)
+        assert r.returncode == 0 and json.loads(r.stdout)[0]["body"] == BODIES[one].decode()
+    logs = {n["id"]: open(n["log"], errors="replace").read() for n in recorded(base)["nodes"]}
+    assert f"scrub: repaired entry {one} (differs" in logs["n2"]
+    assert all(f"entry {two}: differs damage" in logs[n] and "no majority holds one copy" in logs[n] for n in logs)

@@ -118,9 +118,12 @@ def test_reads_never_return_a_damaged_body(tmp_path):
         path, off, _ = where(s, victim)
         flip(path, off + HEADER_SIZE)
         with pytest.raises(StoreCorruptError, match=f"entry {victim} .*damaged"):
-            s.get(victim)
+            s.get(victim, checked=True)
+        assert s.get(victim).body != _bodies(600)[victim]  # (unchecked: as it lies, for comparing and keeping)
         with pytest.raises(StoreCorruptError, match=f"entry {victim} "):
             s.read_entries(victim, 100, 1 << 20)
+        # (fingerprints read as it lies)
+        assert s.read_entries(victim, 1, 0, as_stored=True)[1] == 1
         # a run that reaches it stops just before it, with the sound entries
         raw, n = s.read_entries(victim - 120, 1000, 1 << 20)
         assert n == 120
