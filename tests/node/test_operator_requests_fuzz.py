@@ -3,7 +3,7 @@ extended to ... operator requests").
 
 Requests of every client and operator code (METADATA 50000, APPEND 50001, GET 50002, STATUS
 52000, WATERMARKS 52001, FORCE_COMPARE 52002, FORCE_TRUNCATE 52003, QUERY 52006,
-CHANGE_MEMBERS 52007, READ_INDEX 52008) with hostile fields: wrong types, bools for whole
+CHANGE_MEMBERS 52007, READ_INDEX 52008, DIGESTS 52009) with hostile fields: wrong types, bools for whole
 numbers, huge and negative numbers, non-ASCII digits, missing fields, another group, unknown
 ids, text where lists go, nesting deep, bodies that are no JSON, extFields of the wrong kind.
 The property, for each: an answer frame with a DLedger response code (a body's ``code``, or a
@@ -28,17 +28,18 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings, strategies as st
 
 from cluster.net.frames import FrameReceiver
-from cluster.net.wire import (APPEND, CHANGE_MEMBERS, FORCE_COMPARE, FORCE_TRUNCATE, GET, METADATA, QUERY, READ_INDEX,
-                              STATUS, WATERMARKS)
+from cluster.net.wire import (APPEND, CHANGE_MEMBERS, DIGESTS, FORCE_COMPARE, FORCE_TRUNCATE, GET, METADATA, QUERY,
+                              READ_INDEX, STATUS, WATERMARKS)
 from cluster.raft.rpc import Code
 from tests.support.hostile import frame
 from tests.support.paths import ROOT
 from tests.support.ports import free_ports
 
-CODES = [METADATA, APPEND, GET, STATUS, WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE, QUERY, CHANGE_MEMBERS, READ_INDEX]
+CODES = [METADATA, APPEND, GET, STATUS, WATERMARKS, FORCE_COMPARE, FORCE_TRUNCATE, QUERY, CHANGE_MEMBERS, READ_INDEX,
+         DIGESTS]
 GROUP = "fz"
 FIELDS = ["group", "remoteId", "index", "count", "raw", "consistency", "beginIndex", "body", "peer", "deep", "dryRun",
-          "fromIndex", "kind", "id", "address", "query", "code", "leaderId"]
+          "fromIndex", "kind", "id", "address", "query", "code", "leaderId", "first"]
 REMOTING = {1, 2, 3, 16}  # (frames.py: a header's code for a frame no request has, or one refused outright)
 
 
