@@ -23,8 +23,6 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
-import numpy as np
-
 from .errors import IndexOutOfRange, StoreUsageError
 from .format import HEADER_SIZE, MAGIC_NORMAL
 
@@ -67,6 +65,11 @@ class AppendedBatch(_AppendedColumns):
         """Concatenate what successive appends stored; a plain list when no part is a batch."""
         if not any(isinstance(p, AppendedBatch) for p in parts):
             return [a for p in parts for a in p]
+        # (numpy imported here, not at the top: a batch's columns are numpy arrays, so it is
+        # loaded already whenever one exists, and a client, which reaches this module through
+        # the wire types, starts without it)
+        import numpy as np
+
         cols = [[], [], [], []]
         for p in parts:
             if isinstance(p, AppendedBatch):

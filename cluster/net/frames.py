@@ -27,7 +27,6 @@ import struct
 from typing import NamedTuple
 
 import msgspec
-import numpy as np
 
 from store.format import INT64_MAX, TERM_MAX
 
@@ -84,6 +83,8 @@ _STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 def json_depth(data) -> int:
     """How deep the JSON ``data`` nests (objects and arrays; brackets inside strings do not
     count), read without parsing it. An unterminated string counts what follows it."""
+    import numpy as np  # (here: a client that never reads a body of many brackets starts without it)
+
     flat = _STRINGS.sub(b"", bytes(data))
     a = np.frombuffer(flat, np.uint8)
     step = (a == 0x5B).view(np.int8) + (a == 0x7B).view(np.int8) - (a == 0x5D).view(np.int8) - (a == 0x7D).view(np.int8)
@@ -235,6 +236,8 @@ class FrameReceiver:
             raise MalformedFrame(f"frame length {length} is too small")
         if length > self.BIG:  # the rest goes straight into a buffer of the frame's size
             have = end - start - 4
+            import numpy as np  # (here: only a frame this long needs it, not a client's start)
+
             big = memoryview(np.empty(length, np.uint8)).cast("B")
             big[:have] = self._view[start + 4 : end]
             self._big, self._have = big, have
