@@ -257,7 +257,7 @@ def get_cmd(
     if body is None and fmt == GetFormat.table and decode == Decode.rocketmq:
         show = _text_or_size  # (not asked for: a table of messages shows text, and the size of what is not)
     columns = ["index", "term", "pos", "size", "magic"] + ([] if show is None else ["body"])
-    if decode is not None:  # (the decoders load only now: log_decode.py)
+    if decode != Decode.none:  # (the decoders load only when asked for: log_decode.py)
         from . import log_decode
     if decode == Decode.rocketmq:
         columns = ["index", "term", "pos", *log_decode.MESSAGE_COLUMNS] + ([] if show is None else ["body"]) + ["note"]
