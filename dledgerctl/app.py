@@ -26,7 +26,7 @@ try:  # (typer's own copy of click since 0.24; click itself before)
 except ImportError:  # pragma: no cover
     from click.exceptions import UsageError
 
-from . import __version__
+from . import __version__, option_values
 from .basics import LogLabels, fail, log, quiet_closed_stdout, stdout_gone
 
 # name -> (module of dledgerctl, its typer app or command function, first paragraph of its help), in the
@@ -70,6 +70,7 @@ def _plain_errors_main(*args, **kwargs):
 
 
 typer.core._main = _plain_errors_main
+option_values.install()  # (values converted without pydantic: option_values.py)
 
 
 def _with_whole_option_names(format_help):
