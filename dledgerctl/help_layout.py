@@ -12,10 +12,57 @@ typer's help code take longer to import than most commands take to run.
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
+
 from rich.columns import Columns
 from rich.table import Table
 from rich.text import Text
-from typer import rich_utils
+
+
+class _OnFirstUse(type):
+    """The class of a stand-in for a class of a rich module not imported yet: calling the
+    stand-in, or asking it for an attribute (a class method), imports the module and hands
+    the call to the real class."""
+
+    def __call__(cls, *args, **kwargs):
+        return cls.real()(*args, **kwargs)
+
+    def __getattr__(cls, attr: str):
+        return getattr(cls.real(), attr)
+
+
+def _stand_in(module: str, name: str) -> types.ModuleType:
+    stand_in = types.ModuleType(module)
+    setattr(stand_in, name, _OnFirstUse(name, (), {
+        "real": staticmethod(lambda: getattr(importlib.import_module(module), name))}))
+    return stand_in
+
+
+def _rich_utils() -> types.ModuleType:
+    """typer's help code, without the two rich modules it imports at its top for what help
+    here never draws: rich.markdown (help in rich_markup_mode "markdown", with markdown_it and
+    pygments) and rich.traceback (a crash's pretty traceback). They took longer to import than
+    all the rest of ``--help``. While typer.rich_utils loads, each is a stand-in module whose
+    class builds the real one on first use (:class:`_OnFirstUse`); the stand-ins are taken
+    out of sys.modules right after, so any later import gets the real modules."""
+    if "typer.rich_utils" in sys.modules:
+        return sys.modules["typer.rich_utils"]
+    stood_in = []
+    for module, name in (("rich.markdown", "Markdown"), ("rich.traceback", "Traceback")):
+        if module not in sys.modules:
+            sys.modules[module] = _stand_in(module, name)
+            stood_in.append(module)
+    try:
+        from typer import rich_utils
+    finally:
+        for module in stood_in:
+            del sys.modules[module]
+    return rich_utils
+
+
+rich_utils = _rich_utils()
 
 _OPTION_CELLS = 6  # typer's option row: long, short, negative long, negative short, type, help (+ required first)
 
