@@ -1,6 +1,8 @@
 """Commands load lazily (issue 50): ``--version``, ``--help`` and shell completion import no
 command group, and none of the heavy modules; a command imports its own group's module when
-it runs. Not a timing test: it reads which modules a run loaded (``sys.modules`` at exit).
+it runs; and the short-lived client commands (append, get, cluster status, peer watermarks,
+kv get/put) against a running group import none of what they do not use (:data:`NOT_FOR_CLIENTS`).
+Not a timing test: it reads which modules a run loaded (``sys.modules`` at exit).
 
 And the stand-ins ``--help`` and completion list instead of the groups (app.LAZY) say what
 the groups themselves say."""
@@ -21,9 +23,17 @@ from typer.testing import CliRunner
 from dledgerctl import app as app_module
 from dledgerctl.app import LAZY, app
 from tests.support import paths
+from tests.support.group import down, up
 
 HEAVY = ("numpy", "pyspark", "pyarrow", "matplotlib", "cryptography", "uvloop", "prometheus_client", "msgspec",
          "isal", "tabulate", "cluster", "store")
+
+# What a client command against a running group does without (issue 50): the data tools (numpy, pyarrow,
+# pyspark, matplotlib), TLS's certificates (cryptography: only with --tls), the nodes' event loop and
+# metrics (uvloop, prometheus_client), typer's pydantic conversion of options (app.py converts the options
+# these commands take), the decoders of get --decode (store.rocketmq) and rich (progress bars on a terminal)
+NOT_FOR_CLIENTS = ("numpy", "pyarrow", "pyspark", "matplotlib", "cryptography", "uvloop", "prometheus_client",
+                   "pydantic", "pydantic_core", "rich", "store.rocketmq", "dledgerctl.log_decode")
 
 
 RUN = """
@@ -45,8 +55,9 @@ def imported(tmp_path, *args: str, env: dict | None = None) -> set[str]:
     return set(json.loads(out.read_text()))
 
 
-def heavy_in(mods: set[str]) -> list[str]:
-    return sorted(m for m in mods if m.split(".")[0] in HEAVY)
+def heavy_in(mods: set[str], heavy=HEAVY) -> list[str]:
+    """The names of ``heavy`` that ``mods`` holds (a package, or a module of it)."""
+    return sorted(h for h in heavy if any(m == h or m.startswith(h + ".") for m in mods))
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"], ["completion", "bash"]])
@@ -58,6 +69,32 @@ def test_light_commands_import_no_group_and_nothing_heavy(tmp_path, args):
     assert groups == []
     if args == ["--version"]:
         assert "rich" not in mods and "click_log" not in mods
+    if args == ["--help"]:  # (help draws no markdown and no traceback: help_layout.py)
+        assert heavy_in(mods, ("pydantic", "markdown_it", "pygments", "rich.markdown", "rich.traceback")) == []
+
+
+HELP_STAND_INS = """
+import sys
+from dledgerctl import help_layout
+assert "rich.markdown" not in sys.modules and "rich.traceback" not in sys.modules
+from rich.markdown import Markdown
+from rich.traceback import Traceback
+assert type(help_layout.rich_utils.Markdown("*x*")) is Markdown
+try:
+    1 / 0
+except ZeroDivisionError as exc:
+    tb = help_layout.rich_utils.Traceback.from_exception(type(exc), exc, exc.__traceback__)
+assert type(tb) is Traceback
+print("ok")
+"""
+
+
+def test_the_help_codes_stand_ins_build_the_real_rich_classes():
+    """typer's help code loads with stand-ins for rich.markdown and rich.traceback, which
+    build the real classes if ever used; the real modules import as usual afterwards."""
+    r = subprocess.run([sys.executable, "-c", HELP_STAND_INS], capture_output=True, text=True, timeout=120,
+                       cwd=paths.ROOT, env={**os.environ, "PYTHONPATH": paths.ROOT})
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr[-2000:]
 
 
 def test_completing_a_command_name_loads_no_group(tmp_path):
@@ -88,3 +125,35 @@ def test_the_stand_ins_say_what_the_commands_say():
 def test_a_mistyped_command_is_matched_against_every_command_not_only_those_loaded():
     r = CliRunner().invoke(app, ["clster"])
     assert r.exit_code == 2 and "No such command 'clster'. Did you mean 'cluster'?" in r.stderr, r.output
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    """One local group of three members (with the kv state machine) for every client command below."""
+    base = str(tmp_path_factory.mktemp("lazy") / "c")
+    try:
+        up(base, 3, "--state-machine", "kv")
+        yield base
+    finally:
+        down(base)
+
+
+CLIENT_COMMANDS = [
+    ["append", "-d", "x"],
+    ["append", "-d", "x", "-d", "y", "--format", "json"],
+    ["get", "-i", "0", "-c", "2"],
+    ["get", "-i", "0", "--format", "jsonl"],
+    ["cluster", "status"],
+    ["cluster", "status", "--format", "json"],
+    ["peer", "watermarks"],
+    ["kv", "put", "k", "v"],
+    ["kv", "get", "k"],
+]
+
+
+@pytest.mark.parametrize("args", CLIENT_COMMANDS, ids=" ".join)
+def test_client_commands_import_only_what_they_use(tmp_path, group, args):
+    mods = imported(tmp_path, *args, "--base-dir", group)
+    assert heavy_in(mods, NOT_FOR_CLIENTS) == []
+    assert not {f"dledgerctl.{m}" for m in ("spark_cmd", "store_cmd", "mq_app", "controller_cmd", "certs_cmd",
+                                            "node_cmd")} & mods
