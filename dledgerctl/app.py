@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover
     from click.exceptions import UsageError
 
 from . import __version__, option_values
-from .basics import LogLabels, fail, log, quiet_closed_stdout, stdout_gone
+from .basics import ClickLogHandler, LogLabels, fail, log, quiet_closed_stdout, stdout_gone
 
 # name -> (module of dledgerctl, its typer app or command function, first paragraph of its help), in the
 # order --help lists them after 'completion' (which is defined below)
@@ -251,10 +251,7 @@ def main_options(
         if log_format == LogFormat.json:
             handler = _json_handler()
         else:
-            import click_log  # (here: it imports click whole, which --version and --help do without)
-
-            handler = click_log.ClickHandler()
-            handler.formatter = click_log.ColorFormatter()
+            handler = ClickLogHandler()
         handler.dledgerctl = True
         handler.addFilter(LogLabels())
         root.addHandler(handler)

@@ -31,9 +31,10 @@ HEAVY = ("numpy", "pyspark", "pyarrow", "matplotlib", "cryptography", "uvloop", 
 # What a client command against a running group does without (issue 50): the data tools (numpy, pyarrow,
 # pyspark, matplotlib), TLS's certificates (cryptography: only with --tls), the nodes' event loop and
 # metrics (uvloop, prometheus_client), typer's pydantic conversion of options (app.py converts the options
-# these commands take), the decoders of get --decode (store.rocketmq) and rich (progress bars on a terminal)
+# these commands take), the decoders of get --decode (store.rocketmq), rich (progress bars on a terminal) and
+# click_log (loaded by the first log line: basics.ClickLogHandler)
 NOT_FOR_CLIENTS = ("numpy", "pyarrow", "pyspark", "matplotlib", "cryptography", "uvloop", "prometheus_client",
-                   "pydantic", "pydantic_core", "rich", "store.rocketmq", "dledgerctl.log_decode")
+                   "pydantic", "pydantic_core", "rich", "store.rocketmq", "dledgerctl.log_decode", "click_log")
 
 
 RUN = """
