@@ -7,6 +7,7 @@ Cases, each the median of ``--repeat`` runs of the installed console script (the
 types; its interpreter's own start is in every figure):
 
 - ``python -c pass``: the interpreter alone, the yardstick;
+  (the project's modules are byte-compiled first, as an install does: see compile_modules)
 - ``dledgerctl --version`` and ``dledgerctl --help``;
 - ``dledgerctl cluster status`` and ``dledgerctl append -d x`` against a local 3-member group
   that this script starts (``cluster up``) and stops;
@@ -98,6 +99,24 @@ def _free(port: int) -> bool:
     return True
 
 
+def compile_modules() -> list[str]:
+    """Byte-compile the project's packages where the timed command imports them from, as
+    installing does. With PYTHONDONTWRITEBYTECODE set (as on some machines), an editable
+    install never writes its .pyc files, and every call would compile each module it imports
+    from source (about 0.1 s for a client command here): a cost no installed copy pays. (-P: the
+    modules the console script finds, not the current directory's.)"""
+    out = subprocess.run([sys.executable, "-P", "-c", "import os, cluster, dledgerctl, store; "
+                          "print('\\n'.join(os.path.dirname(m.__file__) for m in (cluster, dledgerctl, store)))"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *out], stdout=subprocess.DEVNULL, check=True)
+    return out
+
+
+def commit() -> str:
+    r = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
 def start_etcd(tmp: str):
     """A one-member etcd on loopback ports; (process, endpoint) or None when not installed."""
     if not shutil.which("etcd") or not shutil.which("etcdctl"):
@@ -134,6 +153,8 @@ def main() -> int:
     base = os.path.join(tmp, "c")
     res: dict[str, float] = {}
     etcd = None
+    log(f"byte-compiled {', '.join(compile_modules())}")
+    load = [os.getloadavg()[0]]
     try:
         log("python -c pass, --version, --help")
         res["python -c pass"] = timed([sys.executable, "-c", "pass"], args.repeat)
@@ -156,17 +177,19 @@ def main() -> int:
                 os.environ["ETCDCTL_API"] = "3"
                 res["100 x etcdctl put"] = shell_loop(f"etcdctl --endpoints {etcd[1]} put k v")
     finally:
+        load.append(os.getloadavg()[0])
         subprocess.run(cmd("cluster", "down", "--base-dir", base), capture_output=True, timeout=120)
         if etcd is not None:
             etcd[0].terminate()
             etcd[0].wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
-        print(json.dumps(res))
+        print(json.dumps({**res, "commit": commit(), "load average": load}))
         return 0
     unit = res["python -c pass"]
     targets = {"--version": 5, "--help": 5, "cluster status": 8, "append -d x": 8}
-    print(f"\nmedian of {args.repeat} runs each; ratio to python -c pass ({unit * 1000:.0f} ms)\n")
+    print(f"\nat {commit()}, load average {load[0]:.1f} at the start, {load[1]:.1f} at the end; median of "
+          f"{args.repeat} runs each; ratio to python -c pass ({unit * 1000:.0f} ms)\n")
     print(f"{'case':<22} {'ms':>8} {'ratio':>7} {'target':>7}")
     for case, t in res.items():
         if case.startswith("100 x"):
