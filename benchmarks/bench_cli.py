@@ -112,8 +112,9 @@ def compile_modules() -> list[str]:
     return out
 
 
-def commit() -> str:
-    r = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True)
+def commit(where: str) -> str:
+    """The commit of the checkout ``where`` (the timed command's modules), ``?`` outside one."""
+    r = subprocess.run(["git", "-C", where, "describe", "--always", "--dirty"], capture_output=True, text=True)
     return r.stdout.strip() or "?"
 
 
@@ -153,7 +154,8 @@ def main() -> int:
     base = os.path.join(tmp, "c")
     res: dict[str, float] = {}
     etcd = None
-    log(f"byte-compiled {', '.join(compile_modules())}")
+    modules = compile_modules()
+    log(f"byte-compiled {', '.join(modules)}")
     load = [os.getloadavg()[0]]
     try:
         log("python -c pass, --version, --help")
@@ -184,11 +186,11 @@ def main() -> int:
             etcd[0].wait(30)
         shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
-        print(json.dumps({**res, "commit": commit(), "load average": load}))
+        print(json.dumps({**res, "commit": commit(modules[0]), "load average": load}))
         return 0
     unit = res["python -c pass"]
     targets = {"--version": 5, "--help": 5, "cluster status": 8, "append -d x": 8}
-    print(f"\nat {commit()}, load average {load[0]:.1f} at the start, {load[1]:.1f} at the end; median of "
+    print(f"\nat {commit(modules[0])}, load average {load[0]:.1f} at the start, {load[1]:.1f} at the end; median of "
           f"{args.repeat} runs each; ratio to python -c pass ({unit * 1000:.0f} ms)\n")
     print(f"{'case':<22} {'ms':>8} {'ratio':>7} {'target':>7}")
     for case, t in res.items():
