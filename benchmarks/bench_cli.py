@@ -4,10 +4,11 @@ as a ratio to ``python -c pass`` measured in the same run (issue 50).
 Not a test: it measures and prints a table (``--json`` for the numbers).
 
 Cases, each the median of ``--repeat`` runs of the installed console script (the one a user
-types; its interpreter's own start is in every figure):
+types; its interpreter's own start is in every figure), taken in rounds of one run of each
+case so that the machine's changing load weighs on all alike; the project's modules are
+byte-compiled first, as an install does (compile_modules):
 
 - ``python -c pass``: the interpreter alone, the yardstick;
-  (the project's modules are byte-compiled first, as an install does: see compile_modules)
 - ``dledgerctl --version`` and ``dledgerctl --help``;
 - ``dledgerctl cluster status`` and ``dledgerctl append -d x`` against a local 3-member group
   that this script starts (``cluster up``) and stops;
@@ -53,16 +54,25 @@ def cmd(*args: str) -> list[str]:
     return [exe(), *args] if exe() else [sys.executable, "-m", "dledgerctl", *args]
 
 
-def timed(argv: list[str], repeat: int, env: dict | None = None) -> float:
-    """Median wall time of ``repeat`` runs of ``argv`` (each must exit 0)."""
-    times = []
+def once(argv: list[str]) -> float:
+    """Wall time of one run of ``argv`` (which must exit 0)."""
+    t = time.perf_counter()
+    r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    took = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: exit {r.returncode}: {r.stderr.decode(errors='replace')[-400:]}")
+    return took
+
+
+def timed(cases: dict[str, list[str]], repeat: int) -> dict[str, float]:
+    """The median wall time of ``repeat`` runs of each case, taken in rounds (each case once a
+    round, in turn): the machine's load moves while the script runs, and so it weighs on
+    every case alike, the yardstick included, instead of on whichever case ran then."""
+    times: dict[str, list[float]] = {case: [] for case in cases}
     for _ in range(repeat):
-        t = time.perf_counter()
-        r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=120)
-        times.append(time.perf_counter() - t)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)}: exit {r.returncode}: {r.stderr.decode(errors='replace')[-400:]}")
-    return statistics.median(times)
+        for case, argv in cases.items():
+            times[case].append(once(argv))
+    return {case: statistics.median(t) for case, t in times.items()}
 
 
 def shell_loop(line: str, n: int = 100) -> float:
@@ -158,18 +168,16 @@ def main() -> int:
     log(f"byte-compiled {', '.join(modules)}")
     load = [os.getloadavg()[0]]
     try:
-        log("python -c pass, --version, --help")
-        res["python -c pass"] = timed([sys.executable, "-c", "pass"], args.repeat)
-        res["--version"] = timed(cmd("--version"), args.repeat)
-        res["--help"] = timed(cmd("--help"), args.repeat)
         log("a local 3-member group (cluster up)")
         r = subprocess.run(cmd("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base",
                                str(free_port_base(3)), "--wait", "60", "--format", "json"),
                            capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"cluster up: {r.stderr[-400:]}")
-        res["cluster status"] = timed(cmd("cluster", "status", "--base-dir", base), args.repeat)
-        res["append -d x"] = timed(cmd("append", "--base-dir", base, "-d", "x"), args.repeat)
+        log(f"python -c pass, --version, --help, cluster status, append -d x: {args.repeat} rounds")
+        res.update(timed({"python -c pass": [sys.executable, "-c", "pass"], "--version": cmd("--version"),
+                          "--help": cmd("--help"), "cluster status": cmd("cluster", "status", "--base-dir", base),
+                          "append -d x": cmd("append", "--base-dir", base, "-d", "x")}, args.repeat))
         log("100 appends in a shell loop")
         res["100 x append -d x"] = shell_loop(" ".join(cmd("append", "--base-dir", base, "-d", "x")))
         if not args.no_etcd:
@@ -191,7 +199,7 @@ def main() -> int:
     unit = res["python -c pass"]
     targets = {"--version": 5, "--help": 5, "cluster status": 8, "append -d x": 8}
     print(f"\nat {commit(modules[0])}, load average {load[0]:.1f} at the start, {load[1]:.1f} at the end; median of "
-          f"{args.repeat} runs each; ratio to python -c pass ({unit * 1000:.0f} ms)\n")
+          f"{args.repeat} runs each, in rounds; ratio to python -c pass ({unit * 1000:.0f} ms)\n")
     print(f"{'case':<22} {'ms':>8} {'ratio':>7} {'target':>7}")
     for case, t in res.items():
         if case.startswith("100 x"):
