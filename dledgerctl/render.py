@@ -10,6 +10,8 @@ from enum import Enum
 from typing import Any, Iterable
 
 import msgspec
+import tabulate as _tabulate
+from tabulate import tabulate
 
 
 class Format(str, Enum):
@@ -58,20 +60,15 @@ def display_width(text: str) -> int:
                for c in text)
 
 
-def aligned(rows: list[list[str]], headers: list[str] | None = None) -> str:
-    """``rows`` of text cells as tabulate draws them (its "simple" table with ``headers``, its
-    "plain" one without; numbers not parsed; widths by :func:`display_width`): each cell
-    stripped and left-aligned, columns two spaces apart, a header as wide as its name plus
-    two, a line of dashes under the headers, every line's right end stripped. Drawn here,
-    as tabulate does, because importing tabulate (which reads its version from the installed
-    packages' metadata) took a client command 12 ms; tests/cli/test_render_tables.py holds
-    the two equal."""
-    rows = [[cell.strip() for cell in row] for row in rows]
-    widths = [display_width(h) + 2 for h in headers] if headers else [0] * max(map(len, rows), default=0)
-    for row in rows:
-        widths = [max(w, display_width(cell)) for w, cell in zip(widths, row)]
-    lines = [headers, ["-" * w for w in widths]] if headers else []
-    return "\n".join("  ".join(_ljust(cell, w) for cell, w in zip(line, widths)).rstrip() for line in lines + rows)
+class _DisplayWidths:
+    """What tabulate asks of the optional ``wcwidth`` package to pad wide characters
+    (``wcswidth``), answered by :func:`display_width`; one measure for every table."""
+
+    wcswidth = staticmethod(display_width)
+
+
+_tabulate.wcwidth = _DisplayWidths
+_tabulate.WIDE_CHARS_MODE = True
 
 
 def _ljust(text: str, width: int) -> str:
@@ -107,7 +104,7 @@ def render(rows: Iterable[dict], fmt: Format, *, columns: list[str] | None = Non
         return 0
     cols = columns or list(dict.fromkeys(k for row in rows for k in row))
     table = [[shown(row.get(c)) for c in cols] for row in rows]
-    out.write(aligned(table, headers=cols) + "\n")
+    out.write(tabulate(table, headers=cols, tablefmt="simple", disable_numparse=True) + "\n")
     return len(rows)
 
 
@@ -123,7 +120,7 @@ def render_object(obj: dict, fmt: Format, out=None) -> None:
         writer.writerow({k: _cell(v) for k, v in obj.items()})
         out.write(buf.getvalue())
     else:
-        out.write(aligned([[k, shown(v)] for k, v in obj.items()]) + "\n")
+        out.write(tabulate([[k, shown(v)] for k, v in obj.items()], tablefmt="plain", disable_numparse=True) + "\n")
 
 
 class StreamTable:

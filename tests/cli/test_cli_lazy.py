@@ -32,11 +32,9 @@ HEAVY = ("numpy", "pyspark", "pyarrow", "matplotlib", "cryptography", "uvloop", 
 # pyspark, matplotlib), TLS's certificates (cryptography: only with --tls), the nodes' event loop and
 # metrics (uvloop, prometheus_client), typer's pydantic conversion of options (app.py converts the options
 # these commands take), the decoders of get --decode (store.rocketmq), rich (progress bars on a terminal) and
-# click_log (loaded by the first log line: basics.ClickLogHandler), tabulate (render.aligned draws its tables) and
-# importlib.metadata (which tabulate and pydantic read at import)
+# click_log (loaded by the first log line: basics.ClickLogHandler)
 NOT_FOR_CLIENTS = ("numpy", "pyarrow", "pyspark", "matplotlib", "cryptography", "uvloop", "prometheus_client",
-                   "pydantic", "pydantic_core", "rich", "store.rocketmq", "dledgerctl.log_decode", "click_log",
-                   "tabulate", "importlib.metadata")
+                   "pydantic", "pydantic_core", "rich", "store.rocketmq", "dledgerctl.log_decode", "click_log")
 
 
 RUN = """
