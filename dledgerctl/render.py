@@ -10,8 +10,6 @@ from enum import Enum
 from typing import Any, Iterable
 
 import msgspec
-import tabulate as _tabulate
-from tabulate import tabulate
 
 
 class Format(str, Enum):
@@ -67,8 +65,16 @@ class _DisplayWidths:
     wcswidth = staticmethod(display_width)
 
 
-_tabulate.wcwidth = _DisplayWidths
-_tabulate.WIDE_CHARS_MODE = True
+def tabulate(*args, **kwargs) -> str:
+    """tabulate's ``tabulate``, imported when a table is first drawn: importing it reads its
+    version from the installed packages' metadata (about 12 ms), which a command printing
+    JSON does not need."""
+    import tabulate as module
+
+    if module.wcwidth is not _DisplayWidths:
+        module.wcwidth = _DisplayWidths
+        module.WIDE_CHARS_MODE = True
+    return module.tabulate(*args, **kwargs)
 
 
 def _ljust(text: str, width: int) -> str:

@@ -156,5 +156,7 @@ CLIENT_COMMANDS = [
 def test_client_commands_import_only_what_they_use(tmp_path, group, args):
     mods = imported(tmp_path, *args, "--base-dir", group)
     assert heavy_in(mods, NOT_FOR_CLIENTS) == []
+    if "--format" in args:  # (tabulate draws tables only)
+        assert heavy_in(mods, ("tabulate",)) == []
     assert not {f"dledgerctl.{m}" for m in ("spark_cmd", "store_cmd", "mq_app", "controller_cmd", "certs_cmd",
                                             "node_cmd")} & mods
