@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import time
 
 
@@ -98,7 +99,11 @@ class Scrubber:
 
     async def _run(self) -> None:
         step = max(4096, min(STEP_MAX, self.rate // 10))
+        loop = asyncio.get_running_loop()
         while True:
+            warm = self._ahead(step)
+            if warm is not None:  # (the step then reads the page cache: no disk wait on the loop)
+                await loop.run_in_executor(None, _read_ahead, *warm)
             st = self.cursor.step(self.node.store, step)
             self.bytes += st.bytes
             self.entries += st.entries
@@ -149,6 +154,27 @@ class Scrubber:
         """Move the cursor back to the damaged entry: the next step checks it (again)."""
         c = self.cursor
         c.next_index, c.next_pos, c.prev = d.index, -1, None
+
+    def _ahead(self, nbytes: int) -> tuple[int, int, int] | None:
+        """(fd, offset, length) of the data the next step reads, for a thread to read first:
+        far behind the log's end it is on disk only (drop-behind), and a fault on the loop
+        would hold every request for the disk's latency."""
+        s, c = self.node.store, self.cursor
+        pos = c.next_pos
+        if pos < 0:
+            i = c.next_index if c.next_index >= 0 else s.begin_index
+            if i < 0 or i > s.committed_index:
+                return None
+            try:
+                pos = s.locate(i)[0]
+            except StoreError:
+                return None
+        f = s.data.find(pos)
+        if f is None or f.fd < 0:
+            return None
+        rel = pos - f.start
+        n = min(nbytes + (64 << 10), f.actual_size - rel)
+        return (f.fd, rel, n) if n > 0 else None
 
     def first_damaged(self, lo: int, hi: int) -> int | None:
         """The first entry of ``lo .. hi`` this member holds damaged (not to be served), or None."""
@@ -308,6 +334,16 @@ class Scrubber:
             return None
         self.mender.entry(d, bytes(f.body[:answer["entries"][0]["size"]]))
         return f"with {leader}'s copy"
+
+
+def _read_ahead(fd: int, offset: int, length: int) -> None:
+    """Read a range into the page cache (in a pool thread; the bytes are dropped). The file
+    may have been closed meanwhile (retention): then nothing is read, or another file's
+    bytes are, harmlessly."""
+    try:
+        os.pread(fd, length, offset)
+    except OSError:
+        pass
 
 
 def digests_frame(node, req: api.Digests, f: Frame) -> Frame:
