@@ -167,27 +167,10 @@ def _cq_write(root, slot, cq, s, units, qoff, per_file) -> None:
         units, qoff = units[take:], qoff + take
 
 
-CHILD = """
-import sys, json
-sys.path.insert(0, sys.argv[1])
-from store.rocketmq.layout import resolve_broker
-from store.rocketmq import check
-b = resolve_broker(sys.argv[3])
-if sys.argv[2] == "check":
-    f, s = check.check_broker(b)
-    assert not f and s["messages"] == int(sys.argv[4]), (f[:3], s)
-elif sys.argv[2] == "topics":
-    assert sum(r["messages"] for r in check.topic_rows(b)) == int(sys.argv[4])
-"""
-
-
 def peak_memory(what: str, root: str, n: int, *more: str) -> tuple[int, int]:
     """(peak RssAnon, VmHWM) in bytes of a child process running ``what`` over ``root``
     (then ``more`` arguments; RssAnon sampled every 10 ms)."""
-    if what in ("check", "topics"):
-        argv = [sys.executable, "-c", CHILD, ROOT, what, root, str(n)]
-    else:  # a whole command
-        argv = [sys.executable, "-m", "dledgerctl", *what.split(), root, *more]
+    argv = [sys.executable, "-m", "dledgerctl", *what.split(), root, *more]
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=ROOT))
     peak = hwm = 0
     while child.poll() is None:
@@ -205,8 +188,20 @@ def peak_memory(what: str, root: str, n: int, *more: str) -> tuple[int, int]:
     return peak, hwm
 
 
+COMMANDS = {  # --only's names: (label, the command's argv after 'dledgerctl', or a CHILD job)
+    "check": ("mq check", "mq check"), "topics": ("mq topics", "mq topics --format json"),
+    "messages": ("mq messages -f jsonl", "mq messages --body none --format jsonl"),
+    "consumers": ("mq consumers", "mq consumers --format json"),
+    "migrate": ("mq migrate", "mq migrate --format json"),
+}
+
+
 def sizes_main(args) -> int:
     sizes = [int(x) for x in args.sizes.split(",")]
+    wanted = ["check", "topics"] + ["messages"] * args.with_messages + ["consumers"] * args.with_consumers + \
+        ["migrate"] * args.with_migrate
+    if args.only:
+        wanted = [w for w in wanted if w in args.only.split(",")] or args.only.split(",")
     work = args.dir or tempfile.mkdtemp(prefix="bench-mq-")
     results = []
     try:
@@ -218,35 +213,31 @@ def sizes_main(args) -> int:
                 write_fast(root, n, args.body, args.topics)
                 log(f"written in {time.perf_counter() - t:.0f} s")
             broker = resolve_broker(root)
-            row = {"messages": n}
-            for what in ("check", "topics"):
-                log(f"{n:,}: {what}, peak memory of a child process")
-                row[f"{what}_anon"], row[f"{what}_hwm"] = peak_memory(what, root, n)
-            if args.with_messages:
-                log(f"{n:,}: mq messages -f jsonl, peak memory of the command")
+            row = {"messages": n, "body": args.body}
+            for what in wanted:
+                log(f"{n:,}: {COMMANDS[what][0]}, peak memory of a child process")
+                more = ()
+                if what == "migrate":
+                    dest = os.path.join(work, f"migrated-{n}")
+                    more = (dest,)
                 t = time.perf_counter()
-                row["messages_anon"], row["messages_hwm"] = peak_memory("mq messages --body none --format jsonl",
-                                                                        root, n)
-                row["messages_rate"] = n / (time.perf_counter() - t)
-            if args.with_consumers:
-                log(f"{n:,}: mq consumers, peak memory of the command")
-                row["consumers_anon"], row["consumers_hwm"] = peak_memory("mq consumers --format json", root, n)
-            if args.with_migrate:
-                dest = os.path.join(work, f"migrated-{n}")
-                log(f"{n:,}: mq migrate, peak memory of the command")
-                t = time.perf_counter()
-                row["migrate_anon"], row["migrate_hwm"] = peak_memory("mq migrate --format json", root, n, dest)
-                row["migrate_rate"] = n / (time.perf_counter() - t)
-                shutil.rmtree(dest, ignore_errors=True)
-            log(f"{n:,}: in-process rates")
-            row["check"] = n / best(lambda: check_broker(broker), args.repeat)
-            row["topics"] = n / best(lambda: topic_rows(broker), args.repeat)
+                row[f"{what}_anon"], row[f"{what}_hwm"] = peak_memory(COMMANDS[what][1], root, n, *more)
+                row[f"{what}_rate"] = n / (time.perf_counter() - t)
+                if what == "migrate":
+                    shutil.rmtree(dest, ignore_errors=True)
+                log(f"{n:,}: {what}: peak RssAnon {row[what + '_anon'] / (1 << 20):.1f} MB, "
+                    f"{row[what + '_rate']:,.0f} msgs/s")
+            if args.repeat and {"check", "topics"} & set(wanted):
+                log(f"{n:,}: in-process rates")
+                row["check"] = n / best(lambda: check_broker(broker), args.repeat)
+                row["topics"] = n / best(lambda: topic_rows(broker), args.repeat)
             if not args.no_whole:  # (today's path before issue 51, in the same run: the machine is shared)
                 log(f"{n:,}: in-process rates of the whole-log path")
                 row["check_whole"] = n / best(lambda: check.check_whole(broker), 1)
                 row["topics_whole"] = n / best(lambda: check.topic_rows_whole(broker), 1)
+            log(f"row {json.dumps(row)}")
             results.append(row)
-            if not args.keep and args.dir is None:
+            if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
     finally:
         if args.dir is None and not args.keep:
@@ -254,31 +245,25 @@ def sizes_main(args) -> int:
     if args.json:
         print(json.dumps(results))
         return 0
-    print(f"\n{args.topics} topics x {QUEUES} queues, {args.body}-byte bodies; best of {args.repeat}\n")
-    print(f"{'messages':>12} {'check msg/s':>12} {'topics msg/s':>13} {'check anon':>11} {'topics anon':>12} "
-          f"{'check HWM':>10} {'topics HWM':>11}")
     mb = 1 << 20
-    for r in results:
-        print(f"{r['messages']:>12,} {r['check']:>12,.0f} {r['topics']:>13,.0f} {r['check_anon'] / mb:>9.1f}MB "
-              f"{r['topics_anon'] / mb:>10.1f}MB {r['check_hwm'] / mb:>8.1f}MB {r['topics_hwm'] / mb:>9.1f}MB")
-    for r in results:
-        if "messages_anon" in r:
-            print(f"{r['messages']:>12,} mq messages -f jsonl (command): {r['messages_rate']:,.0f} rows/s, peak RssAnon "
-                  f"{r['messages_anon'] / mb:.1f}MB, VmHWM {r['messages_hwm'] / mb:.1f}MB")
-    for what in ("consumers", "migrate"):
+    print(f"\n{args.topics} topics x {QUEUES} queues, {args.body}-byte bodies; peak RssAnon of each command in a "
+          f"child process (rate: messages / the child's wall time)\n")
+    print(f"{'command':<22}" + "".join(f"{r['messages']:>17,} msgs" for r in results)
+          + ("   ratio  (largest / smallest)" if len(results) > 1 else ""))
+    for what in wanted:
+        cells = "".join(f"{r[what + '_anon'] / mb:>8.1f} MB {r[what + '_rate'] / 1e3:>6,.0f}k/s" for r in results)
+        ratio = f"{results[-1][what + '_anon'] / results[0][what + '_anon']:>8.3f}" if len(results) > 1 else ""
+        print(f"{COMMANDS[what][0]:<22}{cells}{ratio}")
+    print(f"{'largest peak':<22}" + "".join(f"{max(r[w + '_anon'] for w in wanted) / mb:>8.1f} MB{'':>11}"
+                                                for r in results))
+    if any("check" in r for r in results):
+        print(f"\nin this process, best of {args.repeat}:")
         for r in results:
-            if f"{what}_anon" in r:
-                rate = f"{r[what + '_rate']:,.0f} msgs/s, " if what + "_rate" in r else ""
-                print(f"{r['messages']:>12,} mq {what} (command): {rate}peak RssAnon {r[what + '_anon'] / mb:.1f}MB, "
-                      f"VmHWM {r[what + '_hwm'] / mb:.1f}MB")
+            print(f"{r['messages']:>12,} check {r['check']:,.0f} msgs/s, topics {r['topics']:,.0f} msgs/s")
     for r in results:
         if "check_whole" in r:
             print(f"{r['messages']:>12,} whole-log path (before issue 51, same run): check {r['check_whole']:,.0f} "
                   f"msg/s, topics {r['topics_whole']:,.0f} msg/s")
-    if len(results) > 1:
-        a, b = results[0], results[-1]
-        print(f"{'ratio':>12} {b['check'] / a['check']:>12.2f} {b['topics'] / a['topics']:>13.2f} "
-              f"{b['check_anon'] / a['check_anon']:>11.2f} {b['topics_anon'] / a['topics_anon']:>12.2f}")
     return 0
 
 
@@ -346,6 +331,8 @@ def main(argv=None) -> int:
                     help="with --sizes: also mq migrate's peak memory and rate (writes a copy of the store)")
     ap.add_argument("--with-messages", action="store_true",
                     help="with --sizes: also the peak memory of 'dledgerctl mq messages --format jsonl' (slow)")
+    ap.add_argument("--only", default=None, help="with --sizes: only these commands (comma-separated: check, "
+                    "topics, messages, consumers, migrate), e.g. --only migrate --body 128")
     args = ap.parse_args(argv)
     if args.sizes:
         return sizes_main(args)
