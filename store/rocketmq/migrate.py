@@ -18,7 +18,7 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
   0 lies below it and RocketMQ takes the first real unit as the queue's minimum. A queue
   left with no unit of a kept message but a max offset past 0 (idle since its messages'
   files were deleted, or all of them left out) keeps its offsets as (1, 1, 0) units, and
-  the log then starts one file in too (``_write_queue_files``: a fillPreBlank unit there
+  the log then starts one file in too (requeue.py, a queue's units a chunk at a time: a fillPreBlank unit there
   would make RocketMQ resume dispatch at 2 GiB);
 - ``index/``: the broker's key index (index.py: RocketMQ's IndexFile format and the keys
   ``IndexService.buildIndex`` puts) of the messages before the end of the furthest
@@ -76,13 +76,13 @@ import numpy as np
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
 from ..metafiles import read_checkpoint
-from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter, file_name
-from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE, UNIT, find_queues, read_units
-from .consumequeue import file_size as file_size_of
+from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter
+from .consumequeue import CONSUME_QUEUE_DIR
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index
 from .lookup import INDEX_DIR
 from .layout import BrokerStore, batch_queue_files, rocksdb_queues
-from .moving import IdMap, MigrateError, Mover, Offsets, sync_files
+from .moving import IdMap, MigrateError, Mover, Offsets
+from .requeue import log_start, write_queues
 from .scan import batches
 from .timer import TimerLogError, move_timer_log
 
@@ -175,10 +175,6 @@ def _broker_holds(src_root: str) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-# the blank unit (commit-log offset, size) of a queue left with no unit: see _write_queue_files
-LOW_BLANK = (1, 1)
 
 
 def _check_dest(dest: str, src_root: str) -> None:
@@ -289,42 +285,10 @@ def _first_message(broker, data_file_size, index_file_size, from_index: int | No
     return None
 
 
-def _log_start(src_root: str, src_first: int | None, file_size: int, cut: int | None = None) -> tuple[int, int]:
-    """Where the new commit log starts: 0, or one file in when a queue will lead with
-    fillPreBlank units (0, Integer.MAX_VALUE, 0), or be blank units only (see
-    :func:`_write_queue_files`). ``ConsumeQueue.correctMinOffset`` takes a
-    queue's first unit whose offset is at or past the log's first as the queue's minimum;
-    from a log at 0 that would be a blank, and ``getMessage`` reading from there rolls past
-    the first commit-log file's messages (``rollNextFile``). Past the log's start, the blanks
-    are below every message, as after RocketMQ deletes a log's head files. ``cut``: SRC's
-    offset of the first message left out (past the committed index), None when none is.
-    Fails on a damaged queue before anything is written."""
-    queues = find_queues(src_root)
-    fsize = file_size_of(queues)
-    per_file = fsize // CQ_STORE_UNIT_SIZE
-    start, furthest = 0, -1
-    for q in queues:
-        read_units(q, fsize)
-        if q.damaged:
-            where, off, what = q.damaged[0]
-            raise MigrateError(f"{where} (offset {off}): {what} (run 'dledgerctl mq check' on SRC)")
-        units = q.units
-        if len(units):
-            furthest = max(furthest, int(units["offset"].max()))
-        lead = len(units) if src_first is None else int(np.count_nonzero(units["offset"] < src_first))
-        kept = lead < len(units) and (cut is None or int(units["offset"][lead]) < cut)
-        # blanks lead the file of the queue's first kept unit unless that is the file's first;
-        # a queue of blanks only gets its own, which must lie below the log (_write_queue_files)
-        if (q.first + lead) % per_file and kept or not kept and (len(units) or q.blanks) and q.first + lead > 0:
-            start = file_size
-        q.units, q.segments = None, []
-    return start, furthest
-
-
 def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape,
            ids: IdMap) -> None:
     cut = None if committed is None else _first_message(broker, data_file_size, index_file_size, committed + 1)
-    start, furthest = _log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size,
+    start, furthest = log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size,
                                  cut)
     if start:
         summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, or holds "
@@ -350,7 +314,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     old_a, new_a = mover.offsets()
     src_first, indexed_last, skipped_first, last_ts = mover.src_first, mover.indexed_last, mover.skipped_first, \
         mover.last_ts
-    _write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary)
+    write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary)
     try:
         _, lost = move_timer_log(broker.root, tmp, old_a, new_a)
     except TimerLogError as exc:
@@ -407,91 +371,3 @@ def _index_done(summary: Summary, writer: IndexWriter) -> int:
         summary.notes.append(f"{summary.messages - writer.indexed} messages past the end of every consume queue not "
                              f"indexed (the broker dispatches and indexes them when it starts)")
     return writer.last_ts
-
-
-def _write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src_first: int,
-                  summary: Summary) -> None:
-    """``old``/``new``: each moved message's commit-log offset in SRC and in DEST (increasing);
-    ``src_first``: the offset of SRC's first message (moved or not)."""
-    queues = find_queues(src_root)
-    fsize = file_size_of(queues)
-    in_queue = 0
-    written: list[str] = []
-    for q in queues:
-        read_units(q, fsize)
-        rel = os.path.relpath(q.dir, src_root)
-        if q.damaged:
-            where, off, what = q.damaged[0]
-            raise MigrateError(f"{where} (offset {off}): {what} (run 'dledgerctl mq check' on SRC)")
-        units = q.units
-        q.units, q.segments = None, []  # (one queue's units in memory at a time)
-        if not len(units) and not q.blanks:
-            continue
-        if len(old):
-            k = np.minimum(np.searchsorted(old, units["offset"]), len(old) - 1)
-            found = old[k] == units["offset"]
-        else:
-            k, found = np.zeros(len(units), np.int64), np.zeros(len(units), bool)
-        before = units["offset"] < src_first
-        # leading units of messages no longer in the log become blanks, trailing ones of left-out messages go
-        lead = int(np.argmin(before)) if not before.all() else len(units)
-        hits = np.flatnonzero(found)
-        stop = int(hits[-1]) + 1 if len(hits) else lead
-        body = slice(lead, stop)
-        if not found[body].all():
-            bad = lead + int(np.argmin(found[body]))
-            path, off = q.file_of(q.first + bad)
-            raise MigrateError(f"{path} offset {off}: unit of queue offset {q.first + bad} points at "
-                               f"{int(units['offset'][bad])}, where no message of the log starts (run 'dledgerctl mq "
-                               f"check' on SRC)")
-        summary.left_out_units += len(units) - stop
-        kept = units[lead:stop].astype(UNIT)
-        kept["offset"] = new[k[lead:stop]]
-        first_kept = q.first + lead
-        if not len(kept) and not first_kept:
-            continue  # nothing of it stays: RocketMQ makes the queue again for its next message
-        written += _write_queue_files(os.path.join(tmp, rel), first_kept, kept, fsize)
-        # ConsumeQueue.recover: the queue's maxPhysicOffset (offset + size of its last unit, a
-        # blank one's too); DefaultMessageStore.start resumes dispatch at the largest, or at
-        # the log's first offset when that is further (a blank-only queue's LOW_BLANK end is)
-        end = int(kept["offset"][-1]) + int(kept["size"][-1]) if len(kept) else sum(LOW_BLANK)
-        summary.dispatched_until = max(summary.dispatched_until, end)
-        summary.queues += 1
-        summary.units += len(kept)
-        in_queue += len(kept)
-    sync_files(written)
-    summary.undispatched = max(0, summary.messages - in_queue)
-
-
-def _write_queue_files(qdir: str, first: int, units: np.ndarray, fsize: int) -> list[str]:
-    """Units from queue offset ``first`` on, in files of ``fsize`` bytes named by first byte;
-    the first file's units before ``first`` are fillPreBlank units (0, Integer.MAX_VALUE, 0).
-    A queue of no units gets LOW_BLANK units instead (its max offset stays ``first``, so
-    consumers' offsets stay valid): ``ConsumeQueue.recover`` takes every unit with offset >= 0
-    and size > 0 as written and the last one's offset + size as the queue's maxPhysicOffset,
-    and ``DefaultMessageStore.start`` resumes dispatch at the largest of those: a fillPreBlank
-    unit's would be 2 GiB, past anything the broker stores next. A LOW_BLANK unit's is 2,
-    below the new log (which then starts one file in, :func:`_log_start`), and a pull
-    reading one finds no message there (``CommitLog.getMessage``: offset 1 lies before the
-    log's first file; offset 0 would be served from the first file) and rolls on. Such a
-    queue that ends at a file boundary gets the file before it, full of them (RocketMQ
-    serves an empty file as a queue of one unit at offset 0). The files' paths, written but
-    not synced yet (moving.sync_files syncs them all at once)."""
-    os.makedirs(qdir)
-    start = first * CQ_STORE_UNIT_SIZE
-    fstart = start - start % fsize
-    if not len(units) and start == fstart:
-        fstart -= fsize
-    blank = np.zeros((start - fstart) // CQ_STORE_UNIT_SIZE, UNIT)
-    blank["offset"], blank["size"] = LOW_BLANK if not len(units) else (0, BLANK_SIZE)
-    data = memoryview(blank.tobytes() + units.tobytes())
-    at, paths = 0, []
-    while True:
-        paths.append(os.path.join(qdir, file_name(fstart)))
-        with open(paths[-1], "xb") as fh:
-            fh.write(data[at:at + fsize])
-            fh.truncate(fsize)
-        at += fsize
-        fstart += fsize
-        if at >= len(data):
-            return paths
