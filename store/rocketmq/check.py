@@ -3,10 +3,11 @@
 One walk of the log (scan.py), a batch of messages at a time, reads the columns both need
 (stream.py); each consume-queue unit's commit-log offset is looked up among the batch's
 messages (a merge: both are in commit-log order), and topic, queue, queue offset, size and
-tag code compared. Memory is bounded by the topics and queues, not the messages. Where data
-files overlap or a queue's units go back, the merge does not hold: then the columns of every
-message are collected (``check_whole``, ``topic_rows_whole``) and the units looked up among
-them all (``searchsorted``).
+tag code compared. Memory is bounded by the topics and queues, not the messages (a queue
+whose units go back is merged as the runs in which they go up: stream.Runs). Where data
+files overlap, or queues' units go back more than stream.MAX_RUNS times in all, the merge
+does not hold: then the columns of every message are collected (``check_whole``,
+``topic_rows_whole``) and the units looked up among them all (``searchsorted``).
 
 Findings (``mq check``), one row each with the file and the byte offset in it:
 
@@ -320,8 +321,8 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
                  max_findings: int | None = None) -> tuple[list, dict]:
     """``mq check``: the findings (the first ``max_findings`` when given), and a summary of
     what was read (its ``findings``: how many in all). In memory bounded by the topics and
-    queues (stream.py), unless data files overlap or a queue's units go back: then the whole
-    log is read into columns (:func:`check_whole`)."""
+    queues (stream.py), unless data files overlap or queues' units go back more than
+    stream.MAX_RUNS times: then the whole log is read into columns (:func:`check_whole`)."""
     step, rewind = _counted(progress)
     try:
         return bounded_check(broker, _match_units, data_file_size=data_file_size, index_file_size=index_file_size,

@@ -13,7 +13,8 @@ Invariants that make the merge exact (else :class:`Unbounded` is raised, and che
 the whole log as it did before):
 
 - the messages' commit-log offsets only go up (data files do not overlap);
-- each queue's units' offsets never go back (``Queue.ascending``).
+- each queue's units' offsets never go back (``Queue.ascending``), or the queue is merged
+  as the runs in which they do not (:class:`Runs`), up to ``MAX_RUNS`` such runs in all.
 
 What still grows with the store: the findings, and the messages no unit points at (those
 below where a broker restarts dispatch are ``cq-missing`` runs, the others are counted) --
@@ -25,12 +26,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..format import HEADER_SIZE
-from .consumequeue import (BLANK_SIZE, Piece, _rel, expected_file, file_size, find_queues, offsets, plan_units,
-                           read_piece)
+from .consumequeue import (BLANK_SIZE, CQ_STORE_UNIT_SIZE, Piece, _rel, expected_file, file_size, find_queues,
+                           offsets, plan_units, read_piece)
 from .layout import batch_queue_keys
 from .logwalk import _finding, _key, place, walk
 
 CHUNK = 1 << 12  # units of a queue read at a time
+# cursors more than one per queue (runs of queues whose units go back) merged at once, each
+# holding up to a chunk (80 KB): more, and the whole-log path runs instead
+MAX_RUNS = 256
 PAST_LOG, ELSEWHERE, MISMATCH = 0, 1, 2  # what a unit that is a finding does (check._match_units)
 
 
@@ -195,14 +199,65 @@ def unit_of(u: np.ndarray, k: int) -> dict:
     return {"offset": int(u["offset"][k]), "size": int(u["size"][k]), "tags": int(u["tags"][k])}
 
 
+class Runs:
+    """A queue whose units go back, as its ascending runs (:func:`ascending_runs`), a
+    :class:`Cursor` each: the units up to an offset are each run's up to it (runs of
+    consecutive queue offsets, as a Cursor gives them; unit findings are sorted by queue
+    offset when reported, so the order they come in does not matter)."""
+
+    def __init__(self, runs: list[list[Piece]]):
+        self.cursors = [Cursor(r) for r in runs]
+
+    def upto(self, hi: int | None) -> list[tuple[int, np.ndarray]]:
+        out = []
+        for cur in self.cursors:
+            out += cur.upto(hi)
+        return out
+
+
+def ascending_runs(pieces: list[Piece], budget: int) -> list[list[Piece]]:
+    """A queue's pieces cut where a unit's offset goes below the one before it: runs in each
+    of which the offsets never go back, read ``CHUNK`` units at a time. Raises
+    :class:`Unbounded` past ``budget`` runs (each holds a chunk of units while merged)."""
+    runs: list[list[Piece]] = []
+    cur: list[Piece] = []
+    prev = None
+    for p in pieces:
+        start = 0  # the current run's first unit in p
+        for skip in range(0, p.count, CHUNK):
+            offs = read_piece(p, skip, min(CHUNK, p.count - skip))["offset"]
+            if not len(offs):
+                break
+            back = (np.flatnonzero(offs[1:] < offs[:-1]) + 1 + skip).tolist()
+            if prev is not None and int(offs[0]) < prev:
+                back.insert(0, skip)
+            for b in back:
+                if b > start:
+                    cur.append(Piece(p.at + start, p.path, p.byte + start * CQ_STORE_UNIT_SIZE, b - start))
+                runs.append(cur)
+                if len(runs) >= budget:
+                    raise Unbounded("a queue's units go back too often")
+                cur, start = [], b
+            prev = int(offs[-1])
+        if p.count > start:
+            cur.append(Piece(p.at + start, p.path, p.byte + start * CQ_STORE_UNIT_SIZE, p.count - start))
+    return runs + [cur] if cur else runs
+
+
 def _stage(queues: list, fsize: int) -> list[tuple]:
-    """Each queue's cursor (raises :class:`Unbounded` when a queue's units go back)."""
+    """Each queue's cursor; a queue whose units go back, a cursor per ascending run
+    (:class:`Runs`: at most ``MAX_RUNS`` more than one per queue in all, else
+    :class:`Unbounded`)."""
     out = []
+    budget = MAX_RUNS
     for q in queues:
         pieces = plan_units(q, fsize)
-        if not q.ascending:
-            raise Unbounded(f"the units of {q.dir} go back")
-        out.append((q, Cursor(pieces)))
+        if q.ascending:
+            out.append((q, Cursor(pieces)))
+            continue
+        runs = ascending_runs(pieces, budget + 1)
+        budget -= len(runs) - 1
+        out.append((q, Runs(runs)))
     return out
 
 
