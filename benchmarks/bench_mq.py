@@ -53,6 +53,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -168,9 +169,13 @@ def _cq_write(root, slot, cq, s, units, qoff, per_file) -> None:
 
 
 def peak_memory(what: str, root: str, n: int, *more: str) -> tuple[int, int]:
-    """(peak RssAnon, VmHWM) in bytes of a child process running ``what`` over ``root``
-    (then ``more`` arguments; RssAnon sampled every 10 ms)."""
-    argv = [sys.executable, "-m", "dledgerctl", *what.split(), root, *more]
+    """(peak RssAnon, VmHWM) in bytes of a child process running ``dledgerctl what root more...``."""
+    return peak_of([sys.executable, "-m", "dledgerctl", *what.split(), root, *more])
+
+
+def peak_of(argv: list[str]) -> tuple[int, int]:
+    """(peak RssAnon, VmHWM) in bytes of a child process running ``argv`` (RssAnon sampled
+    every 10 ms); it must exit 0."""
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=ROOT))
     peak = hwm = 0
     while child.poll() is None:
@@ -184,8 +189,42 @@ def peak_memory(what: str, root: str, n: int, *more: str) -> tuple[int, int]:
         except (FileNotFoundError, ProcessLookupError):
             break
         time.sleep(0.01)
-    assert child.wait() == 0, f"{what}: exit status {child.returncode} (a finding, or a failed assertion)"
+    assert child.wait() == 0, f"{argv[3:5]}: exit status {child.returncode} (a finding, or a failed assertion)"
     return peak, hwm
+
+
+def get_peak(root: str, n: int) -> tuple[int, int, float]:
+    """``get --decode rocketmq -f jsonl`` of every entry: a one-member group started on the
+    store's node directory (its leader appends a no-op entry at the end: run last), then
+    the command's peak memory (the client's; the node is not counted) and seconds."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    peers = f"n0-127.0.0.1:{port}"
+    cli_ = [sys.executable, "-m", "dledgerctl"]
+    node = subprocess.Popen(cli_ + ["node", "start", "--id", "n0", "--peers", peers, "--store-base-dir", root,
+                                    "--data-file-size", str(1 << 30), "--index-file-size", str(64 << 20),
+                                    "--no-force-clean", "--file-reserved-hours", "1000000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        deadline = time.monotonic() + 600
+        while subprocess.run(cli_ + ["get", "--peers", peers, "-i", "0", "--timeout", "2", "--format", "json"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=dict(os.environ, PYTHONPATH=ROOT)).returncode:
+            assert node.poll() is None, f"the node exited ({node.returncode})"
+            assert time.monotonic() < deadline, "the node did not answer within 600 s"
+            time.sleep(0.5)
+        t = time.perf_counter()  # (the rate is the get's alone, without the node's start)
+        peak, hwm = peak_of(cli_ + ["get", "--peers", peers, "-i", "0", "--to-index", str(n - 1), "--decode", "rocketmq",
+                               "--body", "none", "--format", "jsonl", "--timeout", "60"])
+        return peak, hwm, time.perf_counter() - t
+    finally:
+        node.terminate()
+        try:
+            node.wait(60)
+        except subprocess.TimeoutExpired:
+            node.kill()
+            node.wait()
 
 
 COMMANDS = {  # --only's names: (label, the command's argv after 'dledgerctl', or a CHILD job)
@@ -193,13 +232,14 @@ COMMANDS = {  # --only's names: (label, the command's argv after 'dledgerctl', o
     "messages": ("mq messages -f jsonl", "mq messages --body none --format jsonl"),
     "consumers": ("mq consumers", "mq consumers --format json"),
     "migrate": ("mq migrate", "mq migrate --format json"),
+    "get": ("get --decode rocketmq", None),  # (a group started on the store: get_peak)
 }
 
 
 def sizes_main(args) -> int:
     sizes = [int(x) for x in args.sizes.split(",")]
     wanted = ["check", "topics"] + ["messages"] * args.with_messages + ["consumers"] * args.with_consumers + \
-        ["migrate"] * args.with_migrate
+        ["migrate"] * args.with_migrate + ["get"] * args.with_get
     if args.only:
         wanted = [w for w in wanted if w in args.only.split(",")] or args.only.split(",")
     work = args.dir or tempfile.mkdtemp(prefix="bench-mq-")
@@ -221,8 +261,12 @@ def sizes_main(args) -> int:
                     dest = os.path.join(work, f"migrated-{n}")
                     more = (dest,)
                 t = time.perf_counter()
-                row[f"{what}_anon"], row[f"{what}_hwm"] = peak_memory(COMMANDS[what][1], root, n, *more)
-                row[f"{what}_rate"] = n / (time.perf_counter() - t)
+                if what == "get":
+                    row["get_anon"], row["get_hwm"], took = get_peak(root, n)
+                else:
+                    row[f"{what}_anon"], row[f"{what}_hwm"] = peak_memory(COMMANDS[what][1], root, n, *more)
+                    took = time.perf_counter() - t
+                row[f"{what}_rate"] = n / took
                 if what == "migrate":
                     shutil.rmtree(dest, ignore_errors=True)
                 log(f"{n:,}: {what}: peak RssAnon {row[what + '_anon'] / (1 << 20):.1f} MB, "
@@ -331,8 +375,11 @@ def main(argv=None) -> int:
                     help="with --sizes: also mq migrate's peak memory and rate (writes a copy of the store)")
     ap.add_argument("--with-messages", action="store_true",
                     help="with --sizes: also the peak memory of 'dledgerctl mq messages --format jsonl' (slow)")
+    ap.add_argument("--with-get", action="store_true",
+                    help="with --sizes: also 'get --decode rocketmq -f jsonl' of every entry from a one-member group "
+                         "started on the store (run last: its leader appends a no-op entry)")
     ap.add_argument("--only", default=None, help="with --sizes: only these commands (comma-separated: check, "
-                    "topics, messages, consumers, migrate), e.g. --only migrate --body 128")
+                    "topics, messages, consumers, migrate, get), e.g. --only migrate --body 128")
     args = ap.parse_args(argv)
     if args.sizes:
         return sizes_main(args)
