@@ -33,18 +33,26 @@ the best run counts. Needs Java and the mirrors for the reference (see
 tests/support/javarocketmq.py); without them the project's rates are printed alone.
 
 With ``--sizes N,M,...`` it measures memory instead (issue 51): for each size a store of
-``--topics`` topics of 4 queues (1 KiB bodies) is written fast by this benchmark's own writer
-(one encoded message per topic and queue, copied with numpy, its queue offset and
-PHYSICALOFFSET patched; packed appends to the project's store; consume queues written as
-they go), then each command runs in a child process whose RssAnon is sampled from /proc
-every 10 ms (peak anonymous memory: pages of the mapped store are file pages, not counted;
-VmHWM, which counts them, is printed too), and ``check_broker``/``topic_rows`` run in this
-process for msgs/s (best of ``--repeat``). The last columns are the ratios of the largest
-size to the smallest.
+``--topics`` topics of 4 queues (``--body`` bytes a message) is written fast by this
+benchmark's own writer (one encoded message per topic and queue, copied with numpy, its queue
+offset and PHYSICALOFFSET patched; packed appends to the project's store; consume queues
+written as they go; a consumer group's offsets half way through every queue), then each
+command runs as the whole command (``dledgerctl mq check``, ``mq topics``; with
+``--with-messages``, ``--with-consumers``, ``--with-migrate``, ``--with-get``, those too) in
+a child process whose RssAnon is sampled from /proc every 10 ms (peak anonymous memory:
+pages of the mapped store are file pages, not counted; VmHWM, which counts them, is in
+``--json``). ``get --decode rocketmq -f jsonl`` reads every entry from a one-member group
+started on the store's node directory (its leader appends a no-op entry: it runs last).
+``--only`` picks commands: ``mq migrate`` writes a second store as large as the first, so
+on a small disk run it alone on stores of smaller bodies (``--only migrate --body 128``:
+its memory follows the number of messages, not their bytes). Then ``check_broker`` and
+``topic_rows`` run in this process for msgs/s (best of ``--repeat``; 0 skips them). The
+last column is the ratio of the largest size's peak to the smallest's. Each store is
+deleted once measured (``--keep`` keeps it).
 
 Usage: python benchmarks/bench_mq.py [--messages N] [--body BYTES] [--repeat K] [--json]
-       python benchmarks/bench_mq.py --sizes 3000000,10000000 [--dir DIR] [--keep] [--with-messages]
-              [--with-consumers] [--with-migrate]
+       python benchmarks/bench_mq.py --sizes 3000000,30000000 [--dir DIR] [--keep] [--with-messages]
+              [--with-consumers] [--with-migrate] [--with-get] [--only CMD,...] [--body BYTES]
 """
 
 from __future__ import annotations
