@@ -50,10 +50,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from store.errors import StoreError
-from store.format import ENTRY_HEADER, MAGIC_NORMAL
+from store.format import ENTRY_HEADER
 
 from .deepcompare import DeepCompare
 from .dispatchstate import DispatchState
+from .javapeers import NOOP_NOTE, readable_by_java
 from .rpc import (
     Code,
     InstallSnapshotRequest,
@@ -175,9 +176,9 @@ class Dispatcher:
                 self.note = f"cannot push entry {self.next_index}: {exc}"
                 break
             if self.java:
-                raw, count = _readable_by_java(raw, count)
+                raw, count = readable_by_java(raw, count)
                 if not count:
-                    self.note = _NOOP_NOTE.format(index=self.next_index, peer=self.peer)
+                    self.note = NOOP_NOTE.format(index=self.next_index, peer=self.peer)
                     break
             req = PushRequest(self.group, self.self_id, self.term, PushType.APPEND, commit_index,
                               self.next_index, count, raw, config_at=self._configs_in(self.next_index, count))
@@ -208,9 +209,13 @@ class Dispatcher:
             if now - self.outstanding_at < self.config.max_push_timeout_ms:
                 return []
             self.outstanding = None  # unanswered: ask again
-        raw = self.store.get_raw(index, 1, 1) if index >= 0 else b""
-        if self.java and kind == PushType.TRUNCATE and raw and not _readable_by_java(raw, 1)[1]:
-            self.note = _NOOP_NOTE.format(index=index, peer=self.peer)  # (a TRUNCATE would write it)
+        try:
+            raw = self.store.get_raw(index, 1, 1) if index >= 0 else b""
+        except StoreError as exc:  # (a damaged entry: never sent; the scrub repairs it or hands leadership over)
+            self.note = f"cannot send entry {index}: {exc}"
+            return []
+        if self.java and kind == PushType.TRUNCATE and raw and not readable_by_java(raw, 1)[1]:
+            self.note = NOOP_NOTE.format(index=index, peer=self.peer)  # (a TRUNCATE would write it)
             return []
         begin = self.store.begin_index
         members = self._members_before(begin) if kind == PushType.TRUNCATE and index == begin >= 0 else b""
@@ -380,7 +385,11 @@ class Dispatcher:
             self.last_error = f"snapshot {info.index} is gone ({getattr(exc, 'strerror', None) or exc}): sending the latest"
             self._meet_at_begin(f"it needs entries before our first one {begin}")
             return []
-        first = self.store.get_raw(begin, 1, 1) if sending.offset + n >= info.size else b""
+        try:
+            first = self.store.get_raw(begin, 1, 1) if sending.offset + n >= info.size else b""
+        except StoreError as exc:  # (a damaged first entry: the snapshot's last chunk waits for its repair)
+            self.note = f"cannot send entry {begin} with the snapshot: {exc}"
+            return []
         req = InstallSnapshotRequest(self.group, self.self_id, self.term, info.index, info.term, info.size, info.crc,
                                      sending.offset, data, first, self._members_before(begin) if first else b"")
         self.outstanding, self.outstanding_at, self.last_send_at = req, now, now
@@ -581,20 +590,3 @@ class Dispatcher:
             "last_error": self.last_error,
             "note": self.note,
         }
-
-
-_NOOP_NOTE = ("entry {index} is a no-op (magic 2), which DLedger 0.2.7 cannot read back: {peer} is not sent it "
-              "and cannot follow past it (start every dledgerctl member of a group with Java members with "
-              "--dledger-peers, so that none is written)")
-
-
-def _readable_by_java(raw, count: int):
-    """The entries of a push a Java DLedger 0.2.7 follower can keep: those before the first
-    that is not a normal entry (magic 1). Its recovery stops at any other magic, so a no-op
-    sent to it would cost it every entry after it at its next restart."""
-    off = 0
-    for k in range(count):
-        if ENTRY_HEADER.unpack_from(raw, off)[0] != MAGIC_NORMAL:
-            return raw[:off], k
-        off += ENTRY_HEADER.unpack_from(raw, off)[1]
-    return raw, count
