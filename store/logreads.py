@@ -108,15 +108,19 @@ class LogReader:
         """Entry ``index``'s bytes as they lie; ``checked``: StoreCorruptError when its body
         fails its recorded CRC (what a node serves; comparing, keeping and cutting read the
         bytes as they are)."""
-        pos, size = self.locate(index)
+        magic, pos, size, _i, term = self.index_record(index)
         # A damaged index record (read-only stores, or before recovery's window) must not
-        # serve other bytes: the header found there must say this index, size and pos.
+        # serve other bytes: the header found there must say this index, size and pos, and
+        # its magic and term (which no CRC covers, or not always) must be the record's.
         if size < HEADER_SIZE:
             raise StoreCorruptError(f"index record of entry {index} gives size {size}")
         raw = self.data.read(pos, size)
-        _magic, hsize, hindex, _term, hpos, _ch, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(raw)
+        hmagic, hsize, hindex, hterm, hpos, _ch, chain, bcrc, bsize = ENTRY_HEADER.unpack_from(raw)
         if (hindex, hsize, hpos) != (index, size, pos) or bsize != size - HEADER_SIZE:
             raise StoreCorruptError(f"data at pos {pos} is not entry {index} of {size} bytes")
+        if checked and (hmagic, hterm) != (magic, term):
+            raise StoreCorruptError(f"entry {index} (pos {pos}) is damaged: its header says magic {hmagic} term "
+                                    f"{hterm}, its index record magic {magic} term {term}")
         if checked and (bcrc or chain) and crc32(memoryview(raw)[HEADER_SIZE:]) & CRC_MASK != bcrc:
             raise StoreCorruptError(_damaged(index, pos))
         return raw
@@ -265,10 +269,16 @@ class LogReader:
         while off < total:
             if total - off < HEADER_SIZE:
                 raise StoreCorruptError(f"entries from {first}: {total - off} stray bytes at pos {pos0 + off}")
-            _m, size, hindex, _t, hpos, _ch, chain, bcrc, bsize = unpack(raw, off)
+            hmagic, size, hindex, hterm, hpos, _ch, chain, bcrc, bsize = unpack(raw, off)
             if hindex != idx or hpos != pos0 + off or size < HEADER_SIZE or off + size > total \
                     or bsize != size - HEADER_SIZE:
                 raise StoreCorruptError(f"data at pos {pos0 + off} is not entry {idx} (index records disagree)")
+            rec = self.index_record(idx) if check else None
+            if rec is not None and (hmagic, hterm) != (rec[0], rec[4]):  # (no CRC covers them; the run lane compares them too)
+                if idx == first:
+                    raise StoreCorruptError(f"entry {idx} (pos {hpos}) is damaged: its header says magic {hmagic} "
+                                            f"term {hterm}, its index record magic {rec[0]} term {rec[4]}")
+                return raw[:off], idx - first
             if check and (bcrc or chain) and crc32(view[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
                 if idx == first:
                     raise StoreCorruptError(_damaged(idx, pos0 + off))

@@ -118,13 +118,15 @@ class Scrub:
         out.first = i
         pos = self.next_pos
         if pos < 0:
-            try:
-                rec = store.reads.index_record(i)
-            except StoreCorruptError as exc:
-                return self._skip(out, _index_damage(store, i, str(exc)))
-            pos = rec[1]
-            if rec[2] < HEADER_SIZE:
-                return self._skip(out, _index_damage(store, i, f"its index record gives size {rec[2]}"))
+            pos = _start_of(store, i)
+            if pos < 0:
+                try:
+                    rec = store.reads.index_record(i)
+                except StoreCorruptError as exc:
+                    return self._skip(out, _index_damage(store, i, str(exc)))
+                pos = rec[1]
+                if rec[2] < HEADER_SIZE:
+                    return self._skip(out, _index_damage(store, i, f"its index record gives size {rec[2]}"))
         while out.bytes < max_bytes and i <= last:
             f = store.data.find(pos)
             if f is None or f.mm is None:
@@ -181,6 +183,31 @@ class Scrub:
         return out
 
 
+def _start_of(store, index: int) -> int:
+    """Where entry ``index`` starts, when the walk does not know: its index record's pos, or
+    (that record being damaged) the end of the entry before, or the start of the first data
+    file for the log's first entry; the first place whose header is that entry's. -1 when
+    none is."""
+    places = []
+    rec = _record_or_none(store, index)
+    if rec is not None:
+        places.append(rec[1])
+    before = _record_or_none(store, index - 1) if index > store.begin_index else None
+    if before is not None:
+        end = before[1] + before[2]
+        places += [end, end - end % store.data.file_size + store.data.file_size]  # (or the next file's start)
+    elif index == store.begin_index and store.data.files:
+        places.append(store.data.files[0].start)
+    for pos in places:
+        f = store.data.find(pos)
+        if f is None or f.mm is None or pos - f.start + HEADER_SIZE > f.actual_size:
+            continue
+        magic, size, hindex, _t, hpos = ENTRY_HEADER.unpack_from(f.mm, pos - f.start)[:5]
+        if magic in ENTRY_MAGICS and hindex == index and hpos == pos and size >= HEADER_SIZE:
+            return pos
+    return -1
+
+
 def _recorded_size(store, index: int) -> int:
     try:
         return store.reads.index_record(index)[2]
@@ -208,12 +235,17 @@ def _judged(store, f, index: int, s) -> Damage | None:
     try:
         rec = store.reads.index_record(index)
     except StoreCorruptError as exc:
-        return _index_damage(store, index, str(exc))
-    if rec != (s.magic, s.offset, s.size, s.index, s.term):
-        d = _index_damage(store, index, f"record (magic, pos, size, index, term) {rec} but the entry is "
-                                        f"{(s.magic, s.offset, s.size, s.index, s.term)}")
+        d = _index_damage(store, index, str(exc))
         return Damage(d.kind, index, s.offset, s.size, d.file, d.offset, d.detail)
-    return None
+    if rec == (s.magic, s.offset, s.size, s.index, s.term):
+        return None
+    said = f"record (magic, pos, size, index, term) {rec} but the entry is {(s.magic, s.offset, s.size, s.index, s.term)}"
+    if (rec[0], rec[4]) != (s.magic, s.term):
+        # which of the two is right is not known here (no CRC covers the magic, and the term
+        # only where the chain was checked): the entry is taken from a replica, record and all
+        return Damage(HEADER, index, s.offset, s.size, f.name, rel, said)
+    d = _index_damage(store, index, said)  # (its pos, size and index: the walk vouches for the header's)
+    return Damage(d.kind, index, s.offset, s.size, d.file, d.offset, d.detail)
 
 
 class Mender:
@@ -237,6 +269,11 @@ class Mender:
         f = s.index.find(off)
         if f is None:
             raise StoreCorruptError(f"entry {index}: no index file holds its record")
+        if off - f.start + INDEX_UNIT_SIZE <= f.actual_size and f.mm is not None:
+            old = INDEX_RECORD.unpack_from(f.mm, off - f.start)
+            if (old[0], old[4]) != (magic, term):
+                raise StoreCorruptError(f"entry {index}: its header and index record disagree on magic or term, "
+                                        "which only a replica's copy can settle")
         s.index.write_at(f, off - f.start, INDEX_RECORD.pack(magic, pos, size, index, term))
         s.reads.forget()
 

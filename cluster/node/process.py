@@ -483,6 +483,8 @@ class Node:
         try:
             a.step()
         except StoreCorruptError as exc:  # a damaged entry: applied once the scrub has repaired it
+            if self.scrubber is not None:
+                self.scrubber.suspect(a.applied + 1)
             held = self._repeated_notes.check(("apply", a.applied + 1), time.monotonic())
             if held is not None:
                 log.warning("state machine waits at entry %d: %s%s", a.applied + 1, exc, held_back(held))

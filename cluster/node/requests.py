@@ -547,6 +547,8 @@ class Requests:
             try:
                 blob, n = s.read_entries(index, last - index + 1, MAX_GET_BYTES)
             except StoreError as exc:
+                if node.scrubber is not None:
+                    node.scrubber.suspect(index)
                 node.counts.refusal(Code.DISK_ERROR.name)
                 return answer_frame(api.Entries(Code.DISK_ERROR, group, leader, term, remark=str(exc)), f.opaque)
             return raw_answer_frame(f.opaque, GET, blob, n, term, leader)
@@ -560,6 +562,8 @@ class Requests:
                 entries.append(store_entry_object(e))
         except StoreError as exc:
             if not entries:  # (else the entries before it are answered; asked next, it is named)
+                if node.scrubber is not None:
+                    node.scrubber.suspect(index)
                 node.counts.refusal(Code.DISK_ERROR.name)
                 return answer_frame(api.Entries(Code.DISK_ERROR, group, leader, term, remark=str(exc)), f.opaque)
         return answer_frame(api.Entries(Code.SUCCESS, group, leader, term, entries), f.opaque)

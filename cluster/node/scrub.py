@@ -48,6 +48,7 @@ STEP_MAX = 1 << 20  # bytes one step reads at most
 IDLE = 1.0  # seconds between looks at a log with nothing committed to check
 RETRY = 0.5  # seconds before a damaged entry's repair is tried again ...
 ATTEMPTS = 20  # ... this many times, then it waits for the next pass
+DIGEST_BYTES = 4 << 20  # a DIGESTS answer covers at most about this many bytes of entries (fewer digests then)
 
 
 class Scrubber:
@@ -70,6 +71,8 @@ class Scrubber:
         self._attempts: dict[int, int] = {}
         self._why_not = ""
         self.stopped: str | None = None  # why the scrub stopped (a failure of its own), if it did
+        self._suspects: list[int] = []  # entries a read refused, checked before the pass goes on
+        self._wake = asyncio.Event()
 
     @property
     def position(self) -> int:
@@ -101,6 +104,9 @@ class Scrubber:
         step = max(4096, min(STEP_MAX, self.rate // 10))
         loop = asyncio.get_running_loop()
         while True:
+            if self._suspects and await self._check_suspects():
+                await asyncio.sleep(RETRY)
+                continue
             warm = self._ahead(step)
             if warm is not None:  # (the step then reads the page cache: no disk wait on the loop)
                 await loop.run_in_executor(None, _read_ahead, *warm)
@@ -111,6 +117,8 @@ class Scrubber:
                 self.passes += 1
                 self.last_pass = time.time()
                 log.debug("scrub: pass %d done, %d entries checked so far", self.passes, self.entries)
+            if self.damaged:
+                self._forget_sound(st)
             if st.crc_absent and st.entries:
                 await self._compare(st.first, st.first + st.entries - 1)
             if st.damage is not None:
@@ -118,11 +126,15 @@ class Scrubber:
                 if wait:
                     await asyncio.sleep(wait)
                     continue
-            await asyncio.sleep(st.bytes / self.rate if st.bytes else IDLE)
+            self._wake.clear()
+            try:  # (the pause the bytes are worth, cut short by a suspect)
+                await asyncio.wait_for(self._wake.wait(), st.bytes / self.rate if st.bytes else IDLE)
+            except asyncio.TimeoutError:
+                pass
 
-    async def _found(self, d: Damage) -> float:
+    async def _found(self, d: Damage, from_pass: bool = True) -> float:
         """Act on damage; returns how long to wait before the next step (0: go on)."""
-        first = d.index not in self._attempts
+        first = d.index not in self._attempts and d.index not in self.damaged
         if first:
             self.found[d.kind] += 1
             log.warning("scrub: %s", d.line())
@@ -138,12 +150,16 @@ class Scrubber:
             self.damaged.pop(d.index, None)
             self._attempts.pop(d.index, None)  # (made durable by the node's next flush, within milliseconds)
             log.warning("scrub: repaired entry %d (%s in %s at byte %d) %s", d.index, d.kind, d.file, d.offset, how)
-            self._recheck(d)
+            if from_pass:
+                self._recheck(d)
             return 0.0
         self.damaged[d.index] = d
         n = self._attempts[d.index] = self._attempts.get(d.index, 0) + 1
         if n < ATTEMPTS:
-            self._recheck(d)  # the next step finds it again and tries once more
+            if from_pass:
+                self._recheck(d)  # the next step finds it again and tries once more
+            else:
+                self._suspects.append(d.index)  # (checked again after the pause)
             return RETRY
         self._attempts.pop(d.index, None)
         self.unrepaired[d.kind] += 1
@@ -154,6 +170,18 @@ class Scrubber:
         """Move the cursor back to the damaged entry: the next step checks it (again)."""
         c = self.cursor
         c.next_index, c.next_pos, c.prev = d.index, -1, None
+
+    def _forget_sound(self, st) -> None:
+        """Stop holding as damaged what the step found sound, and what the log no longer holds
+        (cut, or deleted from its head). What comparing copies found is its own to clear."""
+        s = self.node.store
+        lo, hi = st.first, st.first + st.entries - 1
+        gone = [i for i, d in self.damaged.items()
+                if not s.begin_index <= i <= s.end_index
+                or (lo <= i <= hi and d.kind != DIFFERS and (st.damage is None or st.damage.index != i))]
+        for i in gone:
+            self.damaged.pop(i, None)
+            self._attempts.pop(i, None)
 
     def _ahead(self, nbytes: int) -> tuple[int, int, int] | None:
         """(fd, offset, length) of the data the next step reads, for a thread to read first:
@@ -176,6 +204,27 @@ class Scrubber:
         n = min(nbytes + (64 << 10), f.actual_size - rel)
         return (f.fd, rel, n) if n > 0 else None
 
+    def suspect(self, index: int) -> None:
+        """A read found entry ``index`` damaged (a GET, the state machine): the scrub checks it
+        next, not when its pass comes to it (days away, on a big log at the default rate)."""
+        if index not in self.damaged and index not in self._suspects and len(self._suspects) < 64:
+            self._suspects.append(index)
+            self._wake.set()
+
+    async def _check_suspects(self) -> float:
+        """Check the suspects (each once); how long to wait before the next step."""
+        s, wait = self.node.store, 0.0
+        for index in self._suspects[:]:
+            self._suspects.remove(index)
+            if not s.begin_index <= index <= s.committed_index:
+                continue
+            probe = Scrub()  # (a cursor of its own: the pass keeps its place)
+            probe.next_index = index
+            st = probe.step(s, 1)
+            if st.damage is not None and st.damage.index == index:
+                wait = max(wait, await self._found(st.damage, from_pass=False))
+        return wait
+
     def first_damaged(self, lo: int, hi: int) -> int | None:
         """The first entry of ``lo .. hi`` this member holds damaged (not to be served), or None."""
         if not self.damaged:
@@ -184,14 +233,19 @@ class Scrubber:
 
     # -- entries without CRCs: compared with the other members' copies ----------------------
     async def _compare(self, first: int, last: int) -> None:
+        """:meth:`_compare_run` over ``first .. last``, PROBE_MAX entries at a time."""
+        for lo in range(first, last + 1, PROBE_MAX):
+            await self._compare_run(lo, min(last, lo + PROBE_MAX - 1))
+
+    async def _compare_run(self, first: int, last: int) -> None:
         """Compare the digests of committed entries ``first .. last`` (written without CRCs,
         some of them) with every other voter's. An entry whose copy here differs from one a
         majority of the voters holds is replaced by that copy; one on which no majority agrees,
         once every voter has answered, is held damaged and reported (nothing is rewritten)."""
         node = self.node
         s, core = node.store, node.core
-        last = min(last, s.committed_index, first + PROBE_MAX - 1)
-        if core is None or last < first:
+        last = min(last, s.committed_index)
+        if core is None or last < first or first < s.begin_index:
             return
         try:
             f0, _terms, _chains, mine = fingerprints(s, first, last - first + 1)
@@ -285,8 +339,11 @@ class Scrubber:
         """Repair ``d``; how it was done, or None (self._why_not says why not)."""
         self._why_not = ""
         if d.kind == INDEX_RECORD_KIND:
-            self.mender.index_record(d)
-            return "from its entry"
+            try:
+                self.mender.index_record(d)
+                return "from its entry"
+            except StoreError as exc:  # (its magic or term in doubt: the leader's copy settles it)
+                log.warning("scrub: entry %d's index record is not rebuilt from its header: %s", d.index, exc)
         node = self.node
         core = node.core
         if core is None:
@@ -355,7 +412,7 @@ def digests_frame(node, req: api.Digests, f: Frame) -> Frame:
     if s.begin_index < 0 or req.first < s.begin_index or last < req.first:
         return api.answer_frame(api.DigestsAnswer(req.first, [], s.begin_index, s.committed_index), f.opaque)
     try:
-        first, _terms, _chains, digests = fingerprints(s, req.first, last - req.first + 1)
+        first, _terms, _chains, digests = fingerprints(s, req.first, last - req.first + 1, DIGEST_BYTES)
     except StoreError as exc:
         return api.answer_frame(api.Misdirected(Code.DISK_ERROR, group, leader, str(exc)), f.opaque)
     return api.answer_frame(api.DigestsAnswer(first, digests, s.begin_index, s.committed_index), f.opaque)

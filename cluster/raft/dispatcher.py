@@ -174,6 +174,7 @@ class Dispatcher:
                 raw, count = store.read_entries(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
             except StoreError as exc:  # (a damaged entry: never pushed; the scrub hands leadership over)
                 self.note = f"cannot push entry {self.next_index}: {exc}"
+                self.retry_at = now + 1000  # (not read again every tick)
                 break
             if self.java:
                 raw, count = readable_by_java(raw, count)
@@ -212,7 +213,7 @@ class Dispatcher:
         try:
             raw = self.store.get_raw(index, 1, 1) if index >= 0 else b""
         except StoreError as exc:  # (a damaged entry: never sent; the scrub repairs it or hands leadership over)
-            self.note = f"cannot send entry {index}: {exc}"
+            self.note, self.retry_at = f"cannot send entry {index}: {exc}", now + 1000
             return []
         if self.java and kind == PushType.TRUNCATE and raw and not readable_by_java(raw, 1)[1]:
             self.note = NOOP_NOTE.format(index=index, peer=self.peer)  # (a TRUNCATE would write it)
@@ -388,7 +389,7 @@ class Dispatcher:
         try:
             first = self.store.get_raw(begin, 1, 1) if sending.offset + n >= info.size else b""
         except StoreError as exc:  # (a damaged first entry: the snapshot's last chunk waits for its repair)
-            self.note = f"cannot send entry {begin} with the snapshot: {exc}"
+            self.note, self.retry_at = f"cannot send entry {begin} with the snapshot: {exc}", now + 1000
             return []
         req = InstallSnapshotRequest(self.group, self.self_id, self.term, info.index, info.term, info.size, info.crc,
                                      sending.offset, data, first, self._members_before(begin) if first else b"")

@@ -32,9 +32,10 @@ from .rpc import ProbeResponse
 PROBE_MAX = 4096  # fingerprints per probe (about 100 KB of JSON)
 
 
-def fingerprints(store, first: int, count: int) -> tuple[int, list[int], list[int], list[int]]:
+def fingerprints(store, first: int, count: int, max_bytes: int | None = None) -> tuple[int, list[int], list[int], list[int]]:
     """(first index, terms, chainCrcs, digests) of the entries ``first .. first + count - 1``
-    that ``store`` holds; digest = crc32 of the entry's encoded bytes."""
+    that ``store`` holds; digest = crc32 of the entry's encoded bytes. ``max_bytes``: stop
+    once the entries read reach it (at least one is read)."""
     terms: list[int] = []
     chains: list[int] = []
     digests: list[int] = []
@@ -44,8 +45,12 @@ def fingerprints(store, first: int, count: int) -> tuple[int, list[int], list[in
     last = min(first + count - 1, store.end_index)
     i = first
     unpack = ENTRY_HEADER.unpack_from
-    while i <= last:
-        raw, n = store.read_entries(i, last - i + 1, 4 << 20, as_stored=True)  # (damage shows, not refuses)
+    budget = max_bytes
+    while i <= last and (budget is None or budget > 0):
+        raw, n = store.read_entries(i, last - i + 1, 4 << 20 if budget is None else min(4 << 20, budget),
+                                    as_stored=True)  # (damage shows, not refuses)
+        if budget is not None:
+            budget -= len(raw)
         view = memoryview(raw)
         off = 0
         for _ in range(n):

@@ -95,6 +95,16 @@ def test_each_flip_is_found_as_its_kind_at_its_entry(tmp_path, what, kind):
         assert len(found) == 1
 
 
+def test_a_damaged_first_index_record_is_found_from_where_the_log_begins(tmp_path):
+    d = make(tmp_path)
+    with FileStore.open(d) as s:
+        flip(os.path.join(d, "index", "0" * 20), 0 * INDEX_UNIT_SIZE + 4 + 7)  # entry 0's pos
+        found, entries, _ = damages(s)
+        assert [(x.kind, x.index, x.pos) for x in found] == [(INDEX_RECORD_KIND, 0, 0)] and entries == 600
+        Mender(s).index_record(found[0])
+        assert damages(s)[0] == []
+
+
 def test_a_damaged_index_record_is_found_and_rebuilt_from_the_entry(tmp_path):
     d = make(tmp_path)
     victim = 140
@@ -163,6 +173,36 @@ def test_a_damaged_entry_is_mended_from_a_replicas_copy_checked_first(tmp_path):
         assert fh.read() == gh.read()
 
 
+@pytest.mark.parametrize("field,xor", [(3, 0x02), (16 + 7, 0x01)], ids=["magic 1 to 3", "term"])
+def test_a_header_field_no_crc_covers_is_taken_from_a_replica_not_written_into_the_record(tmp_path, field, xor):
+    """A flipped magic (1 -> 3: a config entry) or term whose chain is not checked (the
+    first entry a pass checks, in a log without CRCs) disagrees with the index record; which
+    is right only a replica knows: not served, and never copied into the record."""
+    a, b = make(tmp_path, "a", with_crc=False), make(tmp_path, "b", with_crc=False)
+    victim = 0 if field != 3 else 233
+    with FileStore.open(b, read_only=True) as replica:
+        copy = bytes(replica.get_bytes(victim))
+    with FileStore.open(a) as s:
+        path, off, _ = where(s, victim)
+        with open(path, "r+b") as fh:
+            fh.seek(off + field)
+            byte = fh.read(1)[0]
+            fh.seek(off + field)
+            fh.write(bytes([byte ^ xor]))
+        with pytest.raises(StoreCorruptError, match=f"entry {victim} .*damaged"):
+            s.get(victim, checked=True)
+        with pytest.raises(StoreCorruptError, match=f"entry {victim} "):
+            s.read_entries(victim, 10, 1 << 20)
+        found, _, _ = damages(s)
+        assert [(x.kind, x.index) for x in found] == [(HEADER, victim)]
+        with pytest.raises(StoreCorruptError, match="magic or term"):
+            Mender(s).index_record(found[0])  # (refused even if asked)
+        Mender(s).entry(found[0], copy)
+        s.flush()
+        assert damages(s)[0] == []
+        assert s.get_bytes(victim, checked=True) == copy
+
+
 def test_a_damaged_header_is_mended_too(tmp_path):
     a, b = make(tmp_path, "a"), make(tmp_path, "b")
     victim = 77
@@ -198,7 +238,7 @@ def test_the_cursor_follows_a_log_that_moves(tmp_path):
         scrub.step(s, 20_000)
         assert scrub.next_index > 0
         s.truncate(50, force=True)
-        s.set_committed(min(s.committed_index, 49)) if s.committed_index > 49 else None
+        assert (s.end_index, s.committed_index) == (49, 49)
         seen = 0
         for _ in range(100):
             st = scrub.step(s, 20_000)
@@ -207,4 +247,5 @@ def test_the_cursor_follows_a_log_that_moves(tmp_path):
             if st.pass_done:
                 break
         assert scrub.passes == 1
+        assert seen == 50  # (the cursor was past the cut end: the pass started again at 0)
     shutil.rmtree(d)
