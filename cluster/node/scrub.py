@@ -389,7 +389,16 @@ class Scrubber:
         if not s.begin_index <= d.index <= s.committed_index:
             self._why_not = "the log no longer holds it"
             return None
-        self.mender.entry(d, bytes(f.body[:answer["entries"][0]["size"]]))
+        raw = bytes(f.body[:answer["entries"][0]["size"]])
+        e = answer["entries"][0]
+        if e["bodyCrc"] == 0 and e["chainCrc"] == 0:  # (no CRC to check it by: a majority must hold it)
+            others = [p for p in core.members.voters if p != node.cfg.self_id and node.channels.get(p) is not None]
+            held = [got.get(d.index) for got in await asyncio.gather(*(self._digests_of(p, d.index, 1) for p in others))
+                    if got is not None]
+            if held.count(crc32(raw)) < len(core.members.voters) // 2 + 1:
+                self._why_not = f"{leader}'s copy has no CRC and a majority of the members does not hold it"
+                return None
+        self.mender.entry(d, raw)
         return f"with {leader}'s copy"
 
 
