@@ -81,8 +81,8 @@ class Scrubber:
 
     def row(self) -> dict:
         """What ``peer watermarks`` and ``cluster status`` show of it."""
-        return {"rate": self.rate, "position": self.position, "passes": self.passes,
-                "last_pass": self.last_pass, "damaged": sorted(self.damaged), "stopped": self.stopped}
+        return {"rate": self.rate, "position": self.position, "passes": self.passes, "last_pass": self.last_pass,
+                "damaged": sorted(self.damaged)[:100], "damaged_count": len(self.damaged), "stopped": self.stopped}
 
     def counts(self) -> dict:
         """What the metrics show of it (cluster/node/metrics.py)."""
