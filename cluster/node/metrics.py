@@ -97,7 +97,8 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
      "Of those, entries the checkpoint had recorded as committed (they must come back from the leader)."),
     ("dledger_scrub_bytes_total", "counter", (), "Bytes of committed entries the background scrub has checked."),
     ("dledger_scrub_passes_total", "counter", (), "Full passes of the scrub over the committed log."),
-    ("dledger_scrub_last_pass_timestamp_seconds", "gauge", (), "When the scrub last finished a pass (Unix time)."),
+    ("dledger_scrub_last_pass_timestamp_seconds", "gauge", (),
+     "When the scrub last finished a pass (Unix time; 0 before its first)."),
     ("dledger_scrub_damage_found_total", "counter", ("kind",),
      "Damaged entries the scrub found, by kind (body-crc, chain-crc, header, index-record)."),
     ("dledger_scrub_damage_repaired_total", "counter", ("kind",), "Of those, entries it repaired, by kind."),
@@ -262,8 +263,7 @@ def families(state: dict, counts: Counts, labels: dict[str, str]) -> list:
     if scrub is not None:  # (a member with --scrub-rate 0 has none)
         put("dledger_scrub_bytes_total", scrub["bytes"])
         put("dledger_scrub_passes_total", scrub["passes"])
-        if scrub["last_pass"] is not None:
-            put("dledger_scrub_last_pass_timestamp_seconds", scrub["last_pass"])
+        put("dledger_scrub_last_pass_timestamp_seconds", scrub["last_pass"] or 0)  # (0: no pass finished yet)
         for name, by_kind in (("found", scrub["found"]), ("repaired", scrub["repaired"]),
                               ("unrepaired", scrub["unrepaired"])):
             for kind, n in by_kind.items():
