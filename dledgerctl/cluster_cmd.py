@@ -127,12 +127,14 @@ def _duration(seconds: float | None) -> str | None:
 
 
 def _scrub_text(scrub: dict | None) -> str | None:
-    """A member's scrub in a table cell: passes done, the entry it is at, what is damaged."""
+    """A member's scrub in a table cell: passes done, the entry it is at (none between two
+    passes), what it holds damaged."""
     if not isinstance(scrub, dict):
         return None
     if scrub.get("stopped"):
         return f"stopped: {scrub['stopped']}"
-    text = f"pass {scrub.get('passes', 0) + 1} at {scrub.get('position')}"
+    position = scrub.get("position")
+    text = f"{scrub.get('passes', 0)} passes" + (f", at {position}" if isinstance(position, int) and position >= 0 else "")
     damaged = scrub.get("damaged") or []
     if damaged:
         text += f", damaged: {', '.join(map(str, damaged[:5]))}{' ...' if len(damaged) > 5 else ''}"
