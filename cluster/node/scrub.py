@@ -12,11 +12,11 @@ What it does with a damaged entry (each finding and each repair is one log line 
 file, byte, entry and what was wrong):
 
 - an index record that disagrees with its entry is written again from the entry;
-- a damaged entry on a follower is replaced by the leader's copy, asked for over the
-  member's connection to it (a raw GET, which the leader answers only with bytes that pass
-  its own CRCs) and checked by store.scrub.Mender before a byte is written;
-- on the leader, leadership is handed first to a member that has every entry; the member
-  then repairs the entry as a follower;
+- a damaged entry is replaced by another member's copy (the leader's first, then the other
+  voters'), asked for over the member's connection to it (a raw GET, answered only with bytes
+  that pass the answering member's own CRCs) and checked by store.scrub.Mender before a byte
+  is written. A leader repairs the same way, from a follower: handing leadership over first
+  made two members that each held a damaged entry hand it back and forth;
 - what cannot be repaired (no leader, a copy that does not check, a leader that has it
   damaged too) is tried again a few times, then counted as unrepaired and left for the next
   pass. Reads of it keep failing with an error naming it meanwhile (store/logreads.py).
@@ -350,56 +350,54 @@ class Scrubber:
             self._why_not = "the node is starting"
             return None
         member = core.member
-        if member.leader_id == node.cfg.self_id:
-            target = core.leader.handover_target(node.now()) if core.leader is not None else None
-            if target is None:
-                self._why_not = "this member leads and no other member has every entry to take over"
-            elif core.transfer is None:
-                core.start_transfer(target, node.now())
-                node.process()
-                log.warning("scrub: this member leads and holds a damaged entry: handing leadership to %s to "
-                            "repair it from there", target)
-                self._why_not = f"handing leadership to {target} first"
-            else:
-                self._why_not = f"handing leadership to {core.transfer.target} first"
-            return None
-        leader = member.leader_id
-        ch = node.channels.get(leader) if leader else None
+        me, leader = node.cfg.self_id, member.leader_id
+        # the leader's copy first, then every other voter's: each checked by its own CRCs (or,
+        # without them, by a majority's digests), so a leader repairs from a follower too
+        sources = ([leader] if leader and leader != me else []) + sorted(
+            p for p in core.members.voters if p not in (me, leader))
+        whys = []
+        for peer in sources:
+            raw, why = await self._copy_from(peer, d.index)
+            if raw is not None:
+                try:
+                    self.mender.entry(d, raw)
+                except StoreError as exc:
+                    why = str(exc)
+                else:
+                    return f"with {peer}'s copy"
+            whys.append(f"{peer}: {why}")
+        self._why_not = "; ".join(whys) or "no other member to ask for a copy"
+        return None
+
+    async def _copy_from(self, peer: str, index: int) -> tuple[bytes | None, str]:
+        """``peer``'s copy of committed entry ``index`` (raw GET), or None and why not. A copy
+        without CRCs is taken only when a majority of the voters hold those very bytes."""
+        node, core = self.node, self.node.core
+        ch = node.channels.get(peer)
         if ch is None:
-            self._why_not = "no leader to ask for a copy"
-            return None
-        req = api.Get(node.cfg.group, leader, d.index, 1, api.SERIALIZABLE, raw=True)
+            return None, "not connected"
+        req = api.Get(node.cfg.group, peer, index, 1, api.SERIALIZABLE, raw=True)
         try:
-            f = await ch.request(request_frame(req, leader), node.cfg.max_push_timeout_ms / 1000)
-        except (TransportError, ProtocolError) as exc:
-            self._why_not = f"{leader} did not answer: {exc}"
-            return None
-        if not is_raw(f):
-            self._why_not = f"{leader} answered: {f.remark or f.ext.get('remark') or 'no entry'}"
-            return None
-        try:
+            f = await ch.request(request_frame(req, peer), node.cfg.max_push_timeout_ms / 1000)
+            if not is_raw(f):
+                return None, f"answered: {f.remark or f.ext.get('remark') or 'no entry'}"
             answer = decode_raw_answer(f)
-        except ProtocolError as exc:
-            self._why_not = f"{leader}'s answer: {exc}"
-            return None
+        except (TransportError, ProtocolError) as exc:
+            return None, str(exc)
         if answer["code"] != Code.SUCCESS or not answer["entries"]:
-            self._why_not = f"{leader} answered code {answer['code']}"
-            return None
+            return None, f"answered code {answer['code']}"
         s = node.store
-        if not s.begin_index <= d.index <= s.committed_index:
-            self._why_not = "the log no longer holds it"
-            return None
-        raw = bytes(f.body[:answer["entries"][0]["size"]])
+        if not s.begin_index <= index <= s.committed_index:
+            return None, "the log here no longer holds it"
         e = answer["entries"][0]
+        raw = bytes(f.body[:e["size"]])
         if e["bodyCrc"] == 0 and e["chainCrc"] == 0:  # (no CRC to check it by: a majority must hold it)
             others = [p for p in core.members.voters if p != node.cfg.self_id and node.channels.get(p) is not None]
-            held = [got.get(d.index) for got in await asyncio.gather(*(self._digests_of(p, d.index, 1) for p in others))
+            held = [got.get(index) for got in await asyncio.gather(*(self._digests_of(p, index, 1) for p in others))
                     if got is not None]
             if held.count(crc32(raw)) < len(core.members.voters) // 2 + 1:
-                self._why_not = f"{leader}'s copy has no CRC and a majority of the members does not hold it"
-                return None
-        self.mender.entry(d, raw)
-        return f"with {leader}'s copy"
+                return None, "its copy has no CRC and a majority of the members does not hold it"
+        return raw, ""
 
 
 def _read_ahead(fd: int, offset: int, length: int) -> None:
