@@ -73,6 +73,15 @@ def same_files(base, nodes):
     return True
 
 
+def committed_group(base, rate: str, bodies: list[bytes]) -> list[int]:
+    """Three members scrubbing at ``rate``, ``bodies`` appended and committed on all: their indexes."""
+    up(base, 3, "--scrub-rate", rate)
+    indexes = [e[0] for e in append_bodies(base, bodies)["entries"]]
+    wait_for(lambda: (r := status(base)) and all(x["committed_index"] >= indexes[-1] for x in r), 30,
+             "every member to commit")
+    return indexes
+
+
 @pytest.fixture
 def group(tmp_path):
     base = str(tmp_path / "c")
@@ -136,11 +145,7 @@ def test_damage_on_followers_and_the_leader_is_found_and_repaired(group):
 
 def test_a_reader_never_gets_a_damaged_body(group):
     base = group
-    up(base, 3, "--scrub-rate", "0")
-    answer = append_bodies(base, BODIES[:200])
-    indexes = [e[0] for e in answer["entries"]]
-    wait_for(lambda: (r := status(base)) and all(x["committed_index"] >= indexes[-1] for x in r), 30,
-             "every member to commit")
+    indexes = committed_group(base, "0", BODIES[:200])
     victim = indexes[120]
     for n in ("n0", "n1", "n2"):
         flip_entry(base, n, victim, 48 + 2)
@@ -229,11 +234,7 @@ def test_a_read_that_meets_damage_sends_the_scrub_there_first(group):
     """At a crawling scrub rate the pass would reach the entry in minutes: the GET refused for
     it makes the scrub check and repair it at once."""
     base = group
-    up(base, 3, "--scrub-rate", "1KiB")
-    answer = append_bodies(base, BODIES[:400])
-    indexes = [e[0] for e in answer["entries"]]
-    wait_for(lambda: (r := status(base)) and all(x["committed_index"] >= indexes[-1] for x in r), 30,
-             "every member to commit")
+    indexes = committed_group(base, "1KiB", BODIES[:400])
     leader = leader_of(base)
     follower = next(n for n in ("n0", "n1", "n2") if n != leader)
     victim = indexes[390]
