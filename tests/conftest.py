@@ -42,6 +42,15 @@ def pytest_addoption(parser):
                      help="how many seeds the random cluster simulation runs (tests/raft/test_cluster_sim.py)")
 
 
+def pytest_collection_modifyitems(config, items):
+    """In a parallel run (pytest-xdist, ``--dist loadgroup``), every test on the one Spark session
+    goes to one worker: one Spark JVM a run instead of one per worker (each takes 10-20 s to
+    start and about 1 GB)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+
+
 def pytest_generate_tests(metafunc):
     if "sim_seed" in metafunc.fixturenames:
         metafunc.parametrize("sim_seed", range(metafunc.config.getoption("seeds")))

@@ -7,6 +7,7 @@ range are never handed out that way, so a stopped node gets its port back.
 """
 from __future__ import annotations
 
+import os
 import random
 import socket
 
@@ -39,13 +40,28 @@ def _all_free(base: int, n: int) -> bool:
             s.close()
 
 
+def _share(low: int, high: int) -> tuple[int, int]:
+    """This test process's part of ``low..high``: all of it, or, in a parallel run (pytest-xdist
+    worker ``gwK`` of N), the K-th of N equal parts, so that two workers never hand out the same
+    port (a port is free from when it is handed out until its node binds it)."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit()):
+        return low, high
+    k, n = int(worker[2:]), int(count)
+    if not 0 <= k < n:
+        return low, high
+    part = (high - low) // n
+    return low + k * part, low + (k + 1) * part
+
+
 def free_port_base(n: int) -> int:
     """A base port with ``n`` consecutive ports free now, outside the ephemeral range."""
-    top = _ephemeral_low() - n
-    if top <= _LOWEST:
+    low, top = _share(_LOWEST, _ephemeral_low())
+    top -= n
+    if top <= low:
         raise RuntimeError(f"no room for {n} ports below the ephemeral range")
-    for _ in range(500):
-        base = _rng.randrange(_LOWEST, top)
+    for _ in range(5000):
+        base = _rng.randrange(low, top)
         span = set(range(base, base + n))
         if span & _handed or not _all_free(base, n):
             continue
