@@ -52,15 +52,22 @@ def _interrupt_while_importing(args: list[str], marker: str) -> tuple[int, str]:
                             stderr=w, env=ENV)
     os.close(w)
     seen = []
-    with os.fdopen(r, "r", errors="replace") as err:
-        for line in err:
-            seen.append(line)
-            if re.search(rf"\|\s+{re.escape(marker)}$", line.rstrip()):
-                break
-        else:
-            raise AssertionError(f"{marker} never imported: {''.join(seen)[-2000:]}")
+    with os.fdopen(r, "rb", buffering=0) as err:
+        # a byte at a time up to the marker's line: a buffered read would take what follows it
+        # out of the pipe too, and let the process write that much further
+        line = bytearray()
+        while True:
+            byte = err.read(1)
+            if not byte:
+                raise AssertionError(f"{marker} never imported: {''.join(seen)[-2000:]}")
+            line += byte
+            if byte == b"\n":
+                seen.append(line.decode(errors="replace"))
+                line = bytearray()
+                if re.search(rf"\|\s+{re.escape(marker)}$", seen[-1].rstrip()):
+                    break
         proc.send_signal(signal.SIGINT)
-        seen.extend(err.readlines())
+        seen.extend(err.read().decode(errors="replace").splitlines(True))
     code = proc.wait(timeout=60)
     return code, "".join(seen)
 
