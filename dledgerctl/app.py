@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import logging
 import os
 import sys
-from difflib import get_close_matches
 from enum import Enum
 from typing import Annotated
 
@@ -27,7 +25,7 @@ except ImportError:  # pragma: no cover
     from click.exceptions import UsageError
 
 from . import __version__, option_values
-from .basics import ClickLogHandler, LogLabels, fail, log, quiet_closed_stdout, stdout_gone
+from .basics import fail, quiet_closed_stdout, stdout_gone
 
 # name -> (module of dledgerctl, its typer app or command function, first paragraph of its help), in the
 # order --help lists them after 'completion' (which is defined below)
@@ -118,6 +116,8 @@ class _Root(typer.core.TyperGroup):
         try:
             return super().resolve_command(ctx, args)
         except UsageError as exc:  # (typer's suggestions know only the commands loaded: made again from all)
+            from difflib import get_close_matches
+
             matches = get_close_matches(args[0], self.list_commands(ctx)) if args else []
             if matches:
                 exc.message = (f"{exc.message.split('. Did you mean')[0].rstrip('.')}. Did you mean "
@@ -217,7 +217,9 @@ class LogFormat(str, Enum):
     json = "json"
 
 
-def _json_handler() -> logging.Handler:
+def _json_handler():
+    import logging
+
     from pythonjsonlogger.json import JsonFormatter
 
     handler = logging.StreamHandler(sys.stderr)
@@ -244,6 +246,10 @@ def main_options(
                           "state changes with their numbers as fields).", case_sensitive=False)] = LogFormat.text,
 ) -> None:
     """Operations toolkit for DLedger-compatible Raft commit logs."""
+    import logging  # (a command runs: --version and --help ended before this)
+
+    from .loglines import ClickLogHandler, LogLabels, log
+
     root = logging.getLogger()
     if ctx.get_parameter_source("log_format").name == "COMMANDLINE":  # (nodes cluster up starts log the same way)
         os.environ["DLEDGERCTL_LOG_FORMAT"] = log_format.value

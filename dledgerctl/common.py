@@ -18,7 +18,8 @@ from cluster.node.launcher import DEFAULT_BASE_DIR, LauncherError, read_record
 from cluster.raft.config import ConfigError, group_problem, parse_peers
 from store.errors import StoreError
 
-from .basics import fail, log
+from .basics import fail
+from .loglines import log
 from .render import Format
 
 

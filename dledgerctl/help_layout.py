@@ -16,15 +16,11 @@ import importlib
 import sys
 import types
 
-from rich.columns import Columns
-from rich.table import Table
-from rich.text import Text
-
 
 class _OnFirstUse(type):
-    """The class of a stand-in for a class of a rich module not imported yet: calling the
-    stand-in, or asking it for an attribute (a class method), imports the module and hands
-    the call to the real class."""
+    """The class of a stand-in for a name of a module not imported yet: calling the stand-in,
+    or asking it for an attribute (a class method), imports the module and hands the call to
+    the real name (a class or a function)."""
 
     def __call__(cls, *args, **kwargs):
         return cls.real()(*args, **kwargs)
@@ -33,29 +29,66 @@ class _OnFirstUse(type):
         return getattr(cls.real(), attr)
 
 
-def _stand_in(module: str, name: str) -> types.ModuleType:
+def _stand_in(module: str, names: tuple[str, ...]) -> types.ModuleType:
     stand_in = types.ModuleType(module)
-    setattr(stand_in, name, _OnFirstUse(name, (), {
-        "real": staticmethod(lambda: getattr(importlib.import_module(module), name))}))
+
+    def real(name: str):
+        if sys.modules.get(module) is stand_in:  # (used while the stand-in is still in place: the real one now)
+            del sys.modules[module]
+        return getattr(importlib.import_module(module), name)
+
+    for name in names:
+        setattr(stand_in, name, _OnFirstUse(name, (), {"real": staticmethod(lambda name=name: real(name))}))
     return stand_in
 
 
+# What typer's help code and rich import at their tops for what help here never draws, each
+# with the names they take from it. typer.rich_utils: rich.markdown (help in rich_markup_mode
+# "markdown", with markdown_it and pygments) and rich.traceback (a crash's pretty traceback),
+# which took longer to import than all the rest of --help. rich.style: pickle, for a style's
+# meta (help sets none). rich._ratio: fractions, and with it decimal, for columns sized by
+# ratio (help's tables have none).
+LATER = (("rich.markdown", ("Markdown",)), ("rich.traceback", ("Traceback",)),
+         ("pickle", ("dumps", "loads")), ("fractions", ("Fraction",)))
+
+
+def _emoji_codes_on_first_code() -> None:
+    """rich's table of emoji codes (``:smile:``, a 4,000-entry dict) loaded by the first text that
+    has something like a code in it, not by any text: rich's markup replaces the codes in
+    every text it draws, and imports the table to do it. Help's texts rarely have one; their
+    output is the same either way. Set before rich.console and rich.markup take the function."""
+    import re
+
+    from rich import _emoji_replace as module
+
+    if "rich.markup" in sys.modules or getattr(module._emoji_replace, "lazy", False):
+        return
+    replace, code = module._emoji_replace, re.compile(r":\S*?:").search  # (every code rich replaces has this shape)
+
+    def emoji_replace(text: str, default_variant: str | None = None) -> str:
+        return replace(text, default_variant) if code(text) else text
+
+    emoji_replace.lazy = True
+    module._emoji_replace = emoji_replace
+
+
 def _rich_utils() -> types.ModuleType:
-    """typer's help code, without the two rich modules it imports at its top for what help
-    here never draws: rich.markdown (help in rich_markup_mode "markdown", with markdown_it and
-    pygments) and rich.traceback (a crash's pretty traceback). They took longer to import than
-    all the rest of ``--help``. While typer.rich_utils loads, each is a stand-in module whose
-    class builds the real one on first use (:class:`_OnFirstUse`); the stand-ins are taken
-    out of sys.modules right after, so any later import gets the real modules."""
+    """typer's help code (and rich), loaded without the modules of :data:`LATER`. While they
+    load, each is a stand-in module whose names build or call the real ones on first use
+    (:class:`_OnFirstUse`); the stand-ins are taken out of sys.modules right after, so any
+    later import gets the real modules."""
     if "typer.rich_utils" in sys.modules:
         return sys.modules["typer.rich_utils"]
     stood_in = []
-    for module, name in (("rich.markdown", "Markdown"), ("rich.traceback", "Traceback")):
+    for module, names in LATER:
         if module not in sys.modules:
-            sys.modules[module] = _stand_in(module, name)
+            sys.modules[module] = _stand_in(module, names)
             stood_in.append(module)
     try:
+        _emoji_codes_on_first_code()
         from typer import rich_utils
+        import rich.columns  # noqa: F401 (for OptionsTable, below)
+        import rich.table  # noqa: F401
     finally:
         for module in stood_in:
             del sys.modules[module]
@@ -63,6 +96,10 @@ def _rich_utils() -> types.ModuleType:
 
 
 rich_utils = _rich_utils()
+
+from rich.columns import Columns  # noqa: E402 (loaded by _rich_utils)
+from rich.table import Table  # noqa: E402
+from rich.text import Text  # noqa: E402
 
 _OPTION_CELLS = 6  # typer's option row: long, short, negative long, negative short, type, help (+ required first)
 

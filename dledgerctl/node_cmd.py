@@ -14,10 +14,10 @@ from cluster.node import runtime, service
 from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
 
 from . import nodeconf
-from .basics import LogLabels
 from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, PushQuotaOpt,
                      RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt, SnapshotKeepOpt, TlsCaOpt, TlsCertOpt,
                      TlsCrlOpt, TlsKeyOpt, check_peers, errors_as_exit, fail, log, parse_size, parse_size_or_zero)
+from .loglines import LogLabels
 
 node_app = typer.Typer(help="Run a node.", no_args_is_help=True)
 

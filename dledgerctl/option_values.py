@@ -17,7 +17,6 @@ without pydantic.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, get_args, get_origin
 
@@ -92,13 +91,15 @@ def _converter(annotation, info) -> Callable[[Any, Any], Any] | None:
 if _coercion is not None:
     _typers_own = _coercion.build_runtime_param
 
-    @dataclass(frozen=True)
     class Direct(_coercion.RuntimeParam):
-        """A parameter's conversion: ``convert`` first, typer's adapter when it declines."""
+        """A parameter's conversion: ``convert`` first, typer's adapter when it declines. (Not a
+        dataclass of its own, as typer's are: making one costs every command a millisecond.)"""
 
-        convert: Callable[[Any, Any], Any]
-        descriptor: Any
-        fallback: list = field(default_factory=list)  # (typer's own, built on first need)
+        def __init__(self, descriptor, convert: Callable[[Any, Any], Any]) -> None:
+            for name, value in (("parameter_info", descriptor.parameter_info), ("annotation", descriptor.annotation),
+                                ("convert", convert), ("descriptor", descriptor),
+                                ("fallback", [])):  # (typer's own, built on first need)
+                object.__setattr__(self, name, value)  # (frozen, as typer's are)
 
         def _coerce_value(self, value, param, ctx):
             try:
@@ -115,7 +116,7 @@ if _coercion is not None:
                                                                                  descriptor.parameter_info)
         if convert is None:
             return _typers_own(descriptor)
-        return Direct(descriptor.parameter_info, descriptor.annotation, convert, descriptor)
+        return Direct(descriptor, convert)
 
 
 def install() -> None:

@@ -69,16 +69,20 @@ def test_light_commands_import_no_group_and_nothing_heavy(tmp_path, args):
     groups = sorted(m for m in mods if m.startswith("dledgerctl.") and m.split(".")[1] in
                     {module for module, _attr, _help in LAZY.values()})
     assert groups == []
+    if args != ["completion", "bash"]:  # (the log is set up when a command runs: loglines.py)
+        assert "logging" not in mods
     if args == ["--version"]:
         assert "rich" not in mods and "click_log" not in mods
-    if args == ["--help"]:  # (help draws no markdown and no traceback: help_layout.py)
-        assert heavy_in(mods, ("pydantic", "markdown_it", "pygments", "rich.markdown", "rich.traceback")) == []
+    if args == ["--help"]:  # (help draws no markdown, no traceback, no meta, no ratios, no emoji: help_layout.py)
+        assert heavy_in(mods, ("pydantic", "markdown_it", "pygments", "rich.markdown", "rich.traceback", "pickle",
+                               "fractions", "decimal", "rich._emoji_codes")) == []
 
 
 HELP_STAND_INS = """
 import sys
 from dledgerctl import help_layout
-assert "rich.markdown" not in sys.modules and "rich.traceback" not in sys.modules
+later = ("rich.markdown", "rich.traceback", "pickle", "fractions", "rich._emoji_codes")
+assert not [m for m in later if m in sys.modules], [m for m in later if m in sys.modules]
 from rich.markdown import Markdown
 from rich.traceback import Traceback
 assert type(help_layout.rich_utils.Markdown("*x*")) is Markdown
@@ -87,13 +91,24 @@ try:
 except ZeroDivisionError as exc:
     tb = help_layout.rich_utils.Traceback.from_exception(type(exc), exc, exc.__traceback__)
 assert type(tb) is Traceback
+import rich.style, rich._ratio
+assert rich.style.Style(meta={"k": [1, 2]}).meta == {"k": [1, 2]}  # (pickle, through the stand-in)
+assert rich._ratio.ratio_distribute(10, [1, 2, 2]) == [2, 4, 4]  # (fractions.Fraction, through the stand-in)
+import fractions, pickle
+assert type(fractions.Fraction(1, 3)) is fractions.Fraction and pickle.loads(pickle.dumps(3)) == 3
+from rich.text import Text
+assert "rich._emoji_codes" not in sys.modules
+assert Text.from_markup("no code here: 127.0.0.1:20911 x").plain == "no code here: 127.0.0.1:20911 x"
+assert "rich._emoji_codes" not in sys.modules
+assert Text.from_markup("a :thumbs_up: b :no_such_code: c").plain == "a \N{THUMBS UP SIGN} b :no_such_code: c"
 print("ok")
 """
 
 
-def test_the_help_codes_stand_ins_build_the_real_rich_classes():
-    """typer's help code loads with stand-ins for rich.markdown and rich.traceback, which
-    build the real classes if ever used; the real modules import as usual afterwards."""
+def test_the_help_codes_stand_ins_build_the_real_ones():
+    """typer's help code and rich load with stand-ins for rich.markdown, rich.traceback, pickle
+    and fractions, which call or build the real ones if ever used, and rich's emoji codes load
+    at the first text that may have one; the real modules import as usual afterwards."""
     r = subprocess.run([sys.executable, "-c", HELP_STAND_INS], capture_output=True, text=True, timeout=120,
                        cwd=paths.ROOT, env={**os.environ, "PYTHONPATH": paths.ROOT})
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr[-2000:]
