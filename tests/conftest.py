@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import javadledger
+from tests.support import javadledger, timebound
 from tests.support.group import down, up
 from tests.support.stores import copy_fixture
 
@@ -42,13 +42,31 @@ def pytest_addoption(parser):
                      help="how many seeds the random cluster simulation runs (tests/raft/test_cluster_sim.py)")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{timebound.MARK}: checks wall-clock bounds; in a parallel run it goes first "
+                                       "and the other tests run niced (tests/support/timebound.py)")
+
+
 def pytest_collection_modifyitems(config, items):
     """In a parallel run (pytest-xdist, ``--dist loadgroup``), every test on the one Spark session
     goes to one worker: one Spark JVM a run instead of one per worker (each takes 10-20 s to
-    start and about 1 GB)."""
+    start and about 1 GB). The timebound tests go first, on one worker (tests/support/timebound.py)."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("spark"))
+    if timebound.parallel(config):
+        timebound.order(items)
+
+
+_PRIORITY = pytest.StashKey[timebound.Priority]()
+
+
+@pytest.hookimpl(tryfirst=True)  # (before the test's fixtures start anything)
+def pytest_runtest_setup(item):
+    if timebound.parallel(item.config):
+        if _PRIORITY not in item.config.stash:
+            item.config.stash[_PRIORITY] = timebound.Priority()
+        item.config.stash[_PRIORITY].before(item)
 
 
 def pytest_generate_tests(metafunc):

@@ -30,12 +30,17 @@ from cluster.net.wire import APPEND, METADATA, WATERMARKS, response_frame
 from store.filestore import FileStore
 from store.verify import verify_store
 
-RUN_SECONDS = 40  # fault time of each seeded run (the issue allows up to 60)
+# Fault time of each seeded run. 20 s each keeps the suite's share of them short (the issue
+# allowed up to 60 s); the seeds were picked so that 20 s of their schedules deal each profile's
+# kinds of fault (make_schedule). Long runs, many seeds: benchmarks/fault_runs.py.
+RUN_SECONDS = 20
 
 
 # -- the seeded runs -----------------------------------------------------------------------
-@pytest.mark.parametrize("profile,seed", [("kills", 3), ("partitions", 2), ("mixed", 13), ("members", 2),
-                                          ("hostile", 1), ("bitrot", 5)])
+# (each checks a leader comes back within a bound after a heal: timebound, tests/support/timebound.py)
+@pytest.mark.timebound
+@pytest.mark.parametrize("profile,seed", [("kills", 177), ("partitions", 85), ("mixed", 68), ("members", 110),
+                                          ("hostile", 287), ("bitrot", 122)])
 def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
     """Three nodes, four clients, ``RUN_SECONDS`` of faults from the seed; then heal, read
     everything back from every node and check (see faults.check). The mixed seed runs with
@@ -43,7 +48,7 @@ def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
     result = faults.run_seed(seed, profile, RUN_SECONDS, str(tmp_path / "run"), nodes=3, keep=True)
     print(result.summary())
     assert result.ok, result.summary() + f"\n  logs: {result.workdir}"
-    assert result.counts["ok"] > 1000 and sum(result.faults.values()) >= 6
+    assert result.counts["ok"] > 1000 and sum(result.faults.values()) >= 4
     if profile == "members":  # peer replace went through: members left and spares joined
         assert sum(v for k, v in result.faults.items() if k.startswith("replace")) >= 3
         assert sorted(os.listdir(os.path.join(result.workdir, "store"))) != ["dledger-n0", "dledger-n1", "dledger-n2"]
@@ -57,13 +62,14 @@ def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
             + result.faults.get("partition+pause", 0) >= 1
 
 
+@pytest.mark.timebound
 def test_linearizable_reads_through_partitions_pass_the_checker(tmp_path):
     """Partitions that isolate the leader, kills and pauses, with three more clients putting
     and getting keys of the kv state machine (linearizable gets, reaching every node
     directly, so some ask a deposed leader): their recorded history passes the
     linearizability checker (tests/support/linearizability.py). benchmarks/fault_runs.py --readers
     runs longer ones."""
-    result = faults.run_seed(4, "mixed", 30, str(tmp_path / "run"), nodes=3, keep=True, readers=3)
+    result = faults.run_seed(136, "mixed", RUN_SECONDS, str(tmp_path / "run"), nodes=3, keep=True, readers=3)
     print(result.summary())
     assert result.ok, result.summary() + f"\n  logs: {result.workdir}"
     kv = result.kv
@@ -71,10 +77,11 @@ def test_linearizable_reads_through_partitions_pass_the_checker(tmp_path):
     assert sum(result.faults.values()) >= 4
 
 
+@pytest.mark.timebound
 def test_seeded_run_with_tls_keeps_every_acknowledged_append(tmp_path):
     """The same checks with mutual TLS on every connection (members' certificates through
     the proxies, the clients' and the monitor's an operator's): kills and partitions."""
-    result = faults.run_seed(6, "mixed", 30, str(tmp_path / "run"), nodes=3, keep=True, tls=True)
+    result = faults.run_seed(3, "mixed", RUN_SECONDS, str(tmp_path / "run"), nodes=3, keep=True, tls=True)
     print(result.summary())
     assert result.ok, result.summary() + f"\n  logs: {result.workdir}"
     assert result.counts["ok"] > 1000 and sum(result.faults.values()) >= 4
