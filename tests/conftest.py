@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import javadledger, timebound
+from tests.support import bytecode, javadledger, timebound
 from tests.support.group import down, up
 from tests.support.stores import copy_fixture
 
@@ -45,8 +45,11 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{timebound.MARK}: checks wall-clock bounds; in a parallel run it goes first "
                                        "and the other tests run niced (tests/support/timebound.py)")
+    if not timebound.parallel(config):  # (the run's first process: xdist's controller, or the only one)
+        bytecode.compile_project()
 
 
+@pytest.hookimpl(tryfirst=True)  # (before xdist's own, which reads the xdist_group marks)
 def pytest_collection_modifyitems(config, items):
     """In a parallel run (pytest-xdist, ``--dist loadgroup``), every test on the one Spark session
     goes to one worker: one Spark JVM a run instead of one per worker (each takes 10-20 s to
