@@ -79,19 +79,19 @@ def _rich_utils() -> types.ModuleType:
     later import gets the real modules."""
     if "typer.rich_utils" in sys.modules:
         return sys.modules["typer.rich_utils"]
-    stood_in = []
+    stood_in = {}
     for module, names in LATER:
         if module not in sys.modules:
-            sys.modules[module] = _stand_in(module, names)
-            stood_in.append(module)
+            sys.modules[module] = stood_in[module] = _stand_in(module, names)
     try:
         _emoji_codes_on_first_code()
         from typer import rich_utils
         import rich.columns  # noqa: F401 (for OptionsTable, below)
         import rich.table  # noqa: F401
     finally:
-        for module in stood_in:
-            del sys.modules[module]
+        for module, stand_in in stood_in.items():
+            if sys.modules.get(module) is stand_in:  # (not already replaced by the real one: _stand_in)
+                del sys.modules[module]
     return rich_utils
 
 

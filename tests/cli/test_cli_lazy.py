@@ -114,6 +114,24 @@ def test_the_help_codes_stand_ins_build_the_real_ones():
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr[-2000:]
 
 
+STAND_IN_IN_PLACE = """
+import sys
+from dledgerctl import help_layout
+assert "calendar" not in sys.modules
+stand_in = sys.modules["calendar"] = help_layout._stand_in("calendar", ("isleap",))
+assert stand_in.isleap(2024) is True  # (used while still in place: the real module takes its place)
+import calendar
+assert calendar is not stand_in and sys.modules["calendar"] is calendar and calendar.isleap(2023) is False
+print("ok")
+"""
+
+
+def test_a_stand_in_used_while_in_place_hands_over_to_the_real_module():
+    r = subprocess.run([sys.executable, "-c", STAND_IN_IN_PLACE], capture_output=True, text=True, timeout=120,
+                       cwd=paths.ROOT, env={**os.environ, "PYTHONPATH": paths.ROOT})
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr[-2000:]
+
+
 def test_completing_a_command_name_loads_no_group(tmp_path):
     mods = imported(tmp_path, env={"_DLEDGERCTL_COMPLETE": "complete_bash", "COMP_WORDS": "dledgerctl c", "COMP_CWORD": "1"})
     assert heavy_in(mods) == []
