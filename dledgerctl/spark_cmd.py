@@ -57,7 +57,7 @@ def _pipeline():
     """The pipeline modules, or one error line when pyspark (or pyarrow) is missing."""
     try:
         return {name: importlib.import_module(f"dledgerctl.pipeline.{name}")
-                for name in ("errors", "session", "jobs", "audit", "messages")}
+                for name in ("errors", "inputs", "session", "jobs", "audit", "messages")}
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] in _MISSING:
             raise fail(INSTALL_HINT) from None
@@ -75,19 +75,24 @@ def _conf(pairs: list[str] | None) -> dict[str, str]:
 
 
 @contextmanager
-def _spark(master: str | None, conf: list[str] | None, ship: bool | None) -> Iterator[tuple]:
-    """A Spark session and the pipeline modules; every failure becomes one error line."""
+def _spark(master: str | None, conf: list[str] | None, ship: bool | None, paths: list[str],
+           job: str | None = None) -> Iterator[tuple]:
+    """The nodes PATHS name, a Spark session and the pipeline modules; every failure becomes
+    one error line. The nodes are found first, on this machine (inputs.py): a wrong path or a
+    store the job cannot read is refused in milliseconds, before a JVM starts. ``job``: one
+    that reads DLedger logs only (audit, diverge, stats, export); None for the mq jobs."""
     settings = _conf(conf)
     mods = _pipeline()
     session = mods["session"]
     verbose = log.getEffectiveLevel() <= logging.INFO
     with errors_as_exit():
         try:
+            nodes = mods["jobs"].dledger_nodes(paths, job) if job else mods["inputs"].resolve_nodes(paths)
             with session.spark_errors():
                 with _starting(master):
                     spark, started = session.start_session(master, settings, ship=ship, verbose=verbose)
                 try:
-                    yield spark, mods
+                    yield spark, mods, nodes
                 finally:
                     if started:
                         spark.stop()
@@ -166,9 +171,9 @@ def audit_cmd(
 
     One row per node: entries, bytes, index range, terms, CRC failures, index gaps,
     disagreements with the index file, unreadable records, and a verdict (ok or damaged)."""
-    with _spark(master, conf, ship) as (spark, mods):
+    with _spark(master, conf, ship, paths, "audit") as (spark, mods, nodes):
         with _progress(spark, mods, "audit"):
-            rows = mods["audit"].audit_rows(spark, paths, data_file_size=data_file_size,
+            rows = mods["audit"].audit_rows(spark, nodes, data_file_size=data_file_size,
                                             index_file_size=index_file_size, check_crc=not no_crc)
         if output:
             _write(mods["audit"].as_dataframe(spark, rows), output, output_format)
@@ -203,9 +208,9 @@ def diverge_cmd(
 
     Replicas are the nodes under one base directory (a group), unless --all-pairs. Exit 0
     when every pair is identical, 1 when one differs."""
-    with _spark(master, conf, ship) as (spark, mods):
+    with _spark(master, conf, ship, paths, "diverge") as (spark, mods, nodes):
         with _progress(spark, mods, "diverge"):
-            df = mods["jobs"].diverge(spark, paths, all_pairs=all_pairs)
+            df = mods["jobs"].diverge(spark, nodes, all_pairs=all_pairs)
         rows = [r.asDict() for r in df.collect()]
         _write(df, output, output_format)
     render(rows, fmt)
@@ -227,9 +232,9 @@ def stats_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Entries and bytes per term per node, with each term's first and last index (leader history)."""
-    with _spark(master, conf, ship) as (spark, mods):
+    with _spark(master, conf, ship, paths, "stats") as (spark, mods, nodes):
         with _progress(spark, mods, "stats"):
-            df = mods["jobs"].stats(spark, paths).cache()
+            df = mods["jobs"].stats(spark, nodes).cache()
             rows = [r.asDict() for r in df.collect()]
         _write(df, output, output_format)
     if plot is not None:
@@ -255,9 +260,9 @@ def export_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Write entries with their bodies to Parquet, partitioned by node; print what was written."""
-    with _spark(master, conf, ship) as (spark, mods):
+    with _spark(master, conf, ship, paths, "export") as (spark, mods, nodes):
         with _progress(spark, mods, "export"):
-            df = mods["jobs"].export(spark, paths, to, committed_only=committed_only)
+            df = mods["jobs"].export(spark, nodes, to, committed_only=committed_only)
             rows = [r.asDict() for r in df.collect()]
     render(rows, fmt)
 
@@ -276,9 +281,9 @@ def mq_topics_cmd(
 
     DLedger-mode and master-slave stores alike (one Spark task per data or commit-log file): the rows mq topics
     gives of each."""
-    with _spark(master, conf, ship) as (spark, mods):
+    with _spark(master, conf, ship, paths) as (spark, mods, nodes):
         with _progress(spark, mods, "mq-topics"):
-            df = mods["messages"].mq_topics(spark, paths).cache()
+            df = mods["messages"].mq_topics(spark, nodes).cache()
             rows = [r.asDict() for r in df.collect()]
         _write(df, output, output_format)
     render(rows, fmt)
@@ -307,9 +312,9 @@ def mq_find_cmd(
 
     With several options, a message must match them all. On a master-slave store, as in mq messages, index is the
     message's ordinal in the commit log and pos its offset - 48."""
-    with _spark(master, conf, ship) as (spark, mods):
+    with _spark(master, conf, ship, paths) as (spark, mods, nodes):
         with _progress(spark, mods, "mq-find"):
-            df = mods["messages"].mq_find(spark, paths, key=tuple(key or ()) or None, msg_id=msg_id,
+            df = mods["messages"].mq_find(spark, nodes, key=tuple(key or ()) or None, msg_id=msg_id,
                                                    uniq_key=uniq_key).cache()
             rows = [r.asDict() for r in df.collect()]
         _write(df, output, output_format)
@@ -340,9 +345,9 @@ def mq_export_cmd(
 
     On a master-slave store, as in mq messages, index is the message's ordinal in the commit log, pos its offset - 48,
     term null and file its commitlog/ file."""
-    with _spark(master, conf, ship) as (spark, mods):
+    with _spark(master, conf, ship, paths) as (spark, mods, nodes):
         with _progress(spark, mods, "mq-export"):
-            df = mods["messages"].mq_export(spark, paths, to, committed_only=committed_only,
+            df = mods["messages"].mq_export(spark, nodes, to, committed_only=committed_only,
                                                  max_body=max_body)
             rows = [r.asDict() for r in df.collect()]
     render(rows, fmt)

@@ -278,10 +278,21 @@ def test_controller_commands_on_a_missing_dir(tmp_path, sub):
 def test_spark_commands_on_a_missing_path(tmp_path, sub):
     extra = {"export": ["--to", str(tmp_path / "out")], "mq-export": ["--to", str(tmp_path / "out")],
              "mq-find": ["--key", "k"]}.get(sub, [])
+    jvm_before = _spark_jvm()
     r = run("spark", sub, str(tmp_path / "nope"), *extra)
     assert r.exit_code in (1, 2), r.output
     one_error(r.stderr, "nope")
     assert tree(tmp_path) == set()
+    if not jvm_before:  # (refused before Spark starts its JVM: spark_cmd._spark)
+        assert not _spark_jvm()
+
+
+def _spark_jvm() -> bool:
+    """Whether this process started Spark's JVM (it stays up after the session stops)."""
+    import sys
+
+    pyspark = sys.modules.get("pyspark")
+    return pyspark is not None and pyspark.SparkContext._gateway is not None
 
 
 # -- store files ----------------------------------------------------------------------------------
