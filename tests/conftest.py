@@ -5,6 +5,8 @@ from the mirrors, and one local Spark session. Plain helpers live in tests/suppo
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from tests.support import bytecode, javadledger, timebound
@@ -43,6 +45,11 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # A run started in the background (nohup, or '&' in a script) has SIGINT ignored, and every
+    # process it starts inherits that, Python keeping it so: then the tests' Ctrl-C (SIGINT to a
+    # command, a node, a follower) does nothing. The tests need a terminal's Ctrl-C.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     config.addinivalue_line("markers", f"{timebound.MARK}: checks wall-clock bounds; in a parallel run it goes first "
                                        "and the other tests run niced (tests/support/timebound.py)")
     if not timebound.parallel(config):  # (the run's first process: xdist's controller, or the only one)
