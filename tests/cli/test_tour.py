@@ -74,7 +74,12 @@ def run_line(line: str, env: dict, cwd: str, timeout: float = 180) -> tuple[int,
             out, _ = proc.communicate()
             return -1, out.decode(errors="replace") + f"\n(still running after {timeout:g} s)"
         os.killpg(proc.pid, signal.SIGINT)  # (what Ctrl-C sends)
-        out, _ = proc.communicate(timeout=30)
+        try:
+            out, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # (Ctrl-C did not end it: nothing of it may outlive the test)
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            return -1, out.decode(errors="replace") + "\n(still running 30 s after Ctrl-C)"
         return (0 if proc.returncode in (0, 130, -signal.SIGINT) else proc.returncode), out.decode(errors="replace")
     return proc.returncode, out.decode(errors="replace")
 
