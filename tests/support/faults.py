@@ -659,6 +659,7 @@ class Nemesis:
         self.log = log
         self.counts: collections.Counter = collections.Counter()
         self.heal_waits: list[float] = []  # seconds from each heal to a leader
+        self.unsynced: int | None = None  # a membership change's config entry the run ended before syncing
         self.problems: list[str] = []
         self.end = 0.0
 
@@ -964,18 +965,28 @@ class Nemesis:
             await admin.close()
             await self._sync_members(at)
 
-    async def _sync_members(self, at: int) -> None:
+    async def _sync_members(self, at: int, final: bool = False) -> None:
         """Take the group's members from its leader, once it shows config entry ``at`` or a
-        later one: nodes no longer members are stopped for good."""
+        later one: nodes no longer members are stopped for good. When the run's time ends
+        first, the change is remembered (``unsynced``) and synced after the final heal
+        (``final``): the checks must judge the members the group has, not those before it."""
         c = self.c
         members_now = set(c.ids) | set(c.nodes)
         c.monitor.set_members(sorted(members_now), len(c.ids))  # (the new node too: it may lead by now)
         await c.monitor.sample()
-        if not await self._wait(lambda m: m.leader is not None and (m.last[m.leader] or {}).get("config_index", -1)
-                                >= at, c.heal_bound, f"no leader showing config entry {at} within "
-                                                     f"{c.heal_bound:g} s after a change"):
+        shows = lambda m: m.leader is not None and (m.last[m.leader] or {}).get("config_index", -1) >= at  # noqa: E731
+        problem = f"no leader showing config entry {at} within {c.heal_bound:g} s after a change"
+        if final:
+            synced = await c.monitor.wait(shows, c.heal_bound)
+            if not synced:
+                self.problems.append(problem)
+        else:
+            synced = await self._wait(shows, c.heal_bound, problem)
+        if not synced:
+            self.unsynced = None if final else at
             c.monitor.set_members(c.ids, len(c.ids))
             return
+        self.unsynced = None
         md = c.monitor.last[c.monitor.leader]
         members = list(md.get("voters", [])) + list(md.get("learners", []))
         gone = c.set_members(members, len(md.get("voters", [])))
@@ -1332,6 +1343,8 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
             load_to = asyncio.get_running_loop().time()
             log("healing: every link passes, paused nodes resume, killed nodes restart")
             problems += cluster.heal_all()
+            if nemesis.unsynced is not None:  # (a change that went through as the run ended)
+                await nemesis._sync_members(nemesis.unsynced, final=True)
             took = await cluster.time_to_leader(heal_bound)
             if took is None:
                 problems.append(f"no leader within {heal_bound:g} s after the final heal")
