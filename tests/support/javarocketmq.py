@@ -93,6 +93,7 @@ from tests.support.javabuild import (
     mirror,
 )
 from tests.support.paths import ROOT
+from tests.support.ports import free_port_base
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROJECT = ROOT
@@ -212,7 +213,11 @@ class JavaRocketMQ:
         self.java_flags = list(JAVA_FLAGS)
 
     def command(self, main: str, *args: str, java_args: list[str] = ()) -> list[str]:
-        return ["java", *self.java_flags, *java_args, "-cp", self.classpath, main, *args]
+        # (a master store's HAService listens: on a port below the ephemeral range, this test
+        # process's own share of them (ports.py), not one that the Java side found free and that a
+        # connection's source port may take before the store binds it)
+        ha_port = f"-Ddledgerctl.haPort={free_port_base(1)}"
+        return ["java", *self.java_flags, ha_port, *java_args, "-cp", self.classpath, main, *args]
 
     def __repr__(self) -> str:
         return f"JavaRocketMQ({self.version!r}, {self.root!r})"
