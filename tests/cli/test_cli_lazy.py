@@ -109,9 +109,7 @@ def test_the_help_codes_stand_ins_build_the_real_ones():
     """typer's help code and rich load with stand-ins for rich.markdown, rich.traceback, pickle
     and fractions, which call or build the real ones if ever used, and rich's emoji codes load
     at the first text that may have one; the real modules import as usual afterwards."""
-    r = subprocess.run([sys.executable, "-c", HELP_STAND_INS], capture_output=True, text=True, timeout=120,
-                       cwd=paths.ROOT, env={**os.environ, "PYTHONPATH": paths.ROOT})
-    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr[-2000:]
+    _prints_ok(HELP_STAND_INS)
 
 
 STAND_IN_IN_PLACE = """
@@ -127,7 +125,12 @@ print("ok")
 
 
 def test_a_stand_in_used_while_in_place_hands_over_to_the_real_module():
-    r = subprocess.run([sys.executable, "-c", STAND_IN_IN_PLACE], capture_output=True, text=True, timeout=120,
+    _prints_ok(STAND_IN_IN_PLACE)
+
+
+def _prints_ok(script: str) -> None:
+    """``script`` run in a fresh interpreter (nothing imported yet) ends printing "ok"."""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                        cwd=paths.ROOT, env={**os.environ, "PYTHONPATH": paths.ROOT})
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr[-2000:]
 

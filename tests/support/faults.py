@@ -995,6 +995,11 @@ class Nemesis:
                  + (f"; stopped for good: {', '.join(gone)}" if gone else ""))
         await c.monitor.sample()
 
+    async def sync_after_heal(self) -> None:
+        """The members of a change the run's time ended before syncing (``unsynced``), now."""
+        if self.unsynced is not None:
+            await self._sync_members(self.unsynced, final=True)
+
     async def _wait(self, cond, bound: float, problem: str) -> bool:
         """Wait for ``cond(monitor)`` up to ``bound`` s, but not past the end of the run (the
         final heal and convergence take over); a problem only when ``bound`` ran out."""
@@ -1343,8 +1348,7 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
             load_to = asyncio.get_running_loop().time()
             log("healing: every link passes, paused nodes resume, killed nodes restart")
             problems += cluster.heal_all()
-            if nemesis.unsynced is not None:  # (a change that went through as the run ended)
-                await nemesis._sync_members(nemesis.unsynced, final=True)
+            await nemesis.sync_after_heal()  # (a change that went through as the run ended)
             took = await cluster.time_to_leader(heal_bound)
             if took is None:
                 problems.append(f"no leader within {heal_bound:g} s after the final heal")

@@ -124,7 +124,7 @@ public class RocketMQStoreWriter {
         boolean dledger = !spec.containsKey("dledger") || spec.getBooleanValue("dledger");
         config.setEnableDLegerCommitLog(dledger);
         if (!dledger) {
-            config.setHaListenPort(freePort()); // a master's HAService listens (10912 may be another run's)
+            config.setHaListenPort(RocketMQStoreReader.freePort()); // a master's HAService listens (10912 may be another run's)
         }
         config.setdLegerGroup(spec.getString("group"));
         config.setdLegerPeers(spec.getString("peers"));
@@ -181,16 +181,6 @@ public class RocketMQStoreWriter {
             store.shutdown();
         }
         return clean ? 0 : 1;
-    }
-
-    static int freePort() throws java.io.IOException {
-        String given = System.getProperty("dledgerctl.haPort"); // (the tests hand out ports: javarocketmq.py)
-        if (given != null) {
-            return Integer.parseInt(given);
-        }
-        try (java.net.ServerSocket s = new java.net.ServerSocket(0)) {
-            return s.getLocalPort();
-        }
     }
 
     static InetSocketAddress address(String text) throws Exception {
