@@ -267,8 +267,10 @@ def decompress(raw: bytes, sys_flag: int, limit: int = MAX_MESSAGE_SIZE) -> byte
     "decompression bomb") costs is bounded by ``limit``, not by what it declares.
 
     LZ4 and ZSTD bodies may hold several frames back to back (the Java streams read on
-    into the next frame): all are inflated. A body that ends inside a frame is refused
-    (NotAMessage saying it is truncated), never shown as what its first part inflates to."""
+    into the next frame): all are inflated, up to MAX_FRAMES of them (more: NotAMessage),
+    by one decompressor, in work linear in ``raw``. A body that ends inside a frame is
+    refused (NotAMessage saying it is truncated), never shown as what its first part
+    inflates to."""
     kind = (sys_flag & COMPRESSION_TYPE_COMPARATOR) >> 8
     name = _COMPRESSION.get(kind)
     if name is None:
@@ -300,21 +302,49 @@ def _zlib(raw: bytes, limit: int) -> bytes | None:
     return out
 
 
+# A body holds one frame as RocketMQ's compressors write it (LZ4FrameOutputStream and
+# ZstdOutputStream, one stream per body); several back to back are read on as the Java
+# streams do, up to this many. A bound of ours: 9-byte empty zstd frames would otherwise
+# make a 4 MiB body half a million frames of bookkeeping that inflate to nothing.
+MAX_FRAMES = 1024
+_FIRST_STEP = 64  # input fed to a frame's first call; doubled per call while the frame goes on
+
+
+def _too_many_frames(name: str) -> NotAMessage:
+    return NotAMessage(f"the {name} body holds more than {MAX_FRAMES} frames (RocketMQ's producer writes one)")
+
+
 def _lz4(raw: bytes, limit: int) -> bytes | None:
     # LZ4's frame format (LZ4FrameOutputStream); frames back to back are one body. (Imported
     # here, as before: a Spark executor without lz4 still reads every other message.)
+    # One decompressor, reset between frames; the input is fed from a view in steps that
+    # start small and double, so a frame's end leaves at most one step to feed again: the
+    # work is linear in the body however many frames it holds.
     import lz4.frame
-    parts, total, rest = [], 0, raw
-    while rest:
-        d = lz4.frame.LZ4FrameDecompressor()
-        part = d.decompress(rest, max_length=limit - total + 1)
-        total += len(part)
-        if total > limit:
-            return None
-        parts.append(part)
-        if not d.eof:
-            raise _truncated("lz4", total)
-        rest = d.unused_data
+    d = lz4.frame.LZ4FrameDecompressor()
+    view, parts, total, at, frames = memoryview(raw), [], 0, 0, 0
+    while at < len(raw):
+        frames += 1
+        if frames > MAX_FRAMES:
+            raise _too_many_frames("lz4")
+        if frames > 1:
+            d.reset()
+        step = _FIRST_STEP
+        while not d.eof:
+            if d.needs_input:
+                if at >= len(raw):
+                    raise _truncated("lz4", total)
+                chunk = view[at:at + step]
+                at += len(chunk)
+                step = min(step * 2, 1 << 20)
+            else:  # (input held back by the output bound: go on with it)
+                chunk = b""
+            part = d.decompress(chunk, max_length=limit - total + 1)
+            total += len(part)
+            if total > limit:
+                return None
+            parts.append(part)
+        at -= len(d.unused_data or b"")  # (the next frame's first bytes came with this frame's last step)
     return b"".join(parts)
 
 
@@ -324,24 +354,31 @@ _ZSTD_BLOCK = 128 << 10  # zstd's largest block (ZSTD_BLOCKSIZE_MAX): what a few
 def _zstd(raw: bytes, limit: int) -> bytes | None:
     # A zstd frame (ZstdOutputStream), or several back to back (ZstdInputStream reads on).
     # zstandard's decompressobj takes no output cap, so the input goes in small steps: a
-    # block costs at least 3 input bytes and yields at most _ZSTD_BLOCK, so a step of
-    # ``3 * (room // _ZSTD_BLOCK)`` bytes (at least 48) overshoots the room by at most ~2 MiB.
+    # block costs at least 3 input bytes and yields at most _ZSTD_BLOCK, so a step of at
+    # most ``3 * (room // _ZSTD_BLOCK)`` bytes (at least 48) overshoots the room by at most
+    # ~2 MiB. One decompression context for the body (a decompressobj per frame resets it);
+    # steps fed from a view, as _lz4 feeds them, keep the work linear in the body.
     import zstandard  # (here for the reason _lz4 gives)
-    parts, total, rest = [], 0, raw
-    while rest:
-        d = zstandard.ZstdDecompressor().decompressobj()
-        at = 0
-        while at < len(rest) and not d.eof:
-            step = max(48, 3 * ((limit - total) // _ZSTD_BLOCK))
-            part = d.decompress(rest[at:at + step])
-            at += step
+    dctx = zstandard.ZstdDecompressor()
+    view, parts, total, at, frames = memoryview(raw), [], 0, 0, 0
+    while at < len(raw):
+        frames += 1
+        if frames > MAX_FRAMES:
+            raise _too_many_frames("zstd")
+        d = dctx.decompressobj()
+        step = _FIRST_STEP
+        while not d.eof:
+            if at >= len(raw):
+                raise _truncated("zstd", total)
+            chunk = view[at:at + min(step, max(48, 3 * ((limit - total) // _ZSTD_BLOCK)))]
+            at += len(chunk)
+            step *= 2
+            part = d.decompress(chunk)
             total += len(part)
             if total > limit:
                 return None
             parts.append(part)
-        if not d.eof:
-            raise _truncated("zstd", total)
-        rest = d.unused_data + rest[at:]
+        at -= len(d.unused_data)
     return b"".join(parts)
 
 
