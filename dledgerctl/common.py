@@ -219,10 +219,23 @@ class BodyFormat(str, Enum):
     base64 = "base64"
 
 
+MAX_BODY_BOUND = 1 << 31  # 2GiB: past any maxMessageSize (a Java int) and what one bytes object should hold
+
+
+def parse_max_body(text) -> int | None:
+    """--max-body: a size of at most 2GiB, refused at parse time (a larger one reached the
+    inflaters as a length C cannot take)."""
+    value = parse_size(text)
+    if value is not None and value > MAX_BODY_BOUND:
+        raise typer.BadParameter(f"{text!r} is more than 2GiB, past any body RocketMQ stores (maxMessageSize is a "
+                                 "Java int)")
+    return value
+
+
 MaxBodyOpt = Annotated[Optional[int], typer.Option(
-    "--max-body", parser=parse_size, metavar="SIZE", help="Inflate a compressed RocketMQ body to at most this many "
-    "bytes (default 4MiB, RocketMQ's maxMessageSize); past it the body is a note ('inflates past N bytes'), never "
-    "memory. Accepts 65536, 64KiB, 1GiB.")]
+    "--max-body", parser=parse_max_body, metavar="SIZE", help="Inflate a compressed RocketMQ body to at most this "
+    "many bytes (default 4MiB, RocketMQ's maxMessageSize; at most 2GiB); past it the body is a note ('inflates past "
+    "N bytes'), never memory. Accepts 65536, 64KiB, 1GiB.")]
 
 
 def plural(n: int, word: str, words: str | None = None) -> str:

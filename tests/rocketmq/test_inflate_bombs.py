@@ -101,3 +101,19 @@ def test_mq_messages_says_why_such_a_body_is_not_shown(tmp_path):
     bomb, fine = [json.loads(line) for line in r.stdout.splitlines()]
     assert bomb["body"] is None and f"more than {message.MAX_FRAMES} frames" in bomb["note"]
     assert fine["body"] == "fine"
+
+
+@pytest.mark.parametrize("cmd", [["mq", "messages", "{root}", "--body", "hex"], ["mq", "salvage", "{root}",
+                                                                                 "--against", "{root}"]])
+def test_max_body_past_2gib_is_refused_when_parsed(tmp_path, cmd):
+    """issue 59 item 11: 2^63 bytes reached the inflaters, and every compressed body was
+    'does not inflate (zlib): Python int too large to convert to C ssize_t'."""
+    root = str(tmp_path / "store")
+    write_broker_store(root, [dict(body=zstandard.ZstdCompressor().compress(b"fine"), sys_flag=ZSTD)])
+    args = [a.format(root=root) for a in cmd]
+    r = CliRunner().invoke(app, [*args, "--max-body", "8388608T"])
+    assert r.exit_code == 2 and "more than 2GiB" in r.output, r.output
+    if cmd[1] == "messages":
+        r = CliRunner().invoke(app, [*args, "--max-body", "2GiB", "--format", "json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)[0]["body"] == b"fine".hex()
