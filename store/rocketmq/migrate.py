@@ -64,7 +64,6 @@ move with :class:`MigrateError` saying where; ``mq check`` tells more.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import struct
@@ -75,7 +74,7 @@ import numpy as np
 
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
-from ..metafiles import read_checkpoint
+from .commitment import LOCK_FILE, Bound, broker_holds, commit_bound
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter
 from .consumequeue import CONSUME_QUEUE_DIR
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index
@@ -90,7 +89,6 @@ CONFIG_DIR = "config"
 OFFSETS_DIR = ".moved-offsets"  # in the temporary DEST while the queues are rewritten (moving.Offsets)
 COMPACTION_DIR = "compaction"  # RocketMQ 5: CompactionStore's root (compactionLog/, compactionCq/, position-checkpoint)
 CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
-LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile
 CHECKPOINT_SIZE = 4096  # StoreCheckpoint maps MappedFile.OS_PAGE_SIZE bytes
 CHECKPOINT_TIMES = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
 
@@ -158,25 +156,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _broker_holds(src_root: str) -> bool:
-    """A running message store holds its root's ``lock`` file (``DefaultMessageStore.start``:
-    ``FileChannel.tryLock(0, 1, false)``, a POSIX record lock, which fcntl sees). Only asks:
-    the file is opened for the lock, never written."""
-    try:
-        fd = os.open(os.path.join(src_root, LOCK_FILE), os.O_RDWR)
-    except OSError:
-        return False  # (none, or not ours to open: nothing to ask)
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-    except OSError:
-        return True
-    else:
-        fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
-        return False
-    finally:
-        os.close(fd)
-
-
 def _check_dest(dest: str, src_root: str) -> None:
     dest_abs = os.path.realpath(dest)
     src_abs = os.path.realpath(src_root)
@@ -214,13 +193,14 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     _check_dest(dest, src)
     if id_map is not None:
         _check_id_map(id_map, src)
-    if _broker_holds(src):
+    if broker_holds(src):
         raise MigrateError(f"{src}: a running broker holds its lock file: stop the broker first")
-    committed = read_checkpoint(broker.node_dir).committed_index
-    if committed is None and not include_uncommitted:
-        raise MigrateError(f"{broker.node_dir}: its checkpoint holds no committed index: which entries are "
-                           f"certain is unknown (give --include-uncommitted to move them all)")
-    summary = Summary(src, os.path.abspath(dest), committed_index=committed)
+    bound = commit_bound(broker.node_dir, src)
+    if not bound.known and not include_uncommitted:
+        raise MigrateError(f"{broker.node_dir}: its checkpoint holds no committed index and no consume queue points "
+                           f"at a message: which entries are certain is unknown (give --include-uncommitted to move "
+                           f"them all)")
+    summary = Summary(src, os.path.abspath(dest), committed_index=bound.checkpoint)
     tmp = temp_name(dest)
     for stale in _stale_temps(dest) + ([tmp] if os.path.lexists(tmp) else []):
         shutil.rmtree(stale)
@@ -232,7 +212,7 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     map_tmp = temp_name(id_map) if id_map is not None else None
     try:
         with IdMap(map_tmp) as ids:
-            _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else committed,
+            _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else bound,
                    data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num), ids)
         if os.path.isdir(dest):
             os.rmdir(dest)  # empty (checked): the rename takes its place
@@ -274,12 +254,17 @@ def _check_id_map(path: str, src_root: str) -> None:
         raise MigrateError(f"{parent}: no such directory (for --id-map {path})")
 
 
-def _first_message(broker, data_file_size, index_file_size, from_index: int | None = None) -> int | None:
-    """The commit-log offset of SRC's first message (of an entry at or past ``from_index``);
-    None: it holds none."""
-    sel = Selection(from_index=from_index)
+def _first_message(broker, data_file_size, index_file_size, bound: Bound | None = None) -> int | None:
+    """The commit-log offset of SRC's first message (with ``bound``: of the first entry it
+    does not hold certain); None: it holds none."""
+    sel = Selection(from_index=None if bound is None or bound.checkpoint is None else bound.checkpoint + 1)
     for b in batches(broker.node_dir, sel, data_file_size=data_file_size, index_file_size=index_file_size):
-        normal = np.flatnonzero(b.magic == MAGIC_NORMAL) if not b.damage else []
+        if b.damage:
+            continue
+        normal = b.magic == MAGIC_NORMAL
+        if bound is not None:
+            normal &= ~bound.certain(b.index, b.pos)
+        normal = np.flatnonzero(normal)
         if len(normal):
             return int(b.pos[normal[0]]) + HEADER_SIZE
     return None
@@ -287,7 +272,7 @@ def _first_message(broker, data_file_size, index_file_size, from_index: int | No
 
 def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape,
            ids: IdMap) -> None:
-    cut = None if committed is None else _first_message(broker, data_file_size, index_file_size, committed + 1)
+    cut = None if committed is None else _first_message(broker, data_file_size, index_file_size, committed)
     start, furthest = log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size,
                                  cut)
     if start:
@@ -346,8 +331,15 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     compaction = os.path.join(broker.root, COMPACTION_DIR)
     if os.path.isdir(compaction):
         shutil.copytree(compaction, os.path.join(tmp, COMPACTION_DIR), symlinks=True)
+    if committed is not None:
+        if committed.note():
+            summary.notes.append(committed.note())
+        if committed.highest is not None:
+            summary.committed_index = max(committed.highest, -1 if committed.checkpoint is None else
+                                          committed.checkpoint)
     if summary.left_out:
-        summary.notes.append(f"{summary.left_out} messages of entries past the committed index {committed} left out")
+        summary.notes.append(f"{summary.left_out} messages of entries past the committed index "
+                             f"{summary.committed_index} left out")
     if summary.undispatched and not rocksdb:
         summary.notes.append(f"{summary.undispatched} messages no unit points at (transaction halves never get "
                              f"one; messages past every queue's end the broker dispatches when it starts)")

@@ -35,7 +35,9 @@ from typing import Callable
 import numpy as np
 
 from ..errors import StoreUsageError
+from ..files import write_all
 from ..format import HEADER_SIZE, MAGIC_NORMAL
+from .commitment import Bound
 from .columns import OK, key_columns, message_columns
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLogWriter, too_large
 from .entries import Batch
@@ -57,12 +59,12 @@ class Offsets:
     def __init__(self, directory: str) -> None:
         os.makedirs(directory)
         self.paths = (os.path.join(directory, "old.i64"), os.path.join(directory, "new.i64"))
-        self._files = [open(p, "xb") for p in self.paths]
+        self._files = [open(p, "xb", buffering=0) for p in self.paths]
         self.count = 0
 
     def add(self, old: np.ndarray, new: np.ndarray) -> None:
-        self._files[0].write(np.ascontiguousarray(old, np.int64).tobytes())
-        self._files[1].write(np.ascontiguousarray(new, np.int64).tobytes())
+        write_all(self._files[0], np.ascontiguousarray(old, np.int64), self.paths[0])
+        write_all(self._files[1], np.ascontiguousarray(new, np.int64), self.paths[1])
         self.count += len(old)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -81,11 +83,11 @@ class Mover:
     """Feeds batches of SRC's log (:meth:`feed`, in log order) to the new commit log, the
     index writer, the id map and ``offsets`` (the moved messages' old and new offsets,
     :class:`Offsets`). ``label``: the log's directory, as errors name it;
-    ``committed``: the last entry index moved (None: all); ``furthest``: the commit-log
+    ``committed``: which entries move (commitment.Bound; None: all); ``furthest``: the commit-log
     offset of SRC's furthest consume-queue unit (messages up to it are indexed here)."""
 
     def __init__(self, label: str, log: CommitLogWriter, index: IndexWriter, ids: "IdMap", offsets: Offsets, summary,
-                 committed: int | None, furthest: int, progress: Callable[[int], None] | None = None,
+                 committed: Bound | None, furthest: int, progress: Callable[[int], None] | None = None,
                  root: str = "") -> None:
         self.label, self.log, self.index, self.ids, self.summary = label, log, index, ids, summary
         self.root = root  # the store root, which an old commit log's file names (``commitlog/...``) are under
@@ -127,8 +129,8 @@ class Mover:
                 bad, why = k, str(exc)
                 break
             cols.store_ts[k], cols.sys_flag[k], cols.phy[k] = m.store_timestamp, m.sys_flag, m.phy_offset
-        # the entries before ``bad`` are messages; of those, the ones up to the committed index move
-        keep = bad if self.committed is None else int(np.searchsorted(idx[:bad], self.committed, "right"))
+        # the entries before ``bad`` are messages; of those, the certainly committed ones move (a prefix)
+        keep = bad if self.committed is None else int(np.count_nonzero(self.committed.certain(idx[:bad], pos[:bad])))
         big = np.flatnonzero(bsize[:keep] + END_FILE_MIN_BLANK_LENGTH > self.log.file_size)
         if len(big):
             k = int(big[0])

@@ -48,10 +48,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import StoreUsageError
+from ..files import write_all
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
-from ..metafiles import read_checkpoint
 from .commitlog import COMMIT_LOG_DIR
+from .commitment import commit_bound
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
 from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, take_keys
@@ -130,16 +131,19 @@ def _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms
              data_file_size, index_file_size, progress) -> Summary:
     committed = None
     if not broker.commit_log:
-        committed = read_checkpoint(broker.node_dir).committed_index
-        if committed is None and not include_uncommitted:
-            raise RebuildError(f"{broker.node_dir}: its checkpoint holds no committed index: which entries the "
-                               f"broker dispatches is unknown (give --include-uncommitted to take them all)")
+        # (the old queues and index prove their messages committed: commitment.py)
+        committed = commit_bound(broker.node_dir, root)
+        if not committed.known and not include_uncommitted:
+            raise RebuildError(f"{broker.node_dir}: its checkpoint holds no committed index and no consume queue "
+                               f"points at a message: which entries the broker dispatches is unknown (give "
+                               f"--include-uncommitted to take them all)")
     old_queues = find_queues(root)
     fsize = queue_file_size or (file_size_of(old_queues) if old_queues else _aside_file_size(root))
     if fsize % CQ_STORE_UNIT_SIZE:
         raise RebuildError(f"consume-queue files of {fsize} bytes: not a whole number of {CQ_STORE_UNIT_SIZE}-byte "
                            f"units")
-    summary = Summary(root, committed_index=None if include_uncommitted else committed)
+    summary = Summary(root, committed_index=None if include_uncommitted or committed is None else
+                      committed.checkpoint)
     for stale in stale_temps(root, ".rebuild-"):
         shutil.rmtree(stale)
         summary.notes.append(f"removed {os.path.basename(stale)}, left by an interrupted run")
@@ -301,9 +305,9 @@ class _Queues:
             fstart = at - at % self.fsize
             path = os.path.join(qdir, f"{fstart:0{FILE_NAME_DIGITS}d}")
             n = min(len(data) - done, fstart + self.fsize - at)
-            with open(path, "r+b" if path in self.files else "xb") as fh:
+            with open(path, "r+b" if path in self.files else "xb", buffering=0) as fh:
                 fh.seek(at - fstart)
-                fh.write(data[done:done + n])
+                write_all(fh, data[done:done + n], path)
             self.files.add(path)
             done += n
             at += n
@@ -330,7 +334,7 @@ def _write_queues(broker, tmp, fsize, summary, committed, delay_levels_ms, data_
         file_ends[b.start] = max(file_ends.get(b.start, 0), int(b.pos[-1] + b.size[-1]))
         take = np.ones(len(cols["phy"]), bool)
         if committed is not None:
-            take = cols["index"] <= committed
+            take = committed.certain(cols["index"], cols["phy"] - HEADER_SIZE)
             summary.left_out += len(take) - int(np.count_nonzero(take))
         summary.messages += int(np.count_nonzero(take))
         summary.undispatched += int(np.count_nonzero(take & ~cols["dispatched"]))
@@ -345,6 +349,9 @@ def _write_queues(broker, tmp, fsize, summary, committed, delay_levels_ms, data_
                        cols["phy"][grp], cols["size"][grp], cols["tags"][grp])
         last_ts = max(last_ts, int(cols["store_ts"][rows].max()))
     _refuse(broker, findings)
+    if committed is not None and committed.note():
+        summary.notes.append(committed.note())
+        summary.committed_index = committed.highest
     if _overlaps(log, file_ends):
         raise RebuildError(f"{broker.node_dir}: a data file holds entries past where the next one begins (run "
                            f"'dledgerctl mq check')")
@@ -406,9 +413,9 @@ def _write_checkpoint(root: str, tmp: str, logics_ts: int, index_ts: int) -> Non
         data = bytearray(CHECKPOINT_TIMES.pack(logics_ts, 0, 0))
     data = data.ljust(CHECKPOINT_SIZE, b"\0")
     struct.pack_into(">qq", data, 8, logics_ts, index_ts)
-    with open(os.path.join(tmp, CHECKPOINT_FILE), "xb") as fh:
-        fh.write(data)
-        fh.flush()
+    path = os.path.join(tmp, CHECKPOINT_FILE)
+    with open(path, "xb", buffering=0) as fh:
+        write_all(fh, data, path)
         os.fsync(fh.fileno())
 
 

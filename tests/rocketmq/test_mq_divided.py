@@ -19,6 +19,7 @@ from store.rocketmq.commitlog import COMMIT_LOG_DIR
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.migrate import migrate
 from store.rocketmq.scan import batches
+from tests.rocketmq.test_mq_commitment import unpoint
 from tests.support.rmq_divided import write_divided_store
 
 runner = CliRunner()
@@ -146,7 +147,8 @@ def test_migrate_moves_both_logs_in_order(store, tmp_path):
 
 def test_uncommitted_entries_are_left_out_but_old_messages_never_are(tmp_path):
     root = tmp_path / "store"
-    write_divided_store(str(root), msgs("old", 10), msgs("new", 10), file_size=FILE, committed=4)
+    info = write_divided_store(str(root), msgs("old", 10), msgs("new", 10), file_size=FILE, committed=4)
+    unpoint(root, info["new"][5]["phy_offset"])  # (only committed entries are dispatched)
     s = migrate(resolve_broker(str(root)), str(tmp_path / "ms"), commitlog_file_size=FILE)
     assert (s.messages, s.left_out) == (15, 5)
 

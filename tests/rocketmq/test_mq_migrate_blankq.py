@@ -18,6 +18,7 @@ import numpy as np
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
+from tests.rocketmq.test_mq_commitment import unpoint
 from tests.support.rmq_encode import cq_unit
 from tests.support.rmq_store import write_broker_store, write_queue
 from store.metafiles import read_checkpoint, write_checkpoint
@@ -80,6 +81,7 @@ def test_a_queue_whose_units_all_point_at_uncommitted_entries(tmp_path):
     rows = [json.loads(x) for x in runner.invoke(app, ["mq", "messages", str(src), "--format", "jsonl"])
             .stdout.splitlines()]
     write_checkpoint(str(node), cp.end_index, rows[3]["index"] - 1)  # the LATE messages not committed
+    unpoint(src, rows[3]["phy_offset"])  # (nor dispatched: only committed entries are)
     dest = tmp_path / "ms"
     s = migrate(resolve_broker(str(src)), str(dest), commitlog_file_size=CL)
     assert s.left_out == 2

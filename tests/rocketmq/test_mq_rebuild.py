@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
+from tests.rocketmq.test_mq_commitment import unpoint
 from tests.support.rmq_store import write_broker_store
 from tests.support.stores import file_crcs
 from store.metafiles import read_checkpoint, write_checkpoint
@@ -122,6 +123,7 @@ def test_only_committed_entries_are_dispatched_unless_asked(store):
     node = str(root / "dledger-n0")
     cp = read_checkpoint(node)
     write_checkpoint(node, cp.end_index, written[99]["index"])
+    unpoint(root, written[100]["phy_offset"])  # (only committed entries are dispatched)
     s = rebuild(root)
     assert (s["messages"], s["left_out"]) == (100, len(written) - 100)
     assert "not dispatched" in s["stderr"]
