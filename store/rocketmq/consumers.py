@@ -3,8 +3,8 @@
 The broker keeps each group's committed offsets in ``<store root>/config/consumerOffset.json``
 (``ConsumerOffsetManager``, written with fastjson): ``{"offsetTable": {"<topic>@<group>":
 {<queueId>: <offset>, ...}, ...}}``. fastjson writes the Integer queue ids as bare numbers
-(``{0:250,1:249}``), which is not JSON: they are quoted here before parsing (outside
-strings only). ``ConfigManager.load``: a missing or empty file, or one that does not
+(``{0:250,1:249}``), which is not JSON: store/rocketmq/jsonread.py (the one bounded reader
+of RocketMQ's JSON) reads it. ``ConfigManager.load``: a missing or empty file, or one that does not
 decode, is replaced by ``consumerOffset.json.bak`` (the broker's previous version).
 
 For each group, topic and queue: the committed offset, the queue's min and max (what the
@@ -19,8 +19,8 @@ consume queue: min = max = 0; ``past the end (no queue)`` when committed > 0). R
 
 from __future__ import annotations
 
-import json
 import os
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,11 +33,17 @@ from .consumequeue import find_queues, plan_units, read_piece
 from .consumequeue import file_size as file_size_of
 from .layout import BrokerStore
 from .divided import old_log_dir
+from .jsonread import JsonError, read_json_file
 from .scan import batches
 
 OFFSET_FILE = os.path.join("config", "consumerOffset.json")  # BrokerPathConfigHelper.getConsumerOffsetPath
 TOPIC_GROUP_SEPARATOR = "@"  # ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR
 PAST_END = "past the end"
+# fastjson reads a queue id (an Integer key) from ASCII digits only; Python's int() would also
+# take " 0", "1_0" and "\u0661" (as 0, 10 and 1)
+_QUEUE_ID = re.compile(r"-?[0-9]{1,10}")
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1  # java.lang.Integer
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1  # java.lang.Long
 CHUNK = 1 << 14  # units of a queue read at a time (330 KB): a whole file is 6 MB by default
 
 
@@ -58,39 +64,6 @@ class Row:
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
-
-
-def quote_int_keys(text: str) -> str:
-    """fastjson's ``{0:250}`` as JSON (``{"0":250}``): bare integer keys after ``{`` or ``,``
-    are quoted; strings are copied as they are."""
-    out, i, n, expect_key = [], 0, len(text), False
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
-            i, expect_key = j + 1, False
-            continue
-        if c in "{,":
-            expect_key = True
-        elif expect_key and (c.isdigit() or c == "-"):
-            j = i + 1
-            while j < n and text[j].isdigit():
-                j += 1
-            k = j
-            while k < n and text[k] in " \t\r\n":
-                k += 1
-            if k < n and text[k] == ":":
-                out.append(f'"{text[i:j]}"')
-                i, expect_key = j, False
-                continue
-        elif not c.isspace():
-            expect_key = False
-        out.append(c)
-        i += 1
-    return "".join(out)
 
 
 def read_offsets(root: str) -> tuple[dict[str, dict[int, int]], str, list[str]]:
@@ -118,21 +91,15 @@ def read_offsets(root: str) -> tuple[dict[str, dict[int, int]], str, list[str]]:
 
 
 def _parse(path: str) -> dict[str, dict[int, int]] | None:
+    """The offset table of one file; None when it is missing or empty. OffsetsError when
+    ConfigManager.decode would not load it: no fastjson JSON (jsonread's bounds), no
+    offsetTable, a queue id that is no Integer or an offset that is no Long."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
+        doc = read_json_file(path)
+    except JsonError as exc:
+        raise OffsetsError(str(exc)) from None
+    if doc is None:
         return None
-    except UnicodeDecodeError as exc:
-        raise OffsetsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise OffsetsError(f"{path}: {exc.strerror or exc}") from None
-    if not text:
-        return None
-    try:
-        doc = json.loads(quote_int_keys(text))
-    except json.JSONDecodeError as exc:
-        raise OffsetsError(f"{path}: not fastjson's JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     table = doc.get("offsetTable") if isinstance(doc, dict) else None
     if not isinstance(table, dict):
         raise OffsetsError(f"{path}: no offsetTable object in it")
@@ -142,15 +109,20 @@ def _parse(path: str) -> dict[str, dict[int, int]] | None:
             raise OffsetsError(f"{path}: offsetTable entry {key!r} is not \"topic@group\": {{queueId: offset}}")
         row = {}
         for qid, off in queues.items():
-            try:
-                q = int(qid)
-            except ValueError:
-                raise OffsetsError(f"{path}: {key}: queue id {qid!r} is not a number") from None
-            if isinstance(off, bool) or not isinstance(off, int):
-                raise OffsetsError(f"{path}: {key} queue {q}: offset {off!r} is not a whole number")
+            if not _QUEUE_ID.fullmatch(qid) or not INT_MIN <= int(qid) <= INT_MAX:
+                raise OffsetsError(f"{path}: {key}: queue id {qid[:40]!r} is not a number (an Integer: ASCII "
+                                   "digits)")
+            q = int(qid)
+            if isinstance(off, bool) or not isinstance(off, int) or not LONG_MIN <= off <= LONG_MAX:
+                raise OffsetsError(f"{path}: {key} queue {q}: offset {_short(off)} is not a whole number (a Long)")
             row[q] = off
         out[key] = row
     return out
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def log_min_offset(broker: BrokerStore) -> int:

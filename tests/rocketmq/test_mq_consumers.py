@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from dledgerctl.app import app
 from tests.support.rmq_encode import cq_unit
 from tests.support.rmq_store import write_broker_store, write_queue
-from store.rocketmq.consumers import quote_int_keys
+from store.rocketmq.jsonread import quote_int_keys
 
 runner = CliRunner()
 
