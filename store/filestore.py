@@ -137,6 +137,14 @@ class FileStore(LogStore):
         """What recovery dropped at open, in one line (see :meth:`Recovered.warning`)."""
         return self.opened.warning() if self.opened is not None else None
 
+    def recovery_held(self) -> list:
+        """The damaged entries recovery kept in the log at open (recovery.Held, index order)."""
+        return list(self.opened.plan.held) if self.opened is not None else []
+
+    def recovery_held_warning(self) -> str | None:
+        """Those entries in one line (see :meth:`Recovered.held_warning`); None when none."""
+        return self.opened.held_warning() if self.opened is not None else None
+
     def close(self) -> None:
         if self.closed:
             return

@@ -104,6 +104,20 @@ class Recovered:
         below = 0 if committed is None else max(0, min(committed, plan.dropped_to) - plan.end_index)
         return plan.dropped_to - plan.end_index, below
 
+    def held_warning(self) -> str | None:
+        """The damaged entries recovery kept in the log, in one line (None when none): they
+        are never served, and the node's scrub repairs them from a replica's sound copy."""
+        held = self.plan.held
+        if not held:
+            return None
+        first = held[0]
+        more = f" and {len(held) - 1} more up to entry {held[-1].index}" if len(held) > 1 else ""
+        after = self.plan.end_index - first.index
+        return (f"recovery kept {len(held)} damaged entr{'y' if len(held) == 1 else 'ies'} in the log: entry "
+                f"{first.index} ({first.status} at pos {first.pos}){more}; the {after} entries after it pass "
+                f"their own checks and are kept. A damaged entry is never served; the scrub repairs it from "
+                f"a member holding a sound copy")
+
     def warning(self) -> str | None:
         """What recovery dropped at open, in one line for an operator (None when nothing):
         which entries, why (file, offset, the check that failed), and whether the checkpoint
@@ -129,7 +143,12 @@ def recover(layout: NodeLayout, data: FileList, index: FileList, extent: Extent,
     the checkpoint's committed index (clamped to the end). ``keeper`` (kept.py's Keeper, for
     ``--keep-truncated``): the whole entries recovery cuts are kept first, a file per run of
     consecutive ones (recovery.cut_runs); a keep that fails raises and nothing is cut."""
-    plan = plan_recovery(data, index)
+    # The checkpoint first: recovery holds (never cuts) damaged entries it says were committed.
+    try:
+        cp = read_checkpoint(layout.node_dir)
+    except StoreCorruptError as exc:
+        cp, cp_error = None, str(exc)
+    plan = plan_recovery(data, index, None if cp is None else cp.committed_index)
     if keeper is not None and not read_only and cut_units(plan):
         _keep_cut(plan, data, index, keeper)
     found = Recovered(plan, None if read_only else apply_recovery(plan, data, index), read_only)
@@ -140,10 +159,8 @@ def recover(layout: NodeLayout, data: FileList, index: FileList, extent: Extent,
     # The committed index is an optimisation (a node re-learns it from the leader), so
     # an unreadable checkpoint is reported, not fatal: the store opens with committed
     # index -1, and a writable store rewrites the file on close.
-    try:
-        cp = read_checkpoint(layout.node_dir)
-    except StoreCorruptError as exc:
-        found.checkpoint_problem = str(exc)
+    if cp is None:
+        found.checkpoint_problem = cp_error
         return found
     found.checkpoint_problem = cp.problem
     found.checkpoint_committed = cp.committed_index

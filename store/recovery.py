@@ -2,18 +2,26 @@
 
 ``plan_recovery`` only reads. It walks the data files from the third-last one (moving back
 while that file's first entry is unreadable, as DLedger does) and stops at the first entry
-that is not healthy: bad framing, torn, bad checksum, index gap, term going back, or a
-position that does not match its offset. Every entry before that point is kept. Along the
-way it compares each entry with its index record and notes the first one that is missing
-or disagrees.
+that is not healthy: bad framing, torn, index gap, term going back, or a position that does
+not match its offset. Every entry before that point is kept. Along the way it compares each
+entry with its index record and notes the first one that is missing or disagrees.
+
+Bit rot is not the end of the log. An entry whose framing is whole and agrees with its index
+record but whose checksum fails (its body, or its link in the chain) is *held*: kept in
+place, never served (store/logreads.py refuses its bytes), reported, and left for the node's
+scrub to repair from a replica. The walk goes on past it, because the entries after it are
+checked on their own (their chain links through its recorded chainCrc). Only damaged
+entries at the very end of the log, after the last sound one, may still end it there: those
+past the checkpoint's committed index, since nothing proves they were ever acknowledged.
 
 ``apply_recovery`` (writable stores only) then: zeroes the data after the last good entry
 up to the last non-zero byte (so no stale entry can come back on a later open), deletes data
 files after the end, grows a truncated last file back to its configured size, rewrites index
 records from the first disagreement on, zeroes and deletes index records past the end.
 
-Invariants: no good entry before the first bad one is ever cut; nothing raises on any byte
-content; the result is a store DLedger's own recovery walks to the same end.
+Invariants: no good entry before the first bad one is ever cut; no entry known committed
+(the checkpoint's committed index) and no sound entry after a held one is cut for a damaged
+checksum; nothing raises on any byte content; the result is a store DLedger's own recovery walks to the same end.
 """
 
 from __future__ import annotations
@@ -26,9 +34,21 @@ from .errors import StoreError, StoreIOError
 from .files import FileList
 from .format import (ENTRY_MAGICS, HEADER_SIZE, INDEX_RECORD, INDEX_UNIT_SIZE, body_crc, chain_crc, crc_recorded,
                      decode_header, decode_index)
-from .scan import FileScan, Run, ScanStop
+from .scan import BAD_BODY_CRC, BAD_CHAIN_CRC, FileScan, Run, ScanStop
 
 LOOKBACK_FILES = 3  # DLedgerMmapFileStore.recover starts at mappedFiles.size() - 3
+HOLDABLE = (BAD_BODY_CRC, BAD_CHAIN_CRC)  # damage that leaves the entry's place in the log certain
+
+
+@dataclass(frozen=True)
+class Held:
+    """A damaged entry recovery kept in the log (never served until repaired)."""
+
+    index: int
+    term: int
+    pos: int
+    size: int
+    status: str  # scan status: bad-body-crc or bad-chain-crc
 
 
 @dataclass
@@ -50,6 +70,8 @@ class RecoveryPlan:
     problems: list[str] = field(default_factory=list)
     dropped_to: int = -1  # the last entry past the end that the index files still name (-1: none)
     dropped_bytes: int = 0  # written data past the end (what recovery cuts)
+    held: list[Held] = field(default_factory=list)  # damaged entries kept in the log, in index order
+    committed: int | None = None  # the committed index the walk was told (the checkpoint's)
 
     @property
     def cuts_data(self) -> bool:
@@ -145,7 +167,9 @@ def index_record_matches(index: FileList, e) -> bool:
     return f.mm[rel : rel + INDEX_UNIT_SIZE] == INDEX_RECORD.pack(e.magic, e.pos, e.size, e.index, e.term)
 
 
-def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
+def plan_recovery(data: FileList, index: FileList, committed: int | None = None) -> RecoveryPlan:
+    """Where the log ends and what recovery must change (nothing is written). ``committed``:
+    the checkpoint's committed index, if known; damaged entries up to it are held, never cut."""
     plan = RecoveryPlan()
     files = data.files
     if not files:
@@ -173,6 +197,9 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
         prev_index, prev_term, prev_chain = -1, None, 0
     last = None
     first_walked = -1
+    holds: list[tuple[Held, tuple | None, int]] = []  # (held entry, `last` before it, first_walked before it)
+    last_sound = -1  # the last entry walked whose own checks pass
+    relink = None  # the recomputed chain of the entry just walked, when it was held for its chain link
     pos = files[start].start
     check_index = True
     stop = None
@@ -191,10 +218,30 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
                     first_walked = e.first_index
                 last = (e.last_index, e.last_term, e.last_chain)
                 plan.entries_walked += e.count
+                last_sound, relink = e.last_index, None
                 continue
             if not e.healthy:
-                bad = e
-                break
+                before = last[2] if last is not None else prev_chain
+                if _relinks(e, relink):
+                    pass  # sound: it links through the held entry before it once that one's own link is recomputed
+                elif e.status in HOLDABLE and index_record_matches(index, e):
+                    holds.append((Held(e.index, e.term, e.pos, e.size, e.status), last, first_walked))
+                    if last is None:
+                        first_walked = e.index
+                    # the chain the next entry links to: the recorded one, unless this entry's own
+                    # link is what failed (then the recorded chainCrc may be the damaged field)
+                    chain = e.chain_crc
+                    relink = None
+                    if e.status == BAD_CHAIN_CRC and before is not None:
+                        chain = relink = chain_crc(before, e.index, e.term, e.body_crc)
+                    last = (e.index, e.term, chain)
+                    plan.entries_walked += 1
+                    continue
+                else:
+                    bad = e
+                    break
+            relink = None
+            last_sound = e.index
             if check_index and not index_record_matches(index, e):
                 plan.index_rebuild_from, plan.index_rebuild_pos = e.index, e.offset
                 check_index = False
@@ -216,6 +263,18 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
             continue
         pos = stop.offset
         break
+    # Held entries after the last sound one end the log at the first of them not known
+    # committed: nothing after it proves it was ever written by a leader of this log.
+    plan.committed = committed
+    known = -1 if committed is None else committed
+    cut = next((k for k, h in enumerate(holds) if h[0].index > last_sound and h[0].index > known), None)
+    if cut is not None:
+        held, last, first_walked = holds[cut]
+        stop = ScanStop(held.status, held.pos, f"entry index {held.index} term {held.term}: {held.status} "
+                        f"(damaged, after the last sound entry and past the committed index {known})")
+        pos = held.pos
+        del holds[cut:]
+    plan.held = [h[0] for h in holds]
     plan.stop = stop
     plan.end_pos = pos
     if last is not None:
@@ -251,6 +310,13 @@ def plan_recovery(data: FileList, index: FileList) -> RecoveryPlan:
             plan.dropped_to = unit
             break
     return plan
+
+
+def _relinks(e, relink: int | None) -> bool:
+    """Is ``e`` (failing only its chain link) sound once the held entry before it is taken at
+    its recomputed chain? Then that entry's recorded chainCrc was the damaged field."""
+    return (relink is not None and e.status == BAD_CHAIN_CRC
+            and chain_crc(relink, e.index, e.term, e.body_crc) == e.chain_crc)
 
 
 def cut_units(plan: RecoveryPlan) -> range:

@@ -173,14 +173,20 @@ def _check_start(node_dir: str, data_file_size, index_file_size, report: VerifyR
                             index_file_size=index_file_size) as s:
             report.start_drops, report.start_drops_committed = s.recovery_dropped()
             said = s.recovery_warning()
+            held = s.recovery_held()
+            holds = s.recovery_held_warning()
+            first_cut = s.plan.end_index + 1
     except StoreError as exc:
         out.add(ERROR, "start-fails", "", None, None, f"a node would not start on this store: {exc}")
         return
+    if holds is not None:
+        out.add(WARNING, "start-holds", "", None, held[0].index,
+                holds.replace("recovery kept", "a node's start would keep", 1))
     if said is not None and report.start_drops:
         said = said.replace("recovery would cut (opened read-only: nothing changed)", "a node's start would cut")
         out.add(ERROR if report.start_drops_committed else WARNING,
                 "start-drops-committed" if report.start_drops_committed else "start-drops", "", None,
-                report.end_index - report.start_drops + 1 if report.end_index >= 0 else None, said)
+                first_cut, said)
 
 
 def _check_file_names(files: FileList, configured, default, kind: str, out: _Collector) -> None:

@@ -99,6 +99,9 @@ class Node:
         dropped = self.store.recovery_warning()
         if dropped is not None:  # (said at the default level: entries this node held are gone)
             log.warning("%s: %s", self.dir, dropped)
+        held = self.store.recovery_held_warning()
+        if held is not None:  # (said once: the scrub names each entry again as it meets it)
+            log.warning("%s: %s", self.dir, held)
         # what the metrics count as the node goes (cluster/node/metrics.py), served with --metrics-address
         self.counts = Counts()
         self.counts.recovery_dropped = self.store.recovery_dropped()
@@ -262,6 +265,8 @@ class Node:
         ticker = self.supervisor.watch(asyncio.create_task(self._tick_loop()), "the tick loop")
         if self.cfg.scrub_rate:
             self.scrubber = Scrubber(self, self.cfg.scrub_rate)
+            for h in self.store.recovery_held():  # (checked first, not when a pass comes to them)
+                self.scrubber.suspect(h.index)
             self.track(asyncio.create_task(self.scrubber.run()))
         try:
             await self._stop.wait()

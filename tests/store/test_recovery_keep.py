@@ -23,11 +23,13 @@ def written(node: str, n: int = 120) -> list[bytes]:
         return [s.get_bytes(i) for i in range(n)]
 
 
-def flip_body_byte(node: str, raw: bytes, pos: int, dsize: int = 1 << 13) -> None:
+def break_magic(node: str, raw: bytes, pos: int, dsize: int = 1 << 13) -> None:
+    """Damage entry ``raw`` where recovery must end the log: its magic (a flipped body byte
+    no longer does: such an entry is held, issue 58)."""
     path = os.path.join(node, "data", sorted(os.listdir(os.path.join(node, "data")))[pos // dsize])
     with open(path, "r+b") as fh:
-        fh.seek(pos % dsize + HEADER_SIZE)
-        fh.write(bytes([raw[HEADER_SIZE] ^ 0xFF]))
+        fh.seek(pos % dsize + 3)
+        fh.write(bytes([raw[3] ^ 0xFF]))
 
 
 def pos_of(raw: bytes) -> int:
@@ -37,7 +39,7 @@ def pos_of(raw: bytes) -> int:
 def test_the_whole_entries_past_the_damage_are_kept_before_the_cut(tmp_path):
     node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
     raw = written(node)
-    flip_body_byte(node, raw[110], pos_of(raw[110]))  # (within the files recovery walks)
+    break_magic(node, raw[110], pos_of(raw[110]))  # (within the files recovery walks)
     said = []
     with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12,
                         keeper=Keeper(keep, say=lambda text, fields: said.append(text))) as s:
@@ -56,8 +58,8 @@ def test_the_whole_entries_past_the_damage_are_kept_before_the_cut(tmp_path):
 def test_damage_in_two_places_keeps_each_run_apart(tmp_path):
     node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
     raw = written(node)
-    flip_body_byte(node, raw[112], pos_of(raw[112]))
-    flip_body_byte(node, raw[105], pos_of(raw[105]))
+    break_magic(node, raw[112], pos_of(raw[112]))
+    break_magic(node, raw[105], pos_of(raw[105]))
     with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12, keeper=Keeper(keep)) as s:
         assert s.end_index == 104
     got = sorted((os.path.basename(p).split("-")[1:3], [h.index for _o, h, _b in iter_kept(p)])
@@ -68,7 +70,7 @@ def test_damage_in_two_places_keeps_each_run_apart(tmp_path):
 def test_without_a_keeper_or_read_only_nothing_is_kept(tmp_path):
     node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
     raw = written(node)
-    flip_body_byte(node, raw[110], pos_of(raw[110]))
+    break_magic(node, raw[110], pos_of(raw[110]))
     before = file_crcs(node)
     with FileStore.open(node, data_file_size=1 << 13, index_file_size=1 << 12, read_only=True,
                         keeper=Keeper(keep)) as s:
@@ -79,7 +81,7 @@ def test_without_a_keeper_or_read_only_nothing_is_kept(tmp_path):
 def test_a_keep_that_fails_opens_nothing_and_cuts_nothing(tmp_path):
     node = str(tmp_path / "n")
     raw = written(node)
-    flip_body_byte(node, raw[110], pos_of(raw[110]))
+    break_magic(node, raw[110], pos_of(raw[110]))
     before = file_crcs(node)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
@@ -101,7 +103,7 @@ def test_a_stray_index_record_past_the_end_is_not_taken_for_entries(tmp_path):
     index 0 there no longer hides the whole entries before it from the keep."""
     node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
     raw = written(node)
-    flip_body_byte(node, raw[110], pos_of(raw[110]))
+    break_magic(node, raw[110], pos_of(raw[110]))
     path, at = index_unit_path(node, 125)  # (past entry 119's record: the index files' tail is zeros)
     with open(path, "r+b") as fh:
         fh.seek(at + 20)  # (the index field of the record: i64 at byte 16)
@@ -123,7 +125,7 @@ def test_the_keep_reads_no_further_than_its_bound(tmp_path, monkeypatch):
 
     node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
     raw = written(node)
-    flip_body_byte(node, raw[100], pos_of(raw[100]))
+    break_magic(node, raw[100], pos_of(raw[100]))
     reads = []
     whole = recovery._whole_entry
     monkeypatch.setattr(recovery, "_whole_entry", lambda d, x, i: reads.append(i) or whole(d, x, i))
@@ -138,8 +140,8 @@ def test_the_keep_reads_no_further_than_its_bound(tmp_path, monkeypatch):
 def test_a_failed_keep_takes_back_the_files_this_open_kept(tmp_path, monkeypatch):
     node, keep = str(tmp_path / "n"), str(tmp_path / "kept")
     raw = written(node)
-    flip_body_byte(node, raw[112], pos_of(raw[112]))
-    flip_body_byte(node, raw[105], pos_of(raw[105]))
+    break_magic(node, raw[112], pos_of(raw[112]))
+    break_magic(node, raw[105], pos_of(raw[105]))
     before = file_crcs(node)
     keeper = Keeper(keep)
     real, calls = keeper.keep, []

@@ -4,8 +4,11 @@ at random places in data and index files.
 
 What must hold, whatever the damage:
 - a read-only open raises nothing, changes no byte, and ends where the damage implies;
-- a writable open keeps exactly the entries before the first damaged one, byte for byte as
-  they are on disk, cuts everything after, and a second open changes nothing.
+- a writable open keeps exactly the entries before the first entry damaged where its place
+  in the log is no longer certain, byte for byte as they are on disk, and cuts everything
+  after; an entry damaged only in its body or checksums, whose framing, term and index record
+  are as written, is held (kept, never served: every entry is committed here); a second open
+  changes nothing.
 
 "Damaged" is decided here from the bytes, independently of the store: an entry is damaged
 when any byte that DLedger's framing or the checksums cover differs from what was written,
@@ -27,7 +30,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.stores import all_digests, file_digests, parse_header, store_files, write_project_store
+from tests.support.stores import (all_digests, file_digests, parse_header, parse_index_record, store_files,
+                                  write_project_store)
 from store.errors import StoreCorruptError
 from store.filestore import FileStore
 from store.format import file_name
@@ -76,10 +80,25 @@ def masked(raw, like):
     return bytes(b)
 
 
+def index_record_is(node, i, h) -> bool:
+    """Does entry ``i``'s index record say what header ``h`` (as found on disk) says?"""
+    off = i * 32
+    path = node / "index" / file_name(off - off % ISIZE)
+    if not path.exists():
+        return False
+    with open(path, "rb") as fh:
+        fh.seek(off % ISIZE)
+        rec = fh.read(32)
+    return len(rec) == 32 and parse_index_record(rec) == (h["magic"], h["pos"], h["size"], h["index"], h["term"])
+
+
 def expected_end(node, raw, end_pos):
-    """(number of leading entries no checked byte of which was damaged (see module doc),
-    logical offset where the log then ends)."""
+    """(number of leading entries recovery keeps, logical offset where the log then ends,
+    the kept entries that are damaged). Every entry is committed here, so a damaged entry
+    whose place in the log is certain (its framing and term as written, its index record
+    agreeing) is held, not cut; any other damage (see module doc) ends the log."""
     prev_end = prev_term = None
+    held = set()
     for i, orig in enumerate(raw):
         ho = parse_header(orig)
         pos = ho["pos"]
@@ -87,25 +106,36 @@ def expected_end(node, raw, end_pos):
             # the BLANK record at the end of the previous file must be intact
             blank = read_entry(node, prev_end, 8)
             if blank != (-1).to_bytes(4, "big", signed=True) + (DSIZE - prev_end % DSIZE).to_bytes(4, "big"):
-                return i, prev_end
+                return i, prev_end, held
         cur = read_entry(node, pos, len(orig))
         hc = parse_header(cur)
         if hc["magic"] not in (1, 2, 3):
-            return i, pos
+            return i, pos, held
         recorded = hc["body_crc"] != 0 or hc["chain_crc"] != 0
-        checked = ["size", "index", "pos", "body_size"] + (["term", "chain_crc", "body_crc"] if recorded else [])
-        if any(hc[k] != ho[k] for k in checked):
-            return i, pos
+        framing = ["size", "index", "pos", "body_size"] + (["term"] if recorded else [])
+        if any(hc[k] != ho[k] for k in framing):
+            return i, pos, held
         if prev_term is not None and hc["term"] < prev_term:
-            return i, pos  # without checksums a changed term shows only where terms go back
-        if recorded and cur[48:] != orig[48:]:
-            return i, pos
+            return i, pos, held  # without checksums a changed term shows only where terms go back
+        damaged = recorded and (hc["chain_crc"] != ho["chain_crc"] or hc["body_crc"] != ho["body_crc"]
+                                or cur[48:] != orig[48:])
         if i > 0 and recorded:
             prev_chain_now = parse_header(read_entry(node, parse_header(raw[i - 1])["pos"], 48))["chain_crc"]
-            if prev_chain_now != parse_header(raw[i - 1])["chain_crc"]:
-                return i, pos
+            damaged |= prev_chain_now != parse_header(raw[i - 1])["chain_crc"]
+        if damaged:
+            if not index_record_is(node, i, hc):
+                return i, pos, held
+            held.add(i)
         prev_end, prev_term = pos + len(orig), hc["term"]
-    return len(raw), end_pos
+    return len(raw), end_pos, held
+
+
+def served(store, i):
+    """Entry ``i``'s bytes as the store serves them, None when it refuses them as damaged."""
+    try:
+        return store.get_bytes(i, checked=True)
+    except StoreCorruptError:
+        return None
 
 
 damage = st.tuples(
@@ -143,7 +173,7 @@ def test_random_damage(pristine, damages):
                 fh.seek(rel)
                 fh.write(new)
 
-        keep, keep_end = expected_end(node, raw, end_pos)
+        keep, keep_end, damaged = expected_end(node, raw, end_pos)
         on_disk = [read_entry(node, parse_header(r)["pos"], len(r)) for r in raw]
         before = all_digests(node)
         with FileStore.open(str(node), read_only=True) as ro:
@@ -152,18 +182,23 @@ def test_random_damage(pristine, damages):
                 try:
                     assert ro.get_bytes(i) == on_disk[i]
                 except StoreCorruptError:
-                    pass  # its index record was damaged; a read-only store does not rebuild it
+                    pass  # damaged, or its index record is; a read-only store does not rebuild it
+            assert {h.index for h in ro.plan.held} <= damaged
         assert all_digests(node) == before
 
         with FileStore.open(str(node)) as s:
             assert (s.end_index, s.write_pos) == (keep - 1, keep_end)
-            got = [s.get_bytes(i) for i in range(keep)]
-            assert got == on_disk[:keep]
-            assert [masked(g, g) for g in got] == [masked(r, g) for r, g in zip(raw, got)]
-            assert all(parse_header(g)["magic"] in (1, 2, 3) for g in got)
+            got = [served(s, i) for i in range(keep)]
+            # a held entry is never served; every entry served is the one on disk
+            assert all(got[i] is None for i in damaged if i < keep and raw[i][48:] != on_disk[i][48:])
+            assert all(g is None or i in damaged for i, g in enumerate(got) if g != on_disk[i])
+            assert {i for i, g in enumerate(got) if g is None} <= damaged
+            sound = [(g, r) for g, r in zip(got, raw) if g is not None]
+            assert [masked(g, g) for g, _ in sound] == [masked(r, g) for g, r in sound]
+            assert all(parse_header(g)["magic"] in (1, 2, 3) for g, _ in sound)
             after = file_digests(node)
         with FileStore.open(str(node)) as s:
             assert not s.recovery.changed
             assert s.end_index == keep - 1
-            assert [s.get_bytes(i) for i in range(keep)] == got
+            assert [served(s, i) for i in range(keep)] == got
         assert file_digests(node) == after

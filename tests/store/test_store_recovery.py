@@ -299,10 +299,61 @@ def test_bad_body_crc_in_the_middle(project):
     assert b.pos(k) < b.window_files()[2]
     p = b.pos(k) + 48 + (len(b.raw[k]) - 48) // 2
     patch(b.data_file(p), p % b.dsize, bytes([b.raw[k][p - b.pos(k)] ^ 0x10]))
-    exp = cut_from(b, k)
-    assert exp.removed_data_files == [file_name(b.window_files()[2])]
-    assert exp.cut_bytes == b.dsize - b.pos(k) % b.dsize  # through the BLANK at the file end
-    check(b, exp)
+    # Bit rot in a body does not end the log (issue 58, item 1): the entry is held, never
+    # served, and every entry after it is kept, committed or not (they check on their own).
+    assert k < b.committed
+    check_held(b, [k])
+
+
+def test_bad_body_crc_past_the_committed_index_with_sound_entries_after_it_is_held(project):
+    b = project
+    k = b.committed + 3
+    assert k < b.n - 1 and len(b.raw[k]) > 48
+    p = b.pos(k) + 48
+    patch(b.data_file(p), p % b.dsize, bytes([b.raw[k][48] ^ 0x01]))
+    check_held(b, [k])
+
+
+@pytest.mark.parametrize("committed", [False, True], ids=["uncommitted", "committed"])
+def test_damaged_entries_at_the_end_are_cut_only_past_the_committed_index(tmp_path, committed):
+    """Damaged entries after the last sound one: those the checkpoint says are committed are
+    held; from the first one past it the log ends (nothing proves they were acknowledged)."""
+    node = tmp_path / "dledger-n0"
+    raw = write_project_store(node, count=30, committed=28 if committed else 26)
+    for k in (27, 28, 29):
+        pos = parse_header(raw[k])["pos"]
+        patch(node / "data" / file_name(pos - pos % 8192), pos % 8192 + 40, b"\x7f")  # its bodyCrc field
+    with FileStore.open(str(node)) as s:
+        if committed:
+            assert [h.index for h in s.recovery_held()] == [27, 28] and s.end_index == 28
+        else:
+            assert s.recovery_held() == [] and s.end_index == 26
+        assert s.recovery.end_reason.startswith("bad-body-crc at offset ")
+        assert "past the committed index" in s.recovery.end_reason
+
+
+def check_held(b: Base, held: list[int]) -> None:
+    """Recovery keeps the whole log and holds ``held``: changes nothing, serves every other
+    entry as written, refuses the held ones, says so once; a second open is the same."""
+    before = all_digests(b.node)
+    with FileStore.open(str(b.node), read_only=True) as ro:
+        assert (ro.end_index, ro.write_pos) == (b.n - 1, b.end_pos)
+        assert [h.index for h in ro.plan.held] == held
+    assert all_digests(b.node) == before
+    for _ in range(2):
+        with FileStore.open(str(b.node)) as s:
+            assert (s.end_index, s.write_pos, s.end_term) == (b.n - 1, b.end_pos, parse_header(b.raw[-1])["term"])
+            assert [h.index for h in s.recovery_held()] == held and not s.recovery.changed
+            assert s.recovery_warning() is None
+            said = s.recovery_held_warning()
+            assert said.startswith(f"recovery kept {len(held)} damaged entr") and f"entry {held[0]} " in said
+            for i in range(b.n):
+                if i in held:
+                    with pytest.raises(StoreCorruptError):
+                        s.get_bytes(i, checked=True)
+                else:
+                    assert s.get_bytes(i, checked=True) == b.raw[i]
+            assert s.committed_index == b.committed
 
 
 @pytest.mark.parametrize("field_off,value", [(8, 12345), (16, 0), (24, 7), (4, 49), (44, 1)],
@@ -323,9 +374,12 @@ def test_chain_crc_of_the_first_entry_is_checked(tmp_path):
     node = tmp_path / "dledger-n0"
     write_project_store(node, count=30)
     patch(node / "data" / file_name(0), 36, b"\x55")  # chainCrc of entry 0
+    with FileStore.open(str(node), read_only=True) as ro:
+        assert ro.plan.entries_walked == 30
     with FileStore.open(str(node)) as s:
-        assert s.end_index == -1 and s.write_pos == 0
-        assert s.recovery.end_reason.startswith("bad-chain-crc at offset 0 ")
+        # held, not cut: its place is certain, and entry 1 links to its recomputed chain
+        assert s.end_index == 29 and [(h.index, h.status) for h in s.recovery_held()] == [(0, "bad-chain-crc")]
+        assert s.get(1, checked=True).index == 1
 
 
 def test_bad_blank_record_ends_the_log_at_the_file_end(project):
@@ -410,14 +464,17 @@ def _flip_chain(b: Base, i):
     return bytes(raw)
 
 
-def test_damaged_chain_of_the_walks_first_entry_cuts_there(project):
+def test_damaged_chain_of_the_walks_first_entry_is_held(project):
     """The walk's first entry is linked to the entry before the window: a damaged chainCrc
-    there ends the log at that entry, not at the good entry after it."""
+    there is found (the walk starts earlier) and held, and the good entry after it links to
+    its recomputed chain, so nothing is cut."""
     ws_file = project.window_files()[0]
     assert ws_file > 0
     k = project.first_in_file(ws_file)
-    _flip_chain(project, k)
-    check(project, cut_from(project, k))
+    project.raw[k] = _flip_chain(project, k)
+    with FileStore.open(str(project.node)) as s:
+        assert [(h.index, h.status) for h in s.recovery_held()] == [(k, "bad-chain-crc")]
+        assert (s.end_index, s.write_pos) == (project.n - 1, project.end_pos) and not s.recovery.changed
 
 
 def test_damaged_chain_just_before_the_window_cuts_nothing(project):
@@ -428,7 +485,7 @@ def test_damaged_chain_just_before_the_window_cuts_nothing(project):
     check(project, Expect(keep=project.n, end_pos=project.end_pos))
 
 
-@pytest.mark.parametrize("field_off,value", [(8, 1 << 56), (8, 5), (36, 1)], ids=["index-high", "index", "chain"])
+@pytest.mark.parametrize("field_off,value", [(8, 1 << 56), (8, 5)], ids=["index-high", "index"])
 def test_damaged_first_entry_of_the_log(tmp_path, field_off, value):
     """Offset 0 holds entry 0, chained from 0: damage there empties the log rather than
     keeping a bad entry 0 (with an index like 2**56) and dropping every good one after it."""

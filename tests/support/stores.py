@@ -184,18 +184,21 @@ def write_project_store(node, *, count=80, terms=(1, 1, 2, 3), data_file_size=40
 
 
 def damaged_store(node: str, entries: int = 302, committed: int = 301, at: int = 100,
-                  file_size: int = 1 << 16) -> None:
-    """A store of ``entries`` committed up to ``committed``, with one body byte of entry
-    ``at`` changed on disk (its CRC fails); data files of ``file_size`` bytes."""
+                  file_size: int = 1 << 16, where: str = "body") -> None:
+    """A store of ``entries`` committed up to ``committed``, with one byte of entry ``at``
+    changed on disk; data files of ``file_size`` bytes. ``where``: "body" (its CRC fails:
+    recovery holds it unless it is a damaged tail past the committed index) or "magic" (no
+    entry parses there: recovery ends the log at it)."""
     with FileStore.open(node, data_file_size=file_size, index_file_size=1 << 14) as s:
         s.append_leader([b"body-%03d" % i for i in range(entries)], 1)
         s.set_committed(committed)
         pos, _size = s.locate(at)
     path = os.path.join(node, "data", sorted(os.listdir(os.path.join(node, "data")))[pos // file_size])
+    at_byte = pos % file_size + (HEADER_SIZE + 2 if where == "body" else 3)
     with open(path, "r+b") as fh:
-        fh.seek(pos % file_size + HEADER_SIZE + 2)
+        fh.seek(at_byte)
         b = fh.read(1)
-        fh.seek(pos % file_size + HEADER_SIZE + 2)
+        fh.seek(at_byte)
         fh.write(bytes([b[0] ^ 0xFF]))
 
 
