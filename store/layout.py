@@ -39,12 +39,19 @@ def node_dir_for(base_dir: str, self_id: str) -> str:
     return os.path.join(base_dir, NODE_DIR_PREFIX + self_id)
 
 
+# A broker's store root keeps these beside its own index/ (a hash index of keys), which
+# makes no node directory of it (store/kinds.py tells the kinds of directory apart)
+_BROKER_ROOT_DIRS = ("commitlog", "consumequeue")
+
+
 def looks_like_node_dir(path: str) -> bool:
     """data/, or index/ alone; a RocketMQ broker's store root has an index/ of its own (a
-    hash index of keys) beside its dledger-<id>/ directories, and is no node directory."""
+    hash index of keys) beside its dledger-<id>/ directories, or its commitlog/ (master-
+    slave) or consumequeue/, and is no node directory."""
     if os.path.isdir(os.path.join(path, DATA_DIR)):
         return True
-    return os.path.isdir(os.path.join(path, INDEX_DIR)) and not _holds_node_dirs(path)
+    return os.path.isdir(os.path.join(path, INDEX_DIR)) and not _holds_node_dirs(path) and \
+        not any(os.path.isdir(os.path.join(path, d)) for d in _BROKER_ROOT_DIRS)
 
 
 def _holds_node_dirs(path: str) -> bool:

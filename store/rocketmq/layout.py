@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..layout import DATA_DIR, find_node_dirs, resolve_node_dir
+from ..errors import NotAStoreError
+from ..kinds import CONTROLLER_MODE, EVENTS, MASTER_SLAVE, detect, log_content
+from ..layout import resolve_node_dir
 from .commitlog import COMMIT_LOG_DIR
 from .consumequeue import CONSUME_QUEUE_DIR
 
@@ -31,27 +33,19 @@ class BrokerStore:
 
 def resolve_broker(path: str, self_id: str | None = None) -> BrokerStore:
     """store.errors.NotAStoreError (from store.layout) when ``path`` holds no node directory (nor, without
-    ``self_id``, a master-slave commit log)."""
-    if self_id is None and _master_slave(path):
+    ``self_id``, a master-slave commit log), or when its log is a RocketMQ 5 controller's
+    (store/kinds.py tells the kinds of directory apart)."""
+    if self_id is None and detect(path).kind in (MASTER_SLAVE, CONTROLLER_MODE):
         root = os.path.abspath(path)
         return BrokerStore(os.path.join(root, COMMIT_LOG_DIR), root if os.path.isdir(
             os.path.join(root, CONSUME_QUEUE_DIR)) else None, commit_log=True)
     node = resolve_node_dir(path, self_id).node_dir
+    if log_content(node) == EVENTS:
+        raise NotAStoreError(f"{node}: a RocketMQ 5 controller's DLedger log (its entries are controller events), "
+                             "not a broker's: the controller commands read it")
     parent = os.path.dirname(os.path.abspath(node))
     root = parent if os.path.isdir(os.path.join(parent, CONSUME_QUEUE_DIR)) else None
     return BrokerStore(node, root)
-
-
-def _master_slave(path: str) -> bool:
-    """A non-empty ``commitlog/``, no DLedger ``data/`` and no node directory: a master-slave
-    store root (whose ``index/``, the broker's key index, makes no node directory of it)."""
-    log = os.path.join(path, COMMIT_LOG_DIR)
-    try:
-        if not os.path.isdir(log) or not os.listdir(log):
-            return False
-    except OSError:
-        return False
-    return not os.path.isdir(os.path.join(path, DATA_DIR)) and not find_node_dirs(path)
 
 
 def batch_queue_files(root: str | None) -> list[str]:
