@@ -16,7 +16,7 @@ from cluster.net.client import Client, ClientError
 from cluster.node.launcher import DEFAULT_BASE_DIR
 from cluster.raft.config import DEFAULT_GROUP
 from store.errors import NotAStoreError
-from store.layout import find_node_dirs, looks_like_node_dir
+from store.kinds import BASE, BROKER_KINDS, EVENTS, log_content, require
 from store.rocketmq.message import MAX_MESSAGE_SIZE
 from store.rocketmq.salvage import Salvage, entry_messages, match, salvage, start
 
@@ -30,16 +30,22 @@ COLUMNS = ["index", "term", "topic", "queue_id", "queue_offset", "tags", "keys",
            "held_by", "note"]
 
 
+_AGAINST = ("mq salvage --against takes a node directory, a base directory of them, or a broker's store root "
+            "(DLedger-mode or master-slave)")
+
+
 def _logs(path: str) -> list[str]:
-    """A node directory, or every node directory of a base directory (or a broker's store root)."""
-    if not os.path.isdir(path):
-        raise NotAStoreError(f"{path}: no such directory" if not os.path.exists(path) else f"{path}: not a directory")
-    if looks_like_node_dir(path):
-        return [path]
-    nodes = find_node_dirs(path)
-    if not nodes:
-        raise NotAStoreError(f"{path}: not a node directory (no data/ or index/) and holds no dledger-<id> directory")
-    return nodes
+    """The logs to match against: a node directory; every node directory of a base
+    directory or of a DLedger-mode broker's store root; a master-slave (or controller-mode)
+    store root's commitlog/. A controller's log, or a directory that is no store, is refused."""
+    k = require(path, BROKER_KINDS | {BASE}, _AGAINST)
+    if k.commit_log is not None:
+        return [k.commit_log]
+    for node in k.nodes:
+        if log_content(node) == EVENTS:
+            raise NotAStoreError(f"{node}: a RocketMQ 5 controller's DLedger log (its entries are controller "
+                                 f"events), not a broker's; {_AGAINST}")
+    return list(k.nodes)
 
 
 @tls_options
@@ -47,11 +53,12 @@ def salvage_cmd(
     kept: Annotated[str, typer.Argument(help="A file of kept entries (node start --keep-truncated, store "
                                              "truncate), or a directory of them.", show_default=False)],
     against: Annotated[Optional[str], typer.Option(
-        "--against", metavar="DIR", help="The group's log on disk: a node directory, or a base directory whose every "
-                                         "dledger-<id> is read (a message any of them holds counts as held: give the "
-                                         "leader's to be strict). Without it, the running group (--peers, or the "
-                                         "cluster recorded in --base-dir) is read from its leader, up to its commit "
-                                         "index.", show_default=False)] = None,
+        "--against", metavar="DIR", help="The group's log on disk: a node directory, or a base directory or broker "
+                                         "store root whose every dledger-<id> is read (a message any of them holds "
+                                         "counts as held: give the leader's to be strict), or a master-slave store "
+                                         "root (mq migrate's output: its commitlog/). Without it, the running group "
+                                         "(--peers, or the cluster recorded in --base-dir) is read from its leader, "
+                                         "up to its commit index.", show_default=False)] = None,
     out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Also write the missing messages "
                                                "to FILE, one JSON object a line (topic, tags, keys, flag, "
                                                "properties, body in base64), for a producer to send again. FILE "
@@ -64,7 +71,8 @@ def salvage_cmd(
 ) -> None:
     """The RocketMQ messages in kept entries that the group's log no longer holds: matched by UNIQ_KEY, else by
     topic, queue, queue offset and body CRC. Only reads: files given with --against (stopped members, or copies of
-    their files), else the running group's committed log, read from its leader."""
+    their files), else the running group's committed log, read from its leader. Exits 1 when a kept message is
+    missing (listed, and written to --out when given)."""
     limit = MAX_MESSAGE_SIZE if max_body is None else max_body
     if against is not None and peers is not None:
         raise fail("give --against (a log on disk) or --peers (a running group), not both", 2)
@@ -72,6 +80,8 @@ def salvage_cmd(
         logs = _logs(against) if against is not None else None
         if out is not None and os.path.lexists(out):
             raise fail(f"--out {out}: already exists")
+        if out is not None:
+            _part(out)  # (refused before any reading)
         if logs is not None:
             result = salvage(kept, logs, limit)
         else:
@@ -82,6 +92,8 @@ def salvage_cmd(
         unsendable = [k for k in missing if k.body is None]
         if out is not None:
             _write(out, [k.resend() for k in missing if k.body is not None])
+    for what in result.skipped:
+        typer.echo(f"Note: {what}: no regular file, not read", err=True)
     shown = result.kept if all_ else missing
     render([k.row() for k in shown], fmt, columns=COLUMNS if fmt in (Format.table, Format.csv) else None)
     others = f"; {plural(result.not_messages, 'entry', 'entries')} not messages" if result.not_messages else ""
@@ -90,6 +102,8 @@ def salvage_cmd(
                + (f"; {len(missing) - len(unsendable)} written to {out}" if out is not None else "")
                + (f"; {len(unsendable)} missing with a body past the limit, not written (--max-body raises it)"
                   if unsendable else ""), err=True)
+    if missing:  # (as a check does: something to act on)
+        raise typer.Exit(1)
 
 
 def _match_live(result: Salvage, peers: dict, group: str, timeout: float) -> None:
@@ -115,15 +129,30 @@ def _match_live(result: Salvage, peers: dict, group: str, timeout: float) -> Non
     result.logs.append(f"{group}'s log on {seen['leader']} (entries {seen['first']}-{seen['last']})")
 
 
-def _write(path: str, records: list[dict]) -> None:
-    """Whole or not at all: a producer never re-sends half of a file."""
+def _part(path: str) -> str:
+    """Where --out is written before it is renamed to ``path``; refused when a file is there
+    already (another salvage writing it, or one interrupted): never ours to remove."""
     part = path + ".part"
+    if os.path.lexists(part):
+        raise fail(f"--out {path}: {part} exists (another salvage writing it, or one interrupted: remove it if "
+                   "neither)")
+    return part
+
+
+def _write(path: str, records: list[dict]) -> None:
+    """Whole or not at all: a producer never re-sends half of a file. Removes only the
+    ``.part`` it created."""
+    part = _part(path)
     try:
-        with open(part, "x", encoding="utf-8") as fh:
+        fh = open(part, "x", encoding="utf-8")
+    except FileExistsError:
+        raise fail(f"--out {path}: {part} exists (another salvage writing it)") from None
+    try:
+        with fh:
             for r in records:
                 fh.write(json.dumps(r, ensure_ascii=False) + "\n")
         os.rename(part, path)
     except BaseException:
-        if os.path.exists(part):
+        if os.path.lexists(part):  # (created above by this process)
             os.unlink(part)
         raise

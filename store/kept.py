@@ -19,13 +19,16 @@ Contracts:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import time
 from typing import Callable, Iterable, Iterator
 
 from .errors import StoreCorruptError, StoreError, StoreIOError
 from .format import ENTRY_MAGICS, HEADER_SIZE, body_crc, chain_crc, crc_recorded, decode_header
+from .regular import UnreadableFile, file_kind
 
 KEPT_RE = re.compile(r"^truncated-(\d+)-(\d+)-(\d{8}T\d{6}(?:\.\d+)?Z?|\d{14})(?:-\d+)?\.entries$")
 DEFAULT_KEEP_BYTES = 1 << 30
@@ -39,11 +42,21 @@ def kept_name(first: int, last: int, when: float) -> str:
 
 
 def write_kept(path: str, chunks) -> int:
-    """Write ``chunks`` (encoded entries) to ``path`` whole or not at all; returns the bytes."""
+    """Write ``chunks`` (encoded entries) to ``path`` whole or not at all (through
+    ``path.part``, which must not exist: one that does is left alone and StoreIOError says
+    so); returns the bytes."""
     part = path + ".part"
     total = 0
     try:
-        with open(part, "xb") as fh:
+        fh = open(part, "xb")
+    except FileExistsError:
+        # (not ours: another writer's, or one a crash left; removing it is its owner's call)
+        raise StoreIOError(f"cannot keep the cut entries in {path}: {part} exists (another command writing it, or "
+                           "one interrupted: remove it if neither)") from None
+    except OSError as exc:
+        raise StoreIOError(f"cannot keep the cut entries in {path}: {exc.strerror or exc}") from exc
+    try:
+        with fh:
             for raw in chunks:
                 fh.write(raw)
                 total += len(raw)
@@ -51,12 +64,15 @@ def write_kept(path: str, chunks) -> int:
             os.fsync(fh.fileno())
         os.rename(part, path)
         _sync_dir(os.path.dirname(path) or ".")
-    except OSError as exc:
-        try:
-            os.unlink(part)
-        except OSError:
-            pass
-        raise StoreIOError(f"cannot keep the cut entries in {path}: {exc.strerror or exc}") from exc
+    except BaseException as exc:
+        if os.path.lexists(part):  # (ours: created above)
+            try:
+                os.unlink(part)
+            except OSError:
+                pass
+        if isinstance(exc, OSError):
+            raise StoreIOError(f"cannot keep the cut entries in {path}: {exc.strerror or exc}") from exc
+        raise
     return total
 
 
@@ -183,20 +199,34 @@ class Keeper:
 
 
 def iter_kept(path: str) -> Iterator[tuple[int, "object", bytes]]:
-    """(offset in the file, EntryHeader, body) of each entry of a kept file, in order.
-    StoreCorruptError naming the offset when a record is not a whole entry."""
-    with open(path, "rb") as fh:
-        data = fh.read()
-    off = 0
-    while off < len(data):
-        if len(data) - off < HEADER_SIZE:
-            raise StoreCorruptError(f"{path}: {len(data) - off} trailing bytes at offset {off} are not an entry")
-        h = decode_header(data, off)
-        if h.magic not in ENTRY_MAGICS or h.size < HEADER_SIZE or off + h.size > len(data) \
-                or h.body_size != h.size - HEADER_SIZE:
-            raise StoreCorruptError(f"{path}: no whole entry at offset {off} (magic {h.magic}, size {h.size})")
-        yield off, h, data[off + HEADER_SIZE: off + h.size]
-        off += h.size
+    """(offset in the file, EntryHeader, body) of each entry of a kept file, in order, read
+    an entry at a time. StoreCorruptError naming the offset when a record is not a whole
+    entry; UnreadableFile (one) when ``path`` is no regular file (a FIFO is never waited on,
+    a device never read: a file named like a kept one may be anything)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # (a socket)
+            raise UnreadableFile(f"{path}: not a regular file (a socket or FIFO)") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableFile(f"{path}: not a regular file ({file_kind(st.st_mode)}): no kept entries")
+        end, off = st.st_size, 0  # (what the file held when opened: a record past it is not read)
+        while off < end:
+            head = fh.read(min(HEADER_SIZE, end - off))
+            if len(head) < HEADER_SIZE:
+                raise StoreCorruptError(f"{path}: {len(head)} trailing bytes at offset {off} are not an entry")
+            h = decode_header(head, 0)
+            if h.magic not in ENTRY_MAGICS or h.size < HEADER_SIZE or off + h.size > end \
+                    or h.body_size != h.size - HEADER_SIZE:
+                raise StoreCorruptError(f"{path}: no whole entry at offset {off} (magic {h.magic}, size {h.size})")
+            body = fh.read(h.body_size)
+            if len(body) != h.body_size:  # (cut shorter while read)
+                raise StoreCorruptError(f"{path}: no whole entry at offset {off} (the file ends inside it)")
+            yield off, h, body
+            off += h.size
 
 
 def kept_rows(path: str, *, lo: int | None = None, hi: int | None = None, pos: int | None = None,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .errors import StoreCorruptError, StoreIOError
 from .format import TERM_MAX
+from .regular import UnreadableFile, read_regular
 
 CHECKPOINT_FILE = "checkpoint"  # DLedgerMmapFileStore.CHECK_POINT_FILE
 CURRTERM_FILE = "currterm"  # MemberState.TERM_PERSIST_FILE
@@ -24,6 +25,7 @@ END_INDEX_KEY = "endIndex"
 COMMITTED_INDEX_KEY = "committedIndex"
 TERM_KEY = "currTerm"
 VOTE_KEY = "voteLeader"
+MAX_PROPERTIES_BYTES = 64 << 10  # a few lines of key=value: a larger file is no checkpoint or currterm
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -68,12 +70,12 @@ def read_properties(path: str, *, bak_only: bool = False) -> PropertiesFile:
     problem = None
     for candidate in (path + ".bak",) if bak_only else (path, path + ".bak"):
         try:
-            with open(candidate, "rb") as fh:
-                text = fh.read().decode("utf-8")
+            # (a FIFO or a device in its place is refused, never waited on or read without end)
+            text = read_regular(candidate, MAX_PROPERTIES_BYTES).decode("utf-8")
         except FileNotFoundError:
             problem = problem or f"{os.path.basename(candidate)} is missing"
             continue
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, UnreadableFile) as exc:
             problem = problem or f"{os.path.basename(candidate)} is unreadable: {exc}"
             continue
         return PropertiesFile(path, candidate, parse_properties(text), problem if candidate != path else None)
@@ -93,9 +95,8 @@ def replace_file(path: str, text: bytes) -> None:
     try:
         _write_synced(tmp, text)
         try:
-            with open(path, "rb") as fh:
-                previous = fh.read()
-        except FileNotFoundError:
+            previous = read_regular(path, MAX_PROPERTIES_BYTES)
+        except (FileNotFoundError, UnreadableFile):  # (nothing sound to keep as the .bak)
             previous = None
         if previous is not None:
             _write_synced(bak, previous)

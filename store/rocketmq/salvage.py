@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import base64
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..errors import NotAStoreError
 from ..kept import KEPT_RE, iter_kept
+from ..kinds import COMMIT_LOG_DIR
+from ..regular import file_kind
 from ..format import MAGIC_NORMAL
 from .message import MAX_MESSAGE_SIZE, BodyTooLarge, Message, NotAMessage, body_of, decode
 from .scan import items
@@ -66,6 +69,7 @@ class Salvage:
     entries: int = 0  # kept entries read
     not_messages: int = 0  # of them: no-op, config, or a body that is no message
     logs: list = field(default_factory=list)  # the node directories read
+    skipped: list = field(default_factory=list)  # kept-file names that are no regular file, with what they are
 
     @property
     def missing(self) -> list:
@@ -79,14 +83,30 @@ class Salvage:
         return out
 
 
-def kept_paths(path: str) -> list[str]:
-    """A kept file, or every kept file of a directory (truncated-*.entries), oldest range first."""
+def kept_paths(path: str, skipped: list | None = None) -> list[str]:
+    """A kept file, or every kept file of a directory (truncated-*.entries), oldest range
+    first. In a directory, a name like a kept file's that is no regular file (a FIFO, a link
+    to a device) is left out, and named in ``skipped`` with what it is; given alone, it is
+    refused when read (store.kept.iter_kept)."""
     if os.path.isdir(path):
         names = sorted((n for n in os.listdir(path) if KEPT_RE.match(n)), key=lambda n: (int(n.split("-")[1]), n))
         if not names:
             raise NotAStoreError(f"{path}: holds no kept file (truncated-<first>-<last>-<time>.entries)")
-        return [os.path.join(path, n) for n in names]
-    if not os.path.exists(path):
+        out = []
+        for n in names:
+            p = os.path.join(path, n)
+            try:
+                mode = os.stat(p).st_mode
+            except OSError as exc:
+                mode, why = None, exc.strerror or str(exc)
+            else:
+                why = None if stat.S_ISREG(mode) else file_kind(mode)
+            if why is None:
+                out.append(p)
+            elif skipped is not None:
+                skipped.append(f"{p} ({why})")
+        return out
+    if not os.path.lexists(path):
         raise NotAStoreError(f"{path}: no such file or directory")
     return [path]
 
@@ -125,19 +145,27 @@ def _messages(body: bytes) -> Iterator[Message]:
 
 def salvage(kept: str, node_dirs: list[str], max_body: int = MAX_MESSAGE_SIZE) -> Salvage:
     """Read the kept entries at ``kept`` and look for each message in every log of
-    ``node_dirs`` (node directories); a message any of them holds is held."""
+    ``node_dirs`` (node directories, or master-slave stores' commitlog/); a message any of
+    them holds is held."""
     result = start(kept, max_body)
     for node in node_dirs:
         result.logs.append(node)
-        match(result, os.path.basename(os.path.normpath(node)),
-              (it.message for it in items(node) if it.message is not None))
+        match(result, log_name(node), (it.message for it in items(node) if it.message is not None))
     return result
+
+
+def log_name(log_dir: str) -> str:
+    """How ``held_by`` names a log: its node directory (dledger-n0), or for a master-slave
+    store's commitlog/ the store root holding it."""
+    path = os.path.normpath(os.path.abspath(log_dir))
+    name = os.path.basename(path)
+    return os.path.basename(os.path.dirname(path)) if name == COMMIT_LOG_DIR else name
 
 
 def start(kept: str, max_body: int = MAX_MESSAGE_SIZE) -> Salvage:
     """The kept messages at ``kept``, none matched yet (:func:`match` marks those a log holds)."""
     result = Salvage()
-    read_kept(kept_paths(kept), result, max_body)
+    read_kept(kept_paths(kept, result.skipped), result, max_body)
     return result
 
 

@@ -64,7 +64,7 @@ def test_a_body_past_the_limit_is_listed_with_a_note_and_not_resent(tmp_path):
     kept = _kept(tmp_path, [stored, small])
     out = str(tmp_path / "resend.jsonl")
     r = runner.invoke(app, ["mq", "salvage", kept, "--against", node, "--out", out, "--format", "json"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # (messages are missing)
     rows = {x["topic"]: x for x in json.loads(r.stdout)}
     assert set(rows) == {"Big", "Small"} and rows["Big"]["status"] == "missing"
     assert rows["Big"]["body_size"] is None and "--max-body" in rows["Big"]["note"]
@@ -74,7 +74,7 @@ def test_a_body_past_the_limit_is_listed_with_a_note_and_not_resent(tmp_path):
     out2 = str(tmp_path / "resend2.jsonl")
     r = runner.invoke(app, ["mq", "salvage", kept, "--against", node, "--out", out2, "--max-body", "8MiB",
                             "--format", "json"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output
     assert {x["topic"]: x["body_size"] for x in json.loads(r.stdout)} == {"Big": len(big), "Small": 4}
     with open(out2) as fh:
         assert sorted(json.loads(line)["topic"] for line in fh) == ["Big", "Small"]
