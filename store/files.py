@@ -21,6 +21,7 @@ import numpy as np
 
 from .errors import StoreCorruptError, StoreIOError
 from .format import file_name, parse_file_name
+from .writing import io_error, pwrite_all, reserve
 
 try:  # sync_fds in a thread of its own that never takes the interpreter lock (store/_flusher.c)
     from ._flusher import Flusher
@@ -203,14 +204,23 @@ class FileList:
         if self.files and start != self.files[-1].end:
             raise StoreCorruptError(f"{self.directory}: new file at {start} would not follow {self.files[-1].name}")
         path = os.path.join(self.directory, file_name(start))
+        created = not os.path.lexists(path)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 os.ftruncate(fd, self.file_size)
+                reserve(fd, self.file_size, path)
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise StoreIOError(f"cannot create {path}: {exc.strerror}") from exc
+            if created:  # (a full disk leaves no file of ours behind)
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            if isinstance(exc, StoreIOError):
+                raise
+            raise io_error(exc.errno, f"cannot create {path}: {exc.strerror}") from exc
         f = self._map(path, start)
         self.files.append(f)
         return f
@@ -236,14 +246,7 @@ class FileList:
             f.mm[rel:end] = data
             self.mark_dirty(f, rel, end)
             return
-        try:
-            done = os.pwrite(f.fd, data, rel)
-            while done < len(data):  # short writes: regular files rarely do this, but may
-                with memoryview(data) as view:
-                    done += os.pwrite(f.fd, view[done:], rel + done)
-        except OSError as exc:
-            what = "disk full" if exc.errno == errno.ENOSPC else exc.strerror
-            raise StoreIOError(exc.errno, f"write to {f.path} failed: {what}") from exc
+        pwrite_all(f.fd, data, rel, f.path)
         self.mark_dirty(f, rel, end)
 
     @staticmethod
@@ -254,7 +257,12 @@ class FileList:
             f.dirty_to = end
 
     def zero(self, start: int, end: int) -> int:
-        """Write zeros over logical [start, end) in existing files; returns bytes zeroed."""
+        """Write zeros over logical [start, end) in existing files; returns bytes zeroed.
+
+        Only where a byte is not zero yet: holes read as zeros already and are skipped, and
+        a file whose blocks are not all allocated is written with pwrite, not through its
+        mapping (a store into a hole needs a block: on a full disk that is SIGBUS). So
+        zeroing needs no new block, and works on a full disk."""
         done = 0
         chunk = 1 << 20
         zeros = bytes(chunk)
@@ -263,13 +271,17 @@ class FileList:
             if lo >= hi:
                 continue
             rel, rel_end = lo - f.start, hi - f.start
-            pos = rel
-            while pos < rel_end:
-                n = min(chunk, rel_end - pos)
-                if f.mm[pos : pos + n] != zeros[:n]:
-                    f.mm[pos : pos + n] = zeros[:n]
-                    self.mark_dirty(f, pos, pos + n)
-                pos += n
+            for a, b in [(rel, rel_end)] if f.reserved else data_extents(f.fd, rel, rel_end):
+                pos = a
+                while pos < b:
+                    n = min(chunk, b - pos)
+                    if f.mm[pos : pos + n] != zeros[:n]:
+                        if f.reserved:
+                            f.mm[pos : pos + n] = zeros[:n]
+                        else:
+                            pwrite_all(f.fd, zeros[:n], pos, f.path)
+                        self.mark_dirty(f, pos, pos + n)
+                    pos += n
             done += rel_end - rel
         return done
 

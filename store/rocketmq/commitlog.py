@@ -33,6 +33,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from ..errors import NotAStoreError
+from ..writing import pwrite_all
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL, parse_file_name
 from .message import MAGICS, MIN_SIZE, PHY_POS_POSITION
 from .entries import Batch
@@ -95,6 +96,7 @@ class CommitLogWriter:
         self.files = 0
         self.blanks = 0
         self._fd = -1
+        self._path = ""  # the current file's (errors name it)
         self._file_start = start
         self._out = bytearray()
 
@@ -155,20 +157,20 @@ class CommitLogWriter:
             if len(self._out) < n:
                 self._out = bytearray(max(n, self.CHUNK))
             place(buf, at[i:j], sizes[i:j], self._out, new[i:j] - new[i], new[i:j])
-            _pwrite_all(self._fd, memoryview(self._out)[:n], int(new[i]) - self._file_start)
+            pwrite_all(self._fd, memoryview(self._out)[:n], int(new[i]) - self._file_start, self._path)
             i = j
 
     def _next_file(self) -> None:
         if self._fd >= 0:
             left = self.left
             if left >= END_FILE_MIN_BLANK_LENGTH:
-                _pwrite_all(self._fd, _BLANK.pack(left, BLANK_MAGIC_CODE), self.offset - self._file_start)
+                pwrite_all(self._fd, _BLANK.pack(left, BLANK_MAGIC_CODE), self.offset - self._file_start, self._path)
                 self.blanks += 1
             self.offset += left
             self._finish()
         self._file_start = self.offset
-        self._fd = os.open(os.path.join(self.dir, file_name(self.offset)), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                           0o644)
+        self._path = os.path.join(self.dir, file_name(self.offset))
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self.files += 1
 
     def _finish(self) -> None:
@@ -178,13 +180,6 @@ class CommitLogWriter:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def _pwrite_all(fd: int, data, offset: int) -> None:
-    view = memoryview(data)
-    while len(view):
-        n = os.pwrite(fd, view, offset)
-        view, offset = view[n:], offset + n
 
 
 def _place_py(buf, at: np.ndarray, sizes: np.ndarray, out, dst: np.ndarray, phy: np.ndarray) -> None:

@@ -18,8 +18,12 @@ first entry's time is counted from there); a file's name is its creation time
 (``UtilAll.timeMillisToHumanString``: yyyyMMddHHmmssSSS, local time), so files sort by age.
 
 Rules kept here: a file is made full length and sparse (420 MB by default, mostly holes);
-entries are appended in order and slots updated in place through a memory map of the slot
-table, so memory stays bounded by one batch of keys, never the file. Hashes are computed for
+entries are appended in order with pwrite, and the slot table is kept in memory (4 bytes a
+slot: 20 MB by default) and written when the file is finished, only its pages that hold a
+slot (the rest stay holes). Nothing is written through a memory map: on a full disk a store
+into a mapped hole is SIGBUS, which kills the process with no word and leaves its files
+behind, where pwrite is an error naming the file and the bytes (files.write_error). Memory
+stays bounded by the slot table and one batch of keys, never the file. Hashes are computed for
 a batch at once (Java's ``String.hashCode`` over UTF-16 units, ``Math.abs``, as
 ``indexKeyHashMethod``): from the messages' bytes by the compiled key columns
 (:func:`take_keys`), or from key strings (:meth:`IndexWriter.add`). A batch's entries are
@@ -30,11 +34,13 @@ without it, with whole arrays: ``_entries_numpy``, which the tests hold it to).
 from __future__ import annotations
 
 import os
+import sys
 import time
 from operator import itemgetter
 
 import numpy as np
 
+from ..writing import pwrite_all, write_error
 from ..format import HEADER_SIZE
 from .columns import KeyColumns, key_columns
 from .commitlog import COMMIT_LOG_DIR, batches
@@ -161,6 +167,7 @@ class IndexWriter:
         self._held_n = 0
         self._fh = None
         self._slot_map = None
+        self._failed = False  # a write failed: close() writes nothing more
         # the current file's header as IndexHeader holds it
         self._count = 1
         self._begin_ts = self._end_ts = self._begin_phy = self._end_phy = 0
@@ -196,6 +203,15 @@ class IndexWriter:
             self._flush()
 
     def close(self) -> None:
+        """Write what is held and finish the current file. After a write failed (a full disk),
+        or when called while an exception propagates (a caller's ``finally``: the commit log's
+        write failed, say), it only closes the file: what is written is the caller's to
+        remove, and the error the caller sees stays the first one."""
+        if self._failed or sys.exc_info()[1] is not None:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = self._slot_map = None
+            return
         self._flush()
         self._finish_file()
 
@@ -220,12 +236,16 @@ class IndexWriter:
         self._held, self._held_n = [], 0
         self.keys_written += len(hashes)
         at = 0
-        while at < len(hashes):
-            if self._fh is None or self._count >= self.index_num:
-                self._next_file()
-            n = min(len(hashes) - at, self.index_num - self._count, BATCH)
-            self._put(hashes[at:at + n], phy[at:at + n], ts[at:at + n])
-            at += n
+        try:
+            while at < len(hashes):
+                if self._fh is None or self._count >= self.index_num:
+                    self._next_file()
+                n = min(len(hashes) - at, self.index_num - self._count, BATCH)
+                self._put(hashes[at:at + n], phy[at:at + n], ts[at:at + n])
+                at += n
+        except BaseException:
+            self._failed = True
+            raise
         self.seconds += time.perf_counter() - t0
 
     def _next_file(self) -> None:
@@ -235,10 +255,16 @@ class IndexWriter:
             os.makedirs(self.dir, exist_ok=True)
         name = file_name_at(self.now + len(self.files))
         path = os.path.join(self.dir, name)
-        self._fh = open(path, "xb+")
-        self._fh.truncate(self.size)  # (sparse: the holes read as the zeros RocketMQ starts from)
+        try:
+            self._fh = open(path, "xb+")
+        except OSError as exc:
+            raise write_error(path, self.size, exc) from exc
         self.files.append(path)
-        self._slot_map = np.memmap(self._fh, dtype=">i4", mode="r+", offset=INDEX_HEADER_SIZE, shape=(self.slots,))
+        try:
+            self._fh.truncate(self.size)  # (sparse: the holes read as the zeros RocketMQ starts from)
+        except OSError as exc:
+            raise write_error(path, self.size, exc) from exc
+        self._slot_map = np.zeros(self.slots, ">i4")
         # IndexFile's constructor: a file after a full one begins where that one ended
         self._count, self._slot_count = 1, 0
         self._begin_phy = self._end_phy = prev_end_phy if prev_end_phy > 0 else 0
@@ -256,7 +282,7 @@ class IndexWriter:
         else:
             entries = self._entries_numpy(hashes, phy, ts)
         base = INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE
-        os.pwrite(self._fh.fileno(), entries, base + self._count * INDEX_SIZE)
+        pwrite_all(self._fh.fileno(), entries, base + self._count * INDEX_SIZE, self.files[-1])
         if self._count <= 1:
             self._begin_phy, self._begin_ts = int(phy[0]), int(ts[0])
         self._end_phy, self._end_ts = int(phy[-1]), int(ts[-1])
@@ -298,15 +324,33 @@ class IndexWriter:
     def _finish_file(self) -> None:
         if self._fh is None:
             return
-        self._slot_map.flush()
-        del self._slot_map
-        self._slot_map = None
-        os.pwrite(self._fh.fileno(), _HEADER.pack(self._begin_ts, self._end_ts, self._begin_phy, self._end_phy,
-                                                  self._slot_count, self._count), 0)
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        self._fh = None
+        fh, path, slots = self._fh, self.files[-1], self._slot_map
+        self._fh = self._slot_map = None
+        try:
+            _write_slots(fh.fileno(), slots, path)
+            pwrite_all(fh.fileno(), _HEADER.pack(self._begin_ts, self._end_ts, self._begin_phy, self._end_phy,
+                                                 self._slot_count, self._count), 0, path)
+            os.fsync(fh.fileno())
+        finally:
+            fh.close()
+
+
+SLOT_PAGE = 4096 // HASH_SLOT_SIZE  # slots per page of the table: a page none is set in stays a hole
+
+
+def _write_slots(fd: int, slots: np.ndarray, path: str) -> None:
+    """The slot table at its place in the file: each run of pages that holds a set slot, with
+    pwrite (files.pwrite_all: an error naming ``path`` and the bytes on a full disk)."""
+    n = len(slots)
+    pages = -(-n // SLOT_PAGE)
+    padded = np.zeros(pages * SLOT_PAGE, ">i4")
+    padded[:n] = slots
+    used = padded.reshape(pages, SLOT_PAGE).any(axis=1)
+    edges = np.flatnonzero(np.diff(np.r_[0, used.view(np.int8), 0]))
+    raw = slots.view(np.uint8)
+    for lo, hi in zip(edges[::2].tolist(), edges[1::2].tolist()):
+        a, b = lo * SLOT_PAGE * HASH_SLOT_SIZE, min(hi * SLOT_PAGE, n) * HASH_SLOT_SIZE
+        pwrite_all(fd, raw[a:b], INDEX_HEADER_SIZE + a, path)
 
 
 def build_index(root: str, until: int, *, slots: int = MAX_HASH_SLOT_NUM, index_num: int = MAX_INDEX_NUM,

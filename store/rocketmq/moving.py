@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import StoreUsageError
-from ..files import write_all
+from ..writing import write_all
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from .commitment import Bound
 from .columns import OK, key_columns, message_columns

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import StoreUsageError
-from ..files import write_all
+from ..writing import write_all
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
 from .commitlog import COMMIT_LOG_DIR

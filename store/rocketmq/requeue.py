@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from ..writing import write_all
 from .commitlog import file_name
 from .consumequeue import BLANK_SIZE, CQ_STORE_UNIT_SIZE, UNIT, Piece, Queue, find_queues, plan_units, read_piece
 from .consumequeue import file_size as file_size_of
@@ -200,21 +201,21 @@ class QueueFiles:
             if not self.room:
                 self._roll()
             take = min(self.room, len(data))
-            self.fh.write(data[:take])
+            write_all(self.fh, data[:take], self.paths[-1])
             self.room -= take
             data = data[take:]
 
     def _roll(self) -> None:
         self._end()
         self.paths.append(os.path.join(self.dir, file_name(self.next)))
-        self.fh = open(self.paths[-1], "xb")
+        self.fh = open(self.paths[-1], "xb", buffering=0)
         self.room, self.next = self.fsize, self.next + self.fsize
 
     def _end(self) -> None:
         if self.fh is not None:
-            self.fh.truncate(self.fsize)
-            self.fh.close()
-            self.fh = None
+            fh, self.fh = self.fh, None
+            with fh:
+                fh.truncate(self.fsize)  # (sparse: no block is needed for the rest)
 
     def close(self) -> list[str]:
         self._end()
