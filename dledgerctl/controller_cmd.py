@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from store.filestore import FileStore
+from store.kinds import refuse_for_controller
 from store.layout import find_node_dirs, looks_like_node_dir, resolve_node_dir
 from store.metafiles import read_checkpoint
 from store.rocketmq.controller import (EVENT_COLUMNS, HISTORY_COLUMNS, STATE_COLUMNS, EventFilter, event_rows,
@@ -31,6 +32,7 @@ DirArg = Annotated[str, typer.Argument(help="A controller's node directory (dled
 def _node_dir(path: str, self_id: str | None, sizes: dict) -> str:
     """The node directory to read: the one given, or of several under a base directory (no
     --self-id) the one whose log reaches furthest, said on stderr."""
+    refuse_for_controller(path)
     if self_id is not None or not os.path.isdir(path) or looks_like_node_dir(path):
         return resolve_node_dir(path, self_id).node_dir
     nodes = find_node_dirs(path)

@@ -13,7 +13,8 @@ from store.errors import StoreUsageError
 from store.filestore import FileStore
 from store.inspect import checkpoint_report, diff_stores, inspect_data, inspect_index
 from store.kept import kept_rows, write_kept
-from store.layout import NodeLayout, resolve_node_dir
+from store.kinds import dledger_node_dir
+from store.layout import NodeLayout
 from store.lock import lock_node_dir, unlock_node_dir
 from store.reading import Selection, render_body
 from store.retention import head_files, plan_head_deletion
@@ -52,7 +53,7 @@ class StoreDecode(str, Enum):
 
 
 def _node(path: str, self_id: str | None) -> str:
-    return resolve_node_dir(path, self_id).node_dir
+    return dledger_node_dir(path, self_id)
 
 
 DATA_COLUMNS = ["kind", "file", "file_offset", "pos", "index", "term", "magic", "size", "crc", "status", "note"]

@@ -9,6 +9,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from store.elect import elect
+from store.kinds import NOT_DLEDGER, refuse
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail
 from .render import Format, render
@@ -35,6 +36,9 @@ def elect_cmd(
     it led (DLedger's vote rules, offline). Exits 1 when no member can win or every one that can cuts committed
     entries."""
     with errors_as_exit():
+        for d in dirs:  # (a master-slave store's index/ once read as a node's: "nothing is cut")
+            refuse(d, NOT_DLEDGER, "store elect reads DLedger members' node directories (dledger-<id>) or "
+                   "directories holding them")
         plan = elect(dirs, peers, data_file_size=data_file_size, index_file_size=index_file_size)
     rows = list(_rows(plan))
     render(rows, fmt, columns=COLUMNS if fmt in (Format.table, Format.csv) else None)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from .errors import NotAStoreError
 from .format import HEADER_SIZE, MAGIC_NORMAL, parse_file_name
-from .layout import DATA_DIR, INDEX_DIR, NODE_DIR_PREFIX, find_node_dirs, looks_like_node_dir
+from .layout import DATA_DIR, INDEX_DIR, NODE_DIR_PREFIX, find_node_dirs, looks_like_node_dir, resolve_node_dir
 
 # The broker's own names (RocketMQ's StorePathConfigHelper / MessageStoreConfig); the modules
 # that read these files (store/rocketmq/commitlog.py, consumequeue.py, controller_check.py)
@@ -114,6 +114,45 @@ def require(path: str, accepted: frozenset, takes: str) -> DirKind:
     return k
 
 
+NOT_DLEDGER = frozenset({MASTER_SLAVE, CONTROLLER_MODE})
+DLEDGER_TAKES = ("it reads DLedger logs: a node directory (dledger-<id>) or a directory holding them (the mq commands "
+                 "read master-slave stores)")
+
+
+def refuse(path: str, kinds: frozenset, takes: str) -> None:
+    """NotAStoreError in one line when ``path`` is a directory of one of ``kinds``: what it
+    is, and ``takes`` (what the command reads). Anything else is left to the command's own
+    reader (a missing path, a file, a directory that is no store: it says why)."""
+    if os.path.isdir(path):
+        k = detect(path)
+        if k.kind in kinds:
+            raise NotAStoreError(f"{path}: {k.describe()}; {takes}")
+
+
+def dledger_node_dir(path: str, self_id: str | None = None, takes: str = DLEDGER_TAKES) -> str:
+    """The DLedger node directory ``path`` names (store.layout.resolve_node_dir: itself, the
+    one under a base directory or broker root, or ``dledger-<self_id>``); a master-slave or
+    controller-mode store root is refused (:func:`refuse`)."""
+    refuse(path, NOT_DLEDGER, takes)
+    return resolve_node_dir(path, self_id).node_dir
+
+
+CONTROLLER_TAKES = ("the controller commands read a RocketMQ 5 DLedger controller's log: its node directory "
+                    "(dledger-<id> under controllerStorePath) or a directory holding them")
+
+
+def refuse_for_controller(path: str) -> None:
+    """NotAStoreError when ``path`` is plainly no controller's log: a broker's store root of
+    any kind, or a DLedger log whose first entries are RocketMQ messages (a broker's). A log
+    whose entries are neither is left to the controller's reader, which says what each is."""
+    refuse(path, NOT_DLEDGER | {DLEDGER_BROKER}, CONTROLLER_TAKES)
+    if os.path.isdir(path):
+        for node in detect(path).nodes:
+            if log_content(node) == MESSAGES:
+                raise NotAStoreError(f"{node}: a DLedger log of RocketMQ messages (a broker's), not controller events; "
+                                     f"{CONTROLLER_TAKES}")
+
+
 def log_content(node_dir: str) -> str | None:
     """What the first entries of a DLedger node directory's log hold: MESSAGES (RocketMQ
     messages: a broker's log), EVENTS (RocketMQ 5 controller events), "other", or None
@@ -161,5 +200,6 @@ def _first_data_file(node_dir: str) -> str | None:
     return os.path.join(d, min(names, key=parse_file_name)) if names else None
 
 
-__all__ = ["DirKind", "detect", "require", "log_content", "NODE", "BASE", "DLEDGER_BROKER", "MASTER_SLAVE",
+__all__ = ["DirKind", "detect", "require", "refuse", "dledger_node_dir", "refuse_for_controller", "log_content",
+           "NOT_DLEDGER", "DLEDGER_TAKES", "CONTROLLER_TAKES", "NODE", "BASE", "DLEDGER_BROKER", "MASTER_SLAVE",
            "CONTROLLER_MODE", "OTHER", "DLEDGER_KINDS", "BROKER_KINDS", "MESSAGES", "EVENTS", "NODE_DIR_PREFIX"]

@@ -9,8 +9,6 @@ What it found stays in a :class:`Recovered`, which says in one line what was dro
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import os
 
@@ -22,21 +20,12 @@ from .layout import NodeLayout
 from .metafiles import read_checkpoint
 from .reading import load_file_lists
 from .recovery import RecoveryPlan, RecoveryReport, apply_recovery, cut_runs, cut_units, plan_recovery
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
+from .writing import free_bytes, io_error, reserve, write_error
 
 def _preallocate(fd: int, size: int) -> None:
-    """Reserve blocks so mapped writes cannot hit a full disk (SIGBUS); sparse if unsupported."""
-    fallocate = getattr(_libc, "fallocate", None)
-    if fallocate is None:
-        return
-    fallocate.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long)
-    if fallocate(fd, 0, 0, size) != 0:
-        err = ctypes.get_errno()
-        if err == errno.ENOSPC:
-            raise StoreIOError(errno.ENOSPC, "disk full: cannot allocate a new store file")
-        # EOPNOTSUPP and friends: keep the sparse file, as Java's mmap would
+    """Reserve blocks so mapped writes cannot hit a full disk (SIGBUS); sparse if unsupported.
+    StoreIOError with errno ENOSPC when the disk has no room (the caller names the file)."""
+    reserve(fd, size, "a new store file")
 
 
 class _PreallocatingFileList(FileList):
@@ -46,13 +35,20 @@ class _PreallocatingFileList(FileList):
             return existing
         start = offset - offset % self.file_size
         path = os.path.join(self.directory, f"{start:020d}")
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise write_error(path, self.file_size, exc) from exc
         try:
             _preallocate(fd, self.file_size)
-        except StoreIOError:
+        except StoreIOError as exc:
             os.close(fd)
             os.unlink(path)
-            raise
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            free = free_bytes(path)
+            raise io_error(exc.errno, f"{path}: disk full: a new store file needs {self.file_size} bytes"
+                                      + (f", {free} free there" if free is not None else "")) from exc
         os.close(fd)
         return super().file_for_write(offset)
 

@@ -1,6 +1,12 @@
-"""A small real filesystem for full-disk tests: a size-limited tmpfs mounted for the test and
-unmounted after it (the test is skipped, with the reason, where mounting is not permitted:
-it needs root), and a filler that takes its free space. Test helper; not a test itself."""
+"""A small real filesystem for full-disk tests: a size-limited tmpfs, or an ext4 image on a
+loop device, mounted for the test and unmounted after it (the test is skipped, with the
+reason, where mounting is not permitted: it needs root), and a filler that takes its free
+space. Test helper; not a test itself.
+
+tmpfs allocates a page for any fault on a hole of a shared mapping, reads included, so a
+sparse file read through a mapping on a full tmpfs is SIGBUS too; ext4 maps the zero page
+for a read of a hole. A test of what writing needs, with sparse files on a full disk, takes
+ext4."""
 
 from __future__ import annotations
 
@@ -23,6 +29,26 @@ def small_tmpfs(path: str, size: str) -> Iterator[str]:
     if r.returncode != 0:
         pytest.skip(f"cannot mount a {size} tmpfs at {path} ({(r.stderr or r.stdout).strip() or r.returncode}): "
                     f"the full-disk test needs a real small filesystem (root)")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", path], check=True, timeout=30)
+
+
+@contextmanager
+def small_ext4(path: str, image: str, size: str) -> Iterator[str]:
+    """``path`` (made if missing) with an ext4 filesystem of ``size`` (truncate's syntax: ``8M``)
+    made in the file ``image`` and mounted through a loop device while the block runs."""
+    os.makedirs(path, exist_ok=True)
+    subprocess.run(["truncate", "-s", size, image], check=True, timeout=30)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", image], capture_output=True,
+                          text=True, timeout=60)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make an ext4 image ({(made.stderr or made.stdout).strip() or made.returncode})")
+    r = subprocess.run(["mount", "-o", "loop", image, path], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount an ext4 image at {path} ({(r.stderr or r.stdout).strip() or r.returncode}): "
+                    f"the full-disk test needs a real small filesystem (root, a loop device)")
     try:
         yield path
     finally:
