@@ -19,8 +19,8 @@ from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherE
 
 from .common import (BaseDirOpt, ClientGroupOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt, GroupOpt,
                      IndexSizeOpt, PeersOpt, PushQuotaOpt, RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt,
-                     SnapshotKeepOpt, TimeoutOpt, client_tls, complete_members, fail, parse_size_or_zero, tls_options,
-                     use_record_tls)
+                     SnapshotKeepOpt, TimeoutOpt, client_tls, complete_members, fail, parse_size_or_zero, plural,
+                     tls_options, use_record_tls)
 from .render import Format, render
 
 cluster_app = typer.Typer(help="Start, stop and look at a local cluster of node processes.", no_args_is_help=True)
@@ -126,15 +126,20 @@ def _duration(seconds: float | None) -> str | None:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
-def _scrub_text(scrub: dict | None) -> str | None:
+def _scrub_text(scrub: dict | None, committed: int | None = None) -> str | None:
     """A member's scrub in a table cell: passes done, the entry it is at (none between two
-    passes), what it holds damaged."""
+    passes; "caught up" once it waits past the member's commit index ``committed``, for it
+    checks committed entries only: its next index is then one no log holds yet), what it
+    holds damaged."""
     if not isinstance(scrub, dict):
         return None
     if scrub.get("stopped"):
         return f"stopped: {scrub['stopped']}"
     position = scrub.get("position")
-    text = f"{scrub.get('passes', 0)} passes" + (f", at {position}" if isinstance(position, int) and position >= 0 else "")
+    passes = scrub.get("passes", 0)
+    text = plural(passes if isinstance(passes, int) else 0, "pass", "passes")
+    if isinstance(position, int) and position >= 0:
+        text += ", caught up" if isinstance(committed, int) and position > committed else f", at {position}"
     damaged = scrub.get("damaged") or []
     if damaged:
         text += f", damaged: {', '.join(map(str, damaged[:5]))}{' ...' if len(damaged) > 5 else ''}"
@@ -148,12 +153,13 @@ def _render_status(rows: list[dict], fmt: Format, extra: list[str] = ()) -> None
     errors += ["push_refused"] if any(r.get("push_refused") for r in rows) else []
     scrub = ["scrub"] if any(r.get("scrub") for r in rows) else []
     if fmt == Format.table:
-        rows = [{**r, "uptime": _duration(r.get("uptime_s")), "scrub": _scrub_text(r.get("scrub")),
+        rows = [{**r, "uptime": _duration(r.get("uptime_s")),
+                 "scrub": _scrub_text(r.get("scrub"), r.get("committed_index")),
                  **({"member": f"{r.get('member')}, never leads"} if r.get("never_lead") else {})} for r in rows]
         render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *scrub, *(PROCESS_COLUMNS if with_proc else []),
                                    *errors])
     elif fmt == Format.csv:
-        rows = [{**r, "scrub": _scrub_text(r.get("scrub"))} for r in rows]
+        rows = [{**r, "scrub": _scrub_text(r.get("scrub"), r.get("committed_index"))} for r in rows]
         render(rows, fmt, columns=[*extra, *STATUS_COLUMNS, *scrub, *(["pid", "uptime_s"] if with_proc else []),
                                    *errors])
     else:

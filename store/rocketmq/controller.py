@@ -102,8 +102,12 @@ def parse_type(text: str) -> int:
     for tid in EVENT_TYPES:
         if want in type_names(tid) or want.replace("_", "") in type_names(tid):
             return tid
+    # (the names as the docs and --help give them first: elect-master, as ElectMasterEvent is meant)
     raise ValueError(f"{text!r} is no controller event type (one of: "
-                     + ", ".join(name for _, name, _ in EVENT_TYPES.values()) + ", or their ids 1-6)")
+                     + ", ".join(enum.lower().removesuffix("_event").replace("_", "-") for enum, _, _ in
+                                 EVENT_TYPES.values())
+                     + "; or their class names, such as ElectMasterEvent, enum names, such as ELECT_MASTER_EVENT, "
+                       "or ids 1-6)")
 
 
 @dataclass
