@@ -62,7 +62,8 @@ def _rows(plan: dict):
                     + (f"rejected by {rejected}; " if rejected else "") + f"first round: {first}")
         yield {"row": "candidate", "member": c["candidate"], "term": None, "vote": None, "end_term": None,
                "end_index": None, "committed": None, "electable": c["electable"],
-               "votes_from": ",".join(c["votes_from"]), "cut": c["entries_cut"], "committed_cut": c["committed_cut"],
+               "votes_from": ",".join(c["votes_from"]), "cut": c["indexes_cut"], "committed_cut": c["committed_cut"],
+               "entries_cut": c["entries_cut"], "members_losing": c["members_losing"],
                "note": note, "first_round": c["first_round"], "rejected_by": c["rejected_by"]}
     for loss in plan["losses"]:
         if not loss["entries_cut"]:

@@ -40,6 +40,7 @@ from .errors import NotAStoreError, StoreCorruptError, StoreError, StoreUsageErr
 from .filestore import FileStore
 from .format import MAGIC_NORMAL
 from .layout import NodeLayout, find_node_dirs, looks_like_node_dir
+from .lock import lock_holder
 from .metafiles import read_checkpoint, read_currterm
 from .rocketmq.message import NotAMessage, decode
 
@@ -66,6 +67,7 @@ class MemberState:
     end_index: int = -1  # the last entry's index (-1 for an empty log)
     begin_index: int = -1
     committed_index: int = -1  # checkpoint: committedIndex (-1 when absent)
+    recovery_cut: int = 0  # entries its own recovery cuts at start (past end_index)
     problem: str | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -118,7 +120,8 @@ def plan_election(members: list[MemberState], peers: list[str], agree: dict) -> 
     cands, losses = [], []
     for c in members:
         row = {"candidate": c.id, "electable": False, "votes_from": [], "rejected_by": {}, "first_round": {},
-               "majority": majority, "entries_cut": 0, "committed_cut": 0, "members_losing": [], "problem": c.problem}
+               "majority": majority, "entries_cut": 0, "indexes_cut": 0, "committed_cut": 0, "members_losing": [],
+               "problem": c.problem}
         cands.append(row)
         if c.problem is not None:
             continue
@@ -131,6 +134,13 @@ def plan_election(members: list[MemberState], peers: list[str], agree: dict) -> 
             else:
                 row["rejected_by"][v.id] = final
         row["electable"] = c.id in peers and len(row["votes_from"]) >= majority
+        # What a member's checkpoint says was committed is committed, even past the end its
+        # recovery leaves it (an entry damaged past repair there): a leader without it loses it.
+        # (only as far as its log reached before that cut: a checkpoint past anything the log
+        # held is a note on that member, not a loss)
+        claimed = max((min(m.committed_index, m.end_index + m.recovery_cut) for m in live), default=-1)
+        row["committed_cut"] = max(0, claimed - c.end_index)
+        cut_ranges: list[tuple[int, int]] = []
         for f in live:
             if f.id == c.id:
                 continue
@@ -145,7 +155,21 @@ def plan_election(members: list[MemberState], peers: list[str], agree: dict) -> 
             row["committed_cut"] = max(row["committed_cut"], committed)
             if cut:
                 row["members_losing"].append(f.id)
+                cut_ranges.append((common + 1, f.end_index))
+        row["indexes_cut"] = _covered(cut_ranges)  # distinct log indexes cut on any member
     return {"candidates": cands, "losses": losses, "verdict": verdict(cands, peers)}
+
+
+def _covered(ranges: list[tuple[int, int]]) -> int:
+    """How many integers the inclusive ranges cover together."""
+    total, upto = 0, None
+    for lo, hi in sorted(ranges):
+        if upto is not None and lo <= upto:
+            lo = upto + 1
+        if hi >= lo:
+            total += hi - lo + 1
+        upto = hi if upto is None else max(upto, hi)
+    return total
 
 
 def verdict(cands: list[dict], peers: list[str]) -> dict:
@@ -156,7 +180,7 @@ def verdict(cands: list[dict], peers: list[str]) -> dict:
     if not able:
         return {"ok": False, "leaders": [], "text": f"no member given can win a majority of the {len(peers)} peers "
                 "(start the members whose files are missing, or check --peers)"}
-    clean = [c["candidate"] for c in able if c["entries_cut"] == 0]
+    clean = [c["candidate"] for c in able if c["entries_cut"] == 0 and c["committed_cut"] == 0]
     if clean:
         return {"ok": True, "leaders": clean, "text": f"{_names(clean)} must lead: nothing is cut"
                 + _others(able, clean)}
@@ -239,9 +263,10 @@ class Group:
             return m
         self.stores[m.id] = s
         m.begin_index, m.end_index, m.end_term = s.begin_index, s.end_index, s.end_term
-        warn = s.recovery_warning()
-        if warn:
-            m.notes.append(warn)
+        m.recovery_cut = s.recovery_dropped()[0]
+        for warn in (s.recovery_warning(), s.recovery_held_warning()):
+            if warn:
+                m.notes.append(warn.replace("recovery kept", "recovery would keep", 1))
         try:
             ts = read_currterm(d)
             m.term, m.vote_for = ts.term, ts.vote_for
@@ -331,6 +356,12 @@ def elect(paths: list[str], peers: str | None = None, *, data_file_size=None, in
     adds ``members`` (their states) and, on each loss with entries cut from a broker's store,
     ``messages``."""
     dirs = member_dirs(paths)
+    running = [(NodeLayout(d).node_id, who) for d in dirs if (who := lock_holder(NodeLayout(d))) is not None]
+    if running:
+        raise StoreUsageError(
+            "; ".join(f"{i} is running ({who} holds its lock)" for i, who in running)
+            + ": store elect reads stopped members' files (a running member's log and committed index move "
+              "under it, and its checkpoint lags); stop it first, or read a copy taken while it was stopped")
     with Group(dirs, data_file_size=data_file_size, index_file_size=index_file_size) as g:
         ids = parse_peer_ids(peers) if peers else [m.id for m in g.members]
         strangers = [m.id for m in g.members if m.id not in ids]
@@ -343,4 +374,10 @@ def elect(paths: list[str], peers: str | None = None, *, data_file_size=None, in
                                 if loss["entries_cut"] else None)
         plan["members"] = g.members
         plan["peers"] = ids
+        unread = [i for i in ids if i not in {m.id for m in g.members}]
+        plan["not_read"] = unread
+        if unread:
+            v = plan["verdict"]
+            v["text"] += (f" (from the files given only: {', '.join(unread)} not read; what "
+                          f"{'it holds' if len(unread) == 1 else 'they hold'} is not counted)")
         return plan

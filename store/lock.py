@@ -74,6 +74,30 @@ def unlock_node_dir(layout: NodeLayout, fd: int) -> None:
     os.close(fd)
 
 
+def lock_holder(layout: NodeLayout) -> str | None:
+    """Who holds the directory's lock, without taking it for long or creating anything: None
+    when nobody does, else the holder as its file names it ("pid N", or "another process")."""
+    try:
+        fd = os.open(layout.lock_path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
+        return None  # no lock file: nobody holds it (a holder keeps the file while it holds it)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return None
+            try:
+                text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            except OSError:
+                text = ""
+            return f"pid {text}" if text.isdigit() else "another process"
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 class NodeLock:
     """A store's hold on its directory's lock: taken by :meth:`take` (a store whose caller
     holds the lock already never takes it, and so never lets go of it), let go by

@@ -216,7 +216,7 @@ def test_bad_input(tmp_path):
     with FileStore.open(n0, read_only=True, **SIZES) as s:
         pos, size = s.locate(2)
     with open(os.path.join(n0, "data", "0" * 20), "r+b") as fh:
-        fh.seek(pos + size - 3)
+        fh.seek(pos)  # its magic (a flipped body byte of a committed entry is held, not cut: issue 58)
         fh.write(b"\xff\xff\xff")
     r = cli("store", "elect", n0, "--format", "json")
     assert "Traceback" not in r.stderr
@@ -490,3 +490,72 @@ def test_a_group_diverged_in_the_simulation(tmp_path, seed):
         lost = sorted(k for k, raw in before[i].items() if k > st.end_index or st.get_bytes(k) != raw)
         x = cut.get((leader, i))
         assert lost == (list(range(x["cut_from"], x["cut_to"] + 1)) if x and x["entries_cut"] else []), (i, lost)
+
+
+# -- issue 58: what recovery cuts or holds, running members, members not read, distinct cuts -------
+
+def _break(d: str, index: int, offset: int) -> None:
+    """XOR a byte ``offset`` bytes into entry ``index`` of the member at ``d``."""
+    with FileStore.open(d, read_only=True, **SIZES) as s:
+        pos, _size = s.locate(index)
+    with open(os.path.join(d, "data", "0" * 20), "r+b") as fh:
+        fh.seek(pos + offset)
+        b = fh.read(1)
+        fh.seek(pos + offset)
+        fh.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_committed_entries_every_recovery_would_cut_exit_1(tmp_path):
+    """Entry 5's magic broken on all three members, whose checkpoints say 0..9 committed: each
+    member's recovery ends its log at 4, so whoever leads, 5..9 are gone. The notes say so,
+    and so must the verdict (exit 1), not 'nothing is cut'."""
+    for n in ("n0", "n1", "n2"):
+        _break(member(tmp_path, n, [1] * 10, committed=9, term=1), 5, 3)
+    r = cli("store", "elect", str(tmp_path), "--format", "json")
+    assert r.returncode == 1, r.stdout
+    assert r.stderr.startswith("Error: every member that can win cuts committed entries: n0 cuts 5 committed")
+    rows = json.loads(r.stdout)
+    assert all("would cut" in m["note"] and "5..9 were committed here" in m["note"] for m in by(rows, "member").values())
+
+
+def test_a_damaged_body_every_member_holds_is_kept_and_said(tmp_path):
+    for n in ("n0", "n1", "n2"):
+        _break(member(tmp_path, n, [1] * 10, committed=9, term=1), 5, 48 + 1)
+    r = cli("store", "elect", str(tmp_path), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    for m in by(rows, "member").values():
+        assert m["end_index"] == 9 and m["note"].startswith("recovery would keep 1 damaged entry in the log: entry 5")
+    v, = [x for x in rows if x["row"] == "verdict"]
+    assert v["note"].startswith("one of n0, n1, n2 must lead: nothing is cut")
+
+
+def test_a_running_member_is_refused_by_name(tmp_path):
+    d = member(tmp_path, "n0", [1] * 3, committed=2, term=1)
+    member(tmp_path, "n1", [1] * 3, committed=2, term=1)
+    with FileStore.open(d, **SIZES):  # (holds n0's lock, as a running member does)
+        r = cli("store", "elect", str(tmp_path))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"Error: n0 is running (pid {os.getpid()} holds its lock): store elect reads "
+                               "stopped members' files")
+    assert not os.path.exists(os.path.join(d, "lock"))
+    assert cli("store", "elect", str(tmp_path)).returncode == 0  # stopped: read
+
+
+def test_members_not_read_are_named_in_the_verdict(tmp_path):
+    member(tmp_path, "n1", [1] * 3, committed=2, term=1)
+    member(tmp_path, "n2", [1] * 3, committed=2, term=1)
+    r = cli("store", "elect", str(tmp_path), "--peers", "n0,n1,n2", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    v, = [x for x in json.loads(r.stdout) if x["row"] == "verdict"]
+    assert v["note"].endswith("(from the files given only: n0 not read; what it holds is not counted)")
+
+
+def test_the_cut_column_counts_distinct_entries(tmp_path):
+    """n1 and n2 both hold 3..5 of term 1 that n0 (term 2 at 3) would cut: 3 entries, on two members."""
+    member(tmp_path, "n0", [1] * 3 + [2], committed=2, term=2)
+    member(tmp_path, "n1", [1] * 6, committed=2, term=1)
+    member(tmp_path, "n2", [1] * 6, committed=2, term=1)
+    r = cli("store", "elect", str(tmp_path), "--format", "json")
+    n0 = by(json.loads(r.stdout), "candidate")["n0"]
+    assert (n0["cut"], n0["entries_cut"], sorted(n0["members_losing"])) == (3, 6, ["n1", "n2"])
