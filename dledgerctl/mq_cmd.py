@@ -199,6 +199,11 @@ def check_cmd(
         with progress_bar("checking messages", _data_bytes(broker.node_dir)) as advance:
             findings, summary = check_broker(broker, data_file_size=data_file_size, index_file_size=index_file_size,
                                              progress=advance, max_findings=max_findings)
+    if summary.get("in_use"):
+        flying = summary.get("in_flight") or 0
+        typer.echo(f"note: a running broker holds {broker.root}/lock: the store is in use, read as it is being "
+                   f"written; what its dispatch has not reached yet is in flight, not a finding"
+                   + (f" ({flying} messages and units taken so)" if flying else ""), err=True)
     if findings or fmt != Format.table:
         render(findings, fmt, columns=FINDING_COLUMNS if fmt in (Format.table, Format.csv) else None)
     queues = ("no consume queues beside it" if summary["consume_queues"] is None else

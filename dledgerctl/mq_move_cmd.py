@@ -11,7 +11,7 @@ from store.rocketmq.commitlog import MAPPED_FILE_SIZE_COMMIT_LOG
 from store.rocketmq.index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
 from store.rocketmq.layout import resolve_broker
 from store.rocketmq.lookup import IndexShape, index_file_bytes, index_shape
-from store.rocketmq.migrate import migrate
+from store.rocketmq.migrate import check_source, migrate
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, parse_size, plural, progress_bar
 from .mq_cmd import _data_bytes
@@ -90,6 +90,7 @@ def migrate_cmd(
                                  "(a Java int)", param_hint="--commitlog-file-size")
     with errors_as_exit():
         broker = resolve_broker(src, self_id)
+        check_source(broker)  # (before the index/ files' shape: a node directory's index/ is DLedger's own)
         shape = index_shape_for(broker.root or broker.node_dir, max_hash_slot_num, max_index_num)
         with progress_bar("migrating messages", _data_bytes(broker.node_dir)) as advance:
             summary = migrate(broker, dest, commitlog_file_size=commitlog_file_size,

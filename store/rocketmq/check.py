@@ -50,6 +50,7 @@ import numpy as np
 
 from ..format import HEADER_SIZE
 from .columns import _columns
+from .commitment import broker_holds
 from .consumequeue import UNIT_NATIVE, Queue, file_size, find_queues, read_units
 from .layout import BrokerStore, batch_queue_keys
 from .logwalk import _finding, _key, place, walk
@@ -179,10 +180,13 @@ def _queue_offset_order(c: Columns, findings: list) -> None:
                                  detail=f"queue offset {int(q[j])} follows {int(q[j - 1])} in its queue"))
 
 
-def check_queues(c: Columns, queues: list[Queue], findings: list, batch_queued: frozenset = frozenset()) -> dict:
+def check_queues(c: Columns, queues: list[Queue], findings: list, batch_queued: frozenset = frozenset(),
+                 in_use: bool = False) -> dict:
     """Every unit of every queue against the messages; returns the summary's counts.
     ``batch_queued``: (topic, queue id) of RocketMQ 5's batch consume queues, whose messages
-    are not ``cq-missing`` (their units are in ``batchconsumequeue/``, not read here)."""
+    are not ``cq-missing`` (their units are in ``batchconsumequeue/``, not read here).
+    ``in_use``: a running broker writes the store: its dispatch's tail is in flight
+    (stream.missing; units past the log's end), counted as ``in_flight``."""
     a = c.arrays()
     names = c.topic_names()
     phy = a["phy"]
@@ -192,7 +196,7 @@ def check_queues(c: Columns, queues: list[Queue], findings: list, batch_queued: 
     m = a if by_phy is None else {k: v[by_phy] for k, v in a.items()}
     last_phy = int(m["phy"][-1]) if len(phy) else -1
     first_phy = int(m["phy"][0]) if len(phy) else c.end_pos + HEADER_SIZE
-    units = before_log = 0
+    units = before_log = in_flight = 0
     covered = np.zeros(len(phy), bool)  # (in m's order until the units are matched)
     spans: dict[int, Queue] = {}  # queue key -> queue, for the queues of topics the log holds
     fsize = file_size(queues)
@@ -213,7 +217,9 @@ def check_queues(c: Columns, queues: list[Queue], findings: list, batch_queued: 
             flagged += [(code, first + k, u[k], i if by_phy is None else int(by_phy[i])) for k, code, i in got]
         for code, qoff, unit, i in sorted(flagged, key=lambda f: (f[0], f[1])):
             p = int(unit["offset"])
-            if code == PAST_LOG:
+            if code == PAST_LOG and in_use:
+                in_flight += 1  # (dispatched after the log's end was read)
+            elif code == PAST_LOG:
                 findings.append(_unit_finding("cq-past-log-end", q, qoff, unit,
                                               f"points at {p}, past the log's last message at {last_phy}"))
             elif code == ELSEWHERE:
@@ -247,8 +253,9 @@ def check_queues(c: Columns, queues: list[Queue], findings: list, batch_queued: 
     lacking = a["dispatched"] & ~inside & ~covered
     reput = _reput_from(c, queues)
     below = lacking & (phy < reput)
-    _missing(c, np.flatnonzero(below), spans, fsize, reput, findings, batch_queued)
-    return {"units": units, "units_before_log": before_log, "undispatched": int((lacking & ~below).sum())}
+    in_flight += _missing(c, np.flatnonzero(below), spans, fsize, reput, findings, batch_queued, in_use)
+    return {"units": units, "units_before_log": before_log, "undispatched": int((lacking & ~below).sum()),
+            "in_flight": in_flight}
 
 
 def _reput_from(c: Columns, queues: list[Queue]) -> int:
@@ -267,11 +274,11 @@ def _reput_from(c: Columns, queues: list[Queue]) -> int:
 
 
 def _missing(c: Columns, lost: np.ndarray, spans: dict, fsize: int, reput: int, findings: list,
-             batch_queued: frozenset) -> None:
-    """``cq-missing`` findings of the messages ``lost`` (stream.missing)."""
+             batch_queued: frozenset, in_use: bool) -> int:
+    """``cq-missing`` findings of the messages ``lost`` (stream.missing); how many were in flight."""
     a = c.arrays()
-    missing(a["topic"][lost], a["queue_id"][lost], a["queue_offset"][lost], a["index"][lost], c.topic_names(), spans,
-            fsize, reput, findings, batch_queued)
+    return missing(a["topic"][lost], a["queue_id"][lost], a["queue_offset"][lost], a["index"][lost],
+                   c.topic_names(), spans, fsize, reput, findings, batch_queued, in_use)
 
 
 
@@ -322,16 +329,24 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
     """``mq check``: the findings (the first ``max_findings`` when given), and a summary of
     what was read (its ``findings``: how many in all). In memory bounded by the topics and
     queues (stream.py), unless data files overlap or queues' units go back more than
-    stream.MAX_RUNS times: then the whole log is read into columns (:func:`check_whole`)."""
+    stream.MAX_RUNS times: then the whole log is read into columns (:func:`check_whole`).
+
+    A store a running broker holds (its root's ``lock``: commitment.broker_holds) is read as
+    it is being written: summary ``in_use``, and what its dispatch has not reached yet (a
+    queue's tail past its last unit, units past the log's end as read) is in flight, counted
+    in ``in_flight``, not a finding."""
     step, rewind = _counted(progress)
+    in_use = broker_holds(broker.root)
     try:
-        return bounded_check(broker, _match_units, data_file_size=data_file_size, index_file_size=index_file_size,
-                             progress=step, max_findings=max_findings)
+        findings, summary = bounded_check(broker, _match_units, data_file_size=data_file_size,
+                                          index_file_size=index_file_size, progress=step, max_findings=max_findings,
+                                          in_use=in_use)
     except Unbounded:
         rewind()
         findings, summary = check_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size,
-                                        progress=progress)
-        return findings[:max_findings], summary
+                                        progress=progress, in_use=in_use)
+        findings = findings[:max_findings]
+    return findings, summary
 
 
 def _counted(progress):
@@ -347,13 +362,14 @@ def _counted(progress):
     return step, lambda: progress(-done[0])
 
 
-def check_whole(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None) -> tuple[list, dict]:
-    """``mq check`` with every message's columns in memory at once."""
+def check_whole(broker: BrokerStore, *, data_file_size=None, index_file_size=None, progress=None,
+                in_use: bool = False) -> tuple[list, dict]:
+    """``mq check`` with every message's columns in memory at once (``in_use``: check_broker)."""
     findings: list[dict] = []
     c = collect(broker, findings, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
     summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": c.messages,
                "topics": len(c.topics), "consume_queues": None, "units": None, "units_before_log": None,
-               "undispatched": None, "no_messages": False}
+               "undispatched": None, "no_messages": False, "in_flight": 0, "in_use": in_use}
     if not c.messages and not broker.has_consume_queues:
         # not a broker's log (a dledgerctl group's own, say): its entries are not findings
         summary["no_messages"] = bool(c.entries)
@@ -361,7 +377,7 @@ def check_whole(broker: BrokerStore, *, data_file_size=None, index_file_size=Non
     if broker.has_consume_queues:
         queues = find_queues(broker.root)
         summary["consume_queues"] = len(queues)
-        summary.update(check_queues(c, queues, findings, batch_queue_keys(broker.root)))
+        summary.update(check_queues(c, queues, findings, batch_queue_keys(broker.root), in_use))
     summary["findings"] = len(findings)
     return findings, summary
 

@@ -171,6 +171,21 @@ def _check_dest(dest: str, src_root: str) -> None:
         raise MigrateError(f"{parent}: no such directory (DEST's parent must exist)")
 
 
+def check_source(broker: BrokerStore) -> None:
+    """MigrateError unless ``broker`` is a DLedger-mode store with its consume queues (checked
+    before anything else is read of it, its ``index/`` files' shape included)."""
+    if broker.commit_log:
+        raise MigrateError(f"{broker.root}: a master-slave store already ({COMMIT_LOG_DIR}/, no dledger-<id>/): "
+                           f"nothing to move")
+    if broker.root is None:
+        parent = os.path.dirname(os.path.abspath(broker.node_dir))
+        raise MigrateError(f"{parent}: no {CONSUME_QUEUE_DIR}/ beside {os.path.basename(broker.node_dir)}/ (a DLedger-"
+                           f"mode broker's store root holds both): its consume queues are missing, or this is no "
+                           f"broker's store root. To go on, make them from the log first with 'dledgerctl mq rebuild "
+                           f"{parent}' (it writes {CONSUME_QUEUE_DIR}/ and index/ there: run it on a copy to leave "
+                           f"this one as it is), then migrate that")
+
+
 def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG,
             include_uncommitted: bool = False, data_file_size: int | None = None,
             index_file_size: int | None = None, progress=None, max_hash_slot_num: int = MAX_HASH_SLOT_NUM,
@@ -179,11 +194,7 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     MigrateError when the move cannot be made; DEST is then left as it was. Only when
     ``id_map`` cannot be put in place after DEST was does the error say DEST was written
     (and where the map was left)."""
-    if broker.commit_log:
-        raise MigrateError(f"{broker.root}: a master-slave store already ({COMMIT_LOG_DIR}/, no dledger-<id>/): "
-                           f"nothing to move")
-    if broker.root is None:
-        raise MigrateError(f"{broker.node_dir}: no {CONSUME_QUEUE_DIR}/ beside it: give a broker's store root")
+    check_source(broker)
     src = broker.root
     bcq = batch_queue_files(src)
     if bcq:

@@ -59,9 +59,14 @@ def _dledger_log(node_dir: str, sel: Selection, data_file_size: int | None,
     try:
         first = start_file(data, index, sel)
         prev = (None, None, None)
+        before = None  # the data file read before this one
         for f in data.files[first:]:
             fname = f"data/{f.name}"
             buf = f.mm
+            if before is not None and f.start > before.start + data.file_size:
+                yield _gap(data, before, f, prev[0])
+                prev = (None, None, None)  # (nothing to continue across it)
+            before = f
             scan = FileScan(f.view(), f.start, file_size=data.file_size, prev_index=prev[0], prev_term=prev[1],
                             prev_chain=prev[2], check_crc=False, run_headers=True)
             done = False
@@ -98,6 +103,19 @@ def _dledger_log(node_dir: str, sel: Selection, data_file_size: int | None,
     finally:
         data.close()
         index.close()
+
+
+def _gap(data, before, f, last_index: int | None) -> Batch:
+    """The damage batch of the data files missing between ``before`` and ``f`` (as ``store
+    verify`` says: "leaves a gap"): whatever entries they held are not in the log."""
+    expect = before.start + data.file_size
+    n = (f.start - expect) // data.file_size
+    missing = f"data/{expect:020d}" + (f" and {n - 1} more data files" if n > 1 else "")
+    after = f" after entry {last_index}" if last_index is not None else ""
+    return Batch(f"data/{f.name}", f.start, f.mm, damage=f"gap: {missing} missing between data/{before.name} and "
+                                                          f"data/{f.name}: the log's entries{after} up to this file's "
+                                                          f"first are not there ('store verify' says: leaves a gap)",
+                 at=f.start)
 
 
 def _is_commit_log(node_dir: str) -> bool:

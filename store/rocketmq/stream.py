@@ -296,17 +296,21 @@ def inside(table: tuple, key: np.ndarray, qo: np.ndarray) -> np.ndarray:
 
 
 def missing(topic, queue_id, qo, index, names: list, spans: dict, fsize: int, reput: int, findings: list,
-            batch_queued: frozenset = frozenset()) -> None:
+            batch_queued: frozenset = frozenset(), in_use: bool = False) -> int:
     """``cq-missing``: one finding per run of consecutive queue offsets of one queue whose
     messages (these, in log order) no unit points at, though they lie before where dispatch
     restarts (``reput``). Not for the queues in ``batch_queued`` ((topic, queue id) of
-    RocketMQ 5's ``batchconsumequeue/``, where their units are: not read here)."""
+    RocketMQ 5's ``batchconsumequeue/``, where their units are: not read here). With
+    ``in_use`` (a running broker writes the store), a run past its queue's last unit, or of
+    a queue not there yet, is in flight (dispatched after its queue's files were read): not
+    a finding. Returns how many messages were taken as in flight."""
     if batch_queued and len(qo):
         keep = np.array([(names[t], int(q)) not in batch_queued for t, q in zip(topic.tolist(), queue_id.tolist())],
                         bool)
         topic, queue_id, qo, index = topic[keep], queue_id[keep], qo[keep], index[keep]
     if not len(qo):
-        return
+        return 0
+    flying = 0
     key = _key(topic, queue_id)
     order = np.lexsort((qo, key))
     key, qo, index, topic, queue_id = key[order], qo[order], index[order], topic[order], queue_id[order]
@@ -315,6 +319,9 @@ def missing(topic, queue_id, qo, index, names: list, spans: dict, fsize: int, re
         k = int(key[lo])
         t, qid, q = names[topic[lo]], int(queue_id[lo]), spans.get(k)
         first, last = int(qo[lo]), int(qo[hi - 1])
+        if in_use and (q is None or not q.spans or first >= q.end):
+            flying += hi - lo
+            continue
         path, off = expected_file(t, qid, first, fsize)
         holds = ("it has no consume queue" if q is None else "its consume queue holds no unit" if not q.spans
                  else f"its units begin at queue offset {q.first}" if last < q.first
@@ -327,6 +334,7 @@ def missing(topic, queue_id, qo, index, names: list, spans: dict, fsize: int, re
             detail=f"{offsets(first, last)} ({hi - lo} message{'s' if hi - lo > 1 else ''}{entries}) "
                    f"{'is' if hi - lo == 1 else 'are'} in no unit ({holds}): a broker "
                    f"restarts dispatch at commit-log offset {reput}, past them, so consumers never get them"))
+    return flying
 
 
 def blanks_only(q, end_pos: int) -> dict | None:
@@ -401,12 +409,14 @@ class _Reach:
 
 
 def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None, progress=None,
-                  max_findings: int | None = None) -> tuple:
+                  max_findings: int | None = None, in_use: bool = False) -> tuple:
     """check.check_broker, a batch at a time: (findings, summary). ``matcher`` is
     check._match_units. Raises :class:`Unbounded` where the merge's invariants do not hold.
     With ``max_findings``, the first that many findings are kept (summary ``findings``
-    counts them all)."""
+    counts them all). ``in_use``: a running broker writes the store (stream.missing; units
+    past the log's end are in flight too), summary ``in_flight`` counts what was so taken."""
     cap = max_findings
+    in_flight = 0
     findings = Capped(cap)
     c = Log()
     has_cq = broker.has_consume_queues
@@ -499,7 +509,9 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
             findings.total += getattr(flagged[j], "dropped", 0)
             for code, qoff, unit, detail in sorted(flagged[j], key=lambda f: (f[0], f[1])):
                 p = unit["offset"]
-                if code == PAST_LOG:
+                if code == PAST_LOG and in_use:
+                    in_flight += 1  # (dispatched after the log's end was read)
+                elif code == PAST_LOG:
                     findings.append(unit_finding("cq-past-log-end", q, qoff, unit,
                                                  f"points at {p}, past the log's last message at {last_phy}"))
                 elif code == ELSEWHERE:
@@ -513,11 +525,12 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
         _flush(pending, below, reput)
         lost = {k: np.concatenate([p[k] for p in below]) if below else np.empty(0, np.int64) for k in _LACK}
         table = span_table(c, queues)
-        missing(lost["topic"], lost["queue_id"], lost["queue_offset"], lost["index"], c.names, table[3], fsize,
-                reput, findings, batch_queue_keys(broker.root))
+        in_flight += missing(lost["topic"], lost["queue_id"], lost["queue_offset"], lost["index"], c.names, table[3],
+                             fsize, reput, findings, batch_queue_keys(broker.root), in_use)
         summary.update(consume_queues=len(queues), units=units, units_before_log=before_log,
                        undispatched=sum(len(p["phy"]) for p in pending))
     summary["findings"] = total + findings.total
+    summary["in_flight"], summary["in_use"] = in_flight, in_use
     return (out + list(findings))[:cap], summary
 
 
