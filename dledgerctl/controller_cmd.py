@@ -13,7 +13,7 @@ from store.kinds import refuse_for_controller
 from store.layout import find_node_dirs, looks_like_node_dir, resolve_node_dir
 from store.metafiles import read_checkpoint
 from store.rocketmq.controller import (EVENT_COLUMNS, HISTORY_COLUMNS, STATE_COLUMNS, EventFilter, event_rows,
-                                       fields_text, parse_type, replay)
+                                       fields_text, parse_type, replay, require_controller_log)
 
 from store.rocketmq.controller_check import FINDING_COLUMNS, check
 
@@ -29,10 +29,21 @@ DirArg = Annotated[str, typer.Argument(help="A controller's node directory (dled
                                        show_default=False)]
 
 
+MAX_NOTES = 10  # notes on single entries shown; more are counted in one line
+
+
 def _node_dir(path: str, self_id: str | None, sizes: dict) -> str:
-    """The node directory to read: the one given, or of several under a base directory (no
-    --self-id) the one whose log reaches furthest, said on stderr."""
+    """The controller's node directory to read: the one given, or of several under a base
+    directory (no --self-id) the one whose log reaches furthest, said on stderr. A broker's
+    store or log (store.kinds) and a log whose first entries are no events (garbage, what
+    no RocketMQ writes: controller.require_controller_log) are refused in one line."""
     refuse_for_controller(path)
+    node = _find_node_dir(path, self_id, sizes)
+    require_controller_log(node, **sizes)
+    return node
+
+
+def _find_node_dir(path: str, self_id: str | None, sizes: dict) -> str:
     if self_id is not None or not os.path.isdir(path) or looks_like_node_dir(path):
         return resolve_node_dir(path, self_id).node_dir
     nodes = find_node_dirs(path)
@@ -143,8 +154,14 @@ def state_cmd(
         if fmt in (Format.table, Format.csv):
             rows = list(_brokers_text(rows))
         render(rows, fmt, columns=STATE_COLUMNS if fmt == Format.table else None)
-    for index, note in r.notes:
-        typer.echo(f"Note: index {index}: {note}", err=True)
+    for index, note in r.notes[:MAX_NOTES]:
+        typer.echo(f"Note: index {index}: {note}" if index >= 0 else f"Note: {note}", err=True)
+    if len(r.notes) > MAX_NOTES:
+        more = r.notes[MAX_NOTES:]
+        typer.echo(f"Note: {plural(len(more), 'more entry', 'more entries')} RocketMQ ignored or could not read "
+                   f"(index {more[0][0]}..{more[-1][0]}): 'controller events' shows each", err=True)
+    if r.stop is not None:
+        typer.echo(f"Note: {r.stop_text}", err=True)
     if r.first_index is None:
         typer.echo(f"Note: {node}: no entries{' up to that index' if at_index is not None else ''}", err=True)
     elif r.first_index != 0:
@@ -154,10 +171,11 @@ def state_cmd(
     if committed is not None and r.last_index is not None and r.last_index > committed:
         typer.echo(f"Note: entries after index {committed} (the checkpoint's committed index, which DLedger writes "
                    "now and then) may not be committed: the controller applies committed entries only", err=True)
-    if at_index is not None and r.last_index is not None and r.last_index < at_index:
+    if at_index is not None and r.stop is None and r.last_index is not None and r.last_index < at_index:
         typer.echo(f"Note: the log ends at index {r.last_index}, before {at_index}", err=True)
     if r.last_index is not None:
-        typer.echo(f"{node}: {plural(len(r.state.broker_rows()), 'broker set')} after index {r.last_index}", err=True)
+        typer.echo(f"{node}: {plural(len(r.state.broker_rows()), 'broker set')} after index {r.last_index}"
+                   + (", where the controller stops" if r.stop is not None else ""), err=True)
 
 
 @app.command("check")

@@ -13,30 +13,47 @@ rocketmq/controller/impl/:
   3 ELECT_MASTER_EVENT, 4 READ_EVENT, 5 CLEAN_BROKER_DATA_EVENT, 6 UPDATE_BROKER_ADDRESS;
 - ``event/EventSerializer.deserialize``: fewer than 2 bytes, an id <= 0, an unknown id or
   READ_EVENT give null, which ``DLedgerControllerStateMachine.onApply`` hands to
-  ``ReplicasInfoManager.applyEvent`` (a NullPointerException there): such an entry stops
-  RocketMQ's replay. Here it is a row that says so, and the replay goes on.
+  ``ReplicasInfoManager.applyEvent`` (a NullPointerException there); JSON fastjson does not
+  read as the event throws. Either way the entry's apply fails;
+- ``ReplicasInfoManager``'s tables are ConcurrentHashMaps: an event without ``brokerName``
+  fails its apply (a NullPointerException looking up a null key), whatever its type;
+- DLedger 0.3.1.2's ``StateMachineCaller.doCommitted`` moves ``lastAppliedIndex`` only
+  when ``onApply`` returns: an entry whose apply throws is tried again at every commit and
+  nothing past it is ever applied. :func:`replay` stops there as the controller does; the
+  entries past it are counted, not applied.
 - the replay, ``manager/ReplicasInfoManager.applyEvent`` and its ``handle*`` methods, is
   :meth:`ControllerState.apply` (each rule names its method); ``masterEpoch`` and
   ``syncStateSetEpoch`` are not in any event: they count ``SyncStateInfo.updateMasterInfo``
   and ``updateSyncStateSetInfo`` calls.
 
 The controller keeps no snapshot (``onSnapshotSave`` does nothing): its state exists only
-by replaying from index 0. Pure: no files are opened here except through the store's scan.
+by replaying from index 0. Event JSON is read by jsonread.py (bounded: depth, integer
+digits), then converted to the event's type. Pure: no files are opened here except through
+the store's scan.
 """
 
 from __future__ import annotations
 
 import base64
+import os
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Annotated, Iterator, NamedTuple, Optional
 
 import msgspec
 
+from ..errors import NotAStoreError
 from ..format import ENTRY_HEADER, HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL, body_crc
+from ..layout import DATA_DIR
 from ..reading import Selection, render_body
+from .jsonread import JsonError, loads
+from .message import NotAMessage
+from .message import decode as decode_message
 from .scan import batches
 
 EVENT_TYPE_SIZE = 2  # EventSerializer.putShort: the type id as a big-endian short before the JSON
+
+
+Long = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]  # java.lang.Long: fastjson fails past it
 
 
 class _Event(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
@@ -46,29 +63,29 @@ class _Event(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
 
 
 class AlterSyncStateSet(_Event):  # event/AlterSyncStateSetEvent
-    new_sync_state_set: Optional[list[int]] = None
+    new_sync_state_set: Optional[list[Optional[Long]]] = None  # (a Set<Long>: a null in it is kept)
 
 
 class ApplyBrokerId(_Event):  # event/ApplyBrokerIdEvent
     cluster_name: Optional[str] = None
     broker_address: Optional[str] = None
-    new_broker_id: int = 0  # (a primitive long)
+    new_broker_id: Long = 0  # (a primitive long)
     register_check_code: Optional[str] = None
 
 
 class ElectMaster(_Event):  # event/ElectMasterEvent
     new_master_elected: bool = False  # (a primitive boolean)
-    new_master_broker_id: Optional[int] = None  # (absent when none was elected)
+    new_master_broker_id: Optional[Long] = None  # (absent when none was elected)
 
 
 class CleanBrokerData(_Event):  # event/CleanBrokerDataEvent
-    broker_id_set_to_clean: Optional[list[int]] = None  # (null or empty: the whole broker set)
+    broker_id_set_to_clean: Optional[list[Optional[Long]]] = None  # (null or empty: the whole broker set)
 
 
 class UpdateBrokerAddress(_Event):  # event/UpdateBrokerAddressEvent
     cluster_name: Optional[str] = None
     broker_address: Optional[str] = None
-    broker_id: Optional[int] = None
+    broker_id: Optional[Long] = None
 
 
 # EventType: id -> (enum name, getName(), event class; None for READ_EVENT, which is never logged)
@@ -81,12 +98,12 @@ EVENT_TYPES: dict[int, tuple[str, str, type | None]] = {
     6: ("UPDATE_BROKER_ADDRESS", "UpdateBrokerAddressEvent", UpdateBrokerAddress),
 }
 _json = msgspec.json.Encoder()
-_DECODERS = {tid: msgspec.json.Decoder(cls) for tid, (_, _, cls) in EVENT_TYPES.items() if cls is not None}
 
 # what a row's ``type`` says for an entry that is no event
 PROPOSAL = "leader-proposal"
 NOT_AN_EVENT = "not-an-event"
 OTHER_ENTRY = {MAGIC_NOOP: "no-op", MAGIC_CONFIG: "config"}
+MESSAGE_NOTE = "a RocketMQ message (what a broker's DLedger commit log holds), not an event"
 
 
 def type_names(tid: int) -> tuple[str, ...]:
@@ -121,7 +138,8 @@ class Decoded:
 
 
 def decode_event(body: bytes | memoryview) -> Decoded:
-    """An entry body as ``EventSerializer.deserialize`` reads it. Never raises."""
+    """An entry body as ``EventSerializer.deserialize`` reads it. Never raises, whatever the
+    bytes (jsonread bounds the JSON's depth and integers)."""
     body = bytes(body)
     if not body:
         return Decoded(None, PROPOSAL, note="empty body: the proposal a new leader appends")
@@ -130,12 +148,20 @@ def decode_event(body: bytes | memoryview) -> Decoded:
     tid = int.from_bytes(body[:EVENT_TYPE_SIZE], "big", signed=True)
     known = EVENT_TYPES.get(tid)
     if known is None:
+        try:
+            decode_message(body, 0, len(body))
+            return Decoded(tid, NOT_AN_EVENT, note=MESSAGE_NOTE)
+        except NotAMessage:
+            pass
         return Decoded(tid, NOT_AN_EVENT, note=f"unknown event type id {tid}")
     if known[2] is None:
         return Decoded(tid, known[1], note="a read event, which is never applied (RocketMQ cannot deserialize it)")
     try:
-        event = _DECODERS[tid].decode(body[EVENT_TYPE_SIZE:])
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        doc = loads(body[EVENT_TYPE_SIZE:])
+        if not isinstance(doc, dict):
+            raise JsonError(f"a JSON {type(doc).__name__.replace('dict', 'object')}, not an object")
+        event = msgspec.convert(doc, known[2])
+    except (JsonError, msgspec.ValidationError) as exc:
         return Decoded(tid, NOT_AN_EVENT, note=f"type {tid} ({known[1]}) with a body that is no such event: {exc}")
     return Decoded(tid, known[1], event)
 
@@ -210,6 +236,53 @@ def entries(node_dir: str, sel: Selection | None = None, *, data_file_size: int 
             yield Entry(idx, term, pos, entry_event(magic, body))
 
 
+SAMPLE = 64  # entries with a body read to tell a controller's log from another
+
+
+def looks_like_controller_log(node_dir: str, **sizes) -> tuple[bool, str]:
+    """Is the log at ``node_dir`` a RocketMQ 5 controller's, by its entries? (True, "") when
+    it has no entry with a body yet or one of its first SAMPLE entries with a body is an
+    event; else (False, what it is instead): no data/, data files that hold no DLedger entry
+    at their start, or entries none of which is an event (garbage; RocketMQ messages: a
+    broker's DLedger commit log). Reads at most SAMPLE entries, through the controller's
+    own decoder. What kind of directory a path is (a broker's store root, say) is
+    store/kinds.py's question, asked before this one."""
+    if not os.path.isdir(os.path.join(node_dir, DATA_DIR)):
+        return False, "no data/ directory: no DLedger log"
+    seen = messages = 0
+    for e in entries(node_dir, None, **sizes):
+        if e.damage:
+            if seen == 0:  # (damage past a stretch of entries is a damaged log, not another kind of file)
+                return False, f"its data files hold no DLedger entry at their start ({e.decoded.note})"
+            continue
+        d = e.decoded
+        if d.event is not None or d.type_id is not None and d.type_id in EVENT_TYPES and d.type != NOT_AN_EVENT:
+            return True, ""
+        if d.type == NOT_AN_EVENT or d.type in OTHER_ENTRY.values():
+            seen += 1
+            messages += d.note == MESSAGE_NOTE
+            if seen >= SAMPLE:
+                break
+    if seen == 0:
+        return True, ""  # (no entry with a body: an empty log, or only leaders' proposals)
+    what = (f"{'all' if seen < SAMPLE else 'the first'} {seen} of its entries with a body {'is' if seen == 1 else 'are'}"
+            " no controller event")
+    if messages:
+        what += f" ({messages} of them RocketMQ messages: a broker's DLedger commit log, which the mq commands read)"
+    return False, what
+
+
+class NotAControllerLog(NotAStoreError):
+    """The log given is no RocketMQ controller's (the text says what it is instead)."""
+
+
+def require_controller_log(node_dir: str, **sizes) -> None:
+    """NotAControllerLog unless :func:`looks_like_controller_log`."""
+    ok, why = looks_like_controller_log(node_dir, **sizes)
+    if not ok:
+        raise NotAControllerLog(f"{node_dir}: not a RocketMQ controller's log: {why}")
+
+
 EVENT_COLUMNS = ["index", "term", "type", "broker_name", "fields", "note"]
 DECODED_COLUMNS = ["type", "broker_name", "fields"]  # what --decode rocketmq-controller adds to an entry's row
 
@@ -282,9 +355,25 @@ class SyncInfo:  # manager/SyncStateInfo
         self.sync_state_set_epoch += 1
 
 
+class Applied(NamedTuple):
+    """What applying one entry did: ``note`` when RocketMQ's apply did not take it as an
+    ordinary event; ``fails`` when it throws there (the controller stops at that entry)."""
+
+    note: str = ""
+    fails: bool = False
+
+
+NPE = "RocketMQ's apply fails here (NullPointerException)"
+
+
+def _fails(note: str) -> Applied:
+    return Applied(note, True)
+
+
 class ControllerState:
     """``ReplicasInfoManager``'s two tables, as applying events builds them. :meth:`apply`
-    returns a note when RocketMQ's own apply would not get through the event."""
+    says when RocketMQ's own apply would not get through the event (``fails``) or ignores
+    it (a note only)."""
 
     def __init__(self) -> None:
         self.replicas: dict[str, ReplicaInfo] = {}  # replicaInfoTable
@@ -293,54 +382,63 @@ class ControllerState:
     def _contains(self, name) -> bool:  # isContainsBroker: in both tables
         return name in self.replicas and name in self.sync
 
-    def apply(self, d: Decoded) -> str:
+    def apply(self, d: Decoded) -> Applied:
         e = d.event
         if e is None:
-            return "" if d.type == PROPOSAL or d.type in OTHER_ENTRY.values() else \
-                "RocketMQ's apply fails on this entry (applyEvent of null); skipped"
+            if d.type == PROPOSAL or d.type in OTHER_ENTRY.values():
+                return Applied()
+            return _fails("RocketMQ's apply fails on this entry (applyEvent of null)"
+                          + (f": {d.note}" if d.note else ""))
         name = e.broker_name
+        if name is None:  # (every handler looks the set up in a ConcurrentHashMap: a null key throws)
+            return _fails(f"{d.type} without brokerName: {NPE}")
         if isinstance(e, AlterSyncStateSet):  # handleAlterSyncStateSet
             if self._contains(name):
-                self.sync[name].update_sync_state_set(e.new_sync_state_set or ())
-                return ""
-            return f"broker set {name} is not registered: ignored"
+                if e.new_sync_state_set is None:  # (new HashSet<>(null))
+                    return _fails(f"no newSyncStateSet: {NPE}")
+                self.sync[name].update_sync_state_set(e.new_sync_state_set)
+                return Applied()
+            return Applied(f"broker set {name} is not registered: ignored")
         if isinstance(e, ApplyBrokerId):  # handleApplyBrokerId
             if self._contains(name):
                 if e.new_broker_id not in self.replicas[name].broker_ids:
                     self.replicas[name].add_broker(e.new_broker_id, e.broker_address, e.register_check_code)
-                    return ""
-                return f"broker id {e.new_broker_id} is already registered: ignored"
+                    return Applied()
+                return Applied(f"broker id {e.new_broker_id} is already registered: ignored")
             info = ReplicaInfo(e.cluster_name)  # first time: the broker set's tables begin
             info.add_broker(e.new_broker_id, e.broker_address, e.register_check_code)
             self.replicas[name] = info
             self.sync[name] = SyncInfo(e.cluster_name)
-            return ""
+            return Applied()
         if isinstance(e, UpdateBrokerAddress):  # handleUpdateBrokerAddress
             info = self.replicas.get(name)
             if info is None:
-                return f"broker set {name} is not registered: RocketMQ's apply fails here (NullPointerException)"
+                return _fails(f"broker set {name} is not registered: {NPE}")
             if e.broker_id is not None and e.broker_id in info.broker_ids:
                 info.broker_ids[e.broker_id] = (e.broker_address, info.broker_ids[e.broker_id][1])
-                return ""
-            return f"broker id {e.broker_id} is not registered: ignored"
+                return Applied()
+            return Applied(f"broker id {e.broker_id} is not registered: ignored")
         if isinstance(e, ElectMaster):  # handleElectMaster
             if not self._contains(name):
-                return f"broker set {name} is not registered: ignored"
+                return Applied(f"broker set {name} is not registered: ignored")
             sync = self.sync[name]
             if e.new_master_elected:
                 sync.update_master(e.new_master_broker_id)
                 sync.update_sync_state_set((e.new_master_broker_id,))
             else:  # the old master is gone and no replica could take over: the set is kept
                 sync.update_master(None)
-            return ""
+            return Applied()
         if isinstance(e, CleanBrokerData):  # handleCleanBrokerDataEvent
             ids = e.broker_id_set_to_clean
             if not ids:
                 self.replicas.pop(name, None)
                 self.sync.pop(name, None)
-                return ""
+                return Applied()
             if not self._contains(name):
-                return f"broker set {name} is not registered: ignored"
+                return Applied(f"broker set {name} is not registered: ignored")
+            if None in ids:  # (brokerIdInfo, a ConcurrentHashMap, removes a null key: it throws; a
+                # HashSet iterates null first, so nothing was removed before)
+                return _fails(f"a null id in brokerIdSetToClean: {NPE}")
             info, sync = self.replicas[name], self.sync[name]
             for i in ids:
                 info.broker_ids.pop(i, None)
@@ -349,8 +447,8 @@ class ControllerState:
                 del self.replicas[name]
             if not sync.sync_state_set:
                 del self.sync[name]
-            return ""
-        return ""
+            return Applied()
+        return Applied()
 
     def broker_rows(self) -> list[dict]:
         """Per broker set (sorted by name): what ``ReplicasInfoManager`` holds for it."""
@@ -369,7 +467,7 @@ class ControllerState:
             "master_broker_id": master,
             "master_address": brokers.get(master, (None, None))[0] if master is not None else None,
             "master_epoch": sync.master_epoch if sync else None,
-            "sync_state_set": sorted(i for i in sync.sync_state_set if i is not None) if sync else None,
+            "sync_state_set": _ids(sync.sync_state_set) if sync else None,
             "sync_state_set_epoch": sync.sync_state_set_epoch if sync else None,
             "brokers": [{"broker_id": i, "address": a, "register_check_code": c}
                         for i, (a, c) in sorted(brokers.items())],
@@ -385,40 +483,65 @@ HISTORY_COLUMNS = ["index", "term", "type", "master_broker_id", "master_address"
 
 @dataclass
 class Replay:
-    """The state after the entries up to ``at_index`` (all when None), and what was seen."""
+    """The state after the entries up to ``at_index`` (all when None), or up to the entry
+    RocketMQ's apply fails on (``stop``), and what was seen."""
 
     state: ControllerState
     first_index: int | None  # the first entry read (not 0: the head files are gone)
-    last_index: int | None  # the last entry applied
-    notes: list[tuple[int, str]]  # (index, note) where an entry was not applied as RocketMQ would
+    last_index: int | None  # the last entry applied (or skipped as RocketMQ skips it)
+    notes: list[tuple[int, str]]  # (index, note) where RocketMQ ignored an entry, and damaged data
+    stop: tuple[int, int, str] | None = None  # (index, term, why): the controller applies nothing past it
+    past: int = 0  # entries read past ``stop`` (through ``at_index``), none of them applied
+    past_last: int | None = None  # the last of them
+
+    @property
+    def stop_text(self) -> str:
+        """``stop`` and what lies past it, in one line ("" when the replay did not stop)."""
+        if self.stop is None:
+            return ""
+        index, _, why = self.stop
+        text = (f"index {index}: {why}; the controller stops at this entry (DLedger 0.3.1.2 applies nothing past "
+                f"it and tries it again at every commit): this is its state before it")
+        if self.past:
+            text += (f"; {self.past} {'entry' if self.past == 1 else 'entries'} past it "
+                     f"({'index ' + str(self.past_last) if self.past == 1 else f'index {index + 1}..{self.past_last}'})"
+                     " never applied")
+        return text
 
 
 def replay(node_dir: str, at_index: int | None = None, *, history_of: str | None = None, history: list | None = None,
            **sizes) -> Replay:
-    """Apply the log from its first entry through ``at_index``. With ``history_of``, every
-    event naming that broker set appends a row to ``history`` (the state after it, and what
-    changed)."""
-    state = ControllerState()
-    first = last = None
-    notes: list[tuple[int, str]] = []
+    """Apply the log from its first entry through ``at_index``, as the controller does:
+    up to the first entry RocketMQ's apply fails on, which ends the replay (``stop``; the
+    entries past it are counted). With ``history_of``, every event naming that broker set
+    appends a row to ``history`` (the state after it, and what changed)."""
+    r = Replay(ControllerState(), None, None, [])
     for e in entries(node_dir, Selection(to_index=at_index), **sizes):
         if e.damage:
-            notes.append((-1, f"damaged data at pos {e.pos}: {e.decoded.note}"))
+            r.notes.append((-1, f"damaged data at pos {e.pos}: {e.decoded.note}"))
             continue
-        first = e.index if first is None else first
-        last = e.index
+        if r.stop is not None:
+            r.past += 1
+            r.past_last = e.index
+            continue
+        r.first_index = e.index if r.first_index is None else r.first_index
         d = e.decoded
-        before = state.broker_row(history_of) if history_of is not None else None
-        note = state.apply(d)
-        if note:
-            notes.append((e.index, note))
+        before = r.state.broker_row(history_of) if history_of is not None else None
+        note, fails = r.state.apply(d)
+        if fails:
+            r.stop = (e.index, e.term, note)
+        else:
+            r.last_index = e.index
+            if note:
+                r.notes.append((e.index, note))
         if history_of is not None and history is not None and d.event is not None and \
                 d.event.broker_name == history_of:
-            after = state.broker_row(history_of)
+            after = r.state.broker_row(history_of)
             history.append({"index": e.index, "term": e.term, "type": d.type,
                             **{k: after[k] for k in HISTORY_COLUMNS if k in after and k not in ("type",)},
-                            "change": _change(before, after), "note": note})
-    return Replay(state, first, last, notes)
+                            "change": _change(before, after) if not fails else "none: the controller stops here",
+                            "note": note})
+    return r
 
 
 def _change(before: dict, after: dict) -> str:
@@ -435,6 +558,12 @@ def _change(before: dict, after: dict) -> str:
     if before["brokers"] != after["brokers"]:
         parts.append("brokers " + ", ".join(str(b["broker_id"]) for b in after["brokers"]))
     return "; ".join(parts) or "none"
+
+
+def _ids(ids) -> list:
+    """A set of broker ids, sorted; a null one (an event can hold it, Java's HashSet keeps
+    it) last."""
+    return sorted(i for i in ids if i is not None) + ([None] if None in ids else [])
 
 
 def _id(v) -> str:

@@ -12,7 +12,8 @@ a slave copies its master's. Every epoch there is so one the controller's log re
 that broker set, and one in which it elected a master.
 
 Findings (rows): the controller log does not start at index 0 (its state cannot be rebuilt),
-an epoch file that cannot be read, epochs out of order, an epoch the controller never
+an entry the controller's apply fails on (it stops there: the epochs past it were never
+reached), an epoch file that cannot be read (store.regular: a regular file only), epochs out of order, an epoch the controller never
 reached (its masterEpoch is lower: the controller's state was lost or replaced), an epoch in
 which the controller elected no master, a broker set the controller does not know.
 """
@@ -23,10 +24,12 @@ import os
 import zlib
 from typing import NamedTuple
 
-from .controller import ControllerState, ElectMaster, entries
+from ..regular import UnreadableFile, read_regular
+from .controller import ControllerState, ElectMaster, entries, require_controller_log
 
 EPOCH_FILE = "epochFileCheckpoint"  # MessageStoreConfig.getStorePathEpochFile: storePathRootDir/epochFileCheckpoint
 BACKUP_SUFFIX = ".bak"  # CheckpointFile.getBackFilePath
+EPOCH_FILE_LIMIT = 64 << 20  # bytes: an epoch file holds a line per master epoch (tens of bytes each)
 
 
 class EpochFileError(Exception):
@@ -68,17 +71,22 @@ def read_epoch_file(store: str) -> tuple[list[EpochEntry], str]:
     """The entries of a broker's epoch file (``store``: the file, or the store root holding
     it), and which file gave them (the .bak when the file is empty or broken, as
     CheckpointFile.read falls back). EpochFileError when neither can be read."""
-    path = store if os.path.isfile(store) else os.path.join(store, EPOCH_FILE)
+    path = os.path.join(store, EPOCH_FILE) if os.path.isdir(store) else store
     errors = []
     for p in (path, path + BACKUP_SUFFIX):
         try:
-            with open(p, encoding="utf-8") as fh:
-                got = parse_epoch_file(fh.read())
+            got = parse_epoch_file(read_regular(p, EPOCH_FILE_LIMIT).decode("utf-8"))
         except FileNotFoundError:
             errors.append(f"{p}: no such file")
             continue
-        except (OSError, UnicodeDecodeError, EpochFileError) as exc:
-            errors.append(f"{p}: {exc}")
+        except UnreadableFile as exc:  # (its text names the file)
+            errors.append(str(exc))
+            continue
+        except UnicodeDecodeError as exc:
+            errors.append(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+            continue
+        except (OSError, EpochFileError) as exc:
+            errors.append(f"{p}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
             continue
         if got:
             return got, p
@@ -86,9 +94,10 @@ def read_epoch_file(store: str) -> tuple[list[EpochEntry], str]:
     raise EpochFileError("; ".join(errors))
 
 
-def master_epochs(node_dir: str, **sizes) -> tuple[dict[str, dict[int, tuple]], int | None]:
+def master_epochs(node_dir: str, **sizes) -> tuple[dict[str, dict[int, tuple]], int | None, tuple | None]:
     """Per broker set, each masterEpoch the log reached: epoch -> (master id or None, index,
-    term) of the ElectMasterEvent that began it; and the log's first index."""
+    term) of the ElectMasterEvent that began it; the log's first index; and (index, term,
+    why) of the entry the controller's apply fails on, where it stops (None: none)."""
     state = ControllerState()
     epochs: dict[str, dict[int, tuple]] = {}
     first = None
@@ -97,19 +106,23 @@ def master_epochs(node_dir: str, **sizes) -> tuple[dict[str, dict[int, tuple]], 
             continue
         first = e.index if first is None else first
         ev = e.decoded.event
-        state.apply(e.decoded)
+        note, fails = state.apply(e.decoded)
+        if fails:  # (the controller applies nothing past it: the epochs after it were never reached)
+            return epochs, first, (e.index, e.term, note)
         if isinstance(ev, ElectMaster) and ev.broker_name in state.sync:
             sync = state.sync[ev.broker_name]
             epochs.setdefault(ev.broker_name, {})[sync.master_epoch] = (sync.master_broker_id, e.index, e.term)
-    return epochs, first
+    return epochs, first, None
 
 
 FINDING_COLUMNS = ["finding", "broker_name", "broker_store", "epoch", "start_offset", "detail"]
 
 
 def check(node_dir: str, broker_stores: list[tuple[str, str]], **sizes) -> list[dict]:
-    """Findings for the controller at ``node_dir`` and ``(broker set, store root)`` pairs."""
-    epochs, first = master_epochs(node_dir, **sizes)
+    """Findings for the controller at ``node_dir`` and ``(broker set, store root)`` pairs.
+    controller.NotAControllerLog when the log at ``node_dir`` is no controller's."""
+    require_controller_log(node_dir, **sizes)
+    epochs, first, stop = master_epochs(node_dir, **sizes)
     out = []
 
     def finding(kind, name=None, store=None, epoch=None, start=None, detail=""):
@@ -121,6 +134,10 @@ def check(node_dir: str, broker_stores: list[tuple[str, str]], **sizes) -> list[
     elif first != 0:
         finding("log-head-missing", detail=f"{node_dir}: the log starts at index {first}, not 0 (its head files "
                 "were deleted): the controller cannot rebuild its state, and these epochs lack what they held")
+    if stop is not None:
+        finding("apply-stops", detail=f"{node_dir}: index {stop[0]} (term {stop[1]}): {stop[2]}; the controller "
+                "applies nothing past it (DLedger 0.3.1.2 tries it again at every commit): the epochs below are "
+                "those it reached before it")
     for name, root in broker_stores:
         try:
             got, path = read_epoch_file(root)
