@@ -18,6 +18,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import StoreUsageError
 from ..format import parse_file_name
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_STORE_UNIT_SIZE
@@ -108,30 +110,141 @@ class IndexFile:
     end_phy: int
     index_count: int
 
+    @property
+    def capacity(self) -> int:
+        """The entries the file's length holds past its slot table (entry 0 included)."""
+        return max(0, (len(self.data) - INDEX_HEADER_SIZE - self.slots * HASH_SLOT_SIZE) // INDEX_SIZE)
+
+    @property
+    def last_entry(self) -> int:
+        """The highest entry a chain may lead to: the header's index count (``selectPhyOffset``
+        reads a link up to it), bounded by what the file holds (a damaged header may say 2^31-1)."""
+        return min(self.index_count, self.capacity - 1)
+
     def offsets(self, key: str) -> list[int]:
         """The commit-log offsets of the entries whose hash is ``key``'s, newest first
         (``IndexFile.selectPhyOffset`` without its time bounds); the caller checks each
-        message really has the key."""
-        h = index_key_hash(key)
+        message really has the key. A chain is followed as RocketMQ follows it, and at most
+        once through each entry: one that loops (a damaged file; ``mq check`` reports it,
+        :func:`chain_loops`) ends where it comes back, one that points past the file's
+        entries ends there."""
+        return self.offsets_of_hash(index_key_hash(key))
+
+    def offsets_of_hash(self, h: int) -> list[int]:
+        """:meth:`offsets` of a key whose ``indexKeyHashMethod`` hash is ``h``."""
         (v,) = struct.unpack_from(">i", self.data, INDEX_HEADER_SIZE + (h % self.slots) * HASH_SLOT_SIZE)
         out: list[int] = []
-        if v <= 0 or v > self.index_count or self.index_count <= 1:
+        last = self.last_entry
+        if v <= 0 or v > last or self.index_count <= 1:
             return out
         base = INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE
-        n = v
-        for _ in range(self.index_count):  # (a crafted chain that loops ends here)
-            at = base + n * INDEX_SIZE
-            if at + INDEX_SIZE > len(self.data):
-                break
-            kh, phy, tdiff, prev = _ENTRY.unpack_from(self.data, at)
+        n, seen = v, set()
+        while n not in seen:  # (at most last_entry entries: each is seen once)
+            seen.add(n)
+            kh, phy, tdiff, prev = _ENTRY.unpack_from(self.data, base + n * INDEX_SIZE)
             if tdiff < 0:
                 break
             if kh == h:
                 out.append(phy)
-            if prev <= 0 or prev > self.index_count or prev == n:
+            if prev <= 0 or prev > last or prev == n:
                 break
             n = prev
         return out
+
+    def next_entries(self) -> np.ndarray:
+        """Where each entry's chain goes on to, as :meth:`offsets` follows it (int32, entries
+        0..last_entry; 0: the chain ends there)."""
+        last = self.last_entry
+        if last < 1:
+            return np.zeros(max(last + 1, 0), np.int32)
+        base = INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE
+        out = np.zeros(last + 1, np.int32)
+        for lo in range(0, last + 1, _CHAIN_CHUNK):  # (a chunk's entries at a time: 20 bytes each, 400 MB a file)
+            e = np.frombuffer(self.data, _ENTRIES, count=min(_CHAIN_CHUNK, last + 1 - lo), offset=base + lo * INDEX_SIZE)
+            prev = e["prev"].astype(np.int64)
+            n = np.arange(lo, lo + len(e))
+            out[lo:lo + len(e)] = np.where((e["diff"] >= 0) & (prev > 0) & (prev <= last) & (prev != n), prev, 0)
+        out[0] = 0
+        return out
+
+    def heads(self) -> np.ndarray:
+        """Each slot's newest entry as :meth:`offsets` takes it (int32; 0: the slot is empty)."""
+        v = np.frombuffer(self.data, ">i4", count=self.slots, offset=INDEX_HEADER_SIZE).astype(np.int64)
+        if self.index_count <= 1:
+            return np.zeros(self.slots, np.int32)
+        return np.where((v > 0) & (v <= self.last_entry), v, 0).astype(np.int32)
+
+
+_ENTRIES = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+_CHAIN_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ChainLoops:
+    """The hash chains of one index file that loop (:func:`chain_loops`)."""
+
+    slots: int  # how many slots' chains loop
+    first_slot: int  # the first of them
+    cycle: list[int]  # the entries of the loop its chain enters, in the order followed
+
+
+def chain_loops(f: IndexFile) -> ChainLoops | None:
+    """The slots whose chains loop in ``f`` (None when none does). A chain of a sound file
+    only goes back (each entry's previous is older), so only a file with a link that goes
+    forward is searched: each entry's link is followed by doubling (a link of 2^k steps from
+    two of 2^(k-1)) until the longest chain the file can hold is covered; an entry from which
+    that many steps do not reach a chain's end is on a loop or leads into one."""
+    nxt = f.next_entries()
+    if not len(nxt) or not (nxt > np.arange(len(nxt), dtype=np.int64)).any():
+        return None
+    jump = nxt.copy()
+    steps = 1
+    while steps < len(nxt):
+        jump = jump[jump]
+        steps *= 2
+    heads = f.heads()
+    looping = np.flatnonzero(jump[heads] != 0)
+    if not len(looping):
+        return None
+    first = int(looping[0])
+    path, at, n = [], {}, int(heads[first])
+    while n not in at:  # (the first chain, followed to where it comes back)
+        at[n] = len(path)
+        path.append(n)
+        n = int(nxt[n])
+    return ChainLoops(len(looping), first, path[at[n]:])
+
+
+def index_findings(root: str) -> list[dict]:
+    """``mq check``'s findings on ``root/index``: an ``index-loop`` per file whose hash chains
+    loop (a look-up by key walked such a loop without end before; :meth:`IndexFile.offsets`
+    now stops where it comes back), with the file and the byte offset of the first such
+    slot. Files of a shape their length does not tell (not the broker's default ratio of
+    entries to slots) are not read."""
+    out = []
+    d = os.path.join(root, INDEX_DIR)
+    for name in sorted(_index_file_sizes(root)):
+        f = _open_index_file(os.path.join(d, name), name)
+        if f is None:
+            continue
+        try:
+            loops = chain_loops(f)
+        finally:
+            f.data.close()
+        if loops is None:
+            continue
+        shown = " -> ".join(map(str, loops.cycle[:6] + [loops.cycle[0]])) if len(loops.cycle) <= 6 else \
+            " -> ".join(map(str, loops.cycle[:5])) + f" -> ... ({len(loops.cycle)} entries) -> {loops.cycle[0]}"
+        count = (f"; its header's index count {f.index_count} is past the {f.capacity - 1} entries the file holds"
+                 if f.index_count > f.capacity - 1 else "")
+        more = f" (and {loops.slots - 1} more slots' chains)" if loops.slots > 1 else ""
+        out.append({"finding": "index-loop", "file": f"{INDEX_DIR}/{name}",
+                    "offset": INDEX_HEADER_SIZE + loops.first_slot * HASH_SLOT_SIZE, "index": None, "topic": None,
+                    "queue_id": None, "queue_offset": None,
+                    "detail": f"the hash chain of slot {loops.first_slot}{more} loops: entries {shown}{count}; a "
+                              f"look-up by key stops where it comes back, RocketMQ's walks it up to its result bound "
+                              f"(rebuild the index: 'dledgerctl mq rebuild')"})
+    return out
 
 
 def index_key_hash(key: str) -> int:
@@ -233,14 +346,26 @@ def open_index(root: str) -> list[IndexFile] | None:
         return None
     out = []
     for name in names:
-        try:  # (mapped, not read: a default file is 420 MB, most of it never touched by a look-up)
-            with open(os.path.join(d, name), "rb") as fh:
-                data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # (ValueError: an empty file cannot be mapped)
+        f = _open_index_file(os.path.join(d, name), name)
+        if f is None:
+            for g in out:
+                g.data.close()
             return None
-        slots = _one_to_four_slots(len(data))
-        if slots is None:
-            return None
-        _bts, _ets, begin_phy, end_phy, _slot_count, index_count = _HEADER.unpack_from(data)
-        out.append(IndexFile(name, data, slots, begin_phy, end_phy, index_count))
+        out.append(f)
     return out or None
+
+
+def _open_index_file(path: str, name: str) -> IndexFile | None:
+    """One index file, mapped (a default file is 420 MB, most of it never touched by a
+    look-up), when its length is of the broker's default ratio of entries to slots; else None."""
+    try:
+        with open(path, "rb") as fh:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # (ValueError: an empty file cannot be mapped)
+        return None
+    slots = _one_to_four_slots(len(data))
+    if slots is None:
+        data.close()
+        return None
+    _bts, _ets, begin_phy, end_phy, _slot_count, index_count = _HEADER.unpack_from(data)
+    return IndexFile(name, data, slots, begin_phy, end_phy, index_count)
