@@ -19,8 +19,8 @@ from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherE
 
 from .common import (BaseDirOpt, ClientGroupOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt, GroupOpt,
                      IndexSizeOpt, PeersOpt, PushQuotaOpt, RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt,
-                     SnapshotKeepOpt, TimeoutOpt, client_tls, complete_members, fail, parse_size_or_zero, plural,
-                     tls_options, use_record_tls)
+                     SnapshotKeepOpt, TimeoutOpt, client_tls, complete_members, fail, parse_size, parse_size_or_zero,
+                     plural, tls_options, use_record_tls)
 from .render import Format, render
 
 cluster_app = typer.Typer(help="Start, stop and look at a local cluster of node processes.", no_args_is_help=True)
@@ -194,10 +194,12 @@ class StartFailed(Exception):
     """A member that was started exited (its reason in the message)."""
 
 
-def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_leader: bool) -> list[dict]:
-    """Status rows once every member answers (and, with ``need_leader``, one leads), polled
-    under the ``wait`` deadline; a started process that exits ends it with its log's tail, a
-    member that refuses this client (its certificate revoked, say) with why."""
+def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_leader: bool,
+                        ids: list[str] | None = None) -> list[dict]:
+    """Status rows once every member (of ``ids``, when given) answers (and, with
+    ``need_leader``, one leads), polled under the ``wait`` deadline; a started process that
+    exits ends it with its log's tail, a member that refuses this client (its certificate
+    revoked, say) with why."""
     peers = parse_peers(rec["peers"])
     deadline = time.monotonic() + wait
     rows = []
@@ -212,7 +214,8 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
             ids = [r["id"] for r in refused if r["error"] == refused[0]["error"]]
             raise StartFailed(f"{', '.join(ids)} {'refuses' if len(ids) == 1 else 'refuse'} this command's "
                               f"certificate or mode: {refused[0]['error']}")
-        if all(r["state"] == "up" for r in rows) and (not need_leader or any(r.get("role") == "leader" for r in rows)):
+        if all(r["state"] == "up" for r in rows if ids is None or r["id"] in ids) and \
+                (not need_leader or any(r.get("role") == "leader" for r in rows)):
             return rows
         if time.monotonic() >= deadline:
             return rows
@@ -224,7 +227,7 @@ def _wait_until_serving(rec: dict, started: list, group: str, wait: float, need_
 _SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
             "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
             "disk_ratio_force", "disk_full_ratio", "state_machine", "snapshot_threshold", "snapshot_keep", "push_quota",
-            "read_lease", "tls", "metrics_port_base", "scrub_rate")
+            "read_lease", "tls", "metrics_port_base", "scrub_rate", "keep_truncated", "keep_truncated_bytes")
 
 
 @cluster_app.command("up")
@@ -270,12 +273,23 @@ def cluster_up(
     metrics_port_base: Annotated[Optional[int], typer.Option("--metrics-port-base", help="Serve each node's "
                                  "Prometheus metrics: n0 at http://127.0.0.1:PORT/metrics (https with --tls), "
                                  "n1 at the next port, and so on (node start --metrics-address).")] = None,
+    keep_truncated: Annotated[Optional[str], typer.Option("--keep-truncated", metavar="DIR", help="Every member "
+                              "keeps what it cuts in DIR/<id> (node start --keep-truncated; mq salvage DIR/<id> "
+                              "reads it).")] = None,
+    keep_truncated_bytes: Annotated[Optional[int], typer.Option("--keep-truncated-bytes", parser=parse_size,
+                                    metavar="SIZE", help="With --keep-truncated: each member's kept files stay "
+                                    "within SIZE (default 1GiB; node start --keep-truncated-bytes).")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start N nodes in the background, wait for a leader, print the peers and a status table. On a base directory
     whose cluster is recorded already, start exactly its members that are down (with their recorded settings)."""
     if flush not in ("async", "sync"):
         raise fail(f"--flush must be async or sync, not {flush!r}", 2)
+    if keep_truncated_bytes is not None and keep_truncated is None:
+        raise fail("--keep-truncated-bytes needs --keep-truncated DIR", 2)
+    if keep_truncated is not None and os.path.exists(keep_truncated) and not os.path.isdir(keep_truncated):
+        raise fail(f"--keep-truncated {keep_truncated}: not a directory", 2)
+    keep = None if keep_truncated is None else os.path.abspath(keep_truncated)  # (members run in BASE_DIR)
     extra = []
     if flush_ms:
         extra += ["--flush-interval", str(flush_ms)]
@@ -295,7 +309,8 @@ def cluster_up(
                        ("--disk-ratio-check", disk_ratio_check), ("--disk-ratio-force", disk_ratio_force),
                        ("--disk-full-ratio", disk_full_ratio), ("--state-machine", state_machine),
                        ("--snapshot-threshold", snapshot_threshold), ("--snapshot-keep-entries", snapshot_keep),
-                       ("--peer-push-quota", push_quota), ("--scrub-rate", scrub_rate)):
+                       ("--peer-push-quota", push_quota), ("--scrub-rate", scrub_rate),
+                       ("--keep-truncated-bytes", keep_truncated_bytes)):
         if value is not None:
             extra += [opt, str(value)]
     rec = _record(base_dir)
@@ -308,14 +323,14 @@ def cluster_up(
             if tls_dir is not None:
                 _make_certs(tls_dir, group, [f"n{i}" for i in range(nodes)], ["admin"], ["app"])
             rec, procs = up(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
-                            metrics_port_base=metrics_port_base)
+                            metrics_port_base=metrics_port_base, keep_truncated=keep)
             use_record_tls(rec)
             started, actions = list(zip(rec["nodes"], procs)), {n["id"]: "started" for n in rec["nodes"]}
         else:
             given = [p for p in _SHAPING if ctx.get_parameter_source(p).name not in ("DEFAULT", "DEFAULT_MAP")]
             if given:
                 want = launcher.planned_settings(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
-                                                 metrics_port_base=metrics_port_base)
+                                                 metrics_port_base=metrics_port_base, keep_truncated=keep)
                 differ = _differences(ctx, [launcher.settings_of(n) for n in rec["nodes"]], want, given)
                 if differ is not None:
                     raise fail(f"the cluster recorded in {base_dir} was started with other settings: {differ}; "
@@ -420,15 +435,20 @@ def cluster_start(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Start members of the cluster 'cluster up' recorded in --base-dir again, each with its recorded command line
-    and store; waits until they answer. Members already running are left alone."""
+    and store; waits until they answer. Members already running are left alone. After 'cluster down' (no record),
+    the members are those whose config files 'cluster up' wrote in BASE_DIR/config: start a few of them (the member
+    'store elect' names, with a bare majority) and the rest once it leads."""
     try:
+        if launcher.ensure_record(base_dir):  # (after 'cluster down': the members from their config files)
+            typer.echo(f"Note: no cluster record in {base_dir} ('cluster down' removes it): the members are read "
+                       f"from their config files in {os.path.join(base_dir, 'config')}", err=True)
         rows, started = launcher.start(base_dir, node_ids)
     except LauncherError as exc:
         raise fail(str(exc)) from None
     rec = _record(base_dir)
     try:
         status = {r["id"]: r for r in _wait_until_serving(rec, started, rec.get("group", DEFAULT_GROUP), wait,
-                                                          need_leader=False)}
+                                                          need_leader=False, ids=[r["id"] for r in rows])}
     except StartFailed as exc:
         raise fail(str(exc)) from None
     for r in rows:

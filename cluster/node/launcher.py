@@ -18,9 +18,10 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 
 from ..net.tls import Identity
-from ..raft.config import ConfigError, format_peers, parse_peers
+from ..raft.config import DEFAULT_GROUP, ConfigError, format_peers, parse_peers
 from . import memberconf, pki
 
 RECORD = "cluster.json"
@@ -66,9 +67,13 @@ def alive(node: dict) -> bool:
 
 def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str, extra: list[str],
                  tls_dir: str | None = None, metrics: str | None = None,
-                 metrics_tls: bool | None = None) -> list[str]:
+                 metrics_tls: bool | None = None, keep_truncated: str | None = None) -> list[str]:
     """The command line of a member; ``metrics``: HOST:PORT of its Prometheus endpoint, over
-    HTTPS with its certificate when the group speaks TLS (unless ``metrics_tls`` is False)."""
+    HTTPS with its certificate when the group speaks TLS (unless ``metrics_tls`` is False);
+    ``keep_truncated``: a directory in which the member keeps what it cuts in ``<id>/`` of
+    its own (each member's files and bound apart: one's bound never drops another's file)."""
+    if keep_truncated is not None:
+        extra = [*extra, "--keep-truncated", os.path.join(os.path.abspath(keep_truncated), node_id)]
     if metrics is not None:
         https = tls_dir is not None if metrics_tls is None else metrics_tls
         extra = [*extra, "--metrics-address", metrics, *(["--metrics-tls"] if https else [])]
@@ -89,8 +94,8 @@ def tls_record(tls_dir: str) -> dict:
 
 
 def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra: list[str] | None = None,
-       host: str = "127.0.0.1", tls_dir: str | None = None,
-       metrics_port_base: int | None = None) -> tuple[dict, list[subprocess.Popen]]:
+       host: str = "127.0.0.1", tls_dir: str | None = None, metrics_port_base: int | None = None,
+       keep_truncated: str | None = None) -> tuple[dict, list[subprocess.Popen]]:
     """Start the processes and write the record; returns it and the processes (poll them
     to see one exit: right after the fork the /proc check of :func:`alive` still sees the
     parent's command line). Does not wait for a leader. Refused when a record is there:
@@ -116,7 +121,8 @@ def up(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra:
     rec = {"group": group, "peers": peers, "base_dir": os.path.abspath(base_dir), "started": time.time(), "nodes": []}
     if tls_dir is not None:
         rec["tls"] = tls_record(os.path.abspath(tls_dir))
-    commands = planned_commands(base_dir, nodes, port_base, group, flush, extra, host, tls_dir, metrics_port_base)
+    commands = planned_commands(base_dir, nodes, port_base, group, flush, extra, host, tls_dir, metrics_port_base,
+                                keep_truncated)
     for i in range(nodes):
         nid = f"n{i}"
         settings = memberconf.settings_from_args(commands[i][6:])
@@ -138,12 +144,13 @@ def _peers(nodes: int, port_base: int, host: str) -> str:
 
 def planned_commands(base_dir: str, nodes: int, port_base: int, group: str, flush: str, extra: list[str] | None = None,
                      host: str = "127.0.0.1", tls_dir: str | None = None,
-                     metrics_port_base: int | None = None) -> list[list[str]]:
+                     metrics_port_base: int | None = None, keep_truncated: str | None = None) -> list[list[str]]:
     """The command lines :func:`up` would record for these settings (to compare with a record)."""
     peers = _peers(nodes, port_base, host)
     return [node_command(group, f"n{i}", peers, os.path.abspath(base_dir), flush, extra or [],
                          tls_dir and os.path.abspath(tls_dir),
-                         None if metrics_port_base is None else f"{host}:{metrics_port_base + i}")
+                         None if metrics_port_base is None else f"{host}:{metrics_port_base + i}",
+                         keep_truncated=keep_truncated)
             for i in range(nodes)]
 
 
@@ -172,6 +179,66 @@ def write_record(base_dir: str, rec: dict) -> None:
     with open(tmp, "w") as fh:
         json.dump(rec, fh, indent=2)
     os.replace(tmp, record_path(base_dir))
+
+
+def record_from_configs(base_dir: str) -> dict | None:
+    """The record of the members whose config files ``cluster up`` (and ``peer add``) wrote
+    in ``<base-dir>/config/``, every one stopped: what ``cluster down`` removed, rebuilt so
+    that members can be started one by one again (``cluster start``). None when there is no
+    such file. LauncherError when a file is unreadable or names another base directory."""
+    directory = os.path.join(os.path.abspath(base_dir), "config")
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".toml"))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise LauncherError(f"{directory}: {exc.strerror or exc}") from None
+    nodes, peers, group, tls_ca = [], {}, None, None
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            with open(path, "rb") as fh:
+                settings = tomllib.load(fh)
+            nid, their_peers = settings["id"], parse_peers(settings["peers"])
+        except (OSError, ValueError, KeyError, TypeError, ConfigError) as exc:
+            raise LauncherError(f"{path}: not a member's config file as 'cluster up' writes them ({exc})") from None
+        if os.path.abspath(str(settings.get("store-base-dir", ""))) != os.path.abspath(base_dir):
+            raise LauncherError(f"{path}: member {nid} keeps its store in {settings.get('store-base-dir')}, not "
+                                f"{base_dir}")
+        if nid not in their_peers or name != f"{nid}.toml":
+            raise LauncherError(f"{path}: names member {nid}, which is not among its own peers or the file's name")
+        peers.update(their_peers)
+        group = group or settings.get("group")
+        tls_ca = tls_ca or settings.get("tls-ca")
+        node = {"id": nid, "pid": None, "address": their_peers[nid].address,
+                "log": os.path.join(os.path.abspath(base_dir), "logs", f"{nid}.log"), "config": path,
+                "settings": settings, "cmd": memberconf.command(path)}
+        if settings.get("metrics-address"):
+            scheme = "https" if settings.get("metrics-tls") else "http"
+            node["metrics"] = f"{scheme}://{settings['metrics-address']}/metrics"
+        nodes.append(node)
+    if not nodes:
+        return None
+    known = {n["id"] for n in nodes}
+    rec = {"group": group or DEFAULT_GROUP, "peers": format_peers({k: p for k, p in peers.items() if k in known}),
+           "base_dir": os.path.abspath(base_dir), "started": time.time(), "nodes": nodes, "rebuilt": True}
+    if tls_ca:
+        rec["tls"] = tls_record(os.path.dirname(str(tls_ca)))
+    return rec
+
+
+def ensure_record(base_dir: str) -> bool:
+    """Write the record :func:`record_from_configs` rebuilds when ``base_dir`` has none (after
+    ``cluster down``); True when it did. LauncherError when there is neither."""
+    if read_record(base_dir) is not None:
+        return False
+    rec = record_from_configs(base_dir)
+    if rec is None:
+        raise LauncherError(f"no cluster record in {base_dir} and no member's config file in "
+                            f"{os.path.join(base_dir, 'config')} (nothing was started there by 'cluster up')")
+    os.makedirs(os.path.join(base_dir, "logs"), exist_ok=True)
+    write_record(base_dir, rec)
+    return True
 
 
 def _recorded(base_dir: str) -> dict:
@@ -256,6 +323,8 @@ def add_member(base_dir: str, node_id: str, address: str, members: dict[str, str
     settings = {**settings_of(template), "id": node_id, "peers": peers, "learner": True}
     settings.pop("metrics-address", None)  # (the template's port is taken)
     settings.pop("metrics-tls", None)
+    if isinstance(settings.get("keep-truncated"), str):  # (cluster up --keep-truncated: DIR/<id>, a member's own)
+        settings["keep-truncated"] = os.path.join(os.path.dirname(settings["keep-truncated"]), node_id)
     tls = rec.get("tls")
     if tls is not None:
         settings["tls-cert"], settings["tls-key"] = pki.issue(tls["dir"], Identity(rec["group"], "member", node_id))
