@@ -162,8 +162,9 @@ def log_content(node_dir: str) -> str | None:
         return None
     seen: list[str] = []
     try:
-        with open(first, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+        fd = os.open(first, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # (a FIFO there is never waited on)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
             while len(seen) < _SAMPLE:
                 head = fh.read(HEADER_SIZE)
