@@ -320,6 +320,7 @@ def cluster_up(
     try:
         if rec is None:
             made = launcher.new_paths(base_dir, [f"n{i}" for i in range(nodes)])
+            _note_old_logs(base_dir, nodes)
             if tls_dir is not None:
                 _make_certs(tls_dir, group, [f"n{i}" for i in range(nodes)], ["admin"], ["app"])
             rec, procs = up(base_dir, nodes, port_base, group, flush, extra, tls_dir=tls_dir,
@@ -369,6 +370,25 @@ def cluster_up(
         width = max(len(t) for t, _ in tips)
         typer.echo(f"\nlogs in {os.path.join(base_dir, 'logs')}; try next:\n" +
                    "\n".join(f"  dledgerctl {t.ljust(width)}  # {why}" for t, why in tips))
+
+
+def _note_old_logs(base_dir: str, nodes: int) -> None:
+    """Say so when more than one member's store holds a log already (a group stopped with
+    'cluster down'): started together, whichever wins first cuts the others to its log."""
+    held = [f"n{i}" for i in range(nodes) if _has_data(os.path.join(base_dir, f"dledger-n{i}", "data"))]
+    if len(held) > 1:
+        at = "" if base_dir == DEFAULT_BASE_DIR else f" --base-dir {base_dir}"
+        typer.echo(f"Note: {', '.join(held)} hold logs from before; started together, the first elected cuts the "
+                   f"others back to its own: 'dledgerctl store elect {base_dir}' names who must lead, and "
+                   f"'dledgerctl cluster start{at} ID ...' starts members one by one after 'cluster down' "
+                   "(docs/operations.md)", err=True)
+
+
+def _has_data(path: str) -> bool:
+    try:
+        return any(True for _ in os.scandir(path))
+    except OSError:
+        return False
 
 
 def _end(procs: list, timeout: float = 5.0) -> None:
