@@ -64,7 +64,8 @@ class Damage:
     detail: str
 
     def line(self) -> str:
-        return f"entry {self.index}: {self.kind} damage in {self.file} at byte {self.offset}: {self.detail}"
+        where = "index" if self.kind == INDEX_RECORD_KIND else "data"
+        return f"entry {self.index}: {self.kind} damage in {where}/{self.file} at byte {self.offset}: {self.detail}"
 
 
 @dataclass

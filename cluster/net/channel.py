@@ -177,6 +177,11 @@ class Channel:
             conn.close()
         return why
 
+    @property
+    def connected(self) -> bool:
+        """Is a connection to the peer open now (none is opened to find out)?"""
+        return self._live() is not None
+
     def _live(self) -> _ClientConnection | None:
         """The open connection, if any (one that has been lost is forgotten here)."""
         conn = self._conn

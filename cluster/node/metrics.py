@@ -100,7 +100,7 @@ CATALOGUE: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("dledger_scrub_last_pass_timestamp_seconds", "gauge", (),
      "When the scrub last finished a pass (Unix time; 0 before its first)."),
     ("dledger_scrub_damage_found_total", "counter", ("kind",),
-     "Damaged entries the scrub found, by kind (body-crc, chain-crc, header, index-record)."),
+     "Damaged entries the scrub found, by kind (body-crc, chain-crc, header, index-record, differs)."),
     ("dledger_scrub_damage_repaired_total", "counter", ("kind",), "Of those, entries it repaired, by kind."),
     ("dledger_scrub_damage_unrepaired_total", "counter", ("kind",),
      "Repairs given up for the pass (no copy to repair from, or none that checks), by kind."),

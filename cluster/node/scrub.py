@@ -18,8 +18,12 @@ file, byte, entry and what was wrong):
   is written. A leader repairs the same way, from a follower: handing leadership over first
   made two members that each held a damaged entry hand it back and forth;
 - what cannot be repaired (no leader, a copy that does not check, a leader that has it
-  damaged too) is tried again a few times, then counted as unrepaired and left for the next
-  pass. Reads of it keep failing with an error naming it meanwhile (store/logreads.py).
+  damaged too) is tried again a few times, then counted as unrepaired and *held*: the pass
+  goes on past it, and later passes skip it without asking anyone, until something that
+  could bring a sound copy changes (another leader or term, another set of connected
+  members, other voters). So K entries damaged on every member cost a pass nothing, and
+  damage elsewhere is not kept waiting. Reads of a held entry keep failing with an error
+  naming it (store/logreads.py, and the GET handler's check of :meth:`first_damaged`).
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ log = logging.getLogger("dledgerctl.node")
 STEP_MAX = 1 << 20  # bytes one step reads at most
 IDLE = 1.0  # seconds between looks at a log with nothing committed to check
 RETRY = 0.5  # seconds before a damaged entry's repair is tried again ...
-ATTEMPTS = 20  # ... this many times, then it waits for the next pass
+ATTEMPTS = 20  # ... this many times (when a source could not be asked), then it is held
+HELD_RETRY = 60.0  # seconds a held entry is skipped when nothing changed, before it is tried once more
+REFUSED = "answered: "  # a source's reply that it cannot give a sound copy (its reason follows)
 DIGEST_BYTES = 4 << 20  # a DIGESTS answer covers at most about this many bytes of entries (fewer digests then)
 
 
@@ -69,7 +75,9 @@ class Scrubber:
         self.unrepaired = dict.fromkeys(KINDS, 0)
         self.damaged: dict[int, Damage] = {}  # entries found damaged and not repaired yet
         self._attempts: dict[int, int] = {}
+        self._held: dict[int, tuple] = {}  # entries left unrepaired: (the sources' state, _sources_now, when)
         self._why_not = ""
+        self._all_refused = False  # the last repair asked every source and each answered it has no sound copy
         self.stopped: str | None = None  # why the scrub stopped (a failure of its own), if it did
         self._suspects: list[int] = []  # entries a read refused, checked before the pass goes on
         self._wake = asyncio.Event()
@@ -132,8 +140,24 @@ class Scrubber:
             except asyncio.TimeoutError:
                 pass
 
+    def _sources_now(self) -> tuple:
+        """What decides whether another member may now have a sound copy to give: the leader and
+        term, the voters, and which of them this member is connected to."""
+        core = self.node.core
+        if core is None:
+            return ()
+        voters = tuple(sorted(core.members.voters))
+        return (core.member.leader_id, core.member.term, voters,
+                tuple(p for p in voters if (ch := self.node.channels.get(p)) is not None and ch.connected))
+
     async def _found(self, d: Damage, from_pass: bool = True) -> float:
         """Act on damage; returns how long to wait before the next step (0: go on)."""
+        held = self._held.get(d.index)
+        if held is not None:
+            sources, since = held
+            if sources == self._sources_now() and d.index in self.damaged and time.monotonic() - since < HELD_RETRY:
+                return 0.0  # (nothing changed since it was left unrepaired: no one to ask anew)
+            self._held.pop(d.index, None)
         first = d.index not in self._attempts and d.index not in self.damaged
         if first:
             self.found[d.kind] += 1
@@ -148,14 +172,15 @@ class Scrubber:
         if how:
             self.repaired[d.kind] += 1
             self.damaged.pop(d.index, None)
+            self._held.pop(d.index, None)
             self._attempts.pop(d.index, None)  # (made durable by the node's next flush, within milliseconds)
-            log.warning("scrub: repaired entry %d (%s in %s at byte %d) %s", d.index, d.kind, d.file, d.offset, how)
+            log.warning("scrub: repaired entry %d (%s in %s) %s", d.index, d.kind, _where(d), how)
             if from_pass:
                 self._recheck(d)
             return 0.0
         self.damaged[d.index] = d
         n = self._attempts[d.index] = self._attempts.get(d.index, 0) + 1
-        if n < ATTEMPTS:
+        if n < ATTEMPTS and not self._all_refused:  # (every source answered that it has no sound copy: no retry)
             if from_pass:
                 self._recheck(d)  # the next step finds it again and tries once more
             else:
@@ -163,7 +188,9 @@ class Scrubber:
             return RETRY
         self._attempts.pop(d.index, None)
         self.unrepaired[d.kind] += 1
-        log.error("scrub: entry %d left damaged for now (%s): %s", d.index, d.kind, why)
+        self._held[d.index] = (self._sources_now(), time.monotonic())
+        log.error("scrub: entry %d left damaged for now (%s in %s): %s; held (never served) and tried again "
+                  "when the leader, the term or the connected members change, or in a minute", d.index, d.kind, _where(d), why)
         return 0.0
 
     def _recheck(self, d: Damage) -> None:
@@ -182,6 +209,7 @@ class Scrubber:
         for i in gone:
             self.damaged.pop(i, None)
             self._attempts.pop(i, None)
+            self._held.pop(i, None)
 
     def _ahead(self, nbytes: int) -> tuple[int, int, int] | None:
         """(fd, offset, length) of the data the next step reads, for a thread to read first:
@@ -338,6 +366,7 @@ class Scrubber:
     async def _repair(self, d: Damage) -> str | None:
         """Repair ``d``; how it was done, or None (self._why_not says why not)."""
         self._why_not = ""
+        self._all_refused = False
         if d.kind == INDEX_RECORD_KIND:
             try:
                 self.mender.index_record(d)
@@ -355,9 +384,10 @@ class Scrubber:
         # without them, by a majority's digests), so a leader repairs from a follower too
         sources = ([leader] if leader and leader != me else []) + sorted(
             p for p in core.members.voters if p not in (me, leader))
-        whys = []
+        whys, refused = [], 0
         for peer in sources:
             raw, why = await self._copy_from(peer, d.index)
+            refused += why.startswith(REFUSED)
             if raw is not None:
                 try:
                     self.mender.entry(d, raw)
@@ -367,6 +397,7 @@ class Scrubber:
                     return f"with {peer}'s copy"
             whys.append(f"{peer}: {why}")
         self._why_not = "; ".join(whys) or "no other member to ask for a copy"
+        self._all_refused = bool(sources) and refused == len(sources)
         return None
 
     async def _copy_from(self, peer: str, index: int) -> tuple[bytes | None, str]:
@@ -380,7 +411,7 @@ class Scrubber:
         try:
             f = await ch.request(request_frame(req, peer), node.cfg.max_push_timeout_ms / 1000)
             if not is_raw(f):
-                return None, f"answered: {f.remark or f.ext.get('remark') or 'no entry'}"
+                return None, f"{REFUSED}{_remark(f)}"
             answer = decode_raw_answer(f)
         except (TransportError, ProtocolError) as exc:
             return None, str(exc)
@@ -398,6 +429,22 @@ class Scrubber:
             if held.count(crc32(raw)) < len(core.members.voters) // 2 + 1:
                 return None, "its copy has no CRC and a majority of the members does not hold it"
         return raw, ""
+
+
+def _remark(f: Frame) -> str:
+    """Why a member refused a raw GET, as it said (the answer's JSON body carries the remark)."""
+    said = f.remark or f.ext.get("remark")
+    if not said:
+        try:
+            said = json_object(f.body).get("remark")
+        except ProtocolError:
+            said = None
+    return str(said)[:300] if said else "no entry, and no reason given"
+
+
+def _where(d: Damage) -> str:
+    """Where the damage lies: the data file (or index/ for a record) and the byte in it."""
+    return f"{'index' if d.kind == INDEX_RECORD_KIND else 'data'}/{d.file} at byte {d.offset}"
 
 
 def _read_ahead(fd: int, offset: int, length: int) -> None:
