@@ -52,8 +52,14 @@ def rebuild_cmd(
                                       "ones).")] = False,
     queue_file_size: Annotated[int | None, typer.Option(
         "--queue-file-size", parser=parse_size, metavar="SIZE",
-        help="Consume-queue file size: the broker's mappedFileSizeConsumeQueue (default: the old files' size, else "
-             "RocketMQ's 6000000).", show_default=False)] = None,
+        help="Consume-queue file size: the broker's mappedFileSizeConsumeQueue (default: the one the broker's "
+             "configuration sets, see --broker-conf; else the old files' size; else RocketMQ's 6000000, said in a "
+             "note).", show_default=False)] = None,
+    broker_conf: Annotated[str | None, typer.Option(
+        "--broker-conf", metavar="FILE",
+        help="The broker's configuration file (its -c FILE, Java properties), read for mappedFileSizeConsumeQueue "
+             "(rounded up to 20-byte units, as the broker does). Default: config/broker.properties in the store "
+             "root, where a broker started without -c keeps its settings.", show_default=False)] = None,
     delay_levels: Annotated[str | None, typer.Option(
         "--delay-levels", metavar="LEVELS", help="The broker's messageDelayLevel, when it is not RocketMQ's default "
                                                  "\"1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h\" "
@@ -85,7 +91,7 @@ def rebuild_cmd(
             summary = rebuild(broker, include_uncommitted=include_uncommitted, queue_file_size=queue_file_size,
                               delay_levels_ms=levels, max_hash_slot_num=shape.slots,
                               max_index_num=shape.index_num, data_file_size=data_file_size,
-                              index_file_size=index_file_size, progress=advance)
+                              index_file_size=index_file_size, progress=advance, broker_conf=broker_conf)
     render([summary.row()], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     aside = f"; the old files are {', '.join(summary.kept_aside)}" if summary.kept_aside else ""
     typer.echo(f"{summary.root}: {plural(summary.units, 'unit')} in {plural(summary.queues, 'consume queue')}, "

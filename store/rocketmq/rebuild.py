@@ -51,10 +51,10 @@ from ..errors import StoreUsageError
 from ..writing import write_all
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
+from .brokerconf import BROKER_PROPERTIES, CONFIG_DIR, KEY_CQ_FILE_SIZE, default_conf, queue_file_size
 from .commitlog import COMMIT_LOG_DIR
 from .commitment import commit_bound
 from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, CQ_FILE_SIZE, CQ_STORE_UNIT_SIZE, UNIT, find_queues
-from .consumequeue import file_size as file_size_of
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, take_keys
 from .layout import BrokerStore, batch_queue_files, rocksdb_queues
 from .logwalk import walk
@@ -107,9 +107,11 @@ def store_root(broker: BrokerStore) -> str:
 def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_file_size: int | None = None,
             delay_levels_ms: list[int] | None = None, max_hash_slot_num: int = MAX_HASH_SLOT_NUM,
             max_index_num: int = MAX_INDEX_NUM, data_file_size: int | None = None,
-            index_file_size: int | None = None, progress=None) -> Summary:
+            index_file_size: int | None = None, progress=None, broker_conf: str | None = None) -> Summary:
     """Rebuild ``consumequeue/``, ``index/`` and the checkpoint's dispatch times (see the
-    module's text); the summary. RebuildError (store unchanged) when it cannot be done."""
+    module's text); the summary. RebuildError (store unchanged) when it cannot be done.
+    ``broker_conf``: the broker's configuration file, for its consume-queue file size
+    (:func:`queue_file_size_for`)."""
     root = store_root(broker)
     if not any(os.path.lexists(os.path.join(root, n)) for n in _BROKER_FILES) and not _asides(root, CONSUME_QUEUE_DIR):
         raise RebuildError(f"{root}: does not look like a broker's store root (none of {', '.join(_BROKER_FILES)}): "
@@ -124,11 +126,11 @@ def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_fil
                            f"storeType defaultRocksDB), which this rebuild does not write; nothing changed")
     with _Lock(root):
         return _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num,
-                        max_index_num, data_file_size, index_file_size, progress)
+                        max_index_num, data_file_size, index_file_size, progress, broker_conf)
 
 
 def _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num, max_index_num,
-             data_file_size, index_file_size, progress) -> Summary:
+             data_file_size, index_file_size, progress, broker_conf) -> Summary:
     committed = None
     if not broker.commit_log:
         # (the old queues and index prove their messages committed: commitment.py)
@@ -138,12 +140,13 @@ def _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms
                                f"points at a message: which entries the broker dispatches is unknown (give "
                                f"--include-uncommitted to take them all)")
     old_queues = find_queues(root)
-    fsize = queue_file_size or (file_size_of(old_queues) if old_queues else _aside_file_size(root))
+    fsize, size_notes = queue_file_size_for(root, old_queues, queue_file_size, broker_conf)
     if fsize % CQ_STORE_UNIT_SIZE:
         raise RebuildError(f"consume-queue files of {fsize} bytes: not a whole number of {CQ_STORE_UNIT_SIZE}-byte "
                            f"units")
     summary = Summary(root, committed_index=None if include_uncommitted or committed is None else
                       committed.checkpoint)
+    summary.notes += size_notes + _torn(old_queues, root)
     for stale in stale_temps(root, ".rebuild-"):
         shutil.rmtree(stale)
         summary.notes.append(f"removed {os.path.basename(stale)}, left by an interrupted run")
@@ -207,15 +210,58 @@ def _asides(root: str, name: str) -> list[str]:
     return sorted(n for n in os.listdir(root) if n.startswith(f"{name}.old-"))
 
 
-def _aside_file_size(root: str) -> int:
-    """The queue file size when ``consumequeue/`` is gone: the newest set aside's (a rebuild
-    killed between its renames leaves one), else RocketMQ's default."""
+def queue_file_size_for(root: str, old_queues, given: int | None, broker_conf: str | None) -> tuple[int, list[str]]:
+    """The size of the rebuilt queue files, and the notes that say where it came from: ``given``
+    (--queue-file-size); else the broker's mappedFileSizeConsumeQueue in ``broker_conf`` or
+    ``root/config/broker.properties`` (brokerconf.py: RocketMQ refuses queue files of another
+    size); else the old files' size; else the newest set-aside queues' (a rebuild killed
+    between its renames leaves them); else RocketMQ's default, said with how to give another.
+    Only whole numbers of units count as a file's size (a torn file's length is not one)."""
+    path = broker_conf or default_conf(root)
+    conf = queue_file_size(path) if path is not None else None
+    notes = [conf.note] if conf is not None and conf.note else []
+    old = _common_size(f.size for q in old_queues for f in q.files)
+    if given is not None:
+        if conf is not None and conf.size not in (None, given):
+            notes.append(f"--queue-file-size {given} is not the {conf.size} bytes {conf.path} sets: the broker "
+                         f"refuses queue files of another size than its own")
+        return given, notes
+    if conf is not None and conf.size is not None:
+        was = f" (the old ones are {old} bytes)" if old not in (None, conf.size) else ""
+        return conf.size, notes + [f"consume-queue files of {conf.size} bytes, the {KEY_CQ_FILE_SIZE} of "
+                                   f"{conf.path}{was}"]
+    if old is not None:
+        return old, notes
     for name in reversed(_asides(root, CONSUME_QUEUE_DIR)):
-        sizes = Counter(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(os.path.join(root, name))
-                        for f in files if f.isdigit())
-        if sizes:
-            return sizes.most_common(1)[0][0]
-    return CQ_FILE_SIZE
+        aside = _common_size(os.path.getsize(os.path.join(d, f)) for d, _, files in
+                             os.walk(os.path.join(root, name)) for f in files if f.isdigit())
+        if aside is not None:
+            return aside, notes + [f"consume-queue files of {aside} bytes, the size of those in {name}"]
+    where = f"{conf.path} does not set {KEY_CQ_FILE_SIZE}" if conf is not None else \
+        f"no broker configuration beside the store ({os.path.join(root, CONFIG_DIR, BROKER_PROPERTIES)})"
+    return CQ_FILE_SIZE, notes + [f"consume-queue files of {CQ_FILE_SIZE} bytes, RocketMQ's default "
+                                  f"{KEY_CQ_FILE_SIZE}: no queue file is left to take the size from and {where}; a "
+                                  f"broker that sets another refuses these files: rebuild again with --broker-conf "
+                                  f"FILE (its configuration) or --queue-file-size SIZE"]
+
+
+def _common_size(sizes) -> int | None:
+    """The most common of ``sizes`` that is a whole number of units (the larger on a tie); None if none is."""
+    counts = Counter(s for s in sizes if s >= CQ_STORE_UNIT_SIZE and s % CQ_STORE_UNIT_SIZE == 0)
+    return max(counts.items(), key=lambda kv: (kv[1], kv[0]))[0] if counts else None
+
+
+def _torn(old_queues, root: str) -> list[str]:
+    """A note on the old queue files that end in part of a unit (torn: what a rebuild is for)."""
+    torn = [f for q in old_queues for f in q.files if f.size % CQ_STORE_UNIT_SIZE]
+    if not torn:
+        return []
+    f = torn[0]
+    more = f" and {len(torn) - 1} more" if len(torn) > 1 else ""
+    files = "file ends" if len(torn) == 1 else "files end"
+    return [f"{len(torn)} old consume-queue {files} in part of a unit (torn: {os.path.relpath(f.path, root)} has "
+            f"{f.size % CQ_STORE_UNIT_SIZE} bytes past its last whole one{more}); the queues were rebuilt from the "
+            f"log"]
 
 
 def _sync_dirs(top: str) -> None:
@@ -448,7 +494,8 @@ def _queue_end(qdir: str) -> int:
     if not names:
         return 0
     with open(os.path.join(qdir, names[-1]), "rb") as fh:
-        units = np.frombuffer(fh.read(), UNIT)
+        raw = fh.read()
+    units = np.frombuffer(raw, UNIT, count=len(raw) // CQ_STORE_UNIT_SIZE)  # (a torn tail: not a unit)
     used = np.flatnonzero((units["offset"] >= 0) & (units["size"] > 0))
     return int(names[-1]) // CQ_STORE_UNIT_SIZE + (int(used[-1]) + 1 if len(used) else 0)
 
