@@ -64,7 +64,13 @@ def migrate_cmd(
     ] = MAPPED_FILE_SIZE_COMMIT_LOG,
     include_uncommitted: Annotated[bool, typer.Option(
         "--include-uncommitted", help="Move the entries past the committed index too (a follower's may be cut by "
-                                      "the leader; by default they are left out, and said).")] = False,
+                                      "the leader; by default they are left out, and said). Entries a consume queue "
+                                      "or the index points at count as committed whatever the checkpoint says.")
+    ] = False,
+    skip_damaged: Annotated[bool, typer.Option(
+        "--skip-damaged", help="Leave out entries whose own DLedger bodyCrc fails (changed since written) and list "
+                               "them, their units kept as blank units; by default such an entry stops the move.")
+    ] = False,
     max_hash_slot_num: MaxHashSlotOpt = None,
     max_index_num: MaxIndexNumOpt = None,
     id_map: Annotated[str | None, typer.Option(
@@ -81,8 +87,10 @@ def migrate_cmd(
     UNIQ_KEY), checkpoint, config/ and RocketMQ 5's compaction/ copied, its timerlog/ at the new offsets (a store
     with batchconsumequeue/ is refused).
 
-    Only committed entries unless --include-uncommitted. DEST appears only when complete. One summary row:
-    messages, bytes, queues, units, commit-log files, messages left out."""
+    Only committed entries unless --include-uncommitted: the checkpoint's committed index, or further what a
+    consume queue or the index points at (the broker dispatches only committed entries). An entry whose own bodyCrc
+    fails stops the move unless --skip-damaged. DEST appears only when complete. One summary row: messages, bytes,
+    queues, units, commit-log files, messages left out."""
     if max_hash_slot_num is not None or max_index_num is not None:
         check_index_shape(max_hash_slot_num or MAX_HASH_SLOT_NUM, max_index_num or MAX_INDEX_NUM)
     if commitlog_file_size > MAX_FILE_SIZE:
@@ -96,11 +104,15 @@ def migrate_cmd(
             summary = migrate(broker, dest, commitlog_file_size=commitlog_file_size,
                               include_uncommitted=include_uncommitted, data_file_size=data_file_size,
                               index_file_size=index_file_size, progress=advance,
-                              max_hash_slot_num=shape.slots, max_index_num=shape.index_num, id_map=id_map)
+                              max_hash_slot_num=shape.slots, max_index_num=shape.index_num, id_map=id_map,
+                              skip_damaged=skip_damaged)
     row = summary.row()
     render([row], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     left = (f"; left out {plural(summary.left_out, 'message')} past the committed index {summary.committed_index}"
             if summary.left_out else "")
+    if summary.damaged:
+        left += (f"; left out {plural(len(summary.damaged), 'damaged entry', 'damaged entries')}: "
+                 + ", ".join(f"{i} (offset {o})" for i, o in summary.damaged))
     typer.echo(f"{summary.dest}: {plural(summary.messages, 'message')} in {plural(summary.files, 'commit-log file')}, "
                f"{plural(summary.units, 'unit')} in {plural(summary.queues, 'consume queue')}, "
                f"{plural(summary.index_keys, 'key')} in {plural(summary.index_files, 'index file')}{left}", err=True)

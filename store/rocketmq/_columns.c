@@ -4,7 +4,9 @@
  * columns store/rocketmq/columns.py's message_columns() returns, without an object per
  * message: in Python that loop is a few microseconds a message, here a fraction of one,
  * most of it the body's CRC. keys() does the same for the index keys of `mq migrate` and
- * `mq rebuild` (columns.py's key_columns(): each topic#key as Java's String.hashCode()).
+ * `mq rebuild` (columns.py's key_columns(): each topic#key as Java's String.hashCode()). crcs() is
+ * DLedger's bodyCrc of many entries at once (columns.py's body_crcs()), which every `mq` reader
+ * checks.
  *
  * Rules this module keeps:
  * - It decides nothing the Python loop (columns.py, the reference; tests/rocketmq/test_rocketmq_columns.py
@@ -582,7 +584,44 @@ done:
     return result;
 }
 
+static const char crcs_doc[] =
+    "crcs(buf, offsets, lengths, out)\n\n"
+    "out[k] (uint32) = zlib's crc32 of buf[offsets[k]:offsets[k] + lengths[k]] & 0x7fffffff (int64 arrays),\n"
+    "as DLedger's bodyCrc (store/format.py); 0xffffffff where the range lies outside buf (no bodyCrc is).\n"
+    "See store/rocketmq/columns.py's body_crcs.";
+
+static PyObject *columns_crcs(PyObject *self, PyObject *args) {
+    Py_buffer buf, offs, lens, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*:crcs", &buf, &offs, &lens, &out))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t count = offs.len / 8;
+    if (lens.len != offs.len || offs.len % 8 || out.len != count * 4) {
+        PyErr_SetString(PyExc_ValueError, "offsets and lengths must be int64 arrays of one length, out uint32");
+        goto done;
+    }
+    const int64_t *o = offs.buf, *l = lens.buf;
+    uint32_t *r = out.buf;
+    const unsigned char *b = buf.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count; k++) {
+        if (o[k] < 0 || l[k] < 0 || o[k] > buf.len || l[k] > buf.len - o[k])
+            r[k] = 0xFFFFFFFFu;
+        else
+            r[k] = crc32_update(0, b + o[k], (size_t)l[k]) & 0x7FFFFFFFu;
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&lens);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef columns_methods[] = {
+    {"crcs", columns_crcs, METH_VARARGS, crcs_doc},
     {"read", columns_read, METH_VARARGS, read_doc},
     {"units", columns_units, METH_VARARGS, units_doc},
     {"keys", columns_keys, METH_VARARGS, keys_doc},

@@ -11,7 +11,11 @@ does not hold: then the columns of every message are collected (``check_whole``,
 
 Findings (``mq check``), one row each with the file and the byte offset in it:
 
-- ``damage``: a data file's entries cannot be read on from there (store verify says more);
+- ``damage``: a data file's entries cannot be read on from there (store verify says more), or
+  data files are missing between two others (a gap: named before what follows from it);
+- ``entry-crc``: a DLedger entry's own bodyCrc (dledgerctl records one; DLedger 0.2.7 and
+  Java write 0, none) does not match its body: the bytes changed since it was written, in a
+  part of the message its BODYCRC may not cover (properties, topic, queue fields);
 - ``overlap``: a data file holds messages past where the next file begins (they are left
   out: RocketMQ reads that range from the next file);
 - ``not-a-message``: a normal entry whose body is not a RocketMQ message;
@@ -39,7 +43,9 @@ Findings (``mq check``), one row each with the file and the byte offset in it:
 Units that point before the log's first message are not findings: the log's head files
 are deleted before the consume queues' (RocketMQ corrects a queue's minimum offset then).
 Messages no unit points at from where dispatch restarts on (not dispatched yet: the
-broker dispatches them at its next start) are counted in the summary, not reported.
+broker dispatches them at its next start) are counted in the summary, not reported. A store
+a running broker holds (its ``lock``) is read as it is being written: what its dispatch has
+not reached yet is in flight (summary ``in_flight``), not ``cq-missing`` or ``cq-past-log-end``.
 """
 
 from __future__ import annotations

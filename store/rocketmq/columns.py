@@ -168,6 +168,23 @@ def delay_level(value: bytes | None) -> int:
     return int(value) if value is not None and _LEVEL.fullmatch(value) else -1
 
 
+def body_crcs(buf, offsets: np.ndarray, lengths: np.ndarray, *, compiled: bool = True) -> np.ndarray:
+    """``crc32(buf[offsets[k]:offsets[k] + lengths[k]]) & 0x7fffffff`` of each range (uint32), as
+    DLedger's bodyCrc is made (store/format.py); 0xffffffff (no bodyCrc is) for a range not
+    inside ``buf``. In C when _columns is built (no object per entry)."""
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    out = np.empty(len(offsets), np.uint32)
+    if compiled and _columns is not None and hasattr(_columns, "crcs"):
+        _columns.crcs(buf, offsets, lengths, out)
+        return out
+    view = memoryview(buf)
+    for k, (o, n) in enumerate(zip(offsets.tolist(), lengths.tolist())):
+        inside = 0 <= o <= len(buf) and 0 <= n <= len(buf) - o
+        out[k] = crc32(view[o:o + n]) & 0x7FFFFFFF if inside else 0xFFFFFFFF
+    return out
+
+
 @dataclass
 class KeyColumns:
     count: np.ndarray  # int32: how many of ``hashes`` are the message's; -1: left to message.decode

@@ -24,6 +24,7 @@ class Item:
     buf: object  # the data file's bytes (the message's offsets are within it)
     message: Message | None = None
     note: str = ""
+    crc_note: str = ""  # the entry's own DLedger bodyCrc fails: what scan.crc_damaged says (else empty)
 
 
 @dataclass(slots=True)
@@ -42,6 +43,17 @@ class Batch:
     damage: str = ""  # set for a damage batch (its ``at``: the logical offset)
     at: int = -1
     shift: int = 0  # added to ``pos - start`` for the byte a finding names (a commit log's: commitlog.batches)
+    # a DLedger log's: each entry's bodyCrc and chainCrc as stored (None: a commit log's, which has none;
+    # both 0: none recorded, as DLedger 0.2.7 and Java write them). scan.crc_damaged checks them.
+    bcrc: np.ndarray | None = None
+    chain: np.ndarray | None = None
+
+    def take(self, keep) -> "Batch":
+        """The entries ``keep`` (a mask, index array or slice) selects, as a batch of their own."""
+        return Batch(self.file, self.start, self.buf, self.magic[keep], self.size[keep], self.index[keep],
+                     self.term[keep], self.pos[keep], self.bsize[keep], shift=self.shift,
+                     bcrc=None if self.bcrc is None else self.bcrc[keep],
+                     chain=None if self.chain is None else self.chain[keep])
 
     def __len__(self) -> int:
         return 0 if self.index is None else len(self.index)

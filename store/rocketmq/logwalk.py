@@ -19,7 +19,7 @@ from .message import (
     TRANSACTION_ROLLBACK_TYPE,
     tags_code,
 )
-from .scan import Batch, batches, entry_item
+from .scan import Batch, batches, crc_damaged, crc_note, entry_item
 
 BATCH = 1 << 16  # messages read into columns at a time
 # ScheduleMessageService's default levels (MessageStoreConfig.messageDelayLevel), in ms
@@ -53,6 +53,10 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
             if c.first_pos < 0:
                 c.first_pos = int(b.pos[0])
             c.end_pos = max(c.end_pos, int(b.pos[-1] + b.size[-1]))  # (files that overlap go back)
+            if findings is not None:
+                for k in np.flatnonzero(crc_damaged(b)).tolist():
+                    findings.append(_finding("entry-crc", b.file, int(b.pos[k]) - b.start + b.shift, int(b.index[k]),
+                                             detail=crc_note(b, k)))
             normal = np.flatnonzero(b.magic == MAGIC_NORMAL)
             if not len(normal):
                 continue
@@ -91,8 +95,7 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
 
 
 def _slice(b: Batch, lo: int, hi: int) -> Batch:
-    return Batch(b.file, b.start, b.buf, b.magic[lo:hi], b.size[lo:hi], b.index[lo:hi], b.term[lo:hi], b.pos[lo:hi],
-                 b.bsize[lo:hi], shift=b.shift)
+    return b.take(slice(lo, hi))
 
 
 def _log_findings(b, normal, mc, keep, topic, c, findings: list) -> None:

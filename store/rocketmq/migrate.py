@@ -82,7 +82,7 @@ from .lookup import INDEX_DIR
 from .layout import BrokerStore, batch_queue_files, rocksdb_queues
 from .moving import IdMap, MigrateError, Mover, Offsets
 from .requeue import log_start, write_queues
-from .scan import batches
+from .scan import batches, crc_damaged
 from .timer import TimerLogError, move_timer_log
 
 CONFIG_DIR = "config"
@@ -109,6 +109,7 @@ class Summary:
     left_out_units: int = 0  # consume-queue units of left-out messages not written
     other_entries: int = 0  # entries that are not messages (no-op, config): not moved
     undispatched: int = 0  # messages no unit points at (transaction halves; not dispatched yet)
+    damaged: list = field(default_factory=list)  # (entry index, SRC offset) of damaged entries left out (skip_damaged)
     index_files: int = 0  # index/ files written
     index_keys: int = 0  # keys put in them
     index_seconds: float = 0.0  # time the index writer took (hashing and writing the keys)
@@ -122,7 +123,7 @@ class Summary:
                 "committed_index": self.committed_index, "left_out": self.left_out,
                 "left_out_bytes": self.left_out_bytes, "left_out_units": self.left_out_units,
                 "other_entries": self.other_entries, "index_files": self.index_files,
-                "index_keys": self.index_keys, "note": "; ".join(self.notes)}
+                "index_keys": self.index_keys, "damaged": len(self.damaged), "note": "; ".join(self.notes)}
 
 
 def temp_name(dest: str) -> str:
@@ -189,8 +190,11 @@ def check_source(broker: BrokerStore) -> None:
 def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG,
             include_uncommitted: bool = False, data_file_size: int | None = None,
             index_file_size: int | None = None, progress=None, max_hash_slot_num: int = MAX_HASH_SLOT_NUM,
-            max_index_num: int = MAX_INDEX_NUM, id_map: str | None = None) -> Summary:
+            max_index_num: int = MAX_INDEX_NUM, id_map: str | None = None, skip_damaged: bool = False) -> Summary:
     """Write the master-slave store at ``dest`` (see the module's text); its summary.
+    An entry whose own DLedger bodyCrc fails (its bytes changed since it was written) stops
+    the move, or with ``skip_damaged`` is left out and listed in ``Summary.damaged`` (its
+    units keep their queue offsets as blank units: requeue.write_queues).
     MigrateError when the move cannot be made; DEST is then left as it was. Only when
     ``id_map`` cannot be put in place after DEST was does the error say DEST was written
     (and where the map was left)."""
@@ -224,7 +228,7 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     try:
         with IdMap(map_tmp) as ids:
             _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else bound,
-                   data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num), ids)
+                   data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num), ids, skip_damaged)
         if os.path.isdir(dest):
             os.rmdir(dest)  # empty (checked): the rename takes its place
         os.rename(tmp, dest)
@@ -281,12 +285,28 @@ def _first_message(broker, data_file_size, index_file_size, bound: Bound | None 
     return None
 
 
+def _damaged_offsets(broker, data_file_size, index_file_size) -> np.ndarray:
+    """The SRC offsets (increasing) of the messages whose entry's bodyCrc fails (scan.crc_damaged)."""
+    out = []
+    for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
+        if b.damage:
+            continue
+        rows = np.flatnonzero(b.magic == MAGIC_NORMAL)
+        out.append(b.pos[rows[crc_damaged(b, rows)]] + HEADER_SIZE)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
 def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape,
-           ids: IdMap) -> None:
+           ids: IdMap, skip_damaged: bool = False) -> None:
     cut = None if committed is None else _first_message(broker, data_file_size, index_file_size, committed)
     start, furthest = log_start(broker.root, _first_message(broker, data_file_size, index_file_size), file_size,
                                  cut)
-    if start:
+    skipped = _damaged_offsets(broker, data_file_size, index_file_size) if skip_damaged else None
+    if skipped is not None and len(skipped) and not start:
+        start = file_size  # (the blank units left for them lie below the log, as a pull needs: requeue.py)
+        summary.notes.append(f"the commit log starts at {start} (the units of damaged messages left out are blank "
+                             f"units, which must lie below the log)")
+    elif start:
         summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, or holds "
                              f"blank units only, which RocketMQ takes for messages when the log starts at 0)")
     summary.dispatched_until = start  # (DefaultMessageStore.start: dispatch resumes at least at the log's start)
@@ -296,7 +316,8 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     index = IndexWriter(tmp, *index_shape)
     spill = os.path.join(tmp, OFFSETS_DIR)
     offsets = Offsets(spill)
-    mover = Mover(broker.node_dir, log, index, ids, offsets, summary, committed, furthest, progress, root=broker.root)
+    mover = Mover(broker.node_dir, log, index, ids, offsets, summary, committed, furthest, progress, root=broker.root,
+                  skip_damaged=skip_damaged)
     try:
         for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
             mover.feed(b)
@@ -310,7 +331,8 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     old_a, new_a = mover.offsets()
     src_first, indexed_last, skipped_first, last_ts = mover.src_first, mover.indexed_last, mover.skipped_first, \
         mover.last_ts
-    write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary)
+    write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary,
+                 np.array([o for _i, o in summary.damaged], np.int64) if summary.damaged else None)
     try:
         _, lost = move_timer_log(broker.root, tmp, old_a, new_a)
     except TimerLogError as exc:
@@ -348,6 +370,10 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         if committed.highest is not None:
             summary.committed_index = max(committed.highest, -1 if committed.checkpoint is None else
                                           committed.checkpoint)
+    if summary.damaged:
+        shown = ", ".join(f"{i} (offset {o})" for i, o in summary.damaged[:10])
+        summary.notes.append(f"{len(summary.damaged)} damaged entries left out (their own bodyCrc fails; their units "
+                             f"are blank units now): entries {shown}{' ...' if len(summary.damaged) > 10 else ''}")
     if summary.left_out:
         summary.notes.append(f"{summary.left_out} messages of entries past the committed index "
                              f"{summary.committed_index} left out")

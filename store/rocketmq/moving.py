@@ -3,6 +3,10 @@ move makes; this is how its messages go across).
 
 For each batch scan.batches yields (columns of up to 65,536 entries of one data file):
 
+- each normal entry's own DLedger bodyCrc, where it has one, is checked (scan.crc_damaged,
+  compiled): an entry whose bytes changed since it was written stops the move with
+  :class:`MigrateError` naming it, or with ``skip_damaged`` is left out and listed
+  (``summary.damaged``) instead of becoming a sound-looking message of the new log;
 - each normal entry is judged a message as message.decode judges one, by the compiled
   columns (columns.message_columns; the few it leaves to the decoder, which says what is
   wrong, are decoded): an entry that is not a message stops the move with
@@ -41,6 +45,7 @@ from .commitment import Bound
 from .columns import OK, key_columns, message_columns
 from .commitlog import END_FILE_MIN_BLANK_LENGTH, CommitLogWriter, too_large
 from .entries import Batch
+from .scan import crc_damaged, crc_note
 from .index import IndexWriter, take_keys
 from .message import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG, NotAMessage, decode
 
@@ -84,14 +89,16 @@ class Mover:
     index writer, the id map and ``offsets`` (the moved messages' old and new offsets,
     :class:`Offsets`). ``label``: the log's directory, as errors name it;
     ``committed``: which entries move (commitment.Bound; None: all); ``furthest``: the commit-log
-    offset of SRC's furthest consume-queue unit (messages up to it are indexed here)."""
+    offset of SRC's furthest consume-queue unit (messages up to it are indexed here);
+    ``skip_damaged``: leave entries whose bodyCrc fails out (else they stop the move)."""
 
     def __init__(self, label: str, log: CommitLogWriter, index: IndexWriter, ids: "IdMap", offsets: Offsets, summary,
                  committed: Bound | None, furthest: int, progress: Callable[[int], None] | None = None,
-                 root: str = "") -> None:
+                 root: str = "", skip_damaged: bool = False) -> None:
         self.label, self.log, self.index, self.ids, self.summary = label, log, index, ids, summary
         self.root = root  # the store root, which an old commit log's file names (``commitlog/...``) are under
         self.committed, self.furthest, self.progress = committed, furthest, progress
+        self.skip_damaged = skip_damaged
         self.src_first: int | None = None  # SRC's first message's offset (moved or not)
         self.last_ts = 0  # the last moved message's store time
         self.indexed_last: int | None = None  # the new offset of the last message indexed
@@ -119,10 +126,12 @@ class Mover:
         s.other_entries += len(b) - len(idx)
         if not len(idx):
             return
+        rows = np.flatnonzero(normal)
+        damaged = crc_damaged(b, rows)  # (judged first: damage can make an entry no message too)
         at = pos - b.start + HEADER_SIZE
         cols = message_columns(b.buf, at, bsize, False)
         slow, bad, why = {}, len(idx), ""
-        for k in np.flatnonzero(cols.status != OK).tolist():
+        for k in np.flatnonzero((cols.status != OK) & ~damaged).tolist():
             try:
                 m = slow[k] = decode(b.buf, int(at[k]), int(bsize[k]))
             except NotAMessage as exc:
@@ -131,6 +140,14 @@ class Mover:
             cols.store_ts[k], cols.sys_flag[k], cols.phy[k] = m.store_timestamp, m.sys_flag, m.phy_offset
         # the entries before ``bad`` are messages; of those, the certainly committed ones move (a prefix)
         keep = bad if self.committed is None else int(np.count_nonzero(self.committed.certain(idx[:bad], pos[:bad])))
+        hit = np.flatnonzero(damaged[:keep])
+        if len(hit) and not self.skip_damaged:
+            k = int(hit[0])
+            raise MigrateError(f"{self.label}/{b.file} offset {int(pos[k]) - b.start}: {crc_note(b, int(rows[k]))}; "
+                               f"a message moved from it would look sound. Mend it first (a running member's scrub "
+                               f"takes a replica's copy; 'dledgerctl store verify' shows it), or give --skip-damaged "
+                               f"to leave such entries out (listed)")
+        s.damaged += [(int(idx[k]), int(pos[k]) + HEADER_SIZE) for k in hit.tolist()]
         big = np.flatnonzero(bsize[:keep] + END_FILE_MIN_BLANK_LENGTH > self.log.file_size)
         if len(big):
             k = int(big[0])
@@ -150,10 +167,17 @@ class Mover:
         s.left_out_bytes += int(bsize[keep:].sum())
         if not keep:
             return
-        at, bsize, old = at[:keep], bsize[:keep], pos[:keep] + HEADER_SIZE
+        take = np.flatnonzero(~damaged[:keep])  # (the damaged ones left out: listed above)
+        if len(hit):
+            slow = {j: slow[k] for j, k in enumerate(take.tolist()) if k in slow}
+        keep = len(take)
+        if not keep:
+            return
+        at, bsize, old = at[take], bsize[take], pos[take] + HEADER_SIZE
+        store_ts = cols.store_ts[take]
         new = self.log.append_many(b.buf, at, bsize)
         if self.ids.out is not None:
-            self.ids.add(b.buf, at, bsize, cols.sys_flag[:keep], cols.phy[:keep], new, slow)
+            self.ids.add(b.buf, at, bsize, cols.sys_flag[take], cols.phy[take], new, slow)
         n = int(np.searchsorted(old, self.furthest, "right"))  # (indexed here: up to the furthest unit)
         if n:
             t0 = time.perf_counter()
@@ -164,7 +188,7 @@ class Mover:
         if n < keep and self.skipped_first is None:
             self.skipped_first = int(new[n])
         self._spill.add(old, new)
-        self.last_ts = int(cols.store_ts[keep - 1])
+        self.last_ts = int(store_ts[keep - 1])
         s.messages += keep
         s.bytes += int(bsize.sum())
 

@@ -64,7 +64,7 @@ from .scan import batches
 from .stream import Log, _overlaps
 
 FLUSH_UNITS = 1 << 20  # units buffered over all queues before they are written out
-_REFUSED = ("damage", "not-a-message", "queue-id", "phy-offset")  # what the dispatch cannot read as it stands
+_REFUSED = ("damage", "entry-crc", "not-a-message", "queue-id", "phy-offset")  # what a rebuild cannot take as it stands
 
 
 class RebuildError(StoreUsageError):

@@ -98,10 +98,14 @@ def _found(old: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return k, old[k] == offsets
 
 
-def write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src_first: int, summary) -> None:
+def write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src_first: int, summary,
+                 skipped: np.ndarray | None = None) -> None:
     """Every queue of SRC rewritten under ``tmp`` (migrate.Summary ``summary`` counts them).
     ``old``/``new``: each moved message's commit-log offset in SRC and in DEST (increasing);
-    ``src_first``: the offset of SRC's first message (moved or not)."""
+    ``src_first``: the offset of SRC's first message (moved or not). ``skipped``: the SRC
+    offsets (increasing) of damaged messages left out (``--skip-damaged``): their units keep
+    their queue offsets as LOW_BLANK units, which a pull rolls past (the new log then starts
+    one file in: migrate.py), so consumers' offsets stay valid."""
     queues = find_queues(src_root)
     fsize = file_size_of(queues)
     in_queue = 0
@@ -119,6 +123,8 @@ def write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src_
                 if len(after):
                     lead = at + int(after[0])
             found = _found(old, units["offset"])[1]
+            if skipped is not None:
+                found |= _found(skipped, units["offset"])[1]
             hits = np.flatnonzero(found)
             if len(hits):
                 stop = at + int(hits[-1]) + 1
@@ -145,7 +151,10 @@ def write_queues(src_root: str, tmp: str, old: np.ndarray, new: np.ndarray, src_
             lo, hi = max(lead, at), min(stop, at + len(units))
             if lo < hi:
                 kept = units[lo - at:hi - at].astype(UNIT)
-                kept["offset"] = new[_found(old, units["offset"][lo - at:hi - at])[0]]
+                at_new, moved = _found(old, units["offset"][lo - at:hi - at])
+                kept["offset"] = new[at_new] if len(new) else 0
+                if not moved.all():  # (a damaged message left out: skipped)
+                    kept["offset"][~moved], kept["size"][~moved], kept["tags"][~moved] = *LOW_BLANK, 0
                 out.write(kept)
                 last = kept[-1]
             if at + len(units) >= stop:

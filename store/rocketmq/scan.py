@@ -19,6 +19,7 @@ from ..format import HEADER_SIZE, MAGIC_CONFIG, MAGIC_NOOP, MAGIC_NORMAL
 from ..reading import Selection, open_lists, start_file
 from ..scan import FileScan, Run
 from . import commitlog, divided
+from .columns import body_crcs
 from .entries import Batch, Item
 from .lookup import IndexFile, NotFound, open_index, queue_unit
 from .message import (MAX_MESSAGE_SIZE, MESSAGE_MAGIC_CODE, Message, NotAMessage, body_crc, body_of, compression_of,
@@ -74,7 +75,8 @@ def _dledger_log(node_dir: str, sel: Selection, data_file_size: int | None,
             for got in scan.walk(index):
                 if type(got) is not Run:
                     if got.kind == "entry":
-                        singles.append((got.magic, got.size, got.index, got.term, got.offset, got.body_size))
+                        singles.append((got.magic, got.size, got.index, got.term, got.offset, got.body_size,
+                                        got.body_crc, got.chain_crc))
                     if len(singles) < 4096:
                         continue
                 pending = [_batch(fname, f.start, buf, np.array(singles, _SINGLE))] if singles else []
@@ -177,13 +179,14 @@ def _old_log(log_dir: str, sel: Selection, split: int | None):
 
 
 _SINGLE = np.dtype([("magic", np.int64), ("size", np.int64), ("index", np.int64), ("term", np.int64),
-                    ("pos", np.int64), ("bsize", np.int64)])
+                    ("pos", np.int64), ("bsize", np.int64), ("bcrc", np.int64), ("chain", np.int64)])
 
 
 def _batch(fname: str, fstart: int, buf, h) -> Batch:
     return Batch(fname, fstart, buf, np.asarray(h["magic"], np.int64), np.asarray(h["size"], np.int64),
                  np.asarray(h["index"], np.int64), np.asarray(h["term"], np.int64), np.asarray(h["pos"], np.int64),
-                 np.asarray(h["bsize"], np.int64))
+                 np.asarray(h["bsize"], np.int64), bcrc=np.asarray(h["bcrc"], np.int64),
+                 chain=np.asarray(h["chain"], np.int64))
 
 
 def _select(b: Batch, sel: Selection) -> tuple[Batch, bool]:
@@ -203,8 +206,32 @@ def _select(b: Batch, sel: Selection) -> tuple[Batch, bool]:
 
 
 def _take(b: Batch, keep: np.ndarray) -> Batch:
-    return Batch(b.file, b.start, b.buf, b.magic[keep], b.size[keep], b.index[keep], b.term[keep], b.pos[keep],
-                 b.bsize[keep], shift=b.shift)
+    return b.take(keep)
+
+
+def crc_damaged(b: Batch, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per entry of ``b`` (those ``rows`` selects, when given), whether the DLedger entry holds
+    a bodyCrc (bodyCrc or chainCrc not 0: DLedger 0.2.7 and Java write both 0, none recorded)
+    that its body does not match: its bytes changed since it was written, what ``store
+    verify`` reports as bad-body-crc. A commit log's entries have none. Compiled (columns.body_crcs)."""
+    n = len(b) if rows is None else len(rows)
+    out = np.zeros(n, bool)
+    if b.bcrc is None or not n:
+        return out
+    bcrc, chain = (b.bcrc, b.chain) if rows is None else (b.bcrc[rows], b.chain[rows])
+    k = np.flatnonzero((bcrc != 0) | (chain != 0))
+    if len(k):
+        at = (b.pos if rows is None else b.pos[rows])[k] - b.start + HEADER_SIZE
+        got = body_crcs(b.buf, at, (b.bsize if rows is None else b.bsize[rows])[k])
+        out[k] = got.astype(np.int64) != bcrc[k]
+    return out
+
+
+def crc_note(b: Batch, k: int) -> str:
+    """What is wrong with entry ``k`` of ``b`` (one :func:`crc_damaged` marks)."""
+    got = int(body_crcs(b.buf, b.pos[k:k + 1] - b.start + HEADER_SIZE, b.bsize[k:k + 1])[0])
+    return (f"entry {int(b.index[k])}'s DLedger bodyCrc {int(b.bcrc[k])} does not match its body (crc32 {got}): "
+            f"its bytes changed since the entry was written (a message's properties are not under its BODYCRC)")
 
 
 def items(node_dir: str, sel: Selection | None = None, *, data_file_size: int | None = None,
@@ -219,9 +246,14 @@ def _items_of(bs: Iterator[Batch]) -> Iterator[Item]:
         if b.damage:
             yield Item("damage", -1, -1, b.at, 0, b.file, b.buf, None, b.damage)
             continue
-        for magic, size, idx, term, pos, bsize in zip(b.magic.tolist(), b.size.tolist(), b.index.tolist(),
-                                                      b.term.tolist(), b.pos.tolist(), b.bsize.tolist()):
-            yield entry_item(b.buf, b.file, b.start, magic, size, idx, term, pos, bsize)
+        bad = crc_damaged(b)
+        for k, (magic, size, idx, term, pos, bsize) in enumerate(zip(b.magic.tolist(), b.size.tolist(),
+                                                                     b.index.tolist(), b.term.tolist(),
+                                                                     b.pos.tolist(), b.bsize.tolist())):
+            it = entry_item(b.buf, b.file, b.start, magic, size, idx, term, pos, bsize)
+            if bad[k]:
+                it.crc_note = crc_note(b, k)
+            yield it
 
 
 def entry_item(buf, fname: str, fstart: int, magic: int, size: int, idx: int, term: int, pos: int, bsize: int) -> Item:
@@ -424,16 +456,19 @@ def _item_rows(its: Iterator[Item], flt: Filter, *, body, max_body: int) -> Iter
             if flt.any:
                 continue
             row = dict.fromkeys(MESSAGE_FIELDS)
-            row.update(kind=it.kind, index=None if it.index < 0 else it.index, pos=it.pos, note=it.note)
+            row.update(kind=it.kind, index=None if it.index < 0 else it.index, pos=it.pos,
+                       note="; ".join(filter(None, [it.note, it.crc_note])))
             if body is not None:
                 row["body"] = None
             yield row
             continue
         if not flt.wants(m):
             continue
-        yield {"kind": "message", "index": None if it.index < 0 else it.index, "pos": it.pos,
-               **message_fields(it.buf, m, body,
-                                                                                     max_body=max_body)}
+        row = {"kind": "message", "index": None if it.index < 0 else it.index, "pos": it.pos,
+               **message_fields(it.buf, m, body, max_body=max_body)}
+        if it.crc_note:
+            row["note"] = "; ".join(filter(None, [row["note"], it.crc_note]))
+        yield row
 
 
 def message_fields(buf, m: Message, body=None, *, max_body: int = MAX_MESSAGE_SIZE) -> dict:

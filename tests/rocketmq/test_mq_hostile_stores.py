@@ -40,11 +40,11 @@ def test_a_negative_queue_id_is_a_row_of_topics_and_a_finding_of_check(tmp_path)
     found = jsonl(r)
     assert [(f["finding"], f["file"], f["offset"], f["index"]) for f in found if f["finding"] == "queue-id"] == \
         [("queue-id", "data/" + "0" * 20, w["pos"], w["index"])], found
-    assert "QUEUEID -2147483648" in found[0]["detail"]
+    assert "QUEUEID -2147483648" in next(f for f in found if f["finding"] == "queue-id")["detail"]
     # the unit that pointed at it (queue 0, offset 1) now points at a message of another
-    # queue, and queue 0's messages go from offset 0 to 2
+    # queue, and queue 0's messages go from offset 0 to 2; the entry's own bodyCrc fails
     assert {(f["finding"], f["queue_id"], f["queue_offset"]) for f in found} == \
-        {("queue-id", -(1 << 31), 1), ("cq-mismatch", 0, 1), ("queue-offset", 0, 2)}, found
+        {("entry-crc", None, None), ("queue-id", -(1 << 31), 1), ("cq-mismatch", 0, 1), ("queue-offset", 0, 2)}, found
 
 
 def test_a_fifo_where_a_queue_file_should_be_is_a_finding_not_a_hang(tmp_path):
