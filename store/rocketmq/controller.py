@@ -16,7 +16,10 @@ rocketmq/controller/impl/:
   ``ReplicasInfoManager.applyEvent`` (a NullPointerException there); JSON fastjson does not
   read as the event throws. Either way the entry's apply fails;
 - ``ReplicasInfoManager``'s tables are ConcurrentHashMaps: an event without ``brokerName``
-  fails its apply (a NullPointerException looking up a null key), whatever its type;
+  fails its apply (a NullPointerException looking up a null key), whatever its type; an
+  AlterSyncStateSetEvent without ``newSyncStateSet`` does not deserialize (its constructor
+  copies the set); other missing fields default as in Java (tests/java/
+  test_controller_hostile_java.py runs each against RocketMQ's code);
 - DLedger 0.3.1.2's ``StateMachineCaller.doCommitted`` moves ``lastAppliedIndex`` only
   when ``onApply`` returns: an entry whose apply throws is tried again at every commit and
   nothing past it is ever applied. :func:`replay` stops there as the controller does; the
@@ -161,6 +164,9 @@ def decode_event(body: bytes | memoryview) -> Decoded:
         if not isinstance(doc, dict):
             raise JsonError(f"a JSON {type(doc).__name__.replace('dict', 'object')}, not an object")
         event = msgspec.convert(doc, known[2])
+        if isinstance(event, AlterSyncStateSet) and event.new_sync_state_set is None:
+            # (its constructor copies the set: fastjson's deserialization throws, whatever the broker set)
+            raise JsonError("no newSyncStateSet, which AlterSyncStateSetEvent's constructor copies")
     except (JsonError, msgspec.ValidationError) as exc:
         return Decoded(tid, NOT_AN_EVENT, note=f"type {tid} ({known[1]}) with a body that is no such event: {exc}")
     return Decoded(tid, known[1], event)
@@ -387,15 +393,14 @@ class ControllerState:
         if e is None:
             if d.type == PROPOSAL or d.type in OTHER_ENTRY.values():
                 return Applied()
-            return _fails("RocketMQ's apply fails on this entry (applyEvent of null)"
-                          + (f": {d.note}" if d.note else ""))
+            how = "EventSerializer cannot read it" if d.type_id in EVENT_TYPES and d.type_id != 4 else \
+                "applyEvent of null"
+            return _fails(f"RocketMQ's apply fails on this entry ({how})" + (f": {d.note}" if d.note else ""))
         name = e.broker_name
         if name is None:  # (every handler looks the set up in a ConcurrentHashMap: a null key throws)
             return _fails(f"{d.type} without brokerName: {NPE}")
         if isinstance(e, AlterSyncStateSet):  # handleAlterSyncStateSet
-            if self._contains(name):
-                if e.new_sync_state_set is None:  # (new HashSet<>(null))
-                    return _fails(f"no newSyncStateSet: {NPE}")
+            if self._contains(name):  # (decode_event: an event without newSyncStateSet is none)
                 self.sync[name].update_sync_state_set(e.new_sync_state_set)
                 return Applied()
             return Applied(f"broker set {name} is not registered: ignored")

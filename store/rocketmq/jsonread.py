@@ -9,12 +9,14 @@ MemoryError or a bare ValueError, whatever the bytes. Bounds:
 
 - size: a file is read through store.regular.read_regular (a regular file only, at most
   ``limit`` bytes); an event body is bounded by its entry;
-- depth: at most MAX_DEPTH nested objects and arrays. fastjson 1.2.83 (what RocketMQ 5.3.3
-  uses) refuses arrays nested deeper (``DefaultJSONParser``: "array level > 512") and runs
-  out of stack on objects some thousands deep (an ElectMasterEvent with a field nested
-  5,000 deep does not deserialize; checked with RocketMQ's own EventSerializer in
-  tests/java/test_controller_hostile_java.py). Deeper JSON is refused here before parsing;
-  objects nested 513 to a few thousand deep, which fastjson still reads, are refused too
+- depth: at most MAX_DEPTH nested objects and arrays, the outermost counted. fastjson
+  1.2.83 (what RocketMQ 5.3.3 uses) refuses arrays nested deeper (``DefaultJSONParser``:
+  "array level > 512", counted from inside the event's object: an event whose field holds
+  513 nested arrays, depth 514, deserializes, 514 do not) and runs out of stack on objects
+  some thousands deep (an ElectMasterEvent with a field nested 5,000 deep does not
+  deserialize); both checked with RocketMQ's own EventSerializer in
+  tests/java/test_controller_hostile_java.py. Deeper JSON is refused here before parsing;
+  objects nested 515 to a few thousand deep, which fastjson still reads, are refused too
   (RocketMQ writes nothing nested more than three deep);
 - integer digits: an integer of more than MAX_INT_DIGITS digits is read as a
   :class:`HugeInteger` (fastjson reads it as a BigInteger, and fails where a field takes a
@@ -34,7 +36,7 @@ import numpy as np
 
 from ..regular import UnreadableFile, read_regular
 
-MAX_DEPTH = 512  # fastjson DefaultJSONParser.parseArray: "array level > 512"
+MAX_DEPTH = 514  # fastjson DefaultJSONParser.parseArray: "array level > 512" (+ the event's object, + 1)
 MAX_INT_DIGITS = 40  # (a Java long has 19; beyond this an integer stays text)
 CONFIG_FILE_LIMIT = 256 << 20  # bytes: a config file larger than this is refused (a broker's are a few MB)
 

@@ -159,7 +159,7 @@ def test_mutated_config_files_give_objects_or_json_error(doc, data):
         elif how == "insert":
             raw[at:at] = data.draw(st.binary(max_size=8))
         elif how == "nest":
-            n = data.draw(st.sampled_from([511, 512, 513, 5000, 100_000]))
+            n = data.draw(st.sampled_from([513, 514, 515, 5000, 100_000]))
             raw[at:at] = b"[" * n + b"]" * n
         else:
             raw[at:at] = b"9" * data.draw(st.sampled_from([19, 41, 5000]))
@@ -170,10 +170,10 @@ def test_mutated_config_files_give_objects_or_json_error(doc, data):
 
 
 def test_bounds_at_the_edges():
-    ok = b"[" * 512 + b"]" * 512
-    assert jsonread.depth(ok) == 512 and jsonread.loads(ok) is not None
-    with pytest.raises(jsonread.JsonError, match="nested 513 deep"):
-        jsonread.loads(b"[" * 513 + b"]" * 513)
+    ok = b"[" * 514 + b"]" * 514
+    assert jsonread.depth(ok) == 514 and jsonread.loads(ok) is not None
+    with pytest.raises(jsonread.JsonError, match="nested 515 deep"):
+        jsonread.loads(b"[" * 515 + b"]" * 515)
     assert jsonread.loads(b'"[[[[' + b"[" * 1000 + b'"') == "[[[[" + "[" * 1000  # (brackets in strings)
     assert isinstance(jsonread.loads(b"9" * 41), jsonread.HugeInteger)
     assert jsonread.loads(b"9" * 40) == int("9" * 40)

@@ -20,7 +20,9 @@ import org.apache.rocketmq.remoting.protocol.header.controller.register.Register
  * "register CLUSTER BROKER ADDRESS" does what a broker in controller mode does to join
  * (getNextBrokerId, applyBrokerId, registerBroker, electMaster) and prints one JSON line
  * (the broker id and the elected master's id, address and epoch, or the failing step's
- * code and remark); "quit" shuts the controller down. A register on a member that is not
+ * code and remark, or {"error": the exception's class} when a step threw or did not answer
+ * within 10 s); "nextid CLUSTER BROKER" prints what getNextBrokerId answers (a read of the
+ * controller's applied state: {"nextBrokerId": N}); "quit" shuts the controller down. A register on a member that is not
  * the leader gets the controller's own refusal (CONTROLLER_NOT_LEADER). Used by
  * tests/java/test_controller_group_java.py.
  */
@@ -45,7 +47,17 @@ public class ControllerGroupMember {
                     break;
                 }
                 if (w[0].equals("register") && w.length == 4) {
-                    System.out.println(register(controller, w[1], w[2], w[3]));
+                    String out;
+                    try {
+                        out = register(controller, w[1], w[2], w[3]);
+                    } catch (Exception e) {  // (a step whose event is never applied times out or is cancelled)
+                        out = "{\"error\":\"" + e.getClass().getSimpleName() + "\"}";
+                    }
+                    System.out.println(out);
+                } else if (w[0].equals("nextid") && w.length == 3) {
+                    RemotingCommand r = call(controller.getNextBrokerId(new GetNextBrokerIdRequestHeader(w[1], w[2])));
+                    System.out.println(r.getCode() != 0 ? failed("getNextBrokerId", r) : "{\"nextBrokerId\":"
+                        + ((GetNextBrokerIdResponseHeader) r.readCustomHeader()).getNextBrokerId() + "}");
                 } else if (!w[0].isEmpty()) {
                     System.out.println("{\"error\":\"unknown command\"}");
                 }

@@ -9,7 +9,10 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Base64;
+import java.util.Comparator;
+import java.util.List;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
@@ -164,7 +167,10 @@ public class ControllerLogWriter {
                 row.put("clusterName", s.getClusterName());
                 row.put("masterBrokerId", s.getMasterBrokerId());
                 row.put("masterEpoch", s.getMasterEpoch());
-                row.put("syncStateSet", new TreeSet<>(s.getSyncStateSet()));
+                // (sorted, a null id last: an event may put one in, and Java's HashSet keeps it)
+                List<Long> ids = new ArrayList<>(s.getSyncStateSet());
+                ids.sort(Comparator.nullsLast(Comparator.naturalOrder()));
+                row.put("syncStateSet", ids);
                 row.put("syncStateSetEpoch", s.getSyncStateSetEpoch());
             }
             out.put(name, row);
