@@ -4,8 +4,10 @@ From SRC (a stopped broker's store root in DLedger mode: ``dledger-<id>/``, ``co
 ``config/``) to DEST, a new directory RocketMQ's ``DefaultMessageStore`` opens with
 ``enableDLegerCommitLog=false``:
 
-- ``commitlog/``: the messages of the DLedger log's committed entries (all entries with
-  ``include_uncommitted``), in log order, back to back (commitlog.py: files, blanks); each
+- ``commitlog/``: the messages of the DLedger log's committed entries (commitment.py: up to
+  the checkpoint's committed index, or further to what a consume queue or the key index
+  points at; all entries with ``include_uncommitted``), in log order, back to back
+  (commitlog.py: files, blanks); each
   message's bytes as they were except PHYSICALOFFSET, now its position in the new log;
 - ``consumequeue/<topic>/<queueId>/``: each source queue's units at the SAME queue offsets
   (consumer offsets stay valid), with their size and tag code, pointing at the messages'
@@ -59,7 +61,10 @@ to DEST only when complete, so an interrupted run leaves no DEST that looks like
 (a failed one removes its temporary directory; the next run for the same DEST removes
 one a killed run left, whose process is gone). A source that is damaged or inconsistent
 (an entry that is not a message, a unit that points where no message starts) stops the
-move with :class:`MigrateError` saying where; ``mq check`` tells more.
+move with :class:`MigrateError` saying where; ``mq check`` tells more. So does an entry
+whose own DLedger bodyCrc fails (changed since it was written: moved, it would become a
+sound-looking message), unless ``skip_damaged`` leaves it out (moving.py). A SRC without
+``consumequeue/`` is refused before anything else is read of it (:func:`check_source`).
 """
 
 from __future__ import annotations
