@@ -11,7 +11,7 @@ import typer
 from store.rocketmq.divided import log_bytes
 from store.rocketmq.index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM
 from store.rocketmq.layout import resolve_broker
-from store.rocketmq.rebuild import rebuild, store_root
+from store.rocketmq.rebuild import RebuildInterrupted, rebuild, store_root
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, parse_size, plural, progress_bar
 from .mq_move_cmd import MAX_FILE_SIZE, MaxHashSlotOpt, MaxIndexNumOpt, check_index_shape, index_shape_for
@@ -87,11 +87,15 @@ def rebuild_cmd(
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
         shape = index_shape_for(store_root(broker), max_hash_slot_num, max_index_num)
-        with progress_bar("reading the log", _log_bytes(broker)) as advance:
-            summary = rebuild(broker, include_uncommitted=include_uncommitted, queue_file_size=queue_file_size,
-                              delay_levels_ms=levels, max_hash_slot_num=shape.slots,
-                              max_index_num=shape.index_num, data_file_size=data_file_size,
-                              index_file_size=index_file_size, progress=advance, broker_conf=broker_conf)
+        try:
+            with progress_bar("reading the log", _log_bytes(broker)) as advance:
+                summary = rebuild(broker, include_uncommitted=include_uncommitted, queue_file_size=queue_file_size,
+                                  delay_levels_ms=levels, max_hash_slot_num=shape.slots,
+                                  max_index_num=shape.index_num, data_file_size=data_file_size,
+                                  index_file_size=index_file_size, progress=advance, broker_conf=broker_conf)
+        except RebuildInterrupted as exc:  # (what it left: nothing changed, or the renames finished)
+            typer.echo(str(exc), err=True)
+            raise typer.Exit(128 + exc.signum) from None
     render([summary.row()], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     aside = f"; the old files are {', '.join(summary.kept_aside)}" if summary.kept_aside else ""
     typer.echo(f"{summary.root}: {plural(summary.units, 'unit')} in {plural(summary.queues, 'consume queue')}, "

@@ -25,7 +25,10 @@ follower's entries may be cut), unless ``include_uncommitted``.
 Rules kept here: nothing in the store changes until everything is written. The new files
 are written under ``<root>/.rebuild-<pid>/`` (one a killed run left, whose process is gone,
 is removed first); then the old ``consumequeue/``, ``index/`` and ``checkpoint`` are renamed
-aside to ``<name>.old-<UTC time>`` (never deleted) and the new ones renamed in. A log the
+aside to ``<name>.old-<UTC time>`` (never deleted) and the new ones renamed in, with Ctrl-C
+and SIGTERM held over the renames (interrupts.py: they finish, or a failed one is put back,
+whole; :class:`RebuildInterrupted` then says which). A full disk is an error naming the file
+and the bytes (store/writing.py), and what was written is removed. A log the
 dispatch could not read as it stands (a damaged entry, an entry that is not a message, a
 negative QUEUEID, a wrong PHYSICALOFFSET, a queue offset seen twice or skipped) stops the
 rebuild with :class:`RebuildError` naming the place, before anything is renamed; ``mq
@@ -40,6 +43,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import signal
 import struct
 import time
 from collections import Counter
@@ -50,6 +54,7 @@ import numpy as np
 from ..errors import StoreUsageError
 from ..writing import write_all
 from ..format import FILE_NAME_DIGITS, HEADER_SIZE, MAGIC_NORMAL
+from ..interrupts import HeldSignals
 from ..reading import Selection
 from .brokerconf import BROKER_PROPERTIES, CONFIG_DIR, KEY_CQ_FILE_SIZE, default_conf, queue_file_size
 from .commitlog import COMMIT_LOG_DIR
@@ -70,6 +75,15 @@ _REFUSED = ("damage", "entry-crc", "not-a-message", "queue-id", "phy-offset")  #
 class RebuildError(StoreUsageError):
     """The queues cannot be rebuilt from the log as it stands (the text says why); the store
     was not changed."""
+
+
+class RebuildInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM: ``signum``) stopped the rebuild; the text says what it left: nothing
+    changed (before the final renames), or the renames finished (they are held to their end)."""
+
+    def __init__(self, text: str, signum: int = signal.SIGINT) -> None:
+        super().__init__(text)
+        self.signum = signum
 
 
 @dataclass
@@ -124,9 +138,15 @@ def rebuild(broker: BrokerStore, *, include_uncommitted: bool = False, queue_fil
     if rocksdb_queues(root):
         raise RebuildError(f"{rocksdb_queues(root)}: {CONSUME_QUEUE_DIR}/ is a RocksDB database (RocketMQ 5's "
                            f"storeType defaultRocksDB), which this rebuild does not write; nothing changed")
-    with _Lock(root):
-        return _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num,
-                        max_index_num, data_file_size, index_file_size, progress, broker_conf)
+    try:
+        with _Lock(root):
+            return _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num,
+                            max_index_num, data_file_size, index_file_size, progress, broker_conf)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, RebuildInterrupted):
+            raise
+        raise RebuildInterrupted(f"{root}: interrupted before the rebuilt files were renamed in: the store is as it "
+                                 f"was (what was written under .rebuild-{os.getpid()} was removed)") from None
 
 
 def _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms, max_hash_slot_num, max_index_num,
@@ -154,6 +174,7 @@ def _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms
     if os.path.lexists(tmp):
         shutil.rmtree(tmp)
     os.makedirs(tmp)
+    held = HeldSignals()
     try:
         last_ts = _write_queues(broker, tmp, fsize, summary, None if include_uncommitted else committed,
                                 delay_levels_ms, data_file_size, index_file_size, progress)
@@ -162,10 +183,19 @@ def _rebuild(broker, root, include_uncommitted, queue_file_size, delay_levels_ms
         _write_checkpoint(root, tmp, last_ts, index_ts)
         _notes(old_queues, summary, tmp, root)
         _sync_dirs(tmp)
+        held.start()  # (from here a Ctrl-C waits for the renames: they finish, or are put back, whole)
     except BaseException:
+        held.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _swap(root, tmp, summary)
+    try:
+        _swap(root, tmp, summary)
+    finally:
+        held.stop()
+    if held.caught:
+        aside = f" (the old files are {', '.join(summary.kept_aside)})" if summary.kept_aside else ""
+        raise RebuildInterrupted(f"{root}: interrupted during the final renames, which were finished first: the "
+                                 f"rebuild is complete{aside}", held.caught[0])
     return summary
 
 

@@ -174,3 +174,61 @@ def test_a_broker_conf_that_cannot_be_used_is_one_error_and_nothing_changes(stor
     assert r.stderr.startswith("Error: ") and len(r.stderr.splitlines()) == 1, r.stderr
     assert str(conf) in r.stderr
     assert file_crcs(root) == before and not [n for n in os.listdir(root) if n.startswith(".rebuild-")]
+
+
+# --- Ctrl-C ------------------------------------------------------------------------------------------
+
+INTERRUPTING = """
+import os, signal, sys
+where, root = sys.argv[1], sys.argv[2]
+sys.argv = ["dledgerctl", "mq", "rebuild", root, *sys.argv[3:]]
+import store.rocketmq.rebuild as rebuild
+
+def interrupt():
+    os.kill(os.getpid(), signal.SIGINT)  # (a real SIGINT, as a terminal's Ctrl-C sends it)
+
+if where == "renames":  # at the first of the final renames (the old consumequeue/ set aside)
+    real = os.rename
+    def rename(a, b):
+        if os.path.basename(a) == "consumequeue" and ".old-" in b:
+            interrupt()
+        return real(a, b)
+    os.rename = rename
+else:  # while the index is written
+    real_index = rebuild._write_index
+    def write_index(*a, **kw):
+        interrupt()
+        return real_index(*a, **kw)
+    rebuild._write_index = write_index
+from dledgerctl.__main__ import main
+main()
+"""
+
+
+def interrupted(root, where: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", INTERRUPTING, where, str(root), *SHAPE], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_ctrl_c_at_the_final_renames_lets_them_finish_and_says_so(store):
+    root, want = store
+    os.truncate(root / "consumequeue" / "T1" / "1" / "00000000000000000000", 33)  # (something to rebuild)
+    r = interrupted(root, "renames")
+    assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.splitlines()[-1].startswith(f"{root}: interrupted during the final renames, which were "
+                                                f"finished first: the rebuild is complete (the old files are "
+                                                f"consumequeue.old-"), r.stderr
+    assert queues_of(root) == want  # the new queues are in, with their checkpoint and index
+    names = os.listdir(root)
+    assert not [n for n in names if n.startswith(".rebuild-")], names
+    assert {n.split(".old-")[0] for n in names if ".old-" in n} == {"consumequeue", "index"}
+    assert "checkpoint" in names and runner.invoke(app, ["mq", "check", str(root)]).exit_code == 0
+
+
+def test_ctrl_c_before_the_renames_leaves_the_store_as_it_was_and_says_so(store):
+    root, _want = store
+    before = file_crcs(root)
+    r = interrupted(root, "index")
+    assert r.returncode == 130 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "interrupted before the rebuilt files were renamed in: the store is as it was" in r.stderr
+    assert file_crcs(root) == before and not [n for n in os.listdir(root) if n.startswith(".rebuild-")]
