@@ -135,8 +135,10 @@ def state_cmd(
     snapshot): per broker set, the master broker id and address, masterEpoch, syncStateSet and its epoch, and every
     broker id with its address and register check code (table: id=address/code).
 
-    An entry RocketMQ could not apply, and a log that does not start at index 0 (its head files were deleted: this
-    state is then not the controller's), are said on stderr."""
+    The replay stops at the first entry RocketMQ's apply fails on, as the controller does (DLedger applies nothing
+    past it): the state is the one before it, and one note says which entry and how many lie past it. Events
+    RocketMQ ignores, and a log that does not start at index 0 (its head files were deleted: this state is then not
+    the controller's), are said on stderr. A log that is no controller's is refused (exit 1)."""
     if history and broker is None:
         raise typer.BadParameter("it shows one broker set's timeline: give --broker NAME too", param_hint="--history")
     sizes = _sizes(data_file_size, index_file_size)
@@ -194,8 +196,8 @@ def check_cmd(
     """Check each broker's epochFileCheckpoint (the master epochs whose data it holds) against the master epochs
     the controller's log gave that broker set: an epoch the controller never reached (its state was lost or
     replaced), one in which it elected no master, epochs out of order, an unreadable file. A log that does not start
-    at index 0 (its head files were deleted) is a finding of its own. One row per finding; exit 1 when there is
-    any."""
+    at index 0 (its head files were deleted), and an entry the controller's apply stops at, are findings of their
+    own. One row per finding; exit 1 when there is any."""
     pairs = []
     for spec in broker_store:
         name, sep, root = spec.partition("=")
