@@ -39,6 +39,8 @@ Findings (``mq check``), one row each with the file and the byte offset in it:
 - ``cq-blanks-only``: a queue of fillPreBlank units only: RocketMQ would take
   Integer.MAX_VALUE as its maxPhysicOffset and resume dispatch there, past the log's end
   (stream.blanks_only).
+- ``index-loop``: a hash chain of the broker's ``index/`` files loops (lookup.index_findings:
+  a look-up by key stops where it comes back; RocketMQ's walks it up to its result bound).
 
 Units that point before the log's first message are not findings: the log's head files
 are deleted before the consume queues' (RocketMQ corrects a queue's minimum offset then).
@@ -60,6 +62,7 @@ from .commitment import broker_holds
 from .consumequeue import UNIT_NATIVE, Queue, file_size, find_queues, read_units
 from .layout import BrokerStore, batch_queue_keys
 from .logwalk import _finding, _key, place, walk
+from .lookup import index_findings
 from .stream import (
     ELSEWHERE,
     MISMATCH,
@@ -352,6 +355,10 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
         findings, summary = check_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size,
                                         progress=progress, in_use=in_use)
         findings = findings[:max_findings]
+    if broker.root is not None:  # (the broker's key index: hash chains that loop, lookup.index_findings)
+        loops = index_findings(broker.root)
+        summary["findings"] += len(loops)
+        findings += loops[:None if max_findings is None else max(0, max_findings - len(findings))]
     return findings, summary
 
 

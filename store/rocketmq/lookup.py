@@ -228,15 +228,15 @@ def index_findings(root: str) -> list[dict]:
         if f is None:
             continue
         try:
-            loops = chain_loops(f)
+            loops, capacity = chain_loops(f), f.capacity
         finally:
             f.data.close()
         if loops is None:
             continue
         shown = " -> ".join(map(str, loops.cycle[:6] + [loops.cycle[0]])) if len(loops.cycle) <= 6 else \
             " -> ".join(map(str, loops.cycle[:5])) + f" -> ... ({len(loops.cycle)} entries) -> {loops.cycle[0]}"
-        count = (f"; its header's index count {f.index_count} is past the {f.capacity - 1} entries the file holds"
-                 if f.index_count > f.capacity - 1 else "")
+        count = (f"; its header's index count {f.index_count} is past the {capacity - 1} entries the file holds"
+                 if f.index_count > capacity - 1 else "")
         more = f" (and {loops.slots - 1} more slots' chains)" if loops.slots > 1 else ""
         out.append({"finding": "index-loop", "file": f"{INDEX_DIR}/{name}",
                     "offset": INDEX_HEADER_SIZE + loops.first_slot * HASH_SLOT_SIZE, "index": None, "topic": None,
