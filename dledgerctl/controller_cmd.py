@@ -12,8 +12,9 @@ from store.filestore import FileStore
 from store.kinds import refuse_for_controller
 from store.layout import find_node_dirs, looks_like_node_dir, resolve_node_dir
 from store.metafiles import read_checkpoint
-from store.rocketmq.controller import (EVENT_COLUMNS, HISTORY_COLUMNS, STATE_COLUMNS, EventFilter, event_rows,
-                                       fields_text, parse_type, replay, require_controller_log)
+from store.rocketmq.controller import (EVENT_COLUMNS, EventFilter, event_rows, fields_text, parse_type,
+                                       require_controller_log)
+from store.rocketmq.controller_state import HISTORY_COLUMNS, STATE_COLUMNS, replay
 
 from store.rocketmq.controller_check import FINDING_COLUMNS, check
 

@@ -13,9 +13,10 @@ that broker set, and one in which it elected a master.
 
 Findings (rows): the controller log does not start at index 0 (its state cannot be rebuilt),
 an entry the controller's apply fails on (it stops there: the epochs past it were never
-reached), an epoch file that cannot be read (store.regular: a regular file only), epochs out of order, an epoch the controller never
-reached (its masterEpoch is lower: the controller's state was lost or replaced), an epoch in
-which the controller elected no master, a broker set the controller does not know.
+reached), an epoch file that cannot be read (store.regular: a regular file only), epochs out
+of order, an epoch the controller never reached (its masterEpoch is lower: the controller's
+state was lost or replaced), an epoch in which the controller elected no master, a broker set
+the controller does not know.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import zlib
 from typing import NamedTuple
 
 from ..regular import UnreadableFile, read_regular
-from .controller import ControllerState, ElectMaster, entries, require_controller_log
+from .controller import ElectMaster, entries, require_controller_log
+from .controller_state import ControllerState
 
 EPOCH_FILE = "epochFileCheckpoint"  # MessageStoreConfig.getStorePathEpochFile: storePathRootDir/epochFileCheckpoint
 BACKUP_SUFFIX = ".bak"  # CheckpointFile.getBackFilePath

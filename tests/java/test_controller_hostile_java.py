@@ -17,7 +17,8 @@ import json
 
 import pytest
 
-from store.rocketmq.controller import ControllerState, entries
+from store.rocketmq.controller import entries
+from store.rocketmq.controller_state import ControllerState
 from tests.java.test_controller_group_java import CLUSTER, GROUP, settled
 from tests.java.test_rocketmq_controller_java import ours
 from tests.support import javarocketmq5

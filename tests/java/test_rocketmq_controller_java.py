@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from dledgerctl.app import app
 from store.filestore import FileStore
 from store.format import HEADER_SIZE
-from store.rocketmq.controller import ControllerState, entries
+from store.rocketmq.controller import entries
+from store.rocketmq.controller_state import ControllerState
 from store.rocketmq.controller_check import read_epoch_file
 from tests.support import controller_encode, javarocketmq5
 from tests.support.commands import invoke_clean

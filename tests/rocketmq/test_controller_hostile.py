@@ -26,8 +26,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.rocketmq.controller import (EVENT_TYPES, NOT_AN_EVENT, ControllerState, decode_event,
-                                       looks_like_controller_log)
+from store.rocketmq.controller import EVENT_TYPES, NOT_AN_EVENT, decode_event, looks_like_controller_log
+from store.rocketmq.controller_state import ControllerState
 from tests.support.commands import cli
 from tests.support.commands import invoke_clean as run
 from tests.support.controller_encode import (ENUM, alter_sync_state_set, apply_broker_id, clean_broker_data,
