@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.errors import StoreError
+from store.errors import StoreCorruptError, StoreError
 from store.format import ENTRY_HEADER
 
 from .deepcompare import DeepCompare
@@ -118,6 +118,9 @@ class Dispatcher:
         self.outstanding: PushRequest | None = None  # a COMPARE/TRUNCATE awaiting its answer
         self.outstanding_at = 0
         self.retry_at = now  # nothing is sent before this (back-off after a failure)
+        # the first entry this dispatcher could not send because our copy is damaged (-1: none):
+        # the leader decides (Leader.damage_met: repaired by the scrub if committed, else cut)
+        self.damaged_at = -1
         self.last_send_at = -(1 << 62)
         self.last_ack_at: int | None = None
         self.lost_at: int | None = None  # when its connection or a request failed, since its last answer
@@ -172,9 +175,11 @@ class Dispatcher:
                 break
             try:
                 raw, count = store.read_entries(self.next_index, cfg.push_batch_entries, cfg.push_batch_bytes)
-            except StoreError as exc:  # (a damaged entry: never pushed; the scrub hands leadership over)
+            except StoreError as exc:  # (a damaged entry: never pushed; the leader decides, Leader.damage_met)
                 self.note = f"cannot push entry {self.next_index}: {exc}"
                 self.retry_at = now + 1000  # (not read again every tick)
+                if isinstance(exc, StoreCorruptError):
+                    self.damaged_at = self.next_index
                 break
             if self.java:
                 raw, count = readable_by_java(raw, count)
@@ -212,8 +217,10 @@ class Dispatcher:
             self.outstanding = None  # unanswered: ask again
         try:
             raw = self.store.get_raw(index, 1, 1) if index >= 0 else b""
-        except StoreError as exc:  # (a damaged entry: never sent; the scrub repairs it or hands leadership over)
+        except StoreError as exc:  # (a damaged entry: never sent; the leader decides, Leader.damage_met)
             self.note, self.retry_at = f"cannot send entry {index}: {exc}", now + 1000
+            if isinstance(exc, StoreCorruptError):
+                self.damaged_at = index
             return []
         if self.java and kind == PushType.TRUNCATE and raw and not readable_by_java(raw, 1)[1]:
             self.note = NOOP_NOTE.format(index=index, peer=self.peer)  # (a TRUNCATE would write it)

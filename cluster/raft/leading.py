@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
-from store.errors import StoreError, StoreIOError, is_disk_full
+from store.errors import StoreCorruptError, StoreError, StoreIOError, is_disk_full
 from store.format import MAGIC_NORMAL
 
 from .appendtimes import AppendTimes
@@ -128,12 +128,51 @@ class Leader:
             return
         core = self.core
         committed = core.store.committed_index
+        damaged = -1
         for p, d in self.dispatchers.items():
             for req in d.poll(now, committed):
                 core.send(p, req)
             if d.said:
                 for text in d.take_said():
                     core.note(text)
+            if d.damaged_at > committed:
+                damaged = d.damaged_at if damaged < 0 else min(damaged, d.damaged_at)
+            d.damaged_at = -1
+        if damaged >= 0:
+            self.damage_met(damaged, now)
+
+    def damage_met(self, index: int, now: int) -> None:
+        """A follower needs entry ``index``, which our copy of fails its checks, and it is not
+        committed. Nothing repairs it: the scrub mends committed entries only, and while we lead
+        no follower gets past it, so every append would wait for a quorum until it timed out.
+        It was never acknowledged to a client (nothing past the commit index is), so we cut it
+        and what follows it from our log and step down: a new term starts, and its leader
+        (which holds the entry, if a majority does: the vote rules see to that) goes on. We
+        must not go on leading in this term: a follower may hold a sound copy we do not know
+        of, which an entry we wrote again at ``index`` in the same term would contradict."""
+        core, s = self.core, self.core.store
+        if index <= s.committed_index or index > s.end_index:
+            return
+        try:
+            s.get(index, checked=True)
+            return  # (it reads sound now: repaired meanwhile)
+        except StoreCorruptError as exc:
+            why = str(exc)
+        except StoreError:
+            return  # (not damage: a read that failed; the dispatcher tries again)
+        end = s.end_index
+        try:
+            s.truncate(index, force=True)
+        except StoreError as exc:
+            core.note(f"entry {index} is damaged here and not committed, and cutting it failed: {exc}")
+            return
+        core.note(f"entry {index} is damaged here and not committed (commit index {s.committed_index}), so no "
+                  f"follower can be sent it: cut entries {index}..{end} (never acknowledged to a client) and "
+                  f"stepping down so that a new term goes on without them ({why})",
+                  event="truncation", from_index=index, to_index=end, leader=core.cfg.self_id,
+                  term=core.member.term, end_index=s.end_index)
+        core.become_follower(now, core.member.term, None)
+        core.reconfig.log_changed(())  # (a config entry cut away un-does its change)
 
     def ack_self(self) -> None:
         """The leader's own copy counts once it meets the flush policy: at once (async: the
