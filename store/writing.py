@@ -37,15 +37,18 @@ def free_bytes(path: str) -> int | None:
             return None
 
 
-def write_error(path: str, nbytes: int, exc: OSError) -> StoreIOError:
-    """The error for a write of ``nbytes`` to ``path`` that failed with ``exc``: one line
-    naming the file and the bytes, and on a full disk what its filesystem has free."""
+def write_error(path: str, nbytes: int | None, exc: OSError) -> StoreIOError:
+    """The error for a write of ``nbytes`` (None: not known, a buffer's flush) to ``path``
+    that failed with ``exc``: one line naming the file and the bytes, and on a full disk
+    what its filesystem has free."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         free = free_bytes(path)
         room = f", {free} free there" if free is not None else ""
         what = "disk full" if exc.errno == errno.ENOSPC else "disk quota exceeded"
-        return io_error(exc.errno, f"{path}: {what}: {nbytes} more bytes needed for this write{room}")
-    return io_error(exc.errno, f"{path}: write of {nbytes} bytes failed: {exc.strerror or exc}")
+        need = f"{nbytes} more bytes needed for this write" if nbytes is not None else "the write did not fit"
+        return io_error(exc.errno, f"{path}: {what}: {need}{room}")
+    size = f" of {nbytes} bytes" if nbytes is not None else ""
+    return io_error(exc.errno, f"{path}: write{size} failed: {exc.strerror or exc}")
 
 
 def io_error(code: int | None, text: str) -> StoreIOError:

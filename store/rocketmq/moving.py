@@ -39,7 +39,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import StoreUsageError
-from ..writing import write_all
+from ..writing import write_all, write_error
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from .commitment import Bound
 from .columns import OK, key_columns, message_columns
@@ -228,14 +228,27 @@ class IdMap:
                 uniq.append(m.uniq_key or "")
             else:
                 uniq.append(bytes(buf[ua:ua + ul]).decode("utf-8") if ua >= 0 else "")
-        self.out.writerows(zip(_ids(data, host_at, host_len, phy), _ids(data, host_at, host_len, new), uniq))
+        rows = list(zip(_ids(data, host_at, host_len, phy), _ids(data, host_at, host_len, new), uniq))
+        try:
+            self.out.writerows(rows)
+        except OSError as exc:  # (a buffer's flush on a full disk: said with the file and about what it needed)
+            raise write_error(self.path, sum(len(a) + len(b) + len(u) + 3 for a, b, u in rows), exc) from exc
 
     def __exit__(self, *exc) -> None:
         if self.fh is not None:
-            if exc[0] is None:
-                self.fh.flush()
-                os.fsync(self.fh.fileno())
-            self.fh.close()
+            try:
+                if exc[0] is None:
+                    try:
+                        self.fh.flush()
+                        os.fsync(self.fh.fileno())
+                    except OSError as err:
+                        raise write_error(self.path, None, err) from err
+            finally:
+                try:
+                    self.fh.close()
+                except OSError:
+                    if exc[0] is None:
+                        raise
 
 
 def _ids(data: np.ndarray, host_at: np.ndarray, host_len: np.ndarray, offsets: np.ndarray) -> list[str]:

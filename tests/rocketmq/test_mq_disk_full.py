@@ -80,3 +80,14 @@ def test_rebuild_in_place_on_a_full_disk_leaves_the_store_as_it_was(source, tmp_
         ok = run("mq", "rebuild", root, "--max-hash-slot-num", "1000", "--max-index-num", "8000")
         assert ok.returncode == 0, ok.stderr
         assert not [n for n in os.listdir(root) if n.startswith(".rebuild-")]
+
+
+def test_an_id_map_on_a_full_disk_is_named_and_nothing_is_left(source, tmp_path):
+    mnt = str(tmp_path / "mnt")
+    with small_tmpfs(mnt, "64k"):  # (the map of 3,000 messages takes about 190 KB)
+        empty = free_bytes(mnt)
+        r = run("mq", "migrate", str(source), str(tmp_path / "dest"), "--id-map", os.path.join(mnt, "ids.csv"))
+        line = one_error_line(r, mnt)
+        assert "ids.csv" in line, line
+        assert used_files(mnt) == [] and free_bytes(mnt) == empty
+    assert not (tmp_path / "dest").exists() and [n for n in os.listdir(tmp_path) if n != "mnt"] == []
