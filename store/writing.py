@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import shutil
 
 from .errors import StoreIOError
 
@@ -114,3 +115,43 @@ def _libc_fallocate():
 
 
 _fallocate = _libc_fallocate()
+
+
+def write_file(path: str, data) -> None:
+    """A new file ``path`` (it must not exist) holding ``data``, synced; :func:`write_error`
+    when it does not fit."""
+    with open(path, "xb", buffering=0) as fh:
+        write_all(fh, data, path)
+        try:
+            os.fsync(fh.fileno())
+        except OSError as exc:
+            raise write_error(path, None, exc) from exc
+
+
+def copy_file(src: str, dst: str) -> None:
+    """``shutil.copyfile``, whose failure to write names ``dst`` (:func:`write_error`)."""
+    try:
+        shutil.copyfile(src, dst)
+    except OSError as exc:
+        if exc.filename is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise write_error(dst, os.path.getsize(src), exc) from exc
+
+
+def copy_tree(src: str, dst: str) -> None:
+    """``shutil.copytree`` (symbolic links kept as links), whose failure is one error naming
+    the first file that could not be copied (shutil.Error lists every one)."""
+    try:
+        shutil.copytree(src, dst, symlinks=True)
+    except shutil.Error as exc:
+        failed = exc.args[0][0] if exc.args and exc.args[0] else (src, dst, "failed")
+        s, d, why = failed[0], failed[1], str(failed[2])
+        if "No space left" not in why:
+            raise io_error(None, f"{d}: copy of {s} failed: {why}") from None
+        try:
+            need = f"{os.path.getsize(s)} bytes needed to copy {s}"
+        except OSError:
+            need = f"copying {s}"
+        free = free_bytes(d)
+        raise io_error(errno.ENOSPC, f"{d}: disk full: {need}" + (f", {free} free there" if free is not None else "")) \
+            from None

@@ -79,6 +79,7 @@ import numpy as np
 
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
+from ..writing import copy_tree, write_file
 from .commitment import LOCK_FILE, Bound, broker_holds, commit_bound
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter
 from .consumequeue import CONSUME_QUEUE_DIR
@@ -352,10 +353,8 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         index_ts = _index_done(summary, index)
     else:  # (left-out messages, or fillPreBlank-only queues, moved the broker's dispatch point)
         index_ts = _write_index(tmp, summary, *index_shape)
-    with open(os.path.join(tmp, CHECKPOINT_FILE), "wb") as fh:
-        fh.write(CHECKPOINT_TIMES.pack(last_ts, last_ts, index_ts).ljust(CHECKPOINT_SIZE, b"\0"))
-        fh.flush()
-        os.fsync(fh.fileno())
+    write_file(os.path.join(tmp, CHECKPOINT_FILE), CHECKPOINT_TIMES.pack(last_ts, last_ts, index_ts).ljust(
+        CHECKPOINT_SIZE, b"\0"))
     rocksdb = rocksdb_queues(broker.root) is not None
     if rocksdb:
         summary.notes.append(f"SRC's {CONSUME_QUEUE_DIR}/ is a RocksDB database (RocketMQ 5's storeType "
@@ -363,12 +362,12 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
                              f"offsets the messages hold")
     config = os.path.join(broker.root, CONFIG_DIR)
     if os.path.isdir(config):
-        shutil.copytree(config, os.path.join(tmp, CONFIG_DIR), symlinks=True)
+        copy_tree(config, os.path.join(tmp, CONFIG_DIR))
     else:
         summary.notes.append("no config/ in SRC")
     compaction = os.path.join(broker.root, COMPACTION_DIR)
     if os.path.isdir(compaction):
-        shutil.copytree(compaction, os.path.join(tmp, COMPACTION_DIR), symlinks=True)
+        copy_tree(compaction, os.path.join(tmp, COMPACTION_DIR))
     if committed is not None:
         if committed.note():
             summary.notes.append(committed.note())

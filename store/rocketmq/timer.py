@@ -21,10 +21,11 @@ its meaning and is copied as it is.
 from __future__ import annotations
 
 import os
-import shutil
 import struct
 
 import numpy as np
+
+from ..writing import copy_file, write_file
 
 TIMER_LOG_DIR = "timerlog"  # TimerMessageStore.getTimerLogPath
 TIMER_WHEEL_FILE = "timerwheel"  # TimerMessageStore.getTimerWheelPath
@@ -47,7 +48,7 @@ def move_timer_log(src_root: str, dest_root: str, old: np.ndarray, new: np.ndarr
     (units rewritten, units pointing nowhere now). Nothing when SRC has neither."""
     wheel = os.path.join(src_root, TIMER_WHEEL_FILE)
     if os.path.isfile(wheel):
-        shutil.copyfile(wheel, os.path.join(dest_root, TIMER_WHEEL_FILE))
+        copy_file(wheel, os.path.join(dest_root, TIMER_WHEEL_FILE))
     src = os.path.join(src_root, TIMER_LOG_DIR)
     if not os.path.isdir(src):
         return 0, 0
@@ -65,10 +66,7 @@ def move_timer_log(src_root: str, dest_root: str, old: np.ndarray, new: np.ndarr
                 struct.pack_into(">q", data, p + OFFSET_PY_AT, int(new[j]) if hit else NO_MESSAGE)
             moved += int(found.sum())
             lost += int(len(found) - found.sum())
-        with open(os.path.join(dest_root, TIMER_LOG_DIR, name), "xb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        write_file(os.path.join(dest_root, TIMER_LOG_DIR, name), data)
     return moved, lost
 
 

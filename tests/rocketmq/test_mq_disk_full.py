@@ -91,3 +91,18 @@ def test_an_id_map_on_a_full_disk_is_named_and_nothing_is_left(source, tmp_path)
         assert "ids.csv" in line, line
         assert used_files(mnt) == [] and free_bytes(mnt) == empty
     assert not (tmp_path / "dest").exists() and [n for n in os.listdir(tmp_path) if n != "mnt"] == []
+
+
+def test_a_config_copy_that_does_not_fit_is_named(tmp_path):
+    src = tmp_path / "src"
+    write_broker_store(str(src), [{"topic": "T", "body": b"m%d" % i, "properties": {"KEYS": f"k{i}"}}
+                                  for i in range(50)], data_file_size=1 << 20)
+    os.makedirs(src / "config")
+    (src / "config" / "topics.json").write_bytes(b"{}" + b" " * (3 << 20))  # (more than the disk takes)
+    mnt = str(tmp_path / "mnt")
+    with small_tmpfs(mnt, "2m"):
+        r = run("mq", "migrate", str(src), os.path.join(mnt, "dest"), "--commitlog-file-size", "64KiB",
+                "--max-hash-slot-num", "100", "--max-index-num", "400")
+        line = one_error_line(r, mnt)
+        assert "/config/topics.json: disk full: 3145730 bytes needed to copy" in line, line
+        assert used_files(mnt) == []
