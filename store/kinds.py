@@ -142,15 +142,10 @@ CONTROLLER_TAKES = ("the controller commands read a RocketMQ 5 DLedger controlle
 
 
 def refuse_for_controller(path: str) -> None:
-    """NotAStoreError when ``path`` is plainly no controller's log: a broker's store root of
-    any kind, or a DLedger log whose first entries are RocketMQ messages (a broker's). A log
-    whose entries are neither is left to the controller's reader, which says what each is."""
+    """NotAStoreError when ``path`` is a broker's store root of any kind: no controller's log.
+    What a DLedger log holds is the controller's reader's to judge
+    (store/rocketmq/controller.py's looks_like_controller_log, which reads more entries)."""
     refuse(path, NOT_DLEDGER | {DLEDGER_BROKER}, CONTROLLER_TAKES)
-    if os.path.isdir(path):
-        for node in detect(path).nodes:
-            if log_content(node) == MESSAGES:
-                raise NotAStoreError(f"{node}: a DLedger log of RocketMQ messages (a broker's), not controller events; "
-                                     f"{CONTROLLER_TAKES}")
 
 
 def log_content(node_dir: str) -> str | None:
