@@ -39,9 +39,10 @@ from .scan import batches
 OFFSET_FILE = os.path.join("config", "consumerOffset.json")  # BrokerPathConfigHelper.getConsumerOffsetPath
 TOPIC_GROUP_SEPARATOR = "@"  # ConsumerOffsetManager.TOPIC_GROUP_SEPARATOR
 PAST_END = "past the end"
-# fastjson reads a queue id (an Integer key) from ASCII digits only; Python's int() would also
-# take " 0", "1_0" and "\u0661" (as 0, 10 and 1)
-_QUEUE_ID = re.compile(r"-?[0-9]{1,10}")
+# A queue id (an Integer key) as fastjson reads it, Integer.parseInt: a sign, then decimal digits
+# (Unicode's: "\u0661" is 1 to the broker too, run in tests/java/test_consumer_offsets_java.py);
+# Python's int() would also take " 0" and "1_0", which the broker refuses (it reads the .bak)
+_QUEUE_ID = re.compile(r"[+-]?\d{1,64}")
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1  # java.lang.Integer
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1  # java.lang.Long
 CHUNK = 1 << 14  # units of a queue read at a time (330 KB): a whole file is 6 MB by default
@@ -93,7 +94,12 @@ def read_offsets(root: str) -> tuple[dict[str, dict[int, int]], str, list[str]]:
 def _parse(path: str) -> dict[str, dict[int, int]] | None:
     """The offset table of one file; None when it is missing or empty. OffsetsError when
     ConfigManager.decode would not load it: no fastjson JSON (jsonread's bounds), no
-    offsetTable, a queue id that is no Integer or an offset that is no Long."""
+    offsetTable, a queue id that is no Integer or an offset that is no Long.
+
+    What a broker writes is read as it reads it (tests/java/test_consumer_offsets_java.py
+    runs RocketMQ's ConfigManager.load on the same files). Hand-made oddities fastjson
+    coerces are refused here instead: an offset written as a string or a fraction ("5",
+    5.7), a queue id "1.0", objects nested 515 to some thousands deep (jsonread's bound)."""
     try:
         doc = read_json_file(path)
     except JsonError as exc:
@@ -110,8 +116,8 @@ def _parse(path: str) -> dict[str, dict[int, int]] | None:
         row = {}
         for qid, off in queues.items():
             if not _QUEUE_ID.fullmatch(qid) or not INT_MIN <= int(qid) <= INT_MAX:
-                raise OffsetsError(f"{path}: {key}: queue id {qid[:40]!r} is not a number (an Integer: ASCII "
-                                   "digits)")
+                raise OffsetsError(f"{path}: {key}: queue id {qid[:40]!r} is not a number (an Integer: a sign "
+                                   "and digits, no spaces or underscores)")
             q = int(qid)
             if isinstance(off, bool) or not isinstance(off, int) or not LONG_MIN <= off <= LONG_MAX:
                 raise OffsetsError(f"{path}: {key} queue {q}: offset {_short(off)} is not a whole number (a Long)")
