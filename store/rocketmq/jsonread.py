@@ -53,12 +53,24 @@ class JsonError(ValueError):
     """Not fastjson's JSON, or JSON past a bound (the text says which)."""
 
 
-class HugeInteger(str):
-    """An integer of more than MAX_INT_DIGITS digits, kept as its digits: no field of an
-    event or a config file takes it (msgspec and isinstance(int) checks refuse it)."""
+class HugeInteger:
+    """An integer of more than MAX_INT_DIGITS digits, kept as its text: no field of an event
+    or a config file takes it (msgspec's conversion and isinstance checks refuse it, as a
+    number or as a string)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, HugeInteger) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
 
     def __repr__(self) -> str:
-        return f"<integer of {len(self)} digits>"
+        return f"<integer of {len(self.text.lstrip('-'))} digits>"
 
 
 def _int(text: str):
