@@ -126,13 +126,13 @@ class Columns:
 
 
 def collect(broker: BrokerStore, findings: list | None, *, data_file_size=None, index_file_size=None,
-            progress=None) -> Columns:
+            progress=None, notes: list | None = None) -> Columns:
     """Walk the log once: columns of every message, and (with ``findings``, a list) what
     ``mq check`` finds in the log itself. Messages are read by the columns' fast path
     (columns.py); the few it leaves (and those found wrong, for the details) by message.decode."""
     c = Columns()
     for _b, cols in walk(broker, findings, c, data_file_size=data_file_size, index_file_size=index_file_size,
-                         progress=progress):
+                         progress=progress, notes=notes):
         c.add(**cols)
     _overlapped(c, findings)
     if findings is not None:
@@ -400,11 +400,14 @@ def topic_rows(broker: BrokerStore, *, data_file_size=None, index_file_size=None
     """``mq topics``: per topic and queue, what the log holds and what the consume queue
     holds (stream.py: a batch at a time; :func:`topic_rows_whole` where data files overlap)."""
     step, rewind = _counted(progress)
+    said = len(notes) if notes is not None else 0
     try:
         return bounded_topics(broker, data_file_size=data_file_size, index_file_size=index_file_size,
                               progress=step, notes=notes)
     except Unbounded:
         rewind()
+        if notes is not None:
+            del notes[said:]  # (the whole-log path walks the log again, and says them again)
         return topic_rows_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size,
                                 progress=progress, notes=notes)
 
@@ -414,7 +417,8 @@ def topic_rows_whole(broker: BrokerStore, *, data_file_size=None, index_file_siz
     """``mq topics``: per topic and queue, what the log holds and what the consume queue
     holds; a consume-queue file that is not read, or not as it should be, is a line of
     ``notes`` (``mq check`` says more)."""
-    c = collect(broker, None, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
+    c = collect(broker, None, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress,
+                notes=notes)
     a = c.arrays()
     names = c.topic_names()
     rows: dict[tuple[str, int], dict] = {}

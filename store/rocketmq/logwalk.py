@@ -29,11 +29,13 @@ _DISPATCHED_NOT = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 
 def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_size=None, progress=None,
-         delay_levels_ms: list[int] | None = None):
+         delay_levels_ms: list[int] | None = None, notes: list | None = None):
     """The log's messages, ``BATCH`` at a time: (batch, columns of its messages), in log
     order, with (``findings`` a list) what ``mq check`` finds in the log itself. ``c`` (a
     :class:`Log`, or check.py's Columns) learns the topics, entries and extent.
-    ``delay_levels_ms``: the broker's delay levels (messageDelayLevel), when not the default."""
+    ``delay_levels_ms``: the broker's delay levels (messageDelayLevel), when not the default.
+    ``notes`` (a list; without ``findings``): a line for each entry whose own bodyCrc fails
+    (every reader says so; ``mq check`` reports them as ``entry-crc``)."""
     delay_table = np.array([0] + list(DELAY_LEVELS_MS if delay_levels_ms is None else delay_levels_ms), np.int64)
     schedule = np.zeros(0, bool)
     # (scan.batches reads a master-slave store's commitlog/ too, and an old one before a DLedger log)
@@ -53,8 +55,11 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
             if c.first_pos < 0:
                 c.first_pos = int(b.pos[0])
             c.end_pos = max(c.end_pos, int(b.pos[-1] + b.size[-1]))  # (files that overlap go back)
-            if findings is not None:
+            if findings is not None or notes is not None:
                 for k in np.flatnonzero(crc_damaged(b)).tolist():
+                    if findings is None:
+                        notes.append(f"{b.file} offset {int(b.pos[k]) - b.start}: {crc_note(b, k)}")
+                        continue
                     findings.append(_finding("entry-crc", b.file, int(b.pos[k]) - b.start + b.shift, int(b.index[k]),
                                              detail=crc_note(b, k)))
             normal = np.flatnonzero(b.magic == MAGIC_NORMAL)

@@ -137,7 +137,7 @@ def bounded_topics(broker, *, data_file_size=None, index_file_size=None, progres
     acc: dict[int, list] = {}  # queue key -> [messages, bytes, min/max queue offset, min/max store time, queue id]
     file_ends: dict[int, int] = {}
     for b, a in walk(broker, None, c, data_file_size=data_file_size, index_file_size=index_file_size,
-                     progress=progress):
+                     progress=progress, notes=notes):
         file_ends[b.start] = max(file_ends.get(b.start, -1), int((a["phy"] + a["size"]).max()))
         key = _key(a["topic"], a["queue_id"])
         order = np.argsort(key, kind="stable")

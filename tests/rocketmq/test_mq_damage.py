@@ -63,6 +63,8 @@ def test_check_reports_the_entry_whose_own_crc_fails(tmp_path):
     rows = json.loads(run("mq", "messages", root, "--format", "json").stdout)
     assert [r["index"] for r in rows if "bodyCrc" in r["note"]] == [written[HIT]["index"]]
     assert all(r["body_crc_ok"] for r in rows)  # (the message's own BODYCRC does not see it)
+    r = run("mq", "topics", root)
+    assert r.exit_code == 0 and f"entry {written[HIT]['index']}'s DLedger bodyCrc" in r.stderr, r.output
 
 
 def test_migrate_refuses_a_damaged_entry_or_leaves_it_out_when_asked(tmp_path):
