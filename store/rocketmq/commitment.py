@@ -72,8 +72,8 @@ class Bound:
             return ""
         was = "holds no committed index" if self.checkpoint is None else \
             f"says committed index {self.checkpoint}"
-        return (f"the checkpoint {was}, but {self.proof} points at entry {self.highest}'s message (commit-log offset "
-                f"{self.proven}): the broker dispatches only committed entries, so the entries up to "
+        return (f"the checkpoint {was}, but {self.proof} points at commit-log offset {self.proven}, at or past entry "
+                f"{self.highest}'s message: the broker dispatches only committed entries, so the entries up to "
                 f"{self.highest} are committed (a checkpoint lags after a crash)")
 
 

@@ -67,7 +67,7 @@ def test_the_bound_is_the_furthest_proof(tmp_path):
     assert b.certain([written[119]["index"]], [written[119]["pos"]]).tolist() == [True]
     assert b.certain([written[119]["index"] + 1], [written[119]["pos"] + 1]).tolist() == [False]
     assert b.highest == written[119]["index"]
-    assert f"points at entry {written[119]['index']}'s message" in b.note()
+    assert f"points at commit-log offset {b.proven}, at or past entry {written[119]['index']}'s message" in b.note()
     unpoint(root, written[100]["phy_offset"])
     b = commit_bound(str(root / "dledger-n0"), str(root))
     assert b.proven == written[99]["phy_offset"]
