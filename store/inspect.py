@@ -73,8 +73,8 @@ def config_note(body: bytes) -> str:
         parts = [f"{k} " + ", ".join(f"{p.split('-', 1)[0]} ({p.split('-', 1)[1]})" for p in o[k].split(";") if p)
                  for k in ("voters", "learners") if o.get(k)]
         return "config: " + "; ".join(parts)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
-        return f"config entry, not a member list: {exc}"
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        return f"config entry, not a member list: {type(exc).__name__ if isinstance(exc, RecursionError) else exc}"
 
 
 def _data_row(fname, fstart, kind, e, body_text, note, offset=None) -> dict:

@@ -40,7 +40,7 @@ RUN_SECONDS = 20
 # (each checks a leader comes back within a bound after a heal: timebound, tests/support/timebound.py)
 @pytest.mark.timebound
 @pytest.mark.parametrize("profile,seed", [("kills", 177), ("partitions", 85), ("mixed", 381), ("members", 110),
-                                          ("hostile", 287), ("bitrot", 122)])
+                                          ("hostile", 287), ("bitrot", 122), ("rot-tail", 7)])
 def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
     """Three nodes, four clients, ``RUN_SECONDS`` of faults from the seed; then heal, read
     everything back from every node and check (see faults.check). The mixed seed runs with
@@ -54,6 +54,10 @@ def test_seeded_run_keeps_every_acknowledged_append(tmp_path, profile, seed):
         assert sorted(os.listdir(os.path.join(result.workdir, "store"))) != ["dledger-n0", "dledger-n1", "dledger-n2"]
     if profile == "bitrot":  # bytes flipped in running members' committed entries, and repaired
         assert result.faults.get("bitrot", 0) - result.faults.get("bitrot skipped", 0) >= 2
+    if profile == "rot-tail":  # entries no one committed damaged on leaders and followers: no stall
+        assert result.faults.get("rot-tail", 0) - result.faults.get("rot-tail skipped", 0) >= 2
+        assert result.faults.get("rot-follower-tail", 0) >= 1
+        assert result.max_unavailable < 12, result.summary()
     if profile == "hostile":  # frames of tests/support/hostile.py went to every member, and were refused
         assert sum(v for k, v in result.faults.items() if k.startswith("hostile")) >= 3
     if profile == "mixed":

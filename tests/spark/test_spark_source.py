@@ -126,7 +126,7 @@ def test_reading_changes_nothing_on_a_damaged_store(spark, project):
     assert {f: os.stat(os.path.join(node, f)).st_mtime_ns for f in before} == stamps
     bad = [r for r in rows if r["kind"] == "entry" and r["status"] != "ok"]
     assert [(r["index"], r["status"], r["crc_ok"]) for r in bad] == [(k, "bad-body-crc", False)]
-    # entries after the damage are still read (unlike recovery, which would cut there)
+    # entries after the damage are still read (as recovery keeps them too, holding the damaged one)
     assert len([r for r in rows if r["kind"] == "entry"]) == len(raw)
     stops = [r for r in rows if r["kind"] == "stop"]
     assert len(stops) == len(store_files(node, "data"))

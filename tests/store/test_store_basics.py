@@ -300,3 +300,9 @@ def test_fuzz_random_byte_flips(tmp_path_factory, flips):
             assert s.end_index == kept - 1 and not s.recovery.changed
     except StoreError:
         pass  # a clean, typed refusal is acceptable; anything else fails the test
+
+
+def test_a_config_entry_nested_past_any_depth_is_a_note_not_a_traceback():
+    from store.inspect import config_note
+    assert config_note(b"[" * 200_000 + b"]" * 200_000) == "config entry, not a member list: RecursionError"
+    assert config_note(b'{"voters": "n0-127.0.0.1:1"}') == "config: voters n0 (127.0.0.1:1)"

@@ -428,6 +428,32 @@ def flip_committed(node_dir: str, index: int, rng: random.Random) -> str:
     return f"entry {index} {where} byte {at} of {os.path.basename(path)}"
 
 
+def flip_tail(node_dir: str, committed: int, rng: random.Random, body: bytes | None = None) -> str:
+    """Flip one body byte of the last entry in a running (or paused) member's files when it
+    lies past ``committed`` (and, given ``body``, holds it); what was done, for the log."""
+    try:
+        with FileStore.open(node_dir, read_only=True) as st:
+            end = st.end_index
+            if end <= committed or end < 0:
+                return f"nothing past the commit index {committed} to damage (log ends at {end})"
+            if body is not None and st.get(end).body != body:
+                return f"its last entry {end} is not the probe (the probe was not taken)"
+            pos, size = st.locate(end)
+            fstart = pos - pos % st.data_file_size
+    except StoreError as exc:
+        return f"log unreadable ({exc})"
+    if size <= HEADER_SIZE:
+        return f"entry {end} has no body to damage"
+    at = pos - fstart + rng.randrange(HEADER_SIZE, size)
+    path = os.path.join(node_dir, "data", f"{fstart:020d}")
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        b = fh.read(1)[0]
+        fh.seek(at)
+        fh.write(bytes([b ^ (1 << rng.randrange(8))]))
+    return f"entry {end} (past commit index {committed}) body byte {at} of {os.path.basename(path)}"
+
+
 @dataclass
 class Request:
     client: int
@@ -615,8 +641,11 @@ HOSTILE_FAULTS = {"hostile": 4, "hostile+kill-leader": 1, "hostile+partition": 1
 # bytes flipped in committed entries of one running member at a time (its scrub must find and
 # repair them from a replica), among kills, pauses and partitions
 BITROT_FAULTS = {"bitrot": 4, "kill-follower": 1, "pause-leader": 1, "partition-halves": 1, "isolate-leader": 1}
+# bytes flipped in entries nobody committed yet: the leader's tail while its followers are
+# paused, and a follower's last entry (issue 59), among kills and pauses
+ROTTAIL_FAULTS = {"rot-tail": 4, "rot-follower-tail": 2, "kill-follower": 1, "pause-leader": 1}
 PROFILES = {"kills": KILL_FAULTS, "partitions": PARTITION_FAULTS, "mixed": MIXED_FAULTS, "members": MEMBER_FAULTS,
-            "hostile": HOSTILE_FAULTS, "bitrot": BITROT_FAULTS}
+            "hostile": HOSTILE_FAULTS, "bitrot": BITROT_FAULTS, "rot-tail": ROTTAIL_FAULTS}
 SPARES = {"members": 40}  # ids a profile's runs may add
 
 
@@ -662,6 +691,8 @@ class Nemesis:
         self.unsynced: int | None = None  # a membership change's config entry the run ended before syncing
         self.problems: list[str] = []
         self.end = 0.0
+        self.appender: "Appender | None" = None  # (set by run: rot-tail records its probes there)
+        self.probes = 0
 
     def _choose(self, items: list, pick: float):
         return items[min(len(items) - 1, int(pick * len(items)))]
@@ -786,6 +817,10 @@ class Nemesis:
             await self._torn_write(s, hold)
         elif kind == "bitrot":
             await self._bitrot(s)
+        elif kind == "rot-tail":
+            await self._rot_tail(s, hold)
+        elif kind == "rot-follower-tail":
+            await self._rot_follower_tail(s, hold)
         elif kind.startswith("replace"):
             await self._replace(s, hold)
         else:
@@ -894,6 +929,89 @@ class Nemesis:
             return bool(now) and now["passes"] >= passes + 2 and not now["damaged"]
         if not await m.wait(repaired, c.catch_up_bound + 30):
             self.problems.append(f"{v}'s scrub did not repair entries {hit} within {c.catch_up_bound + 30:g} s")
+
+    async def _rot_tail(self, s: Step, hold: float) -> None:
+        """Damage an entry no one committed: every follower is paused, so what the leader takes
+        meanwhile waits for a quorum; then a body byte of the leader's last entry is flipped in
+        its files, and the followers come back one at a time (the first alone cannot win
+        without the old leader's vote, whose log is longer: so it leads again with the damage).
+        Nothing damaged was acknowledged: the run's checks say nothing acknowledged was lost,
+        and the longest time without an acknowledged append says whether the group stalled."""
+        c, m = self.c, self.c.monitor
+        leader = m.leader
+        followers = [i for i in c.ids if i != leader and c.nodes[i].state == "up"]
+        if leader is None or c.nodes[leader].state != "up" or not followers:
+            self.counts["rot-tail skipped"] += 1
+            return
+        for f in followers:
+            c.nodes[f].pause()
+        # An entry only the leader holds: a probe appended to it alone (the clients' appends in
+        # flight may have reached the followers before they stopped), recorded as a request
+        # whose outcome is unknown. Then the leader steps down, having heard from no quorum, so
+        # it no longer serves its latest writes from memory and meets the damage on disk.
+        probe = await self._probe(leader)
+        await asyncio.sleep(max(2.5, min(hold, 4.0)))
+        committed = max((x or {}).get("committed_index", -1) for x in m.last.values())
+        said = flip_tail(c.nodes[leader].dir, committed, self.rng, body=probe)
+        self.log(f"rot-tail: SIGSTOP {', '.join(followers)}; {leader}: {said}")
+        for k, f in enumerate(self._shuffled()):
+            if f in followers:
+                c.nodes[f].resume()
+                if k < len(followers) - 1:
+                    await asyncio.sleep(min(1.0, max(0.2, hold / 2)))
+
+    async def _probe(self, leader: str) -> bytes | None:
+        """Append one body to ``leader`` alone, waiting at most a second for an answer (none
+        comes without a quorum); the body, recorded as a request of unknown outcome."""
+        if self.appender is None:
+            return None
+        loop = asyncio.get_running_loop()
+        self.probes += 1
+        body = b"%s:c99:r%d:e0:rot-tail probe" % (self.appender.tag, self.probes)
+        req = Request(99, self.probes, [body], loop.time(), outcome="unknown")
+        self.appender.requests.append(req)
+        client = Client({leader: self.c.direct[leader]}, GROUP, timeout=1.0, tls=self.c.tls)
+        try:
+            await client.append([body], resend_unknown=False)
+            req.outcome = "ok"  # (a quorum after all: then the entry is committed, and it stays sound)
+        except Exception as exc:  # noqa: BLE001 - no quorum: its outcome stays unknown
+            req.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            req.end = loop.time()
+            await client.close()
+        return body
+
+    async def _rot_follower_tail(self, s: Step, hold: float) -> None:
+        """Damage a follower's last entry, past the commit index it knows (a follower learns
+        commits a push later), while it is paused; then it resumes, or is killed and started
+        again (its recovery cuts a damaged tail nothing says was committed). It may have
+        acknowledged that entry already: then it is one member's damaged copy of a committed
+        entry, and, as for bitrot, the next fault waits until its scrub has repaired it."""
+        c, m = self.c, self.c.monitor
+        v = self._follower(s.pick)
+        scrub = (m.last.get(v) or {}).get("scrub")
+        if c.nodes[v].state != "up" or v == m.leader or not scrub:
+            self.counts["rot-follower-tail skipped"] += 1
+            return
+        c.nodes[v].pause()
+        known = (m.last.get(v) or {}).get("committed_index", -1)
+        said = flip_tail(c.nodes[v].dir, known, self.rng)
+        restart = s.pick < 0.5
+        self.log(f"rot-follower-tail: SIGSTOP {v}; {said}" + ("; kill -9 and start" if restart else ""))
+        await asyncio.sleep(min(hold, 1.0))
+        if restart:
+            c.nodes[v].kill()
+            c.nodes[v].start()
+        else:
+            c.nodes[v].resume()
+        passes = 0 if restart else scrub["passes"]
+
+        def repaired(m) -> bool:
+            now = (m.last.get(v) or {}).get("scrub")
+            return bool(now) and now["passes"] >= passes + 2 and not now["damaged"]
+        if not await m.wait(repaired, c.catch_up_bound + 30):
+            self.problems.append(f"{v}'s scrub did not pass twice without damage within {c.catch_up_bound + 30:g} s "
+                                 f"after its tail was damaged")
 
     async def _replace(self, s: Step, hold: float) -> None:
         """peer replace through the leader: a spare joins as a learner, is promoted once
@@ -1324,6 +1442,7 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
     steps = make_schedule(seed, profile, seconds)
     nemesis = Nemesis(cluster, steps, seed, log)
     appender = Appender(cluster.direct, clients, seed, f"s{seed}", timeout=3.0, tls=cluster.tls)
+    nemesis.appender = appender
     kv = KvClients(cluster.direct, readers, seed, GROUP, consistency=consistency, tls=cluster.tls) if readers else None
     problems: list[str] = []
     stopped, unknown_committed = False, 0
