@@ -154,6 +154,8 @@ def state_cmd(
                columns=HISTORY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     else:
         rows = [row for row in r.state.broker_rows() if broker is None or row["broker_name"] == broker]
+        if broker is not None and not rows:
+            typer.echo(f"Note: no broker set {broker} in the state", err=True)
         if fmt in (Format.table, Format.csv):
             rows = list(_brokers_text(rows))
         render(rows, fmt, columns=STATE_COLUMNS if fmt == Format.table else None)
@@ -179,6 +181,8 @@ def state_cmd(
     if r.last_index is not None:
         typer.echo(f"{node}: {plural(len(r.state.broker_rows()), 'broker set')} after index {r.last_index}"
                    + (", where the controller stops" if r.stop is not None else ""), err=True)
+    if broker is not None and not (timeline if history else rows):
+        raise typer.Exit(1)  # (nothing matched --broker: exit 1, as grep does)
 
 
 @app.command("check")

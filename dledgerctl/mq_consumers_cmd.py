@@ -17,7 +17,7 @@ COLUMNS = ["group", "topic", "queue_id", "committed", "min", "max", "backlog", "
 
 
 def consumers_cmd(
-    dir: Annotated[str, typer.Argument(metavar="DIR", help="A broker's store root (DLedger mode or master-slave, "
+    dir: Annotated[str, typer.Argument(help="A broker's store root (DLedger mode or master-slave, "
                                                             "holding consumequeue/ and config/), or a node directory "
                                                             "of one. Only read.", show_default=False)],
     self_id: SelfIdOpt = None,

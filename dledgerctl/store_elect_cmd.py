@@ -15,7 +15,7 @@ from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, errors_as_exit, fail
 from .render import Format, render
 
 ElectDirsArg = Annotated[List[str], typer.Argument(
-    help="Each member's node directory (dledger-<id>), or a base directory holding several.", metavar="DIR",
+    help="Each member's node directory (dledger-<id>), or a base directory holding several.",
     show_default=False)]
 ElectPeersOpt = Annotated[Optional[str], typer.Option(
     "--peers", "-p", help="All members ('n0-HOST:PORT;n1-HOST:PORT;...' or 'n0,n1,n2'); default: the members "

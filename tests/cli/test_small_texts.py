@@ -27,3 +27,14 @@ def test_a_bad_event_type_lists_the_names_the_docs_use(tmp_path):
     for name in ("alter-sync-state-set", "apply-broker-id", "elect-master", "clean-broker-data",
                  "update-broker-address", "ElectMasterEvent", "ELECT_MASTER_EVENT", "1-6"):
         assert name in r.stderr, name
+
+
+def test_every_usage_line_names_a_directory_argument_alike():
+    """``mq consumers`` showed ``{DIR}`` where every other command shows ``{dir}``."""
+    for group in ("mq", "store", "controller"):
+        sub = invoke(group, "--help").stdout
+        names = [line.split()[1] for line in sub.splitlines() if line.startswith("│ ") and len(line.split()) > 2]
+        for name in names:
+            r = invoke(group, name, "--help")
+            usage = next((x for x in r.stdout.splitlines() if "Usage:" in x), "")
+            assert "{DIR}" not in usage, (group, name, usage)

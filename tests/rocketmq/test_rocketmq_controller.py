@@ -167,7 +167,10 @@ def test_history_of_a_broker_set(node):
     r = run("controller", "state", node, "--history", "--broker", "b1")
     assert r.exit_code == 0 and "master none -> 2; syncStateSet [1, 2] -> [2]" in r.stdout
     r = run("controller", "state", node, "--history", "--broker", "b7")
-    assert r.exit_code == 0 and "no event of the log names broker set b7" in r.stderr
+    assert r.exit_code == 1 and "no event of the log names broker set b7" in r.stderr  # (as grep: issue 58)
+    r = run("controller", "state", node, "--broker", "b7")
+    assert r.exit_code == 1 and "no broker set b7 in the state" in r.stderr
+    assert run("controller", "state", node, "--broker", "b1").exit_code == 0
     r = run("controller", "state", node, "--history")
     assert r.exit_code == 2 and "--broker" in r.stderr
 
