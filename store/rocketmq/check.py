@@ -93,6 +93,7 @@ class Columns:
     end_pos: int = -1  # just past the last entry
     files: set = field(default_factory=set)  # the first offsets of the data files read
     places: dict = field(default_factory=dict)  # file start -> (its directory, shift): logwalk.place
+    last: tuple = (-1, -1)  # the last entry walked: (pos, index)
     _arrays: dict | None = None
 
     def add(self, **cols) -> None:
@@ -355,11 +356,32 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
         findings, summary = check_whole(broker, data_file_size=data_file_size, index_file_size=index_file_size,
                                         progress=progress, in_use=in_use)
         findings = findings[:max_findings]
+    if in_use:
+        findings = _tail_in_flight(findings, summary)
     if broker.root is not None:  # (the broker's key index: hash chains that loop, lookup.index_findings)
         loops = index_findings(broker.root)
         summary["findings"] += len(loops)
         findings += loops[:None if max_findings is None else max(0, max_findings - len(findings))]
     return findings, summary
+
+
+_TAIL_KINDS = ("damage", "not-a-message", "entry-crc", "body-crc", "phy-offset", "queue-id")
+
+
+def _tail_in_flight(findings: list, summary: dict) -> list:
+    """A running broker's last entry may be read while it is being copied in (header first):
+    what is found of it, or past it, is in flight (counted in ``in_flight``), not a finding."""
+    pos, index = summary["last_entry"]
+    kept = []
+    for f in findings:
+        name = f["file"].rsplit("/", 1)[-1]
+        at = int(name) + f["offset"] if f["file"].startswith("data/") and name.isdigit() else None
+        if f["finding"] in _TAIL_KINDS and (f["index"] == index or at is not None and at > pos):
+            summary["in_flight"] += 1
+            summary["findings"] -= 1
+        else:
+            kept.append(f)
+    return kept
 
 
 def _counted(progress):
@@ -382,7 +404,7 @@ def check_whole(broker: BrokerStore, *, data_file_size=None, index_file_size=Non
     c = collect(broker, findings, data_file_size=data_file_size, index_file_size=index_file_size, progress=progress)
     summary = {"node_dir": broker.node_dir, "entries": c.entries, "messages": c.messages,
                "topics": len(c.topics), "consume_queues": None, "units": None, "units_before_log": None,
-               "undispatched": None, "no_messages": False, "in_flight": 0, "in_use": in_use}
+               "undispatched": None, "no_messages": False, "in_flight": 0, "in_use": in_use, "last_entry": c.last}
     if not c.messages and not broker.has_consume_queues:
         # not a broker's log (a dledgerctl group's own, say): its entries are not findings
         summary["no_messages"] = bool(c.entries)

@@ -55,6 +55,7 @@ def walk(broker, findings: list | None, c, *, data_file_size=None, index_file_si
             if c.first_pos < 0:
                 c.first_pos = int(b.pos[0])
             c.end_pos = max(c.end_pos, int(b.pos[-1] + b.size[-1]))  # (files that overlap go back)
+            c.last = (int(b.pos[-1]), int(b.index[-1]))
             if findings is not None or notes is not None:
                 for k in np.flatnonzero(crc_damaged(b)).tolist():
                     if findings is None:

@@ -67,8 +67,8 @@ class Log:
         self.names: list[str] = []  # id -> topic
         self.entries = 0
         self.messages = 0
-        self.first_pos = -1
-        self.end_pos = -1
+        self.first_pos = self.end_pos = -1
+        self.last = (-1, -1)  # the last entry walked: (pos, index)
         self.files: set = set()
         self.places: dict = {}  # file start -> (its directory, shift): logwalk.place
 
@@ -530,7 +530,7 @@ def bounded_check(broker, matcher, *, data_file_size=None, index_file_size=None,
         summary.update(consume_queues=len(queues), units=units, units_before_log=before_log,
                        undispatched=sum(len(p["phy"]) for p in pending))
     summary["findings"] = total + findings.total
-    summary["in_flight"], summary["in_use"] = in_flight, in_use
+    summary["in_flight"], summary["in_use"], summary["last_entry"] = in_flight, in_use, c.last
     return (out + list(findings))[:cap], summary
 
 

@@ -125,3 +125,26 @@ def test_migrate_without_consumequeue_says_what_is_missing_and_the_way_on(tmp_pa
     r = run("mq", "migrate", copy, tmp_path / "ms", "--format", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)[0]["messages"] == 40
+
+
+def test_the_last_entry_being_copied_in_is_in_flight_while_in_use(tmp_path):
+    root = tmp_path / "src"
+    written = a_store(root, n=30, data_file_size=64 << 10)
+    last = written[-1]
+    data = root / "dledger-n0" / "data" / ("0" * 20)
+    with open(data, "r+b") as fh:  # its message's bytes not all there yet, and the next header begun
+        fh.seek(last["pos"] + 48 + 20)
+        fh.write(bytes(last["size"] - 20))
+        fh.seek(last["pos"] + 48 + last["size"])
+        fh.write(struct.pack(">ii", 1, 48 + 100) + bytes(8))
+    r = run("mq", "check", root, "--format", "json")
+    assert r.exit_code == 1
+    kinds = {f["finding"] for f in json.loads(r.stdout)}
+    assert "damage" in kinds and kinds & {"not-a-message", "entry-crc"}, r.output
+    holder = hold_lock(root)
+    try:
+        r = run("mq", "check", root, "--format", "json")
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+    assert r.exit_code == 0 and json.loads(r.stdout) == [] and "the store is in use" in r.stderr, r.output
