@@ -155,17 +155,30 @@ class IndexFile:
         """Where each entry's chain goes on to, as :meth:`offsets` follows it (int32, entries
         0..last_entry; 0: the chain ends there)."""
         last = self.last_entry
-        if last < 1:
-            return np.zeros(max(last + 1, 0), np.int32)
+        out = np.zeros(max(last + 1, 0), np.int32)
+        for lo, links in self._links():
+            out[lo:lo + len(links)] = links
+        return out
+
+    def links_forward(self) -> bool:
+        """Whether some entry's chain goes on to a newer entry (a sound file's never does:
+        putKey links each entry to the slot's newest before it). Read a chunk at a time."""
+        return any(bool((links > np.arange(lo, lo + len(links))).any()) for lo, links in self._links())
+
+    def _links(self):
+        """(first entry, the next entries of a chunk of entries), in order: what
+        :meth:`next_entries` holds, :data:`_CHAIN_CHUNK` entries at a time (20 bytes each: a
+        full default file's entries are 400 MB)."""
+        last = self.last_entry
         base = INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE
-        out = np.zeros(last + 1, np.int32)
-        for lo in range(0, last + 1, _CHAIN_CHUNK):  # (a chunk's entries at a time: 20 bytes each, 400 MB a file)
+        for lo in range(0, last + 1, _CHAIN_CHUNK):
             e = np.frombuffer(self.data, _ENTRIES, count=min(_CHAIN_CHUNK, last + 1 - lo), offset=base + lo * INDEX_SIZE)
             prev = e["prev"].astype(np.int64)
             n = np.arange(lo, lo + len(e))
-            out[lo:lo + len(e)] = np.where((e["diff"] >= 0) & (prev > 0) & (prev <= last) & (prev != n), prev, 0)
-        out[0] = 0
-        return out
+            links = np.where((e["diff"] >= 0) & (prev > 0) & (prev <= last) & (prev != n), prev, 0).astype(np.int32)
+            if lo == 0:
+                links[0] = 0  # (entry 0 is never used)
+            yield lo, links
 
     def heads(self) -> np.ndarray:
         """Each slot's newest entry as :meth:`offsets` takes it (int32; 0: the slot is empty)."""
@@ -194,9 +207,9 @@ def chain_loops(f: IndexFile) -> ChainLoops | None:
     forward is searched: each entry's link is followed by doubling (a link of 2^k steps from
     two of 2^(k-1)) until the longest chain the file can hold is covered; an entry from which
     that many steps do not reach a chain's end is on a loop or leads into one."""
-    nxt = f.next_entries()
-    if not len(nxt) or not (nxt > np.arange(len(nxt), dtype=np.int64)).any():
+    if not f.links_forward():  # (the usual case: read a chunk at a time, nothing held)
         return None
+    nxt = f.next_entries()
     jump = nxt.copy()
     steps = 1
     while steps < len(nxt):
