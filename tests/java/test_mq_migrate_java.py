@@ -7,7 +7,8 @@ queues as a broker does at start) and read through ``getMessage`` on every consu
 its queue offset, with the same body, tags, keys, properties and times, and
 ``lookMessageByOffset`` must find it at its new offset. Also with commit-log files so small
 that blanks end them, and on a store whose checkpoint says fewer entries are committed than
-it holds (a follower's): those are left out, and said. Skipped, saying why, when Java, a
+it holds and whose queues and index stop there too (a follower's, whose broker dispatches
+only what its member knows committed): those are left out, and said. Skipped, saying why, when Java, a
 mirror or a Debian jar is missing.
 """
 
