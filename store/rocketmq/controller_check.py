@@ -22,78 +22,21 @@ the controller does not know.
 from __future__ import annotations
 
 import os
-import zlib
-from typing import NamedTuple
 
-from ..regular import UnreadableFile, read_regular
 from .controller import ElectMaster, entries, require_controller_log
 from .controller_state import ControllerState
-
-EPOCH_FILE = "epochFileCheckpoint"  # MessageStoreConfig.getStorePathEpochFile: storePathRootDir/epochFileCheckpoint
-BACKUP_SUFFIX = ".bak"  # CheckpointFile.getBackFilePath
-EPOCH_FILE_LIMIT = 64 << 20  # bytes: an epoch file holds a line per master epoch (tens of bytes each)
-
-
-class EpochFileError(Exception):
-    pass
-
-
-class EpochEntry(NamedTuple):  # remoting/.../protocol/EpochEntry: epoch, startOffset
-    epoch: int
-    start_offset: int
-
-
-def parse_epoch_file(text: str) -> list[EpochEntry]:
-    """CheckpointFile.read: EpochFileError saying what is wrong."""
-    lines = text.split("\n")
-    if len(lines) < 2:
-        raise EpochFileError("shorter than its two header lines")
-    try:
-        expected, crc = int(lines[0]), int(lines[1])
-    except ValueError:
-        raise EpochFileError(f"header lines {lines[0][:20]!r}, {lines[1][:20]!r} are not numbers") from None
-    body = [line for line in lines[2:] if line != ""]
-    out = []
-    for line in body:
-        parts = line.split("-")  # (EpochEntrySerializer.fromLine: other lines are skipped)
-        if len(parts) == 2:
-            try:
-                out.append(EpochEntry(int(parts[0]), int(parts[1])))
-            except ValueError:
-                raise EpochFileError(f"line {line[:40]!r} is not epoch-startOffset") from None
-    if len(out) != expected:
-        raise EpochFileError(f"says {expected} entries, holds {len(out)}")
-    truth = zlib.crc32("".join(line + "\n" for line in body).encode("utf-8")) & 0x7FFFFFFF
-    if crc != 0 and crc != truth:  # (0: CheckpointFile.NOT_CHECK_CRC_MAGIC_CODE)
-        raise EpochFileError(f"CRC32 of its entries is {truth}, the file says {crc}")
-    return out
-
+from .epochs import BACKUP_SUFFIX, EPOCH_FILE, EpochEntry, EpochFileError, read_epochs
 
 def read_epoch_file(store: str) -> tuple[list[EpochEntry], str]:
     """The entries of a broker's epoch file (``store``: the file, or the store root holding
     it), and which file gave them (the .bak when the file is empty or broken, as
-    CheckpointFile.read falls back). EpochFileError when neither can be read."""
-    path = os.path.join(store, EPOCH_FILE) if os.path.isdir(store) else store
-    errors = []
-    for p in (path, path + BACKUP_SUFFIX):
-        try:
-            got = parse_epoch_file(read_regular(p, EPOCH_FILE_LIMIT).decode("utf-8"))
-        except FileNotFoundError:
-            errors.append(f"{p}: no such file")
-            continue
-        except UnreadableFile as exc:  # (its text names the file)
-            errors.append(str(exc))
-            continue
-        except UnicodeDecodeError as exc:
-            errors.append(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})")
-            continue
-        except (OSError, EpochFileError) as exc:
-            errors.append(f"{p}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
-            continue
-        if got:
-            return got, p
-        errors.append(f"{p}: no entries")
-    raise EpochFileError("; ".join(errors))
+    CheckpointFile.read falls back: epochs.read_epochs). EpochFileError when neither gives
+    any, saying why."""
+    got = read_epochs(store)
+    if got.source is None:
+        path = os.path.join(store, EPOCH_FILE) if os.path.isdir(store) else store
+        raise EpochFileError("; ".join(got.problems) or f"{path}: no such file, nor {path}{BACKUP_SUFFIX}")
+    return got.entries, got.source
 
 
 def master_epochs(node_dir: str, **sizes) -> tuple[dict[str, dict[int, tuple]], int | None, tuple | None]:
