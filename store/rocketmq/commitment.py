@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import StoreError
 from ..format import HEADER_SIZE
 from ..metafiles import read_checkpoint
-from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, file_size, find_queues, plan_units, read_piece
+from .consumequeue import BLANK_SIZE, CONSUME_QUEUE_DIR, Queue, file_size, find_queues, plan_units, read_piece
 from .lookup import INDEX_DIR
 
 LOCK_FILE = "lock"  # StorePathConfigHelper.getLockFile
@@ -96,18 +96,20 @@ def _furthest_proof(root: str) -> tuple[int, str]:
         queues = []
     fsize = file_size(queues)
     for q in queues:
-        try:
-            pieces = plan_units(q, fsize)
-        except (OSError, ValueError):
-            continue
-        for p in pieces:  # (each file's last unit: units go up within a queue's file)
+        # a queue's units go up with its queue offsets: its last file that holds a unit holds
+        # the furthest (only that file is read, from the last back past empty ones)
+        for f in reversed(q.files):
             try:
-                u = read_piece(p, max(p.count - 1, 0), 1) if p.count else ()
-            except OSError:
+                pieces = plan_units(Queue(q.topic, q.queue_id, q.dir, [f]), fsize)
+                u = read_piece(pieces[-1], pieces[-1].count - 1, 1) if pieces and pieces[-1].count else ()
+            except (OSError, ValueError):
                 continue
-            if len(u) and int(u["size"][0]) != BLANK_SIZE and int(u["offset"][0]) > best:
+            if not len(u):
+                continue
+            if int(u["size"][0]) != BLANK_SIZE and int(u["offset"][0]) > best:
                 best = int(u["offset"][0])
                 what = f"{CONSUME_QUEUE_DIR}/{q.topic}/{q.queue_id}"
+            break
     d = os.path.join(root, INDEX_DIR)
     try:
         names = sorted(e.name for e in os.scandir(d) if e.is_file(follow_symlinks=False))
