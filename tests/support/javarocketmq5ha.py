@@ -1,0 +1,369 @@
+"""RocketMQ 5.3.3's own message store in controller mode, three replicas over loopback: each a
+``DefaultMessageStore`` with ``enableControllerMode=true`` (the store then makes an
+``AutoSwitchHAService``) in its own JVM, driven the way RocketMQ's broker drives it
+(broker/.../controller/ReplicasManager.java: changeToMaster / changeToSlave with the master
+epoch, the SyncStateSet and its epoch, broker ids), with the test process as the controller.
+
+Our Java programs, tests/support/java/rocketmq5ha/: ``HaReplica`` (the store, a line protocol
+on stdin/stdout) and ``ReplicaRoles`` (ReplicasManager's steps, in its order, over RocketMQ's
+AutoSwitchHAService; what a broker does beside its store is left out and said there). Commands
+and answers: see HaReplica.java and :class:`HaReplica` below.
+
+Built at test time from the mirrors (``ROCKETMQ_MIRROR``, ``DLEDGER_MIRROR``,
+``FASTJSON_MIRROR``) as tests/support/javarocketmq5store.py builds the store: fastjson 1.2.83,
+then our programs compiled with javac's ``-sourcepath`` over rocketmq-all-5.3.3's ``common``,
+``remoting`` and ``store`` modules and DLedger 0.3.1.2 (the store names DLedgerCommitLog), with
+the same Debian jars and stand-ins (tests/support/javastandins.py, java/rocketmq5-standins/).
+Cached under ``~/.cache/dledgerctl-java`` (``DLEDGERCTL_JAVA_CACHE``) as
+``rocketmq5ha-<key>``; a missing piece raises :class:`Unavailable` naming it.
+
+RocketMQ's log: RocketMQ 5 logs through its shaded slf4j (``org.apache.rocketmq.logging.org.
+slf4j``), whose stand-in (java/rocketmq5-standins/) hands every call to slf4j's own logger of
+the same name. At run time Debian's ``slf4j-simple`` (libslf4j-java) is the binding instead of
+slf4j-nop, at INFO, writing to the JVM's stderr, which :class:`HaReplica` sends to a file
+(``<name>.log``, appended across restarts). So RocketMQ's own lines are there as it writes
+them, e.g. AutoSwitchHAClient's ``... RocketmqStore - truncateOffset is 4242`` and ``Truncate
+slave log to 4242 success``; :meth:`HaReplica.truncate_offsets` reads the former. Our
+harness's own lines start with ``[dledgerctl-harness]``.
+
+Every wait is bounded by a deadline; :class:`HaGroup` (a context manager) kills every process
+it started when it ends.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+from tests.support import javastandins
+from tests.support.javabuild import JAVA_FLAGS, SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
+from tests.support.javarocketmq import _MONETA_STANDIN
+from tests.support.javarocketmq5 import DLEDGER_TAG, FASTJSON_TAG, ROCKETMQ_TAG, STANDINS, _java_files, _javac, \
+    build_fastjson
+from tests.support.javarocketmq5store import FASTJSON_JARS, JARS, MODULES
+from tests.support.ports import HOST, free_ports
+
+__all__ = ["Unavailable", "JavaHa", "HaReplica", "HaGroup", "build", "read_epoch_file"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OURS = os.path.join(HERE, "java", "rocketmq5ha")
+MAIN = "HaReplica"
+LOG_JAR = ("slf4j-simple", "libslf4j-java")
+LOG_FLAGS = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-Dorg.slf4j.simpleLogger.logFile=System.err",
+             "-Dorg.slf4j.simpleLogger.showThreadName=true"]
+# small files, so that tests cross commit-log file ends with little data; index files small
+DEFAULT_OPTIONS = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 3000,
+                   "maxHashSlotNum": 1000, "maxIndexNum": 4000, "brokerName": "broker-a",
+                   "brokerClusterName": "DefaultCluster"}
+TRUNCATE_LINE = re.compile(r"RocketmqStore - truncateOffset is (-?\d+)")
+
+
+class JavaHa:
+    """The built programs: class path and the java command for one replica."""
+
+    def __init__(self, root: str, jars: list[str]) -> None:
+        self.root = root
+        self.classpath = os.pathsep.join([os.path.join(root, "classes"), os.path.join(root, "fastjson"), *jars])
+
+    def command(self, *args: str) -> list[str]:
+        return ["java", *JAVA_FLAGS, *LOG_FLAGS, "-Xmx192m", "-cp", self.classpath, MAIN, *args]
+
+
+def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="rocketmq5-ha-build-") as work:
+        build_fastjson(work, os.path.join(out, "fastjson"), commits["fastjson"], fastjson_jars)
+        repo, commit = commits["rocketmq"]
+        src = os.path.join(work, "rocketmq")
+        extract(repo, commit, [f"{m}/src/main/java" for m in MODULES], src)
+        repo, commit = commits["dledger"]
+        dsrc = os.path.join(work, "dledger")
+        extract(repo, commit, ["dledger/src/main/java"], dsrc)
+        generated = os.path.join(work, "standins")
+        javastandins.write_sources(generated)
+        roots = [os.path.join(src, m, "src/main/java") for m in MODULES] + [
+            os.path.join(dsrc, "dledger/src/main/java"), STANDINS, generated]
+        _javac(_java_files(OURS), os.path.join(out, "classes"), [*jars, os.path.join(out, "fastjson")],
+               ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
+                "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
+               f"tests/support/java/rocketmq5ha against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
+
+
+def build(cache_root: str | None = None) -> JavaHa:
+    """Build (or take from the cache) our replica program over RocketMQ 5.3.3's store;
+    Unavailable naming what is missing."""
+    if not (shutil.which("javac") and shutil.which("java")):
+        raise Unavailable("javac/java not found on PATH (install a JDK; default-jdk-headless is 17 here)")
+    wanted = {
+        "rocketmq": (mirror("apache/rocketmq", "ROCKETMQ_MIRROR"), ROCKETMQ_TAG, "apache/rocketmq", "ROCKETMQ_MIRROR"),
+        "dledger": (mirror("openmessaging/dledger", "DLEDGER_MIRROR"), DLEDGER_TAG, "openmessaging/dledger",
+                    "DLEDGER_MIRROR"),
+        "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), FASTJSON_TAG, "alibaba/fastjson",
+                     "FASTJSON_MIRROR"),
+    }
+    commits = {k: (repo, commit_of(repo, ref, what, env)) for k, (repo, ref, what, env) in wanted.items()}
+    jars = [jar(j, p) for j, p in JARS.items()]
+    fastjson_jars = [jar(j, p) for j, p in FASTJSON_JARS.items()]
+    log_jar = jar(*LOG_JAR)  # RocketMQ's log lines are what the tests read: no quiet fallback
+    h = hashlib.sha256()
+    javac_version = subprocess.run(["javac", "-version"], capture_output=True, text=True).stdout.strip()
+    for part in ["rocketmq5ha", *(c for _, c in commits.values()), *map(os.path.realpath, jars + fastjson_jars),
+                 javac_version, SWAGGER_STANDIN, _MONETA_STANDIN, javastandins.fingerprint()]:
+        h.update(part.encode() + b"\0")
+    for path in _java_files(OURS) + _java_files(STANDINS):
+        with open(path, "rb") as fh:
+            h.update(path.encode() + b"\0" + fh.read() + b"\0")
+    root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
+    os.makedirs(root, exist_ok=True)
+    out = os.path.join(root, f"rocketmq5ha-{h.hexdigest()[:16]}")
+    with open(os.path.join(root, ".rocketmq5ha-build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.isfile(os.path.join(out, "BUILT")):
+            tmp = f"{out}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                _build_into(tmp, commits, jars, fastjson_jars)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            open(os.path.join(tmp, "BUILT"), "w").close()
+            shutil.rmtree(out, ignore_errors=True)
+            os.rename(tmp, out)
+    return JavaHa(out, jars + [log_jar])
+
+
+def read_epoch_file(path: str) -> dict:
+    """An ``epochFileCheckpoint`` (or ``.bak``) as text: ``count`` (line 1), ``crc`` (line 2),
+    ``entries`` [(epoch, startOffset)] from the ``epoch-startOffset`` lines; None if absent."""
+    if not os.path.isfile(path):
+        return None
+    with open(path) as fh:
+        lines = fh.read().splitlines()
+    entries = [tuple(int(x) for x in line.split("-")) for line in lines[2:] if line]
+    return {"count": int(lines[0]), "crc": int(lines[1]), "entries": entries, "text": "\n".join(lines)}
+
+
+class ReplicaError(RuntimeError):
+    """A replica answered ok=false, died, or did not answer in time."""
+
+
+class HaReplica:
+    """One replica process: ``HaReplica <root> <haPort> <brokerId> name=value...``. Commands
+    answer one JSON object each (ok, kind, and for most the replica's state: ``max_phy_offset``,
+    ``confirm_offset``, ``epochs`` [{epoch, start, end}], ``role``, ``client`` (the slave's HA
+    client state), ``connections`` (the master's), ``local_sync_state_set``, ``queues``
+    {"topic/queue": max offset}, ``roles`` (ReplicasManager's record: master_epoch,
+    sync_state_set, its epoch, what was reported)). Not started until :meth:`start`."""
+
+    def __init__(self, java: JavaHa, root: str, broker_id: int, ha_port: int, log_path: str,
+                 options: dict | None = None) -> None:
+        self.java = java
+        self.root = root
+        self.broker_id = broker_id
+        self.ha_port = ha_port
+        self.log_path = log_path
+        self.options = {**DEFAULT_OPTIONS, **(options or {})}
+        self.proc: subprocess.Popen | None = None
+        self._lines: queue.Queue = queue.Queue()
+        self.ready: dict | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.ha_port}"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 90.0) -> dict:
+        if self.alive():
+            raise ReplicaError(f"replica {self.broker_id} is running")
+        os.makedirs(self.root, exist_ok=True)
+        args = [self.root, str(self.ha_port), str(self.broker_id), *(f"{k}={v}" for k, v in self.options.items())]
+        log = open(self.log_path, "ab")
+        try:
+            log.write(f"[dledgerctl-test] start replica {self.broker_id} at {time.time():.3f}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.java.command(*args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log, text=True, bufsize=1)
+        finally:
+            log.close()
+        self._lines = queue.Queue()
+        threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()
+        self.ready = self._answer(timeout, "ready")
+        return self.ready
+
+    @staticmethod
+    def _pump(proc: subprocess.Popen, lines: queue.Queue) -> None:
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def _answer(self, timeout: float, what: str) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReplicaError(f"replica {self.broker_id}: no answer to {what!r} in {timeout} s; "
+                                   f"log tail:\n{self.log_tail()}")
+            try:
+                line = self._lines.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                continue
+            if line is None:
+                raise ReplicaError(f"replica {self.broker_id} ended (exit {self.proc.wait(timeout=10)}) during "
+                                   f"{what!r}; log tail:\n{self.log_tail()}")
+            reply = json.loads(line)
+            if not reply.get("ok"):
+                raise ReplicaError(f"replica {self.broker_id}: {what!r} failed: {reply.get('error')}; "
+                                   f"log tail:\n{self.log_tail()}")
+            return reply
+
+    def request(self, command: str, timeout: float = 60.0) -> dict:
+        if not self.alive():
+            raise ReplicaError(f"replica {self.broker_id} is not running ({command!r})")
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return self._answer(timeout, command)
+
+    # the commands ---------------------------------------------------------------------------
+    def master(self, master_epoch: int, sync_state_set_epoch: int, sync_state_set=None, timeout: float = 60.0) -> dict:
+        ids = "" if sync_state_set is None else " " + ",".join(str(i) for i in sync_state_set)
+        return self.request(f"master {master_epoch} {sync_state_set_epoch} {self.broker_id}{ids}", timeout)
+
+    def slave(self, master: "HaReplica | str", master_epoch: int, master_id: int | None = None) -> dict:
+        if isinstance(master, HaReplica):
+            master_id = master.broker_id if master_id is None else master_id
+            master = master.address
+        return self.request(f"slave {master} {master_epoch} {master_id}")
+
+    def sync_state_set(self, epoch: int, ids) -> dict:
+        return self.request(f"syncstateset {epoch} {','.join(str(i) for i in ids)}")
+
+    def auto_accept(self, on: bool = True) -> dict:
+        return self.request(f"syncstateset {'auto' if on else 'manual'}")
+
+    def put(self, topic: str, queue_id: int, count: int, body_size: int, prefix: str = "m",
+            timeout: float = 120.0) -> dict:
+        return self.request(f"put {topic} {queue_id} {count} {body_size} {prefix}", timeout)
+
+    def state(self) -> dict:
+        return self.request("state")
+
+    def flush(self) -> dict:
+        return self.request("flush")
+
+    def quit(self, timeout: float = 30.0) -> int:
+        """Clean shutdown (store.shutdown()); the exit code. Killed if it takes longer."""
+        if not self.alive():
+            return self.proc.returncode if self.proc else 0
+        try:
+            self.request("quit", timeout)
+            return self.proc.wait(timeout=timeout)
+        except (ReplicaError, subprocess.TimeoutExpired, OSError):
+            self.kill()
+            return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL (a crash: nothing flushed by the store's shutdown)."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            try:
+                self.proc.wait(timeout=30)
+            finally:
+                for f in (self.proc.stdin, self.proc.stdout):
+                    try:
+                        f.close()
+                    except OSError:
+                        pass
+
+    def wait_until(self, predicate, what: str, timeout: float = 60.0, interval: float = 0.2) -> dict:
+        """Poll ``state`` until ``predicate(state)``; the state then, or ReplicaError at the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.state()
+            if predicate(s):
+                return s
+            if time.monotonic() > deadline:
+                raise ReplicaError(f"replica {self.broker_id}: {what} not reached in {timeout} s; last state "
+                                   f"{json.dumps({k: s.get(k) for k in ('max_phy_offset', 'epochs', 'client')})}")
+            time.sleep(interval)
+
+    # files and log ---------------------------------------------------------------------------
+    def epoch_file(self, bak: bool = False) -> dict | None:
+        return read_epoch_file(os.path.join(self.root, "epochFileCheckpoint" + (".bak" if bak else "")))
+
+    def log_text(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def truncate_offsets(self) -> list[int]:
+        """Every ``truncateOffset is N`` AutoSwitchHAClient logged (its handshake's consistent
+        point), over every run of this replica, oldest first."""
+        return [int(m.group(1)) for m in TRUNCATE_LINE.finditer(self.log_text())]
+
+
+class HaGroup:
+    """Three replicas (broker ids 1, 2, 3) under ``base/r<id>/`` on loopback HA ports, logs in
+    ``base/r<id>.log``. Started by the test (``group[1].start()``, ...); on exit every process
+    still running is asked to quit, then killed."""
+
+    def __init__(self, java: JavaHa, base: str, ids=(1, 2, 3), options: dict | None = None) -> None:
+        ports = free_ports(len(ids))
+        self.replicas = {i: HaReplica(java, os.path.join(base, f"r{i}"), i, p, os.path.join(base, f"r{i}.log"),
+                                      options) for i, p in zip(ids, ports)}
+
+    def __getitem__(self, broker_id: int) -> HaReplica:
+        return self.replicas[broker_id]
+
+    def __enter__(self) -> "HaGroup":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for r in self.replicas.values():
+            if r.alive():
+                r.quit(timeout=20)
+        for r in self.replicas.values():
+            r.kill()
+
+    def pids(self) -> list[int]:
+        return [r.proc.pid for r in self.replicas.values() if r.proc is not None]
+
+    def start_master_and_slaves(self, master_id: int = 1, epoch: int = 1, timeout: float = 90.0) -> None:
+        """All started; ``master_id`` master at ``epoch`` (SyncStateSet: itself, epoch 1, accepting
+        the master's alterSyncStateSet reports), the others its slaves."""
+        for r in self.replicas.values():
+            r.start(timeout)
+        master = self.replicas[master_id]
+        master.auto_accept(True)
+        master.master(epoch, 1)
+        for i, r in self.replicas.items():
+            if i != master_id:
+                r.slave(master, epoch)
+
+    def wait_caught_up(self, master_id: int, timeout: float = 60.0) -> int:
+        """Until every running slave's max offset equals the master's (which is not written to
+        meanwhile); that offset."""
+        target = self.replicas[master_id].state()["max_phy_offset"]
+        for i, r in self.replicas.items():
+            if i != master_id and r.alive():
+                r.wait_until(lambda s: s["max_phy_offset"] == target, f"max offset {target}", timeout)
+        return target
