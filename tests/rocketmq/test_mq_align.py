@@ -1,0 +1,157 @@
+"""``mq digest`` and ``mq align`` (issues 60 and 61) on master-slave stores made by ``mq migrate``
+from this project's writer: replicas identical, one behind, one with a tail in an old epoch,
+one with a flipped byte, compared as directories and as digests. Whether RocketMQ's own
+handshake does what ``mq align`` predicts is checked on RocketMQ's store in tests/java/."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from dledgerctl.app import app
+from store.rocketmq.commitlog import walk_file
+from store.rocketmq.epochs import EpochEntry, epoch_file_text
+from store.rocketmq.replica import log_extent
+from tests.rocketmq.test_mq_epochs import root  # noqa: F401 (the module's migrated store)
+
+runner = CliRunner()
+E = EpochEntry
+
+
+def replica(root, tmp_path, name, epochs=None):  # noqa: F811
+    d = tmp_path / name
+    shutil.copytree(root, d)
+    if epochs is not None:
+        (d / "epochFileCheckpoint").write_text(epoch_file_text(epochs))
+    return d
+
+
+def boundaries(d) -> list[int]:
+    """Every message's start offset in d's commit log, and its end."""
+    out = []
+    for name in sorted(os.listdir(d / "commitlog")):
+        b = (d / "commitlog" / name).read_bytes()
+        offs, _sizes, p, _end = walk_file(b, len(b))
+        out += [int(name) + o for o in offs]
+    return out
+
+
+def cut_log(d, at: int) -> None:
+    """d's commit log ending at offset ``at`` (zeros after it, later files removed)."""
+    for name in sorted(os.listdir(d / "commitlog")):
+        start, path = int(name), d / "commitlog" / name
+        size = os.path.getsize(path)
+        if start >= at:
+            os.unlink(path)
+        elif start + size > at:
+            with open(path, "r+b") as fh:
+                fh.seek(at - start)
+                fh.write(bytes(start + size - at))
+
+
+def align(*args):
+    r = runner.invoke(app, ["mq", "align", *map(str, args), "-f", "json"])
+    return r.exit_code, json.loads(r.stdout) if r.stdout.strip() else [], r.stderr
+
+
+def slaves(rows):
+    return {os.path.basename(r["replica"]): r for r in rows if r["row"] == "replica" and r["role"] == "slave"}
+
+
+def test_identical_replicas_are_aligned(root, tmp_path):  # noqa: F811
+    a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
+    code, rows, err = align(a, b, "--master", a)
+    assert code == 0, (rows, err)
+    s = slaves(rows)["b"]
+    assert (s["first_difference"], s["truncate_to"], s["cut_bytes"]) == (None, None, 0)
+    assert err.startswith("aligned")
+
+
+def test_a_slave_behind_keeps_what_it_has_and_catches_up(root, tmp_path):  # noqa: F811
+    a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
+    cut_log(b, boundaries(b)[60])
+    code, rows, _ = align(a, b)  # (the master: the longer log)
+    assert code == 0
+    s = slaves(rows)["b"]
+    assert s["truncate_to"] is None and "catches up" in s["detail"]
+
+
+def test_a_tail_in_an_old_epoch_is_cut_to_the_consistent_point(root, tmp_path):  # noqa: F811
+    full = boundaries(root)
+    x = full[80]
+    a = replica(root, tmp_path, "a")
+    cut_log(a, x)
+    (a / "epochFileCheckpoint").write_text(epoch_file_text([E(1, 0), E(2, x)]))
+    b = replica(root, tmp_path, "b", [E(1, 0)])
+    _lo, bmax = log_extent(str(b))
+    code, rows, err = align(a, b)
+    assert code == 1 and "not aligned" in err
+    s = slaves(rows)["b"]
+    assert (s["truncate_to"], s["cut_bytes"]) == (x, bmax - x)
+    cuts = [r for r in rows if r["row"] == "cut"]
+    assert sum(c["count"] for c in cuts) == len(full) - 80  # (messages 80.. of the 120)
+    assert {(c["topic"], c["queue_id"]) for c in cuts} <= {(f"T{i}", q) for i in range(3) for q in range(2)}
+
+
+def test_a_byte_that_differs_below_the_kept_point_is_named(root, tmp_path):  # noqa: F811
+    a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
+    at = boundaries(b)[50] + 100
+    name = sorted(os.listdir(b / "commitlog"))[0]
+    with open(b / "commitlog" / name, "r+b") as fh:
+        fh.seek(at)
+        byte = fh.read(1)
+        fh.seek(at)
+        fh.write(bytes([byte[0] ^ 1]))
+    code, rows, _ = align(a, b, "--master", a)
+    assert code == 1
+    s = slaves(rows)["b"]
+    assert s["first_difference"] == at and "a divergence no handshake repairs" in s["detail"]
+
+
+def test_digests_stand_for_replicas_on_other_machines(root, tmp_path):  # noqa: F811
+    a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
+    name = sorted(os.listdir(b / "commitlog"))[0]
+    with open(b / "commitlog" / name, "r+b") as fh:
+        fh.seek(5000)
+        byte = fh.read(1)
+        fh.seek(5000)
+        fh.write(bytes([byte[0] ^ 1]))
+    for d in (a, b):
+        r = runner.invoke(app, ["mq", "digest", str(d), "--out", str(tmp_path / f"{d.name}.json")])
+        assert r.exit_code == 0, r.output
+    got = json.loads((tmp_path / "a.json").read_text())
+    assert got["max_offset"] == log_extent(str(a))[1] and got["epochs"] == [[1, 0]]
+    code, rows, _ = align(tmp_path / "a.json", tmp_path / "b.json", "--master", tmp_path / "a.json")
+    assert code == 1
+    assert slaves(rows)["b.json"]["first_difference"] == 0  # (the first 4 MiB chunk: the difference is in it)
+    code, _rows, _ = align(tmp_path / "a.json", a)  # (a digest and a directory: compared by digests)
+    assert code == 0
+
+
+def test_a_digest_of_a_longer_log_compares_once_cut_where_the_other_ends(root, tmp_path):  # noqa: F811
+    a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
+    cut_log(b, boundaries(b)[70])
+    bmax = log_extent(str(b))[1]
+    for d, extra in ((a, []), (b, [])):
+        assert runner.invoke(app, ["mq", "digest", str(d), "--out", str(tmp_path / f"{d.name}.json"), *extra]).exit_code == 0
+    code, rows, err = align(tmp_path / "a.json", tmp_path / "b.json")
+    assert code == 1 and f"--upto {bmax}" in slaves(rows)["b.json"]["detail"]
+    assert runner.invoke(app, ["mq", "digest", str(a), "--out", str(tmp_path / "a.json"), "--upto",
+                               str(bmax)]).exit_code == 0
+    code, rows, err = align(tmp_path / "a.json", tmp_path / "b.json", "--master", tmp_path / "a.json")
+    assert code == 0, rows
+
+
+def test_bad_arguments_are_one_line(root, tmp_path):  # noqa: F811
+    a = replica(root, tmp_path, "a")
+    (tmp_path / "junk.json").write_text("{}")
+    r = runner.invoke(app, ["mq", "align", str(a), str(tmp_path / "junk.json")])
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "not a store root nor a digest" in r.stderr
+    r = runner.invoke(app, ["mq", "align", str(a)])
+    assert r.exit_code == 2
+    r = runner.invoke(app, ["mq", "align", str(a), str(a), "--master", "elsewhere"])
+    assert r.exit_code == 1 and "--master elsewhere is not among the replicas" in r.stderr
