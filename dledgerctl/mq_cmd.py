@@ -112,6 +112,8 @@ def messages_cmd(
         tags = tag_set(tag)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--tag") from None
+    if uniq_key is not None and re.fullmatch(r"[0-9a-fA-F]+", uniq_key):
+        uniq_key = uniq_key.upper()  # (RocketMQ's clients write it in upper-case hex: as --msg-id is read)
     flt = Filter(tuple(topic or ()), queue_id, tags, tuple(key or ()), msg_id, uniq_key, _millis(since, "--since"),
                  _millis(until, "--until"))
     if msg_id is not None:
@@ -142,8 +144,11 @@ def messages_cmd(
             rows = queue_offset_rows(broker.root, broker.node_dir, topic[0], queue_id, queue_offset, **opts)
         if fmt == Format.csv:
             rows = _json_properties(rows)
-        render(rows, fmt, columns=TABLE_COLUMNS + extra if fmt == Format.table else
-               MESSAGE_FIELDS + extra if fmt == Format.csv else None)
+        shown = render(rows, fmt, columns=TABLE_COLUMNS + extra if fmt == Format.table else
+                       MESSAGE_FIELDS + extra if fmt == Format.csv else None)
+    if not shown and (msg_id is not None or uniq_key is not None or key):
+        typer.echo("Note: no message matches", err=True)
+        raise typer.Exit(1)  # (a search that finds nothing: exit 1, as grep does)
 
 
 def _json_properties(rows):

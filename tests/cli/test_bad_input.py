@@ -101,6 +101,9 @@ MATRIX = {
     "certs add": ["test_certs_add_needs_a_ca"],
     "mq migrate": ["test_mq_migrate_from_a_missing_dir"],
     "mq consumers": ["test_mq_consumers_without_offsets"],
+    "mq epochs": ["test_mq_replica_commands_on_what_is_no_replica"],
+    "mq digest": ["test_mq_replica_commands_on_what_is_no_replica"],
+    "mq align": ["test_mq_replica_commands_on_what_is_no_replica"],
     "mq rebuild": ["test_mq_rebuild_of_a_missing_dir", "test_mq_rebuild_of_a_log_that_holds_no_messages"],
     "mq salvage": ["test_mq_salvage_bad_input"],
     "certs revoke": ["test_certs_revoke_needs_what_to_revoke"],
@@ -507,6 +510,28 @@ def test_remove_right_after_a_stop_is_refused(tmp_path):
         assert {x["peer"] for x in marks} == {leader, a, b}  # (b is still a member)
     finally:
         _down(base)
+
+
+def test_mq_replica_commands_on_what_is_no_replica(tmp_path):
+    """mq epochs, digest and align read controller-mode (or master-slave) store roots: a missing
+    path, a DLedger-mode root and a digest file that is none are one line each, nothing written."""
+    root = tmp_path / "store"
+    write_broker_store(str(root), [{"topic": "T", "body": b"x"}])
+    before = sorted(os.listdir(root))
+    for cmd, twice in ((["mq", "epochs"], 1), (["mq", "digest"], 1), (["mq", "align"], 2)):
+        r = run(*cmd, *[str(tmp_path / "nope")] * twice)
+        assert r.exit_code == 1
+        one_error(r.stderr, "nope")
+        r = run(*cmd, *[str(root)] * twice)
+        assert r.exit_code == 1 and r.stdout == ""
+        one_error(r.stderr, "it reads a controller-mode")
+    (tmp_path / "d.json").write_text('{"format": "dledgerctl-commitlog-digest/1"}')
+    r = run("mq", "align", str(tmp_path / "d.json"), str(tmp_path / "d.json"))
+    assert r.exit_code == 1
+    one_error(r.stderr, "d.json", "field missing")
+    r = run("mq", "digest", str(root), "--upto", "-1")
+    assert r.exit_code == 2
+    assert sorted(os.listdir(root)) == before
 
 
 def test_mq_consumers_without_offsets(tmp_path):

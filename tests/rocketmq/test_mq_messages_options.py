@@ -84,7 +84,7 @@ def test_msg_id_takes_the_offset_id_and_the_uniq_key_and_says_which(broker):
     table = invoke("mq", "messages", root, "--msg-id", uniq(3)).stdout
     assert "matched" in table.splitlines()[0] and "uniq_key" in table
     r = invoke("mq", "messages", root, "--format", "jsonl", "--msg-id", uniq(99))
-    assert r.exit_code == 0 and r.stdout == ""
+    assert r.exit_code == 1 and r.stdout == "" and "no message matches" in r.stderr  # (as grep: issue 58)
 
 
 # --- 44.12: csv properties ----------------------------------------------------------------------
@@ -190,3 +190,12 @@ def test_queue_offset_says_when_the_unit_points_elsewhere(tmp_path):
     shutil.rmtree(root / "consumequeue")
     r = invoke("mq", "messages", root, "--topic", "Topic0", "--queue-id", "0", "--queue-offset", "0")
     assert r.exit_code == 1 and "no consume queues" in r.output, r.output
+
+
+def test_uniq_key_takes_lower_case_hex_as_msg_id_does(broker):
+    root, specs, written = broker
+    r = invoke("mq", "messages", root, "--format", "jsonl", "--uniq-key", uniq(8).lower())
+    assert r.exit_code == 0, r.output
+    assert [json.loads(line)["index"] for line in r.stdout.splitlines()] == [written[8]["index"]]
+    r = invoke("mq", "messages", root, "--uniq-key", uniq(99))
+    assert r.exit_code == 1 and "no message matches" in r.stderr
