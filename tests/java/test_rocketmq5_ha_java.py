@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import zlib
 
 import pytest
@@ -112,3 +111,154 @@ def test_master_and_two_slaves_replicate_from_empty_roots(group):
     assert "Slave local epochCache is empty, skip truncate log" in group[2].log_text()
     digests = {commitlog_digest(group[i].root, end) for i in (1, 2, 3)}
     assert len(digests) == 1
+
+
+def test_failover_truncates_the_old_masters_tail_to_the_consistent_point(group):
+    """Master 1 at epoch 1 with slaves 2 and 3; 50 messages reach all three (offset A).
+    Slaves 2 and 3 stopped (clean shutdown); 30 more messages put on 1 alone (its tail, to B);
+    1 stopped. 2 and 3 restarted; the controller's election: 2 master at epoch 2 (SyncStateSet
+    {2}), 3 its slave; 20 messages put on 2 (to C). Old master 1 restarted as a slave of 2 at
+    epoch 2. Seen:
+
+    - 2's changeToMaster appended epoch 2 at its max offset: epochs ``1-0``, ``2-A``;
+    - 3's handshake: local epochs [1 from 0] ending at A, the master's [1 from 0, 2 from A]:
+      consistent point A, ``truncateOffset is A``, nothing cut (its max offset stayed A);
+    - 1's handshake: local [1 from 0] ending at B, the master's epoch 1 ending at A:
+      ``truncateOffset is A``, so its 30-message tail (B - A bytes) was cut: max offset A right
+      after the handshake, then C, its commit log byte-identical to 2's and 3's up to C, its
+      consume queue holding 50 + 20 messages; its epoch file ``1-0``, ``2-A`` like the others.
+
+    With 200-byte bodies: A = 19,590, B = 31,400 (a tail of 11,810 bytes), C = 27,420."""
+    group.start_master_and_slaves(master_id=1, epoch=1)
+    a = put_ok(group[1], "TopicF", 50, "p1")["max_phy_offset"]
+    assert group.wait_caught_up(1) == a
+    for i in (2, 3):
+        assert group[i].quit() == 0
+    b = put_ok(group[1], "TopicF", 30, "tail")["max_phy_offset"]
+    assert b > a
+    assert group[1].quit() == 0
+
+    # the election: 2 at epoch 2 (its SyncStateSet {2}); 3 follows it
+    for i in (2, 3):
+        group[i].start()
+    group[2].auto_accept(True)
+    m = group[2].master(2, 2, [2])
+    assert m["path"] == "changeToMaster" and m["max_phy_offset"] == a
+    assert [(e["epoch"], e["start"]) for e in m["epochs"]] == [(1, 0), (2, a)]
+    group[3].slave(group[2], 2)
+    s3 = group[3].wait_until(lambda s: group[3].truncate_offsets() and s["client"]["state"] == "TRANSFER",
+                             "3's handshake with 2")
+    assert group[3].truncate_offsets() == [a] and s3["max_phy_offset"] == a
+    c = put_ok(group[2], "TopicF", 20, "p2")["max_phy_offset"]
+    assert c == group.wait_caught_up(2)  # (1 is not running yet)
+
+    # the old master comes back as a slave of the new one
+    group[1].start()
+    assert group[1].state()["max_phy_offset"] == b
+    group[1].slave(group[2], 2)
+    group[1].wait_until(lambda s: group[1].truncate_offsets(), "1's handshake")
+    assert group[1].truncate_offsets() == [a]
+    assert f"Truncate slave log to {a} success" in group[1].log_text()
+    s1 = group[1].wait_until(lambda s: s["max_phy_offset"] == c and s["queues"].get("TopicF/0") == 70,
+                             "1 caught up with 2")
+    assert [(e["epoch"], e["start"]) for e in s1["epochs"]] == [(1, 0), (2, a)]
+    for i in (1, 2, 3):
+        assert group[i].quit() == 0
+        assert group[i].epoch_file()["text"] + "\n" == epoch_text([(1, 0), (2, a)])
+    assert len({commitlog_digest(group[i].root, c) for i in (1, 2, 3)}) == 1
+    # (the numbers the docstring gives, for this body size)
+    assert (a, b, c) == (19590, 31400, 27420)
+
+
+def _remove_epoch_files(root: str) -> None:
+    for name in ("epochFileCheckpoint", "epochFileCheckpoint.bak"):
+        if os.path.exists(os.path.join(root, name)):
+            os.unlink(os.path.join(root, name))
+
+
+def _write_epoch_file(root: str, entries: list[tuple[int, int]]) -> None:
+    _remove_epoch_files(root)
+    with open(os.path.join(root, "epochFileCheckpoint"), "w") as fh:
+        fh.write(epoch_text(entries))
+
+
+def test_first_handshake_without_epoch_files(group):
+    """Replicas that enter controller mode without epoch files, as a master-slave store has
+    none. Made here with RocketMQ's store itself: 1 master, 2 and 3 slaves; 500 messages of
+    1,000-byte bodies reach all three (to Y = 596,390), 3 is stopped, 500 more reach 1 and 2
+    (to X = 1,192,929: past the first 1 MiB commit-log file, which ends in a blank record),
+    all stopped, every ``epochFileCheckpoint`` (and ``.bak``) deleted. Then:
+
+    - restarted, 1 master at epoch 1: it took epoch 1 at its max offset (``1-1192929``);
+    - 2 (identical to 1) as its slave: "Slave local epochCache is empty, skip truncate log",
+      no truncateOffset line, max offset still X; it copied ``1-1192929`` from a transfer
+      header; 10 more puts of 200-byte bodies (to X' = 1,196,839) reached it;
+    - 3 (the first 500 messages, to Y) as its slave: also "epochCache is empty", nothing
+      truncated, and it did not catch up: the master logged "Failed to find an epochEntry to
+      match nextTransferFromWhere 596390" (its only epoch starts at X), then, its transfer
+      epoch still unset (end offset 0), sent a transfer header whose body size is 0 - Y, and
+      3's reader failed on it, again and again, with ``NegativeArraySizeException: -596390``;
+      3's max offset stayed Y and it wrote no epoch file while 2 took the 10 further puts;
+    - all stopped, each epoch file rewritten as ``1-0`` (one epoch from offset 0), 1 master at
+      epoch 2 (``1-0``, ``2-1196839``): 3's handshake found the consistent point Y
+      (``truncateOffset is 596390``: nothing cut) and 3 caught up to X'; 2's consistent point
+      was X' (nothing cut). A slave records epoch 2 only when a transfer header of epoch 2
+      reaches it (data, or a heartbeat every haSendHeartbeatInterval, 5 s): after 10 more puts
+      (to 1,200,749) every epoch file reads ``1-0``, ``2-1196839`` and the three commit logs
+      are byte-identical.
+    """
+    group.start_master_and_slaves(master_id=1, epoch=1)
+    y = group[1].put("TopicE", 0, 500, 1000, "e1")["max_phy_offset"]
+    assert group.wait_caught_up(1) == y
+    assert group[3].quit() == 0
+    x = group[1].put("TopicE", 0, 500, 1000, "e2")["max_phy_offset"]
+    group[2].wait_until(lambda s: s["max_phy_offset"] == x, "2 caught up")
+    for i in (1, 2):
+        assert group[i].quit() == 0
+    for i in (1, 2, 3):
+        _remove_epoch_files(group[i].root)
+    assert (y, x) == (596390, 1192929) and sorted(os.listdir(os.path.join(group[1].root, "commitlog"))) == [
+        "00000000000000000000", "00000000000001048576"]
+
+    for i in (1, 2, 3):
+        group[i].start()
+    group[1].auto_accept(True)
+    m = group[1].master(1, 1)
+    assert [(e["epoch"], e["start"]) for e in m["epochs"]] == [(1, x)] and m["max_phy_offset"] == x
+    for i in (2, 3):
+        group[i].slave(group[1], 1)
+    s2 = group[2].wait_until(lambda s: s["epochs"], "2 took an epoch")
+    assert s2["max_phy_offset"] == x and [(e["epoch"], e["start"]) for e in s2["epochs"]] == [(1, x)]
+    refusal = f"Failed to find an epochEntry to match nextTransferFromWhere {y}"
+    failure = f"NegativeArraySizeException: -{y}"
+    group[3].wait_until(lambda s: refusal in group[1].log_text() and failure in group[3].log_text(),
+                        "the master's refusal and 3's failure")
+    x2 = put_ok(group[1], "TopicE", 10, "e3")["max_phy_offset"]
+    group[2].wait_until(lambda s: s["max_phy_offset"] == x2, "2 caught up")
+    s3 = group[3].state()
+    assert s3["max_phy_offset"] == y and s3["epochs"] == []
+    for i in (2, 3):
+        assert "Slave local epochCache is empty, skip truncate log" in group[i].log_text()
+        assert group[i].truncate_offsets() == []
+    for i in (1, 2, 3):
+        assert group[i].quit() == 0
+    assert group[3].epoch_file() is None
+
+    # one epoch from 0 on every replica, and the master at epoch 2
+    for i in (1, 2, 3):
+        _write_epoch_file(group[i].root, [(1, 0)])
+        group[i].start()
+    group[1].auto_accept(True)
+    m = group[1].master(2, 1)
+    assert [(e["epoch"], e["start"]) for e in m["epochs"]] == [(1, 0), (2, x2)]
+    for i in (2, 3):
+        group[i].slave(group[1], 2)
+    assert group.wait_caught_up(1) == x2
+    assert group[3].truncate_offsets() == [y] and group[2].truncate_offsets() == [x2]
+    x3 = put_ok(group[1], "TopicE", 10, "e4")["max_phy_offset"]  # (data in epoch 2: each slave records it)
+    assert group.wait_caught_up(1) == x3
+    for i in (1, 2, 3):
+        assert group[i].quit() == 0
+        assert group[i].epoch_file()["text"] + "\n" == epoch_text([(1, 0), (2, x2)])
+    assert len({commitlog_digest(group[i].root, x3) for i in (1, 2, 3)}) == 1
+    assert (x2, x3) == (1196839, 1200749)
