@@ -271,8 +271,8 @@ def cluster_up(
                                       "operator 'admin' and a client 'app'); commands finding the cluster through "
                                       "its record use the operator's.")] = False,
     metrics_port_base: Annotated[Optional[int], typer.Option("--metrics-port-base", help="Serve each node's "
-                                 "Prometheus metrics: n0 at http://127.0.0.1:PORT/metrics (https with --tls), "
-                                 "n1 at the next port, and so on (node start --metrics-address).")] = None,
+                                 "Prometheus metrics (the path /metrics, over http, or https with --tls): n0 on "
+                                 "127.0.0.1:PORT, n1 on the next port, and so on (node start --metrics-address).")] = None,
     keep_truncated: Annotated[Optional[str], typer.Option("--keep-truncated", metavar="DIR", help="Every member "
                               "keeps what it cuts in DIR/<id> (node start --keep-truncated; mq salvage DIR/<id> "
                               "reads it).")] = None,

@@ -50,7 +50,7 @@ ClientGroupOpt = Annotated[Optional[str], typer.Option(
     help="Raft group name (DLedger's group); default: the group of the cluster recorded in --base-dir, else "
          "'default'.")]
 PeersOpt = Annotated[Optional[str], typer.Option(
-    "--peers", "-p", callback=check_peers, help="Peers as 'n0-HOST:PORT;n1-HOST:PORT;...' (default: the cluster "
+    "--peers", "-p", callback=check_peers, help="Peers, each ID-HOST:PORT, with ';' between them (default: the cluster "
                                                  "recorded in --base-dir by 'cluster up').")]
 BaseDirOpt = Annotated[str, typer.Option("--base-dir", envvar="DLEDGER_STORE", help="Base directory of a local "
                                          "cluster (its stores, logs and cluster.json).")]
@@ -61,12 +61,14 @@ ReservedOpt = Annotated[float, typer.Option("--file-reserved-hours", min=0.0001,
                                             "fileReservedHours).")]
 DeleteWhenOpt = Annotated[str, typer.Option("--delete-when", help="Hours of the day when expired files are deleted, "
                                             "'04' or '03;04' (DLedger's deleteWhen).")]
-RatioCheckOpt = Annotated[float, typer.Option("--disk-ratio-check", min=0, max=1, help="Disk usage above which expired "
-                                              "files are deleted at any hour (diskSpaceRatioToCheckExpired).")]
-RatioForceOpt = Annotated[float, typer.Option("--disk-ratio-force", min=0, max=1, help="Disk usage above which the "
+RatioCheckOpt = Annotated[float, typer.Option("--disk-ratio-check", min=0, max=1, metavar="RATIO", help="Disk usage above which expired "
+                                              "files are deleted at any hour (the check ratio of DLedger's "
+                                              "clean-space service).")]
+RatioForceOpt = Annotated[float, typer.Option("--disk-ratio-force", min=0, max=1, metavar="RATIO", help="Disk usage above which the "
                                               "oldest files are deleted whatever their age, even ones a live "
-                                              "follower still needs (diskSpaceRatioToForceClean).")]
-RatioFullOpt = Annotated[float, typer.Option("--disk-full-ratio", min=0, max=1, help="Disk usage above which appends "
+                                              "follower still needs (the force ratio of DLedger's clean-space "
+                                              "service).")]
+RatioFullOpt = Annotated[float, typer.Option("--disk-full-ratio", min=0, max=1, metavar="RATIO", help="Disk usage above which appends "
                                              "are refused with DISK_FULL (diskFullRatio).")]
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table, json, jsonl or csv.",
@@ -118,7 +120,7 @@ IndexSizeOpt = Annotated[int | None, typer.Option("--index-file-size", parser=pa
                                                   "else 160MiB = 32 x 5Mi).")]
 SnapshotKeepOpt = Annotated[int | None, typer.Option(
     "--snapshot-keep-entries", min=-1, help="With --state-machine: after each snapshot, delete the log it covers "
-    "but for this many entries before it (DLedger's resetSnapshotEntriesButKeepLastEntriesNum; default 0); a leader "
+    "but for this many entries before it (default 0, as DLedger keeps none: the man page names its setting); a leader "
     "keeps what live followers still need; -1 leaves the log to the retention rules.")]
 PushQuotaOpt = Annotated[int | None, typer.Option(
     "--peer-push-quota", parser=parse_size, metavar="SIZE", help="Bytes per second a leader pushes to a follower "

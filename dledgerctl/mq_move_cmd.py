@@ -74,8 +74,9 @@ def migrate_cmd(
     max_hash_slot_num: MaxHashSlotOpt = None,
     max_index_num: MaxIndexNumOpt = None,
     id_map: Annotated[str | None, typer.Option(
-        "--id-map", metavar="FILE", help="Also write FILE (CSV, a new file): old_msg_id,new_msg_id,uniq_key for each "
-                                         "message moved; the offset message ids (store host + commit-log offset).")
+        "--id-map", metavar="FILE", help="Also write FILE (CSV, a new file) with a row per message moved: its old and "
+                                         "new offset message ids (store host + commit-log offset) and its UNIQ_KEY "
+                                         "(columns old_msg_id, new_msg_id, uniq_key).")
     ] = None,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,

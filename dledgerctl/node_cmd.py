@@ -27,7 +27,7 @@ def node_start(
     ctx: typer.Context,
     node_id: Annotated[str, typer.Option("--id", help="This node's id; must be one of --peers.")],
     peers: Annotated[str, typer.Option("--peers", "-p", callback=check_peers,
-                                       help="All members: 'n0-HOST:PORT;n1-HOST:PORT;...'.")],
+                                       help="All members, each ID-HOST:PORT, with ';' between them.")],
     store_base_dir: Annotated[str, typer.Option("--store-base-dir", default_factory=service.default_store_base_dir,
                               show_default="$STATE_DIRECTORY when systemd gives one, else /tmp/dledgerstore",
                               help="Where dledger-<id>/ lives. Started by systemd, a node refuses a private or "
@@ -63,8 +63,9 @@ def node_start(
     drop_behind: DropBehindOpt = None,
     keep_truncated: Annotated[Optional[str], typer.Option("--keep-truncated", metavar="DIR", help="Before a "
                               "leader's TRUNCATE (or any other cut, recovery's at start too) removes entries from "
-                              "this member's log, write them to a file in DIR (truncated-<first>-<last>-<time>.entries, DLedger's entry "
-                              "format: 'store inspect-data FILE' and 'mq salvage' read it) and log one line.")] = None,
+                              "this member's log, write them to a file in DIR (named truncated-*.entries for the range and the "
+                              "time, in DLedger's entry format: 'store inspect-data FILE' and 'mq salvage' read it) "
+                              "and log one line.")] = None,
     keep_truncated_bytes: Annotated[Optional[int], typer.Option("--keep-truncated-bytes", parser=parse_size,
                                     metavar="SIZE", help="With --keep-truncated: the kept files together stay "
                                     "within SIZE, the oldest dropped first (default 1GiB).")] = None,
@@ -107,7 +108,7 @@ def node_start(
                                           "vote only once the leader promotes it (after 'peer add'). Its log's "
                                           "member list wins over --peers once it has one.")] = False,
     metrics_address: Annotated[Optional[str], typer.Option("--metrics-address", metavar="HOST:PORT",
-                               help="Serve Prometheus metrics at http://HOST:PORT/metrics (off by default; "
+                               help="Serve Prometheus metrics on HOST:PORT, at the path /metrics (off by default; "
                                "port 0 picks a free one). The names are listed in dledgerctl-node(1).")] = None,
     metrics_tls: Annotated[bool, typer.Option("--metrics-tls", help="Serve the metrics over HTTPS with this node's "
                            "--tls-cert and --tls-key, to scrapers showing a certificate --tls-ca signed.")] = False,

@@ -286,8 +286,9 @@ def truncate_cmd(
                                             show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Allow cutting at or below the committed index.")] = False,
-    backup: Annotated[Optional[str], typer.Option("--backup", help="Where to keep the cut entries (default: "
-                                                  "<node-dir>/truncated-<from>-<end>-<time>.entries).")] = None,
+    backup: Annotated[Optional[str], typer.Option("--backup", help="Where to keep the cut entries (default: a file in "
+                                                  "the node directory named for the range cut and the time, "
+                                                  "truncated-*.entries).")] = None,
     self_id: SelfIdOpt = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,

@@ -45,3 +45,15 @@ def _check(path, cmd, columns: int) -> None:
             if name.startswith("-"):
                 assert name in words, f"{name} is not shown whole:\n{r.output}"
     assert max(len(line) for line in r.output.splitlines()) <= columns
+
+
+@pytest.mark.parametrize("path, cmd", COMMANDS, ids=[" ".join(p) or "dledgerctl" for p, _ in COMMANDS])
+def test_no_word_of_an_option_help_is_broken_at_80_columns(path, cmd):
+    """A word longer than the help column is folded mid-word (``uniq_ke`` / ``y`` in mq migrate's
+    --id-map, issue 58): every word of every option's help shows whole."""
+    r = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+    shown = set(re.findall(r"[^\s│╭╮╰╯─]+", r.output))
+    for param in cmd.params:
+        for word in re.findall(r"\S+", getattr(param, "help", None) or ""):
+            if "[" not in word and "]" not in word:
+                assert word in shown, f"{word!r} of {param.name}'s help is broken:\n{r.output}"
