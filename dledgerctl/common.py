@@ -260,19 +260,35 @@ def errors_as_exit() -> Iterator[None]:
         raise fail(f"{exc.filename + ': ' if getattr(exc, 'filename', None) else ''}{exc.strerror or exc}") from None
 
 
+class _Advance:
+    """What a long job calls as it goes: ``advance(n)`` for n more bytes done, and
+    ``advance.step(text)`` when it moves on to a step the bytes do not measure (the bar then
+    says so instead of standing still at its last figure). Without a terminal, both do nothing."""
+
+    def __init__(self, prog=None, task=None) -> None:
+        self._prog, self._task = prog, task
+
+    def __call__(self, n: int) -> None:
+        if self._prog is not None:
+            self._prog.advance(self._task, n)
+
+    def step(self, text: str) -> None:
+        if self._prog is not None:
+            self._prog.update(self._task, description=text)
+
+
 @contextmanager
-def progress_bar(description: str, total: int) -> Iterator:
+def progress_bar(description: str, total: int) -> Iterator[_Advance]:
     """A rich progress bar on a terminal; a no-op callback when stderr is not one."""
     if not sys.stderr.isatty() or total <= 0:
-        yield lambda n: None
+        yield _Advance()
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
     from rich.console import Console
 
     with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                   TimeRemainingColumn(), console=Console(stderr=True), transient=True) as prog:
-        task = prog.add_task(description, total=total)
-        yield lambda n: prog.advance(task, n)
+        yield _Advance(prog, prog.add_task(description, total=total))
 
 
 def complete_members(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -302,6 +302,14 @@ def _damaged_offsets(broker, data_file_size, index_file_size) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
+def _step(progress, text: str) -> None:
+    """Tell the progress (when it can be told: dledgerctl's bar) that a step the bytes do not
+    measure begins."""
+    step = getattr(progress, "step", None)
+    if step is not None:
+        step(text)
+
+
 def _write(broker, tmp, summary, file_size, committed, data_file_size, index_file_size, progress, index_shape,
            ids: IdMap, skip_damaged: bool = False) -> None:
     cut = None if committed is None else _first_message(broker, data_file_size, index_file_size, committed)
@@ -327,6 +335,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     try:
         for b in batches(broker.node_dir, Selection(), data_file_size=data_file_size, index_file_size=index_file_size):
             mover.feed(b)
+        _step(progress, "finishing the commit log and index")
     finally:
         offsets.close()
         log.close()
@@ -337,6 +346,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     old_a, new_a = mover.offsets()
     src_first, indexed_last, skipped_first, last_ts = mover.src_first, mover.indexed_last, mover.skipped_first, \
         mover.last_ts
+    _step(progress, "writing the consume queues")
     write_queues(broker.root, tmp, old_a, new_a, 1 << 62 if src_first is None else src_first, summary,
                  np.array([o for _i, o in summary.damaged], np.int64) if summary.damaged else None)
     try:
@@ -352,6 +362,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         summary.index_wall_seconds = mover.key_seconds
         index_ts = _index_done(summary, index)
     else:  # (left-out messages, or fillPreBlank-only queues, moved the broker's dispatch point)
+        _step(progress, "writing the index")
         index_ts = _write_index(tmp, summary, *index_shape)
     write_file(os.path.join(tmp, CHECKPOINT_FILE), CHECKPOINT_TIMES.pack(last_ts, last_ts, index_ts).ljust(
         CHECKPOINT_SIZE, b"\0"))

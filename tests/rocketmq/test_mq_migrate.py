@@ -349,3 +349,26 @@ def test_a_commit_log_is_read_a_bounded_batch_at_a_time_with_the_same_results(sr
     shutil.copytree(dest, again)
     r = runner.invoke(app, ["mq", "rebuild", str(again), "--format", "json"])
     assert r.exit_code == 0, r.output
+
+
+def test_the_progress_says_each_step_the_bytes_do_not_measure(src, tmp_path):
+    """The bar stood at 582/592 MB while the index was written (issue 58): the steps after the
+    messages are said by name."""
+    from store.rocketmq.layout import resolve_broker
+    from store.rocketmq.migrate import migrate
+
+    class Recorder:
+        def __init__(self):
+            self.done, self.steps = 0, []
+
+        def __call__(self, n):
+            self.done += n
+
+        def step(self, text):
+            self.steps.append((self.done, text))
+
+    rec = Recorder()
+    migrate(resolve_broker(str(src[0])), str(tmp_path / "dest"), commitlog_file_size=CL, progress=rec)
+    names = [t for _d, t in rec.steps]
+    assert names[:2] == ["finishing the commit log and index", "writing the consume queues"], names
+    assert all(done == rec.done for done, _t in rec.steps)  # (each after every byte was counted)
