@@ -206,6 +206,15 @@ def log_files(dir: str) -> list[tuple[int, str]]:
     return files
 
 
+def is_empty_log(dir: str) -> bool:
+    """A commit-log directory that holds no file (what a master-slave store with no message
+    yet has, ``mq migrate`` of an empty log among them)."""
+    try:
+        return not any(parse_file_name(n) is not None for n in os.listdir(dir))
+    except OSError:
+        return False
+
+
 class FileEnd(NamedTuple):
     """Where and why the messages of one commit-log file end (:func:`walk_file`)."""
 

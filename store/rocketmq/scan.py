@@ -138,6 +138,8 @@ def _commit_log(log_dir: str, sel: Selection) -> Iterator[Batch]:
     (and no index asked for) is read at its offset, as the broker reads one by its offset
     or msgId, not found by a walk from the first file; its ordinal is then not known (-1)."""
     by_offset = sel.pos is not None and sel.lower() is None and sel.upper() is None
+    if commitlog.is_empty_log(log_dir):
+        return  # (a store with no message yet: RocketMQ creates the first file at the first put)
     for b in commitlog.batches(log_dir, at=sel.pos + HEADER_SIZE if by_offset else None):
         if b.damage:
             yield b

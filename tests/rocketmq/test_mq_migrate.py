@@ -372,3 +372,19 @@ def test_the_progress_says_each_step_the_bytes_do_not_measure(src, tmp_path):
     names = [t for _d, t in rec.steps]
     assert names[:2] == ["finishing the commit log and index", "writing the consume queues"], names
     assert all(done == rec.done for done, _t in rec.steps)  # (each after every byte was counted)
+
+
+def test_a_store_migrated_from_an_empty_log_is_checked_as_empty(tmp_path):
+    """A log whose checkpoint said committed index -1 moves to a commitlog/ with no file; mq check
+    said 'no commit-log file' of it (issue 59 item 11): it is a store with no message yet."""
+    from store.filestore import FileStore
+    src = tmp_path / "src"
+    FileStore.open(str(src / "dledger-n0")).close()
+    os.makedirs(src / "consumequeue")
+    r = invoke(src, tmp_path / "dest")
+    assert r.exit_code == 0, r.output
+    assert os.listdir(tmp_path / "dest" / "commitlog") == []
+    for cmd in ("check", "topics", "messages"):
+        r = runner.invoke(app, ["mq", cmd, str(tmp_path / "dest")])
+        assert r.exit_code == 0, (cmd, r.output)
+    assert "0 findings" in runner.invoke(app, ["mq", "check", str(tmp_path / "dest")]).stderr
