@@ -262,3 +262,43 @@ def test_first_handshake_without_epoch_files(group):
         assert group[i].epoch_file()["text"] + "\n" == epoch_text([(1, 0), (2, x2)])
     assert len({commitlog_digest(group[i].root, x3) for i in (1, 2, 3)}) == 1
     assert (x2, x3) == (1196839, 1200749)
+
+
+def test_puts_follow_the_controller_mode_ack_rules(java, tmp_path):
+    """With ``allAckInSyncStateSet=true`` and ``minInSyncReplicas=2`` (MessageStoreConfig), on
+    master 1 at epoch 1 with SyncStateSet {1}: a put is refused with
+    IN_SYNC_REPLICAS_NOT_ENOUGH and writes nothing (max offset 0). Once slave 2 has caught up
+    and the master's alterSyncStateSet report made the set {1, 2}, puts are PUT_OK, each
+    acknowledged by 2 (the master's confirm offset is its max offset, and 2 holds it). When 2
+    stops, the master drops it from the set (removeConnection reports {1}) and puts are
+    refused again.
+
+    Seen on the way (RocketMQ 5.3.3's ReputMessageService.doReput): right after the puts, 2's
+    confirm offset (the master's, from the last transfer header: in one run 1,544 of 1,930)
+    lay on a message boundary below its max offset, and 2's dispatch thread spun at full CPU
+    (its outer loop keeps a stale ``isCommitLogAvailable``; the inner loop stops at the
+    confirm offset without clearing ``doNext``) until the master's next heartbeat
+    (haSendHeartbeatInterval, 5 s) raised the confirm offset to 1,930. A slave stopped in
+    that state does not shut down (ReputMessageService's join waits 90 s): the test waits for
+    the confirm offset first."""
+    with HaGroup(java, str(tmp_path), ids=(1, 2),
+                 options={"allAckInSyncStateSet": "true", "minInSyncReplicas": 2}) as g:
+        for i in (1, 2):
+            g[i].start()
+        g[1].auto_accept(True)
+        g[1].master(1, 1)
+        r = g[1].put("TopicK", 0, 1, BODY, "k0")
+        assert r["counts"] == {"IN_SYNC_REPLICAS_NOT_ENOUGH": 1} and r["max_phy_offset"] == 0
+        g[2].slave(g[1], 1)
+        g[1].wait_until(lambda s: s["local_sync_state_set"] == [1, 2], "SyncStateSet {1,2}")
+        r = put_ok(g[1], "TopicK", 5, "k1")
+        end = r["max_phy_offset"]
+        assert r["confirm_offset"] == end
+        assert g[2].state()["max_phy_offset"] == end  # acknowledged: 2 had it when the put returned
+        g[2].wait_until(lambda s: s["confirm_offset"] == end, "2's confirm offset at its end")
+        assert g[2].quit() == 0
+        g[1].wait_until(lambda s: s["local_sync_state_set"] == [1], "SyncStateSet {1}")
+        r = g[1].put("TopicK", 0, 1, BODY, "k2")
+        assert r["counts"] == {"IN_SYNC_REPLICAS_NOT_ENOUGH": 1} and r["max_phy_offset"] == end
+        pids = g.pids()
+    assert not any(os.path.exists(f"/proc/{p}") and not _zombie_free(p) for p in pids)
