@@ -34,10 +34,11 @@ from .jobs import _nodes, check_output, read_entries, write_by_node
 from .mqcolumns import MQ_COLUMNS
 
 MQ_TOPICS_COLUMNS = ["node", "topic", "queue_id", "messages", "bytes", "first_queue_offset", "last_queue_offset",
-                     "first_store_time", "last_store_time"]
+                     "first_store_time", "last_store_time", "damaged"]
 MQ_FIND_COLUMNS = ["node", "index", "pos", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp", "tags",
-                   "keys", "uniq_key", "body_crc_ok"]
-MQ_EXPORT_COLUMNS = ["node", "index", "term", "pos", "file"] + [name for name, _, _ in MQ_COLUMNS] + ["msg_body"]
+                   "keys", "uniq_key", "body_crc_ok", "entry_crc_ok"]
+MQ_EXPORT_COLUMNS = (["node", "index", "term", "pos", "file"] + [name for name, _, _ in MQ_COLUMNS]
+                     + ["entry_crc_ok", "msg_body"])
 
 
 def commit_log_plans(spark, nodes) -> dict[str, list[tuple[int, int]]]:
@@ -62,9 +63,11 @@ def _messages(spark, paths, **options):
             raise PipelineUsageError(f"{node.dir}: its DLedger log follows an old commit log ({old}), which the Spark "
                                      f"mq jobs do not read; 'dledgerctl mq topics' and 'mq messages' read both")
     plans = commit_log_plans(spark, nodes)
-    df = read_entries(spark, nodes, rocketmq=True, checkCrc=False, firstIndexes=json.dumps(plans) if plans else None,
+    # (the entry's own DLedger CRCs are checked too: a message whose entry fails them was changed on disk
+    # after it was written, even where its BODYCRC, which leaves the properties out, still holds)
+    df = read_entries(spark, nodes, rocketmq=True, checkCrc=True, firstIndexes=json.dumps(plans) if plans else None,
                       **options)
-    return nodes, df.filter(F.col("topic").isNotNull())
+    return nodes, df.filter(F.col("topic").isNotNull()).withColumnRenamed("crc_ok", "entry_crc_ok")
 
 
 def mq_topics(spark, paths):
@@ -73,7 +76,8 @@ def mq_topics(spark, paths):
     return (df.groupBy("node", "topic", "queue_id")
             .agg(F.count(F.lit(1)).alias("messages"), F.sum(F.col("size") - HEADER_SIZE).alias("bytes"),
                  F.min("queue_offset").alias("first_queue_offset"), F.max("queue_offset").alias("last_queue_offset"),
-                 F.min("store_timestamp").alias("first_store_time"), F.max("store_timestamp").alias("last_store_time"))
+                 F.min("store_timestamp").alias("first_store_time"), F.max("store_timestamp").alias("last_store_time"),
+                 F.sum(F.when(F.col("entry_crc_ok") == F.lit(False), 1).otherwise(0)).alias("damaged"))
             .orderBy("node", "topic", "queue_id")
             .select(*MQ_TOPICS_COLUMNS))
 

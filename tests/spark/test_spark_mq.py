@@ -69,7 +69,8 @@ def test_mq_topics_per_node_is_mq_topics(spark, fleet):
     base, _specs = fleet
     rows = [r.asDict() for r in messages.mq_topics(spark, [str(base / "n0"), str(base / "n1")]).collect()]
     for node in ("n0", "n1"):
-        mine = [{k: r[k] for k in r if k != "node"} for r in rows if r["node"].endswith(node)]
+        mine = [{k: r[k] for k in r if k not in ("node", "damaged")} for r in rows if r["node"].endswith(node)]
+        assert all(r["damaged"] == 0 for r in rows)
         want = [{k: t[k] for k in ("topic", "queue_id", "messages", "bytes", "first_queue_offset",
                                    "last_queue_offset", "first_store_time", "last_store_time")}
                 for t in topic_rows(resolve_broker(str(base / node)))]
@@ -99,6 +100,32 @@ def test_mq_export_writes_messages_to_parquet(spark, fleet, tmp_path):
     assert set(messages.MQ_EXPORT_COLUMNS) - {"node"} <= set(table.column_names)
     rows = sorted(table.to_pylist(), key=lambda r: r["index"])
     assert rows[7]["msg_body"] == b"compressed " * 50 and rows[9]["topic"] == "主题"
+
+
+def test_a_message_changed_where_its_bodycrc_does_not_look_is_said(spark, fleet, tmp_path):
+    """A byte of a message's KEYS changed on disk: its BODYCRC (the body only) still holds, its
+    DLedger entry's own CRC does not (issue 59 item 8): mq-topics counts it damaged, mq-find and
+    mq-export say entry_crc_ok false, as mq check names it."""
+    import shutil
+    base, _specs = fleet
+    node = tmp_path / "n0"
+    shutil.copytree(base / "n0", node)
+    rows = list(message_rows(str(node / "dledger-n0")))
+    victim = next(r for r in rows if r["uniq_key"] == "U00012")
+    with FileStore.open(str(node / "dledger-n0"), read_only=True) as s:
+        raw = s.get_bytes(victim["index"])
+        pos = victim["pos"]
+    at = raw.index(b"order-12") + 6  # (the '1' of order-12: now order-02)
+    data = node / "dledger-n0" / "data" / sorted(os.listdir(node / "dledger-n0" / "data"))[0]
+    with open(data, "r+b") as fh:
+        fh.seek(pos + at)
+        fh.write(b"0")
+    topics = [r.asDict() for r in messages.mq_topics(spark, [str(node)]).collect()]
+    assert sum(r["damaged"] for r in topics) == 1
+    found = [r.asDict() for r in messages.mq_find(spark, [str(node)], uniq_key="U00012").collect()]
+    assert [(r["body_crc_ok"], r["entry_crc_ok"]) for r in found] == [(True, False)]
+    ok = [r.asDict() for r in messages.mq_find(spark, [str(node)], uniq_key="U00013").collect()]
+    assert [r["entry_crc_ok"] for r in ok] == [True]
 
 
 def test_the_commands(spark, fleet):
