@@ -18,6 +18,7 @@ from store.rocketmq.controller_state import HISTORY_COLUMNS, STATE_COLUMNS, repl
 
 from store.rocketmq.controller_check import FINDING_COLUMNS, check
 
+from . import controller_plan_cmd
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural
 from .render import Format, render
 from .store_cmd import FromOpt, ToOpt, _selection
@@ -220,3 +221,6 @@ def check_cmd(
     typer.echo(f"{node}: {plural(len(pairs), 'broker store')} checked: {plural(len(findings), 'finding')}", err=True)
     if findings:
         raise typer.Exit(1)
+
+
+app.command("elect-plan")(controller_plan_cmd.elect_plan_cmd)

@@ -115,6 +115,7 @@ MATRIX = {
     "controller events": ["test_controller_commands_on_a_missing_dir"],
     "controller state": ["test_controller_commands_on_a_missing_dir"],
     "controller check": ["test_controller_commands_on_a_missing_dir"],
+    "controller elect-plan": ["test_controller_elect_plan_bad_input"],
 }
 
 
@@ -275,6 +276,30 @@ def test_controller_commands_on_a_missing_dir(tmp_path, sub):
     assert r.exit_code == 1
     one_error(r.stderr, "nope")
     assert not (tmp_path / "nope").exists()
+
+
+def test_controller_elect_plan_bad_input(tmp_path):
+    """A missing path, a log that is no controller's (a broker's store), a --store that is no
+    store root: one Error line each, exit 1, nothing written."""
+    from tests.support.controller_encode import apply_broker_id, elect_master, write_controller_log
+
+    ctl = write_controller_log(str(tmp_path / "ctl"), [(1, apply_broker_id("c", "b", "h:1", 1, "k")),
+                                                       (1, elect_master("b", 1))])
+    broker = tmp_path / "broker"
+    write_broker_store(str(broker), [{"topic": "T", "body": b"x"}])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    before = tree(tmp_path)
+    for args, words in (([str(tmp_path / "nope"), "--store", f"1={empty}"], ["nope"]),
+                        ([ctl, "--store", f"1={tmp_path / 'gone'}"], ["gone"]),
+                        ([str(broker), "--store", f"1={empty}"], ["broker"]),
+                        ([ctl, "--store", f"1={empty}"], ["empty"]),
+                        ([ctl, str(broker)], ["broker"])):
+        r = run("controller", "elect-plan", *args)
+        assert r.exit_code == 1, (args, r.output, r.stderr)
+        one_error(r.stderr, *words)
+        assert "Traceback" not in r.stderr
+    assert tree(tmp_path) == before
 
 
 @pytest.mark.parametrize("sub", ["audit", "diverge", "stats", "export", "mq-topics", "mq-find", "mq-export"])
