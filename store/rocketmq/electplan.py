@@ -41,7 +41,6 @@ as acknowledged). A cut below that offset is a loss of acknowledged messages.
 
 from __future__ import annotations
 
-import functools
 import json
 import mmap
 import os
@@ -140,12 +139,33 @@ def _try_elect(ids, live: dict[int, Broker], old_master, prefer) -> int | None:
         return old_master
     if prefer is not None:
         return prefer if prefer in valid else None
-    kept: list[Broker] = []  # (a TreeSet: one of brokers that compare equal, the first added)
-    for i in valid:
-        b = live[i]
-        if all(_compare(b, k) != 0 for k in kept):
-            kept.append(b)
-    return min(kept, key=functools.cmp_to_key(_compare)).broker_id
+    return _tree_first([live[i] for i in valid]).broker_id
+
+
+def _tree_first(brokers: list[Broker]) -> Broker:
+    """TreeSet.add of each in turn, then first(): each goes down from the root by the
+    comparator, one comparing equal to a node is dropped. (Java's red-black rotations keep
+    the order the walk gives; with the int cast the comparator need not be a total order, and
+    this walk over the unbalanced tree is what a tree of these few brokers does.)"""
+    root: list | None = None  # [broker, left, right]
+    for b in brokers:
+        if root is None:
+            root = [b, None, None]
+            continue
+        node = root
+        while True:
+            c = _compare(b, node[0])
+            if c == 0:
+                break
+            side = 1 if c < 0 else 2
+            if node[side] is None:
+                node[side] = [b, None, None]
+                break
+            node = node[side]
+    assert root is not None
+    while root[1] is not None:
+        root = root[1]
+    return root[0]
 
 
 def controller_elects(s: SetState, live: dict[int, Broker], *, unclean: bool = False,

@@ -152,6 +152,8 @@ def test_the_policy_sorts_by_epoch_offset_then_priority():
     # Java's (int) cast of the offset difference: 2^32 apart compares equal, the TreeSet keeps the first
     assert controller_elects(s, {2: _b(2, 3, 1 << 32), 3: _b(3, 3, 0)}) == (2, False)
     assert controller_elects(s, {2: _b(2, 3, 0), 3: _b(3, 3, 1 << 32)}) == (2, False)
+    # 3 * 2^31 apart: the cast turns the difference negative whichever way round (3 goes left of 2)
+    assert controller_elects(s, {2: _b(2, 3, 3 << 31), 3: _b(3, 3, 0)}) == (3, False)
 
 
 def test_hashset_order_of_small_ids_is_ascending():
