@@ -88,6 +88,9 @@ def elect_plan_cmd(
     render(rows, fmt, columns=COLUMNS if fmt in (Format.table, Format.csv) else None)
     for note in notes:
         typer.echo(f"Note: {note}", err=True)
+    if s.master_epoch == 0:  # (ReplicasInfoManager.electMaster: isFirstTimeForElect)
+        typer.echo(f"Note: {s.name} never had a master: the first broker whose own election request reaches the "
+                   "controller becomes master, whatever the policy says", err=True)
     strangers = [b.broker_id for b in brokers if b.broker_id not in s.registered]
     if strangers:
         typer.echo(f"Note: broker {', '.join(map(str, strangers))} not registered for {s.name} in the controller's "

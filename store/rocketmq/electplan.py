@@ -478,5 +478,5 @@ class LocalDifference:
         return self._seen[key]
 
 
-__all__ = ["Broker", "Candidate", "LocalDifference", "Loss", "SetState", "acknowledged_end", "controller_elects", "controller_state",
-           "hashset_order", "local_messages", "may_elect", "plan", "read_brokers", "verdict"]
+__all__ = ["Broker", "Candidate", "LocalDifference", "Loss", "SetState", "acknowledged_end", "controller_elects",
+           "controller_state", "hashset_order", "local_messages", "may_elect", "plan", "read_brokers", "verdict"]

@@ -11,7 +11,6 @@ elects; and the policy alone agrees on made-up heartbeats (offsets 2^32 apart in
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -51,10 +50,10 @@ HISTORY = REGISTER + [ev("elect", newMasterElected=True, newMasterBrokerId=1), e
                       ev("elect", newMasterElected=True, newMasterBrokerId=2), ev("alter", newSyncStateSet=[1, 2, 3])]
 
 
-def rocketmq_elects(built, events, live, *, unclean=False, designate=None) -> dict:
+def rocketmq_elects(built, events, live, *, unclean=False, designate=None, broker="b1", cluster="c1") -> dict:
     """ReplicasInfoManager.electMaster after ``events``: ``live`` {id: (epoch, maxOffset, priority)}."""
     lines = [json.dumps(e) for e in events]
-    lines.append(json.dumps({"elect": {"clusterName": "c1", "brokerName": "b1", "unclean": unclean,
+    lines.append(json.dumps({"elect": {"clusterName": cluster, "brokerName": broker, "unclean": unclean,
                                        "designate": designate, "brokerId": None,
                                        "live": [{"brokerId": i, "epoch": e, "maxOffset": o, "priority": p}
                                                 for i, (e, o, p) in sorted(live.items())]}}))
@@ -220,3 +219,55 @@ def _naive(s, live, unclean, designate):
             continue
         return min(valid, key=lambda i: (-live[i][0], -live[i][1], live[i][2], i))
     return None
+
+
+@pytest.fixture(scope="module")
+def ha_java():
+    from tests.support import javarocketmq5ha
+    try:
+        return javarocketmq5ha.build()
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+def test_the_plan_on_rocketmq_stores_and_the_election_rocketmq_then_makes(built, ha_java, tmp_path):
+    """RocketMQ's own store in controller mode (tests/support/javarocketmq5ha.py) makes the
+    replicas: master 1 at epoch 1, 50 messages on all three (to A), slaves 2 and 3 stopped, 30
+    more on 1 alone (to B), 1 stopped. The plan, with 1 down: 2 and 3 are in-sync with equal
+    epochs and offsets, the controller elects 2 (RocketMQ's electMaster on the same state
+    agrees), and 1's handshake with 2 truncates it to A, cutting 30 messages none of which was
+    acknowledged. RocketMQ then does it: 2 master at epoch 2, 1 its slave: truncateOffset A."""
+    from tests.support.javarocketmq5ha import HaGroup
+    with HaGroup(ha_java, str(tmp_path / "ha")) as g:
+        g.start_master_and_slaves(master_id=1, epoch=1)
+        a = g[1].put("T", 0, 50, 200, "p1")["max_phy_offset"]
+        assert g.wait_caught_up(1) == a
+        for i in (2, 3):
+            assert g[i].quit() == 0
+        b = g[1].put("T", 0, 30, 200, "tail")["max_phy_offset"]
+        assert g[1].quit() == 0
+        events = [{**e, "brokerName": "broker-a", **({"clusterName": "DefaultCluster"} if "clusterName" in e else {})}
+                  for e in REGISTER + [ev("elect", newMasterElected=True, newMasterBrokerId=1),
+                                       ev("alter", newSyncStateSet=[1, 2, 3])]]
+        base = str(tmp_path / "ctl")
+        javarocketmq5.write_log(built, base, [{"term": 1}] + [{"term": 1, **e} for e in events])
+        r = invoke_clean("controller", "elect-plan", base, *(g[i].root for i in (1, 2, 3)), "--down", "1",
+                         "-f", "json")
+        assert r.exit_code == 0, r.stderr
+        rows = json.loads(r.stdout)
+        verdict = [x for x in rows if x["row"] == "verdict"][0]
+        loss = [x for x in rows if x["row"] == "loss" and x["candidate"] == 2 and x["broker"] == 1][0]
+        assert verdict["controller_choice"] == 2 and verdict["brokers"] == [2, 3]
+        assert (loss["truncate_to"], loss["cut_bytes"], loss["messages"], loss["acked_bytes"]) == (a, b - a, 30, 0)
+        live = {i: (1, a, INT_MAX) for i in (2, 3)}
+        java = rocketmq_elects(built, events, live, broker="broker-a", cluster="DefaultCluster")
+        assert java["code"] == 0 and java["masterBrokerId"] == 2 and java["masterEpoch"] == 2
+
+        # RocketMQ's store does what the plan says
+        for i in (2, 1):
+            g[i].start()
+        g[2].auto_accept(True)
+        g[2].master(2, 2, [2])
+        g[1].slave(g[2], 2)
+        g[1].wait_until(lambda s: g[1].truncate_offsets(), "1's handshake with 2")
+        assert g[1].truncate_offsets()[0] == a
