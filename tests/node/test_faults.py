@@ -432,11 +432,17 @@ def test_a_torn_tail_is_cut_and_nothing_before_it_is_lost(tmp_path, seed):
     what = faults.tear(node, random.Random(seed))
     with FileStore.open(node, data_file_size=1 << 20, index_file_size=4096) as s:
         kept = [s.get_bytes(i) for i in range(s.end_index + 1)]
-    assert kept == before[: len(kept)] and len(kept) >= len(before) - 3, what
+        held = {h.index for h in s.recovery_held()}
+    # (a body overwritten in one of the last entries, with sound ones after it, is held since
+    # issue 58: kept, never served, and the entries after it too)
+    assert [k for i, k in enumerate(kept) if i not in held] == \
+        [b for i, b in enumerate(before[: len(kept)]) if i not in held] and len(kept) >= len(before) - 3, what
     if what.startswith("garbage"):
         assert len(kept) == len(before)
+    assert all(i >= len(before) - 3 for i in held), what  # (only the entries the tear reached)
     report = verify_store(node)  # what store verify runs
-    assert report.ok, (what, [p.as_row() for p in report.problems])
+    errors = {p.code for p in report.problems if p.severity == "error"}
+    assert report.ok or (held and errors == {"bad-body-crc"}), (what, [p.as_row() for p in report.problems])
 
 
 def _req(seq, bodies, outcome, entries=()):
