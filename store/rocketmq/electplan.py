@@ -218,8 +218,8 @@ class Candidate:
     new_epoch: int | None
     kept: bool  # the old master kept: no new epoch
     controller_choice: bool
-    cut_bytes: int = 0
-    acked_bytes: int = 0
+    cut_bytes: int | None = 0  # None: no store given for it
+    acked_bytes: int | None = 0
     messages: int | None = 0
     acked_messages: int | None = 0
     losing: list[int] = field(default_factory=list)
@@ -287,7 +287,7 @@ def plan(s: SetState, brokers: list[Broker], *, unclean: bool = False, prefer: i
         c = Candidate(i, may, why, None if keep else s.master_epoch + 1, keep, i == choice)
         cands.append(c)
         if b is None:
-            c.messages = c.acked_messages = None
+            c.cut_bytes = c.acked_bytes = c.messages = c.acked_messages = None
             continue
         entries = b.replica.entries if keep else as_master(b.replica.entries, s.master_epoch + 1, b.max_offset)
         if entries is None:
@@ -347,8 +347,8 @@ def verdict(s: SetState, cands: list[Candidate], choice: int | None, kept: bool,
 
 def _controller_text(s: SetState, choice: int | None, kept: bool, unclean: bool) -> str:
     if choice is None:
-        return ("the controller elects none (no SyncStateSet member alive" + ("" if unclean else
-                "; --unclean: if enableElectUncleanMaster") + ")")
+        return ("the controller elects none (no member of the SyncStateSet is alive" + (")" if unclean else
+                "; see --unclean for what enableElectUncleanMaster would allow)"))
     if kept:
         return f"the controller keeps the old master {choice} (alive and in the SyncStateSet)"
     return f"the controller would elect {choice}"
