@@ -67,6 +67,16 @@ def migrate_cmd(
                                       "the leader; by default they are left out, and said). Entries a consume queue "
                                       "or the index points at count as committed whatever the checkpoint says.")
     ] = False,
+    cut: Annotated[int | None, typer.Option(
+        "--cut", min=-1, help="Move the entries up to this index: the group's committed index, the same for "
+                              "every replica of a group (store elect shows each member's). Refused when this "
+                              "replica proves an entry past it committed.")
+    ] = None,
+    controller_mode: Annotated[bool, typer.Option(
+        "--controller-mode", help="Also write epochFileCheckpoint for a controller-mode broker (RocketMQ 5): one "
+                                  "epoch, 0, from the log's first offset, so that each replica's first handshake "
+                                  "keeps what it holds (docs/rocketmq.md, 'Into controller mode').")
+    ] = False,
     skip_damaged: Annotated[bool, typer.Option(
         "--skip-damaged", help="Leave out entries whose own DLedger bodyCrc fails (changed since written) and list "
                                "them, their units kept as blank units; by default such an entry stops the move.")
@@ -92,6 +102,9 @@ def migrate_cmd(
     consume queue or the index points at (the broker dispatches only committed entries). An entry whose own bodyCrc
     fails stops the move unless --skip-damaged. DEST appears only when complete. One summary row: messages, bytes,
     queues, units, commit-log files, messages left out."""
+    if cut is not None and include_uncommitted:
+        raise typer.BadParameter("it moves the entries up to the cut only: not with --include-uncommitted",
+                                 param_hint="--cut")
     if max_hash_slot_num is not None or max_index_num is not None:
         check_index_shape(max_hash_slot_num or MAX_HASH_SLOT_NUM, max_index_num or MAX_INDEX_NUM)
     if commitlog_file_size > MAX_FILE_SIZE:
@@ -106,7 +119,7 @@ def migrate_cmd(
                               include_uncommitted=include_uncommitted, data_file_size=data_file_size,
                               index_file_size=index_file_size, progress=advance,
                               max_hash_slot_num=shape.slots, max_index_num=shape.index_num, id_map=id_map,
-                              skip_damaged=skip_damaged)
+                              skip_damaged=skip_damaged, cut=cut, controller_mode=controller_mode)
     row = summary.row()
     render([row], fmt, columns=SUMMARY_COLUMNS if fmt in (Format.table, Format.csv) else None)
     left = (f"; left out {plural(summary.left_out, 'message')} past the committed index {summary.committed_index}"
@@ -114,6 +127,8 @@ def migrate_cmd(
     if summary.damaged:
         left += (f"; left out {plural(len(summary.damaged), 'damaged entry', 'damaged entries')}: "
                  + ", ".join(f"{i} (offset {o})" for i, o in summary.damaged))
+    if summary.epochs:
+        left += "; epochFileCheckpoint: " + ", ".join(f"epoch {e} from offset {o}" for e, o in summary.epochs)
     typer.echo(f"{summary.dest}: {plural(summary.messages, 'message')} in {plural(summary.files, 'commit-log file')}, "
                f"{plural(summary.units, 'unit')} in {plural(summary.queues, 'consume queue')}, "
                f"{plural(summary.index_keys, 'key')} in {plural(summary.index_files, 'index file')}{left}", err=True)

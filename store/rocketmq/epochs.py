@@ -41,6 +41,15 @@ TEMP_SUFFIX = "-temp"  # ReplicasManager: the temp metadata beside the identity
 FILE_LIMIT = 64 << 20  # bytes: an epoch file holds a line per master epoch (tens of bytes each)
 LONG_MAX = (1 << 63) - 1  # EpochEntry's endOffset until it is set (Long.MAX_VALUE)
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+# The epoch ``mq migrate --controller-mode`` gives every replica of a group moved into controller
+# mode: below the first masterEpoch a controller gives a new broker set (1: ReplicasInfoManager's
+# electMaster counts up from 0), so that the first master keeps it and appends its own epoch
+# after it, and each slave's first handshake finds it in common (the same start, the log's
+# first offset) and keeps its log to its end. An epoch file with epoch 1 would be replaced on
+# the first master (changeToMaster drops epochs at or above its own), leaving the slaves no
+# consistent point; none at all would have them taken for new replicas, which a slave behind
+# the master never recovers from (tests/java/test_rocketmq5_ha_java.py).
+CONTROLLER_ENTRY_EPOCH = 0
 LONG_MIN = -(1 << 63)
 _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")  # (ASCII digits: what Integer.parseInt reads here, sign included)
 

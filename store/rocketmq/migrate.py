@@ -77,10 +77,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..filestore import FileStore
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
 from ..writing import copy_tree, write_file
 from .commitment import LOCK_FILE, Bound, broker_holds, commit_bound
+from .epochs import CONTROLLER_ENTRY_EPOCH, EPOCH_FILE, EpochEntry, epoch_file_text
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter
 from .consumequeue import CONSUME_QUEUE_DIR
 from .index import MAX_HASH_SLOT_NUM, MAX_INDEX_NUM, IndexWriter, build_index
@@ -121,6 +123,8 @@ class Summary:
     index_seconds: float = 0.0  # time the index writer took (hashing and writing the keys)
     index_wall_seconds: float = 0.0  # the whole index step (reading the new log's keys too)
     dispatched_until: int = 0  # the end of the furthest unit: the broker dispatches (indexes) from here
+    log_start: int = 0  # the new commit log's first offset
+    epochs: list = field(default_factory=list)  # (epoch, start offset) written to epochFileCheckpoint (controller_mode)
     notes: list[str] = field(default_factory=list)
 
     def row(self) -> dict:
@@ -129,7 +133,8 @@ class Summary:
                 "committed_index": self.committed_index, "left_out": self.left_out,
                 "left_out_bytes": self.left_out_bytes, "left_out_units": self.left_out_units,
                 "other_entries": self.other_entries, "index_files": self.index_files,
-                "index_keys": self.index_keys, "damaged": len(self.damaged), "note": "; ".join(self.notes)}
+                "index_keys": self.index_keys, "damaged": len(self.damaged), "log_start": self.log_start,
+                "epochs": [list(e) for e in self.epochs], "note": "; ".join(self.notes)}
 
 
 def temp_name(dest: str) -> str:
@@ -196,14 +201,22 @@ def check_source(broker: BrokerStore) -> None:
 def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED_FILE_SIZE_COMMIT_LOG,
             include_uncommitted: bool = False, data_file_size: int | None = None,
             index_file_size: int | None = None, progress=None, max_hash_slot_num: int = MAX_HASH_SLOT_NUM,
-            max_index_num: int = MAX_INDEX_NUM, id_map: str | None = None, skip_damaged: bool = False) -> Summary:
+            max_index_num: int = MAX_INDEX_NUM, id_map: str | None = None, skip_damaged: bool = False,
+            cut: int | None = None, controller_mode: bool = False) -> Summary:
     """Write the master-slave store at ``dest`` (see the module's text); its summary.
     An entry whose own DLedger bodyCrc fails (its bytes changed since it was written) stops
     the move, or with ``skip_damaged`` is left out and listed in ``Summary.damaged`` (its
     units keep their queue offsets as blank units: requeue.write_queues).
     MigrateError when the move cannot be made; DEST is then left as it was. Only when
     ``id_map`` cannot be put in place after DEST was does the error say DEST was written
-    (and where the map was left)."""
+    (and where the map was left).
+
+    ``cut``: move the entries up to this index (the group's committed index, one cut for every
+    replica of a group), whatever this replica's own checkpoint says; refused when this
+    replica proves entries past it committed. ``controller_mode``: also write the epoch file a
+    controller-mode broker keeps (epochs.CONTROLLER_ENTRY_EPOCH from the log's first offset),
+    so that each replica's first handshake with the master keeps what it holds
+    (docs/rocketmq.md, "Into controller mode")."""
     check_source(broker)
     src = broker.root
     bcq = batch_queue_files(src)
@@ -217,6 +230,8 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
     if broker_holds(src):
         raise MigrateError(f"{src}: a running broker holds its lock file: stop the broker first")
     bound = commit_bound(broker.node_dir, src)
+    if cut is not None:
+        bound = _at_cut(broker, bound, cut, data_file_size, index_file_size)
     if not bound.known and not include_uncommitted:
         raise MigrateError(f"{broker.node_dir}: its checkpoint holds no committed index and no consume queue points "
                            f"at a message: which entries are certain is unknown (give --include-uncommitted to move "
@@ -235,6 +250,9 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
         with IdMap(map_tmp) as ids:
             _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else bound,
                    data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num), ids, skip_damaged)
+        if controller_mode:
+            summary.epochs = [(CONTROLLER_ENTRY_EPOCH, summary.log_start)]
+            write_file(os.path.join(tmp, EPOCH_FILE), epoch_file_text([EpochEntry(*e) for e in summary.epochs]).encode())
         if os.path.isdir(dest):
             os.rmdir(dest)  # empty (checked): the rename takes its place
         os.rename(tmp, dest)
@@ -302,6 +320,28 @@ def _damaged_offsets(broker, data_file_size, index_file_size) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
+def _at_cut(broker, bound: Bound, cut: int, data_file_size, index_file_size) -> Bound:
+    """The bound of a move at the group's cut (``--cut``): every entry up to ``cut``, none past
+    it. MigrateError when this replica itself proves an entry past ``cut`` committed (its
+    checkpoint, or a queue or the key index pointing at its message): the cut is not the
+    group's committed index, and moving at it would drop messages consumers may have had."""
+    if cut < -1:
+        raise MigrateError(f"--cut {cut}: an entry index, or -1 for none")
+    if bound.checkpoint is not None and bound.checkpoint > cut:
+        raise MigrateError(f"{broker.node_dir}: its checkpoint says entries up to {bound.checkpoint} are committed, "
+                           f"past --cut {cut}: the group's committed index is at least {bound.checkpoint}")
+    if bound.proven >= 0:
+        with FileStore.open(broker.node_dir, read_only=True, data_file_size=data_file_size,
+                            index_file_size=index_file_size) as s:
+            if s.end_index > cut and s.begin_index <= cut + 1:
+                pos, _size = s.locate(cut + 1)
+                if pos + HEADER_SIZE <= bound.proven:
+                    raise MigrateError(f"{broker.node_dir}: {bound.proof} points at commit-log offset {bound.proven}, "
+                                       f"at or past entry {cut + 1}'s message: entries past --cut {cut} were "
+                                       f"committed (the broker dispatches only committed entries)")
+    return Bound(cut)
+
+
 def _step(progress, text: str) -> None:
     """Tell the progress (when it can be told: dledgerctl's bar) that a step the bytes do not
     measure begins."""
@@ -323,7 +363,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
     elif start:
         summary.notes.append(f"the commit log starts at {start} (a queue begins with fillPreBlank units, or holds "
                              f"blank units only, which RocketMQ takes for messages when the log starts at 0)")
-    summary.dispatched_until = start  # (DefaultMessageStore.start: dispatch resumes at least at the log's start)
+    summary.dispatched_until = summary.log_start = start  # (DefaultMessageStore.start: dispatch resumes there at least)
     log = CommitLogWriter(os.path.join(tmp, COMMIT_LOG_DIR), file_size, start)
     # the index is built in this pass for the messages up to the furthest unit's (the broker
     # dispatches from the end of its queues' units); checked against that end afterwards

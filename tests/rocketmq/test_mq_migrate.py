@@ -388,3 +388,34 @@ def test_a_store_migrated_from_an_empty_log_is_checked_as_empty(tmp_path):
         r = runner.invoke(app, ["mq", cmd, str(tmp_path / "dest")])
         assert r.exit_code == 0, (cmd, r.output)
     assert "0 findings" in runner.invoke(app, ["mq", "check", str(tmp_path / "dest")]).stderr
+
+
+def test_a_group_moves_at_one_cut_with_an_epoch_each_replica_keeps(src, tmp_path):
+    """--cut moves the entries up to the group's committed index whatever this replica's own
+    checkpoint says; --controller-mode writes the epoch file (epoch 0 from the log's first
+    offset). A replica that proves entries past the cut committed is refused (issue 60)."""
+    root, written = src
+    cp = read_checkpoint(str(root / "dledger-n0")).committed_index
+    r = runner.invoke(app, ["mq", "migrate", str(root), str(tmp_path / "a"), "--cut", str(cp - 10),
+                            "--controller-mode", "--format", "json"])
+    assert r.exit_code == 1 and "past --cut" in r.stderr and not os.path.exists(tmp_path / "a"), r.output
+    from store.filestore import FileStore
+    with FileStore.open(str(root / "dledger-n0"), read_only=True) as s:
+        end, (pos, _size) = s.end_index, s.locate(cp - 9)
+    write_checkpoint(str(root / "dledger-n0"), end, cp - 10)  # (a follower whose checkpoint lags the group's)
+    unpoint(str(root), pos + 48)
+    r = runner.invoke(app, ["mq", "migrate", str(root), str(tmp_path / "a"), "--cut", str(cp - 10),
+                            "--controller-mode", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    row, = json.loads(r.stdout)
+    assert row["epochs"] == [[0, row["log_start"]]] and "epochFileCheckpoint: epoch 0 from offset" in r.stderr
+    from store.rocketmq.epochs import read_epochs
+    assert read_epochs(str(tmp_path / "a")).entries == [(0, row["log_start"])]
+    r = runner.invoke(app, ["mq", "epochs", str(tmp_path / "a")])
+    assert r.exit_code == 0, r.output
+    # a cut past what this replica's checkpoint says (it lags the group's): the entries up to the cut move
+    r = runner.invoke(app, ["mq", "migrate", str(root), str(tmp_path / "c"), "--cut", str(cp - 5), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)[0]["messages"] == row["messages"] + 5
+    r = runner.invoke(app, ["mq", "migrate", str(root), str(tmp_path / "b"), "--cut", "3", "--include-uncommitted"])
+    assert r.exit_code == 2 and not os.path.exists(tmp_path / "b")
