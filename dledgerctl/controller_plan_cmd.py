@@ -8,7 +8,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from store.rocketmq.electplan import LocalDifference, controller_state, local_messages, plan, read_brokers
+from store.rocketmq.electplan import LogDifference, controller_state, local_messages, plan, read_brokers
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail, plural
 from .render import Format, render
@@ -78,7 +78,7 @@ def elect_plan_cmd(
     with errors_as_exit():
         s, notes = controller_state(dir, broker, self_id=self_id, **sizes)
         brokers = read_brokers(s, list(stores or ()), named, down=down or (), priorities=prio)
-        p = plan(s, brokers, unclean=unclean, prefer=prefer, messages=local_messages, difference=LocalDifference())
+        p = plan(s, brokers, unclean=unclean, prefer=prefer, messages=local_messages, difference=LogDifference())
     rows = list(_rows(s, brokers, p))
     if fmt in (Format.table, Format.csv):
         for row in rows:

@@ -51,7 +51,8 @@ from ..errors import NotAStoreError, StoreUsageError
 from ..kinds import refuse_for_controller
 from ..layout import resolve_node_dir
 from .commitlog import COMMIT_LOG_DIR, log_files, walk_file
-from .align import Cut, digest_from_dict, first_difference, messages_between, replica_from_digest
+from .align import (CHUNK, Cut, Digest, digest, digest_difference, digest_from_dict, first_difference, messages_between,
+                    replica_from_digest)
 from .controller import require_controller_log
 from .controller_state import replay
 from .epochs import EpochEntry, as_master, handshake
@@ -73,6 +74,7 @@ class Broker:
     local: bool  # a store root here: the messages of a cut can be read
     alive: bool = True
     priority: int = INT_MAX
+    digest: Digest | None = None  # what a digest file given says (local False)
 
     @property
     def epoch(self) -> int:  # BrokerLiveInfo.epoch: EpochFileCache.lastEpoch (-1 with none)
@@ -234,7 +236,7 @@ def acknowledged_end(s: SetState, brokers: list[Broker]) -> int | None:
 
 
 MessagesFn = Callable[[Broker, int, int], list[Cut]]
-DifferenceFn = Callable[[Broker, Broker], "int | None"]
+DifferenceFn = Callable[[Broker, Broker, int], "int | None"]
 
 
 def _loss(c: Broker, entries: list[EpochEntry], r: Broker, acked: int | None, messages: MessagesFn | None,
@@ -247,8 +249,11 @@ def _loss(c: Broker, entries: list[EpochEntry], r: Broker, acked: int | None, me
     are lost as surely as cut ones."""
     point = handshake(r.replica.entries, r.max_offset, entries, c.max_offset)
     lo = max(r.replica.min_offset, 0)
-    kept = r.max_offset if point is None else min(point, r.max_offset, c.max_offset) if point >= 0 else lo
-    diff = difference(c, r) if difference is not None and kept > lo else None
+    if point is not None and point < 0:
+        kept = lo  # (refused: nothing is kept)
+    else:
+        kept = min(r.max_offset if point is None else point, c.max_offset)
+    diff = difference(c, r, kept) if difference is not None and kept > lo else None
     diverged = diff if diff is not None and diff < kept else None
     if point is None or point >= r.max_offset:
         out = Loss(c.broker_id, r.broker_id, None, 0, 0, messages=0, acked_messages=0, diverged_at=diverged)
@@ -389,9 +394,9 @@ def controller_state(path: str, broker: str | None, *, self_id: str | None = Non
     return SetState.from_row(row), notes
 
 
-def _load(path: str) -> tuple[Replica, bool]:
+def _load(path: str) -> tuple[Replica, Digest | None]:
     if os.path.isdir(path):
-        return read_replica(path), True
+        return read_replica(path), None
     try:
         with open(path, "rb") as fh:
             d = digest_from_dict(json.loads(fh.read(DIGEST_LIMIT)))
@@ -399,7 +404,7 @@ def _load(path: str) -> tuple[Replica, bool]:
         raise NotAStoreError(f"{path}: no such file or directory") from None
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise NotAStoreError(f"{path}: not a store root nor a digest of mq digest: {exc}") from None
-    return replica_from_digest(d), False
+    return replica_from_digest(d), d
 
 
 def _identity(r: Replica, path: str, broker: str) -> int:
@@ -417,14 +422,14 @@ def read_brokers(s: SetState, stores: list[str], named: list[tuple[int, str]], *
     identity) and ``named`` ((id, path): the id given). Each alive unless in ``down``."""
     out: list[Broker] = []
     for bid, path in [(None, p) for p in stores] + list(named):
-        replica, local = _load(path)
+        replica, dig = _load(path)
         if bid is None:
             bid = _identity(replica, path, s.name)
         if any(b.broker_id == bid for b in out):
             raise StoreUsageError(f"broker id {bid} given twice ({path} and "
                                   f"{next(b.source for b in out if b.broker_id == bid)})")
-        out.append(Broker(bid, path, replica, local, bid not in set(down),
-                          (priorities or {}).get(bid, INT_MAX)))
+        out.append(Broker(bid, path, replica, dig is None, bid not in set(down),
+                          (priorities or {}).get(bid, INT_MAX), dig))
     return out
 
 
@@ -461,22 +466,43 @@ def _message_start(root: str, offset: int) -> int:
     return offset
 
 
-class LocalDifference:
-    """The first byte where two local replicas' logs differ (align.first_difference, within the
-    shorter log), once per pair; None for a digest (not compared here: ``mq align`` compares
-    digests to the chunk)."""
+class LogDifference:
+    """Where two replicas' logs first differ below ``end``: to the byte between two store
+    roots (align.first_difference); where a digest stands for one, the start of the first
+    chunk whose digests differ (align.digest_difference; a store root's digest is made here),
+    counted only when that whole chunk lies below ``end`` (else the difference may be past it,
+    in a tail the handshake cuts). None: no difference found (or digests of different chunk
+    sizes, which cannot be compared)."""
 
     def __init__(self) -> None:
-        self._seen: dict[frozenset, int | None] = {}
+        self._seen: dict[tuple, int | None] = {}
+        self._digests: dict[tuple, Digest] = {}
 
-    def __call__(self, a: Broker, b: Broker) -> int | None:
-        if not (a.local and b.local):
-            return None
-        key = frozenset((a.broker_id, b.broker_id))
+    def __call__(self, a: Broker, b: Broker, end: int) -> int | None:
+        key = (frozenset((a.broker_id, b.broker_id)), end)
         if key not in self._seen:
-            self._seen[key] = first_difference(a.replica.root, b.replica.root, min(a.max_offset, b.max_offset))
+            if a.local and b.local:
+                self._seen[key] = first_difference(a.replica.root, b.replica.root, end)
+            else:
+                try:
+                    da, db = self._digest(a, b), self._digest(b, a)
+                    at = digest_difference(da, db)[0]
+                except ValueError:
+                    at = None
+                self._seen[key] = at if at is not None and at + da.chunk <= end else None
         return self._seen[key]
 
+    def _digest(self, b: Broker, other: Broker) -> Digest:
+        """``b``'s digest: the one given, or one of its log made here, ending where the other
+        one's digest does, in its chunks (so that every chunk compares)."""
+        if b.digest is not None:
+            return b.digest
+        upto, chunk = (other.digest.max_offset, other.digest.chunk) if other.digest is not None else (None, CHUNK)
+        if (b.broker_id, upto, chunk) not in self._digests:
+            self._digests[(b.broker_id, upto, chunk)] = digest(b.replica.root, replica=b.replica, upto=upto,
+                                                               chunk=chunk)
+        return self._digests[(b.broker_id, upto, chunk)]
 
-__all__ = ["Broker", "Candidate", "LocalDifference", "Loss", "SetState", "acknowledged_end", "controller_elects",
+
+__all__ = ["Broker", "Candidate", "LogDifference", "Loss", "SetState", "acknowledged_end", "controller_elects",
            "controller_state", "hashset_order", "local_messages", "may_elect", "plan", "read_brokers", "verdict"]

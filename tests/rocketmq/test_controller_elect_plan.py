@@ -9,9 +9,10 @@ import os
 
 import pytest
 
-from store.rocketmq.electplan import INT_MAX, Broker, SetState, controller_elects, hashset_order
+from store.rocketmq.align import digest
+from store.rocketmq.electplan import INT_MAX, Broker, LogDifference, SetState, controller_elects, hashset_order
 from store.rocketmq.epochs import EpochEntry
-from store.rocketmq.replica import Replica, log_extent
+from store.rocketmq.replica import Replica, log_extent, read_replica
 from tests.rocketmq.test_mq_align import boundaries, cut_log, replica
 from tests.rocketmq.test_mq_epochs import root  # noqa: F401 (the module's migrated store)
 from tests.support.commands import invoke_clean as run
@@ -132,6 +133,20 @@ def test_a_digest_and_an_explicit_id_stand_for_a_replica(root, tmp_path):  # noq
     assert cut["broker"] == 1 and cut["cut_bytes"] == log_extent(str(a))[1] - ends[60] and cut["messages"] is None
     code, rows, err = plan(ctl, a, b)
     assert code == 1 and "no brokerIdentity gives its broker id" in err and "Traceback" not in err
+
+
+def test_a_digest_locates_a_difference_to_its_chunk_and_only_below_what_is_kept(root, tmp_path):  # noqa: F811
+    a = broker(root, tmp_path, 1, [E(1, 0)])
+    b = broker(root, tmp_path, 2, [E(1, 0)])
+    with open(b / "commitlog" / sorted(os.listdir(b / "commitlog"))[0], "r+b") as fh:
+        fh.seek(10_000)
+        fh.write(b"\xff")
+    ra, rb = read_replica(str(a)), read_replica(str(b))
+    da = digest(str(a), chunk=4096, replica=ra)
+    here, there = Broker(2, str(b), rb, True), Broker(1, "a.json", ra, False, digest=da)
+    assert LogDifference()(here, there, 20_000) == 8192  # (the chunk holding byte 10,000)
+    assert LogDifference()(here, there, 12_000) is None  # (that chunk reaches past 12,000: inconclusive)
+    assert LogDifference()(here, Broker(1, str(a), ra, True), 20_000) == 10_000
 
 
 def _b(bid, epoch, offset, priority=INT_MAX):
