@@ -80,7 +80,7 @@ import numpy as np
 from ..filestore import FileStore
 from ..format import HEADER_SIZE, MAGIC_NORMAL
 from ..reading import Selection
-from ..writing import copy_tree, write_file
+from ..writing import copy_tree, pwrite_all, write_file
 from .commitment import LOCK_FILE, Bound, broker_holds, commit_bound
 from .epochs import CONTROLLER_ENTRY_EPOCH, EPOCH_FILE, EpochEntry, epoch_file_text
 from .commitlog import COMMIT_LOG_DIR, MAPPED_FILE_SIZE_COMMIT_LOG, CommitLogWriter
@@ -99,6 +99,8 @@ COMPACTION_DIR = "compaction"  # RocketMQ 5: CompactionStore's root (compactionL
 CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
 CHECKPOINT_SIZE = 4096  # StoreCheckpoint maps MappedFile.OS_PAGE_SIZE bytes
 CHECKPOINT_TIMES = struct.Struct(">qqq")  # physicMsgTimestamp, logicsMsgTimestamp, indexMsgTimestamp
+CONFIRM_OFFSET = struct.Struct(">q")  # StoreCheckpoint's confirmPhyOffset (RocketMQ 5) ...
+CONFIRM_OFFSET_AT = 32  # ... after the three timestamps and masterFlushedOffset
 
 
 @dataclass
@@ -124,6 +126,7 @@ class Summary:
     index_wall_seconds: float = 0.0  # the whole index step (reading the new log's keys too)
     dispatched_until: int = 0  # the end of the furthest unit: the broker dispatches (indexes) from here
     log_start: int = 0  # the new commit log's first offset
+    log_end: int = 0  # where its last message ends (its max offset)
     epochs: list = field(default_factory=list)  # (epoch, start offset) written to epochFileCheckpoint (controller_mode)
     notes: list[str] = field(default_factory=list)
 
@@ -251,8 +254,7 @@ def migrate(broker: BrokerStore, dest: str, *, commitlog_file_size: int = MAPPED
             _write(broker, tmp, summary, commitlog_file_size, None if include_uncommitted else bound,
                    data_file_size, index_file_size, progress, (max_hash_slot_num, max_index_num), ids, skip_damaged)
         if controller_mode:
-            summary.epochs = [(CONTROLLER_ENTRY_EPOCH, summary.log_start)]
-            write_file(os.path.join(tmp, EPOCH_FILE), epoch_file_text([EpochEntry(*e) for e in summary.epochs]).encode())
+            _enter_controller_mode(tmp, summary)
         if os.path.isdir(dest):
             os.rmdir(dest)  # empty (checked): the rename takes its place
         os.rename(tmp, dest)
@@ -320,6 +322,24 @@ def _damaged_offsets(broker, data_file_size, index_file_size) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
+def _enter_controller_mode(tmp: str, summary: Summary) -> None:
+    """The files a controller-mode broker (RocketMQ 5) needs beside the moved log: its epoch
+    file (one epoch, CONTROLLER_ENTRY_EPOCH, from the log's first offset), and its store
+    checkpoint's confirmPhyOffset at the log's end. Every message moved is committed; and at
+    start a controller-mode store re-reads the log from its confirm offset
+    (ConsumeQueueStore.compensateForHA), which in 5.3.3 throws on a message of magic V2 (a
+    topic longer than 127 bytes), so the store would not start from 0 on such a log."""
+    summary.epochs = [(CONTROLLER_ENTRY_EPOCH, summary.log_start)]
+    write_file(os.path.join(tmp, EPOCH_FILE), epoch_file_text([EpochEntry(*e) for e in summary.epochs]).encode())
+    path = os.path.join(tmp, CHECKPOINT_FILE)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        pwrite_all(fd, CONFIRM_OFFSET.pack(summary.log_end), CONFIRM_OFFSET_AT, path)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _at_cut(broker, bound: Bound, cut: int, data_file_size, index_file_size) -> Bound:
     """The bound of a move at the group's cut (``--cut``): every entry up to ``cut``, none past
     it. MigrateError when this replica itself proves an entry past ``cut`` committed (its
@@ -382,7 +402,7 @@ def _write(broker, tmp, summary, file_size, committed, data_file_size, index_fil
         t0 = time.perf_counter()
         index.close()
         mover.key_seconds += time.perf_counter() - t0
-    summary.files, summary.blanks = log.files, log.blanks
+    summary.files, summary.blanks, summary.log_end = log.files, log.blanks, log.offset
     old_a, new_a = mover.offsets()
     src_first, indexed_last, skipped_first, last_ts = mover.src_first, mover.indexed_last, mover.skipped_first, \
         mover.last_ts
