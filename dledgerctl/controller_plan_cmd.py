@@ -82,7 +82,7 @@ def elect_plan_cmd(
     rows = list(_rows(s, brokers, p))
     if fmt in (Format.table, Format.csv):
         for row in rows:
-            for k in ("sync_state_set", "losing"):
+            for k in ("sync_state_set", "losing", "diverging"):
                 if isinstance(row.get(k), list):
                     row[k] = ",".join(map(str, row[k]))
     render(rows, fmt, columns=COLUMNS if fmt in (Format.table, Format.csv) else None)
@@ -122,6 +122,7 @@ def _rows(s, brokers, p):
                "last_epoch": None, "max_offset": None, "truncate_to": None, "cut_bytes": c.cut_bytes,
                "acked_bytes": c.acked_bytes, "messages": c.messages, "acked_messages": c.acked_messages, "note": note,
                "controller_choice": c.controller_choice, "new_epoch": c.new_epoch, "losing": c.losing,
+               "diverging": c.diverging,
                "problem": c.problem}
     for loss in p["losses"]:
         if not loss.cut_bytes and loss.diverged_at is None:

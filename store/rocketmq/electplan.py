@@ -224,7 +224,8 @@ class Candidate:
     acked_bytes: int | None = 0
     messages: int | None = 0
     acked_messages: int | None = 0
-    losing: list[int] = field(default_factory=list)
+    losing: list[int] = field(default_factory=list)  # replicas that lose bytes or keep differing ones
+    diverging: list[int] = field(default_factory=list)  # replicas that keep bytes differing from it
     problem: str = ""
 
 
@@ -255,23 +256,23 @@ def _loss(c: Broker, entries: list[EpochEntry], r: Broker, acked: int | None, me
         kept = min(r.max_offset if point is None else point, c.max_offset)
     diff = difference(c, r, kept) if difference is not None and kept > lo else None
     diverged = diff if diff is not None and diff < kept else None
-    if point is None or point >= r.max_offset:
-        out = Loss(c.broker_id, r.broker_id, None, 0, 0, messages=0, acked_messages=0, diverged_at=diverged)
-        if diverged is not None and acked is not None:
-            out.acked_bytes = max(0, min(kept, acked) - diverged)
-        return out
-    refused = point < 0
-    frm = lo if refused else point  # (refused: it cannot rejoin until its log is cleared)
-    a = max(0, min(r.max_offset, acked) - frm) if acked is not None else 0
-    out = Loss(c.broker_id, r.broker_id, None if refused else point, r.max_offset - frm, a, refused, diverged)
-    if diverged is not None and acked is not None:
-        out.acked_bytes = max(0, min(r.max_offset, acked) - diverged)
-    if messages is not None and r.local:
-        out.cut = messages(r, frm, r.max_offset)
+    out = Loss(c.broker_id, r.broker_id, None, 0, 0, diverged_at=diverged, messages=0, acked_messages=0)
+    frm = r.max_offset  # (where the bytes cut begin)
+    if point is not None and point < r.max_offset:
+        out.refused = point < 0
+        frm = lo if out.refused else point  # (refused: it cannot rejoin until its log is cleared)
+        out.truncate_to = None if out.refused else point
+        out.cut_bytes = r.max_offset - frm
+    lost = frm if diverged is None else min(frm, diverged)  # (acknowledged bytes are lost from here)
+    if acked is not None:
+        out.acked_bytes = max(0, min(r.max_offset, acked) - lost)
+    if not r.local or messages is None:
+        out.messages = out.acked_messages = None if out.cut_bytes or out.acked_bytes else 0
+    else:
+        out.cut = messages(r, frm, r.max_offset) if out.cut_bytes else []
         out.messages = sum(x.count for x in out.cut)
-        lost = frm if diverged is None else min(frm, diverged)
-        out.acked_messages = (sum(x.count for x in messages(r, lost, min(r.max_offset, acked)))
-                              if out.acked_bytes else 0)
+        out.acked_messages = sum(x.count for x in messages(r, lost, min(r.max_offset, acked))) \
+            if out.acked_bytes and acked is not None else 0
     return out
 
 
@@ -306,6 +307,8 @@ def plan(s: SetState, brokers: list[Broker], *, unclean: bool = False, prefer: i
                 continue
             loss = _loss(b, entries, r, acked if r.broker_id in s.sync_state_set else None, messages, difference)
             losses.append(loss)
+            if loss.diverged_at is not None:
+                c.diverging.append(r.broker_id)
             if loss.cut_bytes or loss.diverged_at is not None:
                 c.losing.append(r.broker_id)
                 c.cut_bytes += loss.cut_bytes
@@ -339,6 +342,10 @@ def verdict(s: SetState, cands: list[Candidate], choice: int | None, kept: bool,
         least = min(c.cut_bytes for c in safe)
         best = [c for c in safe if c.cut_bytes == least]
         text = f"{_names(best)}: cuts least, {least} bytes, none acknowledged"
+        differ = sorted({i for c in best for i in c.diverging})
+        if differ:
+            text += (f" (replica {', '.join(map(str, differ))} would keep bytes that differ from the new master's: "
+                     "see the loss rows)")
     ids = [c.broker_id for c in best]
     if choice in ids:
         text += f"; the controller {'keeps' if kept else 'elects'} {choice} itself"
