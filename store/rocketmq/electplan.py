@@ -24,6 +24,8 @@ state and compares):
 - Broker side (epochs.py): the new master appends its epoch at its max offset
   (``changeToMaster``, :func:`epochs.as_master`); each other replica's first handshake
   truncates to ``findConsistentPoint`` against the master's epochs (:func:`epochs.handshake`).
+  It compares epochs only: bytes a replica keeps that differ from the new master's stay
+  (:class:`LogDifference` finds them, to the byte or to a digest's chunk).
 
 "Acknowledged" (the rule this module applies, conservatively, whatever the ack mode): every
 byte below the smallest max offset among the SyncStateSet members' stores given. Those bytes
@@ -33,10 +35,13 @@ end (``GroupTransferService.doWaitTransfer``: ackNums == MixAll.ALL_ACK_IN_SYNC_
 any acknowledged message lies below it, and any message below it may have been
 acknowledged; under an ASYNC_MASTER every message on the master was acknowledged on write,
 so these were too (the master's bytes past them, also acknowledged then, count as cut, not
-as acknowledged). A cut below that offset is a loss of acknowledged messages.
+as acknowledged). An in-sync replica's bytes cut below that offset, or kept there but differing
+from the new master's, are acknowledged messages lost; a replica outside the SyncStateSet
+holds nothing acknowledged of its own.
 
-:func:`plan` is pure (the broker set's state and the replicas in, rows out);
-:func:`read_brokers` and :func:`controller_state` read the files.
+:func:`plan` is pure (the broker set's state and the replicas in, rows out; reading the
+messages of a cut and comparing logs are functions handed to it); :func:`read_brokers`,
+:func:`controller_state`, :func:`local_messages` and :class:`LogDifference` read the files.
 """
 
 from __future__ import annotations
