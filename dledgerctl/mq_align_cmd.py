@@ -11,8 +11,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from store.errors import NotAStoreError
-from store.rocketmq.align import (Digest, choose_master, digest, digest_difference, digest_from_dict, predict,
-                                  replica_from_digest)
+from store.rocketmq.align import (Digest, become_master, choose_master, digest, digest_difference, digest_from_dict,
+                                  predict, replica_from_digest)
 from store.rocketmq.replica import read_replica
 
 from .common import FormatOpt, errors_as_exit, fail, plural
@@ -85,6 +85,11 @@ def align_cmd(
     master: Annotated[Optional[str], typer.Option("--master", help="The replica that is (or will be) master, as "
                                                                    "given among REPLICAS; default: the newest last "
                                                                    "epoch, then the longest log.")] = None,
+    master_epoch: Annotated[Optional[int], typer.Option("--master-epoch", min=0, help="Predict with the master's "
+                                                                                 "epochs after it becomes master at "
+                                                                                 "this epoch (the controller's next "
+                                                                                 "masterEpoch: 1 for a new broker "
+                                                                                 "set).")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Whether a group's replicas hold the same commit log, where each first differs from the master, and what each
@@ -102,9 +107,11 @@ def align_cmd(
             raise NotAStoreError(f"--master {master} is not among the replicas given")
         m = by_arg[master] if master is not None else choose_master([r for _p, r, _d in loaded])
         rows, bad = [], 0
-        mdig = next((d for _p, r, d in loaded if r is m), None)
+        if master_epoch is not None:
+            m = become_master(m, master_epoch)
+        mdig = next((d for _p, r, d in loaded if r.root == m.root), None)
         for arg, r, d in loaded:
-            if r is m:
+            if r.root == m.root:
                 rows.append(_row("replica", arg, "master", r, None, None, 0, "the master its slaves compare with"))
                 continue
             local = d is None and mdig is None

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import NotAStoreError
 from .commitlog import COMMIT_LOG_DIR, log_files, walk_file
-from .epochs import EpochEntry, Identity, handshake, spans
+from .epochs import EpochEntry, Identity, as_master, handshake, spans
 from .message import NotAMessage, decode
 from .replica import Replica, read_replica
 
@@ -329,6 +329,17 @@ def predict(master: Replica, slave: Replica, *, local: bool = True) -> Predictio
         p.problem = (f"differs from the master at offset {p.first_difference}, below the {kept} bytes the "
                      "handshake keeps: a divergence no handshake repairs")
     return p
+
+
+def become_master(r: Replica, epoch: int) -> Replica:
+    """``r`` as it is once it has become master at ``epoch`` (epochs.as_master: its epochs at
+    or above ``epoch`` dropped, ``epoch`` appended at its max offset). NotAStoreError when
+    RocketMQ refuses (``epoch`` below its last epoch)."""
+    got = as_master(r.entries, epoch, r.max_offset)
+    if got is None:
+        raise NotAStoreError(f"{r.root}: would not become master at epoch {epoch}: its epochs reach "
+                             f"{r.entries[-1].epoch} (changeToMaster refuses an epoch below its last)")
+    return Replica(r.root, r.min_offset, r.max_offset, r.files, r.used, got, r.identity, r.findings)
 
 
 def choose_master(replicas: list[Replica]) -> Replica:

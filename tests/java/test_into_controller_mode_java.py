@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import zlib
 
 import pytest
 from typer.testing import CliRunner
@@ -147,3 +148,28 @@ def _messages(root: str) -> list:
     assert r.exit_code == 0, r.output
     return [(m["topic"], m["queue_id"], m["queue_offset"], m["uniq_key"], m["keys"], m["tags"], m["body"],
              json.dumps(m["properties"], sort_keys=True)) for m in json.loads(r.stdout)]
+
+
+def test_with_epoch_1_the_first_master_leaves_its_slaves_no_consistent_point(java, group_stores, tmp_path):
+    """Why the moved replicas get epoch 0: a fresh controller gives the first master epoch 1, and
+    changeToMaster drops the epochs at or above it and appends its own at its max offset; with
+    epoch 1 on every replica the slaves then share no epoch start with it. mq align --master-epoch
+    predicts the refusal; RocketMQ's slave refuses, and keeps its log."""
+    _rmq5, ha = java
+    leader, behind, _ahead, committed = group_stores
+    with HaGroup(ha, str(tmp_path), ids=(1, 2), options=OPTIONS) as g:
+        for i, src in ((1, leader), (2, behind)):
+            r = runner.invoke(app, ["mq", "migrate", str(src), g[i].root, "--cut", str(committed),
+                                    "--controller-mode", "--commitlog-file-size", str(CL_FILE),
+                                    "--max-hash-slot-num", "1000", "--max-index-num", "4000"])
+            assert r.exit_code == 0, r.output
+            with open(os.path.join(g[i].root, "epochFileCheckpoint"), "w") as fh:
+                fh.write("1\n" + str(zlib.crc32(b"1-0\n") & 0x7FFFFFFF) + "\n1-0\n")
+        r = mq("align", g[1].root, g[2].root, "--master", g[1].root, "--master-epoch", "1", "-f", "json")
+        assert r.exit_code == 1 and "no consistent point" in r.output
+        before = _log_bytes(g[2].root, 1 << 30)
+        g.start_master_and_slaves(master_id=1, epoch=1)
+        g[2].wait_until(lambda _s: "Failed to find a consistent point" in g[2].log_text(),
+                        "the slave's refusal")
+        assert g[2].truncate_offsets()[:1] == [-1]
+        assert _log_bytes(g[2].root, 1 << 30) == before

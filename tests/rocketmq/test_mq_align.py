@@ -155,3 +155,19 @@ def test_bad_arguments_are_one_line(root, tmp_path):  # noqa: F811
     assert r.exit_code == 2
     r = runner.invoke(app, ["mq", "align", str(a), str(a), "--master", "elsewhere"])
     assert r.exit_code == 1 and "--master elsewhere is not among the replicas" in r.stderr
+
+
+def test_the_master_epoch_to_come_decides_the_handshake(root, tmp_path):  # noqa: F811
+    """With one epoch 0 on every replica (mq migrate --controller-mode) the first master at epoch 1
+    keeps it and the slaves keep what they hold; with epoch 1 the master drops it and appends its
+    own at its max offset, leaving the slaves no consistent point (RocketMQ's changeToMaster)."""
+    a, b = replica(root, tmp_path, "a", [E(0, 0)]), replica(root, tmp_path, "b", [E(0, 0)])
+    cut_log(b, boundaries(b)[60])
+    code, rows, _ = align(a, b, "--master", a, "--master-epoch", "1")
+    assert code == 0 and slaves(rows)["b"]["truncate_to"] is None
+    for d in (a, b):
+        (d / "epochFileCheckpoint").write_text(epoch_file_text([E(1, 0)]))
+    code, rows, _ = align(a, b, "--master", a, "--master-epoch", "1")
+    assert code == 1 and "no consistent point" in slaves(rows)["b"]["detail"]
+    code, rows, err = align(a, b, "--master", a, "--master-epoch", "0")
+    assert code == 1 and "would not become master at epoch 0" in err
