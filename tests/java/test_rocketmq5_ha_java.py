@@ -12,10 +12,14 @@ bounded. Skipped, saying why, when Java, a mirror or a Debian jar is missing.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import zlib
 
 import pytest
+from typer.testing import CliRunner
+
+from dledgerctl.app import app
 
 from tests.support import javarocketmq5ha
 from tests.support.javabuild import Unavailable
@@ -138,6 +142,9 @@ def test_failover_truncates_the_old_masters_tail_to_the_consistent_point(group):
       after the handshake, then C, its commit log byte-identical to 2's and 3's up to C, its
       consume queue holding 50 + 20 messages; its epoch file ``1-0``, ``2-A`` like the others.
 
+    ``mq align`` over the stopped old master and 2 and 3's files predicts exactly that cut
+    (to A, B - A bytes, TopicF's 30 messages) before the old master starts.
+
     With 200-byte bodies: A = 19,590, B = 31,400 (a tail of 11,810 bytes), C = 27,420."""
     group.start_master_and_slaves(master_id=1, epoch=1)
     a = put_ok(group[1], "TopicF", 50, "p1")["max_phy_offset"]
@@ -161,6 +168,16 @@ def test_failover_truncates_the_old_masters_tail_to_the_consistent_point(group):
     assert first_handshake(group[3]) == a and s3["max_phy_offset"] == a
     c = put_ok(group[2], "TopicF", 20, "p2")["max_phy_offset"]
     assert c == group.wait_caught_up(2)  # (1 is not running yet)
+
+    # what mq align predicts the old master's handshake with 2 cuts, from the files (1 stopped, 2 and
+    # 3 at rest): RocketMQ then does exactly that
+    r = CliRunner().invoke(app, ["mq", "align", group[2].root, group[1].root, group[3].root, "--master",
+                                 group[2].root, "-f", "json"])
+    assert r.exit_code == 1, r.output  # (1 would lose its tail)
+    rows = json.loads(r.stdout)
+    old, = [x for x in rows if x["replica"] == group[1].root and x["row"] == "replica"]
+    assert (old["truncate_to"], old["cut_bytes"]) == (a, b - a)
+    assert [(x["topic"], x["count"]) for x in rows if x["row"] == "cut"] == [("TopicF", 30)]
 
     # the old master comes back as a slave of the new one
     group[1].start()
