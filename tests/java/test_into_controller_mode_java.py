@@ -1,7 +1,7 @@
 """A DLedger-mode broker group moved into controller mode with every message (issue 60), proven
-on RocketMQ 5.3.3's own code: the group's three DLedger-mode replicas as a group leaves them
-(written by 5.3.3's DefaultMessageStore in DLedger mode with DLedger 0.3.1.2: the leader's
-store; a follower behind it, its log cut back and its queues and checkpoint with it; a
+on RocketMQ's own code: the group's three DLedger-mode replicas as a group leaves them
+(written by RocketMQ 4.9.4's DefaultMessageStore in DLedger mode with DLedger 0.2.6, and by
+5.3.3's with DLedger 0.3.1.2: the leader's store; a follower behind it, its log cut back and its queues and checkpoint with it; a
 follower holding entries no quorum committed), each moved with ``mq migrate --cut <the
 group's committed index> --controller-mode``, ``mq align`` proving them aligned, then
 5.3.3's store in controller mode on each (AutoSwitchHAService, three processes over
@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from dledgerctl.app import app
 from store.filestore import FileStore
 from store.metafiles import read_checkpoint, write_checkpoint
-from tests.java.test_mq_migrate_java5 import CQ_FILE_SIZE, specs
+from tests.java import test_mq_migrate_java, test_mq_migrate_java5
 from tests.rocketmq.test_mq_commitment import unpoint
 from tests.support import javarocketmq, javarocketmq5ha, javarocketmq5store
 from tests.support.javabuild import Unavailable
@@ -36,14 +36,19 @@ from tests.support.rmq_encode import encode_message
 
 runner = CliRunner()
 CL_FILE = 1 << 20
+CQ_FILE_SIZE = 20 * 1000  # (what write_store gives the sources' consume queues)
 OPTIONS = {"mappedFileSizeCommitLog": CL_FILE, "mappedFileSizeConsumeQueue": CQ_FILE_SIZE,
            "maxHashSlotNum": 1000, "maxIndexNum": 4000}
+# the DLedger-mode writers: RocketMQ 4.9.4 with DLedger 0.2.6 (its own specs: no V2 topic), 5.3.3 with 0.3.1.2
+SOURCES = {"4.9.4": (lambda: javarocketmq.build("4.9.4"), test_mq_migrate_java.specs),
+           "5.3.3": (javarocketmq5store.build, test_mq_migrate_java5.specs)}
 
 
-@pytest.fixture(scope="module")
-def java():
+@pytest.fixture(scope="module", params=sorted(SOURCES))
+def java(request):
+    build, specs = SOURCES[request.param]
     try:
-        return javarocketmq5store.build(), javarocketmq5ha.build()
+        return build(), javarocketmq5ha.build(), specs
     except Unavailable as exc:
         pytest.skip(str(exc))
 
@@ -55,10 +60,10 @@ def mq(*args):
 @pytest.fixture(scope="module")
 def group_stores(java, tmp_path_factory):
     """(leader, behind, ahead) DLedger-mode store roots of one group, and its committed index."""
-    rmq5, _ha = java
-    base = tmp_path_factory.mktemp("dledger-group")
+    writer, _ha, specs = java
+    base = tmp_path_factory.mktemp(f"dledger-group-{writer.version}")
     leader = base / "leader"
-    reported = javarocketmq.write_store(rmq5, str(leader), specs(), data_file_size=96 << 10,
+    reported = javarocketmq.write_store(writer, str(leader), specs(), data_file_size=96 << 10,
                                         consume_queue_file_size=CQ_FILE_SIZE)
     assert [r["status"] for r in reported] == ["PUT_OK"] * len(reported)
     os.makedirs(leader / "config", exist_ok=True)
@@ -88,7 +93,7 @@ def group_stores(java, tmp_path_factory):
 
 
 def test_a_dledger_group_moves_into_controller_mode_with_every_message(java, group_stores, tmp_path):
-    _rmq5, ha = java
+    _writer, ha, specs = java
     leader, behind, ahead, committed = group_stores
     with HaGroup(ha, str(tmp_path), options=OPTIONS) as g:
         for i, src in ((1, leader), (2, behind), (3, ahead)):
@@ -155,7 +160,7 @@ def test_with_epoch_1_the_first_master_leaves_its_slaves_no_consistent_point(jav
     changeToMaster drops the epochs at or above it and appends its own at its max offset; with
     epoch 1 on every replica the slaves then share no epoch start with it. mq align --master-epoch
     predicts the refusal; RocketMQ's slave refuses, and keeps its log."""
-    _rmq5, ha = java
+    _writer, ha, _specs = java
     leader, behind, _ahead, committed = group_stores
     with HaGroup(ha, str(tmp_path), ids=(1, 2), options=OPTIONS) as g:
         for i, src in ((1, leader), (2, behind)):
