@@ -41,6 +41,9 @@ Findings (``mq check``), one row each with the file and the byte offset in it:
   (stream.blanks_only).
 - ``index-loop``: a hash chain of the broker's ``index/`` files loops (lookup.index_findings:
   a look-up by key stops where it comes back; RocketMQ's walks it up to its result bound).
+- on a controller-mode store root, check_replica.py's: the epoch file's errors (``epoch-*``),
+  ``index-past-log-end``, ``timer-past-log-end``, ``unconfirmed-tail`` (what a slave's
+  truncation, killed half-way, leaves: apache/rocketmq#10666, #10668).
 
 Units that point before the log's first message are not findings: the log's head files
 are deleted before the consume queues' (RocketMQ corrects a queue's minimum offset then).
@@ -58,6 +61,8 @@ import numpy as np
 
 from ..format import HEADER_SIZE
 from .columns import _columns
+from ..kinds import CONTROLLER_MODE, detect
+from .check_replica import replica_findings
 from .commitment import broker_holds
 from .consumequeue import UNIT_NATIVE, Queue, file_size, find_queues, read_units
 from .layout import BrokerStore, batch_queue_keys
@@ -359,9 +364,11 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
     if in_use:
         findings = _tail_in_flight(findings, summary)
     if broker.root is not None:  # (the broker's key index: hash chains that loop, lookup.index_findings)
-        loops = index_findings(broker.root)
-        summary["findings"] += len(loops)
-        findings += loops[:None if max_findings is None else max(0, max_findings - len(findings))]
+        more = index_findings(broker.root)
+        if detect(broker.root).kind == CONTROLLER_MODE:  # (epochs, truncation leftovers: check_replica.py)
+            more += replica_findings(broker.root, in_use=in_use)
+        summary["findings"] += len(more)
+        findings += more[:None if max_findings is None else max(0, max_findings - len(findings))]
     return findings, summary
 
 

@@ -70,6 +70,12 @@ def move_timer_log(src_root: str, dest_root: str, old: np.ndarray, new: np.ndarr
     return moved, lost
 
 
+def unit_positions(data: bytes, path: str) -> list[int]:
+    """The byte positions of the units in one timer-log file's ``data`` (read only: ``mq
+    check``); TimerLogError naming ``path`` where they do not read as TimerLog writes them."""
+    return _units(data, path)
+
+
 def _units(data: bytearray, path: str) -> list[int]:
     """The positions of the units in one timer-log file, up to its blank record or its
     unwritten rest (zeros)."""

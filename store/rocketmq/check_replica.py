@@ -1,0 +1,173 @@
+"""What ``mq check`` adds on a controller-mode store root (store/kinds.py's CONTROLLER_MODE:
+``commitlog/`` with ``epochFileCheckpoint`` beside it): the epoch file's errors (``mq epochs``,
+replica.py), what a slave's truncation leaves pointing past the commit log's end, and a tail a
+crash kept past the confirm offset. Rows have check.py's finding shape.
+
+Findings:
+
+- ``epoch-*`` (replica.py's error findings, under their code: ``epoch-file-unloadable``,
+  ``epoch-order``, ``epoch-past-log``); its warnings and notes are ``mq epochs``'s only;
+- ``index-past-log-end``: entries of an ``index/`` file that point at or past the log's max
+  offset, one row per file (the first such entry's byte, how many);
+- ``timer-past-log-end``: RocketMQ 5 ``timerlog/`` units whose message lies past the log's max
+  offset, one row per file (the first such unit's byte, how many; timer.py's layout), or
+  ``timer-damaged`` where a file does not read as units;
+- ``unconfirmed-tail``: the broker crashed (its ``abort`` file is there) and its log goes past
+  the ``checkpoint``'s confirmPhyOffset: the bytes past it were confirmed by no SyncStateSet,
+  and may be a stale tail (#10666). Consume-queue units past the end are check.py's
+  ``cq-past-log-end``.
+
+Why these, from RocketMQ 5.3.3 (store/.../DefaultMessageStore.truncateDirtyFiles, CommitLog,
+MappedFileQueue.truncateDirtyFiles, ConsumeQueue.truncateDirtyLogicFiles, ha/autoswitch/
+AutoSwitchHAClient.doTruncate, EpochFileCache.truncateSuffixByOffset, StoreCheckpoint): a
+slave's handshake truncates the consume queues, then the commit log, then the epoch file. The
+first two only move in-memory write positions: bytes past the point stay on disk as they were,
+and only whole files past it are deleted; nothing touches ``index/`` or ``timerlog/`` (#10668),
+nor ConsumeQueueExt (#10755). The epoch file drops the epochs starting at or past the point and
+is rewritten; CommitLog.truncateDirtyFiles lowers the confirm offset to the point, which the
+``checkpoint`` file gets within a second (StoreCheckpoint.flush, scheduled each second). So
+offline, after a crash:
+
+- the stale bytes inside the last kept file are valid messages, and units and index entries
+  still point at them: they cannot be told from the log's own tail by their bytes. What tells
+  them is the confirm offset: the crash left ``abort``, and the log runs past confirmPhyOffset.
+  RocketMQ's recoverAbnormally then keeps the whole valid tail (dispatching only up to the
+  confirm offset); as a slave its next handshake cuts it again, but elected master
+  (changeToMaster) it appends its new epoch at the tail's end and serves it (#10666). Seen on
+  5.3.3 (tests/java/test_mq_check_controller_mode_java.py): a slave killed right after
+  ``Truncate slave log to A success`` restarted with its old max offset B, and made master at
+  epoch 3 took ``3-B``. The same signs come from a crash with puts the SyncStateSet had not
+  confirmed yet (a lone master's, a slave's last transfer): only ``mq align`` against the
+  master's epochs says which bytes its next handshake cuts;
+- the files the truncation deleted are gone, but what pointed into them stays: units
+  (``cq-past-log-end``), index entries and timer units past the log's end; RocketMQ's recovery
+  cuts the units (``maxPhyOffsetOfConsumeQueue >= processOffset``: truncateDirtyLogicFiles),
+  not the index or timer log;
+- a crash between the commit log's truncation and the epoch file's rewrite (or the other way
+  round, a copy of files) leaves an epoch starting past the log's max offset:
+  ``epoch-past-log``.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+
+from .lookup import HASH_SLOT_SIZE, INDEX_DIR, INDEX_HEADER_SIZE, INDEX_SIZE, open_index
+from .replica import ERROR, read_replica
+from .timer import OFFSET_PY_AT, TIMER_LOG_DIR, TimerLogError, unit_positions
+
+CHECKPOINT_FILE = "checkpoint"  # StorePathConfigHelper.getStoreCheckpoint
+ABORT_FILE = "abort"  # StorePathConfigHelper.getAbortFile: made at start, deleted at a clean shutdown
+_CONFIRM = struct.Struct(">q")  # StoreCheckpoint.confirmPhyOffset, at byte 32 (RocketMQ 5)
+CONFIRM_AT = 32
+_CHUNK = 1 << 20  # index entries read at a time
+# an index entry (lookup.py's IndexFile): key hash, commit-log offset, time diff, previous entry
+_ENTRY = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
+
+
+def _row(kind: str, file: str, offset, detail: str) -> dict:
+    return {"finding": kind, "file": file, "offset": offset, "index": None, "topic": None, "queue_id": None,
+            "queue_offset": None, "detail": detail}
+
+
+def replica_findings(root: str, *, in_use: bool = False) -> list[dict]:
+    """``mq check``'s findings on the controller-mode store root ``root`` beyond its messages
+    and consume queues (see the module doc). ``in_use``: a running broker writes it: what
+    points past the log's end as read, and the confirm offset, are in flight, not findings."""
+    rep = read_replica(root)
+    used = os.path.basename(rep.used) if rep.used else "epochFileCheckpoint"
+    out = [_row(f.code, used, None, f.detail) for f in rep.findings if f.severity == ERROR]
+    if in_use or rep.min_offset < 0:
+        return out
+    end = rep.max_offset
+    out += _index_past(root, end)
+    out += _timer_past(root, end)
+    tail = _unconfirmed_tail(root, rep.min_offset, end)
+    if tail is not None:
+        out.append(tail)
+    return out
+
+
+def _index_past(root: str, end: int) -> list[dict]:
+    files = open_index(root)
+    out = []
+    for f in files or []:
+        try:
+            base = INDEX_HEADER_SIZE + f.slots * HASH_SLOT_SIZE
+            last = f.last_entry
+            first, count = None, 0
+            for lo in range(1, last + 1, _CHUNK):
+                # (a copy: the map is closed below, which a view into it would keep from closing)
+                phy = np.frombuffer(f.data, _ENTRY, count=min(_CHUNK, last + 1 - lo), offset=base + lo * INDEX_SIZE)[
+                    "phy"].astype(np.int64)
+                past = np.flatnonzero(phy >= end)
+                if len(past) and first is None:
+                    first = lo + int(past[0])
+                count += len(past)
+        finally:
+            f.data.close()
+        if count:
+            out.append(_row("index-past-log-end", f"{INDEX_DIR}/{f.name}", base + first * INDEX_SIZE,
+                            f"{count} entr{'ies' if count > 1 else 'y'} from entry {first} on point at or past the "
+                            f"log's max offset {end}: what a slave's truncation (or a crash) left; a look-up by key "
+                            f"finds no message there (the broker does not cut its index; 'dledgerctl mq rebuild' "
+                            f"writes it again)"))
+    return out
+
+
+def _timer_past(root: str, end: int) -> list[dict]:
+    d = os.path.join(root, TIMER_LOG_DIR)
+    if not os.path.isdir(d):
+        return []
+    out = []
+    for name in sorted(n for n in os.listdir(d) if n.isdigit()):
+        path = os.path.join(d, name)
+        with open(path, "rb") as fh:
+            data = fh.read()
+        try:
+            at = unit_positions(data, f"{TIMER_LOG_DIR}/{name}")
+        except TimerLogError as exc:
+            out.append(_row("timer-damaged", f"{TIMER_LOG_DIR}/{name}", None, str(exc)))
+            continue
+        past = [p for p in at if (u := _offset_size(data, p))[0] >= 0 and u[0] + u[1] > end]
+        if past:
+            off, size = _offset_size(data, past[0])
+            out.append(_row("timer-past-log-end", f"{TIMER_LOG_DIR}/{name}", past[0],
+                            f"{len(past)} unit{'s' if len(past) > 1 else ''} from this one on ({off}, {size}) point "
+                            f"past the log's max offset {end}: the timer reads no message there (a slave's "
+                            f"truncation does not reach the timer log: apache/rocketmq#10668)"))
+    return out
+
+
+def _offset_size(data: bytes, p: int) -> tuple[int, int]:
+    return struct.unpack_from(">qi", data, p + OFFSET_PY_AT)
+
+
+def read_confirm_offset(root: str) -> int | None:
+    """The store ``checkpoint``'s confirmPhyOffset (RocketMQ 5), or None when the file is not
+    there or too short to hold one (a 4.x broker's)."""
+    try:
+        with open(os.path.join(root, CHECKPOINT_FILE), "rb") as fh:
+            head = fh.read(CONFIRM_AT + _CONFIRM.size)
+    except OSError:
+        return None
+    if len(head) < CONFIRM_AT + _CONFIRM.size:
+        return None
+    return _CONFIRM.unpack_from(head, CONFIRM_AT)[0]
+
+
+def _unconfirmed_tail(root: str, lo: int, end: int) -> dict | None:
+    if not os.path.isfile(os.path.join(root, ABORT_FILE)):
+        return None
+    confirm = read_confirm_offset(root)
+    if confirm is None or not lo <= confirm < end:
+        return None
+    return _row("unconfirmed-tail", CHECKPOINT_FILE, CONFIRM_AT,
+                f"the broker crashed (abort) with {end - confirm} bytes of log past its confirm offset {confirm} "
+                f"(to {end}): no SyncStateSet confirmed them, and a slave's truncation killed before its master's "
+                f"data overwrote them leaves them valid (apache/rocketmq#10666). RocketMQ keeps them at its start; "
+                f"as a slave its next handshake cuts them to the consistent point, elected master it serves them: "
+                f"'dledgerctl mq align' with the master says what is cut")
