@@ -57,7 +57,7 @@ def _pipeline():
     """The pipeline modules, or one error line when pyspark (or pyarrow) is missing."""
     try:
         return {name: importlib.import_module(f"dledgerctl.pipeline.{name}")
-                for name in ("errors", "inputs", "session", "jobs", "audit", "messages")}
+                for name in ("errors", "inputs", "session", "jobs", "audit", "messages", "alignment")}
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] in _MISSING:
             raise fail(INSTALL_HINT) from None
@@ -76,18 +76,20 @@ def _conf(pairs: list[str] | None) -> dict[str, str]:
 
 @contextmanager
 def _spark(master: str | None, conf: list[str] | None, ship: bool | None, paths: list[str],
-           job: str | None = None) -> Iterator[tuple]:
+           job: str | None = None, plan=None) -> Iterator[tuple]:
     """The nodes PATHS name, a Spark session and the pipeline modules; every failure becomes
     one error line. The nodes are found first, on this machine (inputs.py): a wrong path or a
     store the job cannot read is refused in milliseconds, before a JVM starts. ``job``: one
-    that reads DLedger logs only (audit, diverge, stats, export); None for the mq jobs."""
+    that reads DLedger logs only (audit, diverge, stats, export); None for the mq jobs.
+    ``plan``: a function of the pipeline modules that reads the inputs instead (mq-align)."""
     settings = _conf(conf)
     mods = _pipeline()
     session = mods["session"]
     verbose = log.getEffectiveLevel() <= logging.INFO
     with errors_as_exit():
         try:
-            nodes = mods["jobs"].dledger_nodes(paths, job) if job else mods["inputs"].resolve_nodes(paths)
+            nodes = (plan(mods) if plan else mods["jobs"].dledger_nodes(paths, job) if job
+                     else mods["inputs"].resolve_nodes(paths))
             with session.spark_errors():
                 with _starting(master):
                     spark, started = session.start_session(master, settings, ship=ship, verbose=verbose)
@@ -351,3 +353,64 @@ def mq_export_cmd(
                                                  max_body=max_body)
             rows = [r.asDict() for r in df.collect()]
     render(rows, fmt)
+
+
+def _groups(specs: list[str] | None) -> list[tuple[str, list[str]]]:
+    out = []
+    for spec in specs or []:
+        name, sep, paths = spec.partition("=")
+        members = [p for p in paths.split(",") if p]
+        if not sep or not name.strip() or not members:
+            raise typer.BadParameter(f"{spec!r} is not NAME=PATH[,PATH...]", param_hint="--group")
+        out.append((name.strip(), members))
+    return out
+
+
+@app.command("mq-align")
+def mq_align_cmd(
+    paths: Annotated[Optional[list[str]], typer.Argument(
+        help="Replicas of broker groups: store roots (stopped, on storage the executors share) or digest files (mq "
+             "digest --out), or globs; each grouped by the brokerName of its brokerIdentity.", show_default=False)]
+    = None,
+    group: Annotated[Optional[list[str]], typer.Option(
+        "--group", metavar="NAME=PATH,PATH...", help="A group's replicas named here, identity or not (repeatable).")]
+    = None,
+    master_replica: Annotated[Optional[list[str]], typer.Option(
+        "--master-replica", metavar="PATH", help="The replica that is (or will be) its group's master (repeatable: one "
+                                                 "per group); default: the newest last epoch, then the longest "
+                                                 "log.")] = None,
+    master_epoch: Annotated[Optional[int], typer.Option(
+        "--master-epoch", min=0, help="Predict with each master's epochs after it becomes master at this epoch (1 for "
+                                      "a new broker set).")] = None,
+    master: MasterOpt = None,
+    conf: ConfOpt = None,
+    ship: ShipOpt = None,
+    output: OutputOpt = None,
+    output_format: OutputFormatOpt = OutputFormat.parquet,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """mq align for a fleet: one row per (group, slave), where it first differs from its master and what its next
+    handshake does; exit 1 when a group is not aligned.
+
+    One Spark task per commit-log file: store roots are compared to the byte, a digest to the chunk."""
+    named = _groups(group)
+    if not paths and not named:
+        raise typer.BadParameter("give replicas (store roots or digest files) or --group", param_hint="PATHS")
+
+    def plan(mods):
+        return mods["alignment"].plan_groups(paths or [], named, master_replica or [], master_epoch)
+
+    with _spark(master, conf, ship, [], plan=plan) as (spark, mods, groups):
+        with _progress(spark, mods, "mq-align"):
+            rows = mods["alignment"].align_rows(spark, groups)
+        if output:
+            _write(mods["alignment"].as_dataframe(spark, rows), output, output_format)
+        columns = {Format.table: mods["alignment"].MQ_ALIGN_TABLE, Format.csv: mods["alignment"].MQ_ALIGN_COLUMNS[:-1]}
+    render(rows, fmt, columns=columns.get(fmt))
+    bad = sorted({r["group"] for r in rows if not r["aligned"]})
+    alone = [g.name for g in groups if len(g.inputs) < 2]
+    typer.echo(f"{len(groups)} groups, {sum(len(g.inputs) for g in groups)} replicas: "
+               + (f"{len(bad)} not aligned ({', '.join(bad)})" if bad else "every group aligned")
+               + (f"; one replica only, nothing compared: {', '.join(alone)}" if alone else ""), err=True)
+    if bad:
+        raise typer.Exit(1)

@@ -97,6 +97,7 @@ MATRIX = {
     "spark mq-topics": ["test_spark_commands_on_a_missing_path"],
     "spark mq-find": ["test_spark_commands_on_a_missing_path"],
     "spark mq-export": ["test_spark_commands_on_a_missing_path"],
+    "spark mq-align": ["test_spark_commands_on_a_missing_path", "test_spark_mq_align_refuses_before_spark"],
     "certs init": ["test_certs_init_checks_the_group"],
     "certs add": ["test_certs_add_needs_a_ca"],
     "mq migrate": ["test_mq_migrate_from_a_missing_dir"],
@@ -302,7 +303,8 @@ def test_controller_elect_plan_bad_input(tmp_path):
     assert tree(tmp_path) == before
 
 
-@pytest.mark.parametrize("sub", ["audit", "diverge", "stats", "export", "mq-topics", "mq-find", "mq-export"])
+@pytest.mark.parametrize("sub", ["audit", "diverge", "stats", "export", "mq-topics", "mq-find", "mq-export",
+                                 "mq-align"])
 def test_spark_commands_on_a_missing_path(tmp_path, sub):
     extra = {"export": ["--to", str(tmp_path / "out")], "mq-export": ["--to", str(tmp_path / "out")],
              "mq-find": ["--key", "k"]}.get(sub, [])
@@ -312,6 +314,30 @@ def test_spark_commands_on_a_missing_path(tmp_path, sub):
     one_error(r.stderr, "nope")
     assert tree(tmp_path) == set()
     if not jvm_before:  # (refused before Spark starts its JVM: spark_cmd._spark)
+        assert not _spark_jvm()
+
+
+def test_spark_mq_align_refuses_before_spark(tmp_path):
+    """A replica no identity groups, a file that is no digest, a replica in two groups, a master
+    RocketMQ would refuse: one line each, nothing written, no JVM started."""
+    write_broker_store(str(tmp_path / "src"), [{"topic": "T", "body": b"x"}])
+    ms = tmp_path / "ms"
+    assert run("mq", "migrate", str(tmp_path / "src"), str(ms)).exit_code == 0
+    (ms / "epochFileCheckpoint").write_text("1\n0\n5-0\n")
+    (tmp_path / "junk.json").write_text("[]")
+    before, jvm_before = tree(tmp_path), _spark_jvm()
+    for args, words in (([str(ms)], ["no brokerIdentity", "--group"]),
+                        ([str(tmp_path / "junk.json")], ["junk.json", "not a store root nor a digest"]),
+                        (["--group", f"a={ms}", "--group", f"b={ms}"], ["groups a and b"]),
+                        (["--group", f"a={ms}", "--master-epoch", "1"], ["would not become master at epoch 1"])):
+        r = run("spark", "mq-align", *args)
+        assert r.exit_code == 1, (args, r.output)
+        one_error(r.stderr, *words)
+        assert "Traceback" not in r.stderr
+    for args in ([], ["--group", "a"], ["--group", "a="]):
+        assert run("spark", "mq-align", *args).exit_code == 2
+    assert tree(tmp_path) == before
+    if not jvm_before:
         assert not _spark_jvm()
 
 
