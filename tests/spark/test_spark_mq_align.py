@@ -191,3 +191,16 @@ def test_bad_inputs_are_one_error_line(fleet, tmp_path):
         assert r.stderr.startswith("Error:") and r.stderr.count("\n") == 1 and all(w in r.stderr for w in words)
     for args in ([], ["--group", "nameless"], ["--group", "g="]):
         assert runner.invoke(app, ["spark", "mq-align", *args]).exit_code == 2
+
+
+def test_output_and_csv(spark, fleet, tmp_path):
+    out = tmp_path / "rows"
+    r = runner.invoke(app, ["spark", "mq-align", *map(str, fleet["cut"]), "--output", str(out), "-f", "csv"])
+    assert r.exit_code == 1, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].split(",") == ["group", "master", "replica", "compared", "max_offset", "master_max_offset",
+                                   "last_epoch", "first_difference", "truncate_to", "cut_bytes", "cut_messages",
+                                   "aligned", "detail"] and len(lines) == 2
+    got = [x.asDict(recursive=True) for x in spark.read.parquet(str(out)).collect()]
+    assert len(got) == 1 and got[0]["group"] == "cut" and got[0]["aligned"] is False
+    assert sum(c["count"] for c in got[0]["cuts"]) == got[0]["cut_messages"] == 40
