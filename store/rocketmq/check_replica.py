@@ -40,9 +40,11 @@ offline, after a crash:
   confirmed yet (a lone master's, a slave's last transfer): only ``mq align`` against the
   master's epochs says which bytes its next handshake cuts;
 - the files the truncation deleted are gone, but what pointed into them stays: units
-  (``cq-past-log-end``), index entries and timer units past the log's end; RocketMQ's recovery
-  cuts the units (``maxPhyOffsetOfConsumeQueue >= processOffset``: truncateDirtyLogicFiles),
-  not the index or timer log;
+  (``cq-past-log-end``), index entries and timer units past the log's end. At its next start
+  RocketMQ cuts the units in memory (``maxPhyOffsetOfConsumeQueue >= processOffset``:
+  truncateDirtyLogicFiles; on disk they stay, cut again at each start), and after a crash
+  drops the index files newer than the checkpoint's indexMsgTimestamp (IndexService.load),
+  which dispatch writes again; the timer log it keeps (#10668);
 - a crash between the commit log's truncation and the epoch file's rewrite (or the other way
   round, a copy of files) leaves an epoch starting past the log's max offset:
   ``epoch-past-log``.
