@@ -11,8 +11,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from store.errors import NotAStoreError
-from store.rocketmq.align import (Digest, become_master, choose_master, digest, digest_difference, digest_from_dict,
-                                  predict, replica_from_digest)
+from store.rocketmq.align import (Digest, become_master, digest, digest_difference, digest_from_dict, judge,
+                                  master_order, predict, replica_from_digest)
 from store.rocketmq.replica import read_replica
 
 from .common import FormatOpt, errors_as_exit, fail, plural
@@ -102,29 +102,26 @@ def align_cmd(
         raise typer.BadParameter("give two replicas or more", param_hint="REPLICAS")
     with errors_as_exit():
         loaded = [(p, *_load(p)) for p in replicas]
-        by_arg = {p: r for p, r, _d in loaded}
-        if master is not None and master not in by_arg:
+        args = [p for p, _r, _d in loaded]
+        if master is not None and master not in args:
             raise NotAStoreError(f"--master {master} is not among the replicas given")
-        m = by_arg[master] if master is not None else choose_master([r for _p, r, _d in loaded])
+        # (replicas are told apart by the argument that gave them: digests made on several machines
+        # may all name the same store path)
+        k = args.index(master) if master is not None else \
+            max(range(len(loaded)), key=lambda i: master_order(loaded[i][1]))
+        m_arg, m, mdig = loaded[k]
         rows, bad = [], 0
         if master_epoch is not None:
             m = become_master(m, master_epoch)
-        mdig = next((d for _p, r, d in loaded if r.root == m.root), None)
         for arg, r, d in loaded:
-            if r.root == m.root:
+            if arg == m_arg:
                 rows.append(_row("replica", arg, "master", r, None, None, 0, "the master its slaves compare with"))
                 continue
-            local = d is None and mdig is None
-            p = predict(m, r, local=local)
-            unknown = None
-            if not local:
-                p.first_difference, unknown = digest_difference(mdig or _digest_of(m), d or _digest_of(r))
-                p = _with_difference(p, m, r)
-                if unknown is not None and p.first_difference is None:
-                    p.problem = p.problem or (
-                        f"identical up to {unknown}; bytes from there to {min(m.max_offset, r.max_offset)} are not "
-                        f"compared (one log ends inside that chunk): make the longer one's digest with --upto "
-                        f"{min(m.max_offset, r.max_offset)}")
+            if d is None and mdig is None:
+                p = predict(m, r, local=True)
+            else:
+                first, unknown = digest_difference(mdig or _digest_of(m), d or _digest_of(r))
+                p = judge(m, r, first, exact=False, unknown=unknown)
             bad += bool(p.problem or p.cut_bytes)
             rows.append(_row("replica", arg, "slave", r, p.first_difference, p.truncate_to, p.cut_bytes,
                              p.verdict + (f"; {p.problem}" if p.problem and p.problem != p.verdict else "")))
@@ -139,19 +136,7 @@ def align_cmd(
     if bad:
         raise fail(f"{plural(bad, 'slave')} of {len(replicas) - 1} would lose or keep bytes the master does not hold: "
                    "not aligned")
-    typer.echo(f"aligned: every slave's handshake with {m.root} keeps what it holds", err=True)
-
-
-def _with_difference(p, m, r):
-    """``predict`` again with the difference the digests found (it judges what is kept)."""
-    first = p.first_difference
-    q = predict(m, r, local=False)
-    q.first_difference = first
-    kept = min(q.truncate_to if q.truncate_to is not None else r.max_offset, m.max_offset, r.max_offset)
-    if first is not None and first < kept and not q.problem:
-        q.problem = (f"differs from the master in the chunk at offset {first}, below the {kept} bytes the handshake "
-                     "keeps: a divergence no handshake repairs")
-    return q
+    typer.echo(f"aligned: every slave's handshake with {m_arg} keeps what it holds", err=True)
 
 
 def _digest_of(r) -> Digest:

@@ -39,8 +39,8 @@ from pyspark.sql.types import (ArrayType, BooleanType, IntegerType, LongType, St
                                StructType)
 
 from store.errors import NotAStoreError
-from store.rocketmq.align import (CHUNK, COMPARE, Cut, Digest, FileDigest, become_master, choose_master,
-                                  digest_difference, digest_from_dict, messages_between, predict,
+from store.rocketmq.align import (COMPARE, Cut, Digest, FileDigest, become_master, choose_master,
+                                  digest_difference, digest_from_dict, judge, messages_between,
                                   replica_from_digest)
 from store.rocketmq.commitlog import COMMIT_LOG_DIR, log_files
 from store.rocketmq.epochs import handshake
@@ -356,31 +356,14 @@ def _merge(cuts: list[Cut]) -> list[Cut]:
 
 
 def _row(p: _Pair, hashed: dict) -> dict:
-    """``mq align``'s row for this slave (predict, and mq align's judgement of digests)."""
+    """``mq align``'s row for this slave (align.judge: the one judgement both make)."""
     m, r = p.m.replica, p.s.replica
-    q = predict(m, r, local=False)
     if p.local:
-        q.first_difference = min(p.bytes_first, default=None)
-        if q.truncate_to is not None:
-            q.cut = _merge(p.cuts)
-            q.verdict += f", {sum(c.count for c in q.cut)} messages"
-        point = handshake(r.entries, r.max_offset, m.entries, m.max_offset)
-        kept = min(point, m.max_offset, r.max_offset) if point is not None and point >= 0 else None
-        if kept is not None and q.first_difference is not None and q.first_difference < kept:
-            q.problem = (f"differs from the master at offset {q.first_difference}, below the {kept} bytes the "
-                         "handshake keeps: a divergence no handshake repairs")
+        q = judge(m, r, min(p.bytes_first, default=None), exact=True, cut=_merge(p.cuts))
     else:
         chunk = (p.m.digest or p.s.digest).chunk
-        q.first_difference, unknown = digest_difference(_digest_of(p.m, chunk, hashed), _digest_of(p.s, chunk, hashed))
-        kept = min(q.truncate_to if q.truncate_to is not None else r.max_offset, m.max_offset, r.max_offset)
-        if q.first_difference is not None and q.first_difference < kept and not q.problem:
-            q.problem = (f"differs from the master in the chunk at offset {q.first_difference}, below the {kept} "
-                         "bytes the handshake keeps: a divergence no handshake repairs")
-        if unknown is not None and q.first_difference is None:
-            common = min(m.max_offset, r.max_offset)
-            q.problem = q.problem or (
-                f"identical up to {unknown}; bytes from there to {common} are not compared (one log ends inside "
-                f"that chunk): make the longer one's digest with --upto {common}")
+        first, unknown = digest_difference(_digest_of(p.m, chunk, hashed), _digest_of(p.s, chunk, hashed))
+        q = judge(m, r, first, exact=False, unknown=unknown)
     return {"group": p.group.name, "master": p.m.arg, "replica": p.s.arg, "compared": "bytes" if p.local else "chunks",
             "max_offset": r.max_offset, "master_max_offset": m.max_offset,
             "last_epoch": r.entries[-1].epoch if r.entries else None, "first_difference": q.first_difference,

@@ -331,6 +331,32 @@ def predict(master: Replica, slave: Replica, *, local: bool = True) -> Predictio
     return p
 
 
+def judge(master: Replica, slave: Replica, first_difference: int | None, *, exact: bool,
+          unknown: int | None = None, cut: list[Cut] | None = None) -> Prediction:
+    """:func:`predict` from what was compared elsewhere (files compared in tasks, or digests):
+    ``first_difference`` (to the byte when ``exact``, else the start of the first chunk that
+    differs), ``unknown`` (digests: the chunk from which nothing was compared, one log ending
+    inside it), ``cut`` (the messages the truncation removes, counted where the files are).
+    One judgement for ``mq align`` and ``spark mq-align``."""
+    q = predict(master, slave, local=False)
+    q.first_difference = first_difference
+    if cut is not None and q.truncate_to is not None:
+        q.cut = cut
+        q.verdict += f", {sum(c.count for c in cut)} messages"
+    kept = min(q.truncate_to if q.truncate_to is not None else slave.max_offset, master.max_offset, slave.max_offset)
+    if q.truncate_to is None and handshake(slave.entries, slave.max_offset, master.entries, master.max_offset) == -1:
+        kept = -1  # (a refusal keeps nothing it could be judged on)
+    if first_difference is not None and first_difference < kept and not q.problem:
+        where = f"at offset {first_difference}" if exact else f"in the chunk at offset {first_difference}"
+        q.problem = (f"differs from the master {where}, below the {kept} bytes the handshake keeps: a divergence "
+                     "no handshake repairs")
+    if unknown is not None and first_difference is None:
+        common = min(master.max_offset, slave.max_offset)
+        q.problem = q.problem or (f"identical up to {unknown}; bytes from there to {common} are not compared (one log "
+                                  f"ends inside that chunk): make the longer one's digest with --upto {common}")
+    return q
+
+
 def become_master(r: Replica, epoch: int) -> Replica:
     """``r`` as it is once it has become master at ``epoch`` (epochs.as_master: its epochs at
     or above ``epoch`` dropped, ``epoch`` appended at its max offset). NotAStoreError when
@@ -342,10 +368,15 @@ def become_master(r: Replica, epoch: int) -> Replica:
     return Replica(r.root, r.min_offset, r.max_offset, r.files, r.used, got, r.identity, r.findings)
 
 
+def master_order(r: Replica) -> tuple:
+    """How :func:`choose_master` ranks a replica: its newest last epoch, then its longest log."""
+    return (r.entries[-1].epoch if r.entries else -1), r.max_offset
+
+
 def choose_master(replicas: list[Replica]) -> Replica:
     """The replica a controller would most likely have made master: the newest last epoch,
     then the longest log."""
-    return max(replicas, key=lambda r: ((r.entries[-1].epoch if r.entries else -1), r.max_offset))
+    return max(replicas, key=master_order)
 
 
 def replica_from_digest(d: Digest) -> Replica:

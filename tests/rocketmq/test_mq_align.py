@@ -171,3 +171,18 @@ def test_the_master_epoch_to_come_decides_the_handshake(root, tmp_path):  # noqa
     assert code == 1 and "no consistent point" in slaves(rows)["b"]["detail"]
     code, rows, err = align(a, b, "--master", a, "--master-epoch", "0")
     assert code == 1 and "would not become master at epoch 0" in err
+
+
+def test_digests_from_several_machines_naming_one_path_are_told_apart(root, tmp_path):  # noqa: F811
+    """Digests record their store's path, which replicas on different machines share: mq align
+    tells replicas apart by the argument that gave them."""
+    a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
+    cut_log(b, boundaries(b)[60])
+    for d in (a, b):
+        assert runner.invoke(app, ["mq", "digest", str(d), "--out", str(tmp_path / f"{d.name}.json")]).exit_code == 0
+        got = json.loads((tmp_path / f"{d.name}.json").read_text())
+        got["root"] = "/data/broker-a/store"  # (as each machine names it)
+        (tmp_path / f"{d.name}.json").write_text(json.dumps(got))
+    code, rows, _ = align(tmp_path / "a.json", tmp_path / "b.json")
+    roles = {os.path.basename(r["replica"]): r["role"] for r in rows if r["row"] == "replica"}
+    assert roles == {"a.json": "master", "b.json": "slave"}, rows
