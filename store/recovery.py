@@ -21,7 +21,8 @@ records from the first disagreement on, zeroes and deletes index records past th
 
 Invariants: no good entry before the first bad one is ever cut; no entry known committed
 (the checkpoint's committed index) and no sound entry after a held one is cut for a damaged
-checksum; nothing raises on any byte content; the result is a store DLedger's own recovery walks to the same end.
+checksum; nothing raises on any byte content; the result is a store DLedger's own recovery
+walks to the same end (it checks no checksum, so it keeps a held entry too).
 """
 
 from __future__ import annotations
