@@ -12,6 +12,8 @@ Findings:
 - ``timer-past-log-end``: RocketMQ 5 ``timerlog/`` units whose message lies past the log's max
   offset, one row per file (the first such unit's byte, how many; timer.py's layout), or
   ``timer-damaged`` where a file does not read as units;
+- ``stale-tail``: in the last epoch's span (when the replica has epochs after its first), a
+  message stored before that epoch's first message, and the log from there on;
 - ``unconfirmed-tail``: the broker crashed (its ``abort`` file is there) and its log goes past
   the ``checkpoint``'s confirmPhyOffset: the bytes past it were confirmed by no SyncStateSet,
   and may be a stale tail (#10666). Consume-queue units past the end are check.py's
@@ -39,6 +41,17 @@ offline, after a crash:
   epoch 3 took ``3-B``. The same signs come from a crash with puts the SyncStateSet had not
   confirmed yet (a lone master's, a slave's last transfer): only ``mq align`` against the
   master's epochs says which bytes its next handshake cuts;
+- when the master's data then overwrote the tail's start and the crash came after, the
+  stale bytes past the new data stop recovery where the new data ends, unless a stale
+  message starts exactly there (messages of one size: seen on 5.3.3, the test above): then
+  the stale messages follow the master's as valid ones, with queue offsets, units and epoch
+  file (the master's epochs, copied by transfer headers) all in order. What tells them is
+  their store time: a master stamps each message under its put lock
+  (CommitLog.asyncPutMessage: ``setStoreTimestamp(beginLockTimestamp)``), so within one
+  epoch (one master) store times never go back, and every message of an epoch was stored
+  after the epoch's first one; a stale message in the last epoch's span was stored before
+  it, by the old master, before the failover. ``stale-tail`` names the first (the first
+  epoch is not judged: a store ``mq migrate`` moved holds several masters' messages there);
 - the files the truncation deleted are gone, but what pointed into them stays: units
   (``cq-past-log-end``), index entries and timer units past the log's end. At its next start
   RocketMQ cuts the units in memory (``maxPhyOffsetOfConsumeQueue >= processOffset``:
@@ -57,6 +70,9 @@ import struct
 
 import numpy as np
 
+from ..format import HEADER_SIZE
+from .columns import message_columns
+from .commitlog import COMMIT_LOG_DIR, batches
 from .lookup import HASH_SLOT_SIZE, INDEX_DIR, INDEX_HEADER_SIZE, INDEX_SIZE, open_index
 from .replica import ERROR, read_replica
 from .timer import OFFSET_PY_AT, TIMER_LOG_DIR, TimerLogError, unit_positions
@@ -87,10 +103,44 @@ def replica_findings(root: str, *, in_use: bool = False) -> list[dict]:
     end = rep.max_offset
     out += _index_past(root, end)
     out += _timer_past(root, end)
+    stale = _stale_tail(root, rep)
+    if stale is not None:
+        out.append(stale)
     tail = _unconfirmed_tail(root, rep.min_offset, end)
     if tail is not None:
         out.append(tail)
     return out
+
+
+def _stale_tail(root: str, rep) -> dict | None:
+    """The first message of the last epoch's span stored before that epoch's first message,
+    when the replica has epochs after its first: from there on the log is a stale tail."""
+    if len(rep.entries) < 2:
+        return None
+    start = rep.entries[-1].start_offset
+    if not max(rep.min_offset, 0) <= start < rep.max_offset:
+        return None
+    first_ts = None
+    for b in batches(os.path.join(root, COMMIT_LOG_DIR), at=start):
+        if b.damage or not len(b):
+            break
+        offs = b.pos + HEADER_SIZE - b.start  # (the messages' bytes in their file)
+        ts = message_columns(b.buf, offs, b.bsize, False).store_ts
+        if first_ts is None:
+            first_ts = int(ts[0])
+        before = np.flatnonzero(ts < first_ts)
+        if len(before):
+            k = int(before[0])
+            at = b.start + int(offs[k])
+            return _row("stale-tail", b.file, int(offs[k]),
+                        f"the message at commit-log offset {at}, in epoch {rep.entries[-1].epoch}'s span (from "
+                        f"{start}), was stored at {int(ts[k])}, before that epoch's first message ({first_ts}): "
+                        f"another master stored it before this epoch began, so the {rep.max_offset - at} bytes from "
+                        f"there to the log's end {rep.max_offset} are a tail a truncation left valid behind the "
+                        f"master's data (apache/rocketmq#10666); RocketMQ keeps them at its start and a handshake "
+                        f"cuts them only if the master's epoch ends before them: cut the log there ('dledgerctl mq "
+                        f"align' with the master)")
+    return None
 
 
 def _index_past(root: str, end: int) -> list[dict]:

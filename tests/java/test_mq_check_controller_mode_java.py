@@ -174,3 +174,63 @@ def test_a_truncation_across_files_leaves_units_and_index_entries_past_the_end(g
     kinds = [r["finding"] for r in rows]
     assert set(kinds) == {"cq-past-log-end", "epoch-past-log", "unconfirmed-tail"} and kinds.count(
         "cq-past-log-end") == past, kinds
+
+
+def test_a_stale_tail_behind_the_masters_data_is_kept_by_the_next_handshake(group):
+    """As the first test, with message properties of one length (prefixes ``tl`` and ``p2``:
+    every message the same size), and 20 messages on the new master 2 (to C) before 1 comes
+    back: 1 truncates to A, takes A..C, writes epoch ``2-A`` and is killed. C falls where one
+    of its stale messages starts, so its log goes on past C with the rest of its old tail (to
+    B) as valid messages, queue offsets, units and epochs in order: ``mq check`` finds
+    ``stale-tail`` at C (stored before epoch 2's first message) and ``unconfirmed-tail``.
+
+    RocketMQ: 20 more puts on 2 (to D, past B), then 1 restarted: its max offset B (the stale
+    tail recovered); its handshake's consistent point is B (its epoch 2 ends at B, the
+    master's at D), so nothing is cut and the master sends its bytes from B on, though no
+    message of its own starts there: 1's log then differs from the master's in [C, B) for
+    good, with no error, and at B holds the middle of a master's message. ``mq check``:
+    ``damage`` at B (not a message: where RocketMQ's recovery would end the log) and still
+    ``stale-tail`` at C."""
+    group.start_master_and_slaves(master_id=1, epoch=1)
+    a = put_ok(group[1], "TopicT", 50, "p1")["max_phy_offset"]
+    assert group.wait_caught_up(1) == a
+    for i in (2, 3):
+        assert group[i].quit() == 0
+    b = put_ok(group[1], "TopicT", 30, "tl")["max_phy_offset"]
+    assert group[1].quit() == 0
+    for i in (2, 3):
+        group[i].start()
+    group[2].auto_accept(True)
+    group[2].master(2, 2, [2])
+    group[3].slave(group[2], 2)
+    c = put_ok(group[2], "TopicT", 20, "p2")["max_phy_offset"]
+    assert a < c < b
+    group[1].start()
+    group[1].slave(group[2], 2)
+    group[1].wait_until(lambda s: s["max_phy_offset"] == c, "1 caught up with 2")
+    group[1].wait_until(lambda s: (2, a) in (group[1].epoch_file() or {}).get("entries", []), "epoch 2 in its file")
+    group[1].kill()
+    assert first_handshake(group[1]) == a
+
+    root = group[1].root
+    assert log_extent(root)[1] == b
+    code, rows, _ = check(root)
+    assert code == 1 and [r["finding"] for r in rows] == ["stale-tail", "unconfirmed-tail"], rows
+    assert (rows[0]["file"], rows[0]["offset"]) == ("commitlog/00000000000000000000", c)
+    assert f"the {b - c} bytes from there to the log's end {b}" in rows[0]["detail"]
+
+    d = put_ok(group[2], "TopicT", 20, "p3")["max_phy_offset"]
+    assert d > b
+    assert group[1].start()["max_phy_offset"] == b
+    group[1].slave(group[2], 2)
+    group[1].wait_until(lambda s: s["max_phy_offset"] == d, "1 caught up with 2 again")
+    assert group[1].truncate_offsets() == [a, b]
+    assert group[1].quit() == 0 and group[2].quit() == 0
+    with open(os.path.join(root, "commitlog", "00000000000000000000"), "rb") as fh:
+        mine = fh.read(d)
+    with open(os.path.join(group[2].root, "commitlog", "00000000000000000000"), "rb") as fh:
+        master = fh.read(d)
+    assert mine[:c] == master[:c] and mine[c:b] != master[c:b] and mine[b:d] == master[b:d]
+    code, rows, _ = check(root)
+    assert [(r["finding"], r["offset"]) for r in rows] == [("damage", b), ("stale-tail", c)], rows
+    assert "not a message" in rows[0]["detail"]

@@ -16,7 +16,9 @@ import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
+from store.format import HEADER_SIZE
 from store.rocketmq.check_replica import read_confirm_offset
+from store.rocketmq.commitlog import batches
 from store.rocketmq.epochs import EpochEntry, epoch_file_text
 from store.rocketmq.replica import log_extent
 from store.rocketmq.timer import BLANK_MAGIC, UNIT_SIZE
@@ -185,3 +187,49 @@ def test_a_checkpoint_without_a_confirm_offset_is_none(tmp_path):
     (tmp_path / "checkpoint").write_bytes(b"\0" * 24)  # (a 4.x broker's: three timestamps)
     assert read_confirm_offset(str(tmp_path)) is None
     assert read_confirm_offset(str(tmp_path / "nowhere")) is None
+
+
+def message_offsets(root) -> list[tuple[str, int, int]]:
+    """(file, byte in it, commit-log offset) of every message, in log order."""
+    out = []
+    for b in batches(os.path.join(root, "commitlog")):
+        for pos in (b.pos + HEADER_SIZE).tolist():
+            out.append((b.file, pos - b.start, pos))
+    return out
+
+
+def set_store_time(root, file: str, at: int, ts: int) -> None:
+    with open(os.path.join(root, file), "r+b") as fh:
+        fh.seek(at + 36)
+        (sys_flag,) = struct.unpack(">i", fh.read(4))
+        assert not sys_flag & 0x10  # (an IPv4 born host: STORETIMESTAMP at byte 56)
+        fh.seek(at + 56)
+        fh.write(struct.pack(">q", ts))
+
+
+def store_time(root, file: str, at: int) -> int:
+    with open(os.path.join(root, file), "rb") as fh:
+        fh.seek(at + 56)
+        return struct.unpack(">q", fh.read(8))[0]
+
+
+def test_a_message_stored_before_its_epoch_began_starts_a_stale_tail(store):
+    """Within one epoch one master stamped every message under its put lock: a message of the
+    last epoch's span stored before the epoch's first is another master's, left by a
+    truncation behind the new master's data (#10666)."""
+    msgs = message_offsets(store)
+    _lo, end = log_extent(str(store))
+    first, stale = msgs[100], msgs[110]
+    set_store_time(store, stale[0], stale[1], store_time(store, first[0], first[1]) - 1000)
+    code, rows, _ = check(store)
+    assert (code, rows) == (0, [])  # (one epoch: not judged, a moved store's holds several masters')
+    write_epochs(store, [(1, 0), (2, first[2])])
+    code, rows, _ = check(store)
+    assert code == 1 and [(r["finding"], r["file"], r["offset"]) for r in rows] == [
+        ("stale-tail", stale[0], stale[1])]
+    assert (f"the message at commit-log offset {stale[2]}, in epoch 2's span (from {first[2]})" in rows[0]["detail"]
+            and f"the {end - stale[2]} bytes from there to the log's end {end}" in rows[0]["detail"])
+    # stored after the epoch's first: in order, nothing
+    set_store_time(store, stale[0], stale[1], store_time(store, first[0], first[1]) + 1)
+    code, rows, _ = check(store)
+    assert (code, rows) == (0, [])
