@@ -42,8 +42,8 @@ Findings (``mq check``), one row each with the file and the byte offset in it:
 - ``index-loop``: a hash chain of the broker's ``index/`` files loops (lookup.index_findings:
   a look-up by key stops where it comes back; RocketMQ's walks it up to its result bound).
 - on a controller-mode store root, check_replica.py's: the epoch file's errors (``epoch-*``),
-  ``index-past-log-end``, ``timer-past-log-end``, ``stale-tail``, ``unconfirmed-tail`` (what a slave's
-  truncation, killed half-way, leaves: apache/rocketmq#10666, #10668).
+  ``index-past-log-end``, ``timer-past-log-end``, ``stale-tail``, ``unconfirmed-tail`` (what
+  a slave's truncation, killed half-way, leaves: apache/rocketmq#10666, #10668).
 
 Units that point before the log's first message are not findings: the log's head files
 are deleted before the consume queues' (RocketMQ corrects a queue's minimum offset then).

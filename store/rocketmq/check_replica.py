@@ -1,7 +1,7 @@
 """What ``mq check`` adds on a controller-mode store root (store/kinds.py's CONTROLLER_MODE:
 ``commitlog/`` with ``epochFileCheckpoint`` beside it): the epoch file's errors (``mq epochs``,
-replica.py), what a slave's truncation leaves pointing past the commit log's end, and a tail a
-crash kept past the confirm offset. Rows have check.py's finding shape.
+replica.py), what a slave's truncation leaves pointing past the commit log's end, and the
+stale tail a truncation killed half-way leaves valid. Rows have check.py's finding shape.
 
 Findings:
 
@@ -43,14 +43,16 @@ offline, after a crash:
   master's epochs says which bytes its next handshake cuts;
 - when the master's data then overwrote the tail's start and the crash came after, the
   stale bytes past the new data stop recovery where the new data ends, unless a stale
-  message starts exactly there (messages of one size: seen on 5.3.3, the test above): then
-  the stale messages follow the master's as valid ones, with queue offsets, units and epoch
-  file (the master's epochs, copied by transfer headers) all in order. What tells them is
-  their store time: a master stamps each message under its put lock
-  (CommitLog.asyncPutMessage: ``setStoreTimestamp(beginLockTimestamp)``), so within one
-  epoch (one master) store times never go back, and every message of an epoch was stored
-  after the epoch's first one; a stale message in the last epoch's span was stored before
-  it, by the old master, before the failover. ``stale-tail`` names the first (the first
+  message starts exactly there (messages of one size): then the stale messages follow the
+  master's as valid ones, queue offsets, units and epoch file (the master's epochs, copied
+  from transfer headers) all in order. Seen on 5.3.3: restarted, the slave's handshake found
+  the consistent point at that tail's end (its last epoch ends there, the master's later),
+  kept it for good and took the master's bytes from there, mid-message. What tells the tail
+  is its store time: a master stamps each message under its put lock
+  (CommitLog.asyncPutMessage: ``setStoreTimestamp(beginLockTimestamp)``, unless
+  duplicationEnable), so one epoch's (one master's) store times never go back, and every
+  message of an epoch was stored after the epoch's first; a stale one in the last epoch's
+  span was stored before it, by the old master. ``stale-tail`` names the first (the first
   epoch is not judged: a store ``mq migrate`` moved holds several masters' messages there);
 - the files the truncation deleted are gone, but what pointed into them stays: units
   (``cq-past-log-end``), index entries and timer units past the log's end. At its next start

@@ -12,7 +12,6 @@ import os
 import shutil
 import struct
 
-import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
