@@ -76,6 +76,7 @@ from ..format import HEADER_SIZE
 from .columns import message_columns
 from .commitlog import COMMIT_LOG_DIR, batches
 from .lookup import HASH_SLOT_SIZE, INDEX_DIR, INDEX_HEADER_SIZE, INDEX_SIZE, open_index
+from ..regular import UnreadableFile, read_regular
 from .replica import ERROR, read_replica
 from .timer import OFFSET_PY_AT, TIMER_LOG_DIR, TimerLogError, unit_positions
 
@@ -84,6 +85,7 @@ ABORT_FILE = "abort"  # StorePathConfigHelper.getAbortFile: made at start, delet
 _CONFIRM = struct.Struct(">q")  # StoreCheckpoint.confirmPhyOffset, at byte 32 (RocketMQ 5)
 CONFIRM_AT = 32
 _CHUNK = 1 << 20  # index entries read at a time
+TIMER_FILE_LIMIT = 1 << 30  # a timer-log file read whole (mappedFileSizeTimerLog: 100 MiB by default)
 # an index entry (lookup.py's IndexFile): key hash, commit-log offset, time diff, previous entry
 _ENTRY = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 
@@ -179,11 +181,10 @@ def _timer_past(root: str, end: int) -> list[dict]:
     out = []
     for name in sorted(n for n in os.listdir(d) if n.isdigit()):
         path = os.path.join(d, name)
-        with open(path, "rb") as fh:
-            data = fh.read()
         try:
+            data = read_regular(path, TIMER_FILE_LIMIT)
             at = unit_positions(data, f"{TIMER_LOG_DIR}/{name}")
-        except TimerLogError as exc:
+        except (TimerLogError, UnreadableFile, OSError) as exc:
             out.append(_row("timer-damaged", f"{TIMER_LOG_DIR}/{name}", None, str(exc)))
             continue
         past = [p for p in at if (u := _offset_size(data, p))[0] >= 0 and u[0] + u[1] > end]

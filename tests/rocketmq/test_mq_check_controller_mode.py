@@ -154,6 +154,11 @@ def test_timer_units_past_the_end(store):
         fh.write(struct.pack(">i", 17))
     code, rows, _ = check(store)
     assert kinds(rows) == ["timer-damaged"] and "a unit of 17 bytes" in rows[0]["detail"]
+    # nor is a file that is no regular file (a FIFO is not opened)
+    os.unlink(store / "timerlog" / "00000000000000000000")
+    os.mkfifo(store / "timerlog" / "00000000000000104857")
+    code, rows, _ = check(store)
+    assert code == 1 and kinds(rows) == ["timer-damaged"] and rows[0]["file"] == "timerlog/00000000000000104857"
 
 
 def test_a_crash_with_a_tail_past_the_confirm_offset(store):
