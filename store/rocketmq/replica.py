@@ -88,19 +88,25 @@ def log_extent(root: str) -> tuple[int, int]:
         files = log_files(d)
     except NotAStoreError:
         return -1, 0
+    later = False  # a file after this one exists (written or not)
     for start, path in reversed(files):
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if not size:
+                later = True
                 continue
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             _at, _sizes, p, end = walk_file(buf, size)
         finally:
             buf.close()
-        if p == 0 and not (end is not None and end.blank):
+        blank = end is not None and end.blank
+        if p == 0 and not blank:
+            later = True
             continue  # (nothing written in this file yet)
-        return files[0][0], start + (size if end is not None and end.blank else p)
+        # (CommitLog.recoverNormally: a blank record moves the walk to the next file, whose start
+        # is then where the log ends; with no next file the walk stops where the blank starts)
+        return files[0][0], start + (size if blank and later else p)
     return files[0][0], files[0][0]
 
 

@@ -117,3 +117,25 @@ def test_what_is_no_such_store_root_is_one_line(tmp_path):
     write_broker_store(str(tmp_path / "dl"), messages(3), data_file_size=16 << 10)
     r = runner.invoke(app, ["mq", "epochs", str(tmp_path / "dl")])
     assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "it reads a controller-mode" in r.stderr, r.stderr
+
+
+def test_a_log_whose_last_file_closes_with_a_blank_ends_where_the_blank_starts(tmp_path):
+    """As CommitLog.recoverNormally walks it: a blank moves to the next file, whose start is
+    the end; with no next file the log ends where the blank starts."""
+    write_broker_store(str(tmp_path / "src"), messages(), data_file_size=16 << 10, cq_units_per_file=16)
+    store = tmp_path / "dest"
+    r = runner.invoke(app, ["mq", "migrate", str(tmp_path / "src"), str(store), "--commitlog-file-size", "8192",
+                            "--include-uncommitted"])
+    assert r.exit_code == 0, r.output
+    names = sorted(os.listdir(store / "commitlog"))
+    assert len(names) >= 2
+    prev = store / "commitlog" / names[-2]
+    from store.rocketmq.commitlog import walk_file
+    b = prev.read_bytes()
+    _offs, _sizes, p, end = walk_file(b, len(b))
+    assert end.blank
+    assert log_extent(str(store))[1] > int(names[-2]) + len(b) - 1  # (the next file exists: its start, or past)
+    (store / "commitlog" / names[-1]).write_bytes(bytes(os.path.getsize(store / "commitlog" / names[-1])))
+    assert log_extent(str(store))[1] == int(names[-1])  # (an unwritten next file: its start)
+    os.unlink(store / "commitlog" / names[-1])
+    assert log_extent(str(store))[1] == int(names[-2]) + p
