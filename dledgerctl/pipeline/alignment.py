@@ -40,7 +40,7 @@ from pyspark.sql.types import (ArrayType, BooleanType, IntegerType, LongType, St
 
 from store.errors import NotAStoreError
 from store.rocketmq.align import (COMPARE, Cut, Digest, FileDigest, become_master, choose_master,
-                                  digest_difference, digest_from_dict, judge, messages_between,
+                                  digest_difference, digest_from_dict, hash_file, judge, messages_between,
                                   replica_from_digest)
 from store.rocketmq.commitlog import COMMIT_LOG_DIR, log_files
 from store.rocketmq.epochs import handshake
@@ -210,21 +210,6 @@ def compare_range(a: tuple, b: tuple, lo: int, hi: int) -> int | None:
                 return None
             at += len(x)
     return None
-
-
-def hash_file(path: str, start: int, used: int, chunk: int) -> FileDigest:
-    """One file's part of a digest, as ``mq digest`` makes it (align.digest)."""
-    whole, chunks = hashlib.sha256(), []
-    with open(path, "rb") as fh:
-        left = used
-        while left > 0:
-            data = fh.read(min(chunk, left))
-            if not data:
-                break
-            chunks.append(hashlib.sha256(data).hexdigest())
-            whole.update(data)
-            left -= len(data)
-    return FileDigest(os.path.basename(path), start, used, whole.hexdigest(), chunks)
 
 
 def run_task(task: tuple) -> tuple:

@@ -69,7 +69,8 @@ class Digest:
         return asdict(self)
 
 
-def _hash_file(path: str, start: int, used: int, chunk: int) -> FileDigest:
+def hash_file(path: str, start: int, used: int, chunk: int) -> FileDigest:
+    """One file's part of a digest: its first ``used`` bytes, per ``chunk`` and whole."""
     whole, chunks = hashlib.sha256(), []
     with open(path, "rb") as fh:
         left = used
@@ -100,7 +101,7 @@ def digest(root: str, *, chunk: int = CHUNK, workers: int = 0, replica: Replica 
     jobs = [(p, s, max(0, min(os.path.getsize(p), r.max_offset - s))) for s, p in files if s < r.max_offset]
     n = workers or os.cpu_count() or 1
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, n)) as pool:
-        done = list(pool.map(lambda job: _hash_file(job[0], job[1], job[2], chunk), jobs))
+        done = list(pool.map(lambda job: hash_file(job[0], job[1], job[2], chunk), jobs))
     top = hashlib.sha256()
     for f in done:
         for c in f.chunks:
@@ -387,5 +388,5 @@ def replica_from_digest(d: Digest) -> Replica:
                     for i in d.identity])
 
 
-__all__ = ["CHUNK", "Cut", "Digest", "Prediction", "choose_master", "digest", "digest_difference",
+__all__ = ["CHUNK", "Cut", "Digest", "Prediction", "choose_master", "digest", "digest_difference", "hash_file",
            "digest_from_dict", "first_difference", "messages_between", "predict", "replica_from_digest", "spans"]

@@ -12,24 +12,13 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
 from store.filestore import FileStore
-from tests.node.test_scrub_processes import flip_entry
+from tests.node.test_scrub_processes import flip_entry, group  # noqa: F401 (group: the fixture)
 from tests.support.commands import cli
-from tests.support.group import append_bodies, down, leader_of, level, recorded, status, up, wait_for
+from tests.support.group import append_bodies, leader_of, level, recorded, status, up, wait_for
 
 
-@pytest.fixture
-def group(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        yield base
-    finally:
-        down(base)
-
-
-def test_a_leaders_damaged_uncommitted_entry_is_cut_and_the_group_commits_again(group):
+def test_a_leaders_damaged_uncommitted_entry_is_cut_and_the_group_commits_again(group):  # noqa: F811 (the fixture)
     base = group
     # (a slow heartbeat: the leader keeps leading long enough, alone, to take the append)
     up(base, 3, "--heartbeat-interval", "1000", "--scrub-rate", "32MiB")

@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import json
 
-from tests.node.test_scrub_processes import BODIES, committed_group, flip_entry, get
+from tests.node.test_scrub_processes import (BODIES, committed_group, flip_entry, get,  # noqa: F401 (group: the fixture)
+                                             group)
 from tests.support.commands import cli
-from tests.support.group import append_bodies, down, leader_of, level, recorded, status, wait_for
-
-import pytest
+from tests.support.group import append_bodies, leader_of, level, recorded, status, wait_for
 
 
-@pytest.fixture
-def group(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        yield base
-    finally:
-        down(base)
-
-
-def test_a_restart_after_damage_on_every_member_keeps_every_intact_committed_entry(group):
+def test_a_restart_after_damage_on_every_member_keeps_every_intact_committed_entry(group):  # noqa: F811 (the fixture)
     base = group
     bodies = BODIES[:900]
     indexes = committed_group(base, "32MiB", bodies)

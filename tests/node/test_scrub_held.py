@@ -8,23 +8,13 @@ answered (issue 58, item 12)."""
 
 from __future__ import annotations
 
-import pytest
-
-from tests.node.test_scrub_processes import BODIES, committed_group, flip_entry, scrub_rows, same_files
+from tests.node.test_scrub_processes import (BODIES, committed_group, flip_entry, group,  # noqa: F401 (group: the fixture)
+                                             same_files, scrub_rows)
 from tests.support.commands import cli
-from tests.support.group import down, leader_of, recorded, wait_for
+from tests.support.group import leader_of, recorded, wait_for
 
 
-@pytest.fixture
-def group(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        yield base
-    finally:
-        down(base)
-
-
-def test_entries_damaged_on_every_member_do_not_hold_the_pass(group):
+def test_entries_damaged_on_every_member_do_not_hold_the_pass(group):  # noqa: F811 (the fixture)
     base = group
     indexes = committed_group(base, "32MiB", BODIES[:600])
     everywhere = [indexes[100], indexes[200], indexes[300]]
