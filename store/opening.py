@@ -110,9 +110,8 @@ class Recovered:
         more = f" and {len(held) - 1} more up to entry {held[-1].index}" if len(held) > 1 else ""
         after = self.plan.end_index - first.index
         return (f"recovery kept {len(held)} damaged entr{'y' if len(held) == 1 else 'ies'} in the log: entry "
-                f"{first.index} ({first.status} at pos {first.pos}){more}; the {after} entries after it pass "
-                f"their own checks and are kept. A damaged entry is never served; the scrub repairs it from "
-                f"a member holding a sound copy")
+                f"{first.index} ({first.status} at pos {first.pos}){more}; the {after} entries after it are "
+                f"kept. A damaged entry is never served; the scrub repairs it from a member holding a sound copy")
 
     def warning(self) -> str | None:
         """What recovery dropped at open, in one line for an operator (None when nothing):
