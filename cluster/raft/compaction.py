@@ -30,6 +30,10 @@ class Compaction:
         if now >= self.retention_at:
             self.retention_at = now + self.core.cfg.retention_check_ms
             self._clean_space(now)
+            # (what the latest snapshot covers, kept at its save for a follower then live, goes
+            # once that follower is no longer live: a leader keeps only what live followers need)
+            if self.retention_limit is not None:
+                self._covered_head(self.retention_limit, f"snapshot {self.retention_limit}", now)
 
     def appends_refused(self, code, exc) -> None:
         """An append failed on the disk (said once, until one is taken again)."""
@@ -89,13 +93,18 @@ class Compaction:
 
     def snapshot_saved(self, index: int, now: int) -> None:
         """See RaftCore.snapshot_saved."""
-        core = self.core
         self.snapshot_installed(index)
+        self._covered_head(index, f"snapshot {index}", now)
+
+    def _covered_head(self, index: int, who: str, now: int) -> None:
+        """Delete the head files the snapshot as of ``index`` covers, but for
+        ``--snapshot-keep-entries`` and what live followers still need."""
+        core = self.core
         keep, s = core.cfg.snapshot_keep_entries, core.store
-        if keep < 0 or s.begin_index < 0:
+        if keep < 0 or s.begin_index < 0 or self.retention_limit is None:
             return
         keep_from = None if core.leader is None else core.leader.live_watermarks(now)
         plan = plan_head_deletion(head_files(s), committed=min(s.committed_index, self.retention_limit - keep),
                                   keep_from=keep_from)
         if plan.files:
-            self._delete_head(plan, f"snapshot {index}", "covered by it", keep_from)
+            self._delete_head(plan, who, "covered by it", keep_from)
