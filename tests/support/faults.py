@@ -1101,8 +1101,10 @@ class Nemesis:
         else:
             synced = await self._wait(shows, c.heal_bound, problem)
         if not synced:
+            # (the new node stays watched: it may lead the group that keeps the change, and a
+            # monitor of the members from before it would see no leader at all)
             self.unsynced = None if final else at
-            c.monitor.set_members(c.ids, len(c.ids))
+            c.monitor.set_members(sorted(members_now), len(c.ids))
             return
         self.unsynced = None
         md = c.monitor.last[c.monitor.leader]
@@ -1308,17 +1310,33 @@ class MetricsWatch:
     async def run(self) -> None:
         while not self.stopping.is_set():
             for i, n in list(self.nodes.items()):
-                if n.state == "up" and n.metrics:
-                    try:
-                        text = await asyncio.to_thread(_fetch, n.metrics)
-                    except (OSError, ValueError):
-                        self.unanswered += 1
-                        continue
-                    self._check(i, text)
+                await self._scrape(i, n)
             try:
                 await asyncio.wait_for(self.stopping.wait(), self.period)
             except asyncio.TimeoutError:
                 pass
+
+    async def _scrape(self, i: str, n) -> None:
+        if n.state == "up" and n.metrics:
+            try:
+                text = await asyncio.to_thread(_fetch, n.metrics)
+            except (OSError, ValueError):
+                self.unanswered += 1
+                return
+            self._check(i, text)
+
+    async def last_pass(self, bound: float = 10.0) -> None:
+        """Once the run is over: scrape each running node no scrape reached yet (a spare
+        started less than a period before the end), until it answers or ``bound`` s pass."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + bound
+        while loop.time() < end:
+            left = [(i, n) for i, n in list(self.nodes.items()) if not self.scrapes[i] and n.state == "up"]
+            if not left:
+                return
+            for i, n in left:
+                await self._scrape(i, n)
+            await asyncio.sleep(0.2)
 
     def _check(self, node: str, text: str) -> None:
         from prometheus_client.parser import text_string_to_metric_families
@@ -1494,6 +1512,7 @@ async def run(seed: int, profile: str, seconds: float, workdir: str, *, nodes: i
                 log(f"converged at index {cluster.monitor.last[cluster.monitor.leader]['end_index']}")
         watch.stopping.set()
         await watching
+        await watch.last_pass()
         problems += watch.problems + watch.missing(list(cluster.nodes))
         log(f"metrics: {sum(watch.scrapes.values())} whole scrapes, {watch.unanswered} unanswered")
         problems += await cluster.stop()
