@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from tests.support import bytecode, javadledger, timebound
-from tests.support.group import down, up
+from tests.support.group import Groups
 from tests.support.stores import copy_fixture
 
 
@@ -28,15 +28,32 @@ def fixture_copy(tmp_path):
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    """A group of three real node processes on 127.0.0.1 (cluster up), stopped after the test."""
-    base = str(tmp_path / "c")
+def group(tmp_path):
+    """``group(nodes, *options)``: a local group of real node processes on 127.0.0.1 (cluster up,
+    waited on until it serves: tests/support/group.py Groups), its base directory; every group
+    the test started is stopped after it, on failure too."""
+    groups = Groups(tmp_path)
     try:
-        rows = up(base, 3, "--flush-interval", "40")
-        assert len(rows) == 3 and sum(x["role"] == "leader" for x in rows) == 1
-        yield base
+        yield groups
     finally:
-        down(base)
+        groups.close()
+
+
+@pytest.fixture(scope="module")
+def module_group(request, tmp_path_factory):
+    """``group`` for the tests of one module together: the groups started are stopped after
+    the module's last test."""
+    groups = Groups(tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1]))
+    try:
+        yield groups
+    finally:
+        groups.close()
+
+
+@pytest.fixture
+def cluster(group):
+    """A group of three real node processes on 127.0.0.1 (cluster up), stopped after the test."""
+    return group(3, "--flush-interval", "40")
 
 
 def pytest_addoption(parser):

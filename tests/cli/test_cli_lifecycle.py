@@ -18,18 +18,13 @@ import time
 import pytest
 
 from tests.support.commands import cli
-from tests.support.group import append_lines, down, leader_of, level, recorded, status, up, wait_for
+from tests.support.group import append_lines, leader_of, level, recorded, status, wait_for
 from tests.support.paths import ROOT
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        up(base, 3)
-        yield base
-    finally:
-        down(base)
+def cluster(group):
+    return group(3)
 
 
 def test_get_pages_past_a_nodes_answer_limit_and_says_when_the_log_is_shorter(cluster):

@@ -22,7 +22,7 @@ from cluster.net.wire import GET, HEART_BEAT, METADATA, PUSH, request_frame
 from cluster.raft.rpc import Code, HeartBeatRequest
 from store.format import encode_entry
 from tests.support.commands import cli
-from tests.support.group import down, status, up, wait_for
+from tests.support.group import status, wait_for
 from tests.support.hostile import DEEP, I64, frame, hostile_frames, nested, send_all
 from tests.support.ports import free_port_base
 
@@ -93,14 +93,9 @@ def append(base: str, *data: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(module_group):
     """One cluster for the cases below, in order: each refused frame must leave it as it was."""
-    base = str(tmp_path_factory.mktemp("hostile") / "c")
-    try:
-        up(base, 3, "--flush-interval", "40")
-        yield base
-    finally:
-        down(base)
+    return module_group(3, "--flush-interval", "40")
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,14 @@ import json
 import os
 
 from store.filestore import FileStore
-from tests.node.test_scrub_processes import flip_entry, group  # noqa: F401 (group: the fixture)
+from tests.node.test_scrub_processes import flip_entry
 from tests.support.commands import cli
-from tests.support.group import append_bodies, leader_of, level, recorded, status, up, wait_for
+from tests.support.group import append_bodies, leader_of, level, recorded, status, wait_for
 
 
-def test_a_leaders_damaged_uncommitted_entry_is_cut_and_the_group_commits_again(group):  # noqa: F811 (the fixture)
-    base = group
+def test_a_leaders_damaged_uncommitted_entry_is_cut_and_the_group_commits_again(group):
     # (a slow heartbeat: the leader keeps leading long enough, alone, to take the append)
-    up(base, 3, "--heartbeat-interval", "1000", "--scrub-rate", "32MiB")
+    base = group(3, "--heartbeat-interval", "1000", "--scrub-rate", "32MiB")
     first = append_bodies(base, [b"committed %d" % i for i in range(50)])
     assert first["code"] == 200, first
     leader = leader_of(base)

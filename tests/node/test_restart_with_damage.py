@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 
-from tests.node.test_scrub_processes import (BODIES, committed_group, flip_entry, get,  # noqa: F401 (group: the fixture)
-                                             group)
+from tests.node.test_scrub_processes import BODIES, committed_group, flip_entry, get
 from tests.support.commands import cli
 from tests.support.group import append_bodies, leader_of, level, recorded, status, wait_for
 
 
-def test_a_restart_after_damage_on_every_member_keeps_every_intact_committed_entry(group):  # noqa: F811 (the fixture)
-    base = group
+def test_a_restart_after_damage_on_every_member_keeps_every_intact_committed_entry(group):
     bodies = BODIES[:900]
-    indexes = committed_group(base, "32MiB", bodies)
+    base, indexes = committed_group(group, "32MiB", bodies)
     victim = indexes[500]
     r = cli("cluster", "stop", "--base-dir", base, "n0", "n1", "n2", "--format", "json")
     assert r.returncode == 0, r.stderr

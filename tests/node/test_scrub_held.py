@@ -8,15 +8,13 @@ answered (issue 58, item 12)."""
 
 from __future__ import annotations
 
-from tests.node.test_scrub_processes import (BODIES, committed_group, flip_entry, group,  # noqa: F401 (group: the fixture)
-                                             same_files, scrub_rows)
+from tests.node.test_scrub_processes import BODIES, committed_group, flip_entry, same_files, scrub_rows
 from tests.support.commands import cli
 from tests.support.group import leader_of, recorded, wait_for
 
 
-def test_entries_damaged_on_every_member_do_not_hold_the_pass(group):  # noqa: F811 (the fixture)
-    base = group
-    indexes = committed_group(base, "32MiB", BODIES[:600])
+def test_entries_damaged_on_every_member_do_not_hold_the_pass(group):
+    base, indexes = committed_group(group, "32MiB", BODIES[:600])
     everywhere = [indexes[100], indexes[200], indexes[300]]
     # (flipped while stopped: a running leader still remembers its writes and would hand them out)
     r = cli("cluster", "stop", "--base-dir", base, "n0", "n1", "n2", "--format", "json")

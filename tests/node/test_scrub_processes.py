@@ -9,12 +9,10 @@ import os
 import re
 import shutil
 
-import pytest
-
 from store.filestore import FileStore
 from store.format import INDEX_RECORD, INDEX_UNIT_SIZE
 from tests.support.commands import cli
-from tests.support.group import append_bodies, down, leader_of, recorded, status, up, wait_for
+from tests.support.group import append_bodies, leader_of, recorded, status, wait_for
 
 DATA_FILE = 8 << 20  # tests.support.group.SMALL
 BODIES = [(b"scrub %05d " % i) * (1 + i % 50) for i in range(3000)]
@@ -73,27 +71,18 @@ def same_files(base, nodes):
     return True
 
 
-def committed_group(base, rate: str, bodies: list[bytes]) -> list[int]:
-    """Three members scrubbing at ``rate``, ``bodies`` appended and committed on all: their indexes."""
-    up(base, 3, "--scrub-rate", rate)
+def committed_group(group, rate: str, bodies: list[bytes]) -> tuple[str, list[int]]:
+    """Three members scrubbing at ``rate`` (started by ``group``, the fixture), ``bodies``
+    appended and committed on all: the base directory and their indexes."""
+    base = group(3, "--scrub-rate", rate)
     indexes = [e[0] for e in append_bodies(base, bodies)["entries"]]
     wait_for(lambda: (r := status(base)) and all(x["committed_index"] >= indexes[-1] for x in r), 30,
              "every member to commit")
-    return indexes
-
-
-@pytest.fixture
-def group(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        yield base
-    finally:
-        down(base)
+    return base, indexes
 
 
 def test_damage_on_followers_and_the_leader_is_found_and_repaired(group):
-    base = group
-    up(base, 3, "--scrub-rate", "32MiB")
+    base = group(3, "--scrub-rate", "32MiB")
     answer = append_bodies(base, BODIES)
     assert answer["code"] == 200, answer
     indexes = [e[0] for e in answer["entries"]]
@@ -144,8 +133,7 @@ def test_damage_on_followers_and_the_leader_is_found_and_repaired(group):
 
 
 def test_a_reader_never_gets_a_damaged_body(group):
-    base = group
-    indexes = committed_group(base, "0", BODIES[:200])
+    base, indexes = committed_group(group, "0", BODIES[:200])
     victim = indexes[120]
     for n in ("n0", "n1", "n2"):
         flip_entry(base, n, victim, 48 + 2)
@@ -186,7 +174,7 @@ def test_entries_without_crcs_are_compared_across_members(group):
     """A body byte changed on one member is replaced by the copy the two others hold; an entry
     changed differently on two members has no majority: nothing is rewritten, every member
     reports it, and no member serves it."""
-    base = group
+    base = group.base()
     os.makedirs(base)
     _crcless_group(base, BODIES[:400])
     one, two = 150, 320
@@ -199,7 +187,7 @@ def test_entries_without_crcs_are_compared_across_members(group):
         with open(os.path.join(_member(base, n), "data", "0" * 20), "rb") as fh:
             fh.seek(pos)
             damaged[n] = fh.read(size)
-    up(base, 3, "--scrub-rate", "32MiB")
+    group(3, "--scrub-rate", "32MiB", base=base)
 
     def settled():
         rows = scrub_rows(base)
@@ -233,8 +221,7 @@ def test_entries_without_crcs_are_compared_across_members(group):
 def test_a_read_that_meets_damage_sends_the_scrub_there_first(group):
     """At a crawling scrub rate the pass would reach the entry in minutes: the GET refused for
     it makes the scrub check and repair it at once."""
-    base = group
-    indexes = committed_group(base, "1KiB", BODIES[:400])
+    base, indexes = committed_group(group, "1KiB", BODIES[:400])
     leader = leader_of(base)
     follower = next(n for n in ("n0", "n1", "n2") if n != leader)
     victim = indexes[390]

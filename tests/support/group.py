@@ -1,5 +1,8 @@
 """A local group of real node processes driven through ``cluster up|status|start|down``
-(the record ``cluster up`` keeps in ``<base>/cluster.json``), and waiting on them."""
+(the record ``cluster up`` keeps in ``<base>/cluster.json``), and waiting on them.
+
+:class:`Groups` is what every test that starts a group uses, through the ``group`` fixture
+(one test) or ``module_group`` (a module's tests together), both in tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import asyncio
 import json
 import os
 import time
+from pathlib import Path
 
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
@@ -123,3 +127,46 @@ def append_bodies(base, bodies: list[bytes]) -> dict:
         finally:
             await c.close()
     return asyncio.run(put())
+
+
+class Groups:
+    """The local groups one test (or one module's tests) starts: ``groups(nodes, *options)``
+    runs ``cluster up`` in a new base directory under ``root`` (or in ``base``, which may hold
+    members' stores already: :meth:`base` makes one), waits until every member is up and
+    exactly one leads, and returns the base directory. :meth:`close` stops every group
+    started (``cluster down``, checking no process survives), a start that failed half-way
+    too; the fixtures call it at the end, whether the test passed or not."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.bases: list[str] = []  # every base directory made, in order (stopped at the end)
+
+    def base(self) -> str:
+        """A new base directory (not made): ``c``, then ``c1``, ``c2``, ... under ``root``."""
+        path = str(self.root / ("c" if not self.bases else f"c{len(self.bases)}"))
+        self.bases.append(path)
+        return path
+
+    def __call__(self, nodes: int = 3, *options: str, base: str | None = None, sizes=SMALL,
+                 port_base: int | None = None) -> str:
+        """Start a group of ``nodes`` members with ``cluster up`` ``options`` (and ``sizes``,
+        ``port_base``: as :func:`up`); its base directory once it serves."""
+        if base is None:
+            base = self.base()
+        elif base not in self.bases:
+            self.bases.append(base)
+        rows = up(base, nodes, *options, sizes=sizes, port_base=port_base)
+        assert len(rows) == nodes and all(x["state"] == "up" for x in rows), rows
+        assert sum(x["role"] == "leader" for x in rows) == 1, rows
+        return base
+
+    def close(self) -> None:
+        """Stop every group started; the first failure to stop one is raised after all were tried."""
+        failed = None
+        for base in self.bases:
+            try:
+                down(base)
+            except Exception as exc:  # noqa: BLE001 - stop the others first
+                failed = failed or exc
+        if failed is not None:
+            raise failed
