@@ -17,20 +17,15 @@ import threading
 import pytest
 
 from tests.support.commands import cli
-from tests.support.group import down, up, wait_for
+from tests.support.group import wait_for
 from tests.support.paths import ROOT
 
 BATCH = 64
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("append") / "c")
-    try:
-        up(base, 3)
-        yield base
-    finally:
-        down(base)
+def shared_group(module_group):
+    return module_group(3)
 
 
 def _append(base: str, *extra) -> subprocess.Popen:
@@ -68,8 +63,8 @@ def _bodies(base: str, first: int, last: int) -> list[str]:
     return [e["body"] for e in json.loads(r.stdout)]
 
 
-def test_ctrl_c_says_what_committed_and_where_to_resume(group):
-    proc = _append(group)
+def test_ctrl_c_says_what_committed_and_where_to_resume(shared_group):
+    proc = _append(shared_group)
     try:
         _send(proc, 1, BATCH)
         rows = _rows(proc, BATCH)  # (printed as they commit, before the input ends)
@@ -83,18 +78,18 @@ def test_ctrl_c_says_what_committed_and_where_to_resume(group):
     first, last = rows[0]["index"], rows[-1]["index"]
     assert f"Note: {BATCH} entries committed, indexes {first}-{last}; the rest not sent (resume from line " \
            f"{BATCH + 1})" in err, err
-    assert _bodies(group, first, last) == [f"line {k}" for k in range(1, BATCH + 1)]
+    assert _bodies(shared_group, first, last) == [f"line {k}" for k in range(1, BATCH + 1)]
 
 
-def test_a_failure_half_way_leaves_the_rows_of_what_committed(group):
-    proc = _append(group, "--timeout", "3")
+def test_a_failure_half_way_leaves_the_rows_of_what_committed(shared_group):
+    proc = _append(shared_group, "--timeout", "3")
     stopped: list[str] = []
     try:
         _send(proc, 1, BATCH)
         rows = _rows(proc, BATCH)
         leader = rows[0]["leader"]
         stopped = [n for n in ("n0", "n1", "n2") if n != leader]
-        assert cli("cluster", "stop", "--base-dir", group, *stopped).returncode == 0
+        assert cli("cluster", "stop", "--base-dir", shared_group, *stopped).returncode == 0
         rest = "".join(f"line {k}\n" for k in range(BATCH + 1, 4 * BATCH + 1))  # (no majority left for these)
         out, err = proc.communicate(rest, timeout=60)
     finally:
@@ -102,7 +97,7 @@ def test_a_failure_half_way_leaves_the_rows_of_what_committed(group):
             proc.kill()
             proc.wait()
         if stopped:
-            assert cli("cluster", "start", "--base-dir", group, *stopped).returncode == 0
+            assert cli("cluster", "start", "--base-dir", shared_group, *stopped).returncode == 0
     assert proc.returncode == 1 and out == "" and "Traceback" not in err, err
     errors = [line for line in err.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1, err
@@ -112,5 +107,5 @@ def test_a_failure_half_way_leaves_the_rows_of_what_committed(group):
     unknown = note + (f"lines {BATCH + 1}-{2 * BATCH} were sent without an answer and may commit yet (check with "
                       f"'get' before sending again); the rest not sent (resume from line {2 * BATCH + 1})")
     assert failed in err or unknown in err, err
-    wait_for(lambda: _bodies(group, first, last) == [f"line {k}" for k in range(1, BATCH + 1)], 30,
+    wait_for(lambda: _bodies(shared_group, first, last) == [f"line {k}" for k in range(1, BATCH + 1)], 30,
              "the committed rows to read back")

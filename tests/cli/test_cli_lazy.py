@@ -24,7 +24,6 @@ from dledgerctl import app as app_module
 from dledgerctl.app import LAZY, app
 from tests.support import paths
 from tests.support.commands import cli
-from tests.support.group import down, up
 
 HEAVY = ("numpy", "pyspark", "pyarrow", "matplotlib", "cryptography", "uvloop", "prometheus_client", "msgspec",
          "isal", "tabulate", "cluster", "store")
@@ -166,14 +165,9 @@ def test_a_mistyped_command_is_matched_against_every_command_not_only_those_load
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory):
+def shared_group(module_group):
     """One local group of three members (with the kv state machine) for every client command below."""
-    base = str(tmp_path_factory.mktemp("lazy") / "c")
-    try:
-        up(base, 3, "--state-machine", "kv")
-        yield base
-    finally:
-        down(base)
+    return module_group(3, "--state-machine", "kv")
 
 
 CLIENT_COMMANDS = [
@@ -190,10 +184,10 @@ CLIENT_COMMANDS = [
 
 
 @pytest.mark.parametrize("args", CLIENT_COMMANDS, ids=" ".join)
-def test_client_commands_import_only_what_they_use(tmp_path, group, args):
+def test_client_commands_import_only_what_they_use(tmp_path, shared_group, args):
     if args[:2] == ["kv", "get"]:  # (its key, put here: a parallel run may give "kv put" another group)
-        assert cli("kv", "put", "k", "v", "--base-dir", group).returncode == 0
-    mods = imported(tmp_path, *args, "--base-dir", group)
+        assert cli("kv", "put", "k", "v", "--base-dir", shared_group).returncode == 0
+    mods = imported(tmp_path, *args, "--base-dir", shared_group)
     assert heavy_in(mods, NOT_FOR_CLIENTS) == []
     if "--format" in args:  # (tabulate draws tables only)
         assert heavy_in(mods, ("tabulate",)) == []

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from tests.support.commands import cli
-from tests.support.group import recorded, wait_for
+from tests.support.group import file_sizes, recorded, wait_for
 from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
 
@@ -48,16 +48,10 @@ def test_bad_ids_and_addresses_name_the_option(args, words):
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("peer-add") / "c")
+def shared_group(module_group):
+    """The module's group of three, and its port base: n3..n5 may join at the ports after it."""
     port = free_port_base(6)
-    r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(port), "--wait", "40",
-            "--data-file-size", "1MiB", "--index-file-size", "64KiB")
-    assert r.returncode == 0, r.stderr
-    try:
-        yield base, port
-    finally:
-        cli("cluster", "down", "--base-dir", base)
+    return module_group(3, sizes=file_sizes("1MiB", "64KiB"), port_base=port), port
 
 
 def _members(base: str) -> dict[str, str]:
@@ -73,8 +67,8 @@ def _files(base: str) -> set[str]:
     return {f for f in out if f.split(os.sep)[0] not in ("dledger-n0", "dledger-n1", "dledger-n2")}
 
 
-def test_an_unresolvable_host_is_named(group):
-    base, port = group
+def test_an_unresolvable_host_is_named(shared_group):
+    base, port = shared_group
     before, files = recorded(base), _files(base)
     r = cli("peer", "add", "--base-dir", base, "--id", "n5", "--address", f"nosuchhost.invalid:{port + 5}")
     assert r.returncode == 1, r.stderr
@@ -112,8 +106,8 @@ def _interrupted_add(base: str, node: str, address: str, *extra: str,
     return proc.wait(timeout=120), "".join(said), held
 
 
-def test_ctrl_c_takes_a_learner_back(group):
-    base, port = group
+def test_ctrl_c_takes_a_learner_back(shared_group):
+    base, port = shared_group
     before = recorded(base)
     code, err, _ = _interrupted_add(base, "n6", f"127.0.0.1:{port + 4}", "--no-start")  # (nobody listens there)
     assert code == 130, err
@@ -122,8 +116,8 @@ def test_ctrl_c_takes_a_learner_back(group):
     assert recorded(base) == before
 
 
-def test_ctrl_c_takes_a_started_member_back(group):
-    base, port = group
+def test_ctrl_c_takes_a_started_member_back(shared_group):
+    base, port = shared_group
     before, files = recorded(base), _files(base)
     code, err, pid = _interrupted_add(base, "n3", f"127.0.0.1:{port + 3}", stop_new=True)
     assert code == 130, err

@@ -12,25 +12,21 @@ from typer.testing import CliRunner
 from dledgerctl.app import app
 from tests.support.commands import cli
 from tests.support.controller_encode import alter_sync_state_set, apply_broker_id, elect_master, write_controller_log
-from tests.support.group import append_bodies, down, up
+from tests.support.group import append_bodies
 
 BODIES = [apply_broker_id("c1", "b1", "10.0.0.1:30911", 1, "k1"), elect_master("b1", 1), b"",
           alter_sync_state_set("b1", {1, 2}), b"\x00\x07{}"]
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("ctlget") / "c")
-    try:
-        up(base, 1)
-        first = append_bodies(base, BODIES)["entries"][0][0]
-        yield base, first
-    finally:
-        down(base)
+def shared_group(module_group):
+    """A one-member group holding :data:`BODIES`: its base directory and the first one's index."""
+    base = module_group(1)
+    return base, append_bodies(base, BODIES)["entries"][0][0]
 
 
-def test_get_decodes_controller_events(group):
-    base, first = group
+def test_get_decodes_controller_events(shared_group):
+    base, first = shared_group
     r = cli("get", "--base-dir", base, "-i", str(first), "-c", str(len(BODIES)), "--decode", "rocketmq-controller",
             "-f", "jsonl")
     assert r.returncode == 0, r.stderr

@@ -12,28 +12,24 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from tests.support.commands import cli
-from tests.support.group import append_bodies, down, up
+from tests.support.group import append_bodies
 from tests.support.rmq_encode import encode_message
 
 BINARY = bytes(range(256)) * 3
 
 
 @pytest.fixture(scope="module")
-def group(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("getbodies") / "c")
-    try:
-        up(base, 1)
-        bodies = [encode_message(topic="Bin", body=BINARY), encode_message(topic="Text", body="héllo".encode()),
-                  encode_message(topic="Nul", body=b"ab\x00cd"), encode_message(topic="Z", body=BINARY,
-                                                                               compress="zstd")]
-        first = append_bodies(base, bodies)["entries"][0][0]
-        yield base, first
-    finally:
-        down(base)
+def shared_group(module_group):
+    """A one-member group holding four messages: its base directory and the first one's index."""
+    base = module_group(1)
+    bodies = [encode_message(topic="Bin", body=BINARY), encode_message(topic="Text", body="héllo".encode()),
+              encode_message(topic="Nul", body=b"ab\x00cd"), encode_message(topic="Z", body=BINARY,
+                                                                           compress="zstd")]
+    return base, append_bodies(base, bodies)["entries"][0][0]
 
 
-def test_a_table_shows_binary_bodies_as_their_size(group):
-    base, first = group
+def test_a_table_shows_binary_bodies_as_their_size(shared_group):
+    base, first = shared_group
     r = cli("get", "--base-dir", base, "-i", str(first), "-c", "4", "--decode", "rocketmq")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()[2:]
@@ -44,8 +40,8 @@ def test_a_table_shows_binary_bodies_as_their_size(group):
 
 
 @pytest.mark.parametrize("how, want", [("utf8", BINARY.decode("utf-8", "replace")), ("hex", BINARY.hex())])
-def test_body_asks_for_the_bytes(group, how, want):
-    base, first = group
+def test_body_asks_for_the_bytes(shared_group, how, want):
+    base, first = shared_group
     r = cli("get", "--base-dir", base, "-i", str(first), "--decode", "rocketmq", "--body", how)
     assert r.returncode == 0, r.stderr
     assert "<binary" not in r.stdout
