@@ -22,7 +22,7 @@ from cluster.node import pki
 from cluster.net.tls import Identity
 from tests.net.test_tls_revoke import GROUP, _hup, _up
 from tests.support.commands import cli
-from tests.support.group import down, up, wait_for
+from tests.support.group import down, recorded, up, wait_for
 from tests.support.paths import ROOT
 
 LONG = "600"  # s: a client's --timeout no test waits for
@@ -72,13 +72,9 @@ def _one_error(r) -> str:
 
 
 @pytest.fixture(scope="module")
-def tls_group(tmp_path_factory):
-    base = str(tmp_path_factory.mktemp("refusals") / "c")
-    try:
-        rec = _up(base)
-        yield base, rec
-    finally:
-        down(base)
+def tls_group(module_group):
+    base = module_group(3, "--tls")
+    return base, recorded(base)
 
 
 def test_a_revoked_client_is_refused_at_once_and_status_says_so(tls_group):

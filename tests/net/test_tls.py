@@ -23,7 +23,7 @@ from cluster.net.transport import TransportError
 from cluster.net.wire import request_frame
 from cluster.raft.rpc import HeartBeatRequest, PushRequest, PushType, VoteRequest
 from tests.support.commands import cli
-from tests.support.group import down
+from tests.support.group import recorded
 from tests.support.ports import free_port_base
 
 GROUP = "default"  # (cluster up's)
@@ -72,17 +72,9 @@ def test_certs_init_makes_a_ca_and_one_certificate_per_identity(tmp_path):
 
 
 @pytest.fixture
-def tls_cluster(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(free_port_base(3)), "--tls",
-                "--format", "json", "--wait", "40", "--data-file-size", "8MiB", "--index-file-size", "1MiB")
-        assert r.returncode == 0, r.stderr
-        with open(os.path.join(base, "cluster.json")) as fh:
-            rec = json.load(fh)
-        yield base, rec
-    finally:
-        down(base)
+def tls_cluster(group):
+    base = group(3, "--tls")
+    return base, recorded(base)
 
 
 def _tls(rec, stem: str, ca: str | None = None) -> list[str]:

@@ -157,17 +157,12 @@ def test_second_node_on_the_same_directory_is_refused(cluster):
 
 
 @pytest.fixture
-def slow_stepdown(tmp_path):
+def slow_stepdown(group):
     """A cluster whose leader keeps its post for 5 s without a majority (10 heartbeats), so
     a command started after its followers die still finds it leading on a loaded machine.
     Its nodes drop flushed data more than 16 KiB behind their log's end from the page
     cache, so catching up and the GETs below read dropped pages back from disk."""
-    base = str(tmp_path / "c")
-    try:
-        up(base, 3, "--max-heartbeat-leak", "10", "--drop-behind", "16KiB")
-        yield base
-    finally:
-        down(base)
+    return group(3, "--max-heartbeat-leak", "10", "--drop-behind", "16KiB")
 
 
 def test_thousand_appends_replicas_identical_restarts_and_truncation(slow_stepdown):

@@ -77,15 +77,10 @@ def test_the_man_page_documents_exactly_the_catalogue():
 
 
 @pytest.fixture
-def metered(tmp_path):
-    base = str(tmp_path / "c")
+def metered(group):
     mbase = free_port_base(3)
-    try:
-        rows = up(base, 3, "--metrics-port-base", str(mbase), "--state-machine", "kv")
-        assert sum(r["role"] == "leader" for r in rows) == 1
-        yield base, {f"n{i}": f"http://127.0.0.1:{mbase + i}/metrics" for i in range(3)}
-    finally:
-        down(base)
+    base = group(3, "--metrics-port-base", str(mbase), "--state-machine", "kv")
+    return base, {f"n{i}": f"http://127.0.0.1:{mbase + i}/metrics" for i in range(3)}
 
 
 def append(base: str, n: int, body: str = "x" * 100) -> None:
