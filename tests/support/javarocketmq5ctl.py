@@ -238,3 +238,98 @@ class ControllerCluster:
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs.values()]
+
+
+class SimulatedBrokers:
+    """Brokers of controller mode simulated at the protocol level, through dledgerctl's own
+    remoting client (cluster/net/remoting.py), in the order RocketMQ 5.3.3's broker sends its
+    requests (broker/.../controller/ReplicasManager and BrokerOuterAPI): getNextBrokerId,
+    applyBrokerId (check code ``address;millis``), a heartbeat, registerBroker, and electMaster
+    as a broker triggers it when no master is registered; a master then asks alterSyncStateSet
+    to take a caught-up slave in. No store runs: heartbeats say epoch, maxOffset 0.
+
+    Each broker has a connection of its own (the controller keeps a broker's channel with its
+    liveness) and heartbeats every ``every`` seconds, two-way so that each one is known taken
+    (a broker sends them one-way; the controller handles both alike), from an asyncio loop in
+    a thread. :meth:`hang` stops a broker's heartbeats and keeps its connection open, as a
+    broker that hangs (a long GC pause, a stuck disk) does; :meth:`close_connection` closes it,
+    as a broker process that dies does."""
+
+    def __init__(self, controller_address: str, cluster: str = "watch-cluster", *, timeout_millis: int = 3000,
+                 every: float = 0.5) -> None:
+        import asyncio
+        import threading
+
+        self.address, self.cluster = controller_address, cluster
+        self.timeout_millis, self.every = timeout_millis, every
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.clients: dict[tuple[str, int], object] = {}
+        self.beating: dict[tuple[str, int], object] = {}  # (broker set, id) -> its heartbeat task
+        self.addresses: dict[tuple[str, int], str] = {}
+        self.heartbeats: dict[tuple[str, int], int] = {}
+
+    def _run(self, coro, timeout: float = 30.0):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def join(self, broker: str, port: int):
+        """One broker of set ``broker`` (advertising 127.0.0.1:``port``) joins: its id and the
+        master the controller answered (cluster.net.remoting.MasterAnswer)."""
+        from cluster.net.remoting import ControllerClient
+
+        async def go():
+            c = ControllerClient(self.address, timeout=5.0)
+            address = f"{HOST}:{port}"
+            bid = await c.next_broker_id(self.cluster, broker)
+            await c.apply_broker_id(self.cluster, broker, bid, f"{address};{int(time.time() * 1000)}")
+            await c.heartbeat(self.cluster, broker, address, bid, timeout_millis=self.timeout_millis)
+            answer = await c.register_broker(self.cluster, broker, bid, address)
+            if answer.master_broker_id is None:
+                answer = await c.elect_master(self.cluster, broker, bid)
+            key = (broker, bid)
+            self.clients[key], self.addresses[key], self.heartbeats[key] = c, address, 1
+            self.beating[key] = self.loop.create_task(self._beat(key))
+            return bid, answer
+
+        return self._run(go())
+
+    async def _beat(self, key) -> None:
+        import asyncio
+
+        c, (broker, bid) = self.clients[key], key
+        while True:
+            await asyncio.sleep(self.every)
+            try:
+                await c.heartbeat(self.cluster, broker, self.addresses[key], bid, timeout_millis=self.timeout_millis)
+                self.heartbeats[key] += 1
+            except Exception:  # (a controller restarting: the next beat tries again)
+                pass
+
+    def alter_sync_state_set(self, broker: str, master_id: int, master_epoch: int, ids, epoch: int) -> int:
+        return self._run(self.clients[(broker, master_id)].alter_sync_state_set(broker, master_id, master_epoch, ids,
+                                                                                 epoch))
+
+    def hang(self, broker: str, bid: int) -> None:
+        """Stop ``bid``'s heartbeats; its connection stays open."""
+        task = self.beating.pop((broker, bid))
+        self.loop.call_soon_threadsafe(task.cancel)
+
+    def close_connection(self, broker: str, bid: int) -> None:
+        key = (broker, bid)
+        if key in self.beating:
+            self.hang(broker, bid)
+        self._run(self.clients.pop(key).close())
+
+    def close(self) -> None:
+        for key in list(self.beating):
+            self.hang(*key)
+        for key in list(self.clients):
+            try:
+                self._run(self.clients.pop(key).close(), timeout=10)
+            except Exception:
+                pass
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
