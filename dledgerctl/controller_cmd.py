@@ -19,6 +19,7 @@ from store.rocketmq.controller_state import HISTORY_COLUMNS, STATE_COLUMNS, repl
 from store.rocketmq.controller_check import FINDING_COLUMNS, check
 
 from . import controller_plan_cmd
+from . import controller_watch_cmd
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural
 from .render import Format, render
 from .store_cmd import FromOpt, ToOpt, _selection
@@ -224,3 +225,4 @@ def check_cmd(
 
 
 app.command("elect-plan")(controller_plan_cmd.elect_plan_cmd)
+app.command("watch")(controller_watch_cmd.watch_cmd)
