@@ -117,6 +117,7 @@ MATRIX = {
     "controller state": ["test_controller_commands_on_a_missing_dir"],
     "controller check": ["test_controller_commands_on_a_missing_dir"],
     "controller elect-plan": ["test_controller_elect_plan_bad_input"],
+    "controller watch": ["test_controller_watch_bad_input"],
 }
 
 
@@ -301,6 +302,43 @@ def test_controller_elect_plan_bad_input(tmp_path):
         one_error(r.stderr, *words)
         assert "Traceback" not in r.stderr
     assert tree(tmp_path) == before
+
+
+def test_controller_watch_bad_input():
+    """Addresses and durations that are none (exit 2), a controller that is not there and a
+    port that answers no RocketMQ (exit 1): one Error line each, naming it."""
+    for args, words in ((["-a", "nohost"], ["--controller", "nohost"]),
+                        (["-a", "127.0.0.1:70000"], ["--controller"]),
+                        (["-a", "127.0.0.1:1", "--bound", "soon"], ["--bound", "soon"]),
+                        (["-a", "127.0.0.1:1", "--interval", "0"], ["--interval"]),
+                        (["-a", "127.0.0.1:1", "--once", "--for", "1m"], ["--for"])):
+        r = run("controller", "watch", *args)
+        assert r.exit_code == 2, (args, r.output, r.stderr)
+        one_error(r.stderr, *words)
+    (port,) = [free_port_base(1)]
+    r = run("controller", "watch", "-a", f"127.0.0.1:{port}", "--once", "--timeout", "1")
+    assert r.exit_code == 1
+    one_error(r.stderr, f"127.0.0.1:{port}", "no controller leader")
+    with socket.socket() as srv:  # (answers every connection with an HTTP error: no RocketMQ frame)
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        srv.settimeout(5)
+        import threading
+
+        def answer():
+            for _ in range(3):
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    return
+                with conn:
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+        t = threading.Thread(target=answer, daemon=True)
+        t.start()
+        r = run("controller", "watch", "-a", f"127.0.0.1:{srv.getsockname()[1]}", "--once", "--timeout", "2")
+        assert r.exit_code == 1, (r.output, r.stderr)
+        one_error(r.stderr, f"127.0.0.1:{srv.getsockname()[1]}")
+        assert "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("sub", ["audit", "diverge", "stats", "export", "mq-topics", "mq-find", "mq-export",
