@@ -19,7 +19,8 @@ from store.errors import StoreIOError
 from store.filestore import FileStore
 from store.kept import KEPT_RE, Keeper, iter_kept, kept_files
 from store.memstore import MemoryStore
-from tests.node.test_peer_processes import caught_up, diff, down, leader_id, node_dir, peer, start, stop
+from tests.node.test_peer_processes import caught_up, diff, leader_id, node_dir, peer, stop
+from tests.node.test_peer_processes import tiny  # noqa: F401 (the fixture)
 from tests.support.commands import cli
 from tests.support.group import recorded, restart, wait_for
 from tests.support.rmq_encode import keyed_message
@@ -172,16 +173,6 @@ def append_messages(base: str, bodies: list[bytes]) -> list:
     return asyncio.run(go())
 
 
-@pytest.fixture
-def group(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        start(base)
-        yield base
-    finally:
-        down(base)
-
-
 def diverge(base: str, keep: str):
     """A follower whose tail (of an old term) the leader will cut: ``(follower, leader, the
     cut entries' bytes, their first index, the messages held by the group, lost ones)``."""
@@ -209,8 +200,8 @@ def diverge(base: str, keep: str):
     return follower, new, cut, first, lost
 
 
-def test_a_follower_cut_by_a_dledgerctl_leader_keeps_exactly_the_cut_entries(group, tmp_path):
-    base, keep = group, str(tmp_path / "kept")
+def test_a_follower_cut_by_a_dledgerctl_leader_keeps_exactly_the_cut_entries(tiny, tmp_path):  # noqa: F811
+    base, keep = tiny, str(tmp_path / "kept")
     follower, leader, cut, first, lost = diverge(base, keep)
     restart(base, follower)
     wait_for(lambda: diff(base, follower, leader)["identical"], 40, f"{follower} repaired")
@@ -254,10 +245,10 @@ def test_a_follower_cut_by_a_dledgerctl_leader_keeps_exactly_the_cut_entries(gro
 
 
 @pytest.mark.parametrize("configured", [True, False], ids=["keep-truncated", "node-directory"])
-def test_peer_compare_repair_keeps_what_it_cuts(group, tmp_path, configured):
+def test_peer_compare_repair_keeps_what_it_cuts(tiny, tmp_path, configured):  # noqa: F811
     """An operator's cut (peer compare --deep, relayed by the leader as a REPAIR) is kept too:
     in the --keep-truncated directory, and without one in the member's node directory."""
-    base, keep = group, str(tmp_path / "kept")
+    base, keep = tiny, str(tmp_path / "kept")
     r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--format", "json", "--timeout", "20",
             input="".join(f"d-{k}-".ljust(300, "x") + "\n" for k in range(900)))  # five data files: the
     # damage below lies in the first, outside what recovery reads at a start
@@ -292,12 +283,12 @@ def test_peer_compare_repair_keeps_what_it_cuts(group, tmp_path, configured):
     wait_for(lambda: caught_up(base), 30, f"{follower} re-filled")
 
 
-def test_a_member_keeps_what_recovery_cuts_at_start_and_the_leader_gives_it_back(group, tmp_path):
+def test_a_member_keeps_what_recovery_cuts_at_start_and_the_leader_gives_it_back(tiny, tmp_path):  # noqa: F811
     """A follower's entry is broken where recovery cannot hold it (its magic) while it is
     stopped: at start, recovery ends its log before that entry; with --keep-truncated the
     whole entries after it are kept first, and the leader then sends the log's tail again.
     (A rotten body byte no longer does this: such an entry is held, issue 58.)"""
-    base, keep = group, str(tmp_path / "kept")
+    base, keep = tiny, str(tmp_path / "kept")
     append_messages(base, [keyed_message("Orders", k, f"A{k}") for k in range(30)])
     leader = leader_id(base)
     follower = next(n["id"] for n in recorded(base)["nodes"] if n["id"] != leader)

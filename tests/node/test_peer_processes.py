@@ -40,13 +40,9 @@ def start(base: str, nodes: int = 3, extra: list[str] | None = None) -> None:
 
 
 @pytest.fixture
-def tiny(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        start(base)
-        yield base
-    finally:
-        down(base)
+def tiny(group):
+    """What :func:`start` starts, through the ``group`` fixture (``cluster up``)."""
+    return group(3, "--group", "g", *TINY, sizes=())
 
 
 def peer(base, *args, timeout=60):
