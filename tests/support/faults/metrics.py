@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
 
 
 class MetricsWatch:
@@ -55,8 +58,6 @@ class MetricsWatch:
             await asyncio.sleep(0.2)
 
     def _check(self, node: str, text: str) -> None:
-        from prometheus_client.parser import text_string_to_metric_families
-
         values: dict[str, float] = {}
         roles = 0
         for fam in text_string_to_metric_families(text):
@@ -89,6 +90,5 @@ class MetricsWatch:
 
 
 def _fetch(url: str) -> str:
-    import urllib.request
     with urllib.request.urlopen(url, timeout=3) as resp:
         return resp.read().decode()
