@@ -38,7 +38,7 @@ LAZY = {
             "Read committed entries from the leader: exactly --count (or up to --to-index), paging through a node's "
             "per-answer limit; fewer only when the log is not committed that far, which is said on stderr. "
             "Linearizable by default: an entry committed before the command began is there."),
-    "store": ("store_cmd", "app", "Inspect, verify and repair a node's files offline."),
+    "store": ("store_app", "app", "Inspect, verify and repair a node's files offline."),
     "node": ("node_cmd", "node_app", "Run a node."),
     "cluster": ("cluster_cmd", "cluster_app", "Start, stop and look at a local cluster of node processes."),
     "peer": ("peer_cmd", "app", "Operator requests to a running cluster: replication watermarks, forced compare and "

@@ -304,3 +304,4 @@ def complete_members(ctx: typer.Context, incomplete: str) -> list[str]:
     except (ConfigError, LauncherError, OSError, KeyError, TypeError):
         return []
     return [i for i in ids if i.startswith(incomplete)]
+

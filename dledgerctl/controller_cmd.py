@@ -22,7 +22,7 @@ from . import controller_plan_cmd
 from . import controller_watch_cmd
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural
 from .render import Format, render
-from .store_cmd import FromOpt, ToOpt, _selection
+from .selection_options import FromOpt, ToOpt, selection
 
 app = typer.Typer(help="A RocketMQ 5 DLedger controller's log: its events and the broker sets' state (offline).",
                   no_args_is_help=True)
@@ -93,7 +93,7 @@ def events_cmd(
     """One row per entry: index, term, event type, broker set and the event's fields as RocketMQ's EventSerializer
     wrote them. Empty entries are the proposal each new leader appends; an entry that is no event (garbage, an
     unknown type id, bad JSON) is a row that says so. With --broker or --type, the events that match only."""
-    sel = _selection(None, from_index, to_index, None)
+    sel = selection(None, from_index, to_index, None)
     try:
         types = frozenset(parse_type(t) for t in type_ or ())
     except ValueError as exc:

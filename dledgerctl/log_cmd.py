@@ -3,8 +3,6 @@ cluster/net/client.py (``cluster ...`` is in cluster_cmd.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import os
 import sys
 from enum import Enum
@@ -12,16 +10,15 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 
-from cluster.net import paging
-from cluster.net.client import AppendError, Client, ClientError
-from cluster.net.frames import ProtocolError
-from cluster.net.transport import TransportError
-from cluster.raft.config import DEFAULT_GROUP
+from cluster.net.client import ClientError
 from cluster.node.launcher import DEFAULT_BASE_DIR
 
-from .cluster_cmd import _peers
+from . import clients
 from .common import (BaseDirOpt, BodyFormat, ClientGroupOpt, ConsistencyOpt, FormatOpt, MaxBodyOpt, PeersOpt,
-                     TimeoutOpt, client_tls, complete_members, fail, plural, read_consistency, tls_options)
+                     TimeoutOpt, complete_members, fail, plural, read_consistency, tls_options)
+from .ops import logio
+from .ops.logio import AppendRun
+from .ops.targets import row
 from .render import Format, RowStream
 
 
@@ -57,34 +54,6 @@ def _read_bodies(data: list[str] | None, file: str | None, lines: bool) -> Itera
 APPEND_COLUMNS = ["index", "term", "pos", "size", "leader"]
 
 
-class AppendRun:
-    """What an ``append`` has done so far, for the summary it leaves when it stops early:
-    input entries 1..``committed`` are committed (their rows printed), the ``unknown`` after
-    them were sent without an answer (they may commit yet), the rest were not sent."""
-
-    def __init__(self, word: str) -> None:
-        self.word = word  # what an input entry is called: "line" (--lines) or "entry"
-        self.committed = self.unknown = 0
-        self.first = self.last = None  # the first and last committed entries' indexes
-
-    def took(self, rows: list[dict]) -> None:
-        self.committed += len(rows)
-        if rows:
-            self.first = rows[0]["index"] if self.first is None else self.first
-            self.last = rows[-1]["index"]
-
-    def summary(self) -> str:
-        n = self.committed
-        where = f", indexes {self.first}-{self.last}" if n else ""
-        out = f"{plural(n, 'entry', 'entries')} committed{where}"
-        if self.unknown:
-            a, b = n + 1, n + self.unknown
-            words = {"entry": "entries"}.get(self.word, self.word + "s")
-            what = f"{self.word} {a} was" if a == b else f"{words} {a}-{b} were"
-            out += f"; {what} sent without an answer and may commit yet (check with 'get' before sending again)"
-        return out + f"; the rest not sent (resume from {self.word} {n + self.unknown + 1})"
-
-
 @tls_options
 def append_cmd(
     data: Annotated[Optional[list[str]], typer.Option("--data", "-d", help="An entry body (repeat for several).")] = None,
@@ -100,33 +69,23 @@ def append_cmd(
     entry as its batch commits. Stopped early (a failure, Ctrl-C), it says on stderr how many committed, at which
     indexes, and where to resume."""
     bodies = _read_bodies(data, file, lines)
-    parsed, rec_group = _peers(peers, base_dir)
-    tls = client_tls()
+    found = clients.target(peers, base_dir, group, timeout)
     out = RowStream(Format(fmt.value), APPEND_COLUMNS, live=True)
     run = AppendRun("line" if lines else "entry")
     error, code = None, 1
-    with asyncio.Runner() as runner:
-        client = Client(parsed, group or rec_group or DEFAULT_GROUP, timeout=timeout, tls=tls)
-        try:
-            while chunk := list(itertools.islice(bodies, batch)):
-                run.unknown = len(chunk)  # (from here on they may be in the log)
-                rows = _append_rows(client, runner.run(client.append(chunk)))
-                run.unknown = 0
-                run.took(rows)
-                out.write(rows)
-        except AppendError as exc:
-            error = str(exc)
-            if exc.outcome == "failed":
-                run.unknown = 0
-        except ClientError as exc:
-            error = str(exc)
-        except OSError as exc:  # (the input failed half-way; or standard output went away)
-            error = f"{file}: {exc.strerror}" if not isinstance(exc, BrokenPipeError) else "standard output closed"
-            run.unknown = 0 if not isinstance(exc, BrokenPipeError) else run.unknown
-        except KeyboardInterrupt:
-            error, code = None, 130
-        finally:
-            runner.run(client.close())
+    batches = logio.append(found, bodies, batch, run)
+    try:
+        for rows in batches:
+            out.write([row(r) for r in rows])
+    except ClientError as exc:  # (an AppendError too)
+        error = str(exc)
+    except OSError as exc:  # (the input failed half-way; or standard output went away)
+        error = f"{file}: {exc.strerror}" if not isinstance(exc, BrokenPipeError) else "standard output closed"
+        run.unknown = 0 if not isinstance(exc, BrokenPipeError) else run.unknown
+    except KeyboardInterrupt:
+        error, code = None, 130
+    finally:
+        batches.close()
     try:
         out.close()
     except BrokenPipeError:
@@ -136,16 +95,6 @@ def append_cmd(
         if run.committed or code == 130:  # (where a rerun resumes; nothing committed: the error says it all)
             typer.echo(f"Note: {run.summary()}", err=True)
         raise done
-
-
-def _append_rows(c: Client, resp: dict) -> list[dict]:
-    try:
-        rows = list(resp["entries"])
-    except KeyError:
-        raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
-    except ProtocolError as exc:  # (read only now: cluster.net.api_client.AnswerRows)
-        raise ClientError(f"{c.leader}: {exc}") from None
-    return [{"index": i, "term": t, "pos": p, "size": s, "leader": c.leader} for i, t, p, s in rows]
 
 
 class Decode(str, Enum):
@@ -264,27 +213,13 @@ def get_cmd(
     if decode == Decode.rocketmq_controller:
         columns = ["index", "term", "pos", *log_decode.CONTROLLER_COLUMNS, "event_note"] + (
             [] if body is None else ["body"])
-    parsed, rec_group = _peers(peers, base_dir)
-    if node is not None and node not in parsed:
-        raise fail(f"--node {node!r} is not a member ({', '.join(parsed)})", 2)
-    level = read_consistency(consistency, node)
+    found = clients.target(peers, base_dir, group, timeout)
+    if node is not None and node not in found.peers:
+        raise fail(f"--node {node!r} is not a member ({', '.join(found.peers)})", 2)
     out = RawBodies(delimiter or Delimiter.newline) if fmt == GetFormat.raw else RowStream(Format(fmt.value), columns, live=follow)
-    told = {"first": index, "last": None}
-
-    async def pages(c: Client):
-        first = index
-        if first is None:
-            leader = node or await c.find_leader(asyncio.get_running_loop().time() + timeout)
-            try:
-                first = int((await c.metadata(leader))["committed_index"]) + 1
-            except (TransportError, ProtocolError, KeyError, TypeError, ValueError) as exc:
-                raise ClientError(f"{leader}: cannot read its commit index: {exc}") from None
-        last = to_index if to_index is not None else first + count - 1 if count is not None else (
-            None if follow else first)
-        told.update(first=first, last=last)
-        async for page in paging.read(c, first, last, follow=follow, poll=interval, consistency=level, peer=node,
-                                          on_wait=lambda why: typer.echo(f"Note: {why}", err=True)):
-            yield page
+    reading = logio.Reading(found, index, to_index, count, follow=follow, interval=interval,
+                            consistency=read_consistency(consistency, node), node=node,
+                            on_wait=lambda why: typer.echo(f"Note: {why}", err=True))
 
     def rows(page: list[dict]) -> list:
         if fmt == GetFormat.raw:
@@ -300,15 +235,16 @@ def get_cmd(
                  "body": show(e["body"])} for e in page]
 
     try:
-        for page in _stream(parsed, group or rec_group or DEFAULT_GROUP, timeout, pages):
-            out.write(rows(page))
+        with clients.failures():
+            for page in reading.pages():
+                out.write(rows(page))
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:
         _quiet_stdout()
         return
     out.close()
-    first, last = told["first"], told["last"]
+    first, last = reading.first, reading.last
     if last is not None and out.count < last - first + 1:
         asked = last - first + 1
         typer.echo(f"Note: {plural(out.count, 'entry', 'entries')} of {asked} asked for: the log is committed up "
@@ -323,35 +259,6 @@ def _text_or_size(body: bytes) -> str:
     except UnicodeDecodeError:
         return f"<binary, {len(body)} bytes>"
     return f"<binary, {len(body)} bytes>" if "\x00" in text else text
-
-
-def _stream(peers: dict, group: str, timeout: float, pages):
-    """Iterate ``pages(client)``, an async generator of lists, from synchronous code (so each
-    page is printed as it arrives); the client is closed at the end. A ClientError becomes
-    the one-line error and exit 1 (an index the log does not hold: OutOfRange, too)."""
-    tls = client_tls()
-    with asyncio.Runner() as runner:
-        client = Client(peers, group, timeout=timeout, tls=tls)
-        agen = pages(client)
-        try:
-            while True:
-                try:
-                    page = runner.run(agen.__anext__())
-                except StopAsyncIteration:
-                    return
-                except ClientError as exc:
-                    raise fail(str(exc)) from None
-                # Ctrl-C cancels the page being read; when the cancellation lands as that page
-                # completes, asyncio can lose it (wait_for in 3.11) and the page comes back:
-                # the runner still counted the interrupt, so stop here all the same
-                if getattr(runner, "_interrupt_count", 0):
-                    raise KeyboardInterrupt
-                yield page
-        finally:
-            try:
-                runner.run(agen.aclose())
-            finally:
-                runner.run(client.close())
 
 
 def _quiet_stdout() -> None:

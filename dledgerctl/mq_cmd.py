@@ -18,10 +18,10 @@ from store.rocketmq.layout import resolve_broker
 from store.rocketmq.message import MAX_MESSAGE_SIZE
 from store.rocketmq.scan import MESSAGE_FIELDS, Filter, message_rows, msg_id_pos, queue_offset_rows, tag_set
 
-from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, MaxBodyOpt, SelfIdOpt, errors_as_exit, fail,
-                     plural, progress_bar)
+from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, MaxBodyOpt, SelfIdOpt,
+                     errors_as_exit, fail, plural, progress_bar)
 from .render import Format, render
-from .store_cmd import FromOpt, ToOpt, _selection
+from .selection_options import FromOpt, ToOpt, selection
 
 app = typer.Typer(help="RocketMQ messages in a broker's DLedger log, and its consume queues (offline).",
                   no_args_is_help=True)
@@ -105,7 +105,7 @@ def messages_cmd(
 
     Entries that are not messages (a no-op, a config entry, another kind of body) are listed as such, unless a
     filter is given."""
-    sel = _selection(None, from_index, to_index, None)
+    sel = selection(None, from_index, to_index, None)
     if max_body is not None and body == BodyFormat.none:
         raise typer.BadParameter("it bounds the bodies --body shows: give --body too", param_hint="--max-body")
     try:

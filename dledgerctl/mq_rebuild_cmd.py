@@ -14,7 +14,7 @@ from store.rocketmq.layout import resolve_broker
 from store.rocketmq.rebuild import RebuildInterrupted, rebuild, store_root
 
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, parse_size, plural, progress_bar
-from .mq_move_cmd import MAX_FILE_SIZE, MaxHashSlotOpt, MaxIndexNumOpt, check_index_shape, index_shape_for
+from .mq_options import MAX_FILE_SIZE, MaxHashSlotOpt, MaxIndexNumOpt, check_index_shape, index_shape_for
 from .render import Format, render
 
 SUMMARY_COLUMNS = ["root", "messages", "queues", "units", "blanks", "index_keys", "left_out", "kept_aside", "note"]

@@ -4,26 +4,22 @@ Registered on the ``mq`` sub-app by app.py."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from typing import Annotated, Optional
 
 import typer
 
-from cluster.net import paging
-from cluster.net.client import Client, ClientError
 from cluster.node.launcher import DEFAULT_BASE_DIR
-from cluster.raft.config import DEFAULT_GROUP
 from store.errors import NotAStoreError
 from store.kinds import BASE, BROKER_KINDS, EVENTS, log_content, require
 from store.rocketmq.message import MAX_MESSAGE_SIZE
-from store.rocketmq.salvage import Salvage, entry_messages, match, salvage, start
+from store.rocketmq.salvage import salvage, start
 
-from .cluster_cmd import _peers
+from . import clients
 from .common import (BaseDirOpt, ClientGroupOpt, FormatOpt, MaxBodyOpt, PeersOpt, TimeoutOpt, errors_as_exit, fail,
                      plural, tls_options)
-from .log_cmd import _stream
+from .ops.salvage import match_live
 from .render import Format, render
 
 COLUMNS = ["index", "term", "topic", "queue_id", "queue_offset", "tags", "keys", "uniq_key", "body_size", "status",
@@ -86,8 +82,9 @@ def salvage_cmd(
             result = salvage(kept, logs, limit)
         else:
             result = start(kept, limit)
-            parsed, rec_group = _peers(peers, base_dir)
-            _match_live(result, parsed, group or rec_group or DEFAULT_GROUP, timeout)
+            found = clients.target(peers, base_dir, group, timeout)
+            with clients.failures():
+                match_live(result, found)
         missing = result.missing
         unsendable = [k for k in missing if k.body is None]
         if out is not None:
@@ -104,29 +101,6 @@ def salvage_cmd(
                   if unsendable else ""), err=True)
     if missing:  # (as a check does: something to act on)
         raise typer.Exit(1)
-
-
-def _match_live(result: Salvage, peers: dict, group: str, timeout: float) -> None:
-    """Match the kept messages against the running group's committed log, read from its leader
-    (from its first entry to its commit index when the reading began)."""
-    seen: dict = {}
-
-    async def pages(c: Client):
-        leader = await c.find_leader(asyncio.get_running_loop().time() + timeout)
-        md = await c.metadata(leader)
-        try:
-            first, last = int(md.get("begin_index") or 0), int(md["committed_index"])
-        except (KeyError, TypeError, ValueError):
-            raise ClientError(f"{leader}: its METADATA answer gives no commit index (a Java DLedger member: read its "
-                              f"files with --against)") from None
-        seen.update(leader=leader, first=first, last=last)
-        if last >= first:
-            async for page in paging.read(c, first, last, peer=leader, consistency="serializable"):
-                yield page
-
-    for page in _stream(peers, group, timeout, pages):
-        match(result, seen["leader"], (m for e in page for m in entry_messages(e["magic"], e["body"])))
-    result.logs.append(f"{group}'s log on {seen['leader']} (entries {seen['first']}-{seen['last']})")
 
 
 def _part(path: str) -> str:

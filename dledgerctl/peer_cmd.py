@@ -3,22 +3,20 @@ operator requests to a running cluster's leader (cluster/net/client.py), rendere
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 from typing import Annotated, Optional
 
 import typer
 
-from cluster.net.client import Client, ClientError, Refused
-from cluster.raft.config import DEFAULT_GROUP
-from cluster.raft.rpc import Code
+from cluster.net.client import ClientError
 from cluster.node.launcher import DEFAULT_BASE_DIR
 
-from . import peer_members
-from .cluster_cmd import _peers, _with_client
-from .common import (BaseDirOpt, ClientGroupOpt, FormatOpt, PeersOpt, TimeoutOpt, client_tls, complete_members, fail,
-                     plural, tls_options)
+from . import clients
+from .common import BaseDirOpt, ClientGroupOpt, FormatOpt, PeersOpt, TimeoutOpt, complete_members, fail, plural, \
+    tls_options
+from .ops import members, peers as ops_peers
+from .ops.targets import row
 from .render import Format, render, render_object
 
 app = typer.Typer(help="Operator requests to a running cluster: replication watermarks, forced compare and "
@@ -30,18 +28,8 @@ PeerOpt = Annotated[str, typer.Option("--peer", help="The follower's id.", show_
                                       autocompletion=complete_members)]
 
 
-def _cluster(peers: str | None, group: str, base_dir: str) -> tuple[dict, str]:
-    parsed, rec_group = _peers(peers, base_dir)
-    return parsed, group or rec_group or DEFAULT_GROUP
-
-
-def _member(parsed: dict, peer: str, what: str = "--peer") -> None:
-    if peer not in parsed:
-        raise fail(f"{what} {peer!r} is not a member ({', '.join(parsed)})", 2)
-
-
-def _watermark_rows(parsed: dict, group: str, timeout: float) -> list[dict]:
-    return _with_client(parsed, group, timeout, lambda c: c.watermarks())
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
 
 @app.command("watermarks")
@@ -58,14 +46,15 @@ def watermarks_cmd(
     """Per member, from the leader: alive, dispatcher state, match index (watermark), next index, lag in entries
     and bytes, batches in flight, ms since the last acknowledgement, and the leader's end and committed index.
     With --watch, a lag_trend column draws each member's lag in entries over the last refreshes."""
-    parsed, grp = _cluster(peers, group, base_dir)
+    found = clients.target(peers, base_dir, group, timeout)
     cols = WATERMARK_COLUMNS if fmt in (Format.table, Format.csv) else None
     if not watch:
-        render(_watermark_rows(parsed, grp, timeout), fmt, columns=cols)
+        with clients.failures():
+            render(ops_peers.watermarks(found), fmt, columns=cols)
         return
     n = 0
     trend = LagTrend()
-    source = _Watermarks(parsed, grp, timeout)  # (one client, its connection kept, for every refresh)
+    source = _Watermarks(found)  # (one client, its connection kept, for every refresh)
     try:
         if sys.stdout.isatty() and fmt == Format.table:
             _watch_live(source, interval, count, trend)
@@ -82,28 +71,14 @@ def watermarks_cmd(
         source.close()
 
 
-class _Watermarks:
-    """WATERMARKS from the leader, refresh after refresh, through one client on a loop of
-    its own (its connection stays open between refreshes); a ClientError is the one-line
-    error."""
-
-    def __init__(self, parsed: dict, group: str, timeout: float) -> None:
-        tls = client_tls()
-        self.loop = asyncio.new_event_loop()
-
-        async def make():
-            return Client(parsed, group, timeout=timeout, tls=tls)
-        self.client = self.loop.run_until_complete(make())
+class _Watermarks(ops_peers.Watermarks):
+    """ops.peers.Watermarks, a ClientError as the one-line error."""
 
     def rows(self) -> list[dict]:
         try:
-            return self.loop.run_until_complete(self.client.watermarks())
+            return super().rows()
         except ClientError as exc:
             raise fail(str(exc)) from None
-
-    def close(self) -> None:
-        self.loop.run_until_complete(self.client.close())
-        self.loop.close()
 
 
 class LagTrend:
@@ -172,12 +147,9 @@ def compare_cmd(
 ) -> None:
     """Find where a follower's log stops being the leader's; unless --dry-run, cut it there and send the leader's
     dispatcher for that follower back to COMPARE, which re-fills it."""
-    parsed, grp = _cluster(peers, group, base_dir)
-    _member(parsed, peer)
-    result = _with_client(parsed, grp, timeout,
-                          lambda c: c.force_compare(peer, deep=deep, dry_run=dry_run))
-    result.pop("code", None)
-    result.pop("remark", None)
+    found = clients.target(peers, base_dir, group, timeout)
+    with clients.failures():
+        result = ops_peers.compare(found, peer, deep=deep, dry_run=dry_run)
     render_object(result, fmt)
     if fmt == Format.table:
         typer.echo(_compare_summary(result), err=True)
@@ -214,8 +186,9 @@ def truncate_cmd(
 ) -> None:
     """Cut a follower's log from --from-index on through the leader, which then re-fills it. Refused at or below
     the committed index."""
-    parsed, grp = _cluster(peers, group, base_dir)
-    _member(parsed, peer)
+    found = clients.target(peers, base_dir, group, timeout)
+    with clients.failures():
+        ops_peers.check_member(found, peer)
     if not yes:
         typer.echo(f"This cuts {peer}'s log from index {from_index} on; the leader then sends those entries again.",
                    err=True)
@@ -226,16 +199,9 @@ def truncate_cmd(
             confirmed = False
         if not confirmed:
             raise fail("not confirmed; nothing was cut (use --yes to skip the question)")
-    result = _with_client(parsed, grp, timeout,
-                          lambda c: c.force_truncate(peer, from_index))
-    result.pop("code", None)
-    result.pop("remark", None)
-    if not result.get("dropped"):  # (as store truncate: past the end there is nothing to cut)
-        raise fail(f"nothing to cut: {peer}'s log ends at index {result.get('follower_end')}")
+    with clients.failures():
+        result = ops_peers.truncate(found, peer, from_index)
     render_object(result, fmt)
-
-
-TAKE_WAIT_S = 4.0  # a transfer asked: the leader waits up to max_wait_ack_ms (2.5 s) for the target to catch up
 
 
 @app.command("transfer-leader")
@@ -250,53 +216,9 @@ def transfer_leader_cmd(
     target has caught up, then the target takes over. A target the leader has not heard from lately (one just
     started) or a transfer already under way is waited for, within --timeout, saying so on stderr. Waits until the
     target leads, or says why it does not."""
-    parsed, grp = _cluster(peers, group, base_dir)
-    _member(parsed, to, "--to")
-
-    async def work(c: Client) -> dict:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        end = start + c.timeout
-        said, seen = None, {}
-
-        def waiting(text: str) -> None:
-            nonlocal said
-            if said != text:
-                said = text
-                peer_members.say(f"waiting: {text}")
-
-        while True:
-            if await c.find_leader(end) == to:
-                md = await c.metadata(to)
-                return {"from": to, "to": to, "leader": to, "term": md.get("term"), "elapsed_ms": 0}
-            try:
-                old, old_term = await c.transfer_leadership(to)
-            except Refused as exc:  # (not yet: the target is not answering the leader, or a transfer is on)
-                if exc.code not in (Code.TAKE_LEADERSHIP_FAILED, Code.LEADER_TRANSFERRING) or loop.time() + 0.2 >= end:
-                    raise
-                waiting(f"{exc.peer} cannot hand leadership to {to} yet ({exc.remark})")
-                c.leader = None  # (it may have moved meanwhile)
-                await asyncio.sleep(0.2)
-                continue
-            # the leader waits for the target to catch up, then asks it to take over (a while: TAKE_WAIT_S)
-            asked_until = min(end, loop.time() + TAKE_WAIT_S)
-            while loop.time() < asked_until:
-                seen = await c.status()
-                md = seen.get(to)
-                if isinstance(md, dict) and md.get("role") == "leader" and md.get("term", 0) > old_term:
-                    return {"from": old, "to": to, "leader": to, "term": md["term"],
-                            "elapsed_ms": round((loop.time() - start) * 1000)}
-                await asyncio.sleep(0.05)
-            if loop.time() >= end:
-                break
-            waiting(f"{to} did not take over within {TAKE_WAIT_S:g} s (catching up?); asking again")
-            c.leader = None
-        leaders = [f"{p} (term {md.get('term')})" for p, md in seen.items()
-                   if isinstance(md, dict) and md.get("role") == "leader"]
-        raise ClientError(f"{to} did not take leadership within {c.timeout:g} s; leader now: "
-                          f"{', '.join(leaders) or 'none'}")
-
-    render_object(_with_client(parsed, grp, timeout, work), fmt)
+    found = clients.target(peers, base_dir, group, timeout)
+    with clients.failures():
+        render_object(row(ops_peers.transfer_leader(found, to, _say)), fmt)
 
 
 # -- membership: add | remove | replace ------------------------------------------------------
@@ -322,18 +244,18 @@ def add_cmd(
     config entry once it has caught up. Progress goes to stderr. Refused while another change is pending. Start
     the new node first with 'node start --learner' (its --peers: the members and itself), or let --start do it for
     a cluster from 'cluster up'."""
-    node, address = peer_members.check_new(node, address, "--id", "--address")
-    parsed, grp = _cluster(peers, group, base_dir)
-    rec_dir = peer_members.record_dir(peers, base_dir, start_it)
-    adding = peer_members.Adding(node)
+    with clients.failures():
+        node, address = members.check_new(node, address, "--id", "--address")
+    found = clients.target(peers, base_dir, group, timeout)
+    rec_dir = members.record_dir(peers, base_dir, start_it)
+    adding = members.Adding(node)
     try:
-        row = _with_client(parsed, grp, timeout,
-                           lambda c: peer_members.add(c, node, address, wait, rec_dir, rec_dir is not None, adding))
+        with clients.failures():
+            step = ops_peers.add(found, node, address, wait, rec_dir, adding, _say)
     except KeyboardInterrupt:
-        if not adding.done:
-            peer_members.undo_add(parsed, grp, timeout, adding)
+        _undo(found, adding)
         raise typer.Exit(130) from None
-    render([row], fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    render([row(step)], fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
 
 
 @app.command("remove")
@@ -347,10 +269,11 @@ def remove_cmd(
 ) -> None:
     """Remove a member (the leader too: it steps down once the entry that removes it commits). Refused while
     another change is pending, or when the voters left would not have a live majority."""
-    parsed, grp = _cluster(peers, group, base_dir)
-    rec_dir = peer_members.record_dir(peers, base_dir, stop_it)
-    render([_with_client(parsed, grp, timeout, lambda c: peer_members.remove(c, node, rec_dir, rec_dir is not None))],
-           fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    found = clients.target(peers, base_dir, group, timeout)
+    rec_dir = members.record_dir(peers, base_dir, stop_it)
+    with clients.failures():
+        step = ops_peers.remove(found, node, rec_dir, _say)
+    render([row(step)], fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
 
 
 @app.command("replace")
@@ -365,29 +288,30 @@ def replace_cmd(
 ) -> None:
     """Replace a member (one that died for good, say) without stopping the group: add the new one as a learner,
     wait until it has caught up and is a voter, then remove the old one. One row per step; progress on stderr."""
-    new_id, address = peer_members.parse_new(new)
-    if new_id == node:
-        raise fail("--with must name another id than --id", 2)
-    parsed, grp = _cluster(peers, group, base_dir)
-    start_dir = peer_members.record_dir(peers, base_dir, start_it)
-    stop_dir = peer_members.record_dir(peers, base_dir, stop_it)
-
-    async def work(c: Client) -> list[dict]:
-        leader = await c.find_leader(asyncio.get_running_loop().time() + c.timeout)
-        md = await c.metadata(leader)
-        if node not in md.get("peers", {}):
-            raise ClientError(f"{node} is not a member ({', '.join(md.get('peers', {}))})")
-        added = await peer_members.add(c, new_id, address, wait, start_dir, start_dir is not None, adding)
-        return [added, await peer_members.remove(c, node, stop_dir, stop_dir is not None)]
-
-    adding = peer_members.Adding(new_id)
+    with clients.failures():
+        new_id, address = members.parse_new(new)
+    found = clients.target(peers, base_dir, group, timeout)
+    start_dir = members.record_dir(peers, base_dir, start_it)
+    stop_dir = members.record_dir(peers, base_dir, stop_it)
+    adding = members.Adding(new_id)
     try:
-        rows = _with_client(parsed, grp, timeout, work)
+        with clients.failures():
+            steps = ops_peers.replace(found, node, new_id, address, wait, start_dir, stop_dir, adding, _say)
     except KeyboardInterrupt:
         if not adding.done:
-            peer_members.undo_add(parsed, grp, timeout, adding)
+            _undo(found, adding)
         else:
-            peer_members.say(f"interrupted: {new_id} was added; the removal of {node} may not be made ('cluster status' shows; "
+            _say(f"interrupted: {new_id} was added; the removal of {node} may not be made ('cluster status' shows; "
                  f"'peer remove --id {node}' makes it)")
         raise typer.Exit(130) from None
-    render(rows, fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
+    render([row(s) for s in steps], fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
+
+
+def _undo(found, adding: members.Adding) -> None:
+    """Ctrl-C during an add: take it back (members.undo_add), exit 130 when that is left half done."""
+    if adding.done:
+        return
+    try:
+        members.undo_add(found, adding, _say)
+    except members.UndoLeft as exc:
+        raise fail(str(exc), 130) from None

@@ -16,34 +16,23 @@ from store.kept import kept_rows, write_kept
 from store.kinds import dledger_node_dir
 from store.layout import NodeLayout
 from store.lock import lock_node_dir, unlock_node_dir
-from store.reading import Selection, render_body
+from store.reading import render_body
 from store.retention import head_files, plan_head_deletion
 from store.rocketmq.controller import DECODED_COLUMNS, with_events
 from store.verify import file_extents, verify_store
 
-from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, fail,
-                     parse_duration, plural, progress_bar)
+from .common import (BodyFormat, DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit,
+                     fail, parse_duration, plural, progress_bar)
 from .render import Format, render, render_object
-from .store_elect_cmd import elect_cmd
+from .selection_options import FromOpt, ToOpt, selection
 
 app = typer.Typer(help="Inspect, verify and repair a node's files offline.", no_args_is_help=True)
-app.command("elect")(elect_cmd)
 
 DirArg = Annotated[str, typer.Argument(help="A node directory (dledger-<id>), or a base directory holding one.",
                                        show_default=False)]
 IndexOpt = Annotated[Optional[int], typer.Option("--index", "-i", min=0, help="Only this entry index.")]
-FromOpt = Annotated[Optional[int], typer.Option("--from-index", min=0, help="First entry index to show.")]
-ToOpt = Annotated[Optional[int], typer.Option("--to-index", min=0, help="Last entry index to show.")]
 PosOpt = Annotated[Optional[int], typer.Option("--pos", min=0, help="Only the record at this logical byte offset.")]
 AllOpt = Annotated[bool, typer.Option("--all-records", help="Also show file boundaries, BLANK padding and the end.")]
-
-
-def _selection(index, from_index, to_index, pos) -> Selection:
-    if index is not None and (from_index is not None or to_index is not None):
-        raise typer.BadParameter("--index cannot be combined with --from-index/--to-index")
-    if from_index is not None and to_index is not None and from_index > to_index:
-        raise typer.BadParameter("--from-index is greater than --to-index")
-    return Selection(index, from_index, to_index, pos)
 
 
 class StoreDecode(str, Enum):
@@ -85,7 +74,7 @@ def inspect_data_cmd(
 ) -> None:
     """List the entries of the data files with index, term, pos, size, magic and CRC status."""
     body = body.value
-    sel = _selection(index, from_index, to_index, pos)
+    sel = selection(index, from_index, to_index, pos)
     with errors_as_exit():
         if os.path.isfile(dir):  # a file of kept entries: its entries back to back (store/kept.py)
             shown = "base64" if decode else body
@@ -143,7 +132,7 @@ def inspect_index_cmd(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """List the 32-byte index records (magic, pos, size, index, term) by slot."""
-    sel = _selection(index, from_index, to_index, pos)
+    sel = selection(index, from_index, to_index, pos)
     with errors_as_exit():
         node = _node(dir, self_id)
         if not render(inspect_index(node, sel, all_records=all_records, data_file_size=data_file_size,

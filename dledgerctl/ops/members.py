@@ -1,50 +1,73 @@
-"""Membership changes behind ``peer add | remove | replace``: the steps (start the new member,
-add it as a learner, wait for its promotion; remove), their checks, and taking an add back on
-Ctrl-C (:func:`undo_add`). Progress goes to stderr, one line per step."""
+"""Membership changes (``peer add | remove | replace``): the steps (start the new member, add
+it as a learner, wait for its promotion; remove), their checks, and taking an add back after
+Ctrl-C (:func:`undo_add`). Progress goes to ``say``, one line per step."""
 
 from __future__ import annotations
 
 import asyncio
-import sys
 from dataclasses import dataclass
+from typing import Callable
+
+import msgspec
 
 from cluster.net.client import Client, ClientError, Refused
 from cluster.node import launcher
 from cluster.raft.config import address_problem, id_problem, parse_address
 from cluster.raft.rpc import Code
 
-from .common import client_tls, fail
+from .targets import OpsError, Target
+
+Say = Callable[[str], None]
 
 
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+def quiet(text: str) -> None:
+    """A ``say`` that says nothing."""
+
+
+class Step(msgspec.Struct):
+    """One step of a change: ``step`` add or remove, the member it was about and what it is
+    now (voter, learner, removed), the config entry that made it, the members then, and how
+    long the step took."""
+
+    step: str
+    id: str
+    address: str | None
+    member: str
+    config_index: int | None
+    voters: str
+    learners: str
+    elapsed_ms: int
+
+
+class UndoLeft(OpsError):
+    """An undo of an add that did not finish (a second Ctrl-C, the group unreachable): the
+    message says what is left and how to finish it."""
 
 
 def check_new(node: str, address: str, id_what: str, address_what: str) -> tuple[str, str]:
     """A new member's id and address, each checked on its own (an id with a '-' in it is
-    refused, not cut at the '-'); exit 2 naming the option when malformed."""
+    refused, not cut at the '-'); OpsError (usage) naming the option when malformed."""
     if (problem := id_problem(node)) is not None:
-        raise fail(f"{id_what} {node!r} {problem}", 2)
+        raise OpsError(f"{id_what} {node!r} {problem}", usage=True)
     if (problem := address_problem(address)) is not None:
-        raise fail(f"{address_what} {address!r} {problem}", 2)
+        raise OpsError(f"{address_what} {address!r} {problem}", usage=True)
     return node, address.strip()
 
 
 def parse_new(spec: str) -> tuple[str, str]:
-    """``--with ID=HOST:PORT`` (or ``ID-HOST:PORT``) -> (id, address); exit 2 when malformed."""
+    """``ID=HOST:PORT`` (or ``ID-HOST:PORT``, as ``--with`` takes it) -> (id, address)."""
     node, sep, address = spec.partition("=")
     if not sep:
         node, sep, address = spec.partition("-")
     if not sep:
-        raise fail(f"--with {spec!r} is not ID=HOST:PORT", 2)
+        raise OpsError(f"--with {spec!r} is not ID=HOST:PORT", usage=True)
     return check_new(node.strip(), address, f"--with {spec!r}: id", f"--with {spec!r}: address")
 
 
-def row(step: str, node: str, resp: dict, start: float, now: float) -> dict:
+def _step(step: str, node: str, resp: dict, start: float, now: float) -> Step:
     member = "voter" if node in resp.get("voters", []) else "learner" if node in resp.get("learners", []) else "removed"
-    return {"step": step, "id": node, "address": resp.get("peers", {}).get(node), "member": member,
-            "config_index": resp.get("index"), "voters": ",".join(resp.get("voters", [])),
-            "learners": ",".join(resp.get("learners", [])), "elapsed_ms": round((now - start) * 1000)}
+    return Step(step, node, resp.get("peers", {}).get(node), member, resp.get("index"),
+                ",".join(resp.get("voters", [])), ",".join(resp.get("learners", [])), round((now - start) * 1000))
 
 
 @dataclass
@@ -58,7 +81,7 @@ class Adding:
 
 
 async def add(c: Client, node: str, address: str, wait: float, base_dir: str | None, start_it: bool,
-               adding: Adding | None = None) -> dict:
+              adding: Adding | None = None, say: Say = quiet) -> Step:
     """Start the new member (with a record), add it as a learner, wait until it is a voter;
     ``adding`` records how far it got."""
     adding = adding or Adding(node)
@@ -86,7 +109,7 @@ async def add(c: Client, node: str, address: str, wait: float, base_dir: str | N
         say(f"{node}: started as a learner at {address} (log in {base_dir}/logs/{node}.log)")
     try:
         adding.asked = True
-        resp = await change(c, "add", node, address, start + wait)
+        resp = await change(c, "add", node, address, start + wait, say)
     except Refused:
         adding.asked = False
         if start_it:  # refused: the member started for it goes again, with what it made (not after a timeout:
@@ -104,7 +127,7 @@ async def add(c: Client, node: str, address: str, wait: float, base_dir: str | N
                     "index": md.get("config_index")}
             say(f"{node}: a voter (config entry {md.get('config_index')})")
             adding.done = True
-            return row("add", node, resp, start, loop.time())
+            return _step("add", node, resp, start, loop.time())
         mark = next((r for r in md.get("replication", []) if r.get("peer") == node), None)
         now_said = (f"{node}: learner, {mark['lag_entries']} entries behind ({mark['state']})" if mark
                     else f"{node}: not yet replicated to")
@@ -116,7 +139,7 @@ async def add(c: Client, node: str, address: str, wait: float, base_dir: str | N
                       f"reachable at {address}?); it will be once it has caught up")
 
 
-async def change(c: Client, kind: str, node: str, address: str | None, until: float) -> dict:
+async def change(c: Client, kind: str, node: str, address: str | None, until: float, say: Say = quiet) -> dict:
     """The leader's answer to a member change; a refusal that passes by itself (another change
     not committed yet, a transfer under way, a voter just started that the leader has not
     heard from yet: no live majority without it) is waited out until ``until``, saying so."""
@@ -135,24 +158,25 @@ async def change(c: Client, kind: str, node: str, address: str | None, until: fl
             await asyncio.sleep(0.2)
 
 
-async def remove(c: Client, node: str, base_dir: str | None, stop_it: bool) -> dict:
+async def remove(c: Client, node: str, base_dir: str | None, stop_it: bool, say: Say = quiet) -> Step:
+    """Remove ``node`` (and with ``stop_it``, stop its recorded process and forget it)."""
     loop = asyncio.get_running_loop()
     start = loop.time()
-    resp = await change(c, "remove", node, None, start + c.timeout)
+    resp = await change(c, "remove", node, None, start + c.timeout, say)
     say(f"{node}: config entry {resp.get('index')} committed: removed")
     if stop_it:
         rows = launcher.forget_member(base_dir, node)
         if rows:
             say(f"{node}: process {rows[0]['result']}, dropped from the record")
     c.leader = None
-    return row("remove", node, resp, start, loop.time())
+    return _step("remove", node, resp, start, loop.time())
 
 
-def undo_add(parsed: dict, group: str, timeout: float, adding: Adding) -> None:
+def undo_add(target: Target, adding: Adding, say: Say = quiet) -> None:
     """Ctrl-C during an add: take it back. The member is removed again if the group may have
     it (a learner, or a voter already), then the process started for it is stopped, dropped
-    from the record, and what starting it made is deleted. Says what it did on stderr; a
-    second Ctrl-C leaves the rest, saying what is left."""
+    from the record, and what starting it made is deleted. Says what it did; a second Ctrl-C
+    leaves the rest (UndoLeft says what is left)."""
     node = adding.node
     if not adding.asked and adding.made is None:
         return
@@ -160,21 +184,21 @@ def undo_add(parsed: dict, group: str, timeout: float, adding: Adding) -> None:
     try:
         if adding.asked:
             async def take_back() -> dict | None:
-                c = Client(parsed, group, timeout=timeout, tls=client_tls())
+                c = target.client()
                 try:
                     loop = asyncio.get_running_loop()
                     md = await c.metadata(await c.find_leader(loop.time() + c.timeout))
                     if node not in md.get("peers", {}):
                         return None
-                    return await change(c, "remove", node, None, loop.time() + c.timeout)
+                    return await change(c, "remove", node, None, loop.time() + c.timeout, say)
                 finally:
                     await c.close()
 
             try:
                 resp = asyncio.run(take_back())
             except ClientError as exc:
-                raise fail(f"interrupted: {node} may still be a member ({exc}); 'peer remove --id {node}' "
-                           "removes it", 130) from None
+                raise UndoLeft(f"interrupted: {node} may still be a member ({exc}); 'peer remove --id {node}' "
+                               "removes it") from None
             say(f"{node}: not a member" if resp is None else f"{node}: config entry {resp.get('index')} "
                  "committed: removed again")
         if adding.made is not None:
@@ -182,8 +206,8 @@ def undo_add(parsed: dict, group: str, timeout: float, adding: Adding) -> None:
             launcher.discard(adding.made)
             say(f"{node}: its process stopped, dropped from the record, its files removed")
     except KeyboardInterrupt:
-        raise fail(f"interrupted again: {node} may still be a member, or its process running ('peer remove --id "
-                   f"{node}' removes it; 'cluster status' shows)", 130) from None
+        raise UndoLeft(f"interrupted again: {node} may still be a member, or its process running ('peer remove "
+                       f"--id {node}' removes it; 'cluster status' shows)") from None
 
 
 def record_dir(peers: str | None, base_dir: str, flag: bool) -> str | None:

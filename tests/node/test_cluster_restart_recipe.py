@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 
+from dledgerctl.ops.localgroup import old_logs_note
 from store.filestore import FileStore
 from store.kept import iter_kept
 from store.metafiles import write_currterm
@@ -122,14 +123,10 @@ def test_cluster_start_after_down_needs_config_files(tmp_path):
     assert r.returncode == 2 and "--keep-truncated-bytes needs --keep-truncated" in r.stderr
 
 
-def test_cluster_up_on_old_logs_says_the_first_elected_cuts_the_others(tmp_path, capsys):
-    from dledgerctl.cluster_cmd import _note_old_logs
-
+def test_cluster_up_on_old_logs_says_the_first_elected_cuts_the_others(tmp_path):
     base = str(tmp_path)
-    _note_old_logs(base, 3)
-    assert capsys.readouterr().err == ""  # (fresh: nothing to say)
+    assert old_logs_note(base, 3) is None  # (fresh: nothing to say)
     for nid, (terms, committed, term) in DIVERGED.items():
         _write_member(base, nid, terms, committed, term)
-    _note_old_logs(base, 3)
-    err = capsys.readouterr().err
+    err = old_logs_note(base, 3)
     assert "n0, n1, n2 hold logs from before" in err and f"store elect {base}" in err and "cluster start" in err
