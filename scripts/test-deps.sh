@@ -14,6 +14,9 @@ pkgs=(default-jdk-headless libnetty-java libslf4j-java libjcommander-java libgua
       libcommons-collections3-java
       # RocketMQ 5's message store (tests/support/javarocketmq5store.py)
       libcommons-io-java libcommons-codec-java libconversant-disruptor-java libjsr305-java
+      # RocketMQ 5's broker and controller processes (tests/support/javarocketmq5broker.py)
+      libcommons-cli-java libreflections-java libyaml-snake-java libcaffeine-java libgrpc-java libprotobuf-java
+      libjavassist-java libbcpkix-java libbcprov-java
       # the real Prometheus server and promtool (tests/node/test_prometheus.py)
       prometheus)
 missing=()

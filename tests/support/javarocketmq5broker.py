@@ -44,20 +44,24 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 from tests.support import javastandins
-from tests.support.javabuild import SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
+from tests.support.javabuild import JAVA_FLAGS, SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
 from tests.support.javarocketmq import _MONETA_STANDIN
 from tests.support.javarocketmq5 import DLEDGER_TAG, FASTJSON_TAG, ROCKETMQ_TAG, STANDINS, _java_files, _javac, \
     build_fastjson
 from tests.support.javarocketmq5store import FASTJSON_JARS
 from tests.support.javarocketmq5store import JARS as STORE_JARS
+from tests.support.ports import HOST, free_port_base
 
-__all__ = ["Unavailable", "JavaBroker", "build", "standin_failures"]
+__all__ = ["Unavailable", "JavaBroker", "build", "standin_failures", "ControllerAndBroker", "ProcessError"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OURS = os.path.join(HERE, "java", "rocketmq5broker")
@@ -304,3 +308,141 @@ def build(cache_root: str | None = None) -> JavaBroker:
             shutil.rmtree(out, ignore_errors=True)
             os.rename(tmp, out)
     return JavaBroker(out, jars + [log_jar])
+
+
+# -- running them ------------------------------------------------------------------------------
+
+BOOTED = re.compile(r"The broker\[[^\]]*\] boot success")
+MASTER = re.compile(r"Change broker \[id:(\d+)\]\[address:[^\]]*\] to SYNC_MASTER.*newMasterEpoch:(\d+)")
+LOG_FLAGS = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-Dorg.slf4j.simpleLogger.logFile=System.err"]
+
+
+class ProcessError(RuntimeError):
+    """A process died, or what was awaited did not show in its log in time."""
+
+
+class Proc:
+    """One JVM: its command, its log file (stdout and stderr), started by :meth:`start`."""
+
+    def __init__(self, java: JavaBroker, name: str, main: str, args: list[str], log_path: str, home: str) -> None:
+        self.java, self.name, self.main, self.args, self.log_path, self.home = java, name, main, args, log_path, home
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        cmd = ["java", *JAVA_FLAGS, *LOG_FLAGS, "-Xmx256m", f"-Duser.home={self.home}",
+               f"-Drocketmq.home.dir={self.home}", "-cp", self.java.classpath, self.main, *self.args]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                         cwd=self.home)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return ""
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def wait_for(self, pattern: re.Pattern, what: str, timeout: float = 90.0) -> re.Match:
+        """The first match of ``pattern`` in the log, polled until ``timeout``; ProcessError if
+        the process ends first or the deadline passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = pattern.search(self.log_text())
+            if m:
+                return m
+            if not self.alive():
+                raise ProcessError(f"{self.name} ended (exit {self.proc.returncode if self.proc else None}) before "
+                                   f"{what}; log tail:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise ProcessError(f"{self.name}: {what} not seen in {timeout} s; log tail:\n{self.log_tail()}")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM (RocketMQ's shutdown hooks run), SIGKILL after ``timeout``."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+
+def _conf(path: str, settings: dict) -> str:
+    with open(path, "w") as fh:
+        fh.write("".join(f"{k}={v}\n" for k, v in settings.items()))
+    return path
+
+
+class ControllerAndBroker:
+    """RocketMQ's controller (ControllerStartup: a one-member DLedger controller group, whose
+    DLedger address is also the controller's remoting address, as RocketMQ's deploy guide has
+    it) and one broker (BrokerStartup, ``enableControllerMode=true``, ``controllerAddr`` that
+    address) on ``store_root``. A context manager: every process it started is stopped at the
+    end, killed if it does not stop."""
+
+    def __init__(self, java: JavaBroker, base: str, store_root: str, broker: dict | None = None) -> None:
+        self.java, self.base, self.store_root = java, base, store_root
+        os.makedirs(base, exist_ok=True)
+        # the broker listens on its port, on port - 2 (fastListenPort) and port + 1 (haListenPort)
+        base_port = free_port_base(5)
+        ctl_port, self.broker_port = base_port, base_port + 3
+        self.controller_addr = f"{HOST}:{ctl_port}"
+        self.broker_addr = f"{HOST}:{self.broker_port}"
+        ctl_conf = _conf(os.path.join(base, "controller.conf"), {
+            "controllerDLegerGroup": "dledgerctl-test", "controllerDLegerPeers": f"n0-{self.controller_addr}",
+            "controllerDLegerSelfId": "n0", "controllerStorePath": os.path.join(base, "controller-store"),
+            "listenPort": ctl_port, "rocketmqHome": base})
+        settings = {"brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerIP1": HOST,
+                    "listenPort": self.broker_port, "storePathRootDir": store_root,
+                    "storePathCommitLog": os.path.join(store_root, "commitlog"), "enableControllerMode": "true",
+                    "controllerAddr": self.controller_addr, "rocketmqHome": base, **(broker or {})}
+        broker_conf = _conf(os.path.join(base, "broker.conf"), settings)
+        self.controller = Proc(java, "controller", "org.apache.rocketmq.controller.ControllerStartup",
+                               ["-c", ctl_conf], os.path.join(base, "controller.log"), base)
+        self.broker = Proc(java, "broker", "org.apache.rocketmq.broker.BrokerStartup", ["-c", broker_conf],
+                           os.path.join(base, "broker.log"), base)
+
+    def __enter__(self) -> "ControllerAndBroker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in (self.broker, self.controller):
+            p.stop()
+
+    def start(self, timeout: float = 120.0) -> tuple[int, int]:
+        """Both started; until the broker has booted and the controller made it the master:
+        (its broker id, the master epoch), from RocketMQ's own log line."""
+        self.controller.start()
+        self.broker.start()
+        self.broker.wait_for(BOOTED, "boot success", timeout)
+        m = self.broker.wait_for(MASTER, "SYNC_MASTER from the controller", timeout)
+        return int(m.group(1)), int(m.group(2))
+
+    def pull(self, queues: list[tuple[str, int]], group: str = "dledgerctl_pull_check",
+             timeout: float = 120.0) -> tuple[list[dict], dict]:
+        """Every message of ``queues`` pulled through RocketMQ's client (QueuePuller): the
+        message rows, and per queue its last answer (status, next, min, max)."""
+        cmd = ["java", *JAVA_FLAGS, "-Xmx128m", "-cp", self.java.classpath, "QueuePuller", self.broker_addr, group,
+               *(f"{t}/{q}" for t, q in queues)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.base)
+        if proc.returncode != 0:
+            raise ProcessError(f"QueuePuller exit {proc.returncode}: {proc.stderr[-3000:]}")
+        rows, ends = [], {}
+        for line in proc.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            row = json.loads(line)
+            if "queue" in row:
+                ends[row["queue"]] = row
+            else:
+                rows.append(row)
+        return rows, ends
