@@ -49,8 +49,9 @@ LAZY = {
     "kv": ("kv_cmd", "app", "A key-value table kept by the nodes' built-in state machine (node start --state-machine "
                             "kv): put appends key=value entries, get reads the latest values."),
     "mq": ("mq_app", "app", "RocketMQ messages in a broker's DLedger log, and its consume queues (offline)."),
-    "controller": ("controller_cmd", "app", "A RocketMQ 5 DLedger controller's log: its events and the broker sets' "
-                                            "state (offline)."),
+    "controller": ("controller_app", "app", "A RocketMQ 5 DLedger controller's log: its events and the broker sets' "
+                                            "state (offline); a live controller group watched for elections it "
+                                            "holds back."),
 }
 ORDER = ["append", "get", "completion", *(n for n in LAZY if n not in ("append", "get"))]
 

@@ -18,13 +18,12 @@ from store.rocketmq.controller_state import HISTORY_COLUMNS, STATE_COLUMNS, repl
 
 from store.rocketmq.controller_check import FINDING_COLUMNS, check
 
-from . import controller_plan_cmd
-from . import controller_watch_cmd
 from .common import DataSizeOpt, FormatOpt, IndexSizeOpt, SelfIdOpt, errors_as_exit, plural
 from .render import Format, render
 from .selection_options import FromOpt, ToOpt, selection
 
-app = typer.Typer(help="A RocketMQ 5 DLedger controller's log: its events and the broker sets' state (offline).",
+app = typer.Typer(help="A RocketMQ 5 DLedger controller's log: its events and the broker sets' state (offline); a "
+                       "live controller group watched for elections it holds back.",
                   no_args_is_help=True)
 
 DirArg = Annotated[str, typer.Argument(help="A controller's node directory (dledger-<selfId> under its "
@@ -223,6 +222,3 @@ def check_cmd(
     if findings:
         raise typer.Exit(1)
 
-
-app.command("elect-plan")(controller_plan_cmd.elect_plan_cmd)
-app.command("watch")(controller_watch_cmd.watch_cmd)
