@@ -175,6 +175,7 @@ class HaReplica:
         self.proc: subprocess.Popen | None = None
         self._lines: queue.Queue = queue.Queue()
         self.ready: dict | None = None
+        self._lock = threading.Lock()  # one command at a time (a producer thread beside the test's own)
 
     @property
     def address(self) -> str:
@@ -228,11 +229,13 @@ class HaReplica:
             return reply
 
     def request(self, command: str, timeout: float = 60.0) -> dict:
-        if not self.alive():
-            raise ReplicaError(f"replica {self.broker_id} is not running ({command!r})")
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return self._answer(timeout, command)
+        """One command and its answer; safe from several threads (commands are serialized)."""
+        with self._lock:
+            if not self.alive():
+                raise ReplicaError(f"replica {self.broker_id} is not running ({command!r})")
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+            return self._answer(timeout, command)
 
     # the commands ---------------------------------------------------------------------------
     def master(self, master_epoch: int, sync_state_set_epoch: int, sync_state_set=None, timeout: float = 60.0) -> dict:
@@ -257,6 +260,25 @@ class HaReplica:
 
     def state(self) -> dict:
         return self.request("state")
+
+    def read(self, topic: str, queue_id: int, queue_offset: int, count: int = 32) -> dict:
+        """DefaultMessageStore.getMessage from ``queue_offset``: ``status``, ``messages``
+        [{queue_offset, phy_offset, size, keys, body}] (RocketMQ hands back 32 at most)."""
+        return self.request(f"read {topic} {queue_id} {queue_offset} {count}")
+
+    def read_queue(self, topic: str, queue_id: int, start: int, end: int) -> list[dict]:
+        """Every message of the queue at queue offsets ``start`` .. ``end - 1``, read as a
+        consumer pulls (getMessage, then from its next begin offset); fewer when the store
+        stops answering FOUND."""
+        out: list[dict] = []
+        at = start
+        while at < end:
+            r = self.read(topic, queue_id, at, min(32, end - at))
+            if r["status"] != "FOUND" or not r["messages"]:
+                break
+            out += [m for m in r["messages"] if m["queue_offset"] < end]
+            at = r["next_begin_offset"]
+        return out
 
     def flush(self) -> dict:
         return self.request("flush")

@@ -20,6 +20,9 @@
  *   check                               checkSyncStateSetAndDoReport now (the master's periodic task)
  *   put <topic> <queueId> <count> <bodySize> [keysPrefix]   putMessage, count times; body i is
  *       "<prefix>-<i> " repeated to bodySize bytes (prefix "m" by default), KEYS "<prefix>-<i>"
+ *   read <topic> <queueId> <queueOffset> <max>   DefaultMessageStore.getMessage from that queue offset
+ *       (at most max messages; RocketMQ caps a read at 32): each message's queue offset, physical
+ *       offset, KEYS and body as the store hands them back
  *   state | flush | quit
  */
 
@@ -33,6 +36,7 @@ import java.io.FileOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.ConcurrentModificationException;
@@ -53,9 +57,11 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageClientIDSetter;
 import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageExtBrokerInner;
 import org.apache.rocketmq.remoting.protocol.EpochEntry;
 import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.GetMessageResult;
 import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
@@ -230,6 +236,9 @@ public class HaReplica {
                 put(w[1], Integer.parseInt(w[2]), Integer.parseInt(w[3]), Integer.parseInt(w[4]),
                     w.length > 5 ? w[5] : "m", reply);
                 return false;
+            case "read":
+                read(w[1], Integer.parseInt(w[2]), Long.parseLong(w[3]), Integer.parseInt(w[4]), reply);
+                return false;
             case "state":
                 reply.putAll(state());
                 return false;
@@ -299,6 +308,30 @@ public class HaReplica {
         reply.put("queue_offsets", queueOffsets);
         reply.put("max_phy_offset", store.getMaxPhyOffset());
         reply.put("confirm_offset", store.getConfirmOffset());
+    }
+
+    private void read(String topic, int queueId, long from, int max, Map<String, Object> reply) {
+        GetMessageResult r = store.getMessage("dledgerctl-harness", topic, queueId, from, max, null);
+        List<Map<String, Object>> messages = new ArrayList<>();
+        try {
+            reply.put("status", String.valueOf(r.getStatus()));
+            reply.put("next_begin_offset", r.getNextBeginOffset());
+            reply.put("queue_min_offset", r.getMinOffset());
+            reply.put("queue_max_offset", r.getMaxOffset());
+            for (ByteBuffer bb : r.getMessageBufferList()) {
+                MessageExt m = MessageDecoder.decode(bb, true, false);
+                Map<String, Object> o = new LinkedHashMap<>();
+                o.put("queue_offset", m.getQueueOffset());
+                o.put("phy_offset", m.getCommitLogOffset());
+                o.put("size", m.getStoreSize());
+                o.put("keys", m.getKeys());
+                o.put("body", m.getBody() == null ? null : new String(m.getBody(), StandardCharsets.UTF_8));
+                messages.add(o);
+            }
+        } finally {
+            r.release();
+        }
+        reply.put("messages", messages);
     }
 
     private Map<String, Object> state() throws Exception {
