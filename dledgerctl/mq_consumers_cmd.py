@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from store.rocketmq.configcheck import topic_findings
 from store.rocketmq.consumers import PAST_END, consumer_rows
 from store.rocketmq.layout import resolve_broker
 
@@ -28,10 +29,13 @@ def consumers_cmd(
     a status (ok, before min, no queue, past the end).
 
     An offset past the end of its queue (what a truncation or a failover leaves behind; the broker resets it) is a
-    finding: exit 1."""
+    finding: exit 1. So are the configs that do not cover the queues (a "Finding:" line each on stderr):
+    a queue beyond its topic's readQueueNums/writeQueueNums in config/topics.json, a topic with queues and no
+    config, a subscription group's topic that does not exist."""
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
         rows, used, notes = consumer_rows(broker)
+        configs = topic_findings(broker.root)
     render([r.as_dict() for r in rows], fmt, columns=COLUMNS if fmt in (Format.table, Format.csv) else None)
     for note in notes:
         typer.echo(f"Note: {note}", err=True)
@@ -40,5 +44,7 @@ def consumers_cmd(
     typer.echo(f"{used}: {plural(groups, 'group')}, {plural(len(rows), 'committed offset')}, "
                f"{plural(len(past), 'offset')} past the end of {'its queue' if len(past) == 1 else 'their queues'}",
                err=True)
-    if past:
+    for f in configs:
+        typer.echo(f"Finding: {f['finding']}: {f['file']}: {f['detail']}", err=True)
+    if past or configs:
         raise typer.Exit(1)

@@ -44,6 +44,8 @@ Findings (``mq check``), one row each with the file and the byte offset in it:
 - on a controller-mode store root, check_replica.py's: the epoch file's errors (``epoch-*``),
   ``index-past-log-end``, ``timer-past-log-end``, ``stale-tail``, ``unconfirmed-tail`` (what
   a slave's truncation, killed half-way, leaves: apache/rocketmq#10666, #10668).
+- the configs against the queues (configcheck.py): ``offset-past-end``, ``topic-queues``,
+  ``topic-missing``, ``group-topic-missing``.
 
 Units that point before the log's first message are not findings: the log's head files
 are deleted before the consume queues' (RocketMQ corrects a queue's minimum offset then).
@@ -63,6 +65,7 @@ from ..format import HEADER_SIZE
 from .columns import _columns
 from ..kinds import CONTROLLER_MODE, detect
 from .check_replica import replica_findings
+from .configcheck import config_findings
 from .commitment import broker_holds
 from .consumequeue import UNIT_NATIVE, Queue, file_size, find_queues, read_units
 from .layout import BrokerStore, batch_queue_keys
@@ -367,6 +370,7 @@ def check_broker(broker: BrokerStore, *, data_file_size=None, index_file_size=No
         more = index_findings(broker.root)
         if detect(broker.root).kind == CONTROLLER_MODE:  # (epochs, truncation leftovers: check_replica.py)
             more += replica_findings(broker.root, in_use=in_use)
+        more += config_findings(broker)  # (configs against the queues: configcheck.py)
         summary["findings"] += len(more)
         findings += more[:None if max_findings is None else max(0, max_findings - len(findings))]
     return findings, summary

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 
 import pytest
 from typer.testing import CliRunner
@@ -121,3 +122,38 @@ def test_the_real_broker_in_controller_mode_serves_every_moved_message(java, mov
     with open(os.path.join(root, "epochFileCheckpoint")) as fh:
         lines = fh.read().split()
     assert lines[2:][-1].startswith(f"{epoch}-")
+
+
+def test_the_moved_configs_are_checked_against_the_new_queues(moved, tmp_path):
+    """mq check and mq consumers on the moved store RocketMQ wrote: clean; then each config made
+    to disagree with the queues on purpose is named, and only that."""
+    src, _expected = moved
+    root = tmp_path / "store"
+    shutil.copytree(src, root)
+    for cmd in ("check", "consumers"):
+        r = mq(cmd, root)
+        assert r.exit_code == 0 and "Finding" not in r.stderr, r.output
+    config = root / "config"
+    topics = json.loads((config / "topics.json").read_text())
+    topics["topicConfigTable"]["Orders0"]["readQueueNums"] = 2  # (its queue 2 holds messages)
+    del topics["topicConfigTable"]["Edge"]
+    (config / "topics.json").write_text(json.dumps(topics))
+    (config / "subscriptionGroup.json").write_text(json.dumps({"subscriptionGroupTable": {"g": {
+        "groupName": "g", "subscriptionDataSet": [{"topic": "Orders1", "expressionType": "TAG", "expression": "*"},
+                                                  {"topic": "Nowhere", "expressionType": "TAG", "expression": "*"}]}}}))
+    (config / "consumerOffset.json").write_text(json.dumps({"offsetTable": {
+        "Orders0@g": {"0": 3, "2": 999}, "Gone@g": {"0": 0}}}))
+    r = mq("check", root, "-f", "json")
+    assert r.exit_code == 1, r.output
+    got = sorted((f["finding"], f["file"], f["topic"], f["queue_id"]) for f in json.loads(r.stdout))
+    assert got == [("group-topic-missing", "config/consumerOffset.json", "Gone", None),
+                   ("group-topic-missing", "config/subscriptionGroup.json", "Nowhere", None),
+                   ("offset-past-end", "config/consumerOffset.json", "Orders0", 2),
+                   ("topic-missing", "config/topics.json", "Edge", 0),
+                   ("topic-missing", "config/topics.json", "Edge", 1),
+                   ("topic-queues", "config/topics.json", "Orders0", 2)]
+    r = mq("consumers", root)
+    assert r.exit_code == 1
+    findings = sorted(line.split(":")[1].strip() for line in r.stderr.splitlines() if line.startswith("Finding:"))
+    assert findings == ["group-topic-missing", "topic-missing", "topic-missing", "topic-queues"]
+    assert "1 offset past the end of its queue" in r.stderr
