@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cluster.net.tls import TlsError
-from cluster.raft.config import DEFAULT_GROUP
+from cluster.raft.config import DEFAULT_GROUP, SETTINGS, flag, member_args
 from cluster.node.launcher import DEFAULT_BASE_DIR, DEFAULT_PORT_BASE, LauncherError, down
 from cluster.node import launcher
 
@@ -103,10 +103,8 @@ def cluster_status(peers: PeersOpt = None, group: ClientGroupOpt = None, base_di
 
 # cluster up's options that shape the nodes: given explicitly on a base directory that already
 # has a cluster record, they must match it (cluster up there only starts members that are down).
-_SHAPING = ("nodes", "port_base", "group", "flush", "flush_ms", "heartbeat_ms", "heartbeat_leak", "data_file_size",
-            "index_file_size", "drop_behind", "file_reserved_hours", "delete_when", "disk_ratio_check",
-            "disk_ratio_force", "disk_full_ratio", "state_machine", "snapshot_threshold", "snapshot_keep", "push_quota",
-            "read_lease", "tls", "metrics_port_base", "scrub_rate", "keep_truncated", "keep_truncated_bytes")
+_SHAPING = ("nodes", "port_base", "group", "tls", "metrics_port_base", "keep_truncated",
+            *(s.field for s in SETTINGS if s.up))
 
 
 @cluster_app.command("up")
@@ -117,13 +115,13 @@ def cluster_up(
     port_base: Annotated[int, typer.Option("--port-base", envvar="DLEDGERCTL_PORT_BASE",
                                            help="Port of n0; n1 gets the next one, and so on.")] = DEFAULT_PORT_BASE,
     group: GroupOpt = DEFAULT_GROUP,
-    flush: Annotated[str, typer.Option("--flush", help="Flush policy of every node: async or sync.")] = "async",
-    flush_ms: Annotated[Optional[int], typer.Option("--flush-interval", min=1, help="flush=async: how often every "
+    flush: Annotated[str, typer.Option(flag("flush"), help="Flush policy of every node: async or sync.")] = "async",
+    flush_interval_ms: Annotated[Optional[int], typer.Option(flag("flush_interval_ms"), min=1, help="flush=async: how often every "
                                                     "node flushes its files, ms (default 10).")] = None,
     wait: Annotated[float, typer.Option("--wait", min=1, help="Seconds to wait for a leader.")] = 30.0,
-    heartbeat_ms: Annotated[Optional[int], typer.Option("--heartbeat-interval", min=1, help="Every node's heartbeat "
+    heartbeat_interval_ms: Annotated[Optional[int], typer.Option(flag("heartbeat_interval_ms"), min=1, help="Every node's heartbeat "
                                                          "interval, ms (default 500).")] = None,
-    heartbeat_leak: Annotated[Optional[int], typer.Option("--max-heartbeat-leak", min=1, help="Missed heartbeats "
+    max_heartbeat_leak: Annotated[Optional[int], typer.Option(flag("max_heartbeat_leak"), min=1, help="Missed heartbeats "
                                                            "before a follower elects, and a leader steps down "
                                                            "(default 3).")] = None,
     data_file_size: DataSizeOpt = None,
@@ -134,16 +132,16 @@ def cluster_up(
     disk_ratio_check: Annotated[Optional[float], RatioCheckOpt.__metadata__[0]] = None,
     disk_ratio_force: Annotated[Optional[float], RatioForceOpt.__metadata__[0]] = None,
     disk_full_ratio: Annotated[Optional[float], RatioFullOpt.__metadata__[0]] = None,
-    state_machine: Annotated[Optional[str], typer.Option("--state-machine", help="Every node feeds committed "
+    state_machine: Annotated[Optional[str], typer.Option(flag("state_machine"), help="Every node feeds committed "
                              "entries to this state machine: module:Class, or kv (see node start).")] = None,
-    snapshot_threshold: Annotated[Optional[int], typer.Option("--snapshot-threshold", min=1, help="With "
+    snapshot_threshold: Annotated[Optional[int], typer.Option(flag("snapshot_threshold"), min=1, help="With "
                                   "--state-machine: entries applied between snapshots (default 1000).")] = None,
-    snapshot_keep: SnapshotKeepOpt = None,
-    push_quota: PushQuotaOpt = None,
-    scrub_rate: Annotated[Optional[int], typer.Option("--scrub-rate", parser=parse_size_or_zero, metavar="SIZE",
+    snapshot_keep_entries: SnapshotKeepOpt = None,
+    peer_push_quota: PushQuotaOpt = None,
+    scrub_rate: Annotated[Optional[int], typer.Option(flag("scrub_rate"), parser=parse_size_or_zero, metavar="SIZE",
                           help="Every node's background scrub reads this many bytes a second (default 4MiB; 0: "
                           "off; see node start).")] = None,
-    read_lease: Annotated[bool, typer.Option("--read-lease", help="Every node serves linearizable reads on a "
+    read_lease: Annotated[bool, typer.Option(flag("read_lease"), help="Every node serves linearizable reads on a "
                           "leader's lease (see node start).")] = False,
     tls: Annotated[bool, typer.Option("--tls", help="Mutual TLS between every member and client: certificates "
                                       "made in BASE_DIR/tls (as 'certs init' makes them: one per member, an "
@@ -152,10 +150,10 @@ def cluster_up(
     metrics_port_base: Annotated[Optional[int], typer.Option("--metrics-port-base", help="Serve each node's "
                                  "Prometheus metrics (the path /metrics, over http, or https with --tls): n0 on "
                                  "127.0.0.1:PORT, n1 on the next port, and so on (node start --metrics-address).")] = None,
-    keep_truncated: Annotated[Optional[str], typer.Option("--keep-truncated", metavar="DIR", help="Every member "
+    keep_truncated: Annotated[Optional[str], typer.Option(flag("keep_truncated"), metavar="DIR", help="Every member "
                               "keeps what it cuts in DIR/<id> (node start --keep-truncated; mq salvage DIR/<id> "
                               "reads it).")] = None,
-    keep_truncated_bytes: Annotated[Optional[int], typer.Option("--keep-truncated-bytes", parser=parse_size,
+    keep_truncated_bytes: Annotated[Optional[int], typer.Option(flag("keep_truncated_bytes"), parser=parse_size,
                                     metavar="SIZE", help="With --keep-truncated: each member's kept files stay "
                                     "within SIZE (default 1GiB; node start --keep-truncated-bytes).")] = None,
     fmt: FormatOpt = Format.table,
@@ -169,29 +167,7 @@ def cluster_up(
     if keep_truncated is not None and os.path.exists(keep_truncated) and not os.path.isdir(keep_truncated):
         raise fail(f"--keep-truncated {keep_truncated}: not a directory", 2)
     keep = None if keep_truncated is None else os.path.abspath(keep_truncated)  # (members run in BASE_DIR)
-    extra = []
-    if flush_ms:
-        extra += ["--flush-interval", str(flush_ms)]
-    if heartbeat_ms:
-        extra += ["--heartbeat-interval", str(heartbeat_ms)]
-    if heartbeat_leak:
-        extra += ["--max-heartbeat-leak", str(heartbeat_leak)]
-    if data_file_size:
-        extra += ["--data-file-size", str(data_file_size)]
-    if index_file_size:
-        extra += ["--index-file-size", str(index_file_size)]
-    if drop_behind is not None:
-        extra += ["--drop-behind", str(drop_behind)]
-    if read_lease:
-        extra += ["--read-lease"]
-    for opt, value in (("--file-reserved-hours", file_reserved_hours), ("--delete-when", delete_when),
-                       ("--disk-ratio-check", disk_ratio_check), ("--disk-ratio-force", disk_ratio_force),
-                       ("--disk-full-ratio", disk_full_ratio), ("--state-machine", state_machine),
-                       ("--snapshot-threshold", snapshot_threshold), ("--snapshot-keep-entries", snapshot_keep),
-                       ("--peer-push-quota", push_quota), ("--scrub-rate", scrub_rate),
-                       ("--keep-truncated-bytes", keep_truncated_bytes)):
-        if value is not None:
-            extra += [opt, str(value)]
+    extra = member_args({s.field: ctx.params.get(s.field) for s in SETTINGS if s.up and s.field != "flush"})
     given = {p.name: p.opts[0] for p in ctx.command.params
              if p.name in _SHAPING and ctx.get_parameter_source(p.name).name not in ("DEFAULT", "DEFAULT_MAP")}
     try:

@@ -15,7 +15,7 @@ import typer
 
 from cluster.net.tls import Tls, TlsError, TlsFiles
 from cluster.node.launcher import DEFAULT_BASE_DIR, LauncherError, read_record
-from cluster.raft.config import ConfigError, group_problem, parse_peers
+from cluster.raft.config import ConfigError, flag, group_problem, parse_peers
 from store.errors import StoreError
 
 from .basics import fail
@@ -56,19 +56,19 @@ BaseDirOpt = Annotated[str, typer.Option("--base-dir", envvar="DLEDGER_STORE", h
                                          "cluster (its stores, logs and cluster.json).")]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for an answer.")]
 # retention (cluster/raft/retention.py), with DLedger's defaults and names
-ReservedOpt = Annotated[float, typer.Option("--file-reserved-hours", min=0.0001, help="Delete data files "
+ReservedOpt = Annotated[float, typer.Option(flag("file_reserved_hours"), min=0.0001, help="Delete data files "
                                             "last written longer ago than this, hours (DLedger's "
                                             "fileReservedHours).")]
-DeleteWhenOpt = Annotated[str, typer.Option("--delete-when", help="Hours of the day when expired files are deleted, "
+DeleteWhenOpt = Annotated[str, typer.Option(flag("delete_when"), help="Hours of the day when expired files are deleted, "
                                             "'04' or '03;04' (DLedger's deleteWhen).")]
-RatioCheckOpt = Annotated[float, typer.Option("--disk-ratio-check", min=0, max=1, metavar="RATIO", help="Disk usage above which expired "
+RatioCheckOpt = Annotated[float, typer.Option(flag("disk_ratio_check"), min=0, max=1, metavar="RATIO", help="Disk usage above which expired "
                                               "files are deleted at any hour (the check ratio of DLedger's "
                                               "clean-space service).")]
-RatioForceOpt = Annotated[float, typer.Option("--disk-ratio-force", min=0, max=1, metavar="RATIO", help="Disk usage above which the "
+RatioForceOpt = Annotated[float, typer.Option(flag("disk_ratio_force"), min=0, max=1, metavar="RATIO", help="Disk usage above which the "
                                               "oldest files are deleted whatever their age, even ones a live "
                                               "follower still needs (the force ratio of DLedger's clean-space "
                                               "service).")]
-RatioFullOpt = Annotated[float, typer.Option("--disk-full-ratio", min=0, max=1, metavar="RATIO", help="Disk usage above which appends "
+RatioFullOpt = Annotated[float, typer.Option(flag("disk_full_ratio"), min=0, max=1, metavar="RATIO", help="Disk usage above which appends "
                                              "are refused with DISK_FULL (diskFullRatio).")]
 
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format: table, json, jsonl or csv.",
@@ -114,20 +114,17 @@ def parse_size_or_zero(text) -> int | None:
     return parse_size(text, zero=True)
 
 
-DataSizeOpt = Annotated[int | None, typer.Option("--data-file-size", parser=parse_size, metavar="SIZE", help="Data file size (default: detected from "
+DataSizeOpt = Annotated[int | None, typer.Option(flag("data_file_size"), parser=parse_size, metavar="SIZE", help="Data file size (default: detected from "
                                                  "the files, else 1GiB). Accepts 65536, 64KiB, 1GiB.")]
-IndexSizeOpt = Annotated[int | None, typer.Option("--index-file-size", parser=parse_size, metavar="SIZE", help="Index file size (default: detected, "
+IndexSizeOpt = Annotated[int | None, typer.Option(flag("index_file_size"), parser=parse_size, metavar="SIZE", help="Index file size (default: detected, "
                                                   "else 160MiB = 32 x 5Mi).")]
-SnapshotKeepOpt = Annotated[int | None, typer.Option(
-    "--snapshot-keep-entries", min=-1, help="With --state-machine: after each snapshot, delete the log it covers "
+SnapshotKeepOpt = Annotated[int | None, typer.Option(flag("snapshot_keep_entries"), min=-1, help="With --state-machine: after each snapshot, delete the log it covers "
     "but for this many entries before it (default 0, as DLedger keeps none: the man page names its setting); a leader "
     "keeps what live followers still need; -1 leaves the log to the retention rules.")]
-PushQuotaOpt = Annotated[int | None, typer.Option(
-    "--peer-push-quota", parser=parse_size, metavar="SIZE", help="Bytes per second a leader pushes to a follower "
+PushQuotaOpt = Annotated[int | None, typer.Option(flag("peer_push_quota"), parser=parse_size, metavar="SIZE", help="Bytes per second a leader pushes to a follower "
     "more than 300MiB behind, and the rate at which it sends any follower a snapshot (DLedger's peerPushQuota; "
     "default 20MiB).")]
-DropBehindOpt = Annotated[int | None, typer.Option(
-    "--drop-behind", parser=parse_size_or_zero, metavar="SIZE",
+DropBehindOpt = Annotated[int | None, typer.Option(flag("drop_behind"), parser=parse_size_or_zero, metavar="SIZE",
     help="Flushed data further than SIZE behind the log's end leaves the page cache (default 256MiB; 0 leaves it to "
          "the kernel, as DLedger does).")]
 SelfIdOpt = Annotated[str | None, typer.Option("--self-id", help="Node id when DIR is a base directory holding "

@@ -11,7 +11,7 @@ import typer
 
 from cluster.net.tls import TlsError, TlsFiles
 from cluster.node import runtime, service
-from cluster.raft.config import DEFAULT_GROUP, ConfigError, NodeConfig, parse_address, parse_peers
+from cluster.raft.config import DEFAULT_GROUP, SETTINGS, ConfigError, NodeConfig, flag, parse_address, parse_peers
 
 from . import nodeconf
 from .common import (DataSizeOpt, DeleteWhenOpt, DropBehindOpt, GroupOpt, IndexSizeOpt, PushQuotaOpt,
@@ -28,48 +28,48 @@ def node_start(
     node_id: Annotated[str, typer.Option("--id", help="This node's id; must be one of --peers.")],
     peers: Annotated[str, typer.Option("--peers", "-p", callback=check_peers,
                                        help="All members, each ID-HOST:PORT, with ';' between them.")],
-    store_base_dir: Annotated[str, typer.Option("--store-base-dir", default_factory=service.default_store_base_dir,
+    store_base_dir: Annotated[str, typer.Option(flag("store_base_dir"), default_factory=service.default_store_base_dir,
                               show_default="$STATE_DIRECTORY when systemd gives one, else /tmp/dledgerstore",
                               help="Where dledger-<id>/ lives. Started by systemd, a node refuses a private or "
                                    "tmpfs /tmp (PrivateTmp=), which would lose its store.")],
     group: GroupOpt = DEFAULT_GROUP,
-    flush: Annotated[str, typer.Option("--flush", help="async: acknowledge once a majority has the entry in the page "
+    flush: Annotated[str, typer.Option(flag("flush"), help="async: acknowledge once a majority has the entry in the page "
                                                        "cache (DLedger's way); sync: fsync before acknowledging.")] = "async",
-    flush_ms: Annotated[int, typer.Option("--flush-interval", min=1, help="flush=async: how often the page cache is "
+    flush_interval_ms: Annotated[int, typer.Option(flag("flush_interval_ms"), min=1, help="flush=async: how often the page cache is "
                                           "flushed to disk, ms (DLedger's flushFileInterval).")] = 10,
-    heartbeat_ms: Annotated[int, typer.Option("--heartbeat-interval", min=1, help="Heartbeat interval, ms.")] = 500,
-    heartbeat_leak: Annotated[int, typer.Option("--max-heartbeat-leak", min=1, help="Missed heartbeats before a "
+    heartbeat_interval_ms: Annotated[int, typer.Option(flag("heartbeat_interval_ms"), min=1, help="Heartbeat interval, ms.")] = 500,
+    max_heartbeat_leak: Annotated[int, typer.Option(flag("max_heartbeat_leak"), min=1, help="Missed heartbeats before a "
                                                 "follower starts an election.")] = 3,
-    min_vote_ms: Annotated[int, typer.Option("--min-vote-interval", min=1, help="Least random election wait, ms.")] = 300,
-    max_vote_ms: Annotated[int, typer.Option("--max-vote-interval", min=1, help="Most random election wait, ms.")] = 1000,
-    preferred_leader: Annotated[Optional[str], typer.Option("--preferred-leader", help="Hand leadership to this "
+    min_vote_interval_ms: Annotated[int, typer.Option(flag("min_vote_interval_ms"), min=1, help="Least random election wait, ms.")] = 300,
+    max_vote_interval_ms: Annotated[int, typer.Option(flag("max_vote_interval_ms"), min=1, help="Most random election wait, ms.")] = 1000,
+    preferred_leader: Annotated[Optional[str], typer.Option(flag("preferred_leader"), help="Hand leadership to this "
                                                             "member whenever it is caught up.")] = None,
-    max_pending: Annotated[int, typer.Option("--max-pending", min=1, help="Appends waiting for the quorum before "
+    max_pending_requests: Annotated[int, typer.Option(flag("max_pending_requests"), min=1, help="Appends waiting for the quorum before "
                                              "new ones get LEADER_PENDING_FULL.")] = 10000,
-    never_lead: Annotated[bool, typer.Option("--never-lead", help="Vote, replicate and count for the quorum, but "
+    never_lead: Annotated[bool, typer.Option(flag("never_lead"), help="Vote, replicate and count for the quorum, but "
                           "never stay leader (a member of a RocketMQ broker group, whose leader must be a broker): "
                           "lead only when a voter behind this log cannot be elected otherwise, write nothing, and "
                           "hand leadership to it once it has caught up.")] = False,
-    read_lease: Annotated[bool, typer.Option("--read-lease", help="Answer linearizable reads as leader with no "
+    read_lease: Annotated[bool, typer.Option(flag("read_lease"), help="Answer linearizable reads as leader with no "
                           "heartbeat round while a majority answered one within 0.9x the leader-lost interval, and "
                           "as a voter grant no vote within leader-lost of hearing from the leader or of starting. "
                           "Give it to every member; safe while clock rates differ by under 10%.")] = False,
-    dledger_peers: Annotated[Optional[str], typer.Option("--dledger-peers", help="Members that are Java DLedger "
+    dledger_peers: Annotated[Optional[str], typer.Option(flag("dledger_peers"), help="Members that are Java DLedger "
                              "nodes, comma-separated ids: spoken to in DLedger's own push from the start, and no "
                              "no-op entries (DLedger 0.2.7 cannot read them). Name them on every dledgerctl member of "
                              "such a group.")] = None,
     data_file_size: DataSizeOpt = None,
     index_file_size: IndexSizeOpt = None,
     drop_behind: DropBehindOpt = None,
-    keep_truncated: Annotated[Optional[str], typer.Option("--keep-truncated", metavar="DIR", help="Before a "
+    keep_truncated: Annotated[Optional[str], typer.Option(flag("keep_truncated"), metavar="DIR", help="Before a "
                               "leader's TRUNCATE (or any other cut, recovery's at start too) removes entries from "
                               "this member's log, write them to a file in DIR (named truncated-*.entries for the range and the "
                               "time, in DLedger's entry format: 'store inspect-data FILE' and 'mq salvage' read it) "
                               "and log one line.")] = None,
-    keep_truncated_bytes: Annotated[Optional[int], typer.Option("--keep-truncated-bytes", parser=parse_size,
+    keep_truncated_bytes: Annotated[Optional[int], typer.Option(flag("keep_truncated_bytes"), parser=parse_size,
                                     metavar="SIZE", help="With --keep-truncated: the kept files together stay "
                                     "within SIZE, the oldest dropped first (default 1GiB).")] = None,
-    scrub_rate: Annotated[Optional[int], typer.Option("--scrub-rate", parser=parse_size_or_zero, metavar="SIZE",
+    scrub_rate: Annotated[Optional[int], typer.Option(flag("scrub_rate"), parser=parse_size_or_zero, metavar="SIZE",
                           help="Re-read the committed log in the background at SIZE bytes a second, checking "
                           "every entry's CRCs and index record, and repair a damaged one from the leader's copy "
                           "(default 4MiB; 0 turns the scrub off).")] = None,
@@ -80,37 +80,37 @@ def node_start(
     disk_ratio_check: RatioCheckOpt = 0.70,
     disk_ratio_force: RatioForceOpt = 0.85,
     disk_full_ratio: RatioFullOpt = 0.90,
-    force_clean: Annotated[bool, typer.Option("--force-clean/--no-force-clean", help="Above --disk-ratio-force, "
+    force_clean: Annotated[bool, typer.Option(f"{flag('force_clean')}/--no-force-clean", help="Above --disk-ratio-force, "
                                               "delete the oldest files whatever their age (DLedger's "
                                               "enableDiskForceClean).")] = True,
-    retention_check_ms: Annotated[int, typer.Option("--retention-check-interval", min=1, help="How often the "
+    retention_check_ms: Annotated[int, typer.Option(flag("retention_check_ms"), min=1, help="How often the "
                                                     "clean-space check runs, ms.")] = 1000,
-    max_connections: Annotated[int, typer.Option("--max-connections", min=1, help="Connections this node keeps "
+    max_connections: Annotated[int, typer.Option(flag("max_connections"), min=1, help="Connections this node keeps "
                                                  "open; one more takes the place of the one idle longest.")] = 1024,
-    idle_timeout: Annotated[float, typer.Option("--idle-timeout", min=0.1, help="Seconds a connection may send "
+    idle_timeout_s: Annotated[float, typer.Option(flag("idle_timeout_s"), min=0.1, help="Seconds a connection may send "
                                                 "nothing before it is closed.")] = 300.0,
-    frame_timeout: Annotated[float, typer.Option("--frame-timeout", min=0.1, help="Seconds a frame (and a TLS "
+    frame_timeout_s: Annotated[float, typer.Option(flag("frame_timeout_s"), min=0.1, help="Seconds a frame (and a TLS "
                                                  "handshake) may take to arrive whole.")] = 30.0,
-    max_inflight: Annotated[int, typer.Option("--max-inflight", min=1, help="Requests one connection may have "
+    max_inflight_per_connection: Annotated[int, typer.Option(flag("max_inflight_per_connection"), min=1, help="Requests one connection may have "
                                               "waiting for answers; beyond, it is not read until half are "
                                               "answered.")] = 4096,
-    state_machine: Annotated[Optional[str], typer.Option("--state-machine", help="Feed committed entries to a "
+    state_machine: Annotated[Optional[str], typer.Option(flag("state_machine"), help="Feed committed entries to a "
                              "state machine: module:Class, or kv (the built-in table of key=value entries, for "
                              "'dledgerctl kv').")] = None,
-    snapshot_threshold: Annotated[int, typer.Option("--snapshot-threshold", min=1, help="With --state-machine: "
+    snapshot_threshold: Annotated[int, typer.Option(flag("snapshot_threshold"), min=1, help="With --state-machine: "
                                   "entries applied between snapshots (DLedger's snapshotThreshold).")] = 1000,
-    snapshot_keep: SnapshotKeepOpt = None,
-    push_quota: PushQuotaOpt = None,
-    peer_address: Annotated[Optional[list[str]], typer.Option("--peer-address", metavar="ID=HOST:PORT",
+    snapshot_keep_entries: SnapshotKeepOpt = None,
+    peer_push_quota: PushQuotaOpt = None,
+    peer_address: Annotated[Optional[list[str]], typer.Option(flag("peer_addresses"), metavar="ID=HOST:PORT",
                             help="Reach member ID at this address, whatever --peers or the member list says (a "
                             "member behind NAT or a proxy); repeatable.")] = None,
-    learner: Annotated[bool, typer.Option("--learner", help="Join a running group as a learner: receive entries, "
+    learner: Annotated[bool, typer.Option(flag("learner"), help="Join a running group as a learner: receive entries, "
                                           "vote only once the leader promotes it (after 'peer add'). Its log's "
                                           "member list wins over --peers once it has one.")] = False,
-    metrics_address: Annotated[Optional[str], typer.Option("--metrics-address", metavar="HOST:PORT",
+    metrics_address: Annotated[Optional[str], typer.Option(flag("metrics_address"), metavar="HOST:PORT",
                                help="Serve Prometheus metrics on HOST:PORT, at the path /metrics (off by default; "
                                "port 0 picks a free one). The names are listed in dledgerctl-node(1).")] = None,
-    metrics_tls: Annotated[bool, typer.Option("--metrics-tls", help="Serve the metrics over HTTPS with this node's "
+    metrics_tls: Annotated[bool, typer.Option(flag("metrics_tls"), help="Serve the metrics over HTTPS with this node's "
                            "--tls-cert and --tls-key, to scrapers showing a certificate --tls-ca signed.")] = False,
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
@@ -153,28 +153,11 @@ def node_start(
             metrics = parse_address(metrics_address)
         except ConfigError as exc:
             raise fail(f"--metrics-address: {exc}", 2) from None
+    given = {s.field: ctx.params.get(s.field) for s in SETTINGS if s.field in ctx.params}
+    given.update(self_id=node_id, peers=parse_peers(peers), tls=tls, peer_addresses=overrides, metrics_address=metrics,
+                 dledger_peers=tuple(p.strip() for p in (dledger_peers or "").split(",") if p.strip()))
     try:
-        cfg = NodeConfig(group, node_id, parse_peers(peers), store_base_dir=store_base_dir, flush=flush,
-                         flush_interval_ms=flush_ms, heartbeat_interval_ms=heartbeat_ms, max_heartbeat_leak=heartbeat_leak,
-                         min_vote_interval_ms=min_vote_ms, max_vote_interval_ms=max_vote_ms,
-                         preferred_leader=preferred_leader, never_lead=never_lead, read_lease=read_lease,
-                         max_pending_requests=max_pending,
-                         dledger_peers=tuple(p.strip() for p in (dledger_peers or "").split(",") if p.strip()),
-                         data_file_size=data_file_size, index_file_size=index_file_size,
-                         file_reserved_hours=file_reserved_hours, delete_when=delete_when,
-                         disk_ratio_check=disk_ratio_check, disk_ratio_force=disk_ratio_force,
-                         disk_full_ratio=disk_full_ratio, force_clean=force_clean,
-                         retention_check_ms=retention_check_ms, tls=tls, max_connections=max_connections,
-                         idle_timeout_s=idle_timeout, frame_timeout_s=frame_timeout,
-                         max_inflight_per_connection=max_inflight, state_machine=state_machine,
-                         snapshot_threshold=snapshot_threshold, learner=learner, peer_addresses=overrides,
-                         metrics_address=metrics, metrics_tls=metrics_tls,
-                         **({} if snapshot_keep is None else {"snapshot_keep_entries": snapshot_keep}),
-                         **({} if push_quota is None else {"peer_push_quota": push_quota}),
-                         **({} if drop_behind is None else {"drop_behind": drop_behind}),
-                         keep_truncated=keep_truncated,
-                         **({} if scrub_rate is None else {"scrub_rate": scrub_rate}),
-                         **({} if keep_truncated_bytes is None else {"keep_truncated_bytes": keep_truncated_bytes}))
+        cfg = NodeConfig(**{k: v for k, v in given.items() if v is not None})  # (None: the default)
     except ConfigError as exc:
         raise fail(str(exc), 2) from None
     if keep_truncated_bytes is not None and keep_truncated is None:

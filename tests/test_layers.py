@@ -25,6 +25,8 @@ import os
 
 import pytest
 
+from cluster.raft.config import SETTINGS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = ("store", "cluster", "dledgerctl")
 CLI_ONLY = ("typer", "rich", "tabulate", "click", "click_log")
@@ -386,3 +388,24 @@ def test_the_known_open_entries_are_still_open():
     lazy = {(name, mod) for name, found in STATEMENTS.items() for mod, _line, is_lazy in found if is_lazy}
     gone += [f"{a} -> {b} (inside a function)" for a, b in OPEN_LAZY_IMPORTS if (a, b) not in lazy]
     assert not gone, f"fixed, so remove from OPEN_CIRCLE_EDGES / OPEN_LAZY_IMPORTS: {gone}"
+
+
+# options that other commands have too, with their own meaning (a client's --group and --peers,
+# peer add's --id): the member settings of that name are still spelled by the table alone
+_SHARED_FLAGS = ("--id", "--peers", "--group")
+
+
+def test_each_setting_is_named_once():
+    """A member setting's option is spelled in cluster/raft/config.py's SETTINGS alone: node
+    start, cluster up, the config files, the launcher and NodeConfig's refusals ask the table
+    (``flag(field)``), so a new setting is one row there (and its option's help)."""
+    flags = {s.flag for s in SETTINGS} - set(_SHARED_FLAGS)
+    found = []
+    for name, path in MODULES:
+        if name == "cluster.raft.config" or not (_under(name, "cluster") or _under(name, "dledgerctl")):
+            continue
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+        found += [f"{name}:{n.lineno} {n.value}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in flags]
+    assert not found, f"spelled outside the table: {found}"

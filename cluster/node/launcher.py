@@ -21,11 +21,11 @@ import time
 import tomllib
 
 from ..net.tls import Identity
-from ..raft.config import DEFAULT_GROUP, ConfigError, format_peers, parse_peers
+from ..raft.config import DEFAULT_GROUP, DEFAULT_STORE_BASE_DIR, ConfigError, flag, format_peers, parse_peers
 from . import memberconf, pki
 
 RECORD = "cluster.json"
-DEFAULT_BASE_DIR = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
+DEFAULT_BASE_DIR = DEFAULT_STORE_BASE_DIR
 DEFAULT_PORT_BASE = 20911
 
 
@@ -73,16 +73,16 @@ def node_command(group: str, node_id: str, peers: str, base_dir: str, flush: str
     ``keep_truncated``: a directory in which the member keeps what it cuts in ``<id>/`` of
     its own (each member's files and bound apart: one's bound never drops another's file)."""
     if keep_truncated is not None:
-        extra = [*extra, "--keep-truncated", os.path.join(os.path.abspath(keep_truncated), node_id)]
+        extra = [*extra, flag("keep_truncated"), os.path.join(os.path.abspath(keep_truncated), node_id)]
     if metrics is not None:
         https = tls_dir is not None if metrics_tls is None else metrics_tls
-        extra = [*extra, "--metrics-address", metrics, *(["--metrics-tls"] if https else [])]
+        extra = [*extra, flag("metrics_address"), metrics, *([flag("metrics_tls")] if https else [])]
     tls = [] if tls_dir is None else ["--tls-cert", os.path.join(tls_dir, f"member-{node_id}.pem"),
                                       "--tls-key", os.path.join(tls_dir, f"member-{node_id}.key"),
                                       "--tls-ca", os.path.join(tls_dir, "ca.pem"),
                                       "--tls-crl", os.path.join(tls_dir, "crl.pem")]
-    return [sys.executable, "-m", "dledgerctl", "-v", "node", "start", "--group", group, "--id", node_id,
-            "--peers", peers, "--store-base-dir", base_dir, "--flush", flush, *extra, *tls]
+    return [sys.executable, "-m", "dledgerctl", "-v", "node", "start", flag("group"), group, flag("self_id"), node_id,
+            flag("peers"), peers, flag("store_base_dir"), base_dir, flag("flush"), flush, *extra, *tls]
 
 
 def tls_record(tls_dir: str) -> dict:

@@ -30,7 +30,8 @@ from __future__ import annotations
 import os
 import re
 
-DEFAULT_STORE_BASE_DIR = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
+from ..raft.config import DEFAULT_STORE_BASE_DIR
+
 TEMPORARY = ("/tmp", "/var/tmp")  # the directories PrivateTmp= replaces
 _OCTAL = re.compile(r"\\([0-7]{3})")
 

@@ -26,33 +26,110 @@ class ConfigError(ValueError):
     """A configuration value is invalid; the message says which and why."""
 
 
-# the node start option of each NodeConfig field that has one, for messages in the operator's
-# words (fields with none are set by code and keep their names)
-OPTIONS = {
-    "self_id": "--id", "store_base_dir": "--store-base-dir", "heartbeat_interval_ms": "--heartbeat-interval",
-    "max_heartbeat_leak": "--max-heartbeat-leak", "min_vote_interval_ms": "--min-vote-interval",
-    "max_vote_interval_ms": "--max-vote-interval", "preferred_leader": "--preferred-leader",
-    "max_pending_requests": "--max-pending", "flush": "--flush", "flush_interval_ms": "--flush-interval",
-    "data_file_size": "--data-file-size", "index_file_size": "--index-file-size", "drop_behind": "--drop-behind",
-    "max_connections": "--max-connections", "idle_timeout_s": "--idle-timeout", "frame_timeout_s": "--frame-timeout",
-    "max_inflight_per_connection": "--max-inflight", "snapshot_threshold": "--snapshot-threshold",
-    "snapshot_keep_entries": "--snapshot-keep-entries", "peer_push_quota": "--peer-push-quota",
-    "file_reserved_hours": "--file-reserved-hours", "delete_when": "--delete-when",
-    "disk_ratio_check": "--disk-ratio-check", "disk_ratio_force": "--disk-ratio-force",
-    "disk_full_ratio": "--disk-full-ratio", "retention_check_ms": "--retention-check-interval",
-    "dledger_peers": "--dledger-peers", "group": "--group",
-    "keep_truncated": "--keep-truncated", "keep_truncated_bytes": "--keep-truncated-bytes",
-    "scrub_rate": "--scrub-rate",
-}
-# DLedgerConfig's sizes, counts and intervals are Java ints: a larger data file is one DLedger
-# cannot open (and 2^63 overflowed os.ftruncate at the first leadership, killing the node's
-# tick); a larger interval or count means nothing an operator wants, and overflows timers
+DEFAULT_STORE_BASE_DIR = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A member's setting: its NodeConfig field, its ``node start`` option (whose name without
+    the dashes is its key in a --config file and, upper-cased, in DLEDGERCTL_<KEY>), the check
+    NodeConfig makes of it (a number from ``lo``, exclusive when ``above``, up to ``hi``),
+    and ``up``: whether ``cluster up`` takes it and hands it to every member."""
+
+    field: str
+    flag: str
+    lo: float | None = None
+    hi: float | None = None
+    above: bool = False
+    why: str = ""
+    up: bool = False
+
+    @property
+    def key(self) -> str:
+        return self.flag[2:]
+
+
 JAVA_INT_MAX = (1 << 31) - 1
+_POSITIVE_INT = {"lo": 0, "above": True, "hi": JAVA_INT_MAX}
+_POSITIVE_S = {"lo": 0, "above": True, "hi": JAVA_INT_MAX / 1000}
+
+# Every setting with an option, in node start's order: the one place a setting's option is
+# named (node start, cluster up, config files, the launcher and NodeConfig's refusals read it).
+SETTINGS = (
+    Setting("self_id", "--id"),
+    Setting("peers", "--peers"),
+    Setting("store_base_dir", "--store-base-dir"),
+    Setting("group", "--group"),
+    Setting("flush", "--flush", up=True),
+    Setting("flush_interval_ms", "--flush-interval", up=True, **_POSITIVE_INT),
+    Setting("heartbeat_interval_ms", "--heartbeat-interval", up=True, **_POSITIVE_INT),
+    Setting("max_heartbeat_leak", "--max-heartbeat-leak", up=True, **_POSITIVE_INT),
+    Setting("min_vote_interval_ms", "--min-vote-interval", **_POSITIVE_INT),
+    Setting("max_vote_interval_ms", "--max-vote-interval", **_POSITIVE_INT),
+    Setting("preferred_leader", "--preferred-leader"),
+    Setting("max_pending_requests", "--max-pending", **_POSITIVE_INT),
+    Setting("never_lead", "--never-lead"),
+    Setting("read_lease", "--read-lease", up=True),
+    Setting("dledger_peers", "--dledger-peers"),
+    Setting("data_file_size", "--data-file-size", up=True),
+    Setting("index_file_size", "--index-file-size", up=True),
+    Setting("drop_behind", "--drop-behind", lo=0, up=True),
+    Setting("keep_truncated", "--keep-truncated"),
+    Setting("keep_truncated_bytes", "--keep-truncated-bytes", lo=0, above=True, up=True),
+    Setting("scrub_rate", "--scrub-rate", lo=0, hi=1 << 40, why="bytes a second, 0 for off", up=True),
+    Setting("file_reserved_hours", "--file-reserved-hours", up=True, **_POSITIVE_INT),
+    Setting("delete_when", "--delete-when", up=True),
+    Setting("disk_ratio_check", "--disk-ratio-check", lo=0, above=True, hi=1, why="a ratio", up=True),
+    Setting("disk_ratio_force", "--disk-ratio-force", lo=0, above=True, hi=1, why="a ratio", up=True),
+    Setting("disk_full_ratio", "--disk-full-ratio", lo=0, above=True, hi=1, why="a ratio", up=True),
+    Setting("force_clean", "--force-clean"),
+    Setting("retention_check_ms", "--retention-check-interval", **_POSITIVE_INT),
+    Setting("max_connections", "--max-connections", **_POSITIVE_INT),
+    Setting("idle_timeout_s", "--idle-timeout", **_POSITIVE_S),
+    Setting("frame_timeout_s", "--frame-timeout", **_POSITIVE_S),
+    Setting("max_inflight_per_connection", "--max-inflight", **_POSITIVE_INT),
+    Setting("state_machine", "--state-machine", up=True),
+    Setting("snapshot_threshold", "--snapshot-threshold", up=True, **_POSITIVE_INT),
+    Setting("snapshot_keep_entries", "--snapshot-keep-entries", lo=-1, why="-1 keeps the log", up=True),
+    Setting("peer_push_quota", "--peer-push-quota", up=True, **_POSITIVE_INT),
+    Setting("peer_addresses", "--peer-address"),
+    Setting("learner", "--learner"),
+    Setting("metrics_address", "--metrics-address"),
+    Setting("metrics_tls", "--metrics-tls"),
+)
+SETTING = {s.field: s for s in SETTINGS}
+# fields checked as numbers that no option sets (code and tests do): named as they are
+_UNOPTIONED_NUMBERS = ("max_wait_ack_ms", "max_push_timeout_ms", "push_batch_bytes", "push_batch_entries",
+                       "push_window", "push_window_bytes", "checkpoint_interval_ms", "max_frame_bytes",
+                       "snapshots_kept", "install_chunk_bytes")
+
+
+def flag(name: str) -> str:
+    """The option of setting ``name`` (a NodeConfig field)."""
+    return SETTING[name].flag
+
+
+def member_args(values: dict) -> list[str]:
+    """``node start`` arguments for settings by field (None: left to the member's default; a
+    flag setting: given when true), in the table's order."""
+    out: list[str] = []
+    for s in SETTINGS:
+        value = values.get(s.field)
+        if value is None or value is False:
+            continue
+        out += [s.flag] if value is True else [s.flag, str(value)]
+    return out
+
+
+# DLedgerConfig's sizes, counts and intervals are Java ints (JAVA_INT_MAX): a larger data file
+# is one DLedger cannot open (and 2^63 overflowed os.ftruncate at the first leadership, killing
+# the node's tick); a larger interval or count means nothing an operator wants, and overflows timers
 MIN_DATA_FILE_SIZE = HEADER_SIZE + MIN_BLANK_LEN  # one empty entry and the BLANK that ends a file
 
 
 def option(name: str) -> str:
-    return OPTIONS.get(name, name)
+    """How a refusal names field ``name``: its option, or the field's own name without one."""
+    return SETTING[name].flag if name in SETTING else name
 
 
 READ_LEASE_DRIFT = 0.1  # how far apart the members' clock rates may be for leases (a generous bound)
@@ -158,7 +235,7 @@ class NodeConfig:
     group: str
     self_id: str
     peers: dict[str, Peer]
-    store_base_dir: str = "/tmp/dledgerstore"  # DLedgerConfig.storeBaseDir
+    store_base_dir: str = DEFAULT_STORE_BASE_DIR
     # election (milliseconds)
     heartbeat_interval_ms: int = 500  # DLedgerConfig.heartBeatTimeIntervalMs is 2000
     max_heartbeat_leak: int = 3  # DLedgerConfig.maxHeartBeatLeak: missed beats before a new election
@@ -258,19 +335,13 @@ class NodeConfig:
                 raise ConfigError(f"--dledger-peers: {p!r} is not one of the other members of --peers")
         if self.flush not in ("async", "sync"):
             raise ConfigError(f"--flush must be 'async' or 'sync', not {self.flush!r}")
-        for name in ("heartbeat_interval_ms", "max_heartbeat_leak", "min_vote_interval_ms", "max_vote_interval_ms",
-                     "max_wait_ack_ms", "max_push_timeout_ms", "push_batch_bytes", "push_batch_entries",
-                     "push_window", "push_window_bytes", "max_pending_requests", "flush_interval_ms",
-                     "checkpoint_interval_ms", "max_frame_bytes", "max_connections", "idle_timeout_s",
-                     "frame_timeout_s", "max_inflight_per_connection", "snapshot_threshold", "snapshots_kept",
-                     "install_chunk_bytes", "peer_push_quota", "file_reserved_hours", "retention_check_ms"):
-            self._number(name, lo=0, above=True, hi=JAVA_INT_MAX / 1000 if name.endswith("_s") else JAVA_INT_MAX)
-        self._number("drop_behind", lo=0)
-        self._number("keep_truncated_bytes", lo=0, above=True)
-        self._number("scrub_rate", lo=0, hi=1 << 40, why="bytes a second, 0 for off")
+        for st in SETTINGS:  # (the table's numbers)
+            if st.lo is not None:
+                self._number(st.field, lo=st.lo, hi=st.hi, above=st.above, why=st.why)
+        for name in _UNOPTIONED_NUMBERS:
+            self._number(name, **_POSITIVE_INT)
         if self.keep_truncated is not None and not self.keep_truncated.strip():
             raise ConfigError("--keep-truncated needs a directory, not an empty name")
-        self._number("snapshot_keep_entries", lo=-1, why="-1 keeps the log")
         for name in ("data_file_size", "index_file_size"):
             if getattr(self, name) is not None:
                 self._number(name, lo=MIN_DATA_FILE_SIZE if name == "data_file_size" else INDEX_UNIT_SIZE,

@@ -14,7 +14,7 @@ import msgspec
 from cluster.net.tls import ANY_GROUP, Identity
 from cluster.node import launcher, pki
 from cluster.node.launcher import LauncherError
-from cluster.raft.config import DEFAULT_GROUP, parse_peers
+from cluster.raft.config import DEFAULT_GROUP, SETTINGS, parse_peers
 
 from .status import MemberStatus, status
 from .targets import OpsError, Target, record_tls
@@ -33,11 +33,11 @@ class UpResult(msgspec.Struct):
     actions: dict[str, str]
 
 
-# a member's config key (node start's option) -> the cluster up parameter that sets it
-KEY_PARAMS = {"peers": "port_base", "flush-interval": "flush_ms", "heartbeat-interval": "heartbeat_ms",
-              "max-heartbeat-leak": "heartbeat_leak", "snapshot-keep-entries": "snapshot_keep",
-              "peer-push-quota": "push_quota", "tls-ca": "tls", "tls-cert": "tls", "tls-key": "tls",
-              "metrics-address": "metrics_port_base", "metrics-tls": "metrics_port_base"}
+# a member's config key (node start's option) -> the cluster up parameter that sets it: a setting's
+# own field (SETTINGS), else one of these
+KEY_PARAMS = {"peers": "port_base", "tls-ca": "tls", "tls-cert": "tls", "tls-key": "tls",
+              "metrics-address": "metrics_port_base", "metrics-tls": "metrics_port_base",
+              **{s.key: s.field for s in SETTINGS if s.up}}
 
 
 def record_target(rec: dict, timeout: float = 1.0) -> Target:
