@@ -5,9 +5,16 @@ Python without typer, printing or exit codes.
   record, its name, the TLS identity), and running work with a client that is closed after it;
 - status.py: one typed row per member (``cluster status``);
 - localgroup.py: a local group's processes (``cluster up``/``start``), waited on until serving;
-- members.py: adding, removing and replacing members, with the undo of an add that failed;
 - logio.py: appends a batch at a time with what committed so far, and paged reads of
-  committed entries.
+  committed entries (``append``, ``get``);
+- peers.py: operator requests (``peer ...``): watermarks, forced compare and truncation,
+  leadership transfer, member add, remove and replace; members.py: a change's steps, and
+  the undo of an add that was interrupted;
+- kv.py: the built-in key-value state machine (``kv put``, ``kv get``);
+- salvage.py: kept messages matched against a live group's log (``mq salvage``);
+- controller_watch.py: a RocketMQ 5 controller group watched for held-back elections.
+
+docs/library.md shows it used from a script.
 
 Errors: :class:`OpsError` for what the caller asked that cannot be done (``usage`` when the
 request itself is wrong), and the lower layers' own (cluster.net.client.ClientError,
