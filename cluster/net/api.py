@@ -468,6 +468,18 @@ class ReadIndexAnswer(_Message):
         return {"code": int(Code.SUCCESS), "index": self.index, "leaderId": self.leader_id}
 
 
+def read_index_reply(body: bytes) -> ReadIndexAnswer | Refusal:
+    """A READ_INDEX answer as sent (a leader asked by a follower): the confirmed index, or the
+    refusal with its code, why and the leader the answering member knows; BadMessage when it
+    does not decode or a field is out of its range (an unknown code is Code.UNKNOWN)."""
+    o = json_object(body)
+    code = get_field(o, "code", int)
+    if code == Code.SUCCESS:
+        return ReadIndexAnswer(get_field(o, "index", INDEX), get_field(o, "leaderId", str, None))
+    return Refusal(Code(code) if code in Code._value2member_map_ else Code.UNKNOWN, get_field(o, "remark", str, ""),
+                   get_field(o, "leaderId", str, None))
+
+
 class DigestsAnswer(_Message):
     """DIGESTS: the digests of the committed entries from ``first`` the member holds (fewer
     than asked when its log begins later or its commit index is lower), and its bounds."""

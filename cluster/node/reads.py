@@ -21,7 +21,7 @@ import asyncio
 
 from ..net import api
 from ..net.api_client import request_frame
-from ..net.frames import INDEX, Frame, ProtocolError, get_field, json_object
+from ..net.frames import Frame, ProtocolError
 from ..net.transport import TransportError
 from ..net.api import answer_frame
 from ..raft.member import Role
@@ -57,15 +57,12 @@ class Reads:
             return Code.NOT_LEADER, -1, None, "no leader known to ask for a read index"
         try:
             frame = await ch.request(request_frame(api.ReadIndex(node.cfg.group)), timeout)
-            o = json_object(frame.body)
-            code = get_field(o, "code", int)
-            index = get_field(o, "index", INDEX, -1)
+            reply = api.read_index_reply(frame.body)
         except (TransportError, ProtocolError) as exc:  # (no answer, or one that does not decode)
             return Code.NOT_LEADER, -1, leader, f"{leader} gave no read index: {exc}"
-        if code != Code.SUCCESS:
-            return Code(code) if code in Code._value2member_map_ else Code.UNKNOWN, -1, \
-                get_field(o, "leaderId", str, None), get_field(o, "remark", str, "")
-        return Code.SUCCESS, index, None, ""
+        if isinstance(reply, api.Refusal):
+            return reply.code, -1, reply.leader_id, reply.remark
+        return Code.SUCCESS, reply.index, None, ""
 
     async def held_then(self, fut, r, f: Frame, answer, applied: bool) -> Frame:
         """The answer to a read on the leader registered as ``r``, once ``fut`` (read_waiter's) is done."""
