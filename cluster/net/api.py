@@ -480,6 +480,29 @@ def read_index_reply(body: bytes) -> ReadIndexAnswer | Refusal:
                    get_field(o, "leaderId", str, None))
 
 
+def query_reply(o: dict) -> QueryAnswer:
+    """A QUERY answer's JSON object (SUCCESS): the result (base64 on the wire), the index the
+    answering member had applied, its role; BadMessage when a field is out of its domain."""
+    try:
+        result = base64.b64decode(get_field(o, "result", str, "") or "", validate=True)
+    except ValueError:
+        raise BadMessage("field 'result' is not base64") from None
+    return QueryAnswer(result, get_field(o, "appliedIndex", INDEX, -1), get_field(o, "role", str, "") or "")
+
+
+def change_reply(o: dict) -> ChangeAnswer:
+    """A CHANGE_MEMBERS answer's JSON object: the config entry, the term, the leader, and the
+    members then (ids; id -> HOST:PORT); BadMessage when a field is out of its domain."""
+    voters, learners = get_field(o, "voters", list, []), get_field(o, "learners", list, [])
+    peers = o.get("peers", {})
+    if not all(isinstance(v, str) for v in voters + learners):
+        raise BadMessage("fields 'voters' and 'learners' must be lists of member ids")
+    if not isinstance(peers, dict) or not all(isinstance(a, str) for a in peers.values()):
+        raise BadMessage("field 'peers' must map member ids to addresses")
+    return ChangeAnswer(get_field(o, "code", int), get_field(o, "remark", str, "") or "", get_field(o, "index", INDEX, -1),
+                        get_field(o, "term", INDEX, -1), get_field(o, "leaderId", str, None), voters, learners, peers)
+
+
 class DigestsAnswer(_Message):
     """DIGESTS: the digests of the committed entries from ``first`` the member holds (fewer
     than asked when its log begins later or its commit index is lower), and its bounds."""

@@ -442,15 +442,17 @@ class Client:
             await asyncio.sleep(0.02)
         raise ClientError(last_error)
 
-    async def change_members(self, kind: str, node: str, address: str | None = None) -> dict:
+    async def change_members(self, kind: str, node: str, address: str | None = None) -> api.ChangeAnswer:
         """Ask the leader to add ``node`` at ``address`` as a learner (``kind`` "add"; the
         leader promotes it once caught up) or to remove it ("remove"); the answer once the
         config entry is committed: index, term, voters, learners, peers. ClientError when
         refused (another change pending, no live majority left, not a member, ...)."""
-        resp = await self._on_leader(api.ChangeMembers(self.group, kind, node, address))
-        if isinstance(resp.get("peers"), dict):
-            self.learn(resp["peers"])
-        return resp
+        try:
+            answer = api.change_reply(await self._on_leader(api.ChangeMembers(self.group, kind, node, address)))
+        except ProtocolError as exc:
+            raise ClientError(f"the answer to CHANGE_MEMBERS: {exc}") from None
+        self.learn(answer.peers)
+        return answer
 
     async def _read(self, code: int, request, peer: str | None) -> tuple[str, dict]:
         """A read (GET or QUERY) of ``peer``, or of the leader: a member that refuses to
@@ -484,9 +486,10 @@ class Client:
                 continue
             return target, resp
 
-    async def query(self, request: bytes, peer: str | None = None, consistency: str | None = None) -> dict:
-        """Ask a node's state machine (QUERY; the leader by default): ``result`` (bytes) and
-        ``appliedIndex``. Linearizable (the default, but of a ``peer``): once it has applied
+    async def query(self, request: bytes, peer: str | None = None,
+                    consistency: str | None = None) -> api.QueryAnswer:
+        """Ask a node's state machine (QUERY; the leader by default): its ``result`` (bytes),
+        ``applied_index`` and ``role``. Linearizable (the default, but of a ``peer``): once it has applied
         up to a read index the leader confirmed (it sees every put acknowledged before the
         query began); serializable (the default of a ``peer``): once it has applied what it
         knew to be committed."""
@@ -497,10 +500,9 @@ class Client:
             name = Code(code).name if code in Code._value2member_map_ else str(code)
             raise ClientError(f"{target}: {name} {resp.get('remark') or ''}".strip())
         try:
-            resp["result"] = base64.b64decode(resp.get("result", ""), validate=True)
-        except (ValueError, TypeError):
-            raise ClientError(f"{target}: the answer's result is not base64") from None
-        return resp
+            return api.query_reply(resp)
+        except ProtocolError as exc:
+            raise ClientError(f"{target}: {exc}") from None
 
     async def transfer_leadership(self, target: str) -> tuple[str, int]:
         """Ask the leader to hand leadership to ``target`` (DLedger's LEADERSHIP_TRANSFER);

@@ -64,12 +64,12 @@ def get(target: Target, keys: list[str], node: str | None = None, consistency: s
     async def work(c: Client) -> list[Value]:
         rows = []
         for key in keys:
-            resp = await c.query(key.encode(), node, consistency=consistency)
+            answer = await c.query(key.encode(), node, consistency=consistency)
             try:
-                value = json.loads(resp["result"])["value"]
+                value = json.loads(answer.result)["value"]
             except (ValueError, KeyError, TypeError):
                 raise ClientError("the nodes' state machine is not kv (start them with --state-machine kv)") from None
-            rows.append(Value(key, value, resp.get("appliedIndex")))
+            rows.append(Value(key, value, answer.applied_index))
         return rows
 
     return run(target, work)

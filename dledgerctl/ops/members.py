@@ -10,6 +10,7 @@ from typing import Callable
 
 import msgspec
 
+from cluster.net.api import ChangeAnswer
 from cluster.net.client import Client, ClientError, Refused
 from cluster.node import launcher
 from cluster.raft.config import address_problem, id_problem, parse_address
@@ -64,10 +65,10 @@ def parse_new(spec: str) -> tuple[str, str]:
     return check_new(node.strip(), address, f"--with {spec!r}: id", f"--with {spec!r}: address")
 
 
-def _step(step: str, node: str, resp: dict, start: float, now: float) -> Step:
-    member = "voter" if node in resp.get("voters", []) else "learner" if node in resp.get("learners", []) else "removed"
-    return Step(step, node, resp.get("peers", {}).get(node), member, resp.get("index"),
-                ",".join(resp.get("voters", [])), ",".join(resp.get("learners", [])), round((now - start) * 1000))
+def _step(step: str, node: str, answer: ChangeAnswer, start: float, now: float) -> Step:
+    member = "voter" if node in answer.voters else "learner" if node in answer.learners else "removed"
+    return Step(step, node, answer.peers.get(node), member, answer.index, ",".join(answer.voters),
+                ",".join(answer.learners), round((now - start) * 1000))
 
 
 @dataclass
@@ -116,15 +117,15 @@ async def add(c: Client, node: str, address: str, wait: float, base_dir: str | N
             launcher.forget_member(base_dir, node)  # the change may have been made)
             launcher.discard(made)
         raise
-    say(f"{node}: config entry {resp.get('index')} committed: a learner; catching up")
+    say(f"{node}: config entry {resp.index} committed: a learner; catching up")
     said = None
     while loop.time() - start < wait:
         c.leader = None
         leader = await c.find_leader(loop.time() + c.timeout)
         md = await c.metadata(leader)
         if node in md.get("voters", []):
-            resp = {**resp, "voters": md["voters"], "learners": md.get("learners", []), "peers": md["peers"],
-                    "index": md.get("config_index")}
+            resp = msgspec.structs.replace(resp, voters=md["voters"], learners=md.get("learners", []),
+                                           peers=md["peers"], index=md.get("config_index"))
             say(f"{node}: a voter (config entry {md.get('config_index')})")
             adding.done = True
             return _step("add", node, resp, start, loop.time())
@@ -139,7 +140,8 @@ async def add(c: Client, node: str, address: str, wait: float, base_dir: str | N
                       f"reachable at {address}?); it will be once it has caught up")
 
 
-async def change(c: Client, kind: str, node: str, address: str | None, until: float, say: Say = quiet) -> dict:
+async def change(c: Client, kind: str, node: str, address: str | None, until: float,
+                 say: Say = quiet) -> ChangeAnswer:
     """The leader's answer to a member change; a refusal that passes by itself (another change
     not committed yet, a transfer under way, a voter just started that the leader has not
     heard from yet: no live majority without it) is waited out until ``until``, saying so."""
@@ -163,7 +165,7 @@ async def remove(c: Client, node: str, base_dir: str | None, stop_it: bool, say:
     loop = asyncio.get_running_loop()
     start = loop.time()
     resp = await change(c, "remove", node, None, start + c.timeout, say)
-    say(f"{node}: config entry {resp.get('index')} committed: removed")
+    say(f"{node}: config entry {resp.index} committed: removed")
     if stop_it:
         rows = launcher.forget_member(base_dir, node)
         if rows:
@@ -183,7 +185,7 @@ def undo_add(target: Target, adding: Adding, say: Say = quiet) -> None:
     say(f"interrupted: taking the addition of {node} back")
     try:
         if adding.asked:
-            async def take_back() -> dict | None:
+            async def take_back() -> ChangeAnswer | None:
                 c = target.client()
                 try:
                     loop = asyncio.get_running_loop()
@@ -199,7 +201,7 @@ def undo_add(target: Target, adding: Adding, say: Say = quiet) -> None:
             except ClientError as exc:
                 raise UndoLeft(f"interrupted: {node} may still be a member ({exc}); 'peer remove --id {node}' "
                                "removes it") from None
-            say(f"{node}: not a member" if resp is None else f"{node}: config entry {resp.get('index')} "
+            say(f"{node}: not a member" if resp is None else f"{node}: config entry {resp.index} "
                  "committed: removed again")
         if adding.made is not None:
             launcher.forget_member(adding.base_dir, node)

@@ -102,7 +102,7 @@ def test_a_leader_on_its_lease_answers_only_within_it_once_its_majority_stops(tm
         async def reads():
             c = Client(peers, rec["group"], timeout=0.3)
             try:
-                assert (await c.query(b"k", peer=leader, consistency="linearizable"))["result"] == V1
+                assert (await c.query(b"k", peer=leader, consistency="linearizable")).result == V1
                 for n in others:
                     os.kill(pids[n], signal.SIGSTOP)
                 stopped = time.monotonic()
@@ -110,7 +110,7 @@ def test_a_leader_on_its_lease_answers_only_within_it_once_its_majority_stops(tm
                 while time.monotonic() < stopped + lease_s + 1.5:
                     sent = time.monotonic()
                     try:
-                        ok = (await c.query(b"k", peer=leader, consistency="linearizable"))["result"] == V1
+                        ok = (await c.query(b"k", peer=leader, consistency="linearizable")).result == V1
                     except ClientError:
                         ok = False
                     out.append((sent - stopped, ok))

@@ -153,7 +153,7 @@ def test_each_entry_is_applied_once_across_restarts_of_every_node(tmp_path):
         async def counts():
             c = Client(parse_peers(rec["peers"]), "default", timeout=5)
             try:
-                return {p: json.loads((await c.query(b"", peer=p))["result"]) for p in c.peers}
+                return {p: json.loads((await c.query(b"", peer=p)).result) for p in c.peers}
             finally:
                 await c.close()
 

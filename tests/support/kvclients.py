@@ -66,7 +66,7 @@ class KvClients:
                 else:
                     try:
                         resp = await client.query(key.encode(), consistency=self.consistency)
-                        value = json.loads(resp["result"])["value"]
+                        value = json.loads(resp.result)["value"]
                         self.history.append(Op(key, "get", value, start, loop.time(), c))
                     except (ClientError, ValueError, KeyError, TypeError):
                         self.unanswered += 1

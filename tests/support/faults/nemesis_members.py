@@ -57,7 +57,7 @@ class MemberChanges:
                                 "while the change is under way")
                 undo = c.net.heal
             try:
-                at = (await add).get("index", -1)
+                at = (await add).index
             except ClientError as exc:
                 self.course.log(f"{kind}: adding {new}: {exc}")
             if undo is not None:
@@ -82,7 +82,7 @@ class MemberChanges:
             if promoted:
                 for _ in range(3):
                     try:
-                        at = (await admin.change_members("remove", victim)).get("index", at)
+                        at = (await admin.change_members("remove", victim)).index
                         self.course.log(f"{kind}: {victim} removed")
                         break
                     except ClientError as exc:
