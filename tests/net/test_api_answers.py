@@ -61,3 +61,35 @@ def test_any_bytes_decode_or_are_bad_message(o):
         assert isinstance(reply.index, int) and reply.index >= -1
     else:
         assert isinstance(reply.code, Code)
+
+
+def test_a_query_answer_as_a_node_sends_it_and_one_that_is_not():
+    sent = msgspec.json.decode(api.answer_frame(api.QueryAnswer(b'{"value": "3"}', 12, "leader"), 1).body)
+    assert api.query_reply(sent) == api.QueryAnswer(b'{"value": "3"}', 12, "leader")
+    with pytest.raises(BadMessage, match="base64"):
+        api.query_reply({"code": 0, "result": "not base64!", "appliedIndex": 1})
+    with pytest.raises(BadMessage, match="appliedIndex"):
+        api.query_reply({"code": 0, "result": "", "appliedIndex": -5})
+
+
+def test_a_change_answer_as_a_node_sends_it_and_one_that_is_not():
+    answer = api.ChangeAnswer(int(Code.SUCCESS), "", 40, 3, "n0", ["n0", "n1"], ["n3"],
+                              {"n0": "127.0.0.1:1", "n1": "127.0.0.1:2", "n3": "127.0.0.1:4"})
+    assert api.change_reply(msgspec.json.decode(api.answer_frame(answer, 1).body)) == answer
+    with pytest.raises(BadMessage, match="voters"):
+        api.change_reply({"code": 0, "voters": ["n0", 7]})
+    with pytest.raises(BadMessage, match="peers"):
+        api.change_reply({"code": 0, "peers": {"n0": 1}})
+    with pytest.raises(BadMessage, match="index"):
+        api.change_reply({"code": 0, "index": 1 << 64})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(["code", "result", "appliedIndex", "role", "index", "term", "leaderId",
+                                        "voters", "learners", "peers", "remark"]), json_values, max_size=6))
+def test_any_object_is_a_query_or_change_answer_or_bad_message(o):
+    for decode in (api.query_reply, api.change_reply):
+        try:
+            decode(o)
+        except BadMessage:
+            pass
