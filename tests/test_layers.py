@@ -409,3 +409,28 @@ def test_each_setting_is_named_once():
         found += [f"{name}:{n.lineno} {n.value}" for n in ast.walk(tree)
                   if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in flags]
     assert not found, f"spelled outside the table: {found}"
+
+
+def test_raft_parts_take_no_core():
+    """The parts of the deciding logic (elections, the Leader, following, reconfig, reads,
+    compaction, the dispatchers, ...) are each made with what they use: explicit arguments or
+    a small declared object (MemberState, Roster, Outbox, Clock, the RaftLog), never the
+    RaftCore that holds them. So no module of cluster/raft but core.py names ``core`` in its
+    code: no parameter, no attribute (``self.core``, ``x.core``) and no variable of that
+    name, and none imports core.py."""
+    wrong = []
+    for name, path in MODULES:
+        if not _under(name, "cluster.raft") or name == "cluster.raft.core":
+            continue
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.arg) and node.arg == "core":
+                wrong.append(f"{name} line {node.lineno}: a parameter named core")
+            elif isinstance(node, ast.Attribute) and node.attr == "core":
+                wrong.append(f"{name} line {node.lineno}: an attribute named core")
+            elif isinstance(node, ast.Name) and node.id == "core":
+                wrong.append(f"{name} line {node.lineno}: a variable named core")
+        if "cluster.raft.core" in imports(name, path):
+            wrong.append(f"{name} imports cluster.raft.core")
+    assert not wrong, "\n".join(wrong)

@@ -229,7 +229,7 @@ class Node:
             said = self.applier.recover()
             self.counts.snapshot_load = time.perf_counter() - started
             log.info("state machine %s: %s", self.cfg.state_machine, said)
-            self.core.retention_limit = self.applier.snapshot_index
+            self.core.compaction.retention_limit = self.applier.snapshot_index
             self.core.applier = self.applier
         self._syncer = BackgroundSync(self.loop)
         me = self.cfg.peers[self.cfg.self_id]
@@ -543,7 +543,7 @@ class Node:
         out = {"version": version(), "flush": self.cfg.flush, "role": str(core.member.role),
                "term": core.member.term, "members": {"voter": len(m.voters), "learner": len(m.learners)},
                "begin_index": s.begin_index, "end_index": s.end_index, "committed_index": s.committed_index,
-               "pending_appends": len(core.pending), "peers": [], "dispatch_states": [str(x) for x in DispatchState],
+               "pending_appends": len(core.role.pending), "peers": [], "dispatch_states": [str(x) for x in DispatchState],
                "disk_usage": self._disk_usage(), "connections": self.server.connections,
                "disk_limits": {"check": self.cfg.disk_ratio_check, "force": self.cfg.disk_ratio_force,
                                "full": self.cfg.disk_full_ratio},

@@ -400,8 +400,9 @@ class Requests:
         heartbeats left, and may join it (linearizable)."""
         node = self.node
         core = node.core
-        if core.read_round != self._join[0]:
-            self._join = (core.read_round, node.server.reads)
+        reads = core.reads
+        if reads.read_round != self._join[0]:
+            self._join = (reads.read_round, node.server.reads)
         finished = core.take_finished()
         for p in finished.proposals:
             if not self.finish(p):  # (client appends', else a membership change's)
@@ -431,8 +432,8 @@ class Requests:
             return self.reads.held_then(self.read_waiter(r), r, f, answer, applied)
         r.ctx = (conn, f, answer, applied)
         conn.hold()
-        if core.read_round_due:
-            if core.read_rounds:
+        if core.reads.read_round_due:
+            if core.reads.read_rounds:
                 self._read_round_soon()
             else:  # (none out: begin one now, and the reads this socket read brought with it join it)
                 node.process()

@@ -35,35 +35,46 @@ Rules kept here:
   such a group is disturbed no more than a group of Java members alone.
 - A leader that has not heard from a majority within ``leader_lost_ms`` steps down
   ("check quorum"), so a partitioned leader stops accepting appends it cannot commit.
-- Role behaviour lives in one tick function per role, swapped when the role changes
-  (``tick_role``: Elections.tick_follower, Elections.tick_candidate, Leader.tick), not in
-  scattered ifs.
+- Role behaviour is swapped with the role, as etcd-io/raft swaps its ``step`` and ``tick``
+  functions: ``tick_role`` (Elections.tick_follower, Elections.tick_candidate, Leader.tick)
+  and ``role``, which answers every call only a leader serves (leading.py Leader while
+  leading, notleading.py NotLeading otherwise: appends and reads refused NOT_LEADER, answers
+  of an ended leadership dropped), not scattered "is there a leader?" ifs.
 
 Here: where every event enters (the calls above), role changes and the handling of peers'
-requests and answers. Concerns of their own are parts this object holds, each with its own
-state, in a file of its own (the simulator still drives one RaftCore):
+requests and answers. Concerns of their own are parts, each made here with what it uses
+(explicit arguments, never this object), with its own state, in a file of its own (the
+simulator still drives one RaftCore):
 
+- what they share, each a small object of its own: ``member`` (member.py MemberState:
+  role, term, vote, leader) with ``terms`` (TermKeeper: a term or vote on disk first),
+  ``roster`` (membership.py Roster: who the members are, which are Java), ``outbox``
+  (proposal.py Outbox: requests to send, notes, proposals finished; what take() and
+  take_finished() empty), ``clock`` (the time of the call), and the log (storage.py
+  RaftLog, the one interface to the store);
 - ``elections`` (elections.py, Elections): the election timer, rounds, votes, the
-  follower's side of a leadership transfer; for the node's whole life.
-- ``leader`` (leading.py, Leader): made on becoming leader and dropped on stepping down:
+  follower's side of a leadership transfer; for the node's whole life. It changes the role
+  through the three calls it is given (become_follower, become_candidate, become_leader).
+- ``role``: a ``Leader`` (leading.py) made on becoming leader and dropped on stepping down:
   the dispatchers (dispatcher.py, one per follower), the proposals waiting, the quorum, a
-  transfer under way. None on a follower or candidate.
-- ``reads`` (reads.py, Reads): linearizable reads and the read lease.
+  transfer under way; a ``NotLeading`` otherwise.
+- ``reads`` (reads.py, Reads): linearizable reads and the read lease; its rounds'
+  heartbeats go through the Leader it is given when the node leads.
 - ``reconfig`` (reconfig.py, Reconfiguration): membership changes (no state: the members
-  are ``configs``).
+  are the roster's ``configs``); the role follows each change (``_members_changed``).
 - ``compaction`` (compaction.py, Compaction): retention, the log's deletion after
-  snapshots, the disk's refusal of appends.
+  snapshots, the disk's refusal of appends; told the role with each call that may delete.
 - ``following`` (following.py, Following): a follower's answers to its leader's pushes,
   snapshots, probes and repairs, over ``follower`` (follower.py FollowerLog; install.py).
 
-The parts call each other through this object and its methods; none sets another's state.
+No part holds another's state, or this object; tests/test_layers.py keeps it so.
 """
 
 from __future__ import annotations
 
 import random
 
-from store.errors import StoreError, is_disk_full
+from store.errors import StoreError
 from store.format import MAGIC_NOOP
 
 from .compaction import Compaction
@@ -73,9 +84,10 @@ from .elections import Elections
 from .follower import FollowerLog
 from .following import Following
 from .leading import Leader
-from .member import MemberState, Role
-from .membership import Configs, Membership, initial
-from .proposal import Finished, Note, Proposal, Ready
+from .member import MemberState, Role, TermKeeper
+from .membership import Configs, Membership, Roster, initial
+from .notleading import NotLeading
+from .proposal import Clock, Finished, Outbox, Proposal, Ready
 from .reads import ReadIndex, Reads
 from .reconfig import Reconfiguration
 from .rpc import (
@@ -84,14 +96,13 @@ from .rpc import (
     HeartBeatResponse,
     InstallSnapshotRequest,
     LeadershipTransferRequest,
-    LeadershipTransferResponse,
     ProbeRequest,
     PushRequest,
     RepairRequest,
-    Send,
     VoteRequest,
     error_response,
 )
+from .storage import RaftLog
 
 SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._flush_period)
 # How far above its own term a message may move a node. With pre-vote a group's term grows
@@ -103,7 +114,7 @@ TERM_STEP_MAX = 1 << 31
 
 
 class RaftCore:
-    def __init__(self, config: NodeConfig, store, terms, rng: random.Random, now: int, flusher=None,
+    def __init__(self, config: NodeConfig, store: RaftLog, terms, rng: random.Random, now: int, flusher=None,
                  syncer=None, clock=None, disk_usage=None, *, configs: Configs | None = None,
                  save_base=None) -> None:
         """``flusher()``: the periodic flush (default: the store's, inline). ``syncer(done)``:
@@ -114,45 +125,49 @@ class RaftCore:
         (cluster/raft/retention.py). ``configs``: the members the node found on disk (default:
         the base from ``--peers``); ``save_base(membership, index)``: keep the base where a
         restart finds it when it changes (the node's members.json; default: nowhere)."""
-        self.cfg = config
+        self.cfg = c = config
         self.store = store
         self.flusher = flusher or store.flush
         self.syncer = syncer
-        self.terms = terms
         self.rng = rng
-        self.now = now
-        self.member = MemberState.load(config.self_id, terms)
-        if store.end_term > self.member.term:
+        self.clock = Clock(now)
+        self.outbox = out = Outbox()
+        self.member = m = MemberState.load(config.self_id, terms)
+        self.terms = TermKeeper(m, terms, out)
+        if store.end_term > m.term:
             # currterm behind the log (lost or damaged): never run below the log's own term
-            self.member.advance_term(terms, store.end_term)
+            m.advance_term(terms, store.end_term)
         self.follower = FollowerLog(store, sync=config.flush == "sync", learn_file_size=config.data_file_size is None)
-        # who the members are: the last config entry in the log, else the base (--peers, or
-        # what the node kept on disk)
-        self.configs = configs or Configs(initial(config.peers, config.self_id, config.learner))
-        self.save_base = save_base
-        # Members that are Java DLedger nodes (configured, or learnt from their messages):
-        # no no-op entries while there are any (DLedger 0.2.7 cannot read magic 2 back),
-        # and their dispatchers speak as DLedger's leader does (cluster/raft/dispatcher.py).
-        self.java_peers: set[str] = set(config.dledger_peers)
+        # Who the members are: the last config entry in the log, else the base (--peers, or
+        # what the node kept on disk). Members that are Java DLedger nodes (configured, or
+        # learnt from their messages): no no-op entries while there are any (DLedger 0.2.7
+        # cannot read magic 2 back), and their dispatchers speak as DLedger's leader does.
+        self.roster = roster = Roster(c.self_id, configs or Configs(initial(c.peers, c.self_id, c.learner)),
+                                      set(c.dledger_peers), save_base)
         # The state machine's side of snapshots (cluster/raft/statemachine.py Applier; the node or
         # the simulator sets it, None without a state machine): a leader sends its snapshot to
         # a follower that needs entries it no longer holds, a follower installs the one sent.
         self.applier = None
-        self.term_error: StoreError | None = None  # why the last term or vote could not be persisted
-        self.flush_at = now + config.flush_interval_ms
-        self.checkpoint_at = now + config.checkpoint_interval_ms
-        # the parts (see the module's docstring)
-        self.leader: Leader | None = None
-        self.elections = Elections(self, now)
-        self.following = Following(self)
-        self.reads = Reads(self)
-        self.reconfig = Reconfiguration(self)
-        self.compaction = Compaction(self, now, clock, disk_usage)
-        self.tick_role = self.elections.tick_follower  # the role's own tick, swapped with the role
-        self._sends: list[Send] = []
-        self._done: list[Proposal] = []
-        self._notes: list[str] = []
+        self.flush_at = now + c.flush_interval_ms
+        self.checkpoint_at = now + c.checkpoint_interval_ms
+        # the parts (see the module's docstring), each made with what it uses
+        applier = self._applier
+        self.elections = Elections(c, rng, m, self.terms, store, roster, out, now, follow=self.become_follower,
+                                   stand=self.become_candidate, lead=self.become_leader)
+        self.reads = Reads(c, m, store, roster, self.clock)
+        self.reconfig = Reconfiguration(c, m, store, roster, out, self.clock, self._members_changed)
+        self.compaction = Compaction(c, store, out, self.reconfig, applier, now, clock, disk_usage)
+        self.following = Following(m, store, self.follower, roster, out, self.reconfig, self.compaction, applier,
+                                   self.accept_leader)
+        self.not_leading = NotLeading(m, self.reads)
+        # the calls only a leader serves go to the role (a Leader while leading), and the
+        # role's own tick runs: both swapped with the role
+        self.role: Leader | NotLeading = self.not_leading
+        self.tick_role = self.elections.tick_follower
         self._state_said: tuple | None = None  # (role, term, leader) the log last said
+
+    def _applier(self):
+        return self.applier
 
     # -- outputs ----------------------------------------------------------------------
     def take(self) -> Ready:
@@ -160,77 +175,61 @@ class RaftCore:
         if self.reads.read_round_due:
             self.reads.begin_due_round()
         self._say_state()
-        ready = Ready(self._sends, self._notes)
-        self._sends, self._notes = [], []
-        return ready
+        return self.outbox.take()
 
     def take_finished(self) -> Finished:
         """The proposals and reads finished since the last call (read after take())."""
-        finished = Finished(self._done, self.reads.take_done())
-        self._done = []
-        return finished
+        return Finished(self.outbox.take_done(), self.reads.take_done())
 
     def has_output(self) -> bool:
         """Is there something for take() or take_finished()?"""
-        return bool(self._sends or self._done or self.reads.done or self.reads.read_round_due)
-
-    def send(self, to: str, request) -> None:
-        self._sends.append(Send(to, request))
-
-    def note(self, text: str, **fields) -> None:
-        self._notes.append(Note(text, fields) if fields else text)
-
-    def finish(self, p: Proposal, code: Code, remark: str = "") -> None:
-        p.code, p.remark = code, remark
-        self._done.append(p)
+        out, reads = self.outbox, self.reads
+        return bool(out.sends or out.done or reads.done or reads.read_round_due)
 
     def _say_state(self) -> None:
         """One line for each change of role, term or leader, and of a follower's dispatcher
         state (but between APPEND and COMMIT, which alternate as pushes are answered), with
         the numbers."""
-        m = self.member
+        m, note = self.member, self.outbox.note
         now = (m.role, m.term, m.leader_id)
         was = self._state_said
         if now != was:
             self._state_said = now
             leader = f"leader {m.leader_id}" if m.leader_id and m.role != Role.LEADER else \
-                "no leader known" if m.role != Role.LEADER else self.leader.said
+                "no leader known" if m.role != Role.LEADER else self.role.said
             since = "" if was is None else f" (was {was[0]} in term {was[1]})"
-            self.note(f"{m.role} in term {m.term}, {leader}{since}", event="state", role=str(m.role), term=m.term,
-                      leader=m.leader_id, was_role=None if was is None else str(was[0]),
-                      was_term=None if was is None else was[1], end_index=self.store.end_index,
-                      committed_index=self.store.committed_index)
-        for p, d in self.dispatchers.items():
+            note(f"{m.role} in term {m.term}, {leader}{since}", event="state", role=str(m.role), term=m.term,
+                 leader=m.leader_id, was_role=None if was is None else str(was[0]),
+                 was_term=None if was is None else was[1], end_index=self.store.end_index,
+                 committed_index=self.store.committed_index)
+        for p, d in self.role.dispatchers.items():
             changed = d.state_changed()
             if changed is None:
                 continue
             before, state = changed
             if before is not None and {before, state} <= _STEADY:
                 continue
-            self.note(f"replication to {p}: {before or 'start'} -> {state} (match {d.watermark}, "
-                      f"next {d.next_index}{f', compare at {d.compare_index}' if state == 'COMPARE' else ''})",
-                      event="replication", peer=p, state=str(state),
-                      was_state=None if before is None else str(before), match_index=d.watermark,
-                      next_index=d.next_index, compare_index=d.compare_index)
+            note(f"replication to {p}: {before or 'start'} -> {state} (match {d.watermark}, "
+                 f"next {d.next_index}{f', compare at {d.compare_index}' if state == 'COMPARE' else ''})",
+                 event="replication", peer=p, state=str(state),
+                 was_state=None if before is None else str(before), match_index=d.watermark,
+                 next_index=d.next_index, compare_index=d.compare_index)
 
     # -- time -------------------------------------------------------------------------
     def tick(self, now: int) -> None:
-        self.now = now
+        self.clock.now = now
         self.tick_role(now)
-        if self.leader is not None:
-            self.leader.expire_proposals(now)
-            self.reads.expire(now)
-            self.reads.retry_rounds(now)
+        self.role.expire(now)
         if now >= self.flush_at:
             self.flush_at = now + self._flush_period()
             self.flush()
-        self.compaction.tick(now)
+        self.compaction.tick(now, self.role)
         if now >= self.checkpoint_at:
             self.checkpoint_at = now + self.cfg.checkpoint_interval_ms
             try:
                 self.store.persist_checkpoint()
             except StoreError as exc:
-                self.note(f"checkpoint not written: {exc}")
+                self.outbox.note(f"checkpoint not written: {exc}")
 
     def _flush_period(self) -> int:
         """How often the periodic flush runs. With flush=sync every acknowledged entry is
@@ -245,32 +244,28 @@ class RaftCore:
         try:
             self.flusher()
         except StoreError as exc:
-            self.note(f"flush failed: {exc}")
+            self.outbox.note(f"flush failed: {exc}")
 
     # -- who the members are ----------------------------------------------------------
     @property
     def members(self) -> Membership:
-        return self.configs.current
+        return self.roster.current
 
-    def others(self) -> list[str]:
-        """Every other member, voter or learner (the leader replicates to all of them)."""
-        return [p for p in self.members.members if p != self.cfg.self_id]
-
-    def voters_but_me(self) -> list[str]:
-        return [p for p in self.members.voters if p != self.cfg.self_id]
-
-    def is_voter(self) -> bool:
-        return self.cfg.self_id in self.members.voters
+    @property
+    def java_peers(self) -> set[str]:
+        return self.roster.java_peers
 
     def mark_java(self, peer: str) -> None:
         """``peer`` is a Java DLedger node (it sent or answered as one)."""
-        if peer in self.members.members and peer != self.cfg.self_id and peer not in self.java_peers:
-            self.java_peers.add(peer)
-            self.note(f"{peer} is a Java DLedger node: speaking DLedger's own push to it (name it in "
-                      f"--dledger-peers: a no-op entry written before it was heard from cannot reach it)")
-            d = self.dispatchers.get(peer)
-            if d is not None:
-                d.speak_java()
+        java = self.roster.java_peers
+        if peer in self.members.members and peer != self.cfg.self_id and peer not in java:
+            java.add(peer)
+            self.outbox.note(f"{peer} is a Java DLedger node: speaking DLedger's own push to it (name it in "
+                             f"--dledger-peers: a no-op entry written before it was heard from cannot reach it)")
+            self.role.speak_java(peer)
+
+    def _members_changed(self, new: Membership, now: int) -> None:
+        self.role.follow_members(new, now)
 
     # -- role changes -----------------------------------------------------------------
     def become_candidate(self) -> None:
@@ -281,10 +276,8 @@ class RaftCore:
     def _drop_leader(self) -> None:
         """Leave the leader's part, if this node had one: its proposals and reads are answered
         NOT_LEADER (a candidate or follower has no dispatchers, proposals or quorum)."""
-        was, self.leader = self.leader, None
-        if was is not None:
-            self.reads.fail(Code.NOT_LEADER, "leadership changed before the read was confirmed")
-            was.step_down()
+        was, self.role = self.role, self.not_leading
+        was.step_down()
 
     def become_leader(self, now: int) -> None:
         m, c, s = self.member, self.cfg, self.store
@@ -292,7 +285,7 @@ class RaftCore:
         if c.never_lead:
             # it leads only to hand over: it writes nothing (a broker reads every entry as a message)
             first, said = s.end_index + 1, "it never leads: handing over to a voter once caught up"
-        elif self.java_peers:
+        elif self.roster.java_peers:
             # DLedger 0.2.7 stops reading its log at a no-op (magic 2): none while Java members
             # are in the group; earlier terms' entries commit with this term's first append
             first, said = s.end_index + 1, "no no-op: Java DLedger members"
@@ -300,39 +293,23 @@ class RaftCore:
             try:
                 first = s.append_leader([b""], m.term, MAGIC_NOOP)[0].index
             except StoreError as exc:
-                self.note(f"cannot append the no-op entry ({exc}); stepping down")
+                self.outbox.note(f"cannot append the no-op entry ({exc}); stepping down")
                 self.become_follower(now, m.term, None)
                 return
             said = f"no-op at {first}"
         m.role, m.leader_id = Role.LEADER, c.self_id
-        self.leader = Leader(self, first, said, now)
-        self.tick_role = self.leader.tick
-        self.reads.lead()
-        self.leader.start(now)
-
-    def persist_term(self, term: int, voted_for: str | None = None) -> bool:
-        """Move to ``term``, on disk first; False (with a note) when the disk refuses: the
-        node stays in its term, where it can neither vote nor lead nor follow in the new one."""
-        try:
-            self.member.advance_term(self.terms, term, voted_for)
-        except StoreError as exc:
-            self.term_refused(exc, f"cannot move to term {term}, it is not on disk: {exc}")
-            return False
-        return True
-
-    def term_refused(self, exc: StoreError, text: str) -> None:
-        """The disk refused a term or a vote (``exc``): said, and answered with disk_code()."""
-        self.term_error = exc
-        self.note(text)
-
-    def disk_code(self) -> Code:
-        return Code.DISK_FULL if is_disk_full(self.term_error) else Code.DISK_ERROR
+        self.role = leader = Leader(c, m, s, self.roster, self.outbox, self.clock, first, said, now, reads=self.reads,
+                                    reconfig=self.reconfig, compaction=self.compaction, follow=self.become_follower,
+                                    sync=self.syncer, flush=self.flush, applier=self._applier)
+        self.tick_role = leader.tick
+        self.reads.lead(leader)
+        leader.start(now)
 
     def become_follower(self, now: int, term: int, leader: str | None) -> bool:
         """Step down (or stay) as a follower of ``leader`` in ``term``. False when ``term``
         could not be persisted: then a follower in the current term, of no known leader."""
         m = self.member
-        moved = term <= m.term or self.persist_term(term)
+        moved = term <= m.term or self.terms.move_to(term)
         if not moved:
             leader = None
         m.role, m.leader_id = Role.FOLLOWER, leader
@@ -353,7 +330,7 @@ class RaftCore:
             if term == m.term and m.role == Role.FOLLOWER and m.leader_id not in (None, leader):
                 return Code.INCONSISTENT_LEADER
             if not self.become_follower(now, term, leader):
-                return self.disk_code()  # nothing is accepted from a term not on disk
+                return self.terms.disk_code()  # nothing is accepted from a term not on disk
         self.elections.heard_leader(now, heartbeat)
         return None
 
@@ -362,19 +339,19 @@ class RaftCore:
         """Answer a request from a peer; never raises on its content. ``java``: it came in
         Java DLedger's form, which makes its sender known as a Java node once it is taken
         (from a member of this group, answered SUCCESS): a refused request teaches nothing."""
-        self.now = now
-        c = self.cfg
+        self.clock.now = now
+        c, m = self.cfg, self.member
         kind = type(req)
         if getattr(req, "group", c.group) != c.group:
-            return error_response(kind, self.member.term, Code.UNKNOWN_GROUP, f"this node serves group {c.group!r}")
+            return error_response(kind, m.term, Code.UNKNOWN_GROUP, f"this node serves group {c.group!r}")
         sender = getattr(req, "leader_id", None)
-        if sender not in self.members.members and not self.configs.known(sender) and sender not in c.peers:
-            return error_response(kind, self.member.term, Code.UNKNOWN_MEMBER, f"{sender!r} is not a member")
-        if getattr(req, "term", -1) > self.member.term + TERM_STEP_MAX:
-            self.note(f"refused a {kind.__name__} from {sender}: its term is more than {TERM_STEP_MAX} above "
-                      f"this node's {self.member.term}")
-            return error_response(kind, self.member.term, Code.UNEXPECTED_ARGUMENT,
-                          f"term {req.term} is more than {TERM_STEP_MAX} above this node's {self.member.term}")
+        if sender not in self.members.members and not self.roster.configs.known(sender) and sender not in c.peers:
+            return error_response(kind, m.term, Code.UNKNOWN_MEMBER, f"{sender!r} is not a member")
+        if getattr(req, "term", -1) > m.term + TERM_STEP_MAX:
+            self.outbox.note(f"refused a {kind.__name__} from {sender}: its term is more than {TERM_STEP_MAX} above "
+                             f"this node's {m.term}")
+            return error_response(kind, m.term, Code.UNEXPECTED_ARGUMENT,
+                                  f"term {req.term} is more than {TERM_STEP_MAX} above this node's {m.term}")
         resp = self._handle(kind, req, now)
         if java and resp.code == Code.SUCCESS:
             self.mark_java(sender)
@@ -382,7 +359,7 @@ class RaftCore:
 
     def _handle(self, kind, req, now: int):
         if kind is VoteRequest:
-            return self.elections.on_vote(req, now)
+            return self.elections.on_vote(req, now, self.role.transfer)
         if kind is HeartBeatRequest:
             refused = self.accept_leader(req.leader_id, req.term, now, heartbeat=True)
             return HeartBeatResponse(self.member.term, refused or Code.SUCCESS, self.member.leader_id,
@@ -392,12 +369,9 @@ class RaftCore:
         if kind is InstallSnapshotRequest:
             return self.following.on_install(req, now)
         if kind is LeadershipTransferRequest:
-            m = self.member
             if req.take:
                 return self.elections.on_take(req, now)
-            if self.leader is None:
-                return LeadershipTransferResponse(m.term, Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}")
-            return self.leader.on_transfer(req, now)
+            return self.role.on_transfer(req, now)
         if kind is ProbeRequest or kind is RepairRequest:
             refused = self.accept_leader(req.leader_id, req.term, now)
             if refused is not None:
@@ -407,11 +381,11 @@ class RaftCore:
 
     # -- answers to our requests ------------------------------------------------------
     def on_response(self, peer: str, req, resp, now: int) -> None:
-        self.now = now
+        self.clock.now = now
         term = getattr(resp, "term", -1)
         if term > self.member.term + TERM_STEP_MAX:
-            self.note(f"ignored {peer}'s answer to a {type(req).__name__}: its term is more than {TERM_STEP_MAX} "
-                      f"above this node's {self.member.term}")
+            self.outbox.note(f"ignored {peer}'s answer to a {type(req).__name__}: its term is more than "
+                             f"{TERM_STEP_MAX} above this node's {self.member.term}")
             self.on_failure(peer, req, "its answer's term is out of reach", now)
             return
         if isinstance(req, VoteRequest):
@@ -420,33 +394,27 @@ class RaftCore:
         if term > self.member.term:
             self.become_follower(now, term, None)
             return
-        if self.leader is not None and getattr(req, "term", None) == self.member.term:
-            self.leader.on_response(peer, req, resp, now)
+        if getattr(req, "term", None) == self.member.term:
+            self.role.on_response(peer, req, resp, now)
 
     def on_failure(self, peer: str, req, why: str, now: int) -> None:
-        self.now = now
-        if self.leader is not None:
-            self.leader.on_failure(peer, req, why, now)
+        self.clock.now = now
+        self.role.on_failure(peer, req, why, now)
 
     def on_peer_lost(self, peer: str, now: int) -> None:
         """The connection to ``peer`` was lost: until it answers again it does not count as
         live for a membership change (it may have stopped a moment ago)."""
-        self.now = now
-        if self.leader is not None:
-            self.leader.on_peer_lost(peer, now)
+        self.clock.now = now
+        self.role.on_peer_lost(peer, now)
 
     # -- the node's and the operator's calls ------------------------------------------
     def propose(self, bodies, now: int) -> Proposal:
         """Append ``bodies`` as leader. The returned proposal is finished at once when
         refused (NOT_LEADER, LEADER_PENDING_FULL, DISK_FULL, ...: nothing was appended),
         else when committed or timed out (it then shows up in ``take_finished().proposals``)."""
-        self.now = now
+        self.clock.now = now
         m = self.member
-        p = Proposal(len(bodies), m.term, leader_id=m.leader_id)
-        if self.leader is None:
-            p.code, p.remark = Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
-            return p
-        return self.leader.propose(p, bodies, now)
+        return self.role.propose(Proposal(len(bodies), m.term, leader_id=m.leader_id), bodies, now)
 
     def read_index(self, now: int, joins: int = 0) -> ReadIndex:
         """A read index for a linearizable read: done at once when refused (NOT_LEADER, or
@@ -454,59 +422,48 @@ class RaftCore:
         it arrived is answered by a majority (then it shows up in ``take_finished().reads``).
         ``joins``: a round whose heartbeats the caller knows left after this read arrived
         (0: none); while it is out, it serves this read too."""
-        self.now = now
-        return self.reads.read_index(now, joins)
+        self.clock.now = now
+        return self.role.read_index(now, joins)
 
     def change_members(self, kind: str, node: str, address: str | None, now: int) -> Proposal:
         """An operator's change (``add``: ``node`` at ``address`` joins as a learner, and is
         promoted once caught up; ``remove``: ``node`` leaves), as a config entry. Finished at
         once when refused, else when the entry commits (or times out), as :meth:`propose`."""
-        self.now = now
-        return self.reconfig.change_members(kind, node, address, now)
+        self.clock.now = now
+        return self.role.change_members(kind, node, address, now)
 
     def snapshot_saved(self, index: int, now: int) -> None:
         """The state machine's snapshot as of ``index`` is on disk: retention may delete up to
         it, and the log it covers goes now (DLedger HEAD resets its log after each snapshot),
         but for ``snapshot_keep_entries`` entries before it and, on a leader, what live
         followers still need (one that is away gets the snapshot when it is back)."""
-        self.now = now
-        self.compaction.snapshot_saved(index, now)
+        self.clock.now = now
+        self.compaction.snapshot_saved(index, now, self.role)
 
     def start_transfer(self, target: str, now: int) -> None:
         """Hand leadership to ``target`` once it has every entry (leaders only: else nothing)."""
-        if self.leader is not None:
-            self.leader.start_transfer(target, now)
+        self.role.start_transfer(target, now)
 
     def refuse_operator(self, peer: str | None) -> tuple[Code, str] | None:
         """Why an operator request about follower ``peer`` cannot be served here, if it cannot."""
-        m, c = self.member, self.cfg
-        if self.leader is None:
-            return Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
-        if peer is None:
-            return None
-        if peer not in self.members.members:
-            return Code.UNKNOWN_MEMBER, f"{peer!r} is not a member ({', '.join(self.members.members)})"
-        if peer == c.self_id:
-            return Code.UNEXPECTED_ARGUMENT, f"{peer} is the leader itself"
-        return None
+        return self.role.refuse_operator(peer)
 
     def watermarks(self, now: int) -> list[dict]:
         """One row per member, the leader's first (leaders only: else none): see Leader.watermarks."""
-        return [] if self.leader is None else self.leader.watermarks(now)
+        return self.role.watermarks(now)
 
     def pause_peer(self, peer: str, below: int, why: str) -> bool:
         """Hold replication to ``peer`` (see Dispatcher.pause) while a repair is under way;
         False when this node no longer leads (its dispatchers are gone)."""
-        return self.leader is not None and self.leader.pause_peer(peer, below, why)
+        return self.role.pause_peer(peer, below, why)
 
     def compare_peer(self, peer: str, index: int, why: str, now: int) -> None:
         """Send ``peer``'s dispatcher back to COMPARE from ``index``."""
-        if self.leader is not None:
-            self.leader.compare_peer(peer, index, why, now)
+        self.role.compare_peer(peer, index, why, now)
 
     def describe(self) -> dict:
         m, s = self.member, self.store
-        out = {
+        return {
             "id": self.cfg.self_id,
             "group": self.cfg.group,
             "role": str(m.role),
@@ -517,84 +474,22 @@ class RaftCore:
             "end_index": s.end_index,
             "end_term": s.end_term,
             "committed_index": s.committed_index,
-            "pending": len(self.pending),
+            "pending": len(self.role.pending),
             "member": self.members.role_of(self.cfg.self_id) or "removed",
             "never_lead": self.cfg.never_lead,
             **self.follower.describe(),
-            **self.configs.describe(),
+            **self.roster.configs.describe(),
+            **self.role.describe(self.clock.now),
         }
-        if self.leader is not None:
-            out["peers"] = [d.describe(self.now) for d in self.leader.dispatchers.values()]
-        return out
 
-    # -- what the parts hold, read through the core (the node's and the tests' view) ------
+    # -- read by tests of other rooms (tests/net/test_dialect.py, tests/store/test_disk_full.py) --
     @property
     def dispatchers(self) -> dict:
-        return {} if self.leader is None else self.leader.dispatchers
-
-    @property
-    def pending(self):
-        return () if self.leader is None else self.leader.pending
-
-    @property
-    def transfer(self):
-        return None if self.leader is None else self.leader.transfer
-
-    @property
-    def term_first_index(self) -> int | None:
-        return None if self.leader is None else self.leader.term_first_index
-
-    def _term_committed(self) -> bool:
-        return self.leader is not None and self.leader.term_committed()
-
-    def _peer_alive(self, peer: str, now: int) -> bool:
-        return self.leader is not None and self.leader.peer_alive(peer, now)
-
-    @property
-    def read_round(self) -> int:
-        return self.reads.read_round
-
-    @property
-    def read_rounds(self) -> dict:
-        return self.reads.read_rounds
-
-    @property
-    def read_round_due(self) -> bool:
-        return self.reads.read_round_due
-
-    @property
-    def lease_until(self) -> int:
-        return self.reads.lease_until
-
-    @property
-    def lease_void(self) -> bool:
-        return self.reads.lease_void
-
-    @property
-    def election_at(self) -> int:
-        return self.elections.election_at
-
-    @property
-    def started_at(self) -> int:
-        return self.elections.started_at
-
-    @property
-    def last_leader_contact(self) -> int | None:
-        return self.elections.last_leader_contact
+        return self.role.dispatchers
 
     @property
     def pending_take(self) -> tuple | None:
         return self.elections.pending_take
-
-    @property
-    def retention_limit(self) -> int | None:
-        return self.compaction.retention_limit
-
-    @retention_limit.setter
-    def retention_limit(self, index: int | None) -> None:
-        """The state machine's latest snapshot, which bounds what retention deletes (the node
-        sets it once it has recovered its state machine)."""
-        self.compaction.retention_limit = index
 
 
 _STEADY = frozenset({DispatchState.APPEND, DispatchState.COMMIT})  # (alternate as pushes are answered)

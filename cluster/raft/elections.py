@@ -1,5 +1,5 @@
 """Elections: a part of RaftCore (core.py) that lives as long as the node, with the state of
-its own timers and rounds. RaftCore runs :meth:`Elections.tick_follower` or
+its own timers and rounds, made with what it uses (see :class:`Elections`). RaftCore runs :meth:`Elections.tick_follower` or
 :meth:`Elections.tick_candidate` while the node is a follower or a candidate. What core.py's
 docstring says of votes holds here: pre-vote first, a vote only for a log at least as up to
 date, once per term, never while a live leader is known but to a member taking over; Java
@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from store.errors import StoreError
-
-from .member import Role
+from .member import MemberState, Role, TermKeeper
+from .membership import Roster
 from .rpc import Code, LeadershipTransferRequest, LeadershipTransferResponse, VoteRequest, VoteResponse, VoteResult
 
 PREVOTE_JAVA_WAIT_MS = 100  # how long a pre-vote waits for dledgerctl members before asking Java ones
@@ -45,11 +44,17 @@ class Round:
 
 class Elections:
     """The election timer, the round under way, and what this member knows of its leader's
-    liveness, for ``core`` (RaftCore)."""
+    liveness. It reads the settings (``cfg``), the random source (``rng``), the member's
+    state, the log's end (``log``) and the members (``roster``); it moves terms and records
+    votes through ``terms``, sends and says through ``outbox``, and changes the role through
+    the three calls it is given: ``follow(now, term, leader) -> bool`` (step down, False when
+    the term could not be persisted), ``stand()`` (become a candidate) and ``lead(now)``."""
 
-    def __init__(self, core, now: int) -> None:
-        c = core.cfg
-        self.core = core
+    def __init__(self, cfg, rng, member: MemberState, terms: TermKeeper, log, roster: Roster, outbox, now: int, *,
+                 follow, stand, lead) -> None:
+        c = self.cfg = cfg
+        self.rng, self.member, self.terms, self.log, self.roster, self.outbox = rng, member, terms, log, roster, outbox
+        self.follow, self.stand, self.lead = follow, stand, lead
         self.round: Round | None = None
         self.last_leader_contact: int | None = None
         self.last_leader_heartbeat: int | None = None  # (a Java leader is judged alive by these alone)
@@ -64,12 +69,12 @@ class Elections:
             self.election_at = max(self.election_at, now + c.leader_lost_ms)
 
     def election_timeout(self) -> int:
-        c = self.core.cfg
-        return c.leader_lost_ms + self.core.rng.randint(c.min_vote_interval_ms, c.max_vote_interval_ms)
+        c = self.cfg
+        return c.leader_lost_ms + self.rng.randint(c.min_vote_interval_ms, c.max_vote_interval_ms)
 
     def vote_round_timeout(self) -> int:
-        c = self.core.cfg
-        return c.heartbeat_interval_ms + self.core.rng.randint(c.min_vote_interval_ms, c.max_vote_interval_ms)
+        c = self.cfg
+        return c.heartbeat_interval_ms + self.rng.randint(c.min_vote_interval_ms, c.max_vote_interval_ms)
 
     def restart_timer(self, now: int) -> None:
         """No election before a whole election timeout from now."""
@@ -88,38 +93,38 @@ class Elections:
 
     # -- time, by role ----------------------------------------------------------------
     def tick_follower(self, now: int) -> None:
-        core = self.core
+        m, say = self.member, self.outbox.note
         if self.pending_take is not None:
             leader, term, end, deadline = self.pending_take
-            if core.member.term != term or core.member.leader_id != leader or now >= deadline:
+            if m.term != term or m.leader_id != leader or now >= deadline:
                 self.pending_take = None
                 if now >= deadline:
-                    core.note(f"not taking leadership from {leader}: not caught up to {end} within {TAKE_WAIT_MS} ms")
-            elif core.store.end_index >= end:
+                    say(f"not taking leadership from {leader}: not caught up to {end} within {TAKE_WAIT_MS} ms")
+            elif self.log.end_index >= end:
                 self.pending_take = None
-                core.note(f"taking leadership from {leader}")
+                say(f"taking leadership from {leader}")
                 self.start_round(now, pre=False, take_leadership=True)
                 return
         if now >= self.election_at:
-            if not core.is_voter():  # a learner, or removed: it never stands for election
+            if not self.roster.is_voter():  # a learner, or removed: it never stands for election
                 self.restart_timer(now)
                 return
-            if core.cfg.never_lead:
+            if self.cfg.never_lead:
                 behind = self._behind_voter(now)
                 if behind is None:  # the others elect among themselves
                     self.restart_timer(now)
                     return
-                core.note(f"no leader heard for {core.cfg.leader_lost_ms} ms and {behind}'s log is behind this "
-                          "one's: standing, to bring it up to date and hand leadership to it (this member never "
-                          "leads)")
+                say(f"no leader heard for {self.cfg.leader_lost_ms} ms and {behind}'s log is behind this "
+                    "one's: standing, to bring it up to date and hand leadership to it (this member never "
+                    "leads)")
             else:
-                core.note(f"no leader heard for {core.cfg.leader_lost_ms} ms; asking for a pre-vote")
+                say(f"no leader heard for {self.cfg.leader_lost_ms} ms; asking for a pre-vote")
             self.start_round(now, pre=True)
 
     def tick_candidate(self, now: int) -> None:
-        core, r = self.core, self.round
-        if not core.is_voter():  # removed (or made a learner) while standing
-            core.become_follower(now, core.member.term, None)
+        r = self.round
+        if not self.roster.is_voter():  # removed (or made a learner) while standing
+            self.follow(now, self.member.term, None)
             return
         if r is None or now >= r.deadline:
             self.start_round(now, pre=True)
@@ -127,35 +132,34 @@ class Elections:
         for p, at in list(r.again.items()):
             if now >= at:
                 del r.again[p]
-                core.send(p, r.request)
+                self.outbox.send(p, r.request)
         self._ask_java(now)
 
     def lease_promised(self, now: int) -> bool:
         """Is this member within leader-lost of its start while keeping the read-lease promise
         (NodeConfig.read_lease)? Then it votes for nobody, itself included, but a member taking
         over from its leader."""
-        c = self.core.cfg
+        c = self.cfg
         return c.read_lease and now - self.started_at < c.leader_lost_ms
 
     # -- standing ---------------------------------------------------------------------
     def start_round(self, now: int, *, pre: bool, take_leadership: bool = False) -> None:
-        core = self.core
-        m, c = core.member, core.cfg
+        m, c, java = self.member, self.cfg, self.roster.java_peers
         if not take_leadership and self.lease_promised(now):
             self.election_at = self.started_at + c.leader_lost_ms
             return
         term = m.term + 1
-        if not pre and not core.persist_term(term, c.self_id):
-            core.become_follower(now, m.term, None)  # no election it cannot remember
+        if not pre and not self.terms.move_to(term, c.self_id):
+            self.follow(now, m.term, None)  # no election it cannot remember
             return
-        core.become_candidate()
-        req = VoteRequest(c.group, c.self_id, term, core.store.end_index, core.store.end_term, pre, take_leadership)
+        self.stand()
+        req = VoteRequest(c.group, c.self_id, term, self.log.end_index, self.log.end_term, pre, take_leadership)
         self.round = r = Round(pre, term, now + self.vote_round_timeout(), take_leadership, {c.self_id},
                                request=req)
-        voters = core.voters_but_me()
-        first = [p for p in voters if not (pre and p in core.java_peers)]
+        voters = self.roster.voters_but_me()
+        first = [p for p in voters if not (pre and p in java)]
         for p in first:
-            core.send(p, req)
+            self.outbox.send(p, req)
         if len(first) < len(voters):
             r.java_at = now + PREVOTE_JAVA_WAIT_MS if first else now
             self._ask_java(now)
@@ -163,29 +167,29 @@ class Elections:
 
     def _ask_java(self, now: int) -> None:
         """Send the pre-vote to the Java members once it is time (Round.java_at)."""
-        r, core = self.round, self.core
+        r, java = self.round, self.roster.java_peers
         if r is not None and r.java_at is not None and now >= r.java_at:
             r.java_at = None
-            for p in core.voters_but_me():
-                if p in core.java_peers:
-                    core.send(p, r.request)
+            for p in self.roster.voters_but_me():
+                if p in java:
+                    self.outbox.send(p, r.request)
 
     def _count_round(self, now: int) -> None:
         r = self.round
-        members = self.core.members
+        members = self.roster.current
         if r is None or sum(1 for p in r.accepts if p in members.voters) < members.quorum:
             return
         if r.pre:
             self.start_round(now, pre=False, take_leadership=r.take_leadership)
         else:
-            self.core.become_leader(now)
+            self.lead(now)
 
     def on_vote_response(self, peer: str, req: VoteRequest, resp: VoteResponse, now: int) -> None:
-        core, r = self.core, self.round
-        if resp.term > core.member.term and resp.vote_result != VoteResult.ACCEPT:
-            core.become_follower(now, resp.term, None)
+        r = self.round
+        if resp.term > self.member.term and resp.vote_result != VoteResult.ACCEPT:
+            self.follow(now, resp.term, None)
             return
-        if r is None or r.term != req.term or r.pre != req.pre_vote or core.member.role != Role.CANDIDATE:
+        if r is None or r.term != req.term or r.pre != req.pre_vote or self.member.role != Role.CANDIDATE:
             return  # an answer to an earlier round
         if resp.vote_result == VoteResult.REJECT_TERM_NOT_READY and resp.code == Code.SUCCESS:
             # A Java voter whose term is below ours: it checked our log first (it answers so
@@ -202,33 +206,34 @@ class Elections:
         if r.java_at is not None:
             if resp.vote_result == VoteResult.REJECT_ALREADY_HAS_LEADER:
                 r.java_at = None  # a live leader: leave the Java members with it
-            elif all(p in r.accepts or p in r.rejects for p in core.voters_but_me() if p not in core.java_peers):
+            elif all(p in r.accepts or p in r.rejects for p in self.roster.voters_but_me()
+                     if p not in self.roster.java_peers):
                 r.java_at = now
                 self._ask_java(now)
         self._count_round(now)
 
     # -- voting -----------------------------------------------------------------------
     def leader_alive(self, now: int) -> bool:
-        core = self.core
-        if core.member.role == Role.LEADER:
+        m = self.member
+        if m.role == Role.LEADER:
             return True
         # A Java follower takes its leader for lost once no heartbeat came for the leader-lost
         # interval, pushes or not (DLedgerLeaderElector): of a Java leader, this node judges
         # alike, or it would refuse the vote of the follower that saw the leader die first
         # (and DLedger waits a whole leader-lost interval again after such a refusal).
-        leader = core.member.leader_id
-        contact = self.last_leader_heartbeat if leader in core.java_peers else self.last_leader_contact
-        return leader is not None and contact is not None and now - contact < core.cfg.leader_lost_ms
+        leader = m.leader_id
+        contact = self.last_leader_heartbeat if leader in self.roster.java_peers else self.last_leader_contact
+        return leader is not None and contact is not None and now - contact < self.cfg.leader_lost_ms
 
-    def on_vote(self, req: VoteRequest, now: int) -> VoteResponse:
-        core = self.core
-        m, s = core.member, core.store
-        if req.leader_id not in core.members.voters:  # a learner, or a member removed: it cannot lead
+    def on_vote(self, req: VoteRequest, now: int, transfer=None) -> VoteResponse:
+        """A vote asked of this member; ``transfer``: the leadership transfer this member (as
+        leader) has under way, if any."""
+        m, s = self.member, self.log
+        if req.leader_id not in self.roster.current.voters:  # a learner, or a member removed: it cannot lead
             return VoteResponse(m.term, VoteResult.REJECT_UNKNOWN_LEADER)
         if req.term < m.term or (req.pre_vote and req.term <= m.term and m.voted_for not in (None, req.leader_id)):
             return VoteResponse(m.term, VoteResult.REJECT_EXPIRED_VOTE_TERM)
         # (the member we asked to take over is let in: a Java one does not say it is taking over)
-        transfer = core.transfer
         taking = req.take_leadership or (transfer is not None and transfer.asked and transfer.target == req.leader_id)
         if not taking and self.leader_alive(now) and m.leader_id != req.leader_id:
             return VoteResponse(m.term, VoteResult.REJECT_ALREADY_HAS_LEADER)
@@ -246,36 +251,32 @@ class Elections:
             if rejection is not None:
                 self._refused_behind(req.leader_id, now)
             return VoteResponse(m.term, rejection or VoteResult.ACCEPT)
-        if req.term > m.term and not core.become_follower(now, req.term, None):
-            return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, core.disk_code())
+        if req.term > m.term and not self.follow(now, req.term, None):
+            return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, self.terms.disk_code())
         if rejection is not None:
             self._refused_behind(req.leader_id, now)
             return VoteResponse(m.term, rejection)
         if m.voted_for not in (None, req.leader_id):
             return VoteResponse(m.term, VoteResult.REJECT_ALREADY_VOTED)
-        try:
-            m.vote(core.terms, req.leader_id)
-        except StoreError as exc:
-            core.term_refused(exc, f"cannot vote for {req.leader_id} in term {m.term}, the vote is not on disk: {exc}")
-            return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, core.disk_code())
+        if not self.terms.vote(req.leader_id):
+            return VoteResponse(m.term, VoteResult.REJECT_TERM_NOT_READY, self.terms.disk_code())
         self.restart_timer(now)
         return VoteResponse(m.term, VoteResult.ACCEPT)
 
     def on_take(self, req: LeadershipTransferRequest, now: int) -> LeadershipTransferResponse:
         """From our leader: we are caught up, take over now."""
-        core = self.core
-        m, c = core.member, core.cfg
+        m, c = self.member, self.cfg
         if c.never_lead:
             return LeadershipTransferResponse(m.term, Code.TAKE_LEADERSHIP_FAILED, f"{c.self_id} never leads")
-        if req.term != m.term or m.leader_id != req.leader_id or core.leader is not None:
+        if req.term != m.term or m.leader_id != req.leader_id or m.role == Role.LEADER:
             return LeadershipTransferResponse(m.term, Code.INCONSISTENT_LEADER, "not from the current leader")
-        if req.end_index > core.store.end_index:
+        if req.end_index > self.log.end_index:
             # (a Java leader asks while we may still lack up to 1000 of its entries: wait
             # for them, as DLedger's transferee does, or its voters would refuse us)
             self.pending_take = (req.leader_id, req.term, req.end_index, now + TAKE_WAIT_MS)
-            core.note(f"taking leadership from {req.leader_id} once caught up to its entry {req.end_index}")
+            self.outbox.note(f"taking leadership from {req.leader_id} once caught up to its entry {req.end_index}")
             return LeadershipTransferResponse(m.term)
-        core.note(f"taking leadership from {req.leader_id}")
+        self.outbox.note(f"taking leadership from {req.leader_id}")
         self.start_round(now, pre=False, take_leadership=True)
         return LeadershipTransferResponse(m.term)
 
@@ -284,13 +285,12 @@ class Elections:
         """A never-lead member refused ``voter`` a vote for a log shorter than its own: without
         this vote it cannot win, so unless a leader is alive this member stands soon (a random
         vote interval, not a whole election timeout) to bring it up to date."""
-        core = self.core
-        if not core.cfg.never_lead:
+        c = self.cfg
+        if not c.never_lead:
             return
         self.behind_voter = (voter, now)
-        if core.member.role == Role.FOLLOWER and not self.leader_alive(now):
-            c = core.cfg
-            self.election_at = min(self.election_at, now + core.rng.randint(c.min_vote_interval_ms,
+        if self.member.role == Role.FOLLOWER and not self.leader_alive(now):
+            self.election_at = min(self.election_at, now + self.rng.randint(c.min_vote_interval_ms,
                                                                             c.max_vote_interval_ms))
 
     def _behind_voter(self, now: int) -> str | None:
@@ -300,7 +300,7 @@ class Elections:
         if self.behind_voter is None:
             return None
         voter, at = self.behind_voter
-        if now - at > 2 * self.core.cfg.leader_lost_ms or voter not in self.core.members.voters:
+        if now - at > 2 * self.cfg.leader_lost_ms or voter not in self.roster.current.voters:
             self.behind_voter = None
             return None
         return voter

@@ -13,6 +13,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from store.errors import StoreError, is_disk_full
+
+from .rpc import Code
+
 
 class Role(enum.StrEnum):
     FOLLOWER = "follower"
@@ -62,3 +66,41 @@ class MemberState:
         if self.voted_for != candidate:
             terms.save(self.term, candidate)
             self.voted_for = candidate
+
+
+class TermKeeper:
+    """Moves ``member`` to a new term and records its votes through the term store
+    (``terms``), on disk first; when the disk refuses, says so (``outbox``) and remembers why
+    (``error``), so that what depends on it is answered with :meth:`disk_code`."""
+
+    def __init__(self, member: MemberState, terms, outbox) -> None:
+        self.member, self.terms, self.outbox = member, terms, outbox
+        self.error: StoreError | None = None  # why the last term or vote could not be persisted
+
+    def move_to(self, term: int, voted_for: str | None = None) -> bool:
+        """Move to ``term``, on disk first; False (with a note) when the disk refuses: the
+        node stays in its term, where it can neither vote nor lead nor follow in the new one."""
+        try:
+            self.member.advance_term(self.terms, term, voted_for)
+        except StoreError as exc:
+            self.refused(exc, f"cannot move to term {term}, it is not on disk: {exc}")
+            return False
+        return True
+
+    def vote(self, candidate: str) -> bool:
+        """Vote for ``candidate`` in this term, on disk first; False (with a note) when refused."""
+        m = self.member
+        try:
+            m.vote(self.terms, candidate)
+        except StoreError as exc:
+            self.refused(exc, f"cannot vote for {candidate} in term {m.term}, the vote is not on disk: {exc}")
+            return False
+        return True
+
+    def refused(self, exc: StoreError, text: str) -> None:
+        """The disk refused a term or a vote (``exc``): said, and answered with disk_code()."""
+        self.error = exc
+        self.outbox.note(text)
+
+    def disk_code(self) -> Code:
+        return Code.DISK_FULL if is_disk_full(self.error) else Code.DISK_ERROR

@@ -196,3 +196,27 @@ def load_configs(store, base: Membership, base_index: int = -1, warn=None) -> Co
             if warn is not None:
                 warn(f"config entry {i} ignored: {exc}")
     return configs
+
+
+class Roster:
+    """Who the members are, as the parts of a node's deciding logic ask it: the node's
+    ``configs`` (its config entries over the base), its own id, the members known to be Java
+    DLedger nodes (``java_peers``: configured, or learnt from their messages), and where the
+    base is kept when it changes (``save_base(membership, index)``, or None)."""
+
+    def __init__(self, self_id: str, configs: Configs, java_peers: set[str], save_base=None) -> None:
+        self.self_id, self.configs, self.java_peers, self.save_base = self_id, configs, java_peers, save_base
+
+    @property
+    def current(self) -> Membership:
+        return self.configs.current
+
+    def others(self) -> list[str]:
+        """Every other member, voter or learner (the leader replicates to all of them)."""
+        return [p for p in self.configs.current.members if p != self.self_id]
+
+    def voters_but_me(self) -> list[str]:
+        return [p for p in self.configs.current.voters if p != self.self_id]
+
+    def is_voter(self) -> bool:
+        return self.self_id in self.configs.current.voters

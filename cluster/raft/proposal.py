@@ -56,3 +56,43 @@ class Finished:
 
     proposals: list[Proposal]
     reads: list = field(default_factory=list)  # ReadIndex reads done (raft/reads.py)
+
+
+@dataclass(slots=True)
+class Clock:
+    """The time of the call being handled, in ms: the core sets it as every call enters, and
+    the parts that act later in the same call (a commit, a read round) read it here."""
+
+    now: int
+
+
+class Outbox:
+    """What the parts of the core hand out as they decide, until the node takes it: requests
+    to send, notes for its log, proposals finished. Each part that sends, says or finishes
+    something is given this, not the core (RaftCore.take and take_finished empty it)."""
+
+    __slots__ = ("sends", "notes", "done")
+
+    def __init__(self) -> None:
+        self.sends: list[Send] = []
+        self.notes: list[str] = []
+        self.done: list[Proposal] = []
+
+    def send(self, to: str, request) -> None:
+        self.sends.append(Send(to, request))
+
+    def note(self, text: str, **fields) -> None:
+        self.notes.append(Note(text, fields) if fields else text)
+
+    def finish(self, p: Proposal, code: Code, remark: str = "") -> None:
+        p.code, p.remark = code, remark
+        self.done.append(p)
+
+    def take(self) -> Ready:
+        ready = Ready(self.sends, self.notes)
+        self.sends, self.notes = [], []
+        return ready
+
+    def take_done(self) -> list[Proposal]:
+        done, self.done = self.done, []
+        return done

@@ -1,6 +1,7 @@
 """Linearizable reads: the ReadIndex way (Raft thesis §6.4, as etcd serves them). A part of
-RaftCore (core.py) that lives as long as the node: its read rounds are numbered across
-terms, and what a leader's lease was stays visible after it steps down.
+RaftCore (core.py), made with what it uses (see :class:`Reads`), that lives as long as the
+node: its read rounds are numbered across terms, and what a leader's lease was stays
+visible after it steps down.
 
 A read asks the leader for a read index (:meth:`Reads.read_index`). The leader notes its
 commit index, then confirms it still leads with a round of heartbeats answered by a
@@ -58,12 +59,16 @@ ROUNDS_IN_FLIGHT = 2  # heartbeat rounds out at once: reads that come while one 
 
 
 class Reads:
-    """ReadIndex reads and the read lease of ``core`` (RaftCore): ``read_round`` the latest
-    round started, ``read_rounds`` the rounds out (round -> the voters that answered it, and
-    when it began), ``reads_waiting``, and the lease (see :meth:`_renew_lease`)."""
+    """ReadIndex reads and the read lease: ``read_round`` the latest round started,
+    ``read_rounds`` the rounds out (round -> the voters that answered it, and when it
+    began), ``reads_waiting``, and the lease (see :meth:`_renew_lease`). It reads the
+    settings, the member's state, the log's commit index, the members (``roster``) and the
+    time of the call (``clock``); its rounds' heartbeats go out through ``leader`` (leading.py
+    Leader), the leadership it serves, given by :meth:`lead` and gone with :meth:`fail`."""
 
-    def __init__(self, core) -> None:
-        self.core = core
+    def __init__(self, cfg, member, log, roster, clock) -> None:
+        self.cfg, self.member, self.log, self.roster, self.clock = cfg, member, log, roster, clock
+        self.leader = None
         self.read_round, self.read_rounds = 0, {}
         self.read_round_due = False  # reads registered since take() last ran (it begins their round)
         self.reads_waiting: list[ReadIndex] = []
@@ -77,21 +82,26 @@ class Reads:
         done, self.done = self.done, []
         return done
 
-    def lead(self) -> None:
-        """The node became leader: a lease of its own term only."""
+    def lead(self, leader) -> None:
+        """The node became leader (``leader``): a lease of its own term only."""
+        self.leader = leader
         self.lease_acks, self.lease_until, self.lease_void = {}, -1, False
 
-    def read_index(self, now: int, joins: int = 0) -> ReadIndex:
-        """See RaftCore.read_index."""
-        core = self.core
-        m, c, leader = core.member, core.cfg, core.leader
-        if leader is None or c.never_lead:
-            r = ReadIndex(now, code=Code.NOT_LEADER, leader_id=None if m.role == Role.LEADER else m.leader_id)
-            r.remark = f"{c.self_id} never leads" if c.never_lead and m.role == Role.LEADER else \
-                f"leader is {m.leader_id or 'unknown'}"
-            return r
+    def refuse(self, now: int) -> ReadIndex:
+        """NOT_LEADER: this member does not lead, or leads only to hand over (never_lead)."""
+        m, c = self.member, self.cfg
+        r = ReadIndex(now, code=Code.NOT_LEADER, leader_id=None if m.role == Role.LEADER else m.leader_id)
+        r.remark = f"{c.self_id} never leads" if c.never_lead and m.role == Role.LEADER else \
+            f"leader is {m.leader_id or 'unknown'}"
+        return r
+
+    def read_index(self, now: int, joins: int, leader) -> ReadIndex:
+        """See RaftCore.read_index: on ``leader`` (leading.py Leader)."""
+        m, c = self.member, self.cfg
+        if c.never_lead:
+            return self.refuse(now)
         first = leader.term_first_index
-        committed = core.store.committed_index
+        committed = self.log.committed_index
         index = committed if committed >= first else -1
         if index >= 0 and now < self.lease_until and not self.lease_void:  # (on the lease: no round)
             return ReadIndex(now, index, 0, Code.SUCCESS, m.leader_id)
@@ -99,7 +109,7 @@ class Reads:
             r = ReadIndex(now + c.max_wait_ack_ms, index, joins, None, m.leader_id)
             self.reads_waiting.append(r)
             return r
-        voters = core.members.voters
+        voters = self.roster.current.voters
         if index >= 0 and len(voters) == 1 and c.self_id in voters:  # (a group of one: nobody to ask)
             return ReadIndex(now + c.max_wait_ack_ms, index, 0, Code.SUCCESS, m.leader_id)
         r = ReadIndex(now + c.max_wait_ack_ms, index, self.read_round + 1, None, m.leader_id)
@@ -111,16 +121,16 @@ class Reads:
         """From take(): the round the reads registered since the last one wait for, when a
         slot is free (else the first round out to be confirmed begins it)."""
         self.read_round_due = False
-        if (len(self.read_rounds) < ROUNDS_IN_FLIGHT and self.core.leader is not None
+        if (len(self.read_rounds) < ROUNDS_IN_FLIGHT and self.leader is not None
                 and any(r.index >= 0 and r.round > self.read_round for r in self.reads_waiting)):
-            self._start_read_round(self.core.now)
+            self._start_read_round(self.clock.now)
 
     def _start_read_round(self, now: int) -> None:
-        core = self.core
+        roster = self.roster
         self.read_round += 1
-        self.read_rounds[self.read_round] = ({core.cfg.self_id} if core.is_voter() else set(), now)
-        for p in core.others():
-            core.leader.heartbeat(p, now, self.read_round)  # (this round is a heartbeat too)
+        self.read_rounds[self.read_round] = ({self.cfg.self_id} if roster.is_voter() else set(), now)
+        for p in roster.others():
+            self.leader.heartbeat(p, now, self.read_round)  # (this round is a heartbeat too)
         self._confirm_reads(self.read_round, now)
 
     def heartbeat_answered(self, peer: str, req: HeartBeatRequest, resp, now: int) -> None:
@@ -128,7 +138,7 @@ class Reads:
         belongs to, and for the lease when ``peer`` keeps the lease promise."""
         if req.read_round:
             self._read_answered(peer, req, now)
-        if resp.lease and self.core.cfg.read_lease and req.sent_at > self.lease_acks.get(peer, -1):
+        if resp.lease and self.cfg.read_lease and req.sent_at > self.lease_acks.get(peer, -1):
             self.lease_acks[peer] = req.sent_at
             self._renew_lease()
 
@@ -137,12 +147,12 @@ class Reads:
         leader and the voters keeping the promise) had answered heartbeats sent since: none of
         them votes for another leader before (NodeConfig.read_lease). Never with Java members
         (they make no such promise), nor once this term's leadership is being handed over."""
-        core = self.core
-        c, voters = core.cfg, core.members.voters
-        if core.java_peers or self.lease_void:
+        c, members = self.cfg, self.roster.current
+        voters = members.voters
+        if self.roster.java_peers or self.lease_void:
             self.lease_until = -1
             return
-        need = core.members.quorum - (1 if c.self_id in voters else 0)
+        need = members.quorum - (1 if c.self_id in voters else 0)
         acks = sorted((self.lease_acks.get(p, -1) for p in voters if p != c.self_id), reverse=True)
         if need <= 0 or need > len(acks) or acks[need - 1] < 0:  # (a group of one reads without a lease)
             self.lease_until = -1
@@ -159,7 +169,7 @@ class Reads:
         out = self.read_rounds.get(req.read_round)
         if out is None:
             return  # (a round confirmed already, or given up)
-        if peer in self.core.members.voters:
+        if peer in self.roster.current.voters:
             out[0].add(peer)
         self._confirm_reads(req.read_round, now)
 
@@ -167,7 +177,7 @@ class Reads:
         """Round ``k`` is confirmed once a majority answered it: every read registered before
         it began is served, and the rounds before it are of no more use."""
         out = self.read_rounds.get(k)
-        if out is None or len(out[0]) < self.core.members.quorum:
+        if out is None or len(out[0]) < self.roster.current.quorum:
             return
         for done in [j for j in self.read_rounds if j <= k]:
             del self.read_rounds[done]
@@ -190,7 +200,7 @@ class Reads:
         max_wait_ack_ms, when the reads themselves time out."""
         if not self.reads_waiting or not any(r.index >= 0 for r in self.reads_waiting):
             return
-        c = self.core.cfg
+        c = self.cfg
         latest = max((at for _acks, at in self.read_rounds.values()), default=None)
         if latest is not None and now - latest < c.heartbeat_interval_ms:
             return
@@ -207,20 +217,21 @@ class Reads:
         if not pending:
             return
         for r in pending:
-            r.index = self.core.store.committed_index
+            r.index = self.log.committed_index
             r.round = self.read_round + 1
         if len(self.read_rounds) < ROUNDS_IN_FLIGHT:
             self._start_read_round(now)
 
     def _read_done(self, r: ReadIndex, code: Code, remark: str = "") -> None:
-        m = self.core.member
+        m = self.member
         r.code, r.remark = code, remark
         if code != Code.SUCCESS:
-            r.leader_id = m.leader_id if m.leader_id != self.core.cfg.self_id else None
+            r.leader_id = m.leader_id if m.leader_id != self.cfg.self_id else None
         self.done.append(r)
 
     def fail(self, code: Code, remark: str) -> None:
         """Every waiting read ends (leadership was lost)."""
+        self.leader = None
         waiting, self.reads_waiting, self.read_rounds = self.reads_waiting, [], {}
         for r in waiting:
             self._read_done(r, code, remark)
@@ -232,7 +243,7 @@ class Reads:
         for r in self.reads_waiting:
             if r.deadline <= now:
                 self._read_done(r, Code.TIMEOUT,
-                                f"no majority confirmed this leader within {self.core.cfg.max_wait_ack_ms} ms")
+                                f"no majority confirmed this leader within {self.cfg.max_wait_ack_ms} ms")
             else:
                 keep.append(r)
         self.reads_waiting = keep

@@ -1,6 +1,6 @@
 """The membership side of a node's deciding logic (RaftCore): how its members change, on a
 follower as its log changes and on a leader as it changes them. A part of RaftCore with no
-state of its own: the members are the core's ``configs`` (cluster/raft/membership.py has
+state of its own: the members are the Roster's ``configs`` (cluster/raft/membership.py has
 the rules), and what a leader replicates to is its Leader part's (leading.py).
 
 - Members are the node's Configs (the last config entry in its log, else its base). The
@@ -28,24 +28,25 @@ from .rpc import Code
 
 
 class Reconfiguration:
-    """Membership changes of ``core`` (RaftCore)."""
+    """Membership changes. It reads the settings, the member's state, the log and the time of
+    the call (``clock``); it changes the members through ``roster`` (its Configs) and says
+    through ``outbox``; ``changed(new, now)`` is told of every change (the role follows it:
+    a leader replicates to the new members and counts the new voters)."""
 
-    def __init__(self, core) -> None:
-        self.core = core
+    def __init__(self, cfg, member, log, roster, outbox, clock, changed) -> None:
+        self.cfg, self.member, self.log, self.roster, self.outbox, self.clock = cfg, member, log, roster, outbox, clock
+        self.changed = changed
 
     def members_changed(self, old: Membership, now: int) -> None:
-        core = self.core
-        new = core.members
-        core.note(f"members now: {new.describe()} (were: {old.describe()})")
-        if core.leader is not None:
-            core.leader.follow_members(new, now)
+        new = self.roster.current
+        self.outbox.note(f"members now: {new.describe()} (were: {old.describe()})")
+        self.changed(new, now)
 
     def log_changed(self, config_at) -> None:
         """After the log changed under a follower (appended, truncated, cut, its head
         deleted): the config entries it still holds, and those ``config_at`` names (the
         leader says which entries of a push are config entries)."""
-        core = self.core
-        old, s, configs = core.members, core.store, core.configs
+        old, s, configs = self.roster.current, self.log, self.roster.configs
         if configs.reconcile(s):
             self._keep_base()
         for i in config_at:
@@ -57,71 +58,67 @@ class Reconfiguration:
             try:
                 configs.add(i, e.term, Membership.from_body(e.body))
             except MembershipError as exc:
-                core.note(f"config entry {i} ignored: {exc}")
-        if core.members != old:
-            self.members_changed(old, core.now)
+                self.outbox.note(f"config entry {i} ignored: {exc}")
+        if self.roster.current != old:
+            self.members_changed(old, self.clock.now)
 
     def begin_again(self, members: bytes, base_index: int) -> None:
         """The log began again at the leader's first entry (a cut back, a snapshot): the
         membership in force before it is the leader's."""
-        core = self.core
+        roster = self.roster
         if not members:
             return
         try:
             base = Membership.from_body(members)
         except MembershipError as exc:
-            core.note(f"the leader's member list ignored: {exc}")
+            self.outbox.note(f"the leader's member list ignored: {exc}")
             return
-        old = core.members
-        core.configs.reset(base, base_index)
+        old = roster.current
+        roster.configs.reset(base, base_index)
         self._keep_base()
-        if core.members != old:
-            self.members_changed(old, core.now)
+        if roster.current != old:
+            self.members_changed(old, self.clock.now)
 
     def _keep_base(self) -> None:
-        core = self.core
-        if core.save_base is not None:
+        roster = self.roster
+        if roster.save_base is not None:
             try:
-                core.save_base(core.configs.base, core.configs.base_index)
+                roster.save_base(roster.configs.base, roster.configs.base_index)
             except OSError as exc:
-                core.note(f"the member list in force at the log's beginning is not on disk: {exc}")
+                self.outbox.note(f"the member list in force at the log's beginning is not on disk: {exc}")
 
     # -- a leader's changes -----------------------------------------------------------
     def promote_learners(self, leader, now: int) -> None:
         """A learner that caught up to within learner_catch_up_entries (and answers) becomes
         a voter, one change at a time."""
-        core = self.core
-        members, s = core.members, core.store
-        if not members.learners or core.configs.last_index > s.committed_index or leader.transfer is not None:
+        members, s, c = self.roster.current, self.log, self.cfg
+        if not members.learners or self.roster.configs.last_index > s.committed_index or leader.transfer is not None:
             return
         for p in members.learners:
             d = leader.dispatchers.get(p)
-            if d is None or not leader.peer_alive(p, now) or s.end_index - d.watermark > core.cfg.learner_catch_up_entries:
+            if d is None or not leader.peer_alive(p, now) or s.end_index - d.watermark > c.learner_catch_up_entries:
                 continue
             new = members.promoting(p)
-            live = sum(1 for v in new.voters if v == core.cfg.self_id or leader.peer_alive(v, now))
+            live = sum(1 for v in new.voters if v == c.self_id or leader.peer_alive(v, now))
             if live >= new.quorum:
                 self._append_config(leader, new, f"{p} caught up (lags {s.end_index - d.watermark} entries): a voter now",
                                     now)
             return
 
-    def change_members(self, kind: str, node: str, address: str | None, now: int) -> Proposal:
-        """See RaftCore.change_members."""
-        core = self.core
-        m, s, leader = core.member, core.store, core.leader
+    def change_members(self, kind: str, node: str, address: str | None, now: int, leader) -> Proposal:
+        """See RaftCore.change_members: on ``leader`` (leading.py Leader)."""
+        m, s, c, roster = self.member, self.log, self.cfg, self.roster
         p = Proposal(1, m.term, leader_id=m.leader_id)
-        members = core.members
+        members, configs = roster.current, roster.configs
         refusal = None
-        if leader is None:
-            refusal = Code.NOT_LEADER, f"leader is {m.leader_id or 'unknown'}"
-        elif core.cfg.never_lead:
-            refusal = Code.NOT_LEADER, f"{core.cfg.self_id} never leads: it writes no config entry"
-        elif core.java_peers:
+        if c.never_lead:
+            refusal = Code.NOT_LEADER, f"{c.self_id} never leads: it writes no config entry"
+        elif roster.java_peers:
             refusal = Code.UNSUPPORTED, ("the group has Java DLedger members, which cannot read config entries "
-                                         f"({', '.join(sorted(core.java_peers))})")
-        elif core.configs.last_index > s.committed_index:
+                                         f"({', '.join(sorted(roster.java_peers))})")
+        elif configs.last_index > s.committed_index:
             refusal = Code.ILLEGAL_MEMBER_STATE, (f"another change is pending: config entry "
-                                                  f"{core.configs.last_index} ({members.describe()}) is not "
+                                                  f"{configs.last_index} ({members.describe()}) is not "
                                                   f"committed yet")
         elif leader.transfer is not None:
             refusal = Code.LEADER_TRANSFERRING, f"handing leadership to {leader.transfer.target}"
@@ -131,7 +128,7 @@ class Reconfiguration:
             except (MembershipError, ConfigError) as exc:
                 refusal = Code.UNEXPECTED_ARGUMENT, str(exc)
             else:
-                live = [v for v in new.voters if v == core.cfg.self_id or leader.peer_reachable(v, now)]
+                live = [v for v in new.voters if v == c.self_id or leader.peer_reachable(v, now)]
                 if len(live) < new.quorum:
                     refusal = Code.ILLEGAL_MEMBER_STATE, (
                         f"{'adding' if kind == 'add' else 'removing'} {node} would leave {len(live)} live voters "
@@ -143,17 +140,16 @@ class Reconfiguration:
         return self._append_config(leader, new, why, now)
 
     def _append_config(self, leader, new: Membership, why: str, now: int) -> Proposal:
-        core = self.core
-        m = core.member
+        m = self.member
         p = Proposal(1, m.term, leader_id=m.leader_id)
         try:
-            appended = core.store.append_leader([new.body()], m.term, MAGIC_CONFIG)
+            appended = self.log.append_leader([new.body()], m.term, MAGIC_CONFIG)
         except StoreError as exc:
             p.code, p.remark = (Code.DISK_FULL if is_disk_full(exc) else Code.DISK_ERROR), str(exc)
             return p
-        old = core.members
+        old = self.roster.current
         idx = appended[0].index
-        core.configs.add(idx, m.term, new)
-        core.note(f"config entry {idx}: {why}")
+        self.roster.configs.add(idx, m.term, new)
+        self.outbox.note(f"config entry {idx}: {why}")
         self.members_changed(old, now)
         return leader.track(p, appended, now)

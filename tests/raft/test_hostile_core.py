@@ -25,7 +25,7 @@ def _follower(term: int = 3):
 
 def _state(core) -> tuple:
     m = core.member
-    return m.term, m.voted_for, m.role, m.leader_id, core.election_at, core.last_leader_contact, set(core.java_peers)
+    return m.term, m.voted_for, m.role, m.leader_id, core.elections.election_at, core.elections.last_leader_contact, set(core.java_peers)
 
 
 def test_a_refused_request_changes_nothing_not_even_a_java_mark():

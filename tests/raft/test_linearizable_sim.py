@@ -162,9 +162,9 @@ def test_a_new_leader_confirms_reads_only_after_an_entry_of_its_term_commits():
         sim.run_until(lambda: sim.leader() is not None, 10_000)
         leader = sim.leader()
         core = sim.nodes[leader]
-        first = core.term_first_index  # its no-op, appended the moment it was elected
+        first = core.role.term_first_index  # its no-op, appended the moment it was elected
         assert sim.stores[leader].get(first).term == core.member.term
-        fresh = not core._term_committed()
+        fresh = not core.role.term_committed()
         r = sim.read(leader)  # asked at once: the no-op may not be committed yet
         sim.run_until(lambda: r.done, 2_000)
         assert r.code == Code.SUCCESS and r.index >= first, (seed, fresh, r)
@@ -191,9 +191,9 @@ def test_reads_registered_together_wait_for_one_round_begun_when_output_is_taken
     leader = sim.leader()
     sim.run(200)
     core = sim.nodes[leader]
-    before, rounds = sim.sent["HeartBeatRequest"], core.read_round
+    before, rounds = sim.sent["HeartBeatRequest"], core.reads.read_round
     reads = sim.reads(leader, 30)
-    assert core.read_round == rounds + 1 and {r.round for r in reads} == {rounds + 1}
+    assert core.reads.read_round == rounds + 1 and {r.round for r in reads} == {rounds + 1}
     assert sim.sent["HeartBeatRequest"] - before == 2  # (one round: a heartbeat to each follower)
     sim.run_until(lambda: all(r.done for r in reads), 2_000)
     assert all(r.code == Code.SUCCESS for r in reads)
@@ -207,7 +207,7 @@ def test_a_read_joins_a_round_only_while_it_is_out():
     core = sim.nodes[leader]
     first = sim.read(leader)
     k = first.round
-    assert k in core.read_rounds
+    assert k in core.reads.read_rounds
     # arrived before round k's heartbeats left (the caller vouches): no round of its own
     before = sim.sent["HeartBeatRequest"]
     joined = sim.reads(leader, 5, joins=k)

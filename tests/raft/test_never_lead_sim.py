@@ -122,7 +122,7 @@ def test_while_it_leads_it_refuses_appends_and_names_where_leadership_goes():
     p = w.sim.propose("n2", [b"x"])
     assert p.done and p.code == Code.NOT_LEADER and "never leads" in p.remark
     end = w.sim.stores["n2"].end_index
-    w.until(lambda: w.sim.nodes["n2"].transfer is not None, 5_000)
+    w.until(lambda: w.sim.nodes["n2"].role.transfer is not None, 5_000)
     p = w.sim.propose("n2", [b"y"])
     assert p.code == Code.NOT_LEADER and p.leader_id == other and other in p.remark
     # what peer watermarks and cluster status show of it

@@ -22,7 +22,7 @@ def test_a_leader_on_its_lease_answers_reads_with_no_round():
     sim = Sim(3, seed=11, read_lease=True)
     leader = settled(sim)
     core = sim.nodes[leader]
-    assert core.lease_until > sim.now
+    assert core.reads.lease_until > sim.now
     before = sim.sent["HeartBeatRequest"]
     reads = sim.reads(leader, 20)
     assert all(r.done and r.code == Code.SUCCESS and r.index == sim.stores[leader].committed_index for r in reads)
@@ -44,7 +44,7 @@ def test_an_isolated_leader_stops_before_another_is_elected():
     old = settled(sim)
     core = sim.nodes[old]
     sim.isolate(old)
-    lease_until = core.lease_until
+    lease_until = core.reads.lease_until
     assert lease_until > sim.now
     served_until = elected_at = None
     while elected_at is None and sim.now < lease_until + 10_000:
@@ -87,7 +87,7 @@ def test_a_member_keeping_the_promise_votes_for_nobody_just_after_it_starts():
     req = VoteRequest("sim", next(i for i in plain.ids if i != f2), c2.member.term + 5, s2.end_index, s2.end_term,
                       True)
     assert c2.handle(req, plain.now).vote_result == VoteResult.ACCEPT
-    assert core.election_at >= core.started_at + lost
+    assert core.elections.election_at >= core.elections.started_at + lost
 
 
 def test_handing_leadership_over_ends_the_lease():
@@ -96,8 +96,8 @@ def test_handing_leadership_over_ends_the_lease():
     core = sim.nodes[leader]
     target = next(i for i in sim.ids if i != leader)
     core.start_transfer(target, sim.now)
-    sim.run_until(lambda: core.transfer is None or core.transfer.asked, 2_000)
-    assert core.lease_void and core.lease_until == -1
+    sim.run_until(lambda: core.role.transfer is None or core.role.transfer.asked, 2_000)
+    assert core.reads.lease_void and core.reads.lease_until == -1
     if core.member.role == Role.LEADER:
         r = sim.read(leader)
         assert not (r.done and r.code == Code.SUCCESS)

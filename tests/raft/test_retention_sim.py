@@ -120,7 +120,7 @@ def test_a_live_follower_keeps_the_head_unless_the_disk_forces_it():
     sim.run(3000)
     core, lead = sim.nodes[leader], sim.stores[leader]
     lag = core.dispatchers[slow]
-    assert lag.watermark + 100 < lead.committed_index and core._peer_alive(slow, sim.now)
+    assert lag.watermark + 100 < lead.committed_index and core.role.peer_alive(slow, sim.now)
     assert 0 < lead.begin_index <= lag.watermark + 1  # expired files went, but not what it still needs
     kept_at = lead.begin_index
 

@@ -253,17 +253,17 @@ class Sim:
 
     def _core(self, i: str) -> RaftCore:
         cfg = self.configs[i]
-        core = RaftCore(cfg, self.stores[i], self.terms[i], random.Random(self.rng.random()), self.now,
-                        clock=self.wall, disk_usage=lambda: self.disk_usage[i])
         # as cluster/node/process.py: the members from the log, over what members.json kept (else --peers)
         base, base_index = self.bases.get(i) or (initial(cfg.peers, i, cfg.learner), -1)
-        core.configs = load_configs(self.stores[i], base, base_index)
-        core.save_base = lambda m, index: self.bases.__setitem__(i, (m, index))
+        core = RaftCore(cfg, self.stores[i], self.terms[i], random.Random(self.rng.random()), self.now,
+                        clock=self.wall, disk_usage=lambda: self.disk_usage[i],
+                        configs=load_configs(self.stores[i], base, base_index),
+                        save_base=lambda m, index: self.bases.__setitem__(i, (m, index)))
         if self.snapshots_dir is not None:  # as cluster/node/process.py sets it up
             a = Applier(SimMachine(self.snapshot_pad), self.stores[i], SnapshotStore(os.path.join(self.snapshots_dir, i)),
                         self.configs[i].snapshot_threshold)
             a.recover()
-            core.applier, core.retention_limit = a, a.snapshot_index
+            core.applier, core.compaction.retention_limit = a, a.snapshot_index
             self.appliers[i] = a
         return core
 
