@@ -26,6 +26,7 @@ from dledgerctl.app import app
 from store.metafiles import read_checkpoint
 from tests.java import test_mq_migrate_java5
 from tests.support import javarocketmq, javarocketmq5broker, javarocketmq5store
+from tests.support.javarocketmq5procs import ControllerAndBroker
 from tests.support.javabuild import Unavailable
 
 runner = CliRunner()
@@ -97,7 +98,7 @@ def test_the_real_broker_in_controller_mode_serves_every_moved_message(java, mov
     _writer, broker = java
     root, expected = moved
     queues = sorted({(m["topic"], m["queue_id"]) for m in expected})
-    with javarocketmq5broker.ControllerAndBroker(broker, str(tmp_path), str(root), BROKER) as run:
+    with ControllerAndBroker(broker, str(tmp_path), str(root), BROKER) as run:
         broker_id, epoch = run.start()
         assert epoch == 1  # (a fresh controller's first master epoch for a new broker set)
         pulled, ends = run.pull(queues)

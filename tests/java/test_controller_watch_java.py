@@ -1,6 +1,6 @@
 """``controller watch`` against RocketMQ 5.3.3's own controller (its ControllerStartup: the
 ControllerManager with its remoting server, request processor and DefaultBrokerHeartbeatManager;
-tests/support/javarocketmq5ctl.py), with brokers simulated at the protocol level through
+tests/support/javarocketmq5procs.py), with brokers simulated at the protocol level through
 dledgerctl's remoting client (SimulatedBrokers: the requests a controller-mode broker sends).
 
 (a) A healthy failover: the master's heartbeats stop, the controller's scan of inactive brokers
@@ -33,7 +33,7 @@ import pytest
 
 from cluster.net.remoting import ControllerClient
 from dledgerctl.ops.controller_watch import HELD_BACK, OK, Watcher
-from tests.support.javarocketmq5ctl import ControllerCluster, SimulatedBrokers, Unavailable, build
+from tests.support.javarocketmq5procs import ControllerCluster, SimulatedBrokers, Unavailable, build
 from tests.support.paths import ROOT
 from tests.support.ports import HOST, free_ports
 

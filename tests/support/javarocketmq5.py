@@ -39,88 +39,21 @@ piece raises :class:`Unavailable`; the tests skip naming it. Cached under ``~/.c
 from __future__ import annotations
 
 import base64
-import fcntl
-import hashlib
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 
-from tests.support.javabuild import JAVA_FLAGS, SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
-from tests.support.javarocketmq import _MONETA_STANDIN, NETTY
+from tests.support import javarocketmq5build
+from tests.support.javabuild import JAVA_FLAGS, Unavailable, jars, java_files, optional_jar  # noqa: F401
+from tests.support.javarocketmq5build import STANDINS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OURS = os.path.join(HERE, "java", "rocketmq5")
-STANDINS = os.path.join(HERE, "java", "rocketmq5-standins")
-ROCKETMQ_TAG, DLEDGER_TAG, FASTJSON_TAG = "rocketmq-all-5.3.3", "dledger-all-0.3.1.2", "1.2.83"
 MODULES = ["common", "remoting", "controller", "store"]
-JARS = {**{j: "libnetty-java" for j in NETTY}, "slf4j-api": "libslf4j-java", "commons-lang3": "libcommons-lang3-java",
-        "commons-validator": "libcommons-validator-java", "guava": "libguava-java",
-        "commons-collections3": "libcommons-collections3-java",  # (CheckpointFile, of the epoch files)
-        # the live controller (DLedgerController's netty server and client, BinaryUtil)
-        "netty-codec-haproxy": "libnetty-java", "netty-codec-socks": "libnetty-java",
-        "netty-handler-proxy": "libnetty-java", "commons-codec": "libcommons-codec-java", "jsr305": "libjsr305-java"}
-FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java"}
+JARS = javarocketmq5build.CONTROLLER_JARS
 MAIN = "ControllerLogWriter"
 EPOCHS = "EpochFileWriter"
-
-
-def _javac(files: list[str], out: str, classpath: list[str], extra: list[str], what: str) -> None:
-    os.makedirs(out, exist_ok=True)
-    listing = out.rstrip("/") + ".sources"
-    with open(listing, "w") as fh:
-        fh.write("\n".join(files))
-    cmd = ["javac", "-g", "-nowarn", "-XDignore.symbol.file", "-encoding", "UTF-8", "-proc:none", "-d", out,
-           "-cp", os.pathsep.join(classpath), *extra, f"@{listing}"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    finally:
-        os.unlink(listing)
-    if proc.returncode != 0:
-        raise RuntimeError(f"javac failed for {what}:\n{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
-
-
-def _java_files(root: str) -> list[str]:
-    return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".java"))
-
-
-def build_fastjson(work: str, out: str, fastjson: tuple[str, str], fastjson_jars: list[str]) -> None:
-    """fastjson ``FASTJSON_TAG`` (``fastjson``: its mirror and commit), its core package with
-    the two stand-ins, compiled into ``out`` (``work``: a scratch directory)."""
-    repo, commit = fastjson
-    src = os.path.join(work, "fastjson")
-    extract(repo, commit, ["src/main/java"], src)
-    support = os.path.join(src, "src/main/java/com/alibaba/fastjson/support")
-    for d in ("hsf", "jaxrs", "retrofit", "spring"):
-        shutil.rmtree(os.path.join(support, d), ignore_errors=True)
-    for rel, text in (("springfox/SwaggerJsonSerializer.java", SWAGGER_STANDIN),
-                      ("moneta/MonetaCodec.java", _MONETA_STANDIN)):
-        if not os.path.isfile(os.path.join(support, rel)):
-            raise RuntimeError(f"fastjson: {rel} is not where {FASTJSON_TAG} has it")
-        with open(os.path.join(support, rel), "w") as fh:
-            fh.write(text)
-    _javac(_java_files(os.path.join(src, "src/main/java")), out, fastjson_jars,
-           ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"], f"fastjson {FASTJSON_TAG}")
-
-
-def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[str]) -> None:
-    with tempfile.TemporaryDirectory(prefix="rocketmq5-java-build-") as work:
-        build_fastjson(work, os.path.join(out, "fastjson"), commits["fastjson"], fastjson_jars)
-        repo, commit = commits["rocketmq"]
-        src = os.path.join(work, "rocketmq")
-        extract(repo, commit, [f"{m}/src/main/java" for m in MODULES], src)
-        repo, commit = commits["dledger"]
-        dsrc = os.path.join(work, "dledger")
-        extract(repo, commit, ["dledger/src/main/java"], dsrc)
-        # the stand-ins come first: ControllerMetricsManager's stands in for RocketMQ's own
-        roots = [STANDINS] + [os.path.join(src, m, "src/main/java") for m in MODULES] + [
-            os.path.join(dsrc, "dledger/src/main/java")]
-        _javac(_java_files(OURS), os.path.join(out, "classes"), [*jars, os.path.join(out, "fastjson")],
-               ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
-                "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
-               f"tests/support/java/rocketmq5 against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
 
 
 class Controller5:
@@ -134,47 +67,13 @@ class Controller5:
 
 
 def build(cache_root: str | None = None) -> Controller5:
-    if not (shutil.which("javac") and shutil.which("java")):
-        raise Unavailable("javac/java not found on PATH (install a JDK; default-jdk-headless is 17 here)")
-    wanted = {
-        "rocketmq": (mirror("apache/rocketmq", "ROCKETMQ_MIRROR"), ROCKETMQ_TAG, "apache/rocketmq", "ROCKETMQ_MIRROR"),
-        "dledger": (mirror("openmessaging/dledger", "DLEDGER_MIRROR"), DLEDGER_TAG, "openmessaging/dledger",
-                    "DLEDGER_MIRROR"),
-        "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), FASTJSON_TAG, "alibaba/fastjson",
-                     "FASTJSON_MIRROR"),
-    }
-    commits = {k: (repo, commit_of(repo, ref, what, env)) for k, (repo, ref, what, env) in wanted.items()}
-    jars = [jar(j, p) for j, p in JARS.items()]
-    fastjson_jars = [jar(j, p) for j, p in FASTJSON_JARS.items()]
-    try:
-        quiet = [jar("slf4j-nop", "libslf4j-java")]
-    except Unavailable:
-        quiet = []
-    h = hashlib.sha256()
-    javac_version = subprocess.run(["javac", "-version"], capture_output=True, text=True).stdout.strip()
-    for part in [*(c for _, c in commits.values()), *map(os.path.realpath, jars + fastjson_jars), javac_version,
-                 SWAGGER_STANDIN, _MONETA_STANDIN]:
-        h.update(part.encode() + b"\0")
-    for path in _java_files(OURS) + _java_files(STANDINS):
-        with open(path, "rb") as fh:
-            h.update(path.encode() + b"\0" + fh.read() + b"\0")
-    root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
-    os.makedirs(root, exist_ok=True)
-    out = os.path.join(root, f"rocketmq5-controller-{h.hexdigest()[:16]}")
-    with open(os.path.join(root, ".rocketmq5-build.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.isfile(os.path.join(out, "BUILT")):
-            tmp = f"{out}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                _build_into(tmp, commits, jars, fastjson_jars)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            open(os.path.join(tmp, "BUILT"), "w").close()
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(tmp, out)
-    return Controller5(out, jars + quiet)
+    classpath = jars(JARS)
+    # the stand-ins come first: ControllerMetricsManager's stands in for RocketMQ's own
+    out = javarocketmq5build.build("rocketmq5-controller", modules=MODULES, classpath=classpath,
+                                   sources=lambda work, src: java_files(OURS),
+                                   key_files=java_files(OURS), first=[STANDINS], last=[],
+                                   what="tests/support/java/rocketmq5", cache_root=cache_root)
+    return Controller5(out, classpath + optional_jar("slf4j-nop", "libslf4j-java"))
 
 
 def write_log(built: Controller5, base: str, entries: list[dict], *, self_id: str = "n0",

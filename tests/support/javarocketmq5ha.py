@@ -32,24 +32,17 @@ it started when it ends.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import queue
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 
-from tests.support import javastandins
-from tests.support.javabuild import JAVA_FLAGS, SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
-from tests.support.javarocketmq import _MONETA_STANDIN
-from tests.support.javarocketmq5 import DLEDGER_TAG, FASTJSON_TAG, ROCKETMQ_TAG, STANDINS, _java_files, _javac, \
-    build_fastjson
-from tests.support.javarocketmq5store import FASTJSON_JARS, JARS, MODULES
+from tests.support import javarocketmq5build, javastandins
+from tests.support.javabuild import JAVA_FLAGS, Unavailable, jar, jars, java_files
+from tests.support.javarocketmq5build import LOG_FLAGS, LOG_JAR, STANDINS
 from tests.support.ports import HOST, free_ports
 
 __all__ = ["Unavailable", "JavaHa", "HaReplica", "HaGroup", "build", "read_epoch_file"]
@@ -57,10 +50,7 @@ __all__ = ["Unavailable", "JavaHa", "HaReplica", "HaGroup", "build", "read_epoch
 HERE = os.path.dirname(os.path.abspath(__file__))
 OURS = os.path.join(HERE, "java", "rocketmq5ha")
 MAIN = "HaReplica"
-LOG_JAR = ("slf4j-simple", "libslf4j-java")
-LOG_FLAGS = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-Dorg.slf4j.simpleLogger.showDateTime=true",
-             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS", "-Dorg.slf4j.simpleLogger.logFile=System.err",
-             "-Dorg.slf4j.simpleLogger.showThreadName=true"]
+MODULES = ["common", "remoting", "store"]  # (the store names DLedgerCommitLog: DLedger too)
 # small files, so that tests cross commit-log file ends with little data; index files small
 DEFAULT_OPTIONS = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 3000,
                    "maxHashSlotNum": 1000, "maxIndexNum": 4000, "brokerName": "broker-a",
@@ -79,66 +69,15 @@ class JavaHa:
         return ["java", *JAVA_FLAGS, *LOG_FLAGS, "-Xmx192m", "-cp", self.classpath, MAIN, *args]
 
 
-def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[str]) -> None:
-    with tempfile.TemporaryDirectory(prefix="rocketmq5-ha-build-") as work:
-        build_fastjson(work, os.path.join(out, "fastjson"), commits["fastjson"], fastjson_jars)
-        repo, commit = commits["rocketmq"]
-        src = os.path.join(work, "rocketmq")
-        extract(repo, commit, [f"{m}/src/main/java" for m in MODULES], src)
-        repo, commit = commits["dledger"]
-        dsrc = os.path.join(work, "dledger")
-        extract(repo, commit, ["dledger/src/main/java"], dsrc)
-        generated = os.path.join(work, "standins")
-        javastandins.write_sources(generated)
-        roots = [os.path.join(src, m, "src/main/java") for m in MODULES] + [
-            os.path.join(dsrc, "dledger/src/main/java"), STANDINS, generated]
-        _javac(_java_files(OURS), os.path.join(out, "classes"), [*jars, os.path.join(out, "fastjson")],
-               ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
-                "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
-               f"tests/support/java/rocketmq5ha against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
-
-
 def build(cache_root: str | None = None) -> JavaHa:
     """Build (or take from the cache) our replica program over RocketMQ 5.3.3's store;
     Unavailable naming what is missing."""
-    if not (shutil.which("javac") and shutil.which("java")):
-        raise Unavailable("javac/java not found on PATH (install a JDK; default-jdk-headless is 17 here)")
-    wanted = {
-        "rocketmq": (mirror("apache/rocketmq", "ROCKETMQ_MIRROR"), ROCKETMQ_TAG, "apache/rocketmq", "ROCKETMQ_MIRROR"),
-        "dledger": (mirror("openmessaging/dledger", "DLEDGER_MIRROR"), DLEDGER_TAG, "openmessaging/dledger",
-                    "DLEDGER_MIRROR"),
-        "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), FASTJSON_TAG, "alibaba/fastjson",
-                     "FASTJSON_MIRROR"),
-    }
-    commits = {k: (repo, commit_of(repo, ref, what, env)) for k, (repo, ref, what, env) in wanted.items()}
-    jars = [jar(j, p) for j, p in JARS.items()]
-    fastjson_jars = [jar(j, p) for j, p in FASTJSON_JARS.items()]
-    log_jar = jar(*LOG_JAR)  # RocketMQ's log lines are what the tests read: no quiet fallback
-    h = hashlib.sha256()
-    javac_version = subprocess.run(["javac", "-version"], capture_output=True, text=True).stdout.strip()
-    for part in ["rocketmq5ha", *(c for _, c in commits.values()), *map(os.path.realpath, jars + fastjson_jars),
-                 javac_version, SWAGGER_STANDIN, _MONETA_STANDIN, javastandins.fingerprint()]:
-        h.update(part.encode() + b"\0")
-    for path in _java_files(OURS) + _java_files(STANDINS):
-        with open(path, "rb") as fh:
-            h.update(path.encode() + b"\0" + fh.read() + b"\0")
-    root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
-    os.makedirs(root, exist_ok=True)
-    out = os.path.join(root, f"rocketmq5ha-{h.hexdigest()[:16]}")
-    with open(os.path.join(root, ".rocketmq5ha-build.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.isfile(os.path.join(out, "BUILT")):
-            tmp = f"{out}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                _build_into(tmp, commits, jars, fastjson_jars)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            open(os.path.join(tmp, "BUILT"), "w").close()
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(tmp, out)
-    return JavaHa(out, jars + [log_jar])
+    classpath = jars(javarocketmq5build.STORE_JARS)
+    out = javarocketmq5build.build(
+        "rocketmq5ha", modules=MODULES, classpath=classpath, sources=lambda work, src: java_files(OURS),
+        key_parts=[javastandins.fingerprint()], key_files=java_files(OURS), last=[STANDINS],
+        generated=javastandins.write_sources, what="tests/support/java/rocketmq5ha", cache_root=cache_root)
+    return JavaHa(out, classpath + [jar(*LOG_JAR)])  # RocketMQ's log lines are what the tests read: no quiet fallback
 
 
 def read_epoch_file(path: str) -> dict:

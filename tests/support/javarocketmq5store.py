@@ -48,29 +48,17 @@ programs and the stand-ins.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 
-from tests.support import javastandins
-from tests.support.javabuild import SWAGGER_STANDIN, Unavailable, commit_of, extract, jar, mirror
-from tests.support.javarocketmq import _MONETA_STANDIN, NETTY, OUR_SOURCES, QUIET_JAR, JavaRocketMQ
-from tests.support.javarocketmq5 import DLEDGER_TAG, FASTJSON_TAG, ROCKETMQ_TAG, STANDINS, _javac, _java_files, \
-    build_fastjson
+from tests.support import javarocketmq5build, javastandins
+from tests.support.javabuild import Unavailable, jars, java_files, optional_jar  # noqa: F401 (tests catch it here)
+from tests.support.javarocketmq import OUR_SOURCES, QUIET_JAR, JavaRocketMQ
+from tests.support.javarocketmq5build import STANDINS
 
 VERSION = "5.3.3"
 MODULES = ["common", "remoting", "store"]
 PROGRAMS = ["RocketMQStoreWriter.java", "RocketMQStoreReader.java"]
-JARS = {**{j: "libnetty-java" for j in NETTY + ["netty-codec-haproxy", "netty-handler-proxy", "netty-codec-socks"]},
-        "slf4j-api": "libslf4j-java", "commons-lang3": "libcommons-lang3-java",
-        "commons-validator": "libcommons-validator-java", "commons-collections3": "libcommons-collections3-java",
-        "commons-io": "libcommons-io-java", "commons-codec": "libcommons-codec-java", "guava": "libguava-java",
-        "jsr305": "libjsr305-java", "conversant-disruptor": "libconversant-disruptor-java",
-        "zstd-jni": "libzstd-jni-java", "lz4-java": "liblz4-java", "jna": "libjna-java"}
-FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java"}
+JARS = javarocketmq5build.STORE_JARS
 
 # what 5.x moved or added, in our 4.9 programs: (text in them, its 5.x replacement)
 ADAPTATIONS = [
@@ -100,68 +88,16 @@ def _adapted(work: str) -> list[str]:
     return out
 
 
-def _build_into(out: str, commits: dict, jars: list[str], fastjson_jars: list[str]) -> None:
-    with tempfile.TemporaryDirectory(prefix="rocketmq5-store-build-") as work:
-        build_fastjson(work, os.path.join(out, "fastjson"), commits["fastjson"], fastjson_jars)
-        repo, commit = commits["rocketmq"]
-        src = os.path.join(work, "rocketmq")
-        extract(repo, commit, [f"{m}/src/main/java" for m in MODULES], src)
-        repo, commit = commits["dledger"]
-        dsrc = os.path.join(work, "dledger")
-        extract(repo, commit, ["dledger/src/main/java"], dsrc)
-        generated = os.path.join(work, "standins")
-        javastandins.write_sources(generated)
-        roots = [os.path.join(src, m, "src/main/java") for m in MODULES] + [
-            os.path.join(dsrc, "dledger/src/main/java"), STANDINS, generated]
-        _javac(_adapted(work) + _java_files(OURS5), os.path.join(out, "rocketmq"),
-               [*jars, os.path.join(out, "fastjson")],
-               ["-implicit:class", "-sourcepath", os.pathsep.join(roots),
-                "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
-               f"the store harness against {ROCKETMQ_TAG} ({', '.join(MODULES)}) + {DLEDGER_TAG}")
-
-
 def build(cache_root: str | None = None) -> JavaRocketMQ:
     """Build (or take from the cache) RocketMQ 5.3.3's store with our programs; Unavailable
     when a piece is missing."""
-    if not (shutil.which("javac") and shutil.which("java")):
-        raise Unavailable("javac/java not found on PATH (install a JDK; default-jdk-headless is 17 here)")
-    wanted = {
-        "rocketmq": (mirror("apache/rocketmq", "ROCKETMQ_MIRROR"), ROCKETMQ_TAG, "apache/rocketmq", "ROCKETMQ_MIRROR"),
-        "dledger": (mirror("openmessaging/dledger", "DLEDGER_MIRROR"), DLEDGER_TAG, "openmessaging/dledger",
-                    "DLEDGER_MIRROR"),
-        "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), FASTJSON_TAG, "alibaba/fastjson",
-                     "FASTJSON_MIRROR"),
-    }
-    commits = {k: (repo, commit_of(repo, ref, what, env)) for k, (repo, ref, what, env) in wanted.items()}
-    jars = [jar(j, p) for j, p in JARS.items()]
-    fastjson_jars = [jar(j, p) for j, p in FASTJSON_JARS.items()]
-    try:
-        quiet = [jar(*QUIET_JAR)]
-    except Unavailable:
-        quiet = []
-    h = hashlib.sha256()
-    javac_version = subprocess.run(["javac", "-version"], capture_output=True, text=True).stdout.strip()
-    for part in [VERSION, *(c for _, c in commits.values()), *map(os.path.realpath, jars + fastjson_jars),
-                 javac_version, SWAGGER_STANDIN, _MONETA_STANDIN, repr(ADAPTATIONS), javastandins.fingerprint()]:
-        h.update(part.encode() + b"\0")
-    for path in [os.path.join(OUR_SOURCES, n) for n in PROGRAMS] + _java_files(OURS5) + _java_files(STANDINS):
-        with open(path, "rb") as fh:
-            h.update(path.encode() + b"\0" + fh.read() + b"\0")
-    root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
-    os.makedirs(root, exist_ok=True)
-    out = os.path.join(root, f"rocketmq-{VERSION}-{h.hexdigest()[:16]}")
-    with open(os.path.join(root, ".rocketmq5-build.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.isfile(os.path.join(out, "BUILT")):
-            tmp = f"{out}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                _build_into(tmp, commits, jars, fastjson_jars)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            open(os.path.join(tmp, "BUILT"), "w").close()
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(tmp, out)
+    classpath = jars(JARS)
+    ours = [os.path.join(OUR_SOURCES, n) for n in PROGRAMS] + java_files(OURS5)
+    out = javarocketmq5build.build(
+        f"rocketmq-{VERSION}", modules=MODULES, classpath=classpath,
+        sources=lambda work, src: _adapted(work) + java_files(OURS5),
+        key_parts=[repr(ADAPTATIONS), javastandins.fingerprint()], key_files=ours, last=[STANDINS],
+        generated=javastandins.write_sources, classes="rocketmq",
+        what="the store harness", cache_root=cache_root)
     # JavaRocketMQ's class path: ours (here in rocketmq/, with RocketMQ's classes), rocketmq/, fastjson/, jars
-    return JavaRocketMQ(VERSION, out, os.path.join(out, "rocketmq"), jars + quiet)
+    return JavaRocketMQ(VERSION, out, os.path.join(out, "rocketmq"), classpath + optional_jar(*QUIET_JAR))
