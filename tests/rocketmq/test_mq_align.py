@@ -9,13 +9,12 @@ import json
 import os
 import shutil
 
-import pytest
 from typer.testing import CliRunner
 
 from dledgerctl.app import app
-from store.rocketmq.commitlog import walk_file
 from store.rocketmq.epochs import EpochEntry, epoch_file_text
 from store.rocketmq.replica import log_extent
+from tests.support.commitlogs import boundaries, cut_log, flip
 from tests.rocketmq.test_mq_epochs import root  # noqa: F401 (the module's migrated store)
 
 runner = CliRunner()
@@ -28,29 +27,6 @@ def replica(root, tmp_path, name, epochs=None):  # noqa: F811
     if epochs is not None:
         (d / "epochFileCheckpoint").write_text(epoch_file_text(epochs))
     return d
-
-
-def boundaries(d) -> list[int]:
-    """Every message's start offset in d's commit log, and its end."""
-    out = []
-    for name in sorted(os.listdir(d / "commitlog")):
-        b = (d / "commitlog" / name).read_bytes()
-        offs, _sizes, p, _end = walk_file(b, len(b))
-        out += [int(name) + o for o in offs]
-    return out
-
-
-def cut_log(d, at: int) -> None:
-    """d's commit log ending at offset ``at`` (zeros after it, later files removed)."""
-    for name in sorted(os.listdir(d / "commitlog")):
-        start, path = int(name), d / "commitlog" / name
-        size = os.path.getsize(path)
-        if start >= at:
-            os.unlink(path)
-        elif start + size > at:
-            with open(path, "r+b") as fh:
-                fh.seek(at - start)
-                fh.write(bytes(start + size - at))
 
 
 def align(*args):
@@ -100,12 +76,7 @@ def test_a_tail_in_an_old_epoch_is_cut_to_the_consistent_point(root, tmp_path): 
 def test_a_byte_that_differs_below_the_kept_point_is_named(root, tmp_path):  # noqa: F811
     a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
     at = boundaries(b)[50] + 100
-    name = sorted(os.listdir(b / "commitlog"))[0]
-    with open(b / "commitlog" / name, "r+b") as fh:
-        fh.seek(at)
-        byte = fh.read(1)
-        fh.seek(at)
-        fh.write(bytes([byte[0] ^ 1]))
+    flip(b, at)
     code, rows, _ = align(a, b, "--master", a)
     assert code == 1
     s = slaves(rows)["b"]

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from dledgerctl.app import app
 from dledgerctl.pipeline.alignment import hash_file
 from store.rocketmq.align import CHUNK, digest
-from store.rocketmq.commitlog import walk_file
 from store.rocketmq.epochs import EpochEntry, epoch_file_text
 from tests.rocketmq.test_mq_migrate import messages
+from tests.support.commitlogs import boundaries, cut_log, flip
 from tests.support.rmq_store import write_broker_store
 
 runner = CliRunner()
@@ -47,36 +47,6 @@ def replica(root, base, group, name, epochs, identity=True):
     elif (d / "brokerIdentity").exists():
         (d / "brokerIdentity").unlink()
     return d
-
-
-def boundaries(d) -> list[int]:
-    out = []
-    for name in sorted(os.listdir(d / "commitlog")):
-        b = (d / "commitlog" / name).read_bytes()
-        offs, _sizes, _p, _end = walk_file(b, len(b))
-        out += [int(name) + o for o in offs]
-    return out
-
-
-def cut_log(d, at: int) -> None:
-    for name in sorted(os.listdir(d / "commitlog")):
-        start, path = int(name), d / "commitlog" / name
-        size = os.path.getsize(path)
-        if start >= at:
-            os.unlink(path)
-        elif start + size > at:
-            with open(path, "r+b") as fh:
-                fh.seek(at - start)
-                fh.write(bytes(start + size - at))
-
-
-def flip(d, at: int) -> None:
-    name = max(n for n in os.listdir(d / "commitlog") if int(n) <= at)
-    with open(d / "commitlog" / name, "r+b") as fh:
-        fh.seek(at - int(name))
-        byte = fh.read(1)
-        fh.seek(at - int(name))
-        fh.write(bytes([byte[0] ^ 1]))
 
 
 @pytest.fixture(scope="module")
