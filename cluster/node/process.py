@@ -123,7 +123,7 @@ class Node:
         self.channels: dict[str, Channel] = {}
         self._members_seen = None
         # what the node answers, and the requests waiting for an answer (requests.py)
-        self.requests = Requests(self)
+        self.requests = Requests(self, self._appends_due)
         self.server = FrameServer(self.requests.serve, max_frame=cfg.max_frame_bytes,
                                   ssl=None if self.tls is None else self.tls.server,
                                   max_connections=cfg.max_connections, idle_timeout=cfg.idle_timeout_s,
@@ -159,6 +159,18 @@ class Node:
         if self.applier is not None and not self._applying:
             self._applying = True
             self.loop.call_soon(self.supervisor.guard, "the state machine feed", self._apply)
+
+    def _appends_due(self) -> None:
+        """An APPEND was queued, the first of this loop iteration: those that arrive with it are
+        proposed together, at the end of the iteration."""
+        self.loop.call_soon(self.supervisor.guard, "proposing appends", self._propose)
+
+    def _propose(self) -> None:
+        """An APPEND's way, one direction: the handler proposes the iteration's appends to the
+        core (requests.py propose_batch), then this node acts on the step (process): it sends
+        the pushes, and the handler answers what the core finished."""
+        self.requests.propose_batch()
+        self.process()
 
     def track(self, task: asyncio.Task) -> None:
         """Keep ``task`` until it ends; the node cancels it when it shuts down."""

@@ -8,7 +8,8 @@ wait in an awaitable (a follower's, QUERY, READ_INDEX) are reads.py's; operator 
 membership changes, operator.py's. Each part reaches the node through
 :class:`cluster.node.nodeview.NodeView` only.
 
-Appends are queued per loop iteration and proposed together (:meth:`Requests.propose_batch`);
+Appends are queued per loop iteration and proposed together (the node calls
+:meth:`Requests.propose_batch` once per iteration that queued any);
 linearizable reads on the leader are held on their connection for a read index. Both are
 answered here when the core has finished them: after each step of the core, the node calls
 :meth:`Requests.answer_finished`, which takes them from the core (``take_finished()``), so
@@ -105,8 +106,10 @@ class Requests:
     connection, the frame, how to answer); :meth:`answer_finished` answers them. Its parts
     keep theirs: ``reads`` (what waits in an awaitable), ``operator``, ``peers``."""
 
-    def __init__(self, node: NodeView) -> None:
-        self.node = node
+    def __init__(self, node: NodeView, appends_due) -> None:
+        """``appends_due()``: the node's, called when the first APPEND of a loop iteration is
+        queued; the node then has :meth:`propose_batch` propose them, and acts on the step."""
+        self.node, self._appends_due = node, appends_due
         self.batch: list[tuple] = []  # APPENDs not proposed yet: (body, count, largest, opaque, connection, DLedger's)
         # proposals waiting for the quorum: (proposal, waiters, DLedger's waiters, when, body bytes)
         self.waiting: dict[int, tuple[Proposal, list, list, float, int]] = {}
@@ -310,14 +313,15 @@ class Requests:
 
     def _queue(self, data, count: int, largest: int, opaque: int, conn, theirs: bool) -> None:
         if not self.batch:
-            node = self.node
-            node.loop.call_soon(node.supervisor.guard, "proposing appends", self.propose_batch)
+            self._appends_due()
         self.batch.append((data, count, largest, opaque, conn, theirs))
         conn.hold()
 
     def propose_batch(self) -> None:
         """Propose the APPENDs that arrived since the last call as one batch: their frames'
-        bodies go to the store as they are (store.packed), without an object per body."""
+        bodies go to the store as they are (store.packed), without an object per body. The
+        node calls it, then acts on the core's step (process.py ``Node._propose``), which
+        ends in :meth:`answer_finished`: nothing here calls the node back."""
         node = self.node
         batch, self.batch = self.batch, []
         bodies = PackedBodies()
@@ -334,7 +338,6 @@ class Requests:
         self.waiting[id(p)] = (p, waiters, dledger, time.perf_counter(), size)
         if p.done:
             self.finish(p)
-        node.process()
 
     def finish(self, p: Proposal) -> bool:
         """Answer the APPENDs of proposal ``p``, done; False when it is none of theirs."""

@@ -133,7 +133,7 @@ class RaftCore:
         self.clock = Clock(now)
         self.outbox = out = Outbox()
         self.member = m = MemberState.load(config.self_id, terms)
-        self.terms = TermKeeper(m, terms, out)
+        self.term_keeper = TermKeeper(m, terms, out)
         if store.end_term > m.term:
             # currterm behind the log (lost or damaged): never run below the log's own term
             m.advance_term(terms, store.end_term)
@@ -152,7 +152,7 @@ class RaftCore:
         self.checkpoint_at = now + c.checkpoint_interval_ms
         # the parts (see the module's docstring), each made with what it uses
         applier = self._applier
-        self.elections = Elections(c, rng, m, self.terms, store, roster, out, now, follow=self.become_follower,
+        self.elections = Elections(c, rng, m, self.term_keeper, store, roster, out, now, follow=self.become_follower,
                                    stand=self.become_candidate, lead=self.become_leader)
         self.reads = Reads(c, m, store, roster, self.clock)
         self.reconfig = Reconfiguration(c, m, store, roster, out, self.clock, self._members_changed)
@@ -309,7 +309,7 @@ class RaftCore:
         """Step down (or stay) as a follower of ``leader`` in ``term``. False when ``term``
         could not be persisted: then a follower in the current term, of no known leader."""
         m = self.member
-        moved = term <= m.term or self.terms.move_to(term)
+        moved = term <= m.term or self.term_keeper.move_to(term)
         if not moved:
             leader = None
         m.role, m.leader_id = Role.FOLLOWER, leader
@@ -330,7 +330,7 @@ class RaftCore:
             if term == m.term and m.role == Role.FOLLOWER and m.leader_id not in (None, leader):
                 return Code.INCONSISTENT_LEADER
             if not self.become_follower(now, term, leader):
-                return self.terms.disk_code()  # nothing is accepted from a term not on disk
+                return self.term_keeper.disk_code()  # nothing is accepted from a term not on disk
         self.elections.heard_leader(now, heartbeat)
         return None
 
@@ -482,7 +482,7 @@ class RaftCore:
             **self.role.describe(self.clock.now),
         }
 
-    # -- read by tests of other rooms (tests/net/test_dialect.py, tests/store/test_disk_full.py) --
+    # -- read (and set) by tests of other rooms (tests/net/test_dialect.py, tests/store/test_disk_full.py)
     @property
     def dispatchers(self) -> dict:
         return self.role.dispatchers
@@ -490,6 +490,15 @@ class RaftCore:
     @property
     def pending_take(self) -> tuple | None:
         return self.elections.pending_take
+
+    @property
+    def terms(self):
+        """The term store (tests/store/test_disk_full.py swaps in one whose disk fills)."""
+        return self.term_keeper.terms
+
+    @terms.setter
+    def terms(self, terms) -> None:
+        self.term_keeper.terms = terms
 
 
 _STEADY = frozenset({DispatchState.APPEND, DispatchState.COMMIT})  # (alternate as pushes are answered)

@@ -1,6 +1,6 @@
 """Elections: a part of RaftCore (core.py) that lives as long as the node, with the state of
-its own timers and rounds, made with what it uses (see :class:`Elections`). RaftCore runs :meth:`Elections.tick_follower` or
-:meth:`Elections.tick_candidate` while the node is a follower or a candidate. What core.py's
+its own timers and rounds, made with what it uses (see :class:`Elections`). RaftCore runs
+:meth:`Elections.tick_follower` or :meth:`Elections.tick_candidate` while the node is a follower or a candidate. What core.py's
 docstring says of votes holds here: pre-vote first, a vote only for a log at least as up to
 date, once per term, never while a live leader is known but to a member taking over; Java
 DLedger members asked in their own way (they have no pre-vote).

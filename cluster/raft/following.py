@@ -1,8 +1,9 @@
 """A follower's answers to its leader's replication requests: pushes (PUSH, follower.py
 FollowerLog stores them), snapshots (INSTALL_SNAPSHOT, install.py), and the byte-for-byte
 compare's probes and repairs. A part of RaftCore (core.py), made with what it uses (see
-:class:`Following`), which first takes the sender as its leader (RaftCore.accept_leader); this part then keeps the members (reconfig.py) and
-the node's log lines in step with what the log became.
+:class:`Following`), which first takes the sender as its leader (RaftCore.accept_leader);
+this part then keeps the members (reconfig.py) and the node's log lines in step with what
+the log became.
 """
 
 from __future__ import annotations
