@@ -75,6 +75,10 @@ MATRIX = {
     "store truncate": ["test_refused_repairs_leave_no_lock_file"],
     "store purge": ["test_refused_repairs_leave_no_lock_file"],
     "store elect": ["test_store_commands_on_a_missing_dir"],
+    "store backup": ["test_store_commands_on_a_missing_dir", "test_backup_commands_bad_input"],
+    "store backup-verify": ["test_backup_commands_bad_input"],
+    "store restore": ["test_backup_commands_bad_input"],
+    "store force-new-group": ["test_force_new_group_bad_input"],
     "node start": ["test_node_start_checks_members_and_ratios", "test_node_start_on_a_taken_port_leaves_nothing"],
     "cluster status": ["test_status_of_another_group_is_not_up", "test_status_tells_a_stranger_from_a_member",
                        "test_bad_peers_lists"],
@@ -253,9 +257,10 @@ def test_cluster_commands_without_a_record(tmp_path):
     assert tree(tmp_path) == set()
 
 
-@pytest.mark.parametrize("sub", ["inspect-data", "inspect-index", "verify", "checkpoint", "snapshot", "elect"])
+@pytest.mark.parametrize("sub", ["inspect-data", "inspect-index", "verify", "checkpoint", "snapshot", "elect",
+                                 "backup"])
 def test_store_commands_on_a_missing_dir(tmp_path, sub):
-    r = run("store", sub, str(tmp_path / "nope"))
+    r = run("store", sub, str(tmp_path / "nope"), *(["--out", str(tmp_path / "b")] if sub == "backup" else []))
     assert r.exit_code in (1, 2)
     one_error(r.stderr, "nope")
     assert not (tmp_path / "nope").exists()
@@ -263,6 +268,88 @@ def test_store_commands_on_a_missing_dir(tmp_path, sub):
         r = run("store", "diff", str(tmp_path / "nope"), str(tmp_path / "nope2"))
         assert r.exit_code in (1, 2)
         one_error(r.stderr, "nope")
+
+
+def _backed_up(tmp_path) -> tuple[str, str]:
+    """A stopped member's store of 30 committed entries, and a backup of it."""
+    node = str(tmp_path / "src" / "dledger-n0")
+    with FileStore.open(node) as s:
+        s.append_leader([b"e%d" % i for i in range(30)], 1)
+        s.set_committed(29)
+    backup = str(tmp_path / "b.dlbk")
+    r = run("store", "backup", node, "--out", backup)
+    assert r.exit_code == 0, r.output
+    return node, backup
+
+
+def test_backup_commands_bad_input(tmp_path):
+    """A backup onto an existing file, a file of another format, a flipped byte (verify and
+    restore both name its chunk), a restore onto a non-empty directory, into the old group's
+    name, for an --id not in --peers: one Error line each, and nothing made."""
+    node, backup = _backed_up(tmp_path)
+    r = run("store", "backup", node, "--out", backup)
+    assert r.exit_code == 1
+    one_error(r.stderr, "exists already")
+    other = tmp_path / "other.tar"
+    other.write_bytes(b"ustar" + bytes(600))
+    r = run("store", "backup-verify", str(other))
+    assert r.exit_code == 1
+    one_error(r.stderr, "not a dledgerctl backup")
+    bad = bytearray(open(backup, "rb").read())
+    bad[100] ^= 0x01
+    flipped = tmp_path / "flipped.dlbk"
+    flipped.write_bytes(bad)
+    r = run("store", "backup-verify", str(flipped))
+    assert r.exit_code == 1
+    one_error(r.stderr, "chunk 0", "sha256")
+    peers = "a-127.0.0.1:1;b-127.0.0.1:2"
+    new = tmp_path / "new"
+    for file, extra, code, words in ([str(flipped), [], 1, ["chunk 0", "nothing restored"]],
+                                     [str(other), [], 1, ["not a dledgerctl backup"]],
+                                     [backup, ["--group", "default"], 2, ["name of its own"]],
+                                     [backup, ["--id", "c"], 2, ["not one of the peers"]]):
+        args = ["--id", "a", *extra] if "--id" not in extra else extra
+        r = run("store", "restore", file, *args, "--peers", peers, "--store-base-dir", str(new))
+        assert r.exit_code == code, (file, extra, r.output)
+        one_error(r.stderr, *words)
+        assert not new.exists() or tree(new) == set()
+    (new / "dledger-a").mkdir(parents=True)
+    (new / "dledger-a" / "keep").write_bytes(b"")
+    r = run("store", "restore", backup, "--id", "a", "--peers", peers, "--store-base-dir", str(new))
+    assert r.exit_code == 1
+    one_error(r.stderr, "not empty")
+    assert tree(new) == {"dledger-a", "dledger-a/keep"}
+    assert not any(name.endswith(".partial") for name in os.listdir(tmp_path))
+
+
+def test_force_new_group_bad_input(tmp_path):
+    """Several survivors (pointed at store elect), a running store (its lock), --peers of
+    more than the survivor, another member's id: one Error line each, the store unchanged."""
+    from store.layout import NodeLayout
+    from store.lock import lock_node_dir, unlock_node_dir
+
+    node, _backup = _backed_up(tmp_path)
+    before = file_crcs(node)
+    me = "n0-127.0.0.1:20911"
+    for args, code, words in ([[node, node], 2, ["2 stores given", "store elect"]],
+                              [[node, "--peers", "n0-127.0.0.1:1;n1-127.0.0.1:2"], 2, ["names 2 members"]],
+                              [[node, "--peers", "n1-127.0.0.1:1"], 2, ["n0's store"]],
+                              [[str(tmp_path / "nope")], 1, ["nope"]]):
+        r = run("store", "force-new-group", *args, *(["--peers", me] if "--peers" not in args else []), "--yes")
+        assert r.exit_code == code, (args, r.output)
+        one_error(r.stderr, *words)
+    layout = NodeLayout(node)
+    fd = lock_node_dir(layout)
+    try:
+        r = run("store", "force-new-group", node, "--peers", me, "--yes")
+        assert r.exit_code == 1
+        one_error(r.stderr, "in use", "stop it first")
+    finally:
+        unlock_node_dir(layout, fd)
+    assert file_crcs(node) == before
+    r = run("store", "force-new-group", node, "--peers", me)
+    assert r.exit_code == 0 and "Nothing changed" in r.stderr, r.output
+    assert file_crcs(node) == before
 
 
 @pytest.mark.parametrize("sub", ["messages", "topics", "check"])
