@@ -24,8 +24,7 @@ Used by tests/java/test_dledger_wire.py and benchmarks/bench_cluster.py (``build
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
+import json
 import os
 import re
 import shutil
@@ -34,14 +33,19 @@ import tempfile
 
 from tests.support.javabuild import (  # noqa: F401 (tests catch javadledger.Unavailable)
     JAVA_FLAGS,
+    NETTY,
     NETTY_LOGGER_EXTRA,
     SWAGGER_STANDIN,
     Unavailable,
-    commit_of,
+    add_netty_logger_methods,
+    build_fastjson,
+    cache_key,
+    cached,
+    commits,
     extract,
-    jar,
+    jars,
     javac,
-    mirror,
+    require_jdk,
 )
 from tests.support.paths import ROOT
 
@@ -54,9 +58,7 @@ FASTJSON_TAG = "1.2.51"
 
 DEBIAN_PACKAGES = ["libnetty-java", "libslf4j-java", "libjcommander-java", "libguava-java", "libjoda-time-java",
                    "libjaxb-api-java"]
-# jar (in DEBIAN_JAVA_DIR) -> Debian package; Debian's netty-all.jar holds no classes, so the split jars
-NETTY = ["netty-buffer", "netty-codec", "netty-common", "netty-handler", "netty-transport",
-         "netty-transport-native-epoll", "netty-transport-native-unix-common", "netty-resolver"]
+# jar (in DEBIAN_JAVA_DIR) -> Debian package
 RUNTIME_JARS = {**{j: "libnetty-java" for j in NETTY}, "slf4j-api": "libslf4j-java",
                 "slf4j-simple": "libslf4j-java", "jcommander": "libjcommander-java"}
 FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java", "jaxb-api": "libjaxb-api-java"}
@@ -64,38 +66,23 @@ FASTJSON_JARS = {"guava": "libguava-java", "joda-time": "libjoda-time-java", "ja
 MAIN = "io.openmessaging.storage.dledger.cmdline.BossCommand"
 
 
-def _build_into(out: str, commits: dict[str, tuple[str, str]], compile_jars: list[str], fastjson_jars: list[str]) -> None:
+def _build_into(out: str, resolved: dict[str, tuple[str, str]], compile_jars: list[str],
+                fastjson_jars: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="dledger-java-build-") as work:
-        # fastjson
-        repo, commit = commits["fastjson"]
-        src = os.path.join(work, "fastjson")
-        extract(repo, commit, ["src/main/java"], src)
-        support = os.path.join(src, "src/main/java/com/alibaba/fastjson/support")
-        for d in ("hsf", "jaxrs", "retrofit", "spring"):
-            shutil.rmtree(os.path.join(support, d), ignore_errors=True)
-        with open(os.path.join(support, "springfox", "SwaggerJsonSerializer.java"), "w") as fh:
-            fh.write(SWAGGER_STANDIN)
-        javac([os.path.join(src, "src/main/java")], os.path.join(out, "fastjson"), fastjson_jars,
-              ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"])
+        build_fastjson(resolved["fastjson"], os.path.join(out, "fastjson"), fastjson_jars, work, FASTJSON_TAG,
+                       {"springfox/SwaggerJsonSerializer.java": SWAGGER_STANDIN})
         # RocketMQ remoting + logging
-        repo, commit = commits["rocketmq"]
+        repo, commit = resolved["rocketmq"]
         src = os.path.join(work, "rocketmq")
         extract(repo, commit, ["remoting/src/main/java", "logging/src/main/java"], src)
         both = os.path.join(work, "rocketmq-src")
         for module in ("logging", "remoting"):
             shutil.copytree(os.path.join(src, module, "src/main/java"), both, dirs_exist_ok=True)
-        bridge = os.path.join(both, "org/apache/rocketmq/remoting/netty/NettyLogger.java")
-        with open(bridge) as fh:
-            text = fh.read()
-        marker = re.search(r"class NettyBridgeLogger implements [\w.]+InternalLogger \{\n", text)
-        if marker is None:
-            raise RuntimeError(f"{bridge}: NettyBridgeLogger not found where RocketMQ 4.3.2 has it")
-        text = text[: marker.end()] + NETTY_LOGGER_EXTRA + text[marker.end():]
-        with open(bridge, "w") as fh:
-            fh.write(text)
+        add_netty_logger_methods(os.path.join(both, "org/apache/rocketmq/remoting/netty/NettyLogger.java"),
+                                 "RocketMQ 4.3.2")
         javac([both], os.path.join(out, "rocketmq"), compile_jars + [os.path.join(out, "fastjson")])
         # DLedger
-        repo, commit = commits["dledger"]
+        repo, commit = resolved["dledger"]
         src = os.path.join(work, "dledger")
         extract(repo, commit, ["src/main/java"], src)
         javac([os.path.join(src, "src/main/java")], os.path.join(out, "dledger"),
@@ -131,41 +118,19 @@ class JavaDLedger:
         found = re.findall(r"(?:Append|Get) Result:(\{.*\})\s*$", out, re.M)
         if not found:
             raise AssertionError(f"DLedger client {command} printed no result (exit {proc.returncode}):\n{out[-4000:]}")
-        import json
         return json.loads(found[-1])
 
 
 def build(cache_root: str | None = None) -> JavaDLedger:
     """Build (or take from the cache) DLedger 0.2.7 with its dependencies; Unavailable if a
     piece is missing."""
-    if not (shutil.which("javac") and shutil.which("java")):
-        raise Unavailable("javac/java not found on PATH (install a JDK, 17 is what PySpark needs too)")
-    commits = {
-        "dledger": (mirror("openmessaging/dledger", "DLEDGER_MIRROR"), DLEDGER_TAG, "openmessaging/dledger",
-                    "DLEDGER_MIRROR"),
-        "rocketmq": (mirror("apache/rocketmq", "ROCKETMQ_MIRROR"), ROCKETMQ_TAG, "apache/rocketmq", "ROCKETMQ_MIRROR"),
-        "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), FASTJSON_TAG, "alibaba/fastjson",
-                     "FASTJSON_MIRROR"),
-    }
-    resolved = {k: (repo, commit_of(repo, ref, what, env)) for k, (repo, ref, what, env) in commits.items()}
-    runtime = [jar(j, p) for j, p in RUNTIME_JARS.items()]
+    require_jdk()
+    resolved = commits({"dledger": DLEDGER_TAG, "rocketmq": ROCKETMQ_TAG, "fastjson": FASTJSON_TAG})
+    runtime = jars(RUNTIME_JARS)
     compile_jars = [j for j in runtime if "slf4j-simple" not in j]
-    fastjson_jars = [jar(j, p) for j, p in FASTJSON_JARS.items()]
-    javac_version = subprocess.run(["javac", "-version"], capture_output=True, text=True).stdout.strip()
-    h = hashlib.sha256()
-    for part in [*(c for _, c in resolved.values()), *(os.path.realpath(j) for j in runtime + fastjson_jars),
-                 javac_version, NETTY_LOGGER_EXTRA, SWAGGER_STANDIN]:
-        h.update(part.encode() + b"\0")
-    root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
-    os.makedirs(root, exist_ok=True)
-    out = os.path.join(root, f"server-{DLEDGER_TAG}-{h.hexdigest()[:16]}")
-    with open(os.path.join(root, ".server-build.lock"), "w") as lock:  # one build at a time (xdist, benchmarks)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.isfile(os.path.join(out, "BUILT")):
-            tmp = f"{out}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            _build_into(tmp, resolved, compile_jars, fastjson_jars)
-            open(os.path.join(tmp, "BUILT"), "w").close()
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(tmp, out)
+    fastjson_jars = jars(FASTJSON_JARS)
+    key = cache_key([*(c for _, c in resolved.values()), *(os.path.realpath(j) for j in runtime + fastjson_jars),
+                     NETTY_LOGGER_EXTRA, SWAGGER_STANDIN])
+    out = cached(f"server-{DLEDGER_TAG}", key, lambda tmp: _build_into(tmp, resolved, compile_jars, fastjson_jars),
+                 cache_root)
     return JavaDLedger(out, runtime)

@@ -68,8 +68,6 @@ broker group with a dledgerctl member (tests/java/test_rocketmq_group.py): :clas
 from __future__ import annotations
 
 import base64
-import fcntl
-import hashlib
 import ipaddress
 import json
 import os
@@ -83,14 +81,20 @@ import time
 
 from tests.support.javabuild import (
     JAVA_FLAGS,
+    NETTY,
     NETTY_LOGGER_EXTRA,
-    SWAGGER_STANDIN,
     Unavailable,  # noqa: F401 (tests catch javarocketmq.Unavailable)
-    commit_of,
+    FASTJSON_STANDINS,
+    add_netty_logger_methods,
+    build_fastjson,
+    cache_key,
+    cached,
+    commits,
     extract,
-    jar,
+    jars,
     javac,
-    mirror,
+    optional_jar,
+    require_jdk,
 )
 from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
@@ -110,9 +114,7 @@ DLEDGER_LEFT_OUT = "io/openmessaging/storage/dledger/cmdline"
 DEBIAN_PACKAGES = ["libnetty-java", "libslf4j-java", "libcommons-lang3-java", "libcommons-validator-java",
                    "libzstd-jni-java", "liblz4-java", "libjna-java", "libjcommander-java", "libguava-java",
                    "libjoda-time-java"]
-# jar (in DEBIAN_JAVA_DIR) -> Debian package; Debian's netty-all.jar holds no classes, so the split jars
-NETTY = ["netty-buffer", "netty-codec", "netty-common", "netty-handler", "netty-transport",
-         "netty-transport-native-epoll", "netty-transport-native-unix-common", "netty-resolver"]
+# jar (in DEBIAN_JAVA_DIR) -> Debian package
 COMPILE_JARS = {**{j: "libnetty-java" for j in NETTY}, "slf4j-api": "libslf4j-java",
                 "commons-lang3": "libcommons-lang3-java", "commons-validator": "libcommons-validator-java",
                 "zstd-jni": "libzstd-jni-java", "lz4-java": "liblz4-java", "jna": "libjna-java",
@@ -124,77 +126,27 @@ WRITER = "RocketMQStoreWriter"
 DECODER = "RocketMQDecodeAll"
 
 
-_MONETA_STANDIN = """package com.alibaba.fastjson.support.moneta;
-
-import java.io.IOException;
-import java.lang.reflect.Type;
-
-import com.alibaba.fastjson.parser.DefaultJSONParser;
-import com.alibaba.fastjson.parser.deserializer.ObjectDeserializer;
-import com.alibaba.fastjson.serializer.JSONSerializer;
-import com.alibaba.fastjson.serializer.ObjectSerializer;
-
-/** Stand-in (dledgerctl tests): the JavaMoney library is not on this class path. */
-public class MonetaCodec implements ObjectSerializer, ObjectDeserializer {
-    public static final MonetaCodec instance = new MonetaCodec();
-
-    public void write(JSONSerializer serializer, Object object, Object fieldName, Type fieldType, int features)
-            throws IOException {
-        serializer.write(String.valueOf(object));
-    }
-
-    public <T> T deserialze(DefaultJSONParser parser, Type type, Object fieldName) {
-        throw new UnsupportedOperationException("javax.money is not available");
-    }
-
-    public int getFastMatchToken() {
-        return 0;
-    }
-}
-"""
-
-
-def _build_deps_into(out: str, version: str, commits: dict[str, tuple[str, str]], compile_jars: list[str],
+def _build_deps_into(out: str, version: str, resolved: dict[str, tuple[str, str]], compile_jars: list[str],
                      fastjson_jars: list[str]) -> None:
-    rocketmq_tag, dledger_tag, dledger_root, _ = VERSIONS[version]
+    rocketmq_tag, dledger_tag, dledger_root, fastjson_tag = VERSIONS[version]
     with tempfile.TemporaryDirectory(prefix="rocketmq-java-build-") as work:
-        # fastjson, on its own
-        repo, commit = commits["fastjson"]
-        src = os.path.join(work, "fastjson")
-        extract(repo, commit, ["src/main/java"], src)
-        support = os.path.join(src, "src/main/java/com/alibaba/fastjson/support")
-        for d in ("hsf", "jaxrs", "retrofit", "spring"):
-            shutil.rmtree(os.path.join(support, d), ignore_errors=True)
-        for rel, text in (("springfox/SwaggerJsonSerializer.java", SWAGGER_STANDIN),
-                          ("moneta/MonetaCodec.java", _MONETA_STANDIN)):
-            if not os.path.isfile(os.path.join(support, rel)):
-                raise RuntimeError(f"fastjson: {rel} is not where 1.2.69 has it")
-            with open(os.path.join(support, rel), "w") as fh:
-                fh.write(text)
-        javac([os.path.join(src, "src/main/java")], os.path.join(out, "fastjson"), fastjson_jars,
-               ["--add-exports", "java.base/sun.reflect.annotation=ALL-UNNAMED"], what="fastjson")
+        build_fastjson(resolved["fastjson"], os.path.join(out, "fastjson"), fastjson_jars, work, fastjson_tag)
         # RocketMQ's four modules and DLedger, in one run
-        repo, commit = commits["rocketmq"]
+        repo, commit = resolved["rocketmq"]
         src = os.path.join(work, "rocketmq")
         extract(repo, commit, [f"{m}/src/main/java" for m in ROCKETMQ_MODULES], src)
         roots = [os.path.join(src, m, "src/main/java") for m in ROCKETMQ_MODULES]
-        bridge = os.path.join(src, "remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyLogger.java")
-        with open(bridge) as fh:
-            text = fh.read()
-        if "trace(Throwable" not in text:
-            marker = re.search(r"class NettyBridgeLogger implements [\w.]+InternalLogger \{\n", text)
-            if marker is None:
-                raise RuntimeError(f"{bridge}: NettyBridgeLogger not found where RocketMQ {version} has it")
-            with open(bridge, "w") as fh:
-                fh.write(text[: marker.end()] + NETTY_LOGGER_EXTRA + text[marker.end():])
-        repo, commit = commits["dledger"]
+        add_netty_logger_methods(
+            os.path.join(src, "remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyLogger.java"),
+            f"RocketMQ {version}")
+        repo, commit = resolved["dledger"]
         dsrc = os.path.join(work, "dledger")
         extract(repo, commit, [dledger_root], dsrc)
         shutil.rmtree(os.path.join(dsrc, dledger_root, DLEDGER_LEFT_OUT), ignore_errors=True)
         roots.append(os.path.join(dsrc, dledger_root))
         javac(roots, os.path.join(out, "rocketmq"), compile_jars + [os.path.join(out, "fastjson")],
-               ["--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
-               what=f"{rocketmq_tag} ({', '.join(ROCKETMQ_MODULES)}) + {dledger_tag}")
+              ["--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"],
+              what=f"{rocketmq_tag} ({', '.join(ROCKETMQ_MODULES)}) + {dledger_tag}")
 
 
 def _our_sources() -> list[str]:
@@ -229,64 +181,22 @@ def build(version: str = "4.9.4", cache_root: str | None = None) -> JavaRocketMQ
     if version not in VERSIONS:
         raise Unavailable(f"RocketMQ {version} is not one this harness builds (it builds {', '.join(VERSIONS)})")
     rocketmq_tag, dledger_tag, _, fastjson_tag = VERSIONS[version]
-    if not (shutil.which("javac") and shutil.which("java")):
-        raise Unavailable("javac/java not found on PATH (install a JDK; default-jdk-headless is 17 here)")
-    wanted = {
-        "rocketmq": (mirror("apache/rocketmq", "ROCKETMQ_MIRROR"), rocketmq_tag, "apache/rocketmq", "ROCKETMQ_MIRROR"),
-        "dledger": (mirror("openmessaging/dledger", "DLEDGER_MIRROR"), dledger_tag, "openmessaging/dledger",
-                    "DLEDGER_MIRROR"),
-        "fastjson": (mirror("alibaba/fastjson", "FASTJSON_MIRROR"), fastjson_tag, "alibaba/fastjson",
-                     "FASTJSON_MIRROR"),
-    }
-    resolved = {k: (repo, commit_of(repo, ref, what, env)) for k, (repo, ref, what, env) in wanted.items()}
-    compile_jars = [jar(j, p) for j, p in COMPILE_JARS.items()]
-    fastjson_jars = [jar(j, p) for j, p in FASTJSON_JARS.items()]
-    try:
-        quiet = [jar(*QUIET_JAR)]
-    except Unavailable:
-        quiet = []  # slf4j then says once that it has no binding, on stderr
+    require_jdk()
+    resolved = commits({"rocketmq": rocketmq_tag, "dledger": dledger_tag, "fastjson": fastjson_tag})
+    compile_jars = jars(COMPILE_JARS)
+    fastjson_jars = jars(FASTJSON_JARS)
+    quiet = optional_jar(*QUIET_JAR)  # (without: slf4j says once that it has no binding, on stderr)
     sources = _our_sources()
-    javac_version = subprocess.run(["javac", "-version"], capture_output=True, text=True).stdout.strip()
-
-    h = hashlib.sha256()
-    jars = [os.path.realpath(j) for j in compile_jars + fastjson_jars]
-    for part in [version, *(c for _, c in resolved.values()), *jars, javac_version, NETTY_LOGGER_EXTRA,
-                 SWAGGER_STANDIN, _MONETA_STANDIN]:
-        h.update(part.encode() + b"\0")
-    ours_h = hashlib.sha256()
-    for path in sources:
-        with open(path, "rb") as fh:
-            ours_h.update(os.path.basename(path).encode() + b"\0" + fh.read() + b"\0")
-
-    root = cache_root or os.environ.get("DLEDGERCTL_JAVA_CACHE") or os.path.expanduser("~/.cache/dledgerctl-java")
-    os.makedirs(root, exist_ok=True)
-    out = os.path.join(root, f"rocketmq-{version}-{h.hexdigest()[:16]}")
-    ours = os.path.join(out, f"ours-{ours_h.hexdigest()[:16]}")
-    with open(os.path.join(root, ".rocketmq-build.lock"), "w") as lock:  # one build at a time (xdist, benchmarks)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.isfile(os.path.join(out, "BUILT")):
-            tmp = f"{out}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                _build_deps_into(tmp, version, resolved, compile_jars, fastjson_jars)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            open(os.path.join(tmp, "BUILT"), "w").close()
-            shutil.rmtree(out, ignore_errors=True)
-            os.rename(tmp, out)
-        if not os.path.isfile(os.path.join(ours, "BUILT")):
-            tmp = f"{ours}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                javac([OUR_SOURCES], tmp, [os.path.join(out, "rocketmq"), os.path.join(out, "fastjson"),
-                                            *compile_jars], what="tests/support/java/rocketmq")
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            open(os.path.join(tmp, "BUILT"), "w").close()
-            shutil.rmtree(ours, ignore_errors=True)
-            os.rename(tmp, ours)
+    # the dependencies, keyed without our programs; ours in a directory of their own inside, keyed
+    # by their sources, so editing them recompiles only them
+    key = cache_key([version, *(c for _, c in resolved.values()),
+                     *(os.path.realpath(j) for j in compile_jars + fastjson_jars), NETTY_LOGGER_EXTRA,
+                     *FASTJSON_STANDINS.values()])
+    out = cached(f"rocketmq-{version}", key,
+                 lambda tmp: _build_deps_into(tmp, version, resolved, compile_jars, fastjson_jars), cache_root)
+    ours = cached("ours", cache_key([], sources, relative_to=OUR_SOURCES),
+                  lambda tmp: javac([OUR_SOURCES], tmp, [os.path.join(out, "rocketmq"), os.path.join(out, "fastjson"),
+                                                         *compile_jars], what="tests/support/java/rocketmq"), out)
     return JavaRocketMQ(version, out, ours, compile_jars + quiet)
 
 
