@@ -40,7 +40,7 @@ LAZY = {
             "Linearizable by default: an entry committed before the command began is there."),
     "store": ("store_app", "app", "Inspect, verify and repair a node's files offline."),
     "node": ("node_cmd", "node_app", "Run a node."),
-    "cluster": ("cluster_cmd", "cluster_app", "Start, stop and look at a local cluster of node processes."),
+    "cluster": ("cluster_app", "app", "Start, stop and look at a local cluster of node processes."),
     "peer": ("peer_cmd", "app", "Operator requests to a running cluster: replication watermarks, forced compare and "
                                 "truncation of a follower, leadership transfer, membership changes."),
     "spark": ("spark_cmd", "app", "Audit, compare, summarise and export the logs of many nodes with PySpark."),

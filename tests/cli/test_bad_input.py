@@ -87,6 +87,7 @@ MATRIX = {
     "cluster start": ["test_cluster_commands_without_a_record"],
     "cluster stop": ["test_cluster_commands_without_a_record"],
     "cluster down": ["test_cluster_commands_without_a_record"],
+    "cluster backup": ["test_cluster_backup_bad_input"],
     "peer watermarks": ["test_bad_peers_lists"],
     "peer compare": ["test_peer_commands_name_members"],
     "peer truncate": ["test_peer_truncate_past_the_end_fails"],
@@ -610,6 +611,24 @@ def test_status_of_another_group_is_not_up(group):
 def _end_index(base: str) -> int:
     rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
     return max(x["end_index"] for x in rows if x["state"] == "up")
+
+
+def test_cluster_backup_bad_input(group, tmp_path):
+    """No cluster to ask, another group's name, an --out that exists: one Error line each, and
+    no backup file (nor its .partial) left behind; the existing file is left as it was."""
+    out = tmp_path / "b.dlbk"
+    r = run("cluster", "backup", "--out", str(out), "--base-dir", str(tmp_path / "none"))
+    assert r.exit_code == 2
+    one_error(r.stderr, "no cluster recorded")
+    r = cli("cluster", "backup", "--out", str(out), "--base-dir", group, "--group", "nosuchgroup", "--timeout", "2")
+    assert r.returncode == 1
+    one_error(r.stderr, "nosuchgroup")
+    assert tree(tmp_path) == set()
+    out.write_bytes(b"keep")
+    r = cli("cluster", "backup", "--out", str(out), "--base-dir", group)
+    assert r.returncode == 1
+    one_error(r.stderr, "exists already")
+    assert out.read_bytes() == b"keep" and tree(tmp_path) == {"b.dlbk"}
 
 
 def test_get_follow_renders_empty_and_control_bodies(group):
