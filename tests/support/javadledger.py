@@ -31,22 +31,9 @@ import shutil
 import subprocess
 import tempfile
 
-from tests.support.javabuild import (  # noqa: F401 (tests catch javadledger.Unavailable)
-    JAVA_FLAGS,
-    NETTY,
-    NETTY_LOGGER_EXTRA,
-    SWAGGER_STANDIN,
-    Unavailable,
-    add_netty_logger_methods,
-    build_fastjson,
-    cache_key,
-    cached,
-    commits,
-    extract,
-    jars,
-    javac,
-    require_jdk,
-)
+from tests.support.javabuild import JAVA_FLAGS, NETTY, NETTY_LOGGER_EXTRA, SWAGGER_STANDIN, add_netty_logger_methods, \
+    build_fastjson, cache_key, cached, commits, extract, jars, javac, require_jdk
+from tests.support.javabuild import Unavailable  # noqa: F401 (tests catch javadledger.Unavailable)
 from tests.support.paths import ROOT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
