@@ -9,7 +9,8 @@ goes first in a round alternates with them), so a slow minute of the shared mach
 on both alike. Each run is ``bench_cluster.py --seconds S --json --no-etcd --no-pysyncobj
 --no-java`` (``--no-tls`` unless ``--tls``): dledgerctl flush=async and flush=sync, the
 four cases each. It prints every round's entries/s, the median per commit and the ratio
-new / old of the medians.
+new / old of the medians, and the same for the leader's CPU time per acknowledged entry
+(us, from /proc), which the machine's load moves far less than throughput.
 
 Usage: python benchmarks/bench_trees.py OLD [NEW] [--rounds 4] [--seconds 3] [--tls]
 (NEW defaults to HEAD; both are anything ``git rev-parse`` takes.)
@@ -53,8 +54,14 @@ def run_tree(tree: str, seconds: float, tls: bool) -> dict:
     env = {**os.environ, "PYTHONPATH": tree}
     out = subprocess.run(cmd, cwd=tree, env=env, check=True, capture_output=True, text=True)
     results = json.loads(out.stdout)
-    return {name: {case: r[case]["entries_per_s"] for case in CASES}
+    return {name: {case: (r[case]["entries_per_s"], _leader_cpu(r[case])) for case in CASES}
             for name, r in results.items() if name.startswith("dledgerctl")}
+
+
+def _leader_cpu(run: dict) -> float:
+    """The leader's CPU time per acknowledged entry, us (bench_cluster's cpu_us): far less
+    moved by the machine's load than throughput is."""
+    return next((v for k, v in run.get("cpu_us", {}).items() if k.startswith("leader")), float("nan"))
 
 
 def main() -> int:
@@ -78,7 +85,7 @@ def main() -> int:
                     r = run_tree(trees[k], args.seconds, args.tls)
                     runs[k].append(r)
                     print(f"round {rnd + 1} {k} {revs[k]}: " + "; ".join(
-                        f"{name[len('dledgerctl '):]} " + " ".join(f"{v:,.0f}" for v in cases.values())
+                        f"{name[len('dledgerctl '):]} " + " ".join(f"{v[0]:,.0f}" for v in cases.values())
                         for name, cases in r.items()), file=sys.stderr, flush=True)
         finally:
             for where in trees.values():
@@ -87,14 +94,17 @@ def main() -> int:
     names = list(runs["old"][0])
     print(f"{args.rounds} alternating rounds of {args.seconds:g} s per case; entries/s, median of the rounds; "
           f"old {revs['old']}, new {revs['new']}")
-    print(f"{'case':<26}{'old':>12}{'new':>12}{'new/old':>9}   every round (old | new)")
+    print(f"{'case':<20}{'old':>10}{'new':>10}{'new/old':>8}{'cpu old':>9}{'cpu new':>9}{'new/old':>8}"
+          "   entries/s of every round (old | new)")
     for name in names:
         for case in CASES:
             old = [r[name][case] for r in runs["old"]]
             new = [r[name][case] for r in runs["new"]]
-            mo, mn = statistics.median(old), statistics.median(new)
-            print(f"{name[len('dledgerctl '):] + ' ' + case:<26}{mo:>12,.0f}{mn:>12,.0f}{mn / mo:>9.2f}   "
-                  + " ".join(f"{v:,.0f}" for v in old) + " | " + " ".join(f"{v:,.0f}" for v in new))
+            mo, mn = statistics.median(v[0] for v in old), statistics.median(v[0] for v in new)
+            co, cn = statistics.median(v[1] for v in old), statistics.median(v[1] for v in new)
+            print(f"{name[len('dledgerctl '):] + ' ' + case:<20}{mo:>10,.0f}{mn:>10,.0f}{mn / mo:>8.2f}"
+                  f"{co:>9.1f}{cn:>9.1f}{cn / co:>8.2f}   "
+                  + " ".join(f"{v[0]:,.0f}" for v in old) + " | " + " ".join(f"{v[0]:,.0f}" for v in new))
     return 0
 
 
