@@ -13,7 +13,8 @@ from store.rocketmq.align import digest
 from store.rocketmq.electplan import INT_MAX, Broker, LogDifference, SetState, controller_elects, hashset_order
 from store.rocketmq.epochs import EpochEntry
 from store.rocketmq.replica import Replica, log_extent, read_replica
-from tests.rocketmq.test_mq_align import boundaries, cut_log, replica
+from tests.rocketmq.test_mq_align import BORN_AT, replica
+from tests.support.commitlogs import boundaries, cut_log
 from tests.rocketmq.test_mq_epochs import root  # noqa: F401 (the module's migrated store)
 from tests.support.commands import invoke_clean as run
 from tests.support.controller_encode import alter_sync_state_set, apply_broker_id, elect_master, write_controller_log
@@ -106,14 +107,14 @@ def test_bytes_kept_that_differ_from_the_new_master_are_acknowledged_ones_lost(r
     b = broker(root, tmp_path, 2, [E(1, 0)], cut=ends[60])
     c = broker(root, tmp_path, 3, [E(1, 0)], cut=ends[70])
     with open(c / "commitlog" / sorted(os.listdir(c / "commitlog"))[0], "r+b") as fh:
-        fh.seek(ends[30] + 100)
-        fh.write(b"\xff")
+        fh.seek(ends[30] + BORN_AT)  # (no CRC covers it: RocketMQ keeps the message; a body failing its CRC
+        fh.write(b"\xff")            # would end c's log there instead: test_mq_align's crc test)
     code, rows, err = plan(ctl, a, b, c, "--down", 1, "--down", 2, "--unclean")
     assert code == 1, err
     cut = {r["broker"]: r for r in rows if r["row"] == "loss" and r["candidate"] == 3}
-    assert cut[1]["truncate_to"] == ends[70] and cut[1]["diverged_at"] == ends[30] + 100
-    assert cut[1]["acked_bytes"] == ends[60] - ends[30] - 100 and cut[1]["acked_messages"] == 30
-    assert cut[2]["truncate_to"] is None and cut[2]["diverged_at"] == ends[30] + 100
+    assert cut[1]["truncate_to"] == ends[70] and cut[1]["diverged_at"] == ends[30] + BORN_AT
+    assert cut[1]["acked_bytes"] == ends[60] - ends[30] - BORN_AT and cut[1]["acked_messages"] == 30
+    assert cut[2]["truncate_to"] is None and cut[2]["diverged_at"] == ends[30] + BORN_AT
     assert "a divergence it does not repair" in cut[2]["note"]
     assert "every choice cuts acknowledged messages: 3 cuts" in err
 

@@ -13,12 +13,14 @@ from typer.testing import CliRunner
 
 from dledgerctl.app import app
 from store.rocketmq.epochs import EpochEntry, epoch_file_text
+from store.rocketmq.message import decode
 from store.rocketmq.replica import log_extent
 from tests.support.commitlogs import boundaries, cut_log, flip
 from tests.rocketmq.test_mq_epochs import root  # noqa: F401 (the module's migrated store)
 
 runner = CliRunner()
 E = EpochEntry
+BORN_AT = 44  # a byte of a message's BORNTIMESTAMP: no CRC covers it (a flipped body is test_torn_tail's)
 
 
 def replica(root, tmp_path, name, epochs=None):  # noqa: F811
@@ -75,7 +77,7 @@ def test_a_tail_in_an_old_epoch_is_cut_to_the_consistent_point(root, tmp_path): 
 
 def test_a_byte_that_differs_below_the_kept_point_is_named(root, tmp_path):  # noqa: F811
     a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
-    at = boundaries(b)[50] + 100
+    at = boundaries(b)[50] + BORN_AT
     flip(b, at)
     code, rows, _ = align(a, b, "--master", a)
     assert code == 1
@@ -85,12 +87,7 @@ def test_a_byte_that_differs_below_the_kept_point_is_named(root, tmp_path):  # n
 
 def test_digests_stand_for_replicas_on_other_machines(root, tmp_path):  # noqa: F811
     a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
-    name = sorted(os.listdir(b / "commitlog"))[0]
-    with open(b / "commitlog" / name, "r+b") as fh:
-        fh.seek(5000)
-        byte = fh.read(1)
-        fh.seek(5000)
-        fh.write(bytes([byte[0] ^ 1]))
+    flip(b, boundaries(b)[10] + BORN_AT)  # (a byte no CRC covers: the replica's recovery keeps the message)
     for d in (a, b):
         r = runner.invoke(app, ["mq", "digest", str(d), "--out", str(tmp_path / f"{d.name}.json")])
         assert r.exit_code == 0, r.output
@@ -157,3 +154,21 @@ def test_digests_from_several_machines_naming_one_path_are_told_apart(root, tmp_
     code, rows, _ = align(tmp_path / "a.json", tmp_path / "b.json")
     roles = {os.path.basename(r["replica"]): r["role"] for r in rows if r["row"] == "replica"}
     assert roles == {"a.json": "master", "b.json": "slave"}, rows
+
+
+def test_a_body_that_fails_its_crc_in_the_last_file_ends_the_replicas_log(root, tmp_path):  # noqa: F811
+    """RocketMQ's recovery checks each body against BODYCRC from the file the consume queues
+    end in (a whole log of one file here) and ends the log before the first that fails: that
+    replica is behind, not different (RocketMQ 5.3.3 shown so in tests/java/test_torn_tail_java.py)."""
+    a, b = replica(root, tmp_path, "a", [E(1, 0)]), replica(root, tmp_path, "b", [E(1, 0)])
+    at = boundaries(b)[60]
+    flip(b, boundaries(b)[61] - 3)  # (a byte of message 60's properties: no CRC, kept)
+    assert log_extent(str(b))[1] == log_extent(str(a))[1]
+    name = max(n for n in os.listdir(b / "commitlog") if int(n) <= at)
+    m = decode((b / "commitlog" / name).read_bytes(), at - int(name))
+    assert m.body_size > 1
+    flip(b, at + (m.body_at - (at - int(name))) + 1)  # (a byte of its body)
+    assert log_extent(str(b))[1] == at
+    code, rows, _ = align(a, b, "--master", a)
+    s = slaves(rows)[b.name]
+    assert (s["max_offset"], s["cut_bytes"]) == (at, 0), rows
