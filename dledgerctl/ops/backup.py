@@ -2,9 +2,9 @@
 format is store/backup.py's, the same a stopped member's ``store backup`` writes.
 
 How it is consistent. The backup is the log as of one committed index, chosen at the start:
-the leader's commit index, confirmed by a linearizable read of that entry (the leader
-answers it only once a majority has confirmed it still leads, so every append acknowledged
-before the backup began is at or below it). Entries at or below a commit index never change
+the leader's commit index read after a linearizable read (which the leader answers only once
+a majority has confirmed it still leads and an entry of its own term has committed, so every
+append acknowledged before the backup began is at or below that index). Entries at or below a commit index never change
 on any member, so they are then read from the leader's own log (serializable pages, no
 heartbeat round per page, which keeps the backup's cost to the group's appends low), page
 after page (ops/logio.py ``Reading``), encoded as the store encodes them and written chunk by
@@ -67,15 +67,19 @@ def start_point(target: Target) -> Start:
     async def ask(c: Client) -> Start:
         loop = asyncio.get_running_loop()
         leader = await c.find_leader(loop.time() + target.timeout)
-        md = await c.metadata(leader)
-        try:
-            first, last = int(md["begin_index"]), int(md["committed_index"])
-        except (KeyError, TypeError, ValueError):
-            raise ClientError(f"{leader}: its metadata names no begin and commit index") from None
+        first, last = _bounds(leader, await c.metadata(leader))
+        if last >= max(first, 0):
+            # (a linearizable read is answered once an entry of the leader's term has committed: a
+            # leader elected just now has then committed all its predecessors acknowledged, and its
+            # commit index, read again after it, covers every append acknowledged before the backup)
+            await c.get(first, 1, peer=None, consistency="linearizable")
+            leader = c.leader or leader
+            md = await c.metadata(leader)
+            first, last = _bounds(leader, md)
         if last < max(first, 0):
             raise OpsError(f"the group has no committed entries to back up (its leader {leader} commits up to "
                            f"{last})")
-        confirmed = await c.get(last, 1, peer=None, consistency="linearizable")  # (see the module's docstring)
+        confirmed = await c.get(last, 1, peer=leader, consistency="serializable")
         head = await c.get(first, 1, peer=leader, consistency="serializable")
         end = confirmed[0]["pos"] + confirmed[0]["size"]
         peers = md.get("peers") or {}
@@ -86,6 +90,13 @@ def start_point(target: Target) -> Start:
         return Start(leader, first, last, max(0, end - head[0]["pos"]), members)
 
     return run(target, ask)
+
+
+def _bounds(leader: str, md: dict) -> tuple[int, int]:
+    try:
+        return int(md["begin_index"]), int(md["committed_index"])
+    except (KeyError, TypeError, ValueError):
+        raise ClientError(f"{leader}: its metadata names no begin and commit index") from None
 
 
 def backup(target: Target, out: str, *, progress: Callable[[int], None] | None = None,
