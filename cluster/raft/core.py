@@ -111,6 +111,8 @@ SYNC_MODE_FLUSH_MS = 200  # the periodic flush under flush=sync (see RaftCore._f
 # format's limit (store.format.TERM_MAX, which wire.py already enforces) would leave no
 # term for the next election, and the group without a leader for good.
 TERM_STEP_MAX = 1 << 31
+# what only a leader sends: taken from a member not known yet (handle)
+_FROM_A_LEADER = (HeartBeatRequest, PushRequest, InstallSnapshotRequest)
 
 
 class RaftCore:
@@ -345,7 +347,11 @@ class RaftCore:
         if getattr(req, "group", c.group) != c.group:
             return error_response(kind, m.term, Code.UNKNOWN_GROUP, f"this node serves group {c.group!r}")
         sender = getattr(req, "leader_id", None)
-        if sender not in self.members.members and not self.roster.configs.known(sender) and sender not in c.peers:
+        if sender not in self.members.members and not self.roster.configs.known(sender) and sender not in c.peers \
+                and not (kind in _FROM_A_LEADER and getattr(req, "term", -1) >= m.term):
+            # (a leader's beat, push or snapshot of a term not below ours is taken from a member this
+            # node does not know yet: one added by a config entry it has not received, having been
+            # down then; refused, it could never receive that entry and would stand for ever)
             return error_response(kind, m.term, Code.UNKNOWN_MEMBER, f"{sender!r} is not a member")
         if getattr(req, "term", -1) > m.term + TERM_STEP_MAX:
             self.outbox.note(f"refused a {kind.__name__} from {sender}: its term is more than {TERM_STEP_MAX} above "

@@ -33,7 +33,8 @@ def test_a_refused_request_changes_nothing_not_even_a_java_mark():
     was = _state(core)
     refused = [
         HeartBeatRequest("other", "n1", 4),  # another group
-        HeartBeatRequest("g", "intruder", 4),  # no member
+        VoteRequest("g", "intruder", 4, 10, 3),  # no member (a leader's beat from one is taken: see below)
+        HeartBeatRequest("g", "intruder", 2),  # no member, and an expired term
         HeartBeatRequest("g", "n1", 2),  # an expired term
         HeartBeatRequest("g", "n1", 3 + TERM_STEP_MAX + 1),  # out of reach
         VoteRequest("g", "n1", 3 + TERM_STEP_MAX + 1, 10, 3),
@@ -47,6 +48,16 @@ def test_a_refused_request_changes_nothing_not_even_a_java_mark():
     resp = core.handle(HeartBeatRequest("g", "n1", 4), 60, java=True)
     assert resp.code == Code.SUCCESS and core.member.term == 4 and core.member.leader_id == "n1"
     assert core.java_peers == {"n1"}
+
+
+def test_a_leader_this_node_does_not_know_is_followed():
+    """A leader's beat from a member no config of this node names (one added while it was
+    down) is taken, as Raft takes it: refused, this node could never receive the config entry
+    that names that leader (tests/raft/test_membership_sim.py has the whole case). A vote from
+    one is not: it could otherwise disrupt a group it is no member of."""
+    core = _follower()
+    resp = core.handle(HeartBeatRequest("g", "n7", 3), 50)
+    assert resp.code == Code.SUCCESS and core.member.leader_id == "n7"
 
 
 def test_a_term_within_reach_is_taken_as_raft_says():
