@@ -120,7 +120,7 @@ FORCE_COLUMNS = ["index", "term", "magic", "size", "pos"]
 
 def force_new_group_cmd(
     dirs: Annotated[List[str], typer.Argument(help="The survivor's node directory (dledger-<id>), stopped: one.",
-                                              show_default=False, metavar="DIR")],
+                                              show_default=False)],
     peers: Annotated[str, typer.Option(flag("peers"), "-p", help="The survivor alone, SELF-HOST:PORT.",
                                        show_default=False)],
     yes: Annotated[bool, typer.Option("--yes", help="Apply the plan (without it, nothing is changed).")] = False,

@@ -13,8 +13,8 @@ from store.rocketmq.align import digest
 from store.rocketmq.electplan import INT_MAX, Broker, LogDifference, SetState, controller_elects, hashset_order
 from store.rocketmq.epochs import EpochEntry
 from store.rocketmq.replica import Replica, log_extent, read_replica
-from tests.rocketmq.test_mq_align import BORN_AT, replica
-from tests.support.commitlogs import boundaries, cut_log
+from tests.rocketmq.test_mq_align import replica
+from tests.support.commitlogs import BORN_AT, boundaries, cut_log
 from tests.rocketmq.test_mq_epochs import root  # noqa: F401 (the module's migrated store)
 from tests.support.commands import invoke_clean as run
 from tests.support.controller_encode import alter_sync_state_set, apply_broker_id, elect_master, write_controller_log

@@ -15,12 +15,11 @@ from dledgerctl.app import app
 from store.rocketmq.epochs import EpochEntry, epoch_file_text
 from store.rocketmq.message import decode
 from store.rocketmq.replica import log_extent
-from tests.support.commitlogs import boundaries, cut_log, flip
+from tests.support.commitlogs import BORN_AT, boundaries, cut_log, flip
 from tests.rocketmq.test_mq_epochs import root  # noqa: F401 (the module's migrated store)
 
 runner = CliRunner()
 E = EpochEntry
-BORN_AT = 44  # a byte of a message's BORNTIMESTAMP: no CRC covers it (a flipped body is test_torn_tail's)
 
 
 def replica(root, tmp_path, name, epochs=None):  # noqa: F811

@@ -18,7 +18,7 @@ from dledgerctl.pipeline.alignment import hash_file
 from store.rocketmq.align import CHUNK, digest
 from store.rocketmq.epochs import EpochEntry, epoch_file_text
 from tests.rocketmq.test_mq_migrate import messages
-from tests.support.commitlogs import boundaries, cut_log, flip
+from tests.support.commitlogs import BORN_AT, boundaries, cut_log, flip
 from tests.support.rmq_store import write_broker_store
 
 runner = CliRunner()
@@ -59,8 +59,8 @@ def fleet(root, tmp_path_factory):
     g["behind"] = [replica(root, base, "behind", n, [E(1, 0)]) for n in ("r0", "r1")]
     cut_log(g["behind"][1], offs[60])
     g["diverged"] = [replica(root, base, "diverged", n, [E(1, 0)]) for n in ("r0", "r1", "r2")]
-    flip(g["diverged"][1], offs[50] + 100)
-    flip(g["diverged"][2], offs[90] + 100)
+    flip(g["diverged"][1], offs[50] + BORN_AT)
+    flip(g["diverged"][2], offs[90] + BORN_AT)
     cut_log(g["diverged"][2], offs[100])
     x = offs[80]
     g["cut"] = [replica(root, base, "cut", "r0", [E(1, 0), E(2, x)]), replica(root, base, "cut", "r1", [E(1, 0)])]
@@ -99,8 +99,8 @@ def test_every_group_gets_mq_aligns_rows(spark, fleet):
         assert want_code == (0 if all(r["aligned"] for r in got) else 1)
     by = {(r["group"], os.path.basename(r["replica"])): r for r in rows}
     offs = boundaries(fleet["aligned"][0])
-    assert by[("diverged", "r1")]["first_difference"] == offs[50] + 100
-    assert by[("diverged", "r2")]["first_difference"] == offs[90] + 100
+    assert by[("diverged", "r1")]["first_difference"] == offs[50] + BORN_AT
+    assert by[("diverged", "r2")]["first_difference"] == offs[90] + BORN_AT
     assert by[("cut", "r1")]["truncate_to"] == offs[80] and by[("cut", "r1")]["cut_messages"] == 40
     assert "no consistent point" in by[("refused", "r1")]["detail"]
 
@@ -136,7 +136,7 @@ def test_digests_compare_by_chunks_as_mq_align_does(spark, fleet, tmp_path):
     assert code == 1 and {r["compared"] for r in rows} == {"chunks"}
     _code, want, _cuts = mq_align(ds[0], *outs)
     assert [{k: r[k] for k in FIELDS} for r in rows] == [{k: w[k] for k in FIELDS} for w in want]
-    at = boundaries(ds[0])[50] + 100
+    at = boundaries(ds[0])[50] + BORN_AT
     start = max(int(n) for n in os.listdir(ds[0] / "commitlog") if int(n) <= at)
     assert rows[0]["first_difference"] == start and "--upto" in rows[1]["detail"]  # (to the chunk: 8 KiB files)
 
