@@ -87,3 +87,16 @@ def build(name: str, *, modules: list[str], classpath: list[str], sources: Calla
                   f"{what} against {ROCKETMQ_TAG} ({', '.join(modules)}) + {DLEDGER_TAG}", debug=True)
 
     return cached(name, key, build_into, cache_root)
+
+
+def log_text(path: str) -> str:
+    """A Java process's log (its stderr, RocketMQ's lines as it writes them), "" before it exists."""
+    try:
+        with open(path, errors="replace") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
+
+
+def log_tail(path: str, n: int = 40) -> str:
+    return "\n".join(log_text(path).splitlines()[-n:])

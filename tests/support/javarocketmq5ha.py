@@ -264,14 +264,10 @@ class HaReplica:
         return read_epoch_file(os.path.join(self.root, "epochFileCheckpoint" + (".bak" if bak else "")))
 
     def log_text(self) -> str:
-        try:
-            with open(self.log_path, errors="replace") as fh:
-                return fh.read()
-        except FileNotFoundError:
-            return ""
+        return javarocketmq5build.log_text(self.log_path)
 
     def log_tail(self, n: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-n:])
+        return javarocketmq5build.log_tail(self.log_path, n)
 
     def truncate_offsets(self) -> list[int]:
         """Every ``truncateOffset is N`` AutoSwitchHAClient logged (its handshake's consistent

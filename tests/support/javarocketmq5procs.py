@@ -26,6 +26,7 @@ import subprocess
 import time
 
 from tests.support.javabuild import Unavailable
+from tests.support import javarocketmq5build
 from tests.support.javarocketmq5broker import BROKER_MAIN, CONTROLLER_MAIN, JavaBroker, build
 from tests.support.ports import HOST, free_port_base, free_ports
 
@@ -66,14 +67,10 @@ class Proc:
         return self.proc is not None and self.proc.poll() is None
 
     def log_text(self) -> str:
-        try:
-            with open(self.log_path, errors="replace") as fh:
-                return fh.read()
-        except FileNotFoundError:
-            return ""
+        return javarocketmq5build.log_text(self.log_path)
 
     def log_tail(self, n: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-n:])
+        return javarocketmq5build.log_tail(self.log_path, n)
 
     def wait_for(self, pattern: re.Pattern, what: str, timeout: float = 90.0) -> re.Match:
         """The first match of ``pattern`` in the log, polled until ``timeout``; ProcessError if
