@@ -11,7 +11,7 @@ from cluster.net.client import Client, ClientError
 from cluster.net.tls import TlsError
 from cluster.node.launcher import DEFAULT_BASE_DIR, LauncherError
 
-from .common import client_tls, fail, use_record_tls
+from .common import client_tls, fail
 from .ops import targets
 from .ops.targets import OpsError, Target
 
@@ -28,7 +28,6 @@ def target(peers: str | None, base_dir: str = DEFAULT_BASE_DIR, group: str | Non
         raise ops_error(exc) from None
     except TlsError as exc:  # (the record's certificate files)
         raise fail(str(exc)) from None
-    use_record_tls(found.record)  # (and for any other client the command makes)
     return found
 
 

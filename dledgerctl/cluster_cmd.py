@@ -17,7 +17,7 @@ from . import clients
 from .common import (BaseDirOpt, ClientGroupOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt, GroupOpt,
                      IndexSizeOpt, PeersOpt, PushQuotaOpt, RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt,
                      SnapshotKeepOpt, TimeoutOpt, complete_members, fail, parse_size, parse_size_or_zero,
-                     plural, tls_options, use_record_tls)
+                     plural, tls_options)
 from .ops import localgroup
 from .ops.status import ANSWERED, MemberStatus, status
 from .ops.targets import OpsError, row
@@ -185,7 +185,6 @@ def cluster_up(
     except KeyboardInterrupt:  # (a fresh start left nothing behind)
         raise typer.Exit(130) from None
     rec, rows = result.record, result.rows
-    use_record_tls(rec)
     if fmt == Format.table:
         typer.echo(f"peers: {rec['peers']}")
     _render_status(rows, fmt, {"action": result.actions})

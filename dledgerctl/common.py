@@ -144,9 +144,9 @@ TlsCrlOpt = Annotated[str | None, typer.Option("--tls-crl", envvar="DLEDGERCTL_T
                                                     "and 'certs revoke' keep it); connections presenting one are "
                                                     "refused. Read again on SIGHUP (env DLEDGERCTL_TLS_CRL).")]
 
-# The TLS a client command was given (tls_options), for the client it makes; a cluster found
-# through its record uses the record's operator certificate when none is given.
-_client_tls: dict = {"files": None, "explicit": False}
+# The TLS a client command was given (tls_options), for the client it makes (clients.target:
+# a cluster found through its record uses the record's operator certificate when none is given).
+_client_tls: dict = {"files": None}
 
 
 def tls_options(fn):
@@ -164,20 +164,12 @@ def tls_options(fn):
             files = TlsFiles.resolve(tls_cert, tls_key, tls_ca)
         except TlsError as exc:
             raise fail(str(exc), 2) from None
-        _client_tls.update(files=files, explicit=files is not None)
+        _client_tls.update(files=files)
         return fn(*args, **kwargs)
 
     wrapper.__signature__ = sig.replace(parameters=[*params, *extra])
     wrapper.__annotations__ = {**hints, **{p.name: p.annotation for p in extra}}
     return wrapper
-
-
-def use_record_tls(rec: dict | None) -> None:
-    """A cluster found through its record (``cluster up --tls``): its operator certificate,
-    unless the command was given one."""
-    if rec and rec.get("tls") and not _client_tls["explicit"]:
-        op = rec["tls"]["operator"]
-        _client_tls["files"] = TlsFiles(op["cert"], op["key"], rec["tls"]["ca"])
 
 
 def client_tls():
