@@ -127,7 +127,7 @@ def rocketmq(request):
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark_session():
     """One real local Spark session (local[2]) for the whole test run: small shuffles, no
     web UI, the JVM's console output in a log file. CLI tests that use it run their
     commands on this session (start_session reuses a running one)."""
@@ -138,3 +138,29 @@ def spark():
     yield session
     if started:
         session.stop()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.fixture
+def spark(spark_session, request):
+    """The run's Spark session. A test that failed inside a call to the JVM (pytest-timeout's
+    alarm, an interrupt) can leave this thread's Py4J connection with an answer unread, and
+    every later call would read the one before it: after a failed test the connection is
+    closed, the next call opens a new one, and the jobs it left running are cancelled."""
+    yield spark_session
+    if request.node.stash.get(_FAILED, False):
+        client = spark_session.sparkContext._gateway._gateway_client
+        connection = client.get_thread_connection()
+        if connection is not None:
+            connection.close()
+        spark_session.sparkContext.cancelAllJobs()  # (a job the test left running would hold the cores)
