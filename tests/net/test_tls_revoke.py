@@ -203,7 +203,7 @@ def test_a_revoked_member_is_cut_off_from_replication(tmp_path):
         wait_for(lambda: _logged(rec, "CRL"), 10, "every member to reload its CRL")
         appender = Appender(rec)
         appender.start()
-        time.sleep(2)
+        wait_for(lambda: len(appender.acked) >= 50, 30, "50 appends acknowledged by the other two")
         assert appender.finish() < 2.0  # the other two go on
 
         def ends():
