@@ -129,7 +129,8 @@ def force_new_group_cmd(
     """When a majority of a group is lost for good: make the one survivor (stopped) a group of its own, so it can
     lead. Without --yes, list what it holds past its commit index (uncommitted, and committed by the force) and
     change nothing; with --yes, keep its log whole, commit it, and append a config entry naming it alone in a new
-    term. Then start it and bring members back with 'peer add'. Several survivors: choose one with 'store elect'."""
+    term (none when its log was written with Java DLedger members: start it alone by its configuration). Then start
+    it and bring members back with 'peer add'. Several survivors: choose one with 'store elect'."""
     with errors_as_exit():
         try:
             p = recovery.apply_force(dirs, peers) if yes else recovery.plan_force(dirs, peers)
@@ -140,7 +141,21 @@ def force_new_group_cmd(
     what = (f"{n} entr{'y' if n == 1 else 'ies'} past its commit index {p.committed_index} "
             f"({p.uncommitted[0].index}-{p.uncommitted[-1].index})" if n else
             f"nothing past its commit index {p.committed_index}")
-    if p.applied:
+    if p.java_only:
+        alone = f"{p.id}-{p.address}"
+        java = (f"Its log holds DLedger 0.2.7's entries only (written with Java members, which take their members "
+                f"from their configuration and read no config entry): no entry is written. Start it alone: a Java "
+                f"DLedger server with --peers '{alone}', a DLedger-mode broker with dLegerSelfId={p.id} and "
+                f"dLegerPeers={alone} in its broker.conf, dledgerctl with {flag('peers')} '{alone}'")
+        if p.applied:
+            typer.echo(f"forced {p.id}: its log committed, term {p.new_term}; {what} now committed. {java}; then "
+                       f"give every member, new ones and it, the new member list and restart it (DLedger 0.2.7 "
+                       f"changes members only so).", err=True)
+        else:
+            typer.echo(f"plan for {p.id} (log {p.begin_index}-{p.end_index}, term {p.end_term}): {what} would become "
+                       f"committed, and its term {p.new_term}. {java}. Nothing changed: run again with --yes to "
+                       f"apply.", err=True)
+    elif p.applied:
         typer.echo(f"forced {p.id}: a group of its own at config entry {p.config_index}, term {p.new_term}; "
                    f"{what} now committed. Start it with {flag('peers')} '{p.id}-{p.address}', then "
                    f"'peer add' the new members.", err=True)

@@ -18,7 +18,11 @@ beyond the term.
 - :func:`force_plan` / :func:`force_apply`: the survivor's log is kept whole; what lies
   after its checkpoint's commit index (uncommitted until now) is listed by the plan, and
   becomes committed by the apply, with the config entry after it. Refused while the store
-  is running (its lock).
+  is running (its lock). A log that holds DLedger 0.2.7's own entries only (magic 1: no
+  no-op, no config entry) was written in a group with Java members, which take their members
+  from their start-up configuration and cannot read a config entry (DLedger's recovery stops
+  at an unknown magic, a broker would read it as a message): ``java_only``; for it the apply
+  writes no entry, only the commit index (checkpoint) and the new term.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 from .backup import BackupError, BackupReader
 from .errors import PositionMismatch, StoreInUseError, StoreUsageError
 from .filestore import FileStore
-from .format import MAGIC_CONFIG, decode_header
+from .format import MAGIC_CONFIG, MAGIC_NOOP, decode_header
 from .layout import NodeLayout
 from .lock import lock_holder
 from .metafiles import read_currterm, write_currterm
@@ -134,6 +138,7 @@ class ForcePlan:
     term: int  # currterm's
     new_term: int
     uncommitted: list[dict] = field(default_factory=list)  # index, term, magic, size of each
+    java_only: bool = False  # no no-op and no config entry in the log: written with Java members
 
 
 def _refuse_running(node_dir: str) -> None:
@@ -160,25 +165,28 @@ def force_plan(node_dir: str) -> ForcePlan:
             pos, size = store.locate(i)
             rows.append({"index": i, "term": store.term_of(i), "magic": decode_header(store.get_bytes(i)).magic,
                          "size": size, "pos": pos})
+        java_only = not (store.indexes_with_magic(MAGIC_NOOP) or store.indexes_with_magic(MAGIC_CONFIG))
         return ForcePlan(node_dir, store.begin_index, store.end_index, store.end_term, committed, term,
-                         max(term, store.end_term) + 1, rows)
+                         max(term, store.end_term) + 1, rows, java_only)
     finally:
         store.close()
 
 
-def force_apply(plan: ForcePlan, config_body: bytes) -> int:
+def force_apply(plan: ForcePlan, config_body: bytes | None) -> int | None:
     """Force the store ``plan`` was made of: the config entry ``config_body`` appended in
-    ``plan.new_term``, the whole log committed, currterm at the new term. The config entry's
-    index. Refused when the store changed since the plan."""
+    ``plan.new_term`` (none when None: a Java-only log), the whole log committed, currterm at
+    the new term. The config entry's index (None without one). Refused when the store changed
+    since the plan."""
     _refuse_running(plan.node_dir)
     store = FileStore.open(plan.node_dir)
     try:
         if (store.end_index, store.end_term) != (plan.end_index, plan.end_term):
             raise StoreUsageError(f"{plan.node_dir} changed since the plan (its log ends at {store.end_index}, "
                                   f"term {store.end_term}): plan again")
-        appended = store.append_leader([config_body], plan.new_term, MAGIC_CONFIG)
-        index = appended[0].index
-        store.set_committed(index)
+        index = None
+        if config_body is not None:
+            index = store.append_leader([config_body], plan.new_term, MAGIC_CONFIG)[0].index
+        store.set_committed(store.end_index)
         store.flush()
         store.persist_checkpoint()
     finally:

@@ -10,7 +10,10 @@ as a config entry at the end of the log; members of the old group, still running
 name, are refused by every restored member. A forced survivor keeps its group's name (its
 clients go on) and becomes its group's only member; ``members.json`` (the base,
 cluster/node/memberfile.py) is rewritten to it too, so members that no config entry of the
-log names are refused even when it is started with the old ``--peers``.
+log names are refused even when it is started with the old ``--peers``. A survivor whose log
+was written with Java DLedger members (DLedger 0.2.7's entries only) gets no config entry,
+which Java DLedger and RocketMQ's brokers cannot read: they take their members from their
+configuration, so it is started alone by its configuration (the command says which).
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class ForceResult(msgspec.Struct):
     uncommitted: list[Uncommitted]
     applied: bool = False
     config_index: int | None = None
+    java_only: bool = False  # its log has DLedger 0.2.7's entries only: no config entry is written
 
 
 def _peers(text: str) -> dict:
@@ -137,20 +141,22 @@ def plan_force(dirs: list[str], peers: str) -> ForceResult:
     node_dir, self_id, address = _survivor(dirs, peers)
     p = force_plan(node_dir)
     return ForceResult(node_dir, self_id, address, p.begin_index, p.end_index, p.end_term, p.committed_index,
-                       p.new_term, [Uncommitted(**r) for r in p.uncommitted])
+                       p.new_term, [Uncommitted(**r) for r in p.uncommitted], java_only=p.java_only)
 
 
 def apply_force(dirs: list[str], peers: str) -> ForceResult:
     """Force the survivor (see :func:`plan_force`): its log kept whole and committed, a config
-    entry naming it alone in a new term, members.json the same."""
+    entry naming it alone in a new term, members.json the same. A log written with Java
+    members (``java_only``) gets no config entry: Java DLedger and RocketMQ's brokers cannot
+    read one, and take their members from their configuration (start it alone)."""
     node_dir, self_id, address = _survivor(dirs, peers)
     p = force_plan(node_dir)
     alone = Membership(dict(_peers(peers)))
-    index = force_apply(p, alone.body())
+    index = force_apply(p, None if p.java_only else alone.body())
     try:
         save_base(node_dir, alone, p.begin_index - 1)
     except (OSError, MembershipError) as exc:
         raise OpsError(f"{node_dir}: the log is forced (config entry {index}) but members.json could not be "
                        f"written: {exc}") from None
     return ForceResult(node_dir, self_id, address, p.begin_index, p.end_index, p.end_term, p.committed_index,
-                       p.new_term, [Uncommitted(**r) for r in p.uncommitted], True, index)
+                       p.new_term, [Uncommitted(**r) for r in p.uncommitted], True, index, p.java_only)

@@ -1,0 +1,149 @@
+"""``store force-new-group`` on the survivor of a group of three real Java DLedger 0.2.7
+servers (tests/support/javadledger.py, 64 KiB data files), two of whose machines are lost
+for good: DLedger's own server, started alone on the forced store, leads, serves every entry
+the survivor held (those it wrote while its followers were gone too, never acknowledged) and
+takes new appends.
+
+Java DLedger takes its members from ``--peers`` and cannot read a config entry (its recovery
+checks every entry's magic), so the force writes none to such a log: the survivor's own
+copy with one appended shows what that would do to DLedger 0.2.7. Skipped, saying why, when
+Java or a mirror is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+from store.filestore import FileStore
+from store.format import MAGIC_CONFIG, MAGIC_NORMAL
+from tests.java.test_follower_filesize_java import GROUP, java_server  # noqa: F401 (a fixture)
+from tests.support.commands import cli
+from tests.support.group import wait_for
+from tests.support.ports import free_port_base
+
+
+class JavaGroup:
+    def __init__(self, command, base: str) -> None:
+        self.command, self.base = command, base
+        port = free_port_base(3)
+        self.address = {f"n{k}": f"127.0.0.1:{port + k}" for k in range(3)}
+        self.peers = ";".join(f"{n}-{a}" for n, a in self.address.items())
+        self.dirs = {n: os.path.join(base, f"dledger-{n}") for n in self.address}
+        self.procs: dict[str, subprocess.Popen] = {}
+        os.makedirs(base, exist_ok=True)
+
+    def start(self, node: str, peers: str | None = None) -> None:
+        with open(os.path.join(self.base, f"{node}.log"), "ab") as log:
+            self.procs[node] = subprocess.Popen(self.command(node, peers or self.peers, self.base), stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self, node: str) -> None:
+        p = self.procs.pop(node, None)
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+
+    def close(self) -> None:
+        for node in list(self.procs):
+            self.kill(node)
+
+    def log(self, node: str) -> str:
+        with open(os.path.join(self.base, f"{node}.log"), errors="replace") as fh:
+            return fh.read()
+
+
+def _leader(peers: str) -> str | None:
+    r = cli("cluster", "status", "--peers", peers, "--group", GROUP, "--format", "json", "--timeout", "2")
+    rows = json.loads(r.stdout) if r.stdout.strip() else []
+    leaders = [x["id"] for x in rows if x.get("role") == "leader"]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+def _append(peers: str, bodies: list[str], timeout: str = "20") -> subprocess.CompletedProcess:
+    return cli("append", "--peers", peers, "--group", GROUP, *sum((["-d", b] for b in bodies), []), "--format", "json",
+               "--timeout", timeout, timeout=180)
+
+
+def _held(node_dir: str) -> list[tuple[int, int, int, bytes]]:
+    with FileStore.open(node_dir, read_only=True) as s:
+        return [(e.index, e.term, e.magic, bytes(e.body)) for e in (s.get(i) for i in range(s.begin_index,
+                                                                                          s.end_index + 1))]
+
+
+def test_a_java_survivor_forced_alone_leads_and_serves_every_entry(java_server, tmp_path):  # noqa: F811
+    g = JavaGroup(java_server, str(tmp_path / "g"))
+    try:
+        for n in g.address:
+            g.start(n)
+        leader = wait_for(lambda: _leader(g.peers), 90, "a Java leader")
+        r = _append(g.peers, [f"acked-{k:03d}-" + "m" * 2000 for k in range(60)])  # (several 64 KiB files)
+        assert r.returncode == 0, r.stderr
+        # its followers gone, the leader writes what it can no longer have acknowledged
+        others = [n for n in g.address if n != leader]
+        for n in others:
+            g.kill(n)
+        alone = f"{leader}-{g.address[leader]}"
+        _append(alone, ["unacked-0", "unacked-1"], timeout="3")  # (WAIT_QUORUM_ACK_TIMEOUT, or refused)
+        g.kill(leader)
+        for n in others:  # (their machines are gone for good)
+            shutil.rmtree(g.dirs[n])
+        survivor = g.dirs[leader]
+        held = _held(survivor)
+        assert {m for _, _, m, _ in held} == {MAGIC_NORMAL}  # (DLedger 0.2.7's own entries only)
+        bodies = [b for _, _, _, b in held]
+        assert bodies[:60] == [f"acked-{k:03d}-".encode() + b"m" * 2000 for k in range(60)]
+
+        # the plan lists what is past the commit index, says how to start it, changes nothing
+        r = cli("store", "force-new-group", survivor, "--peers", alone, "--format", "json")
+        assert r.returncode == 0, r.stderr
+        past = json.loads(r.stdout)
+        assert [x["index"] for x in past] == list(range(held[-1][0] - len(past) + 1, held[-1][0] + 1))
+        assert "DLedger 0.2.7's entries only" in r.stderr and f"--peers '{alone}'" in r.stderr
+        assert f"dLegerPeers={alone}" in r.stderr and "Nothing changed" in r.stderr
+        assert _held(survivor) == held
+
+        # what a config entry would do to DLedger 0.2.7: on a copy, it does not get past it
+        copy = str(tmp_path / "copy")
+        shutil.copytree(g.base, copy, ignore=shutil.ignore_patterns("*.log"))
+        with FileStore.open(os.path.join(copy, f"dledger-{leader}")) as s:
+            s.append_leader([b'{"n0": "x"}'], s.end_term + 1, MAGIC_CONFIG)
+            s.set_committed(s.end_index)
+            s.flush()
+            s.persist_checkpoint()
+        spoiled = JavaGroup(java_server, copy)
+        spoiled.address = {leader: g.address[leader]}
+        spoiled.start(leader, alone)
+        try:
+            wait_for(lambda: "magic" in spoiled.log(leader) or spoiled.procs[leader].poll() is not None, 60,
+                     "DLedger 0.2.7 to meet the config entry")
+            assert "unknown magic=3" in spoiled.log(leader) or "magic=3" in spoiled.log(leader), \
+                spoiled.log(leader)[-3000:]
+        finally:
+            spoiled.close()
+
+        # applied: no entry written, the log committed, the term raised
+        r = cli("store", "force-new-group", survivor, "--peers", alone, "--yes")
+        assert r.returncode == 0, r.stderr
+        assert "no entry is written" in r.stderr and "now committed" in r.stderr
+        assert _held(survivor) == held
+        r = cli("store", "checkpoint", survivor, "--format", "json")
+        assert r.returncode == 0, r.stderr
+        cp = {(x["source"], x["key"]): x["value"] for x in json.loads(r.stdout)}
+        assert cp[("checkpoint", "committedIndex")] == held[-1][0], cp
+        assert cp[("currterm", "currTerm")] > held[-1][1], cp
+
+        # DLedger's own server, alone: it leads, serves every entry, takes new ones
+        g.start(leader, alone)
+        assert wait_for(lambda: _leader(alone), 90, "the survivor to lead alone") == leader
+        r = cli("get", "--peers", alone, "--group", GROUP, "-i", "0", "-c", str(len(held)), "--format", "json")
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert [(x["index"], x["body"].encode()) for x in got] == [(i, b) for i, _, _, b in held]
+        r = _append(alone, ["after-force"])
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)[0]["index"] == held[-1][0] + 1
+    finally:
+        g.close()
