@@ -45,11 +45,12 @@ def status(base):
     return json.loads(r.stdout) if r.stdout.strip() else []
 
 
-def up(base, nodes=3, *extra, sizes=SMALL, port_base=None):
-    """``cluster up`` of ``nodes`` members on free ports, waiting up to 40 s; its rows."""
+def up(base, nodes=3, *extra, sizes=SMALL, port_base=None, timeout: float = 60):
+    """``cluster up`` of ``nodes`` members on free ports, waiting up to 40 s (the command
+    itself up to ``timeout``); its rows."""
     port_base = free_port_base(nodes) if port_base is None else port_base
     r = cli("cluster", "up", "--base-dir", base, "--nodes", str(nodes), "--port-base", str(port_base),
-            "--format", "json", "--wait", "40", *sizes, *extra)
+            "--format", "json", "--wait", "40", *sizes, *extra, timeout=timeout)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -148,17 +149,27 @@ class Groups:
         return path
 
     def __call__(self, nodes: int = 3, *options: str, base: str | None = None, sizes=SMALL,
-                 port_base: int | None = None) -> str:
+                 port_base: int | None = None, timeout: float = 60) -> str:
         """Start a group of ``nodes`` members with ``cluster up`` ``options`` (and ``sizes``,
-        ``port_base``: as :func:`up`); its base directory once it serves."""
+        ``port_base``, ``timeout``: as :func:`up`); its base directory once it serves. A
+        group with ``--tls`` among its options has its certificates in the record
+        (:meth:`recorded`, its ``tls``), as ``cluster up --tls`` writes them."""
         if base is None:
             base = self.base()
         elif base not in self.bases:
             self.bases.append(base)
-        rows = up(base, nodes, *options, sizes=sizes, port_base=port_base)
+        rows = up(base, nodes, *options, sizes=sizes, port_base=port_base, timeout=timeout)
         assert len(rows) == nodes and all(x["state"] == "up" for x in rows), rows
         assert sum(x["role"] == "leader" for x in rows) == 1, rows
+        if "--tls" in options:
+            assert recorded(base).get("tls"), "cluster up --tls recorded no certificates"
         return base
+
+    def recorded(self, nodes: int = 3, *options: str, **how) -> tuple[str, dict]:
+        """:meth:`__call__`, and what ``cluster up`` recorded for the group (:func:`recorded`:
+        its peers, each member's id, pid, log, ..., and its ``tls`` with ``--tls``)."""
+        base = self(nodes, *options, **how)
+        return base, recorded(base)
 
     def close(self) -> None:
         """Stop every group started; the first failure to stop one is raised after all were tried."""
