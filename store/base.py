@@ -21,10 +21,13 @@ import abc
 import itertools
 import operator
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from .errors import IndexOutOfRange, StoreUsageError
 from .format import HEADER_SIZE, MAGIC_NORMAL
+
+
+Keep = Callable[[int, int], None]  # keep(first, last): the entries about to be cut
 
 
 class Appended(NamedTuple):
@@ -219,17 +222,39 @@ class LogStore(abc.ABC):
         return lo
 
     @abc.abstractmethod
-    def truncate(self, from_index: int, *, force: bool = False) -> int:
+    def truncate(self, from_index: int, *, force: bool = False, keep: Keep | None = None) -> int:
         """Drop entries ``from_index..end``; returns how many were dropped. With a
-        ``keeper``, the entries are kept first (a keep that fails raises; nothing is cut)."""
+        ``keeper``, the entries are kept first (a keep that fails raises; nothing is cut).
+        ``keep(first, last)``, when given, is called for that in place of the store's keeper
+        (:meth:`cut_ordered` gives one)."""
 
-    # called as keeper(store, first, last) before entries first..last are cut (truncate,
-    # reset_to): kept.py's Keeper, set by the node for --keep-truncated; None keeps nothing
+    # Both fixed when the store is opened (FileStore.open), each called as
+    # keeper(store, first, last) -> the file written (or None), before entries first..last
+    # are cut: kept.py's Keeper. ``keeper`` keeps every cut (truncate, reset_to): the node's
+    # --keep-truncated; None keeps nothing. ``operator_keeper`` keeps an operator's cut
+    # (cut_ordered) when there is no ``keeper``: the node's, into its own directory.
     keeper = None
+    operator_keeper = None
 
     def _keep(self, first: int, last: int) -> None:
         if self.keeper is not None and 0 <= first <= last:
             self.keeper(self, first, last)
+
+    def cut_ordered(self, from_index: int) -> tuple[int, str | None]:
+        """An operator's cut (a REPAIR: ``peer truncate``, ``peer compare``'s repair): entries
+        ``from_index..end`` dropped, committed ones included, as ``truncate(force=True)``, and
+        kept first by the ``keeper``, else by the ``operator_keeper`` (a keep that fails
+        raises; nothing is cut). Returns (how many were dropped, the file that keeps them, or
+        None when nothing was kept)."""
+        keeper = self.keeper if self.keeper is not None else self.operator_keeper
+        kept: list[str | None] = []
+
+        def keep(first: int, last: int) -> None:
+            if keeper is not None and 0 <= first <= last:
+                kept.append(keeper(self, first, last))
+
+        dropped = self.truncate(from_index, force=True, keep=keep)
+        return dropped, (kept[0] if kept else None)
 
     @abc.abstractmethod
     def set_committed(self, index: int) -> int:

@@ -5,21 +5,19 @@
 It moves the shared :class:`~store.extent.Extent` back (or its beginning forward), tells
 the read path (store/logreads.py) to forget what it remembers, and makes every cut durable
 at once. Which head files may go is store/retention.py's to decide; this only checks the
-rules that keep the log whole. ``keep`` (the store's keeper, see LogStore._keep) is called
-with the entries about to be cut, before any of them is.
+rules that keep the log whole. ``keep`` (the store's keeper, see LogStore._keep, or an
+operator's cut's, LogStore.cut_ordered) is called with the entries about to be cut, before
+any of them is.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
+from .base import Keep
 from .errors import IndexOutOfRange, PositionMismatch, StoreCorruptError, StoreUsageError
 from .extent import Extent
 from .files import FileList
 from .format import ENTRY_HEADER, HEADER_SIZE, INDEX_UNIT_SIZE, MIN_BLANK_LEN
 from .logreads import LogReader
-
-Keep = Callable[[int, int], None]  # keep(first, last): the entries about to be cut
 
 
 class Cutter:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .appending import Appender
-from .base import Appended, Entry, LogStore
+from .base import Appended, Entry, Keep, LogStore
 from .cutting import Cutter
 from .errors import StoreUsageError
 from .extent import Extent
@@ -78,6 +78,7 @@ class FileStore(LogStore):
         lock_fd: int | None = None,
         drop_behind: int = 0,
         keeper=None,
+        operator_keeper=None,
     ) -> "FileStore":
         """Open (creating it if writable) and recover a node directory.
 
@@ -86,7 +87,8 @@ class FileStore(LogStore):
         a caller that already holds it (``lock_node_dir``) passes ``lock_fd`` and keeps
         ownership: the store then neither takes nor releases the lock. ``drop_behind``
         (bytes, 0 for none): see :meth:`take_dirty`. ``keeper`` (kept.py's Keeper) keeps
-        the whole entries recovery cuts before it cuts them, and stays the store's keeper.
+        the whole entries recovery cuts before it cuts them, and stays the store's keeper;
+        ``operator_keeper`` keeps an operator's cut when there is none (see LogStore.cut_ordered).
         """
         layout = NodeLayout(node_dir)
         data, index = file_lists(layout, data_file_size, index_file_size, read_only=read_only,
@@ -97,7 +99,7 @@ class FileStore(LogStore):
             if not read_only and lock_fd is None:  # before recovery writes anything
                 store.lock.take()
             store.opened = recover(layout, data, index, store.extent, read_only=read_only, keeper=keeper)
-            store.keeper = keeper
+            store.keeper, store.operator_keeper = keeper, operator_keeper
             if not read_only:
                 data.set_random_access()
         except BaseException:
@@ -278,9 +280,9 @@ class FileStore(LogStore):
         return self.reads.read_entries(first, max_count, max_bytes, as_stored=as_stored)
 
     # -- cutting (store/cutting.py) ---------------------------------------------------
-    def truncate(self, from_index: int, *, force: bool = False) -> int:
+    def truncate(self, from_index: int, *, force: bool = False, keep: Keep | None = None) -> int:
         self._writable()
-        return self.cutter.truncate(from_index, force, self._keep)
+        return self.cutter.truncate(from_index, force, self._keep if keep is None else keep)
 
     def delete_head(self, count: int) -> tuple[list[str], list[str]]:
         """Delete the first ``count`` data files (never the last one, never one holding an

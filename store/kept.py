@@ -108,7 +108,6 @@ class Keeper:
         self.max_bytes = max_bytes
         self.say = say or (lambda text, fields: None)
         self.clock = clock
-        self.last: str | None = None  # the file written last
 
     def __call__(self, store, first: int, last: int) -> str | None:
         """Write entries ``first..last`` of ``store`` to a new file; its path (None when the
@@ -174,7 +173,6 @@ class Keeper:
             if isinstance(exc, OSError):
                 raise StoreIOError(f"cannot keep the cut entries in {self.directory}: {exc.strerror or exc}") from exc
             raise
-        self.last = path
         short = f"; entries {upto + 1}..{'' if last is None else last} not kept ({why})" if why else ""
         about = "the entries about to be cut" if what == "truncation" else f"the entries {what} is about to cut"
         self.say(f"kept {about}, {first}..{upto} ({size} bytes), in {path}{short}",

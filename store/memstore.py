@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .base import Appended, Entry, LogStore
+from .base import Appended, Entry, Keep, LogStore
 from .errors import InconsistentAppend, IndexOutOfRange, PositionMismatch, StoreUsageError
 from .format import (
     CRC_MASK,
@@ -218,14 +218,14 @@ class MemoryStore(LogStore):
     def term_of(self, index: int) -> int:
         return self.get(index).term
 
-    def truncate(self, from_index: int, *, force: bool = False) -> int:
+    def truncate(self, from_index: int, *, force: bool = False, keep: Keep | None = None) -> int:
         if from_index > self.end_index:
             return 0
         if from_index < 0 or from_index < self.begin_index:
             raise IndexOutOfRange(f"cannot truncate from {from_index}: the log begins at {self.begin_index}")
         if from_index <= self._committed and not force:
             raise StoreUsageError(f"cannot truncate from {from_index}: entries up to {self._committed} are committed")
-        self._keep(from_index, self.end_index)
+        (self._keep if keep is None else keep)(from_index, self.end_index)
         cut = from_index - self.begin_index
         dropped = len(self._entries) - cut
         self.write_pos = self._entries[cut].pos

@@ -9,7 +9,6 @@ import asyncio
 from typing import Protocol
 
 from store.base import LogStore
-from store.kept import Keeper
 
 from ..net.channel import Channel
 from ..net.frames import Frame
@@ -27,8 +26,7 @@ class NodeView(Protocol):
     """A running node, as its request handler sees it."""
 
     cfg: NodeConfig
-    store: LogStore  # (the node's FileStore: read_entries, keeper too)
-    operator_keeper: Keeper  # keeps an operator's cut (REPAIR): --keep-truncated's, else into the node directory
+    store: LogStore  # (the node's FileStore: read_entries; its keepers are fixed at open)
     counts: Counts
     tls: Tls | None
     server: FrameServer  # (its count of socket reads: which reads may join a read round)

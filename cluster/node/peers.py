@@ -8,11 +8,8 @@ UNKNOWN_MEMBER, as DLedger refuses it (DLedgerServer.handleVote/handleHeartBeat)
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
-
-from store.kept import KEPT_IN
 
 from ..net import dialect
 from ..net.frames import Frame, get_field, json_object
@@ -29,8 +26,7 @@ from ..net.wire import (
     decode_request,
     response_frame,
 )
-from ..raft.rpc import (Code, HeartBeatResponse, LeadershipTransferRequest, RepairRequest, RepairResponse, VoteResponse,
-                        VoteResult)
+from ..raft.rpc import Code, HeartBeatResponse, LeadershipTransferRequest, VoteResponse, VoteResult
 from .nodeview import NodeView
 
 log = logging.getLogger("dledgerctl.node")
@@ -64,22 +60,10 @@ class PeerRequests:
             if denied is not None:
                 return denied
         started = time.perf_counter() if f.code == INSTALL_SNAPSHOT else 0.0  # (timed: installs only)
-        # (a Java member is learnt from its request only once the core has taken it)
-        # An operator's cut (REPAIR) is kept even without --keep-truncated: by the node's
-        # operator_keeper, in the node directory (as store truncate keeps its cut); the answer
-        # names the file kept
-        store = node.store
-        configured = store.keeper
-        if type(req) is RepairRequest and configured is None:
-            store.keeper = node.operator_keeper
-        keeper = store.keeper
-        kept = keeper.last if keeper is not None else None
-        try:
-            resp = node.core.handle(req, node.now(), java=f.language == "JAVA")
-        finally:
-            store.keeper = configured
-        if type(resp) is RepairResponse and keeper is not None and keeper.last != kept and resp.dropped:
-            resp = dataclasses.replace(resp, remark=f"{KEPT_IN}{keeper.last}")
+        # (a Java member is learnt from its request only once the core has taken it; an
+        # operator's cut, REPAIR, is kept by the store, which the node opened with a keeper for
+        # it, and the core's answer names the file: LogStore.cut_ordered)
+        resp = node.core.handle(req, node.now(), java=f.language == "JAVA")
         if f.code == PUSH and resp.code == Code.SUCCESS and req.count:
             node.counts.received_entries += req.count
             node.counts.received_bytes += len(req.entries)

@@ -84,18 +84,18 @@ class Node:
         self.terms.load()
         # The core decides when to flush (flush=sync: before acknowledging); the store itself
         # never flushes inline.
-        # raft decides a cut; the store keeps what it cuts first (recovery's at open too)
+        # raft decides a cut; the store keeps what it cuts first (recovery's at open too).
+        # An operator's cut (peer truncate, peer compare's repair) is kept either way: without
+        # --keep-truncated in the node directory, unbounded (nothing of an operator's earlier
+        # cuts is dropped for room), as store truncate keeps its own (LogStore.cut_ordered)
+        def say(text, fields):
+            log.warning("%s", text, extra=fields)
         keeper = None if cfg.keep_truncated is None else Keeper(
-            os.path.abspath(cfg.keep_truncated), cfg.keep_truncated_bytes,
-            say=lambda text, fields: log.warning("%s", text, extra=fields))
+            os.path.abspath(cfg.keep_truncated), cfg.keep_truncated_bytes, say=say)
         self.store = FileStore.open(self.dir, data_file_size=cfg.data_file_size,
                                     index_file_size=cfg.index_file_size, flush="async",
-                                    drop_behind=cfg.drop_behind, keeper=keeper)
-        # an operator's cut (peer truncate, peer compare's repair) keeps what it cuts either way:
-        # without --keep-truncated in the node directory, unbounded (nothing of an operator's
-        # earlier cuts is dropped for room), as store truncate keeps its own
-        self.operator_keeper = keeper or Keeper(self.dir, KEEP_ALL, say=lambda text, fields: log.warning(
-            "%s", text, extra=fields))
+                                    drop_behind=cfg.drop_behind, keeper=keeper,
+                                    operator_keeper=Keeper(self.dir, KEEP_ALL, say=say))
         dropped = self.store.recovery_warning()
         if dropped is not None:  # (said at the default level: entries this node held are gone)
             log.warning("%s: %s", self.dir, dropped)

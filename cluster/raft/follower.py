@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from store.errors import PositionMismatch, StoreError, StoreIOError, StoreUsageError, is_disk_full
 from store.format import ENTRY_HEADER, ENTRY_MAGICS, HEADER_SIZE
+from store.kept import KEPT_IN
 
 from .divergence import PROBE_MAX, fingerprints
 from .filesize import fix_hint, leader_file_size
@@ -202,14 +203,17 @@ class FollowerLog:
     def repair(self, req: RepairRequest, term: int) -> RepairResponse:
         """Drop entries from ``from_index`` on, committed ones included: the leader found
         they differ from its own (or an operator asked, above the cluster's commit index).
-        Nothing after the cut counts as matched until the leader compares again."""
+        Nothing after the cut counts as matched until the leader compares again.
+        The log keeps what it cuts (an operator's cut always is, in a file of the node's
+        choosing: RaftLog.cut_ordered) and the answer's remark names that file."""
         s = self.store
         try:
-            dropped = s.truncate(req.from_index, force=True) if req.from_index <= s.end_index else 0
+            dropped, kept = s.cut_ordered(req.from_index) if req.from_index <= s.end_index else (0, None)
         except StoreError as exc:
             return RepairResponse(term, Code.UNEXPECTED_ARGUMENT, 0, s.end_index, s.committed_index, str(exc))
         self.matched = min(self.matched, req.from_index - 1)
-        return RepairResponse(term, Code.SUCCESS, dropped, s.end_index, s.committed_index)
+        remark = f"{KEPT_IN}{kept}" if kept is not None and dropped else ""
+        return RepairResponse(term, Code.SUCCESS, dropped, s.end_index, s.committed_index, remark)
 
     # -- the four push types ----------------------------------------------------------
     def _reply(self, req: PushRequest, code: Code, **extra) -> PushResponse:

@@ -62,6 +62,10 @@ class RaftLog(Protocol):
 
     def truncate(self, from_index: int, *, force: bool = False) -> int: ...
 
+    def cut_ordered(self, from_index: int) -> tuple[int, str | None]:
+        """An operator's cut (REPAIR): ``truncate(force=True)``, always kept where the store
+        keeps such cuts; (entries dropped, the file that keeps them or None)."""
+
     def reset_to(self, raw) -> Sequence[Appended]: ...
 
     def delete_head(self, count: int) -> tuple[list[str], list[str]]: ...

@@ -81,8 +81,8 @@ class SimStore(MemoryStore):
     def flush(self, *, index: bool = True) -> None:
         self.durable = self.end_index
 
-    def truncate(self, from_index: int, *, force: bool = False) -> int:
-        n = super().truncate(from_index, force=force)
+    def truncate(self, from_index: int, *, force: bool = False, keep=None) -> int:
+        n = super().truncate(from_index, force=force, keep=keep)
         self.durable = min(self.durable, self.end_index)
         return n
 
