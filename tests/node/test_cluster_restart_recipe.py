@@ -23,8 +23,7 @@ from store.filestore import FileStore
 from store.kept import iter_kept
 from store.metafiles import write_currterm
 from tests.support.commands import cli
-from tests.support.group import down, status, wait_for
-from tests.support.ports import free_port_base
+from tests.support.group import down, file_sizes, status, wait_for
 
 SIZES = {"data_file_size": 65536, "index_file_size": 32 * 1024}
 # member: (the term of each entry, committed index, currterm)
@@ -59,47 +58,42 @@ def _converged(base: str, ids: list[str]):
     return None
 
 
-def test_the_restart_recipe_with_cluster_commands(tmp_path):
-    base, kept = str(tmp_path / "store"), str(tmp_path / "kept")
-    r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(free_port_base(3)),
-            "--keep-truncated", kept, "--heartbeat-interval", "300", "--wait", "40",
-            "--data-file-size", str(SIZES["data_file_size"]), "--index-file-size", str(SIZES["index_file_size"]),
-            timeout=90)
+def test_the_restart_recipe_with_cluster_commands(group, tmp_path):
+    kept = str(tmp_path / "kept")
+    base = group(3, "--keep-truncated", kept, "--heartbeat-interval", "300", timeout=90,
+                 sizes=file_sizes(str(SIZES["data_file_size"]), str(SIZES["index_file_size"])))
+    for nid in DIVERGED:
+        with open(os.path.join(base, "config", f"{nid}.toml")) as fh:
+            assert f'keep-truncated = "{os.path.join(kept, nid)}"' in fh.read()
+    r = cli("cluster", "down", "--base-dir", base)
     assert r.returncode == 0, r.stderr
-    try:
-        for nid in DIVERGED:
-            with open(os.path.join(base, "config", f"{nid}.toml")) as fh:
-                assert f'keep-truncated = "{os.path.join(kept, nid)}"' in fh.read()
-        r = cli("cluster", "down", "--base-dir", base)
-        assert r.returncode == 0, r.stderr
-        for nid, (terms, committed, term) in DIVERGED.items():
-            _write_member(base, nid, terms, committed, term)
-        before = {nid: _entries(os.path.join(base, f"dledger-{nid}")) for nid in DIVERGED}
+    for nid, (terms, committed, term) in DIVERGED.items():
+        _write_member(base, nid, terms, committed, term)
+    before = {nid: _entries(os.path.join(base, f"dledger-{nid}")) for nid in DIVERGED}
 
-        r = cli("store", "elect", base, "--format", "json")
-        assert r.returncode == 0, r.stderr
-        rows = json.loads(r.stdout)
-        (verdict,) = [x for x in rows if x["row"] == "verdict"]
-        assert verdict["leaders"] == ["n1"]
-        named = verdict["leaders"][0]
-        cuts = {x["member"]: (x["cut_from"], x["cut_to"]) for x in rows if x["row"] == "loss" and x["leader"] == named}
-        assert cuts == {"n0": (5, 6)}
-        partner = next(x["member"] for x in rows if x["row"] == "candidate" and named in (x["rejected_by"] or {}))
-        rest = next(n for n in DIVERGED if n not in (named, partner))
+    r = cli("store", "elect", base, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    (verdict,) = [x for x in rows if x["row"] == "verdict"]
+    assert verdict["leaders"] == ["n1"]
+    named = verdict["leaders"][0]
+    cuts = {x["member"]: (x["cut_from"], x["cut_to"]) for x in rows if x["row"] == "loss" and x["leader"] == named}
+    assert cuts == {"n0": (5, 6)}
+    partner = next(x["member"] for x in rows if x["row"] == "candidate" and named in (x["rejected_by"] or {}))
+    rest = next(n for n in DIVERGED if n not in (named, partner))
 
-        r = cli("cluster", "start", named, partner, "--base-dir", base, "--format", "json")
-        assert r.returncode == 0, r.stderr
-        assert "Note: no cluster record" in r.stderr
-        assert sorted(x["id"] for x in json.loads(r.stdout)) == sorted([named, partner])
-        assert wait_for(lambda: _converged(base, [named, partner]), 60, "the named member and its partner") == named
-        assert next(x for x in status(base) if x["id"] == rest)["state"] == "down"  # (started only when asked)
+    r = cli("cluster", "start", named, partner, "--base-dir", base, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert "Note: no cluster record" in r.stderr
+    assert sorted(x["id"] for x in json.loads(r.stdout)) == sorted([named, partner])
+    assert wait_for(lambda: _converged(base, [named, partner]), 60, "the named member and its partner") == named
+    assert next(x for x in status(base) if x["id"] == rest)["state"] == "down"  # (started only when asked)
 
-        r = cli("cluster", "start", rest, "--base-dir", base)
-        assert r.returncode == 0, r.stderr
-        # (once all three run, a later election may go either way: the logs are one by then)
-        wait_for(lambda: _converged(base, list(DIVERGED)), 60, "every member following one leader")
-    finally:
-        down(base)
+    r = cli("cluster", "start", rest, "--base-dir", base)
+    assert r.returncode == 0, r.stderr
+    # (once all three run, a later election may go either way: the logs are one by then)
+    wait_for(lambda: _converged(base, list(DIVERGED)), 60, "every member following one leader")
+    down(base)
     after = {nid: _entries(os.path.join(base, f"dledger-{nid}")) for nid in DIVERGED}
     assert all(after[named].get(i) == e for i, e in before[named].items())  # (the named member lost nothing)
     for nid in DIVERGED:

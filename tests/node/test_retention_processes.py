@@ -13,16 +13,9 @@ import os
 
 from tests.support.commands import cli
 from tests.support.group import append_lines, down, leader_of, level, status, wait_for
-from tests.support.ports import free_port_base
 
 RETAIN = ("--data-file-size", "64KiB", "--index-file-size", "4KiB", "--file-reserved-hours", "0.00056",
           "--disk-ratio-check", "0.0001")
-
-
-def start(base):
-    r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(free_port_base(3)),
-            "--format", "json", "--wait", "40", *RETAIN)
-    assert r.returncode == 0, r.stderr
 
 
 def verify(node) -> dict:
@@ -31,38 +24,35 @@ def verify(node) -> dict:
     return json.loads(r.stdout)["summary"]
 
 
-def test_old_files_go_on_every_node_and_a_returning_follower_is_cut_back(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        start(base)
-        leader = leader_of(base)
-        away = next(x["id"] for x in status(base) if x["id"] != leader)
-        append_lines(base, [f"early-{k}-".ljust(300, "x") for k in range(200)])
-        r = cli("cluster", "stop", "--base-dir", base, away)
-        assert r.returncode == 0, r.stderr
-        stopped_end = next(x for x in json.loads(cli("cluster", "status", "--base-dir", base, "--format",
-                                                     "json").stdout) if x["id"] == leader)["end_index"]
+def test_old_files_go_on_every_node_and_a_returning_follower_is_cut_back(group):
+    base = group(3, *RETAIN, sizes=())  # (RETAIN has the sizes)
+    leader = leader_of(base)
+    away = next(x["id"] for x in status(base) if x["id"] != leader)
+    append_lines(base, [f"early-{k}-".ljust(300, "x") for k in range(200)])
+    r = cli("cluster", "stop", "--base-dir", base, away)
+    assert r.returncode == 0, r.stderr
+    stopped_end = next(x for x in json.loads(cli("cluster", "status", "--base-dir", base, "--format",
+                                                 "json").stdout) if x["id"] == leader)["end_index"]
 
-        # appends go on; files older than 2 s are deleted on both running nodes
-        for k in range(6):
-            append_lines(base, [f"late-{k}-{j}-".ljust(300, "y") for j in range(200)])
-        rows = wait_for(lambda: (lambda st: st if all(x["begin_index"] > stopped_end for x in st
-                                                      if x["state"] == "up") else None)(status(base)),
-                        30, "the running nodes to delete the files the stopped one still needs")
-        for x in rows:
-            if x["state"] == "up":
-                assert 0 < x["begin_index"] <= x["committed_index"] + 1  # never past the commit index
-        log = open(os.path.join(base, "logs", f"{leader}.log")).read()
-        assert "clean space: deleted" in log
+    # appends go on; files older than 2 s are deleted on both running nodes
+    for k in range(6):
+        append_lines(base, [f"late-{k}-{j}-".ljust(300, "y") for j in range(200)])
+    rows = wait_for(lambda: (lambda st: st if all(x["begin_index"] > stopped_end for x in st
+                                                  if x["state"] == "up") else None)(status(base)),
+                    30, "the running nodes to delete the files the stopped one still needs")
+    for x in rows:
+        if x["state"] == "up":
+            assert 0 < x["begin_index"] <= x["committed_index"] + 1  # never past the commit index
+    log = open(os.path.join(base, "logs", f"{leader}.log")).read()
+    assert "clean space: deleted" in log
 
-        # the follower comes back: cut back to the leader's first entry, then filled
-        r = cli("cluster", "start", "--base-dir", base, away)
-        assert r.returncode == 0, r.stderr
-        rows = wait_for(lambda: level(base), 60, f"{away} to catch up")
-        back = next(x for x in rows if x["id"] == away)
-        assert back["begin_index"] > stopped_end
-    finally:
-        down(base)
+    # the follower comes back: cut back to the leader's first entry, then filled
+    r = cli("cluster", "start", "--base-dir", base, away)
+    assert r.returncode == 0, r.stderr
+    rows = wait_for(lambda: level(base), 60, f"{away} to catch up")
+    back = next(x for x in rows if x["id"] == away)
+    assert back["begin_index"] > stopped_end
+    down(base)  # (the fixture's, after the test, finds nothing left to stop)
     # offline (the running nodes would go on deleting under the readers): every replica is
     # sound, and they agree over the entries they all hold
     for x in rows:
