@@ -13,7 +13,7 @@ import threading
 from cluster.raft.config import parse_peers
 from tests.support import faults
 from tests.support.commands import cli
-from tests.support.group import down, wait_for
+from tests.support.group import down, file_sizes, wait_for
 from tests.support.ports import free_port_base
 
 GROUP = faults.GROUP
@@ -41,12 +41,9 @@ class Load:
         return self.appender.requests
 
 
-def up(base: str, port: int) -> dict:
-    r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(port), "--group", GROUP,
-            "--format", "json", "--wait", "40", "--data-file-size", "1MiB", "--index-file-size", "64KiB")
-    assert r.returncode == 0, r.stderr
-    with open(os.path.join(base, "cluster.json")) as fh:
-        return json.load(fh)
+def started(group, port: int) -> tuple[str, dict]:
+    """Three members of GROUP from ``port`` on (the ``group`` fixture's): the base directory and record."""
+    return group.recorded(3, "--group", GROUP, port_base=port, sizes=file_sizes("1MiB", "64KiB"))
 
 
 def status(base: str) -> dict[str, dict]:
@@ -84,64 +81,52 @@ def settle_and_check(base: str, load: Load, members: set[str]) -> None:
     assert not problems, "\n".join(problems[:20])
 
 
-def test_replace_a_killed_member_under_load(tmp_path):
-    base = str(tmp_path / "c")
+def test_replace_a_killed_member_under_load(group):
     port = free_port_base(4)
-    try:
-        rec = up(base, port)
-        load = Load(rec["peers"], 1)
-        wait_for(lambda: load.ok() >= 20, 30, "appends to flow")
-        victim = next(i for i, x in status(base).items() if x.get("role") == "follower")
-        assert cli("cluster", "stop", "--base-dir", base, victim, "--kill").returncode == 0
-        rows = peer(base, "replace", "--id", victim, "--with", f"n3=127.0.0.1:{port + 3}")
-        assert [(r["step"], r["id"], r["member"]) for r in rows] == [("add", "n3", "voter"), ("remove", victim,
-                                                                                          "removed")]
-        before = load.ok()
-        wait_for(lambda: load.ok() >= before + 20, 30, "appends to flow after the replace")
-        settle_and_check(base, load, {"n0", "n1", "n2", "n3"} - {victim})
-    finally:
-        down(base)
+    base, rec = started(group, port)
+    load = Load(rec["peers"], 1)
+    wait_for(lambda: load.ok() >= 20, 30, "appends to flow")
+    victim = next(i for i, x in status(base).items() if x.get("role") == "follower")
+    assert cli("cluster", "stop", "--base-dir", base, victim, "--kill").returncode == 0
+    rows = peer(base, "replace", "--id", victim, "--with", f"n3=127.0.0.1:{port + 3}")
+    assert [(r["step"], r["id"], r["member"]) for r in rows] == [("add", "n3", "voter"), ("remove", victim,
+                                                                                      "removed")]
+    before = load.ok()
+    wait_for(lambda: load.ok() >= before + 20, 30, "appends to flow after the replace")
+    settle_and_check(base, load, {"n0", "n1", "n2", "n3"} - {victim})
 
 
-def test_grow_from_three_to_five_and_shrink_back_under_load(tmp_path):
-    base = str(tmp_path / "c")
+def test_grow_from_three_to_five_and_shrink_back_under_load(group):
     port = free_port_base(5)
-    try:
-        rec = up(base, port)
-        load = Load(rec["peers"], 2)
-        wait_for(lambda: load.ok() >= 20, 30, "appends to flow")
-        for k in (3, 4):
-            row, = peer(base, "add", "--id", f"n{k}", "--address", f"127.0.0.1:{port + k}")
-            assert row["member"] == "voter" and f"n{k}" in row["voters"].split(",")
-        assert voters(base) == {"n0", "n1", "n2", "n3", "n4"}
-        before = load.ok()
-        wait_for(lambda: load.ok() >= before + 20, 30, "appends to flow with five")
-        for k in (0, 1):  # shrink back to three: two of the original members go
-            row, = peer(base, "remove", "--id", f"n{k}")
-            assert row["member"] == "removed"
-        before = load.ok()
-        wait_for(lambda: load.ok() >= before + 20, 30, "appends to flow with three")
-        settle_and_check(base, load, {"n2", "n3", "n4"})
-    finally:
-        down(base)
+    base, rec = started(group, port)
+    load = Load(rec["peers"], 2)
+    wait_for(lambda: load.ok() >= 20, 30, "appends to flow")
+    for k in (3, 4):
+        row, = peer(base, "add", "--id", f"n{k}", "--address", f"127.0.0.1:{port + k}")
+        assert row["member"] == "voter" and f"n{k}" in row["voters"].split(",")
+    assert voters(base) == {"n0", "n1", "n2", "n3", "n4"}
+    before = load.ok()
+    wait_for(lambda: load.ok() >= before + 20, 30, "appends to flow with five")
+    for k in (0, 1):  # shrink back to three: two of the original members go
+        row, = peer(base, "remove", "--id", f"n{k}")
+        assert row["member"] == "removed"
+    before = load.ok()
+    wait_for(lambda: load.ok() >= before + 20, 30, "appends to flow with three")
+    settle_and_check(base, load, {"n2", "n3", "n4"})
 
 
-def test_remove_the_leader_under_load(tmp_path):
-    base = str(tmp_path / "c")
+def test_remove_the_leader_under_load(group):
     port = free_port_base(3)
-    try:
-        rec = up(base, port)
-        load = Load(rec["peers"], 3)
-        wait_for(lambda: load.ok() >= 20, 30, "appends to flow")
-        leader = next(i for i, x in status(base).items() if x.get("role") == "leader")
-        row, = peer(base, "remove", "--id", leader)
-        assert row["member"] == "removed" and leader not in row["voters"].split(",")
-        rest = {"n0", "n1", "n2"} - {leader}
-        wait_for(lambda: any(status(base).get(i, {}).get("role") == "leader" for i in rest), 30, "a new leader")
-        before = load.ok()
-        wait_for(lambda: load.ok() >= before + 20, 30, "appends to flow without the old leader")
-        with open(os.path.join(base, "logs", f"{leader}.log")) as fh:
-            assert "stepping down" in fh.read()
-        settle_and_check(base, load, rest)
-    finally:
-        down(base)
+    base, rec = started(group, port)
+    load = Load(rec["peers"], 3)
+    wait_for(lambda: load.ok() >= 20, 30, "appends to flow")
+    leader = next(i for i, x in status(base).items() if x.get("role") == "leader")
+    row, = peer(base, "remove", "--id", leader)
+    assert row["member"] == "removed" and leader not in row["voters"].split(",")
+    rest = {"n0", "n1", "n2"} - {leader}
+    wait_for(lambda: any(status(base).get(i, {}).get("role") == "leader" for i in rest), 30, "a new leader")
+    before = load.ok()
+    wait_for(lambda: load.ok() >= before + 20, 30, "appends to flow without the old leader")
+    with open(os.path.join(base, "logs", f"{leader}.log")) as fh:
+        assert "stepping down" in fh.read()
+    settle_and_check(base, load, rest)
