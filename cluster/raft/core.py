@@ -488,23 +488,5 @@ class RaftCore:
             **self.role.describe(self.clock.now),
         }
 
-    # -- read (and set) by tests of other rooms (tests/net/test_dialect.py, tests/store/test_disk_full.py)
-    @property
-    def dispatchers(self) -> dict:
-        return self.role.dispatchers
-
-    @property
-    def pending_take(self) -> tuple | None:
-        return self.elections.pending_take
-
-    @property
-    def terms(self):
-        """The term store (tests/store/test_disk_full.py swaps in one whose disk fills)."""
-        return self.term_keeper.terms
-
-    @terms.setter
-    def terms(self, terms) -> None:
-        self.term_keeper.terms = terms
-
 
 _STEADY = frozenset({DispatchState.APPEND, DispatchState.COMMIT})  # (alternate as pushes are answered)

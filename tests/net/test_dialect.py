@@ -146,7 +146,7 @@ def test_a_java_follower_is_cut_back_where_dledgerctl_would_compare_nothing():
         req = _sent(core, VoteRequest)[0].request
         core.on_response("n1", req, VoteResponse(req.term, VoteResult.ACCEPT), 10_001)
     assert core.member.role == Role.LEADER
-    d1, d2 = core.dispatchers["n1"], core.dispatchers["n2"]
+    d1, d2 = core.role.dispatchers["n1"], core.role.dispatchers["n2"]
     assert d1.java and not d2.java
     # an empty leader has nothing to compare with a Java follower (it needs an entry); a
     # dledgerctl follower is asked "is yours empty?"
@@ -183,7 +183,7 @@ def _leader(java=("n1",), entries=0, noop=False):
 
 def test_a_no_op_is_never_pushed_to_a_java_follower():
     core, store = _leader(java=("n1",), entries=3, noop=True)  # entries 0-2, a no-op at 3, entry 4
-    d = core.dispatchers["n1"]
+    d = core.role.dispatchers["n1"]
     d._start_append(-1)
     pushes = d.poll(20_000, -1)
     sent = b"".join(bytes(p.entries) for p in pushes)
@@ -194,14 +194,14 @@ def test_a_no_op_is_never_pushed_to_a_java_follower():
     assert all(p.type == PushType.COMMIT for p in later) and d.watermark == 2
     assert "entry 3 is a no-op" in d.note and "--dledger-peers" in d.note
     # a dledgerctl follower gets everything
-    d2 = core.dispatchers["n2"]
+    d2 = core.role.dispatchers["n2"]
     d2._start_append(-1)
     assert sum(p.count for p in d2.poll(20_000, -1)) == 5
 
 
 def test_a_java_follower_holding_more_after_the_match_is_cut_there_first():
     core, store = _leader(java=("n1",), entries=4)
-    d = core.dispatchers["n1"]
+    d = core.role.dispatchers["n1"]
     d.state, d.compare_index, d.outstanding = DispatchState.COMPARE, 3, None
     (cmp,) = d.poll(20_000, 3)
     assert cmp.type == PushType.COMPARE and cmp.first_index == 3
@@ -230,7 +230,7 @@ def test_a_transferee_behind_the_java_leader_catches_up_before_taking_over():
     core2.take()
     core2.tick(110 + 1000)
     ready = core2.take()
-    assert core2.member.role == Role.FOLLOWER and core2.pending_take is None
+    assert core2.member.role == Role.FOLLOWER and core2.elections.pending_take is None
     assert not [s for s in ready.sends if isinstance(s.request, VoteRequest)]
     assert any("not caught up to 3" in n for n in ready.notes)
 

@@ -218,7 +218,7 @@ def test_operator_truncation_pauses_cuts_and_refills():
     sim.run_until(lambda: sim.stores[follower].end_index >= q.last_index, 2000)
     assert sim.stores[leader].committed_index < q.first_index
     assert sim.operator_truncate(follower, q.first_index)
-    dispatcher = sim.nodes[leader].dispatchers[follower]
+    dispatcher = sim.nodes[leader].role.dispatchers[follower]
     sim.run_until(lambda: sim.stores[follower].end_index < q.first_index, 2000)  # the cut arrived
     sim.blocked.discard((follower, leader))
     while dispatcher.state.name == "REPAIR":  # its answer is lost: the leader waits for the timeout
@@ -245,14 +245,14 @@ def test_operator_truncation_never_lets_dropped_copies_count_for_the_quorum():
     sim.isolate(k)
     sim.blocked.add((g, leader))  # g stores what it gets, its answers are lost
     q = sim.propose(leader, [b"q%d" % n for n in range(5)])
-    d = sim.nodes[leader].dispatchers[f]
+    d = sim.nodes[leader].role.dispatchers[f]
     sim.run_until(lambda: d.watermark >= q.last_index, 2000)  # f acknowledged them
     assert sim.stores[leader].committed_index < q.first_index  # leader + f are 2 of 5
     assert sim.operator_truncate(f, q.first_index)
     sim.blocked.add((f, leader))  # the cut's answer is lost: the pause lasts until it times out
     sim.run_until(lambda: sim.stores[f].end_index < q.first_index, 2000)
     sim.blocked.discard((g, leader))  # g's answers get through again (its pushes are resent)
-    sim.run_until(lambda: sim.nodes[leader].dispatchers[g].watermark >= q.last_index, 5000)
+    sim.run_until(lambda: sim.nodes[leader].role.dispatchers[g].watermark >= q.last_index, 5000)
     assert d.state.name == "REPAIR"  # g acknowledged while the cut was still unanswered
     sim.blocked.discard((f, leader))
 
@@ -320,7 +320,7 @@ def test_a_follower_whose_whole_log_was_lost_is_filled_again_by_the_same_leader(
         sim.propose(leader, [b"back"])
         sim.run(5)
     assert sim.leader() == leader and sim.nodes[leader].member.term == term
-    assert sim.stores[follower].end_index >= sim.stores[leader].end_index - 50, sim.nodes[leader].dispatchers[follower].describe(sim.now)
+    assert sim.stores[follower].end_index >= sim.stores[leader].end_index - 50, sim.nodes[leader].role.dispatchers[follower].describe(sim.now)
     sim.run_until(lambda: sim.logs_equal(), 5000)
 
 

@@ -53,7 +53,7 @@ def test_a_follower_away_while_the_head_was_deleted_is_cut_back_and_caught_up():
     assert lead.committed_index >= idx[-1] and lead.begin_index <= idx[-1]  # never past the commit index
 
     sim.restart(away)
-    d = sim.nodes[leader].dispatchers[away]
+    d = sim.nodes[leader].role.dispatchers[away]
     sim.run_until(lambda: d.note.startswith("cutting back"), 10_000)  # watermarks show it while it happens
     sim.run_until(lambda: sim.logs_equal() and sim.stores[away].committed_index == lead.committed_index, 20_000)
     back = sim.stores[away]
@@ -81,7 +81,7 @@ def test_a_cut_back_whose_entry_was_deleted_before_it_was_sent_goes_to_the_new_f
     assert lead.begin_index > back.end_index + 1  # its log no longer meets the leader's
 
     sim.restart(away)
-    d = core.dispatchers[away]
+    d = core.role.dispatchers[away]
     sim.run_until(lambda: d.state == DispatchState.TRUNCATE, 10_000, step=1)  # it answered the compare ...
     sim.crash(away)  # ... and stops before the cut back reaches it
     cut_at, away_end = d.truncate_index, back.end_index
@@ -119,7 +119,7 @@ def test_a_live_follower_keeps_the_head_unless_the_disk_forces_it():
     full_disks(sim, 0.75)
     sim.run(3000)
     core, lead = sim.nodes[leader], sim.stores[leader]
-    lag = core.dispatchers[slow]
+    lag = core.role.dispatchers[slow]
     assert lag.watermark + 100 < lead.committed_index and core.role.peer_alive(slow, sim.now)
     assert 0 < lead.begin_index <= lag.watermark + 1  # expired files went, but not what it still needs
     kept_at = lead.begin_index

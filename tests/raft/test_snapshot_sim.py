@@ -49,7 +49,7 @@ def away_while_the_log_moves(sim: Sim, start: int = 0) -> tuple[str, str]:
 
 
 def installing(sim: Sim, leader: str, follower: str, past: int = 1) -> bool:
-    d = sim.nodes[leader].dispatchers.get(follower)
+    d = sim.nodes[leader].role.dispatchers.get(follower)
     return (d is not None and d.state == DispatchState.INSTALL_SNAPSHOT and d.sending is not None
             and d.sending.offset >= past)
 
@@ -86,12 +86,12 @@ def test_a_follower_away_while_the_log_moved_installs_the_snapshot_and_catches_u
     sim = make(tmp_path, 3, snapshot_pad=5000, install_chunk_bytes=1000)
     leader, away = away_while_the_log_moves(sim)
     sim.restart(away)
-    sim.run_until(lambda: sim.nodes[leader].dispatchers[away].installs == 1, 10_000)
+    sim.run_until(lambda: sim.nodes[leader].role.dispatchers[away].installs == 1, 10_000)
     fill(sim, 430, 20)
     sim.run_until(lambda: same_state(sim) and sim.logs_equal(), 10_000)
     a = sim.appliers[away]
     assert a.snapshot_index > 0 and sim.stores[away].begin_index <= a.snapshot_index + 1
-    assert sim.nodes[leader].dispatchers[away].installs == 1
+    assert sim.nodes[leader].role.dispatchers[away].installs == 1
     assert any(n == away and "installed snapshot" in text for _t, n, text in sim.notes)
     assert not os.path.exists(os.path.join(str(tmp_path), away, SNAPSHOT_DIR, INSTALL_TMP_DIR))
 
@@ -108,7 +108,7 @@ def test_an_install_interrupted_by_the_follower_crashing_resumes(tmp_path, seed)
     sim.run(500)
     sim.restart(away)
     before = sim.sent["InstallSnapshotRequest"]
-    sim.run_until(lambda: sim.nodes[leader].dispatchers[away].installs == 1, 10_000)
+    sim.run_until(lambda: sim.nodes[leader].role.dispatchers[away].installs == 1, 10_000)
     # the leader went on from what the follower held, not from the start (a few chunks may
     # be sent twice: those in flight at the crash, and the one that learns where to go on)
     chunks = sim.sent["InstallSnapshotRequest"] - before
@@ -129,7 +129,7 @@ def test_an_install_interrupted_by_the_leader_crashing_completes_from_the_next_l
     fill(sim, 430, 10)
     # the new leader deleted the same log (it snapshotted too): it installs its own snapshot
     sim.run_until(lambda: same_state(sim) and sim.logs_equal(), 20_000)
-    assert sim.nodes[nxt].dispatchers[away].installs == 1
+    assert sim.nodes[nxt].role.dispatchers[away].installs == 1
     sim.restart(leader)
     fill(sim, 440, 10)
     sim.run_until(lambda: same_state(sim) and sim.logs_equal(), 20_000)
@@ -146,7 +146,7 @@ def test_a_leader_change_during_an_install(tmp_path):
     fill(sim, 430, 10)
     sim.heal()
     sim.run_until(lambda: same_state(sim) and sim.logs_equal() and sim.leader() == third, 20_000)
-    assert sim.nodes[third].dispatchers[away].installs == 1
+    assert sim.nodes[third].role.dispatchers[away].installs == 1
 
 
 def test_a_snapshot_taken_while_one_is_on_its_way_sends_the_newer_one(tmp_path):
@@ -159,8 +159,8 @@ def test_a_snapshot_taken_while_one_is_on_its_way_sends_the_newer_one(tmp_path):
     sim.run_until(lambda: installing(sim, leader, away, past=2000), 10_000)
     fill(sim, 430, 60)  # a new snapshot on the leader while the install goes on
     assert sim.appliers[leader].snapshot_index > first
-    sim.run_until(lambda: sim.nodes[leader].dispatchers[away].installs == 1, 20_000)
-    assert "is gone" in sim.nodes[leader].dispatchers[away].last_error
+    sim.run_until(lambda: sim.nodes[leader].role.dispatchers[away].installs == 1, 20_000)
+    assert "is gone" in sim.nodes[leader].role.dispatchers[away].last_error
     assert sim.appliers[away].snapshot_index > first
     sim.run_until(lambda: same_state(sim) and sim.logs_equal(), 20_000)
 
@@ -171,7 +171,7 @@ def test_a_follower_without_a_state_machine_is_cut_back_instead(tmp_path):
     sim.restart(away)
     sim.nodes[away].applier = sim.appliers[away] = None  # (as a node started without --state-machine)
     sim.run_until(lambda: sim.logs_equal(), 20_000)
-    d = sim.nodes[leader].dispatchers[away]
+    d = sim.nodes[leader].role.dispatchers[away]
     assert d.installs == 0 and sim.stores[away].begin_index == sim.stores[leader].begin_index
 
 

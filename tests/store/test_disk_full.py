@@ -12,7 +12,7 @@ import os
 import pytest
 
 import store.opening as filestore
-from cluster.raft.member import Role
+from cluster.raft.member import MemoryTermStore, Role
 from cluster.raft.rpc import Code, HeartBeatRequest, PushRequest, PushType
 from tests.support.sim import Sim
 from store.errors import StoreIOError
@@ -178,7 +178,7 @@ def test_simulated_follower_with_a_full_disk_is_retried_after_a_back_off_and_cat
     sim.pushes[full] = 0
     sim.run(2000)
     assert sim.pushes[full] <= 40  # about one push per 100 ms back-off, not one per tick
-    d = sim.nodes[leader].dispatchers[full]
+    d = sim.nodes[leader].role.dispatchers[full]
     assert "DISK_FULL" in d.last_error and d.watermark < sim.stores[leader].end_index
     assert sim.nodes[full].member.leader_id == leader  # still following, not electing
     sim.full.discard(full)
@@ -208,9 +208,7 @@ def test_simulated_nodes_that_cannot_persist_a_term_neither_raise_nor_act_in_it(
     on_response/handle (tracebacks in the node's log, a leader kept in a term it could not
     leave). Now a node that cannot persist a term does not enter it: no vote, no election,
     no push accepted from a leader of that term, and the cluster elects once space returns."""
-    sim = FullableSim(3, seed=13)
-    for i in sim.ids:
-        sim.terms[i] = sim.nodes[i].terms = FullableTerms(sim.terms[i])
+    sim = FullableSim(3, seed=13, term_store=lambda: FullableTerms(MemoryTermStore()))
     sim.run_until(lambda: sim.leader() is not None, 10_000)
     old = sim.leader()
     p = sim.propose(old, [b"before"])
@@ -237,9 +235,7 @@ def test_simulated_nodes_that_cannot_persist_a_term_neither_raise_nor_act_in_it(
 
 
 def test_a_leader_that_cannot_persist_a_higher_term_steps_down_in_its_own():
-    sim = FullableSim(3, seed=14)
-    for i in sim.ids:
-        sim.terms[i] = sim.nodes[i].terms = FullableTerms(sim.terms[i])
+    sim = FullableSim(3, seed=14, term_store=lambda: FullableTerms(MemoryTermStore()))
     sim.run_until(lambda: sim.leader() is not None, 10_000)
     old = sim.leader()
     term = sim.nodes[old].member.term

@@ -136,8 +136,9 @@ class _Event:
 class Sim:
     def __init__(self, n: int = 3, seed: int = 1, net: NetConfig | None = None, tick_ms: int = 2,
                  data_file_size: int = 1 << 20, snapshots_dir: str | None = None, snapshot_pad: int = 0,
-                 per_node: dict | None = None, **cfg) -> None:
-        """``cfg``: NodeConfig settings of every node; ``per_node``: id -> settings of that one (never_lead=True)."""
+                 per_node: dict | None = None, term_store=MemoryTermStore, **cfg) -> None:
+        """``cfg``: NodeConfig settings of every node; ``per_node``: id -> settings of that one (never_lead=True);
+        ``term_store()`` makes each node's term store (one whose disk can fill, tests/store/test_disk_full.py)."""
         self.rng = random.Random(seed)
         self.net = net or NetConfig()
         self.ids = [f"n{i}" for i in range(n)]
@@ -152,7 +153,8 @@ class Sim:
         self.disk_usage: dict[str, float | None] = {i: None for i in self.ids}
         self.stores = {i: SimStore(cfg.get("flush", "async") == "sync", data_file_size, self.wall)
                        for i in self.ids}
-        self.terms = {i: MemoryTermStore() for i in self.ids}
+        self.term_store = term_store
+        self.terms = {i: term_store() for i in self.ids}
         self.snapshots_dir, self.snapshot_pad = snapshots_dir, snapshot_pad
         self.appliers: dict[str, Applier | None] = {}
         self.states: dict[int, tuple] = {}  # applied index -> the state first seen there
@@ -299,7 +301,7 @@ class Sim:
         self.ids.append(node)
         self.stores[node] = SimStore(self.cfg.get("flush", "async") == "sync", self.stores[self.ids[0]].data_file_size,
                                      self.wall)
-        self.terms[node] = MemoryTermStore()
+        self.terms[node] = self.term_store()
         self.disk_usage[node] = None
         self.seen_committed[node] = -1
         self.nodes[node] = self._core(node)
