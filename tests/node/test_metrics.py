@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cluster.node.metrics import CATALOGUE
 from tests.support.commands import cli
-from tests.support.group import down, leader_of, pid_of, restart, status, up, wait_for
+from tests.support.group import leader_of, pid_of, restart, status, wait_for
 from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
 
@@ -212,51 +212,45 @@ def test_metrics_address_in_use_is_a_clear_error(tmp_path):
     assert r.returncode == 2 and "--metrics-address: 'nowhere' is not HOST:PORT" in r.stderr
 
 
-def test_a_tls_group_serves_its_metrics_over_https_to_scrapers_the_ca_signed(tmp_path):
+def test_a_tls_group_serves_its_metrics_over_https_to_scrapers_the_ca_signed(group, tmp_path):
     import ssl
     import urllib.error
 
-    base = str(tmp_path / "c")
     mbase = free_port_base(3)
-    try:
-        up(base, 3, "--tls", "--metrics-port-base", str(mbase))
-        with open(os.path.join(base, "cluster.json")) as fh:
-            rec = json.load(fh)
-        assert [n["metrics"] for n in rec["nodes"]] == [f"https://127.0.0.1:{mbase + i}/metrics" for i in range(3)]
-        tls = rec["tls"]
+    _base, rec = group.recorded(3, "--tls", "--metrics-port-base", str(mbase))
+    assert [n["metrics"] for n in rec["nodes"]] == [f"https://127.0.0.1:{mbase + i}/metrics" for i in range(3)]
+    tls = rec["tls"]
 
-        def context(cert: bool) -> ssl.SSLContext:
-            ctx = ssl.create_default_context(cafile=tls["ca"])  # (member certificates name 127.0.0.1 too)
-            if cert:
-                ctx.load_cert_chain(tls["client"]["cert"], tls["client"]["key"])
-            return ctx
+    def context(cert: bool) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=tls["ca"])  # (member certificates name 127.0.0.1 too)
+        if cert:
+            ctx.load_cert_chain(tls["client"]["cert"], tls["client"]["key"])
+        return ctx
 
-        texts = []
-        for n in rec["nodes"]:
-            with urllib.request.urlopen(n["metrics"], timeout=10, context=context(True)) as resp:
-                texts.append(resp.read().decode())
-        assert all(f'dledger_term{{group="default",node="n{i}"}}' in t for i, t in enumerate(texts))
-        from cryptography import x509
+    texts = []
+    for n in rec["nodes"]:
+        with urllib.request.urlopen(n["metrics"], timeout=10, context=context(True)) as resp:
+            texts.append(resp.read().decode())
+    assert all(f'dledger_term{{group="default",node="n{i}"}}' in t for i, t in enumerate(texts))
+    from cryptography import x509
 
-        for i, t in enumerate(texts):  # (each node's own certificate's end of validity)
-            with open(os.path.join(tls["dir"], f"member-n{i}.pem"), "rb") as fh:
-                want = x509.load_pem_x509_certificate(fh.read()).not_valid_after_utc.timestamp()
-            line = next(x for x in t.splitlines() if x.startswith("dledger_tls_certificate_expiry_timestamp_seconds{"))
-            assert float(line.rsplit(" ", 1)[1]) == want > time.time()
-        url = rec["nodes"][0]["metrics"]
-        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
-            urllib.request.urlopen(url, timeout=10, context=context(False)).read()  # no client certificate
-        with pytest.raises((urllib.error.URLError, ConnectionError)):
-            urllib.request.urlopen(url.replace("https", "http"), timeout=10).read()  # plain HTTP
-        # and a scrape with a certificate from another CA is refused
-        other = tmp_path / "other"
-        assert cli("certs", "init", str(other), "--members", "n0", "--clients", "app").returncode == 0
-        ctx = context(False)
-        ctx.load_cert_chain(str(other / "client-app.pem"), str(other / "client-app.key"))
-        with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
-            urllib.request.urlopen(url, timeout=10, context=ctx).read()
-    finally:
-        down(base)
+    for i, t in enumerate(texts):  # (each node's own certificate's end of validity)
+        with open(os.path.join(tls["dir"], f"member-n{i}.pem"), "rb") as fh:
+            want = x509.load_pem_x509_certificate(fh.read()).not_valid_after_utc.timestamp()
+        line = next(x for x in t.splitlines() if x.startswith("dledger_tls_certificate_expiry_timestamp_seconds{"))
+        assert float(line.rsplit(" ", 1)[1]) == want > time.time()
+    url = rec["nodes"][0]["metrics"]
+    with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+        urllib.request.urlopen(url, timeout=10, context=context(False)).read()  # no client certificate
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        urllib.request.urlopen(url.replace("https", "http"), timeout=10).read()  # plain HTTP
+    # and a scrape with a certificate from another CA is refused
+    other = tmp_path / "other"
+    assert cli("certs", "init", str(other), "--members", "n0", "--clients", "app").returncode == 0
+    ctx = context(False)
+    ctx.load_cert_chain(str(other / "client-app.pem"), str(other / "client-app.key"))
+    with pytest.raises((urllib.error.URLError, ssl.SSLError, ConnectionError)):
+        urllib.request.urlopen(url, timeout=10, context=ctx).read()
     r = cli("node", "start", "--id", "n0", "--peers", "n0-127.0.0.1:1", "--metrics-address", "127.0.0.1:0",
             "--metrics-tls")
     assert r.returncode == 2 and "--metrics-tls needs" in r.stderr

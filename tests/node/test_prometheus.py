@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 
 from tests.support.commands import cli
-from tests.support.group import down, leader_of, wait_for
+from tests.support.group import file_sizes, leader_of, wait_for
 from tests.support.paths import ROOT, SUPPORT
 from tests.support.ports import free_port_base
 
@@ -86,17 +86,14 @@ def _dashboard_queries() -> list[tuple[str, str]]:
 
 
 @needs_prometheus
-def test_a_real_prometheus_scrapes_a_cluster_serves_every_panel_and_fires_no_leader(tmp_path):
+def test_a_real_prometheus_scrapes_a_cluster_serves_every_panel_and_fires_no_leader(group, tmp_path):
     if not all(_free(p) for p in METRICS_PORTS):
         pytest.skip(f"ports {METRICS_PORTS} (what the shipped prometheus.yml scrapes) are taken on this machine")
-    base = str(tmp_path / "c")
     web = f"127.0.0.1:{free_port_base(1)}"
+    base = group(3, "--metrics-port-base", str(METRICS_PORTS[0]), "--state-machine", "kv", "--snapshot-threshold",
+                 "50", sizes=file_sizes("1MiB", "64KiB"))
     prom = None
     try:
-        r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(free_port_base(3)),
-                "--metrics-port-base", str(METRICS_PORTS[0]), "--state-machine", "kv", "--snapshot-threshold", "50",
-                "--data-file-size", "1MiB", "--index-file-size", "64KiB", "--wait", "40")
-        assert r.returncode == 0, r.stderr
         prom = subprocess.Popen(["prometheus", f"--config.file={CONFIG}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                                  f"--web.listen-address={web}"], stdout=subprocess.DEVNULL,
                                 stderr=open(tmp_path / "prometheus.log", "wb"))
@@ -141,4 +138,3 @@ def test_a_real_prometheus_scrapes_a_cluster_serves_every_panel_and_fires_no_lea
             except subprocess.TimeoutExpired:
                 prom.kill()
                 prom.wait(timeout=10)
-        down(base)
