@@ -20,7 +20,7 @@ import pytest
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
 from tests.support.commands import cli
-from tests.support.group import bodies_of, down, leader_of, pid_of, recorded, restart, status, up, wait_for
+from tests.support.group import bodies_of, leader_of, pid_of, recorded, restart, status, wait_for
 from tests.support.ports import free_port_base
 
 
@@ -35,7 +35,7 @@ def test_append_get_failover_and_down(cluster):
             return await c.status()
         finally:
             await c.close()
-    assert {(md["flush"], md["flush_interval_ms"]) for md in asyncio.run(metadata()).values()} == {("async", 40)}
+    assert {(md.other["flush"], md.other["flush_interval_ms"]) for md in asyncio.run(metadata()).values()} == {("async", 40)}
     assert cli("node", "start", "--id", "n0", "--peers", "n0-127.0.0.1:1", "--flush-interval", "0").returncode == 2
     r = cli("append", "--base-dir", base, "-d", "hello", "-d", "world", "--format", "json")
     assert r.returncode == 0, r.stderr
@@ -224,19 +224,15 @@ def test_thousand_appends_replicas_identical_restarts_and_truncation(slow_stepdo
 
 
 @pytest.mark.parametrize("nodes,ndown,commits", [(5, 2, True), (3, 2, False)])
-def test_quorum_with_nodes_down(tmp_path, nodes, ndown, commits):
-    base = str(tmp_path / "q")
-    try:
-        up(base, nodes)
-        victims = recorded(base)["nodes"][:ndown]
-        for n in victims:
-            os.kill(n["pid"], signal.SIGKILL)
-        r = cli("append", "--base-dir", base, "-d", "x", "--timeout", "8", "--format", "json")
-        if commits:
-            assert r.returncode == 0, r.stderr
-        else:
-            assert r.returncode == 1
-            assert r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
-            assert "within" in r.stderr or "no leader" in r.stderr
-    finally:
-        down(base)
+def test_quorum_with_nodes_down(group, nodes, ndown, commits):
+    base = group(nodes)
+    victims = recorded(base)["nodes"][:ndown]
+    for n in victims:
+        os.kill(n["pid"], signal.SIGKILL)
+    r = cli("append", "--base-dir", base, "-d", "x", "--timeout", "8", "--format", "json")
+    if commits:
+        assert r.returncode == 0, r.stderr
+    else:
+        assert r.returncode == 1
+        assert r.stderr.startswith("Error: ") and len(r.stderr.strip().splitlines()) == 1
+        assert "within" in r.stderr or "no leader" in r.stderr
