@@ -22,7 +22,7 @@ from cluster.node import pki
 from cluster.net.tls import Identity
 from tests.net.test_tls_revoke import GROUP, _hup, _up
 from tests.support.commands import cli
-from tests.support.group import down, recorded, up, wait_for
+from tests.support.group import recorded, wait_for
 from tests.support.paths import ROOT
 
 LONG = "600"  # s: a client's --timeout no test waits for
@@ -143,41 +143,33 @@ def test_a_revoked_clients_follow_ends_with_one_error(tls_group):
             follow.wait()
 
 
-def test_another_group_and_a_tls_client_at_a_plain_member_are_refused_at_once(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        up(base, 3)
-        peers = json.load(open(os.path.join(base, "cluster.json")))["peers"]
-        r = run("append", "--peers", peers, "--group", "other", "-d", "x", "--timeout", LONG)
-        line = _one_error(r)
-        assert "UNKNOWN_GROUP" in line and "'default'" in line and "no leader" not in line, line
-        r = run("cluster", "status", "--peers", peers, "--group", "other", "--format", "json")
-        rows = json.loads(r.stdout)
-        assert r.returncode == 1 and [x["state"] for x in rows] == ["refused"] * 3, rows
-        assert all("UNKNOWN_GROUP" in x["error"] for x in rows), rows
+def test_another_group_and_a_tls_client_at_a_plain_member_are_refused_at_once(group, tmp_path):
+    _base, rec = group.recorded(3)
+    peers = rec["peers"]
+    r = run("append", "--peers", peers, "--group", "other", "-d", "x", "--timeout", LONG)
+    line = _one_error(r)
+    assert "UNKNOWN_GROUP" in line and "'default'" in line and "no leader" not in line, line
+    r = run("cluster", "status", "--peers", peers, "--group", "other", "--format", "json")
+    rows = json.loads(r.stdout)
+    assert r.returncode == 1 and [x["state"] for x in rows] == ["refused"] * 3, rows
+    assert all("UNKNOWN_GROUP" in x["error"] for x in rows), rows
 
-        d = str(tmp_path / "tls")
-        pki.issue(d, Identity(GROUP, "client", "app"))
-        tls = ["--tls-cert", os.path.join(d, "client-app.pem"), "--tls-key", os.path.join(d, "client-app.key"),
-               "--tls-ca", os.path.join(d, "ca.pem")]
-        r = run("append", "--peers", peers, "-d", "x", "--timeout", LONG, *tls)
-        line = _one_error(r)
-        assert "plain TCP" in line and "no leader" not in line, line
-    finally:
-        down(base)
+    d = str(tmp_path / "tls")
+    pki.issue(d, Identity(GROUP, "client", "app"))
+    tls = ["--tls-cert", os.path.join(d, "client-app.pem"), "--tls-key", os.path.join(d, "client-app.key"),
+           "--tls-ca", os.path.join(d, "ca.pem")]
+    r = run("append", "--peers", peers, "-d", "x", "--timeout", LONG, *tls)
+    line = _one_error(r)
+    assert "plain TCP" in line and "no leader" not in line, line
 
 
-def test_cluster_up_stops_waiting_when_the_members_refuse_its_certificate(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        rec = _up(base)
-        _revoke(rec, f"dledger://{GROUP}/operator/admin")  # (the record's: cluster up asks with it)
-        assert cli("cluster", "stop", "--base-dir", base, "n0").returncode == 0
-        r = cli("cluster", "up", "--base-dir", base, "--wait", LONG, timeout=DEADLINE)
-        line = _one_error(r)
-        assert "revoked" in line and "operator admin" in line, line
-    finally:
-        down(base)
+def test_cluster_up_stops_waiting_when_the_members_refuse_its_certificate(group):
+    base, rec = _up(group)
+    _revoke(rec, f"dledger://{GROUP}/operator/admin")  # (the record's: cluster up asks with it)
+    assert cli("cluster", "stop", "--base-dir", base, "n0").returncode == 0
+    r = cli("cluster", "up", "--base-dir", base, "--wait", LONG, timeout=DEADLINE)
+    line = _one_error(r)
+    assert "revoked" in line and "operator admin" in line, line
 
 
 def _serial(path: str) -> str:
@@ -191,7 +183,7 @@ def _lines_with(path: str, text: str) -> list[str]:
     return [line for line in open(path, errors="replace").read().splitlines() if text in line]
 
 
-def test_a_revoked_certificate_is_logged_once_and_the_revoked_member_says_why(tmp_path):
+def test_a_revoked_certificate_is_logged_once_and_the_revoked_member_says_why(group):
     """Issue 44.16: a revoked client retrying logs one line per certificate, not one per
     connection; a revoked member's own log says why it is cut off."""
     import asyncio
@@ -201,43 +193,39 @@ def test_a_revoked_certificate_is_logged_once_and_the_revoked_member_says_why(tm
     from cluster.net.tls import Tls, TlsFiles
     from cluster.net.wire import METADATA, json_body
 
-    base = str(tmp_path / "c")
-    try:
-        rec = _up(base)
-        d = rec["tls"]["dir"]
-        pki.issue(d, Identity(GROUP, "client", "noisy"))
-        _revoke(rec, f"dledger://{GROUP}/client/noisy")
-        node = rec["nodes"][0]
-        host, port = node["address"].rsplit(":", 1)
-        tls = Tls(TlsFiles(os.path.join(d, "client-noisy.pem"), os.path.join(d, "client-noisy.key"),
-                           os.path.join(d, "ca.pem")))
+    base, rec = _up(group)
+    d = rec["tls"]["dir"]
+    pki.issue(d, Identity(GROUP, "client", "noisy"))
+    _revoke(rec, f"dledger://{GROUP}/client/noisy")
+    node = rec["nodes"][0]
+    host, port = node["address"].rsplit(":", 1)
+    tls = Tls(TlsFiles(os.path.join(d, "client-noisy.pem"), os.path.join(d, "client-noisy.key"),
+                       os.path.join(d, "ca.pem")))
 
-        async def knock(times: int) -> list[str]:
-            answers = []
-            for _ in range(times):  # (a new connection each time, as retrying commands make)
-                ch = Channel(host, int(port), ssl=tls.client, connect_timeout=5)
-                try:
-                    frame = await ch.request(Frame(METADATA, body=json_body({"group": GROUP})), 5)
-                    answers.append(frame.remark)
-                finally:
-                    await ch.close()
-            return answers
-        answers = asyncio.run(knock(30))
-        assert all("revoked" in a for a in answers), answers[:2]
-        serial = _serial(os.path.join(d, "client-noisy.pem"))
-        assert len(_lines_with(node["log"], serial)) == 1, _lines_with(node["log"], serial)[:3]
+    async def knock(times: int) -> list[str]:
+        answers = []
+        for _ in range(times):  # (a new connection each time, as retrying commands make)
+            ch = Channel(host, int(port), ssl=tls.client, connect_timeout=5)
+            try:
+                frame = await ch.request(Frame(METADATA, body=json_body({"group": GROUP})), 5)
+                answers.append(frame.remark)
+            finally:
+                await ch.close()
+        return answers
+    answers = asyncio.run(knock(30))
+    assert all("revoked" in a for a in answers), answers[:2]
+    serial = _serial(os.path.join(d, "client-noisy.pem"))
+    assert len(_lines_with(node["log"], serial)) == 1, _lines_with(node["log"], serial)[:3]
 
-        # a member: the others refuse it, and it says so in its own log
-        rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
-        gone = next(x["id"] for x in rows if x["role"] != "leader")
-        gone_log = next(n["log"] for n in rec["nodes"] if n["id"] == gone)
-        serial = _serial(os.path.join(d, f"member-{gone}.pem"))
-        _revoke(rec, f"dledger://{GROUP}/member/{gone}")
-        wait_for(lambda: any("cut off from" in line for line in _lines_with(gone_log, serial)), 20,
-              f"{gone} to log why it is cut off")
-        assert any("own certificate" in line for line in _lines_with(gone_log, serial))
-    finally:
-        down(base)
+    # a member: the others refuse it, and it says so in its own log
+    rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
+    gone = next(x["id"] for x in rows if x["role"] != "leader")
+    gone_log = next(n["log"] for n in rec["nodes"] if n["id"] == gone)
+    serial = _serial(os.path.join(d, f"member-{gone}.pem"))
+    _revoke(rec, f"dledger://{GROUP}/member/{gone}")
+    wait_for(lambda: any("cut off from" in line for line in _lines_with(gone_log, serial)), 20,
+          f"{gone} to log why it is cut off")
+    assert any("own certificate" in line for line in _lines_with(gone_log, serial))
 
 
 def test_what_counts_as_refusing_this_client_for_good():

@@ -22,15 +22,17 @@ from cluster.net.client import Client
 from cluster.net.tls import Identity, Tls, TlsFiles
 from cluster.raft.config import parse_peers
 from tests.support.commands import cli
-from tests.support.group import down, up_recorded, wait_for
+from tests.support.group import wait_for
 from tests.support.paths import ROOT
 from tests.support.ports import free_port_base
 
 GROUP = "default"
 
 
-def _up(base: str, *extra) -> dict:
-    return up_recorded(base, "--tls", *extra)
+def _up(group, *extra) -> tuple[str, dict]:
+    """A group of three with ``cluster up --tls`` (the ``group`` fixture's): its base directory and
+    record (its ``tls``: the certificates, the CRL)."""
+    return group.recorded(3, "--tls", *extra)
 
 
 def _certs(rec: dict, stem: str) -> list[str]:
@@ -130,89 +132,81 @@ def _scrape(url: str, rec: dict, stem: str) -> int:
         conn.close()
 
 
-def test_a_revoked_operator_is_cut_off_and_the_group_goes_on(tmp_path):
-    base = str(tmp_path / "c")
+def test_a_revoked_operator_is_cut_off_and_the_group_goes_on(group):
+    base, rec = _up(group, "--metrics-port-base", str(free_port_base(3)))
+    pki.issue(rec["tls"]["dir"], Identity(GROUP, "operator", "ops2"))
+    assert cli("peer", "watermarks", "--base-dir", base).returncode == 0  # (the record's operator: admin)
+    metrics = rec["nodes"][0]["metrics"]
+    assert _scrape(metrics, rec, "operator-admin") == 200
+    appender = Appender(rec)
+    appender.start()
+    held = Holder(rec, "operator-admin", rec["nodes"][1])
+    held.start()
+    assert held.ready.wait(10)
+    watch = subprocess.Popen([sys.executable, "-m", "dledgerctl", "peer", "watermarks", "--watch", "--interval",
+                              "0.3", "--base-dir", base, "--format", "jsonl"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
     try:
-        rec = _up(base, "--metrics-port-base", str(free_port_base(3)))
-        pki.issue(rec["tls"]["dir"], Identity(GROUP, "operator", "ops2"))
-        assert cli("peer", "watermarks", "--base-dir", base).returncode == 0  # (the record's operator: admin)
-        metrics = rec["nodes"][0]["metrics"]
-        assert _scrape(metrics, rec, "operator-admin") == 200
-        appender = Appender(rec)
-        appender.start()
-        held = Holder(rec, "operator-admin", rec["nodes"][1])
-        held.start()
-        assert held.ready.wait(10)
-        watch = subprocess.Popen([sys.executable, "-m", "dledgerctl", "peer", "watermarks", "--watch", "--interval",
-                                  "0.3", "--base-dir", base, "--format", "jsonl"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
-        try:
-            for _ in range(6):  # (it is watching: a rendering per refresh)
-                assert watch.stdout.readline()
-            r = cli("certs", "revoke", rec["tls"]["dir"], "--identity", f"dledger://{GROUP}/operator/admin")
-            assert r.returncode == 0 and "revoked" in r.stdout, r.stderr
-            _hup(rec)
-            wait_for(lambda: _logged(rec, "CRL"), 10, "every member to reload its CRL")
-            assert held.lost.wait(5), "the revoked certificate's open connection was not closed at the reload"
-            held.done.set()
-            try:
-                out, err = watch.communicate(timeout=20)  # its connection was closed; reconnecting, it is refused
-            except subprocess.TimeoutExpired:
-                raise AssertionError("peer watermarks --watch with a revoked certificate still runs") from None
-            assert watch.returncode == 1
-            errors = [line for line in err.splitlines() if line.startswith("Error:")]
-            assert len(errors) == 1 and "revoked" in errors[0] and "operator admin" in errors[0], err
-        finally:
-            if watch.poll() is None:
-                watch.kill()
-                watch.wait()
-        cut = cli("peer", "truncate", "--base-dir", base, "--peer", "n1", "--from-index", "100000", "--yes")
-        assert cut.returncode == 1 and cut.stderr.count("\n") == 1 and "revoked" in cut.stderr, cut.stderr
-        other = cli("peer", "watermarks", "--base-dir", base, "--format", "json", *_certs(rec, "operator-ops2"))
-        assert other.returncode == 0, other.stderr
-        try:
-            status = _scrape(metrics, rec, "operator-admin")
-        except (OSError, http.client.HTTPException):
-            status = None  # (closed after the handshake)
-        assert status is None
-        assert _scrape(metrics, rec, "operator-ops2") == 200
-        assert appender.finish() < 2.0  # appends never stopped
-        assert _logged(rec, "is revoked")
-
-        # a CRL that cannot be read leaves the one loaded in force
-        with open(rec["tls"]["crl"], "w") as fh:
-            fh.write("not a CRL\n")
-        _hup(rec)
-        wait_for(lambda: _logged(rec, "TLS reload failed"), 10, "the failed reload to be logged")
-        again = cli("peer", "watermarks", "--base-dir", base)
-        assert again.returncode == 1 and "revoked" in again.stderr, again.stderr
-    finally:
-        down(base)
-
-
-def test_a_revoked_member_is_cut_off_from_replication(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        rec = _up(base)
-        rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
-        leader = next(x["id"] for x in rows if x["role"] == "leader")
-        gone = next(x["id"] for x in rows if x["id"] != leader)
-        r = cli("certs", "revoke", rec["tls"]["dir"], "--identity", f"dledger://{GROUP}/member/{gone}")
-        assert r.returncode == 0, r.stderr
+        for _ in range(6):  # (it is watching: a rendering per refresh)
+            assert watch.stdout.readline()
+        r = cli("certs", "revoke", rec["tls"]["dir"], "--identity", f"dledger://{GROUP}/operator/admin")
+        assert r.returncode == 0 and "revoked" in r.stdout, r.stderr
         _hup(rec)
         wait_for(lambda: _logged(rec, "CRL"), 10, "every member to reload its CRL")
-        appender = Appender(rec)
-        appender.start()
-        wait_for(lambda: len(appender.acked) >= 50, 30, "50 appends acknowledged by the other two")
-        assert appender.finish() < 2.0  # the other two go on
-
-        def ends():
-            got = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
-            return {x["id"]: x["end_index"] for x in got}
-        e = ends()
-        assert e[leader] - e[gone] >= 50, e  # nothing more reached it
-        marks = json.loads(cli("peer", "watermarks", "--base-dir", base, "--format", "json").stdout)
-        row = next(x for x in marks if x["peer"] == gone)
-        assert "revoked" in (row.get("note") or "") or not row["alive"], row
+        assert held.lost.wait(5), "the revoked certificate's open connection was not closed at the reload"
+        held.done.set()
+        try:
+            out, err = watch.communicate(timeout=20)  # its connection was closed; reconnecting, it is refused
+        except subprocess.TimeoutExpired:
+            raise AssertionError("peer watermarks --watch with a revoked certificate still runs") from None
+        assert watch.returncode == 1
+        errors = [line for line in err.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "revoked" in errors[0] and "operator admin" in errors[0], err
     finally:
-        down(base)
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    cut = cli("peer", "truncate", "--base-dir", base, "--peer", "n1", "--from-index", "100000", "--yes")
+    assert cut.returncode == 1 and cut.stderr.count("\n") == 1 and "revoked" in cut.stderr, cut.stderr
+    other = cli("peer", "watermarks", "--base-dir", base, "--format", "json", *_certs(rec, "operator-ops2"))
+    assert other.returncode == 0, other.stderr
+    try:
+        status = _scrape(metrics, rec, "operator-admin")
+    except (OSError, http.client.HTTPException):
+        status = None  # (closed after the handshake)
+    assert status is None
+    assert _scrape(metrics, rec, "operator-ops2") == 200
+    assert appender.finish() < 2.0  # appends never stopped
+    assert _logged(rec, "is revoked")
+
+    # a CRL that cannot be read leaves the one loaded in force
+    with open(rec["tls"]["crl"], "w") as fh:
+        fh.write("not a CRL\n")
+    _hup(rec)
+    wait_for(lambda: _logged(rec, "TLS reload failed"), 10, "the failed reload to be logged")
+    again = cli("peer", "watermarks", "--base-dir", base)
+    assert again.returncode == 1 and "revoked" in again.stderr, again.stderr
+
+
+def test_a_revoked_member_is_cut_off_from_replication(group):
+    base, rec = _up(group)
+    rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
+    leader = next(x["id"] for x in rows if x["role"] == "leader")
+    gone = next(x["id"] for x in rows if x["id"] != leader)
+    r = cli("certs", "revoke", rec["tls"]["dir"], "--identity", f"dledger://{GROUP}/member/{gone}")
+    assert r.returncode == 0, r.stderr
+    _hup(rec)
+    wait_for(lambda: _logged(rec, "CRL"), 10, "every member to reload its CRL")
+    appender = Appender(rec)
+    appender.start()
+    wait_for(lambda: len(appender.acked) >= 50, 30, "50 appends acknowledged by the other two")
+    assert appender.finish() < 2.0  # the other two go on
+
+    def ends():
+        got = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
+        return {x["id"]: x["end_index"] for x in got}
+    e = ends()
+    assert e[leader] - e[gone] >= 50, e  # nothing more reached it
+    marks = json.loads(cli("peer", "watermarks", "--base-dir", base, "--format", "json").stdout)
+    row = next(x for x in marks if x["peer"] == gone)
+    assert "revoked" in (row.get("note") or "") or not row["alive"], row
