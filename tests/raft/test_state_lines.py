@@ -11,7 +11,7 @@ import signal
 
 from tests.raft.test_retention_sim import RETAIN, full_disks
 from tests.support.commands import cli
-from tests.support.group import down, leader_of, pid_of, restart, status, up, wait_for
+from tests.support.group import down, leader_of, pid_of, restart, status, wait_for
 from tests.support.sim import Sim
 from tests.support.simsteps import commit, elect, fill
 
@@ -73,22 +73,19 @@ def test_a_deletion_says_which_entries_and_files_went():
     assert gone[0].fields["from_index"] == 0
 
 
-def test_a_node_logs_json_lines(tmp_path, monkeypatch):
+def test_a_node_logs_json_lines(group, monkeypatch):
     monkeypatch.setenv("DLEDGERCTL_LOG_FORMAT", "json")  # (the nodes 'cluster up' starts inherit it)
-    base = str(tmp_path / "c")
-    try:
-        up(base, 3)
-        leader = leader_of(base)
-        follower = next(f"n{i}" for i in range(3) if f"n{i}" != leader)
-        r = cli("cluster", "stop", "--base-dir", base, follower)
-        assert r.returncode == 0, r.stderr
-        restart(base, follower)
-        r = cli("append", "--base-dir", base, "-d", "after the restart")  # (the leader pushes: it compares first)
-        assert r.returncode == 0, r.stderr
-        os.kill(pid_of(base, leader), signal.SIGKILL)
-        wait_for(lambda: any(x.get("role") == "leader" and x["id"] != leader for x in status(base)), 30, "a new leader")
-    finally:
-        down(base)
+    base = group(3)
+    leader = leader_of(base)
+    follower = next(f"n{i}" for i in range(3) if f"n{i}" != leader)
+    r = cli("cluster", "stop", "--base-dir", base, follower)
+    assert r.returncode == 0, r.stderr
+    restart(base, follower)
+    r = cli("append", "--base-dir", base, "-d", "after the restart")  # (the leader pushes: it compares first)
+    assert r.returncode == 0, r.stderr
+    os.kill(pid_of(base, leader), signal.SIGKILL)
+    wait_for(lambda: any(x.get("role") == "leader" and x["id"] != leader for x in status(base)), 30, "a new leader")
+    down(base)  # (the logs are read whole once the nodes stopped; the fixture's, after the test, finds nothing left)
     lines = {}
     for n in ("n0", "n1", "n2"):
         with open(os.path.join(base, "logs", f"{n}.log")) as fh:

@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 
 from store.rocketmq.message import (COMPRESSED_FLAG, MAX_MESSAGE_SIZE, BodyTooLarge, NotAMessage, body_of, decode,
                                     decompress)
-from tests.support.group import down, up
 from tests.support.paths import ROOT, SUPPORT
 from tests.support.rmq_encode import encode_message
 from tests.support.rmq_store import write_broker_store
@@ -197,23 +196,19 @@ def test_mq_messages_max_body_raises_the_limit(tmp_path):
     assert code == 2 and "Error" in err and "Traceback" not in err
 
 
-def test_get_decode_rocketmq_on_the_bomb_stays_small(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        up(base, 1)
-        r = subprocess.run([sys.executable, "-m", "dledgerctl", "append", "--base-dir", base, "--file", "-",
-                            "--format", "json"], input=bomb_message(), capture_output=True, timeout=60,
-                           env=dict(os.environ, PYTHONPATH=ROOT))
-        assert r.returncode == 0, r.stderr
-        index = json.loads(r.stdout)[0]["index"]
-        for extra in ([], ["--format", "jsonl"], ["--body", "hex", "--format", "json"]):
-            code, out, err, rss = run_measured(tmp_path, "get", "--base-dir", base, "-i", index, "--decode",
-                                               "rocketmq", *extra, timeout=120)
-            assert code == 0, err
-            assert "inflates past" in out and "Traceback" not in err
-            assert rss < RSS_LIMIT_KB, f"get {extra}: peak RSS {rss} KiB"
-    finally:
-        down(base)
+def test_get_decode_rocketmq_on_the_bomb_stays_small(group, tmp_path):
+    base = group(1)
+    r = subprocess.run([sys.executable, "-m", "dledgerctl", "append", "--base-dir", base, "--file", "-",
+                        "--format", "json"], input=bomb_message(), capture_output=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 0, r.stderr
+    index = json.loads(r.stdout)[0]["index"]
+    for extra in ([], ["--format", "jsonl"], ["--body", "hex", "--format", "json"]):
+        code, out, err, rss = run_measured(tmp_path, "get", "--base-dir", base, "-i", index, "--decode",
+                                           "rocketmq", *extra, timeout=120)
+        assert code == 0, err
+        assert "inflates past" in out and "Traceback" not in err
+        assert rss < RSS_LIMIT_KB, f"get {extra}: peak RSS {rss} KiB"
 
 
 def test_spark_mq_export_reads_bodies_through_the_same_bound(spark, tmp_path):
