@@ -20,7 +20,7 @@ import typer.main
 from dledgerctl.app import app
 from tests.support.commands import cli as _command
 from tests.support.commands import invoke as run
-from tests.support.group import recorded, up, wait_for
+from tests.support.group import recorded
 from tests.support.ports import free_port_base
 from tests.support.rmq_store import write_broker_store
 from tests.support.stores import file_crcs
@@ -555,40 +555,24 @@ def test_cluster_up_whose_members_exit_is_undone(tmp_path):
     assert processes_naming(base) == []
 
 
-def _up(base: str, *extra) -> int:
-    port = free_port_base(3)
-    up(base, 3, *extra, port_base=port)
-    return port
-
-
-def _down(base: str) -> None:
-    if os.path.exists(os.path.join(base, "cluster.json")):
-        cli("cluster", "down", "--base-dir", base)
-    wait_for(lambda: not processes_naming(base), 15, f"the processes of {base} to end")
-
-
 @pytest.fixture(scope="module")
-def group(tmp_path_factory):
-    """One 3-member cluster (no state machine) for the rows that only read or are refused."""
-    base = str(tmp_path_factory.mktemp("bad-input") / "c")
-    try:
-        _up(base)
-        yield base
-    finally:
-        _down(base)
+def shared(module_group):
+    """One 3-member cluster (no state machine) for the rows that only read or are refused:
+    its base directory (stopped after the module's last test)."""
+    return module_group(3)
 
 
-def test_cluster_up_names_the_option_that_differs(group):
-    r = cli("cluster", "up", "--base-dir", group, "--nodes", "3", "--heartbeat-interval", "300")
+def test_cluster_up_names_the_option_that_differs(shared):
+    r = cli("cluster", "up", "--base-dir", shared, "--nodes", "3", "--heartbeat-interval", "300")
     assert r.returncode == 2
     line = one_error(r.stderr, "--heartbeat-interval (recorded default, given 300)")
     assert "--port-base" not in line and "--nodes" not in line  # (as recorded, or not given)
 
 
-def test_status_tells_a_stranger_from_a_member(group, tmp_path):
+def test_status_tells_a_stranger_from_a_member(shared, tmp_path):
     """A record whose members are gone, at addresses where other processes (another
     cluster's members) answer: not shown as up."""
-    rec = recorded(group)
+    rec = recorded(shared)
     for n in rec["nodes"]:
         n["pid"] = 999999999  # (no such process)
     other = tmp_path / "other"
@@ -601,8 +585,8 @@ def test_status_tells_a_stranger_from_a_member(group, tmp_path):
     assert all("not running" in x["error"] for x in rows), rows
 
 
-def test_status_of_another_group_is_not_up(group):
-    r = cli("cluster", "status", "--base-dir", group, "--group", "nosuchgroup", "--format", "json")
+def test_status_of_another_group_is_not_up(shared):
+    r = cli("cluster", "status", "--base-dir", shared, "--group", "nosuchgroup", "--format", "json")
     assert r.returncode == 1
     rows = json.loads(r.stdout)
     assert {x["state"] for x in rows} == {"refused"} and all("UNKNOWN_GROUP" in x["error"] for x in rows)
@@ -613,30 +597,30 @@ def _end_index(base: str) -> int:
     return max(x["end_index"] for x in rows if x["state"] == "up")
 
 
-def test_cluster_backup_bad_input(group, tmp_path):
+def test_cluster_backup_bad_input(shared, tmp_path):
     """No cluster to ask, another group's name, an --out that exists: one Error line each, and
     no backup file (nor its .partial) left behind; the existing file is left as it was."""
     out = tmp_path / "b.dlbk"
     r = run("cluster", "backup", "--out", str(out), "--base-dir", str(tmp_path / "none"))
     assert r.exit_code == 2
     one_error(r.stderr, "no cluster recorded")
-    r = cli("cluster", "backup", "--out", str(out), "--base-dir", group, "--group", "nosuchgroup", "--timeout", "2")
+    r = cli("cluster", "backup", "--out", str(out), "--base-dir", shared, "--group", "nosuchgroup", "--timeout", "2")
     assert r.returncode == 1
     one_error(r.stderr, "nosuchgroup")
     assert tree(tmp_path) == set()
     out.write_bytes(b"keep")
-    r = cli("cluster", "backup", "--out", str(out), "--base-dir", group)
+    r = cli("cluster", "backup", "--out", str(out), "--base-dir", shared)
     assert r.returncode == 1
     one_error(r.stderr, "exists already")
     assert out.read_bytes() == b"keep" and tree(tmp_path) == {"b.dlbk"}
 
 
-def test_get_follow_renders_empty_and_control_bodies(group):
-    first = _end_index(group) + 1
-    assert cli("append", "--base-dir", group, "-d", "", "-d", "a\x1b[31mred\tb").returncode == 0
+def test_get_follow_renders_empty_and_control_bodies(shared):
+    first = _end_index(shared) + 1
+    assert cli("append", "--base-dir", shared, "-d", "", "-d", "a\x1b[31mred\tb").returncode == 0
     for extra in ([], ["--body", "none"]):
         for i, c in ((0, 1), (first, 2)):  # (index 0: the leader's empty no-op entry)
-            r = cli("get", "--base-dir", group, "--follow", "-i", str(i), "-c", str(c), *extra, timeout=30)
+            r = cli("get", "--base-dir", shared, "--follow", "-i", str(i), "-c", str(c), *extra, timeout=30)
             assert r.returncode == 0, r.stderr
             lines = r.stdout.splitlines()
             assert len(lines) == 2 + c and "\x1b" not in r.stdout, r.stdout
@@ -648,63 +632,59 @@ def test_get_follow_renders_empty_and_control_bodies(group):
                 assert lines[-1].endswith("a\\x1b[31mred\\tb"), lines[-1]
 
 
-def test_kv_put_without_a_state_machine_is_refused(group):
-    end = json.loads(cli("cluster", "status", "--base-dir", group, "--format", "json").stdout)[0]["end_index"]
-    r = cli("kv", "put", "--base-dir", group, "k", "v")
+def test_kv_put_without_a_state_machine_is_refused(shared):
+    end = json.loads(cli("cluster", "status", "--base-dir", shared, "--format", "json").stdout)[0]["end_index"]
+    r = cli("kv", "put", "--base-dir", shared, "k", "v")
     assert r.returncode == 1
     one_error(r.stderr, "no state machine")
-    after = json.loads(cli("cluster", "status", "--base-dir", group, "--format", "json").stdout)[0]["end_index"]
+    after = json.loads(cli("cluster", "status", "--base-dir", shared, "--format", "json").stdout)[0]["end_index"]
     assert after == end  # nothing was appended
 
 
-def test_peer_truncate_past_the_end_fails(group):
-    rows = json.loads(cli("cluster", "status", "--base-dir", group, "--format", "json").stdout)
+def test_peer_truncate_past_the_end_fails(shared):
+    rows = json.loads(cli("cluster", "status", "--base-dir", shared, "--format", "json").stdout)
     follower = next(x["id"] for x in rows if x["role"] == "follower")
-    r = cli("peer", "truncate", "--base-dir", group, "--peer", follower, "--from-index", "99999", "--yes")
+    r = cli("peer", "truncate", "--base-dir", shared, "--peer", follower, "--from-index", "99999", "--yes")
     assert r.returncode == 1
     one_error(r.stderr, "nothing to cut", follower)
 
 
-def test_peer_commands_name_members(group):
+def test_peer_commands_name_members(shared):
     for args in (["compare", "--peer", "n9"], ["transfer-leader", "--to", "n9"]):
-        r = cli("peer", *args, "--base-dir", group)
+        r = cli("peer", *args, "--base-dir", shared)
         assert r.returncode in (1, 2)
         one_error(r.stderr, "n9")
 
 
-def test_refused_peer_add_leaves_the_record_alone(group):
-    before = recorded(group)
+def test_refused_peer_add_leaves_the_record_alone(shared):
+    before = recorded(shared)
     taken = before["nodes"][1]["address"]
-    files = tree(group)
-    r = cli("peer", "add", "--base-dir", group, "--id", "n7", "--address", taken)
+    files = tree(shared)
+    r = cli("peer", "add", "--base-dir", shared, "--id", "n7", "--address", taken)
     assert r.returncode == 1
     one_error(r.stderr, taken, "n1")
-    r = cli("peer", "replace", "--base-dir", group, "--id", "n2", "--with", f"n7={taken}")
+    r = cli("peer", "replace", "--base-dir", shared, "--id", "n2", "--with", f"n7={taken}")
     assert r.returncode == 1
     one_error(r.stderr, taken, "n1")
-    assert recorded(group) == before
+    assert recorded(shared) == before
     # (the running members write their logs and their checkpoints come and go: a new member's
     # directory would show, the members' own stores are left out)
     members = {f for f in files if f.startswith("dledger-") and os.sep not in f}
-    assert {f for f in tree(group) - files if not f.startswith("logs/") and f.split(os.sep)[0] not in members} == set()
-    assert cli("cluster", "status", "--base-dir", group).returncode == 0
+    assert {f for f in tree(shared) - files if not f.startswith("logs/") and f.split(os.sep)[0] not in members} == set()
+    assert cli("cluster", "status", "--base-dir", shared).returncode == 0
 
 
-def test_remove_right_after_a_stop_is_refused(tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        _up(base)
-        rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
-        leader = next(x["id"] for x in rows if x["role"] == "leader")
-        a, b = [x["id"] for x in rows if x["id"] != leader]
-        assert cli("cluster", "stop", "--base-dir", base, a).returncode == 0
-        r = cli("peer", "remove", "--base-dir", base, "--id", b, "--timeout", "2")
-        assert r.returncode == 1
-        one_error(r.stderr, "no majority")
-        marks = json.loads(cli("peer", "watermarks", "--base-dir", base, "--format", "json").stdout)
-        assert {x["peer"] for x in marks} == {leader, a, b}  # (b is still a member)
-    finally:
-        _down(base)
+def test_remove_right_after_a_stop_is_refused(group):
+    base = group(3)
+    rows = json.loads(cli("cluster", "status", "--base-dir", base, "--format", "json").stdout)
+    leader = next(x["id"] for x in rows if x["role"] == "leader")
+    a, b = [x["id"] for x in rows if x["id"] != leader]
+    assert cli("cluster", "stop", "--base-dir", base, a).returncode == 0
+    r = cli("peer", "remove", "--base-dir", base, "--id", b, "--timeout", "2")
+    assert r.returncode == 1
+    one_error(r.stderr, "no majority")
+    marks = json.loads(cli("peer", "watermarks", "--base-dir", base, "--format", "json").stdout)
+    assert {x["peer"] for x in marks} == {leader, a, b}  # (b is still a member)
 
 
 def test_mq_replica_commands_on_what_is_no_replica(tmp_path):

@@ -123,28 +123,21 @@ def test_the_pages_mark_what_they_skip_and_run_the_rest():
     assert any("dledgerctl peer transfer-leader --to n0" in ln for why, lines in readme if why is None for ln in lines)
 
 
-def test_transfer_right_after_a_restart_passes_20_times_in_a_row(tmp_path):
+def test_transfer_right_after_a_restart_passes_20_times_in_a_row(group):
     """The tour's sequence: a member killed, an append, the member started, leadership handed
     to it at once. The leader has not heard from it for a while and it lacks the append:
     transfer-leader waits for both, within its timeout, instead of failing."""
     from tests.support.commands import cli
-    from tests.support.group import down, leader_of
-    from tests.support.ports import free_port_base as ports
+    from tests.support.group import file_sizes, leader_of
 
-    base = str(tmp_path / "c")
-    try:
-        r = cli("cluster", "up", "--base-dir", base, "--nodes", "3", "--port-base", str(ports(3)), "--wait", "40",
-                "--data-file-size", "1MiB", "--index-file-size", "64KiB")
+    base = group(3, sizes=file_sizes("1MiB", "64KiB"))
+    for k in range(20):
+        leader = leader_of(base)
+        target = ("n0", "n1", "n2")[(("n0", "n1", "n2").index(leader) + 1) % 3]
+        assert cli("cluster", "stop", "--base-dir", base, target, "--kill").returncode == 0
+        r = cli("append", "--base-dir", base, "-d", f"while {target} is down ({k})")
         assert r.returncode == 0, r.stderr
-        for k in range(20):
-            leader = leader_of(base)
-            target = ("n0", "n1", "n2")[(("n0", "n1", "n2").index(leader) + 1) % 3]
-            assert cli("cluster", "stop", "--base-dir", base, target, "--kill").returncode == 0
-            r = cli("append", "--base-dir", base, "-d", f"while {target} is down ({k})")
-            assert r.returncode == 0, r.stderr
-            assert cli("cluster", "start", "--base-dir", base, target).returncode == 0
-            r = cli("peer", "transfer-leader", "--base-dir", base, "--to", target, "--format", "json")
-            assert r.returncode == 0, f"round {k}: {r.stderr}"
-            assert leader_of(base) == target, k
-    finally:
-        down(base)
+        assert cli("cluster", "start", "--base-dir", base, target).returncode == 0
+        r = cli("peer", "transfer-leader", "--base-dir", base, "--to", target, "--format", "json")
+        assert r.returncode == 0, f"round {k}: {r.stderr}"
+        assert leader_of(base) == target, k
