@@ -143,7 +143,12 @@ def test_dledger_java_client_against_a_dledgerctl_group(dledger_java, tmp_path):
         assert entry["size"] == 48 + len(b"hello-from-java")
         import base64
         assert base64.b64decode(entry["body"]) == b"hello-from-java"
-        assert dledger_java.client("get", GROUP, peers_text, "--index", "100000")["code"] == 410  # INDEX_OUT_OF_RANGE
+        # INDEX_OUT_OF_RANGE; 500 (INTERNAL_ERROR) is the Java client's own failure, a request that
+        # timed out in it on a loaded machine (the node answers at once): asked again then
+        codes = []
+        while len(codes) < 3 and (not codes or codes[-1] == 500):
+            codes.append(dledger_java.client("get", GROUP, peers_text, "--index", "100000")["code"])
+        assert codes[-1] == 410, codes
         # what the Java client appended, read back by dledgerctl
         r = cli("get", "--base-dir", base, "-i", str(last - 2), "--count", "3", "--format", "json")
         assert r.returncode == 0, r.stderr
