@@ -189,11 +189,15 @@ def test_a_never_lead_member_keeps_a_broker_group_led_by_brokers(rocketmq, tmp_p
         g.member.kill()
         time.sleep(2)
         g.member.start()
-        time.sleep(4)
+        deadline, me = time.monotonic() + 60, {}  # (a loaded machine may take it a while to start)
+        while time.monotonic() < deadline:
+            rows = json.loads(dledgerctl("cluster", "status", "--peers", g.peers, "--group", "broker-a", "--format",
+                                         "json", check=False).stdout)
+            me = next(r for r in rows if r["id"] == "n2")
+            if me.get("leader") == first:
+                break
+            time.sleep(0.5)
         assert g.brokers[first].role() == before and g.brokers[first].running and g.brokers[other].running
-        rows = json.loads(dledgerctl("cluster", "status", "--peers", g.peers, "--group", "broker-a", "--format",
-                                     "json").stdout)
-        me = next(r for r in rows if r["id"] == "n2")
         assert me["never_lead"] is True and me["role"] == "follower" and me["leader"] == first, me
         table = dledgerctl("cluster", "status", "--peers", g.peers, "--group", "broker-a").stdout
         assert "voter, never leads" in table, table
