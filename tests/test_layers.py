@@ -476,8 +476,6 @@ INLINE_STARTS = {
     # (Not seen by the scan, and deliberate: tests/cli/test_tour.py test_the_page_runs_as_written
     # starts each page's cluster with scripts/cluster.sh's own line, run as a shell line: that the
     # pages run as written, from that line on, is what it checks.)
-    ("tests/java/test_dledger_wire.py", "test_dledger_java_client_against_a_dledgerctl_group"):
-        "open: up(base, 3, ...) with its own finally: down(base)",
 }
 
 

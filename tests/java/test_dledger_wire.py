@@ -21,7 +21,7 @@ from cluster.net.wire import METADATA
 from cluster.raft.config import parse_peers
 from tests.support import javadledger
 from tests.support.commands import cli
-from tests.support.group import down, up, wait_for
+from tests.support.group import wait_for
 from tests.support.ports import free_port_base
 
 GROUP = "g"
@@ -125,50 +125,46 @@ def test_dledgerctl_commands_against_a_java_group(java_group):
     assert wm.returncode == 1 and "Java DLedger" in wm.stderr
 
 
-def test_dledger_java_client_against_a_dledgerctl_group(dledger_java, tmp_path):
-    base = str(tmp_path / "c")
-    try:
-        up(base, 3, "--group", GROUP)
-        with open(os.path.join(base, "cluster.json")) as fh:
-            peers_text = json.load(fh)["peers"]
-        # DLedger's own client: metadata, then APPEND to the leader it names, then GET
-        res = dledger_java.client("append", GROUP, peers_text, "--data", "hello-from-java", "--count", "3")
-        assert res["code"] == 200 and res["group"] == GROUP
-        last = res["index"]
-        leader = res["leaderId"]
-        got = dledger_java.client("get", GROUP, peers_text, "--index", str(last))
-        assert got["code"] == 200
-        (entry,) = got["entries"]
-        assert entry["index"] == last and entry["pos"] == res["pos"] and entry["magic"] == 1
-        assert entry["size"] == 48 + len(b"hello-from-java")
-        import base64
-        assert base64.b64decode(entry["body"]) == b"hello-from-java"
-        # INDEX_OUT_OF_RANGE; 500 (INTERNAL_ERROR) is the Java client's own failure, a request that
-        # timed out in it on a loaded machine (the node answers at once): asked again then
-        codes = []
-        while len(codes) < 3 and (not codes or codes[-1] == 500):
-            codes.append(dledger_java.client("get", GROUP, peers_text, "--index", "100000")["code"])
-        assert codes[-1] == 410, codes
-        # what the Java client appended, read back by dledgerctl
-        r = cli("get", "--base-dir", base, "-i", str(last - 2), "--count", "3", "--format", "json")
-        assert r.returncode == 0, r.stderr
-        assert [e["body"] for e in json.loads(r.stdout)] == ["hello-from-java"] * 3
+def test_dledger_java_client_against_a_dledgerctl_group(dledger_java, group):
+    base = group(3, "--group", GROUP)
+    with open(os.path.join(base, "cluster.json")) as fh:
+        peers_text = json.load(fh)["peers"]
+    # DLedger's own client: metadata, then APPEND to the leader it names, then GET
+    res = dledger_java.client("append", GROUP, peers_text, "--data", "hello-from-java", "--count", "3")
+    assert res["code"] == 200 and res["group"] == GROUP
+    last = res["index"]
+    leader = res["leaderId"]
+    got = dledger_java.client("get", GROUP, peers_text, "--index", str(last))
+    assert got["code"] == 200
+    (entry,) = got["entries"]
+    assert entry["index"] == last and entry["pos"] == res["pos"] and entry["magic"] == 1
+    assert entry["size"] == 48 + len(b"hello-from-java")
+    import base64
+    assert base64.b64decode(entry["body"]) == b"hello-from-java"
+    # INDEX_OUT_OF_RANGE; 500 (INTERNAL_ERROR) is the Java client's own failure, a request that
+    # timed out in it on a loaded machine (the node answers at once): asked again then
+    codes = []
+    while len(codes) < 3 and (not codes or codes[-1] == 500):
+        codes.append(dledger_java.client("get", GROUP, peers_text, "--index", "100000")["code"])
+    assert codes[-1] == 410, codes
+    # what the Java client appended, read back by dledgerctl
+    r = cli("get", "--base-dir", base, "-i", str(last - 2), "--count", "3", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert [e["body"] for e in json.loads(r.stdout)] == ["hello-from-java"] * 3
 
-        # a request naming another member is refused as DLedger refuses it (UNKNOWN_MEMBER)
-        peers = parse_peers(peers_text)
-        other = next(p for p in peers if p != leader)
+    # a request naming another member is refused as DLedger refuses it (UNKNOWN_MEMBER)
+    peers = parse_peers(peers_text)
+    other = next(p for p in peers if p != leader)
 
-        async def misaddressed():
-            c = Client(peers, GROUP, timeout=5)
-            try:
-                return await c._call(leader, Frame(METADATA, body=json_body({"group": GROUP, "remoteId": other})),
-                                     METADATA, 5)
-            finally:
-                await c.close()
-        answer = asyncio.run(misaddressed())
-        assert answer["code"] == 401 and other in answer["remark"]
-    finally:
-        down(base)
+    async def misaddressed():
+        c = Client(peers, GROUP, timeout=5)
+        try:
+            return await c._call(leader, Frame(METADATA, body=json_body({"group": GROUP, "remoteId": other})),
+                                 METADATA, 5)
+        finally:
+            await c.close()
+    answer = asyncio.run(misaddressed())
+    assert answer["code"] == 401 and other in answer["remark"]
 
 
 # -- a mixed group: two Java DLedger members and one dledgerctl member ---------------------
