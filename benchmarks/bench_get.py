@@ -136,7 +136,7 @@ def follow_lag(base: str, rec: dict, seconds: float) -> list[tuple[float, int, f
             while not load.done():
                 await asyncio.sleep(5)
                 md = await c.metadata(c.leader)
-                committed = int(md["committed_index"])
+                committed = md.committed_index
                 start_commit = committed if start_commit is None else start_commit
                 elapsed = time.monotonic() - t0
                 out.append((elapsed, committed - printed[0], (committed - start_commit) / max(1e-9, elapsed - 5)))

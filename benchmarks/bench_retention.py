@@ -127,7 +127,7 @@ def stall(tmp: str, reserved: float) -> dict:
                 lat.append((time.monotonic(), (time.perf_counter() - t) * 1000))
                 if begin_changed_at is None and len(lat) % 200 == 0:
                     md = await probe.metadata(c.leader)
-                    if md.get("begin_index", 0) > 0:
+                    if (md.begin_index or 0) > 0:
                         begin_changed_at = time.monotonic()
                         deadline = min(deadline, begin_changed_at + 5)
             await probe.close()

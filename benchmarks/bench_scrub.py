@@ -77,7 +77,7 @@ def main() -> int:
                 c = clients["scrub"]
                 for p in parse_peers(clusters["scrub"]["peers"]):
                     md = await c.metadata(p, 5)
-                    checked[p] = (md.get("scrub") or {}).get("position", -1), (md.get("scrub") or {}).get("passes", 0)
+                    checked[p] = (md.scrub or {}).get("position", -1), (md.scrub or {}).get("passes", 0)
                 for c in clients.values():
                     await c.close()
 

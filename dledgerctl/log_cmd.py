@@ -10,6 +10,7 @@ from typing import Annotated, Iterator, Optional
 
 import typer
 
+from cluster.net.answers import EntryRow
 from cluster.net.client import ClientError
 from cluster.node.launcher import DEFAULT_BASE_DIR
 
@@ -221,18 +222,18 @@ def get_cmd(
                             consistency=read_consistency(consistency, node), node=node,
                             on_wait=lambda why: typer.echo(f"Note: {why}", err=True))
 
-    def rows(page: list[dict]) -> list:
+    def rows(page: list[EntryRow]) -> list:
         if fmt == GetFormat.raw:
-            return [e["body"] for e in page]
+            return [e.body for e in page]
         if decode == Decode.rocketmq:
             return [log_decode.message_row(e, show, fmt, max_body or log_decode.MAX_MESSAGE_SIZE) for e in page]
         if decode == Decode.rocketmq_controller:
             return [{**log_decode.controller_row(e, fmt),
-                     **({} if body is None or show is None else {"body": show(e["body"])})} for e in page]
+                     **({} if body is None or show is None else {"body": show(e.body)})} for e in page]
         if show is None:
-            return [{k: e[k] for k in columns} for e in page]
-        return [{"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
-                 "body": show(e["body"])} for e in page]
+            return [{k: getattr(e, k) for k in columns} for e in page]
+        return [{"index": e.index, "term": e.term, "pos": e.pos, "size": e.size, "magic": e.magic,
+                 "body": show(e.body)} for e in page]
 
     try:
         with clients.failures():

@@ -5,6 +5,7 @@ the decoders pull in numpy and the message codec, which a plain ``get`` does wit
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from store.format import MAGIC_NORMAL
 from store.rocketmq.controller import DECODED_COLUMNS, decoded_columns
@@ -14,24 +15,27 @@ from store.rocketmq.scan import KINDS, message_fields
 
 from .render import Format
 
+if TYPE_CHECKING:
+    from cluster.net.answers import EntryRow
+
 MESSAGE_COLUMNS = ["kind", "msg_id", "topic", "queue_id", "queue_offset", "store_timestamp", "tags", "keys",
                    "body_crc_ok"]
 CONTROLLER_COLUMNS = DECODED_COLUMNS
 
 
-def controller_row(e: dict, fmt: Format) -> dict:
+def controller_row(e: EntryRow, fmt: Format) -> dict:
     """An entry of ``get --decode rocketmq-controller``: its event's columns."""
-    return {"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
-            **decoded_columns(e["magic"], e["body"], text=fmt in (Format.table, Format.csv))}
+    return {"index": e.index, "term": e.term, "pos": e.pos, "size": e.size, "magic": e.magic,
+            **decoded_columns(e.magic, e.body, text=fmt in (Format.table, Format.csv))}
 
 
-def message_row(e: dict, show, fmt: Format, max_body: int = MAX_MESSAGE_SIZE) -> dict:
+def message_row(e: EntryRow, show, fmt: Format, max_body: int = MAX_MESSAGE_SIZE) -> dict:
     """An entry of ``get --decode rocketmq``: its message's fields (store/rocketmq), or why it is none."""
-    row = {"index": e["index"], "term": e["term"], "pos": e["pos"], "size": e["size"], "magic": e["magic"],
-           "kind": KINDS.get(e["magic"], "not-a-message")}
-    raw = e["body"]
+    row = {"index": e.index, "term": e.term, "pos": e.pos, "size": e.size, "magic": e.magic,
+           "kind": KINDS.get(e.magic, "not-a-message")}
+    raw = e.body
     fields = None
-    if e["magic"] == MAGIC_NORMAL:
+    if e.magic == MAGIC_NORMAL:
         try:
             fields = message_fields(raw, decode_message(raw, 0, len(raw)), show, max_body=max_body)
         except NotAMessage as exc:

@@ -50,7 +50,7 @@ def watermarks_cmd(
     cols = WATERMARK_COLUMNS if fmt in (Format.table, Format.csv) else None
     if not watch:
         with clients.failures():
-            render(ops_peers.watermarks(found), fmt, columns=cols)
+            render([r.row() for r in ops_peers.watermarks(found)], fmt, columns=cols)
         return
     n = 0
     trend = LagTrend()
@@ -72,11 +72,12 @@ def watermarks_cmd(
 
 
 class _Watermarks(ops_peers.Watermarks):
-    """ops.peers.Watermarks, a ClientError as the one-line error."""
+    """ops.peers.Watermarks, its rows as dicts (as the leader sent them), a ClientError as
+    the one-line error."""
 
     def rows(self) -> list[dict]:
         try:
-            return super().rows()
+            return [r.row() for r in super().rows()]
         except ClientError as exc:
             raise fail(str(exc)) from None
 

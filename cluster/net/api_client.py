@@ -15,6 +15,7 @@ import msgspec
 from store.format import ENTRY_HEADER, HEADER_SIZE
 
 from ..raft.rpc import split_entries
+from .answers import EntryRow
 from .api import (
     ChangeMembers,
     Digests,
@@ -173,17 +174,18 @@ def is_raw(f: Frame) -> bool:
     return f.ext.get("raw") == "1"
 
 
-def decode_raw_answer(f: Frame) -> dict:
+def decode_raw_answer(f: Frame, typed: bool = False) -> dict:
     """A binary GET answer as the client's answer dict: ``code``, ``term``, ``leaderId`` and
-    ``entries`` (what the JSON form's entries are, with ``body`` as bytes already).
-    BadMessage for an answer whose entries do not parse or do not match its count."""
+    ``entries`` (what the JSON form's entries are, with ``body`` as bytes already; with
+    ``typed``, answers.EntryRows). BadMessage for an answer whose entries do not parse or do
+    not match its count."""
     try:
         count = in_range(int(f.ext.get("count", "")), COUNT, "count")
         term = int(f.ext.get("term", "-1"))
         code = int(f.ext.get("code", ""))
     except ValueError:
         raise BadMessage("binary GET answer: count, term and code must be integers") from None
-    entries = raw_rows(f.body)
+    entries = raw_entries(f.body) if typed else raw_rows(f.body)
     if len(entries) != count:
         raise BadMessage(f"binary GET answer says {count} entries and holds {len(entries)}")
     return {"code": code, "term": term, "leaderId": f.ext.get("leaderId"), "entries": entries}
@@ -193,18 +195,27 @@ def raw_rows(raw) -> list[dict]:
     """The entries of ``raw`` as DLedger's entry objects (the JSON form's fields), bodies as
     bytes. BadMessage when they do not parse (split_entries' checks: sizes, magics, indexes
     one after another)."""
+    return [{"body": body, "bodyCrc": bcrc, "chainCrc": chain, "channel": channel, "index": index, "magic": magic,
+             "pos": pos, "size": size, "term": term}
+            for index, term, pos, size, magic, body, bcrc, chain, channel in _raw_fields(raw)]
+
+
+def raw_entries(raw) -> list[EntryRow]:
+    """The entries of ``raw`` as answers.EntryRows; BadMessage as :func:`raw_rows`."""
+    return [EntryRow(*fields) for fields in _raw_fields(raw)]
+
+
+def _raw_fields(raw):
+    """Each entry of ``raw``: (index, term, pos, size, magic, body, body CRC, chain CRC, channel)."""
     try:
         spans = split_entries(raw)
     except ValueError as exc:
         raise BadMessage(f"binary GET answer: {exc}") from None
     mv = memoryview(raw)
-    out = []
     for off, size, index, term in spans:
         magic, _size, _index, _term, pos, channel, chain, bcrc, _bsize = ENTRY_HEADER.unpack_from(raw, off)
         in_range(index, INDEX, "index")
-        out.append({"body": bytes(mv[off + HEADER_SIZE:off + size]), "bodyCrc": bcrc, "chainCrc": chain,
-                    "channel": channel, "index": index, "magic": magic, "pos": pos, "size": size, "term": term})
-    return out
+        yield index, term, pos, size, magic, bytes(mv[off + HEADER_SIZE:off + size]), bcrc, chain, channel
 
 
 # -- the frames a client sends ------------------------------------------------------------------

@@ -16,13 +16,15 @@ waiting for a leader until their deadline.
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
 import ssl
+
+import msgspec
 
 from ..raft.config import ConfigError, Peer, parse_peers
 from ..raft.rpc import Code
 from . import api
+from .answers import EntryRow, NodeState, WatermarkRow, entry_rows, node_state, watermark_rows
 from .api_client import (
     append_ext,
     append_request,
@@ -56,6 +58,14 @@ class Refused(ClientError):
 class Rejected(ClientError):
     """Members refuse this client for good (asking again does not help): one line says who
     and why."""
+
+
+class BadAnswer(ClientError, BadMessage):
+    """A METADATA answer with a field missing or mistyped: ``peer``, ``why`` (as ProtocolError: no answer)."""
+
+    def __init__(self, peer: str, why: str) -> None:
+        super().__init__(f"{peer}: {why}")
+        self.peer, self.why = peer, why
 
 
 class NotServed(BadMessage):
@@ -159,7 +169,8 @@ class Client:
         """The error of a request to ``peer`` that failed with ``exc``: Rejected when the
         member refuses it."""
         why = refusal_of(exc)
-        return ClientError(f"{peer}: {exc}") if why is None else Rejected(f"{peer}: {why}")
+        text = str(exc) if isinstance(exc, BadAnswer) else f"{peer}: {exc}"  # (a BadAnswer names the member)
+        return ClientError(text) if why is None else Rejected(f"{peer}: {why}")
 
     def _refusing(self, peer: str, exc: BaseException, code: int = METADATA) -> str | None:
         """Remember ``peer`` as refusing this client when ``exc`` (the failure of a request
@@ -176,7 +187,7 @@ class Client:
         not know, added (a member added since the peers it was given); their ids."""
         new = []
         for p, address in members.items():
-            if p in self.peers or not isinstance(p, str) or not isinstance(address, str):
+            if p in self.peers:
                 continue
             try:
                 peer = parse_peers(f"{p}-{address}")[p]
@@ -191,20 +202,23 @@ class Client:
             await ch.close()
 
     async def _call(self, peer: str, frame: Frame, code: int, timeout: float) -> dict:
+        """``peer``'s answer: its fields (a GET's ``entries`` as EntryRows, checked), or ProtocolError."""
         try:
             resp = await self.channels[peer].request(frame, timeout)
             if code == GET and is_raw(resp):  # (entries as their bytes: no JSON, no base64)
-                return decode_raw_answer(resp)
-            return decode_response(resp, code)
+                return decode_raw_answer(resp, typed=True)
+            o = decode_response(resp, code)
+            if code == GET and o.get("code") == _SUCCESS:
+                o["entries"] = entry_rows(o.get("entries"))
+            return o
         except (TransportError, ProtocolError) as exc:
             self._refusing(peer, exc, code)
             raise
 
-    async def metadata(self, peer: str, timeout: float | None = None) -> dict:
-        """The peer's METADATA answer. A Java DLedger node says only its group, leader and
-        peers: its answer is completed with ``id``, ``role`` (leader when it names itself,
-        follower when it names another, candidate when none) and ``impl`` "dledger";
-        dledgerctl nodes' answers get ``impl`` "dledgerctl"."""
+    async def metadata(self, peer: str, timeout: float | None = None) -> NodeState:
+        """The peer's METADATA answer (answers.NodeState: a Java DLedger node's, which says
+        only its group, leader and peers, completed); ProtocolError when it does not decode,
+        :class:`BadAnswer` when a field is of the wrong type."""
         md = await self._call(peer, request_frame(api.Metadata(METADATA, self.group, peer)), METADATA,
                               timeout or self.timeout)
         code = md.get("code", _SUCCESS)
@@ -214,17 +228,14 @@ class Client:
             self._refusing(peer, exc)
             raise exc
         self.refused.pop(peer, None)
-        java = "role" not in md
-        self.java[peer] = java
-        if java:
-            leader = md.get("leaderId")
-            md.update(id=peer, leader=leader, impl="dledger",
-                      role="leader" if leader == peer else "follower" if leader else "candidate")
-        else:
-            md["impl"] = "dledgerctl"
-            if isinstance(md.get("peers"), dict):
-                self.learn(md["peers"])
-        return md
+        try:
+            state = node_state(md, peer)
+        except BadMessage as exc:
+            raise BadAnswer(peer, str(exc)) from None
+        self.java[peer] = state.impl == "dledger"
+        if not self.java[peer]:
+            self.learn(state.peers)
+        return state
 
     async def _metadata_of(self, peer: str, timeout: float):
         try:
@@ -246,16 +257,16 @@ class Client:
         term = o.get("term")
         return term if o.get("code") == Code.EXPIRED_TERM and isinstance(term, int) else None
 
-    async def status(self) -> dict[str, dict | str]:
+    async def status(self) -> dict[str, NodeState | str]:
         """METADATA of every peer at once (a Java node's with its term, java_term); an
         unreachable peer maps to the error text."""
         async def one(p):
             try:
                 md = await self.metadata(p)
             except (TransportError, ProtocolError) as exc:
-                return p, str(exc)
-            if md["impl"] == "dledger":
-                md["term"] = await self.java_term(p)
+                return p, exc.why if isinstance(exc, BadAnswer) else str(exc)
+            if md.impl == "dledger":
+                md = msgspec.structs.replace(md, term=await self.java_term(p))
             return p, md
         return dict(await asyncio.gather(*(one(p) for p in self.peers)))
 
@@ -276,16 +287,14 @@ class Client:
                     p, md = await next_done
                     if isinstance(md, Exception):
                         if p not in self.refused:
-                            last = last or f"{p}: {md}"
+                            last = last or (str(md) if isinstance(md, BadAnswer) else f"{p}: {md}")
                         if all(q in self.refused for q in self.peers):
                             raise self.rejected()
                         continue
-                    named = md.get("leader") if isinstance(md, dict) else None
-                    if named in self.refused and named != p:  # (it leads, and will not serve this client)
-                        raise self.rejected([named])
-                    if isinstance(md, dict) and md.get("role") == "leader" and md.get("id") in self.peers \
-                            and md["id"] not in avoid:
-                        self.leader = md["id"]
+                    if md.leader in self.refused and md.leader != p:  # (it leads, and will not serve this client)
+                        raise self.rejected([md.leader])
+                    if md.role == "leader" and md.id in self.peers and md.id not in avoid:
+                        self.leader = md.id
                         return self.leader
             finally:
                 for t in tasks:
@@ -386,9 +395,14 @@ class Client:
         resp["entries"] = rows
         return resp
 
-    async def watermarks(self) -> list[dict]:
-        """Every peer's replication state, from the leader (WATERMARKS): a row per peer."""
-        return (await self._on_leader(api.Watermarks(self.group)))["peers"]
+    async def watermarks(self) -> list[WatermarkRow]:
+        """Every peer's replication state, from the leader (WATERMARKS): a row per peer, the
+        leader's first; ClientError naming the leader when its answer does not decode."""
+        answer = await self._on_leader(api.Watermarks(self.group))
+        try:
+            return watermark_rows(answer)
+        except ProtocolError as exc:
+            raise ClientError(f"{self.leader}: {exc}") from None
 
     async def force_compare(self, peer: str, *, deep: bool = False, dry_run: bool = False) -> dict:
         """Have the leader find where ``peer``'s log leaves its own (FORCE_COMPARE; ``deep``:
@@ -511,7 +525,7 @@ class Client:
         leader = await self.find_leader(loop.time() + self.timeout)
         try:
             md = await self.metadata(leader)
-            term = await self.java_term(leader) if self.java[leader] else md.get("term", -1)
+            term = await self.java_term(leader) if self.java[leader] else md.term
             term = -1 if term is None else term
             resp = await self._call(leader, transfer_frame(self.group, leader, target, term), LEADERSHIP_TRANSFER,
                                     self.timeout)
@@ -525,13 +539,13 @@ class Client:
         return leader, term if term >= 0 else resp.term
 
     async def get(self, index: int, count: int = 1, peer: str | None = None,
-                  consistency: str | None = None) -> list[dict]:
-        """Committed entries from ``index``, as many as the node gives in one answer (at
-        most ``count``; a node caps an answer, cluster/node/requests.py MAX_GET_COUNT/BYTES); bodies
-        decoded. Linearizable (the default, but of a ``peer``): the node answers once a read
-        index is confirmed (an entry committed before the read began is there); serializable
-        (the default of a ``peer``): from its own log at once. An index outside the node's
-        committed log raises :class:`OutOfRange`."""
+                  consistency: str | None = None) -> list[EntryRow]:
+        """Committed entries from ``index`` (answers.EntryRow), as many as the node gives in
+        one answer (at most ``count``; a node caps an answer, cluster/node/requests.py
+        MAX_GET_COUNT/BYTES). Linearizable (the default, but of a ``peer``): the node answers
+        once a read index is confirmed (an entry committed before the read began is there);
+        serializable (the default of a ``peer``): from its own log at once. An index outside
+        the node's committed log raises :class:`OutOfRange`."""
         consistency = consistency or _default_consistency(peer)
         loop = asyncio.get_running_loop()
         target = peer or await self.find_leader(loop.time() + self.timeout)
@@ -552,16 +566,13 @@ class Client:
         if code == Code.INDEX_OUT_OF_RANGE:
             try:
                 md = await self.metadata(target)
-                begin, committed = int(md["begin_index"]), int(md["committed_index"])
-            except (TransportError, ProtocolError, KeyError, TypeError, ValueError):
+                begin, committed = md.begin_index, md.committed_index
+            except (TransportError, ProtocolError):
                 begin = committed = None
             raise OutOfRange(f"{target}: {resp.get('remark') or 'index out of range'}", target, begin, committed)
         if code != Code.SUCCESS:
             name = Code(code).name if code in Code._value2member_map_ else str(code)
             raise ClientError(f"{target}: {name} {resp.get('remark') or ''}".strip())
-        for e in resp["entries"]:
-            if not isinstance(e["body"], bytes):  # (the JSON form: a node that does not answer raw)
-                e["body"] = base64.b64decode(e["body"])
         return resp["entries"]
 
     async def _get_java(self, peer: str, index: int, count: int) -> dict:
@@ -580,7 +591,7 @@ class Client:
         entries = []
         for k, a in enumerate(answers):
             got = a.get("entries") or []
-            if a.get("code") != _SUCCESS or len(got) != 1 or got[0].get("index") != index + k:
+            if a.get("code") != _SUCCESS or len(got) != 1 or got[0].index != index + k:
                 if not entries:
                     return a if a.get("code") != _SUCCESS else {**a, "code": int(Code.INDEX_OUT_OF_RANGE)}
                 break

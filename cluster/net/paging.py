@@ -79,7 +79,7 @@ async def read(client: Client, index: int, last: int | None = None, *, follow: b
                 continue
             waiting = None
             if page:
-                first = page[0].get("index")
+                first = page[0].index
                 if first != nxt:
                     raise ClientError(f"{client.leader}: asked for entries from {nxt}, got {first}")
                 nxt += len(page)
@@ -88,7 +88,7 @@ async def read(client: Client, index: int, last: int | None = None, *, follow: b
                     drop_asked()
                     depth = 1
                 else:
-                    size = sum(e.get("size") or len(e["body"]) for e in page)
+                    size = sum(e.size for e in page)
                     depth = max(1, min(PAGES_IN_FLIGHT, BYTES_IN_FLIGHT // max(1, size)))
             elif follow:  # (a Java leader logs a stack trace for each GET past its end: ask it less often)
                 drop_asked()

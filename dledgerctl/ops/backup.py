@@ -23,6 +23,7 @@ from typing import Callable
 
 import msgspec
 
+from cluster.net.answers import NodeState
 from cluster.net.client import Client, ClientError
 from store.backup import BackupWriter
 from store.format import CHAIN_CRC_OFFSET, encode_entry
@@ -81,22 +82,21 @@ def start_point(target: Target) -> Start:
                            f"{last})")
         confirmed = await c.get(last, 1, peer=leader, consistency="serializable")
         head = await c.get(first, 1, peer=leader, consistency="serializable")
-        end = confirmed[0]["pos"] + confirmed[0]["size"]
-        peers = md.get("peers") or {}
-        voters = [p for p in md.get("voters", peers) if p in peers]
-        learners = [p for p in md.get("learners", []) if p in peers]
+        end = confirmed[0].pos + confirmed[0].size
+        peers = md.peers
+        voters = [p for p in (peers if md.voters is None else md.voters) if p in peers]
+        learners = [p for p in md.learners or [] if p in peers]
         members = ({"voters": ";".join(f"{p}-{peers[p]}" for p in voters),
                     "learners": ";".join(f"{p}-{peers[p]}" for p in learners)} if voters else None)
-        return Start(leader, first, last, max(0, end - head[0]["pos"]), members)
+        return Start(leader, first, last, max(0, end - head[0].pos), members)
 
     return run(target, ask)
 
 
-def _bounds(leader: str, md: dict) -> tuple[int, int]:
-    try:
-        return int(md["begin_index"]), int(md["committed_index"])
-    except (KeyError, TypeError, ValueError):
-        raise ClientError(f"{leader}: its metadata names no begin and commit index") from None
+def _bounds(leader: str, md: NodeState) -> tuple[int, int]:
+    if md.begin_index is None or md.committed_index is None:
+        raise ClientError(f"{leader}: its metadata names no begin and commit index")
+    return md.begin_index, md.committed_index
 
 
 def backup(target: Target, out: str, *, progress: Callable[[int], None] | None = None,
@@ -113,7 +113,7 @@ def backup(target: Target, out: str, *, progress: Callable[[int], None] | None =
         for page in reading.pages():
             raw = []
             for e in page:
-                b = encode_entry(e["body"], index=e["index"], term=e["term"], pos=e["pos"], magic=e["magic"],
+                b = encode_entry(e.body, index=e.index, term=e.term, pos=e.pos, magic=e.magic,
                                  prev_chain=prev_chain)
                 prev_chain = int.from_bytes(b[CHAIN_CRC_OFFSET:CHAIN_CRC_OFFSET + 4], "big")
                 raw.append(b)

@@ -163,14 +163,14 @@ class LogNames:
                 if not page:
                     return
                 for e in page:
-                    d = entry_event(e.get("magic", 1), e["body"])
+                    d = entry_event(e.magic, e.body)
                     note, fails = self.state.apply(d)
                     if fails:
-                        self.stopped = f"index {e['index']}: {note}"
+                        self.stopped = f"index {e.index}: {note}"
                         return
                     if isinstance(d.event, ElectMaster) and d.event.broker_name is not None:
-                        self.elections[d.event.broker_name] = e["index"]
-                    self.next_index = e["index"] + 1
+                        self.elections[d.event.broker_name] = e.index
+                    self.next_index = e.index + 1
         finally:
             await client.close()
 

@@ -44,8 +44,8 @@ def put(target: Target, key: str, value: str) -> Put:
 
     async def work(c: Client) -> Put:
         md = await c.metadata(await c.find_leader(asyncio.get_running_loop().time() + c.timeout))
-        if md.get("state_machine") != "kv":  # (nothing would apply the entry: refuse before appending it)
-            sm = md.get("state_machine")
+        if md.state_machine != "kv":  # (nothing would apply the entry: refuse before appending it)
+            sm = md.state_machine
             raise ClientError(f"the group's state machine is {sm!r}, not kv" if sm else
                               "the group runs no state machine (start its members with --state-machine kv)")
         resp = await c.append([f"{key}={value}".encode()])

@@ -10,6 +10,7 @@ from typing import AsyncIterator, Callable, Iterable, Iterator
 import msgspec
 
 from cluster.net import paging
+from cluster.net.answers import EntryRow
 from cluster.net.client import AppendError, Client, ClientError
 from cluster.net.frames import ProtocolError
 from cluster.net.transport import TransportError
@@ -104,14 +105,17 @@ class Reading:
         self.follow, self.interval, self.consistency, self.node = follow, interval, consistency, node
         self.on_wait = on_wait
 
-    async def _pages(self, c: Client) -> AsyncIterator[list[dict]]:
+    async def _pages(self, c: Client) -> AsyncIterator[list[EntryRow]]:
         first = self.first
         if first is None:
             leader = self.node or await c.find_leader(asyncio.get_running_loop().time() + self.target.timeout)
             try:
-                first = int((await c.metadata(leader))["committed_index"]) + 1
-            except (TransportError, ProtocolError, KeyError, TypeError, ValueError) as exc:
+                committed = (await c.metadata(leader)).committed_index
+            except (TransportError, ProtocolError) as exc:
                 raise ClientError(f"{leader}: cannot read its commit index: {exc}") from None
+            if committed is None:
+                raise ClientError(f"{leader}: cannot read its commit index: its METADATA answer does not say it")
+            first = committed + 1
         last = self.last if self.last is not None else first + self.count - 1 if self.count is not None else (
             None if self.follow else first)
         self.first, self.last = first, last
@@ -119,8 +123,9 @@ class Reading:
                                       consistency=self.consistency, peer=self.node, on_wait=self.on_wait):
             yield page
 
-    def pages(self) -> Iterator[list[dict]]:
-        """Each page of entries (dicts: index, term, pos, size, magic, body) as it arrives."""
+    def pages(self) -> Iterator[list[EntryRow]]:
+        """Each page of entries (cluster.net.answers.EntryRow: index, term, pos, size, magic,
+        body, ...) as it arrives."""
         return stream(self.target, self._pages)
 
 

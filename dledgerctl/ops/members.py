@@ -90,9 +90,9 @@ async def add(c: Client, node: str, address: str, wait: float, base_dir: str | N
     start = loop.time()
     leader = await c.find_leader(start + c.timeout)
     md = await c.metadata(leader)
-    if node in md.get("peers", {}):
-        raise ClientError(f"{node} is a member already ({'voter' if node in md.get('voters', []) else 'learner'})")
-    taken = [p for p, a in md.get("peers", {}).items() if a == address]
+    if node in md.peers:
+        raise ClientError(f"{node} is a member already ({'voter' if node in (md.voters or []) else 'learner'})")
+    taken = [p for p, a in md.peers.items() if a == address]
     if taken:
         raise ClientError(f"{address} is the address of member {taken[0]}")
     made: list[str] = []
@@ -102,7 +102,7 @@ async def add(c: Client, node: str, address: str, wait: float, base_dir: str | N
             host, port = parse_address(address)
             launcher.check_ports(host, {port: node})
             adding.base_dir, adding.made = base_dir, made
-            launcher.add_member(base_dir, node, address, md["peers"])
+            launcher.add_member(base_dir, node, address, md.peers)
         except (launcher.LauncherError, OSError) as exc:
             adding.base_dir = adding.made = None
             launcher.discard(made)
@@ -123,14 +123,14 @@ async def add(c: Client, node: str, address: str, wait: float, base_dir: str | N
         c.leader = None
         leader = await c.find_leader(loop.time() + c.timeout)
         md = await c.metadata(leader)
-        if node in md.get("voters", []):
-            resp = msgspec.structs.replace(resp, voters=md["voters"], learners=md.get("learners", []),
-                                           peers=md["peers"], index=md.get("config_index"))
-            say(f"{node}: a voter (config entry {md.get('config_index')})")
+        if node in (md.voters or []):
+            resp = msgspec.structs.replace(resp, voters=md.voters, learners=md.learners or [],
+                                           peers=md.peers, index=md.config_index)
+            say(f"{node}: a voter (config entry {md.config_index})")
             adding.done = True
             return _step("add", node, resp, start, loop.time())
-        mark = next((r for r in md.get("replication", []) if r.get("peer") == node), None)
-        now_said = (f"{node}: learner, {mark['lag_entries']} entries behind ({mark['state']})" if mark
+        mark = next((r for r in md.replication if r.peer == node), None)
+        now_said = (f"{node}: learner, {mark.lag_entries} entries behind ({mark.state})" if mark
                     else f"{node}: not yet replicated to")
         if now_said != said:
             say(now_said)
@@ -190,7 +190,7 @@ def undo_add(target: Target, adding: Adding, say: Say = quiet) -> None:
                 try:
                     loop = asyncio.get_running_loop()
                     md = await c.metadata(await c.find_leader(loop.time() + c.timeout))
-                    if node not in md.get("peers", {}):
+                    if node not in md.peers:
                         return None
                     return await change(c, "remove", node, None, loop.time() + c.timeout, say)
                 finally:

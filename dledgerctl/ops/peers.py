@@ -8,6 +8,7 @@ import asyncio
 
 import msgspec
 
+from cluster.net.answers import NodeState, WatermarkRow
 from cluster.net.client import Client, ClientError, Refused
 from cluster.raft.rpc import Code
 
@@ -24,7 +25,7 @@ def check_member(target: Target, peer: str, what: str = "--peer") -> None:
         raise OpsError(f"{what} {peer!r} is not a member ({', '.join(target.peers)})", usage=True)
 
 
-def watermarks(target: Target) -> list[dict]:
+def watermarks(target: Target) -> list[WatermarkRow]:
     """Per member, from the leader: alive, dispatcher state, match index, next index, lag."""
     return run(target, lambda c: c.watermarks())
 
@@ -40,7 +41,7 @@ class Watermarks:
             return target.client()
         self.client = self.loop.run_until_complete(make())
 
-    def rows(self) -> list[dict]:
+    def rows(self) -> list[WatermarkRow]:
         return self.loop.run_until_complete(self.client.watermarks())
 
     def close(self) -> None:
@@ -101,7 +102,7 @@ def transfer_leader(target: Target, to: str, say: Say = quiet) -> Transfer:
         while True:
             if await c.find_leader(end) == to:
                 md = await c.metadata(to)
-                return Transfer(to, to, to, md.get("term"), 0)
+                return Transfer(to, to, to, md.term, 0)
             try:
                 old, old_term = await c.transfer_leadership(to)
             except Refused as exc:  # (not yet: the target is not answering the leader, or a transfer is on)
@@ -116,15 +117,15 @@ def transfer_leader(target: Target, to: str, say: Say = quiet) -> Transfer:
             while loop.time() < asked_until:
                 seen = await c.status()
                 md = seen.get(to)
-                if isinstance(md, dict) and md.get("role") == "leader" and md.get("term", 0) > old_term:
-                    return Transfer(old, to, to, md["term"], round((loop.time() - start) * 1000))
+                if isinstance(md, NodeState) and md.role == "leader" and (md.term or 0) > old_term:
+                    return Transfer(old, to, to, md.term, round((loop.time() - start) * 1000))
                 await asyncio.sleep(0.05)
             if loop.time() >= end:
                 break
             waiting(f"{to} did not take over within {TAKE_WAIT_S:g} s (catching up?); asking again")
             c.leader = None
-        leaders = [f"{p} (term {md.get('term')})" for p, md in seen.items()
-                   if isinstance(md, dict) and md.get("role") == "leader"]
+        leaders = [f"{p} (term {md.term})" for p, md in seen.items()
+                   if isinstance(md, NodeState) and md.role == "leader"]
         raise ClientError(f"{to} did not take leadership within {c.timeout:g} s; leader now: "
                           f"{', '.join(leaders) or 'none'}")
 
@@ -152,8 +153,8 @@ def replace(target: Target, node: str, new_id: str, address: str, wait: float, s
     async def work(c: Client) -> list[Step]:
         leader = await c.find_leader(asyncio.get_running_loop().time() + c.timeout)
         md = await c.metadata(leader)
-        if node not in md.get("peers", {}):
-            raise ClientError(f"{node} is not a member ({', '.join(md.get('peers', {}))})")
+        if node not in md.peers:
+            raise ClientError(f"{node} is not a member ({', '.join(md.peers)})")
         added = await members.add(c, new_id, address, wait, start_dir, start_dir is not None, adding, say)
         return [added, await members.remove(c, node, stop_dir, stop_dir is not None, say)]
 

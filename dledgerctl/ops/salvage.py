@@ -22,16 +22,15 @@ def match_live(result: Salvage, target: Target) -> None:
     async def pages(c: Client):
         leader = await c.find_leader(asyncio.get_running_loop().time() + target.timeout)
         md = await c.metadata(leader)
-        try:
-            first, last = int(md.get("begin_index") or 0), int(md["committed_index"])
-        except (KeyError, TypeError, ValueError):
+        if md.committed_index is None:
             raise ClientError(f"{leader}: its METADATA answer gives no commit index (a Java DLedger member: read its "
-                              f"files with --against)") from None
+                              f"files with --against)")
+        first, last = md.begin_index or 0, md.committed_index
         seen.update(leader=leader, first=first, last=last)
         if last >= first:
             async for page in paging.read(c, first, last, peer=leader, consistency="serializable"):
                 yield page
 
     for page in stream(target, pages):
-        match(result, seen["leader"], (m for e in page for m in entry_messages(e["magic"], e["body"])))
+        match(result, seen["leader"], (m for e in page for m in entry_messages(e.magic, e.body)))
     result.logs.append(f"{target.group}'s log on {seen['leader']} (entries {seen['first']}-{seen['last']})")

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from cluster.net.answers import NodeState
 from cluster.net.client import Client
 from cluster.node import launcher
 
@@ -56,8 +57,8 @@ def status(target: Target) -> list[MemberStatus]:
     return rows_of(target, answers, refused)
 
 
-def rows_of(target: Target, answers: dict[str, dict | str], refused: dict[str, str]) -> list[MemberStatus]:
-    """The rows of answers to ``Client.status`` (a dict, or the error text) and the members
+def rows_of(target: Target, answers: dict[str, NodeState | str], refused: dict[str, str]) -> list[MemberStatus]:
+    """The rows of answers to ``Client.status`` (a NodeState, or the error text) and the members
     that refused the client (``Client.refused``)."""
     procs = {n["id"]: n for n in target.record["nodes"]} if target.record else {}
     rows = []
@@ -65,21 +66,19 @@ def rows_of(target: Target, answers: dict[str, dict | str], refused: dict[str, s
         peer = target.peers.get(pid)
         address = peer.address if peer is not None else None
         stranger = _stranger(procs.get(pid), md)
-        if pid in refused and not isinstance(md, dict):
+        if pid in refused and not isinstance(md, NodeState):
             r = MemberStatus(pid, address, "refused", error=refused[pid])
         elif stranger is not None:
             r = MemberStatus(pid, address, "stranger", error=stranger)
-        elif isinstance(md, dict):
-            r = MemberStatus(pid, address, "up", **{k: md.get(k) for k in ANSWERED})
-            for k in ("applied_index", "snapshot_index"):  # (with a state machine)
-                if k in md:
-                    setattr(r, k, md[k])
-            if md.get("never_lead"):  # (node start --never-lead)
+        elif isinstance(md, NodeState):
+            r = MemberStatus(pid, address, "up", **{k: getattr(md, k) for k in ANSWERED},  # (UNSET indexes: no
+                             applied_index=md.applied_index, snapshot_index=md.snapshot_index)  # state machine)
+            if md.never_lead:  # (node start --never-lead)
                 r.never_lead = True
-            if md.get("push_refused"):  # (a follower refusing its leader's entries: why, and the fix)
-                r.push_refused = md["push_refused"]
-            if isinstance(md.get("scrub"), dict):  # (the background scrub: where its pass is, what it found)
-                r.scrub = md["scrub"]
+            if md.push_refused:  # (a follower refusing its leader's entries: why, and the fix)
+                r.push_refused = md.push_refused
+            if md.scrub is not None:  # (the background scrub: where its pass is, what it found)
+                r.scrub = md.scrub
         else:
             r = MemberStatus(pid, address, "down", error=md)
         if pid in procs:
@@ -90,13 +89,13 @@ def rows_of(target: Target, answers: dict[str, dict | str], refused: dict[str, s
     return rows
 
 
-def _stranger(node: dict | None, md) -> str | None:
+def _stranger(node: dict | None, md: NodeState | str) -> str | None:
     """Why the answer at a recorded member's address is not from that member (another
     process, of another cluster say, listens there), or None."""
-    if node is None or not isinstance(md, dict) or not isinstance(md.get("pid"), int):
+    if node is None or not isinstance(md, NodeState) or md.pid is None:
         return None  # (not recorded, no answer, or a node that does not say its pid: Java)
     mine = node.get("pid") if launcher.alive(node) else None
-    if md["pid"] == mine:
+    if md.pid == mine:
         return None
-    return (f"pid {md['pid']} answers at {node.get('address')}, not {node['id']}'s recorded process "
+    return (f"pid {md.pid} answers at {node.get('address')}, not {node['id']}'s recorded process "
             f"({'pid ' + str(mine) if mine else 'not running'})")

@@ -21,6 +21,7 @@ import pytest
 
 from tests.support import faults
 from tests.support.paths import ROOT
+from cluster.net.answers import NodeState
 from cluster.net.client import AppendError, Client
 from cluster.raft.config import Peer
 from cluster.raft.rpc import Code
@@ -197,7 +198,7 @@ async def _disk_full(workdir: str, mounts: dict[str, str]) -> None:
             req.outcome, req.error, req.code = exc.outcome, str(exc), exc.code
         return req
 
-    async def md(node: str) -> dict:
+    async def md(node: str) -> NodeState:
         return await client.metadata(node, 2)
 
     try:
@@ -213,10 +214,10 @@ async def _disk_full(workdir: str, mounts: dict[str, str]) -> None:
             r = await append(100)
             assert r.outcome == "ok", r.error
         m = await md(full)
-        assert m["role"] == "follower" and m["leader"] == leader
-        assert m["end_index"] < (await md(leader))["end_index"]
+        assert m.role == "follower" and m.leader == leader
+        assert m.end_index < (await md(leader)).end_index
         got = await client.get(1, 3, peer=full)  # reads are served from what it has
-        assert [e["index"] for e in got] == [1, 2, 3] and got[0]["body"].startswith(b"df:r0:e0:")
+        assert [e.index for e in got] == [1, 2, 3] and got[0].body.startswith(b"df:r0:e0:")
         marks = {r["peer"]: r for r in (await client.operator(WATERMARKS, {}))["peers"]}
         assert "DISK_FULL" in marks[full]["last_error"], marks[full]
         os.unlink(filler)  # space returns: it catches up
@@ -237,10 +238,10 @@ async def _disk_full(workdir: str, mounts: dict[str, str]) -> None:
         again = await append(100)  # (a smaller batch may still fit what is left of the files)
         assert again.outcome == "failed" and again.code == Code.DISK_FULL
         m = await md(leader)
-        assert m["role"] == "leader"
-        got = await client.get(m["committed_index"], 1, peer=leader)
-        assert got[0]["index"] == m["committed_index"]
-        assert (await md(other))["end_index"] == m["end_index"]
+        assert m.role == "leader"
+        got = await client.get(m.committed_index, 1, peer=leader)
+        assert got[0].index == m.committed_index
+        assert (await md(other)).end_index == m.end_index
         os.unlink(filler)
         deadline = loop.time() + 20
         while True:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import functools
 
+import msgspec
+
 from cluster.net.channel import Channel
 from cluster.net.client import Client
 from cluster.net.frames import ProtocolError
@@ -55,7 +57,7 @@ class Monitor:
 
     async def _one(self, p: str):
         try:
-            return p, await self.client.metadata(p, self.timeout)
+            return p, sample_of(await self.client.metadata(p, self.timeout))
         except (TransportError, ProtocolError):
             return p, None
 
@@ -102,6 +104,13 @@ class Monitor:
             except asyncio.TimeoutError:
                 return bool(cond(self))
         return True
+
+
+def sample_of(state) -> dict:
+    """A member's METADATA answer (cluster.net.answers.NodeState) as the dict of its fields
+    the checks read (what it said and was not typed, ``other``, included)."""
+    out = {f: getattr(state, f) for f in state.__struct_fields__ if f != "other"}
+    return {**state.other, **{k: v for k, v in out.items() if v is not msgspec.UNSET}}
 
 
 def quorum_leader(md: dict[str, dict | None], quorum: int) -> str | None:
