@@ -60,8 +60,8 @@ class Rejected(ClientError):
     and why."""
 
 
-class BadAnswer(ClientError, BadMessage):
-    """A METADATA answer with a field missing or mistyped: ``peer``, ``why`` (as ProtocolError: no answer)."""
+class BadAnswer(ClientError):
+    """A METADATA answer with a field missing or mistyped: ``peer``, ``why`` (taken as no answer)."""
 
     def __init__(self, peer: str, why: str) -> None:
         super().__init__(f"{peer}: {why}")
@@ -169,8 +169,7 @@ class Client:
         """The error of a request to ``peer`` that failed with ``exc``: Rejected when the
         member refuses it."""
         why = refusal_of(exc)
-        text = str(exc) if isinstance(exc, BadAnswer) else f"{peer}: {exc}"  # (a BadAnswer names the member)
-        return ClientError(text) if why is None else Rejected(f"{peer}: {why}")
+        return ClientError(f"{peer}: {exc}") if why is None else Rejected(f"{peer}: {why}")
 
     def _refusing(self, peer: str, exc: BaseException, code: int = METADATA) -> str | None:
         """Remember ``peer`` as refusing this client when ``exc`` (the failure of a request
@@ -240,7 +239,7 @@ class Client:
     async def _metadata_of(self, peer: str, timeout: float):
         try:
             return peer, await self.metadata(peer, timeout)
-        except (TransportError, ProtocolError) as exc:
+        except (TransportError, ProtocolError, BadAnswer) as exc:
             return peer, exc
 
     async def java_term(self, peer: str, timeout: float | None = None) -> int | None:
@@ -263,7 +262,7 @@ class Client:
         async def one(p):
             try:
                 md = await self.metadata(p)
-            except (TransportError, ProtocolError) as exc:
+            except (TransportError, ProtocolError, BadAnswer) as exc:
                 return p, exc.why if isinstance(exc, BadAnswer) else str(exc)
             if md.impl == "dledger":
                 md = msgspec.structs.replace(md, term=await self.java_term(p))
@@ -567,7 +566,7 @@ class Client:
             try:
                 md = await self.metadata(target)
                 begin, committed = md.begin_index, md.committed_index
-            except (TransportError, ProtocolError):
+            except (TransportError, ProtocolError, BadAnswer):
                 begin = committed = None
             raise OutOfRange(f"{target}: {resp.get('remark') or 'index out of range'}", target, begin, committed)
         if code != Code.SUCCESS:

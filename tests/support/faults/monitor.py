@@ -12,7 +12,7 @@ import functools
 import msgspec
 
 from cluster.net.channel import Channel
-from cluster.net.client import Client
+from cluster.net.client import Client, ClientError
 from cluster.net.frames import ProtocolError
 from cluster.net.tls import expect_member
 from cluster.net.transport import TransportError
@@ -58,7 +58,7 @@ class Monitor:
     async def _one(self, p: str):
         try:
             return p, sample_of(await self.client.metadata(p, self.timeout))
-        except (TransportError, ProtocolError):
+        except (TransportError, ProtocolError, ClientError):
             return p, None
 
     def set_members(self, members: list[str], voters: int) -> None:
