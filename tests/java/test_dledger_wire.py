@@ -19,7 +19,6 @@ from cluster.net.client import Client
 from cluster.net.frames import Frame, json_body
 from cluster.net.wire import METADATA
 from cluster.raft.config import parse_peers
-from tests.support import javadledger
 from tests.support.commands import cli
 from tests.support.group import wait_for
 from tests.support.ports import free_port_base
@@ -28,19 +27,25 @@ GROUP = "g"
 
 
 class JavaGroup:
-    """Java DLedger server processes, one per member, each logging to <base>/<id>.log."""
+    """Java DLedger server processes, one per member, each logging to <base>/<id>.log.
+    ``java``: a built DLedger (tests/support/javadledger.py; its ``BossCommand server``), or
+    a function of (id, peers, base) giving a member's command line
+    (tests/java/test_follower_filesize_java.py's ``java_server``: 64 KiB data files)."""
 
-    def __init__(self, java: javadledger.JavaDLedger, base: str, ids: list[str], port_base: int,
-                 peers: str | None = None) -> None:
-        self.java, self.base, self.ids = java, base, ids
+    def __init__(self, java, base: str, ids: list[str], port_base: int, peers: str | None = None) -> None:
+        self.command = java if callable(java) else (
+            lambda node, peers, base: java.server_command(GROUP, node, peers, base))
+        self.base, self.ids = base, ids
         self.peers = peers or ";".join(f"{n}-127.0.0.1:{port_base + k}" for k, n in enumerate(ids))
+        self.address = dict(x.split("-", 1) for x in self.peers.split(";"))
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, node: str) -> None:
+    def start(self, node: str, peers: str | None = None) -> None:
+        """Start ``node`` with the group's peers (or ``peers``: itself alone, say)."""
         os.makedirs(self.base, exist_ok=True)
-        log = open(os.path.join(self.base, f"{node}.log"), "ab")
-        self.procs[node] = subprocess.Popen(self.java.server_command(GROUP, node, self.peers, self.base),
-                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(os.path.join(self.base, f"{node}.log"), "ab") as log:
+            self.procs[node] = subprocess.Popen(self.command(node, peers or self.peers, self.base), stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, node: str, sig=signal.SIGKILL) -> None:
         p = self.procs.pop(node)

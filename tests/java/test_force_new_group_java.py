@@ -19,47 +19,11 @@ import subprocess
 
 from store.filestore import FileStore
 from store.format import MAGIC_CONFIG, MAGIC_NORMAL
-from tests.java.test_follower_filesize_java import GROUP, java_server  # noqa: F401 (a fixture)
+from tests.java.test_dledger_wire import GROUP, JavaGroup, leader_of
+from tests.java.test_follower_filesize_java import java_server  # noqa: F401 (a fixture)
 from tests.support.commands import cli
 from tests.support.group import wait_for
 from tests.support.ports import free_port_base
-
-
-class JavaGroup:
-    def __init__(self, command, base: str) -> None:
-        self.command, self.base = command, base
-        port = free_port_base(3)
-        self.address = {f"n{k}": f"127.0.0.1:{port + k}" for k in range(3)}
-        self.peers = ";".join(f"{n}-{a}" for n, a in self.address.items())
-        self.dirs = {n: os.path.join(base, f"dledger-{n}") for n in self.address}
-        self.procs: dict[str, subprocess.Popen] = {}
-        os.makedirs(base, exist_ok=True)
-
-    def start(self, node: str, peers: str | None = None) -> None:
-        with open(os.path.join(self.base, f"{node}.log"), "ab") as log:
-            self.procs[node] = subprocess.Popen(self.command(node, peers or self.peers, self.base), stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True)
-
-    def kill(self, node: str) -> None:
-        p = self.procs.pop(node, None)
-        if p is not None and p.poll() is None:
-            p.kill()
-            p.wait(timeout=30)
-
-    def close(self) -> None:
-        for node in list(self.procs):
-            self.kill(node)
-
-    def log(self, node: str) -> str:
-        with open(os.path.join(self.base, f"{node}.log"), errors="replace") as fh:
-            return fh.read()
-
-
-def _leader(peers: str) -> str | None:
-    r = cli("cluster", "status", "--peers", peers, "--group", GROUP, "--format", "json", "--timeout", "2")
-    rows = json.loads(r.stdout) if r.stdout.strip() else []
-    leaders = [x["id"] for x in rows if x.get("role") == "leader"]
-    return leaders[0] if len(leaders) == 1 else None
 
 
 def _append(peers: str, bodies: list[str], timeout: str = "20") -> subprocess.CompletedProcess:
@@ -74,15 +38,16 @@ def _held(node_dir: str) -> list[tuple[int, int, int, bytes]]:
 
 
 def test_a_java_survivor_forced_alone_leads_and_serves_every_entry(java_server, tmp_path):  # noqa: F811
-    g = JavaGroup(java_server, str(tmp_path / "g"))
+    g = JavaGroup(java_server, str(tmp_path / "g"), ["n0", "n1", "n2"], free_port_base(3))
+    dirs = {n: os.path.join(g.base, f"dledger-{n}") for n in g.ids}
     try:
-        for n in g.address:
+        for n in g.ids:
             g.start(n)
-        leader = wait_for(lambda: _leader(g.peers), 90, "a Java leader")
+        leader = wait_for(lambda: leader_of(g.peers), 90, "a Java leader")
         r = _append(g.peers, [f"acked-{k:03d}-" + "m" * 2000 for k in range(60)])  # (several 64 KiB files)
         assert r.returncode == 0, r.stderr
         # its followers gone, the leader writes what it can no longer have acknowledged
-        others = [n for n in g.address if n != leader]
+        others = [n for n in g.ids if n != leader]
         for n in others:
             g.kill(n)
         alone = f"{leader}-{g.address[leader]}"
@@ -90,8 +55,8 @@ def test_a_java_survivor_forced_alone_leads_and_serves_every_entry(java_server, 
         assert r.returncode != 0 and "WAIT_QUORUM_ACK_TIMEOUT" in r.stderr, r.stderr
         g.kill(leader)
         for n in others:  # (their machines are gone for good)
-            shutil.rmtree(g.dirs[n])
-        survivor = g.dirs[leader]
+            shutil.rmtree(dirs[n])
+        survivor = dirs[leader]
         held = _held(survivor)
         assert {m for _, _, m, _ in held} == {MAGIC_NORMAL}  # (DLedger 0.2.7's own entries only)
         bodies = [b for _, _, _, b in held]
@@ -115,16 +80,15 @@ def test_a_java_survivor_forced_alone_leads_and_serves_every_entry(java_server, 
             s.set_committed(s.end_index)
             s.flush()
             s.persist_checkpoint()
-        spoiled = JavaGroup(java_server, copy)
-        spoiled.address = {leader: g.address[leader]}
-        spoiled.start(leader, alone)
+        spoiled = JavaGroup(java_server, copy, [leader], 0, peers=alone)
+        spoiled.start(leader)
         try:
             wait_for(lambda: "magic" in spoiled.log(leader) or spoiled.procs[leader].poll() is not None, 60,
                      "DLedger 0.2.7 to meet the config entry")
             assert "unknown magic=3" in spoiled.log(leader) or "magic=3" in spoiled.log(leader), \
                 spoiled.log(leader)[-3000:]
         finally:
-            spoiled.close()
+            spoiled.stop_all()
 
         # applied: no entry written, the log committed, the term raised
         r = cli("store", "force-new-group", survivor, "--peers", alone, "--yes")
@@ -139,7 +103,7 @@ def test_a_java_survivor_forced_alone_leads_and_serves_every_entry(java_server, 
 
         # DLedger's own server, alone: it leads, serves every entry, takes new ones
         g.start(leader, alone)
-        assert wait_for(lambda: _leader(alone), 90, "the survivor to lead alone") == leader
+        assert wait_for(lambda: leader_of(alone), 90, "the survivor to lead alone") == leader
         r = cli("get", "--peers", alone, "--group", GROUP, "-i", "0", "-c", str(len(held)), "--format", "json")
         assert r.returncode == 0, r.stderr
         got = json.loads(r.stdout)
@@ -148,4 +112,4 @@ def test_a_java_survivor_forced_alone_leads_and_serves_every_entry(java_server, 
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout)[0]["index"] == held[-1][0] + 1
     finally:
-        g.close()
+        g.stop_all()
