@@ -55,6 +55,14 @@ def settled(g, leader: str | None = None) -> list[dict] | None:
     return rows
 
 
+def ask_leader(g, leader: str, command: str) -> dict:
+    """``command``'s answer from the controller of ``leader``, asked again while it answers
+    CONTROLLER_NOT_LEADER (2007; changes nothing): a controller takes requests only once its
+    own leader proposal is applied, a moment after DLedger names it leader (30 s at most)."""
+    return wait_for(lambda: (lambda a: None if a.get("code") == 2007 else a)(g.ask(leader, command)), 30,
+                    f"{leader} to serve as controller leader")
+
+
 def events(g) -> list[dict]:
     r = cli("get", "--peers", g.peers, "--group", GROUP, "-i", "0", "--count", "100", "--decode",
             "rocketmq-controller", "--format", "json")
@@ -74,7 +82,7 @@ def test_status_events_and_transfer_on_a_live_controller_group(controllers, tmp_
     assert all(r[k] is None for r in rows for k in ("begin_index", "end_index", "committed_index"))
 
     # a broker set joins as a broker in controller mode does; a second broker of the set too
-    first = g.ask(leader, f"register {CLUSTER} broker-a 127.0.0.1:30911")
+    first = ask_leader(g, leader, f"register {CLUSTER} broker-a 127.0.0.1:30911")
     assert first == {"brokerId": 1, "masterBrokerId": 1, "masterAddress": "127.0.0.1:30911", "masterEpoch": 1}
     second = g.ask(leader, f"register {CLUSTER} broker-a 127.0.0.1:30921")
     assert second["step"] == "electMaster" and second["code"] == 2011  # CONTROLLER_MASTER_STILL_EXIST

@@ -19,7 +19,7 @@ import pytest
 
 from store.rocketmq.controller import entries
 from store.rocketmq.controller_state import ControllerState
-from tests.java.test_controller_group_java import CLUSTER, GROUP, settled
+from tests.java.test_controller_group_java import CLUSTER, GROUP, ask_leader, settled
 from tests.java.test_rocketmq_controller_java import ours
 from tests.support import javarocketmq5
 from tests.support.commands import cli
@@ -110,7 +110,7 @@ def test_a_live_controller_applies_nothing_past_an_entry_it_cannot_apply(built, 
             g.start(n)
         rows = wait_for(lambda: settled(g), 90, "the controller members to elect a leader and all name it")
         (leader,) = [r["id"] for r in rows if r["role"] == "leader"]
-        assert g.ask(leader, f"register {CLUSTER} broker-a 127.0.0.1:30911")["brokerId"] == 1
+        assert ask_leader(g, leader, f"register {CLUSTER} broker-a 127.0.0.1:30911")["brokerId"] == 1
         # an entry that is no event, committed by DLedger: the append is never acknowledged (not applied)
         r = cli("append", "--peers", g.peers, "--group", GROUP, "-d", "x", "--timeout", "5", timeout=60)
         assert r.returncode == 1 and "not committed" in r.stderr, r.stderr
