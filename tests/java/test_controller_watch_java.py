@@ -122,7 +122,9 @@ def test_a_healthy_failover_stays_quiet(java, tmp_path):
             waited = [s.held_back_seconds for s in seen if s.held_back_seconds is not None]
             assert max(waited, default=0) < 20  # (RocketMQ's own failover well inside the bound)
             assert seen[-1].view.master_epoch == 2 and seen[-1].view.sync_state_set == (2,)
-            assert "Elect a new master in broker-set: broker-w done" in cluster.log_text("n0")
+            # (the controller logs its election after answering with it, from another thread)
+            _wait(lambda: "Elect a new master in broker-set: broker-w done" in cluster.log_text("n0"),
+                  "line of the election in the controller's log", 15)
             r = _cli("controller", "watch", "-a", address, "--once", "--bound", "20s")
             assert r.returncode == 0, r.stderr
             assert "0 elections held back" in r.stderr
