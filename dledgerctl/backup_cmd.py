@@ -148,9 +148,9 @@ def force_new_group_cmd(
                 f"DLedger server with --peers '{alone}', a DLedger-mode broker with dLegerSelfId={p.id} and "
                 f"dLegerPeers={alone} in its broker.conf, dledgerctl with {flag('peers')} '{alone}'")
         if p.applied:
-            typer.echo(f"forced {p.id}: its log committed, term {p.new_term}; {what} now committed. {java}; then "
-                       f"give every member, new ones and it, the new member list and restart it (DLedger 0.2.7 "
-                       f"changes members only so).", err=True)
+            typer.echo(f"forced {p.id}: its log committed, term {p.new_term}; {what} now committed. {java}. To grow "
+                       f"it, give every member (it and the new ones) the new member list and restart them: DLedger "
+                       f"0.2.7 changes members only so.", err=True)
         else:
             typer.echo(f"plan for {p.id} (log {p.begin_index}-{p.end_index}, term {p.end_term}): {what} would become "
                        f"committed, and its term {p.new_term}. {java}. Nothing changed: run again with --yes to "
