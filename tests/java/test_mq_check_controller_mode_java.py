@@ -35,7 +35,7 @@ def confirm_offset(root) -> int:
 def truncated_and_killed(replica, offset: int) -> None:
     """Wait for the handshake's truncation to ``offset`` and its confirm offset in the
     checkpoint (StoreCheckpoint.flush, each second), then SIGKILL the replica."""
-    replica.wait_until(lambda s: f"Truncate slave log to {offset} success" in replica.log_text(), "the truncation")
+    replica.wait_log(f"Truncate slave log to {offset} success", "the truncation")
     replica.wait_until(lambda s: confirm_offset(replica.root) == offset, f"checkpoint confirm offset {offset}")
     replica.kill()
 

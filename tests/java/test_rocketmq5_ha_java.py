@@ -185,7 +185,7 @@ def test_failover_truncates_the_old_masters_tail_to_the_consistent_point(group):
     group[1].slave(group[2], 2)
     group[1].wait_until(lambda s: group[1].truncate_offsets(), "1's handshake")
     assert first_handshake(group[1]) == a
-    assert f"Truncate slave log to {a} success" in group[1].log_text()
+    group[1].wait_log(f"Truncate slave log to {a} success", "1's truncation")
     s1 = group[1].wait_until(lambda s: s["max_phy_offset"] == c and s["queues"].get("TopicF/0") == 70,
                              "1 caught up with 2")
     assert [(e["epoch"], e["start"]) for e in s1["epochs"]] == [(1, 0), (2, a)]

@@ -158,7 +158,7 @@ def test_unclean_election_of_the_longest_slave_cuts_the_dead_masters_acknowledge
     g[1].slave(g[3], 2)
     g[1].wait_until(lambda s: len(g[1].truncate_offsets()) > seen, "1's handshake with 3")
     assert g[1].truncate_offsets()[seen] == b
-    assert f"Truncate slave log to {b} success" in g[1].log_text()
+    g[1].wait_log(f"Truncate slave log to {b} success", "1's truncation")
     g[3].wait_until(lambda s: s["local_sync_state_set"] == [1, 2, 3], "3's SyncStateSet {1,2,3}")
     after = put_acked(g[3], 10, "u4")
     end = g.wait_caught_up(3)
@@ -260,7 +260,7 @@ def test_unclean_election_of_an_older_epoch_cuts_the_dead_masters_whole_epoch(bu
     g[2].slave(g[x], 3)
     g[2].wait_until(lambda s: len(g[2].truncate_offsets()) > seen, f"2's handshake with {x}")
     assert g[2].truncate_offsets()[seen] == a
-    assert f"Truncate slave log to {a} success" in g[2].log_text()
+    g[2].wait_log(f"Truncate slave log to {a} success", "2's truncation")
     g[x].wait_until(lambda s: s["local_sync_state_set"] == [1, 2, 3], f"{x}'s SyncStateSet {{1,2,3}}")
     after = put_acked(g[x], 5, "v4")
     end = g.wait_caught_up(x)

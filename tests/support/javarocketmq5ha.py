@@ -266,6 +266,11 @@ class HaReplica:
     def log_text(self) -> str:
         return javarocketmq5build.log_text(self.log_path)
 
+    def wait_log(self, text: str, what: str, timeout: float = 60.0) -> None:
+        """Until the log holds ``text``: a line RocketMQ writes after the step it reports
+        (the truncation after its ``truncateOffset is`` line) is not there the moment it is."""
+        self.wait_until(lambda _s: text in self.log_text(), what, timeout)
+
     def log_tail(self, n: int = 40) -> str:
         return javarocketmq5build.log_tail(self.log_path, n)
 
