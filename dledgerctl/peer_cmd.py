@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cluster.net.answers import CompareAnswer
 from cluster.net.client import ClientError
 from cluster.node.launcher import DEFAULT_BASE_DIR
 
@@ -151,28 +152,27 @@ def compare_cmd(
     found = clients.target(peers, base_dir, group, timeout)
     with clients.failures():
         result = ops_peers.compare(found, peer, deep=deep, dry_run=dry_run)
-    render_object(result, fmt)
+    render_object(result.row(), fmt)
     if fmt == Format.table:
         typer.echo(_compare_summary(result), err=True)
-    if dry_run and result.get("truncate_from") is not None:
+    if dry_run and result.truncate_from is not None:
         raise typer.Exit(1)
 
 
-def _compare_summary(r: dict) -> str:
-    peer = r["peer"]
-    if r.get("truncate_from") is None:
-        lag = r["leader_end"] - r["follower_end"]
+def _compare_summary(r: CompareAnswer) -> str:
+    if r.truncate_from is None:
+        lag = r.leader_end - r.follower_end
         tail = f"; it lacks {plural(lag, 'entry', 'entries')}, which replication sends" if lag > 0 else ""
         terms = (" (compared terms only, as DLedger does: --deep compares every entry's bytes)"
-                 if r.get("mode") == "terms" else "")
-        return f"{peer} holds the leader's log up to {r['match_index']}{terms}{tail}."
-    where = (f"differs from index {r['first_diff']} (term {r['follower_term']} there, the leader has "
-             f"{r['leader_term']})" if r.get("first_diff") is not None
-             else f"holds entries past the leader's end {r['leader_end']}")
-    if r.get("dry_run"):
-        return f"{peer} {where}; a repair would cut {plural(r['to_cut'], 'entry', 'entries')} from {r['truncate_from']}."
-    return (f"{peer} {where}: cut {plural(r['dropped'], 'entry', 'entries')} from {r['truncate_from']}; the leader "
-            f"re-fills it from {r['match_index'] + 1}.")
+                 if r.mode == "terms" else "")
+        return f"{r.peer} holds the leader's log up to {r.match_index}{terms}{tail}."
+    where = (f"differs from index {r.first_diff} (term {r.follower_term} there, the leader has "
+             f"{r.leader_term})" if r.first_diff is not None
+             else f"holds entries past the leader's end {r.leader_end}")
+    if r.dry_run:
+        return f"{r.peer} {where}; a repair would cut {plural(r.to_cut, 'entry', 'entries')} from {r.truncate_from}."
+    return (f"{r.peer} {where}: cut {plural(r.dropped, 'entry', 'entries')} from {r.truncate_from}; the leader "
+            f"re-fills it from {r.match_index + 1}.")
 
 
 @app.command("truncate")
@@ -202,7 +202,7 @@ def truncate_cmd(
             raise fail("not confirmed; nothing was cut (use --yes to skip the question)")
     with clients.failures():
         result = ops_peers.truncate(found, peer, from_index)
-    render_object(result, fmt)
+    render_object(result.row(), fmt)
 
 
 @app.command("transfer-leader")

@@ -24,7 +24,20 @@ import msgspec
 from ..raft.config import ConfigError, Peer, parse_peers
 from ..raft.rpc import Code
 from . import api
-from .answers import EntryRow, NodeState, WatermarkRow, entry_rows, node_state, watermark_rows
+from . import client_java
+from .answers import (
+    AppendAnswer,
+    CompareAnswer,
+    EntryRow,
+    NodeState,
+    TruncateAnswer,
+    WatermarkRow,
+    compare_answer,
+    entry_rows,
+    node_state,
+    truncate_answer,
+    watermark_rows,
+)
 from .api_client import (
     append_ext,
     append_request,
@@ -305,9 +318,9 @@ class Client:
                                   + (f" ({why})" if why else ""))
             await asyncio.sleep(0.05)
 
-    async def append(self, bodies: list[bytes], *, resend_unknown: bool = True) -> dict:
-        """Append on the leader; returns its answer (code, term, leaderId, remark, and
-        entries: [index, term, pos, size] per body, read when first used: api_client.AnswerRows).
+    async def append(self, bodies: list[bytes], *, resend_unknown: bool = True) -> AppendAnswer:
+        """Append on the leader; returns its answer (answers.AppendAnswer: its ``entries``,
+        [index, term, pos, size] per body, are read when first used).
 
         Follows NOT_LEADER and retries until the timeout. After an attempt whose outcome
         is unknown (no answer, TERM_CHANGED), the bodies are sent again only with
@@ -340,10 +353,12 @@ class Client:
                     continue
             try:  # (the hot path of every append: no Frame and no coroutine of its own)
                 if self.java[leader]:
-                    resp = await self._append_java(leader, bodies, deadline)
+                    resp = await client_java.append(self._call, self.group, leader, bodies, deadline)
                 else:
                     resp = decode_append_answer(await self.channels[leader].call(
                         append_request, (ext, bodies), max(0.05, deadline - now)))
+            except client_java.PartlyAppended as exc:
+                raise AppendError(str(exc), "unknown", exc.code) from None
             except (TransportError, ProtocolError) as exc:
                 last_error, code = f"{leader}: {exc}", None
                 why = self._refusing(leader, exc, APPEND)
@@ -357,61 +372,42 @@ class Client:
                 await asyncio.sleep(0.05)
                 now = loop.time()
                 continue
-            rc = resp.get("code", -1)
+            rc = resp.code
             if rc == _SUCCESS:
                 return resp
             code = Code(rc) if rc in Code._value2member_map_ else Code.UNKNOWN
-            last_error = f"{leader}: {code.name} {resp.get('remark') or ''}".strip()
+            last_error = f"{leader}: {code.name} {resp.remark}".strip()
             if code not in REFUSED_BEFORE_APPEND:
                 unknown = True
             if code not in _RETRY or (unknown and not resend_unknown):
                 raise _append_error(last_error, unknown, code)
-            hint = resp.get("leaderId")
+            hint = resp.leader_id
             self.leader = hint if hint in self.peers and hint != leader else None
             await asyncio.sleep(0.02)
             now = loop.time()
         raise _append_error(f"append not committed within {self.timeout:g} s ({last_error})", unknown, code)
 
-    async def _append_java(self, leader: str, bodies: list[bytes], deadline: float) -> dict:
-        """Append on a Java DLedger leader, which takes one body per APPEND: the bodies are
-        sent one after another (so they land in order) and the answer looks like a
-        dledgerctl leader's (code, term, leaderId, remark, entries). A refusal of the first
-        is returned as it is; of a later one, AppendError ("unknown": some are in)."""
-        loop = asyncio.get_running_loop()
-        rows, resp = [], {}
-        for body in bodies:
-            frame = request_frame(api.DLedgerAppend(self.group, leader, body))
-            resp = await self._call(leader, frame, APPEND, max(0.05, deadline - loop.time()))
-            if resp.get("code") != _SUCCESS and rows:  # some are in: neither a retry nor "failed" is right
-                rc = resp.get("code", -1)
-                code = Code(rc) if rc in Code._value2member_map_ else Code.UNKNOWN
-                raise AppendError(f"{leader}: {len(rows)} of {len(bodies)} entries appended (the last at index "
-                                  f"{rows[-1][0]}), then {code.name} {resp.get('remark') or ''}".strip(), "unknown",
-                                  code)
-            if resp.get("code") != _SUCCESS:
-                return resp
-            rows.append([resp.get("index", -1), resp.get("term", -1), resp.get("pos", -1), 48 + len(body)])
-        resp["entries"] = rows
-        return resp
-
     async def watermarks(self) -> list[WatermarkRow]:
         """Every peer's replication state, from the leader (WATERMARKS): a row per peer, the
         leader's first; ClientError naming the leader when its answer does not decode."""
-        answer = await self._on_leader(api.Watermarks(self.group))
+        return self._typed(watermark_rows, await self._on_leader(api.Watermarks(self.group)))
+
+    async def force_compare(self, peer: str, *, deep: bool = False, dry_run: bool = False) -> CompareAnswer:
+        """Have the leader find where ``peer``'s log leaves its own (FORCE_COMPARE; ``deep``:
+        by every entry's fingerprint) and repair it, unless ``dry_run``: what it found and did."""
+        return self._typed(compare_answer, await self._on_leader(api.ForceCompare(self.group, peer, deep, dry_run)))
+
+    async def force_truncate(self, peer: str, from_index: int) -> TruncateAnswer:
+        """Have the leader cut ``peer``'s log from ``from_index`` (FORCE_TRUNCATE) and re-fill
+        it: what it cut. Refused for committed entries."""
+        return self._typed(truncate_answer, await self._on_leader(api.ForceTruncate(self.group, peer, from_index)))
+
+    def _typed(self, kind, answer: dict):
+        """The leader's ``answer`` as ``kind`` makes it; ClientError naming the leader when it does not fit."""
         try:
-            return watermark_rows(answer)
+            return kind(answer)
         except ProtocolError as exc:
             raise ClientError(f"{self.leader}: {exc}") from None
-
-    async def force_compare(self, peer: str, *, deep: bool = False, dry_run: bool = False) -> dict:
-        """Have the leader find where ``peer``'s log leaves its own (FORCE_COMPARE; ``deep``:
-        by every entry's fingerprint) and repair it, unless ``dry_run``: the leader's answer."""
-        return await self._on_leader(api.ForceCompare(self.group, peer, deep, dry_run))
-
-    async def force_truncate(self, peer: str, from_index: int) -> dict:
-        """Have the leader cut ``peer``'s log from ``from_index`` (FORCE_TRUNCATE) and re-fill
-        it: the leader's answer. Refused for committed entries."""
-        return await self._on_leader(api.ForceTruncate(self.group, peer, from_index))
 
     async def operator(self, code: int, body: dict) -> dict:
         """An operator request of ``code`` with the JSON fields ``body`` on the leader (the
@@ -555,7 +551,8 @@ class Client:
             raise self._failed(target, exc) from None
         if self.java[target]:  # (a Java node answers from its own log, as leader only)
             try:
-                resp = await self._get_java(target, index, min(count, JAVA_PAGE))
+                resp = await client_java.get(self._call, self.group, target, index, min(count, JAVA_PAGE),
+                                              self.timeout)
             except (TransportError, ProtocolError) as exc:
                 raise self._failed(target, exc) from None
         else:
@@ -573,26 +570,3 @@ class Client:
             name = Code(code).name if code in Code._value2member_map_ else str(code)
             raise ClientError(f"{target}: {name} {resp.get('remark') or ''}".strip())
         return resp["entries"]
-
-    async def _get_java(self, peer: str, index: int, count: int) -> dict:
-        """Entries ``index..index + count - 1`` from a Java DLedger node, which answers one
-        per GET (GetEntriesRequest): asked all at once, the answer is the run of entries up
-        to the first that is refused, or the first refusal when it is the first entry.
-        (A Java node answers with entries it holds, committed or not, and only as leader.)"""
-        async def one(i):
-            return await self._call(peer, request_frame(api.DLedgerGet(self.group, peer, i)), GET, self.timeout)
-
-        # the first alone: at the end of the log (a follower polling) one GET is refused, not
-        # a page of them (Java DLedger logs each refusal with its stack trace)
-        first = await one(index)
-        answers = [first] + (await asyncio.gather(*(one(index + k) for k in range(1, count)))
-                             if count > 1 and first.get("code") == _SUCCESS else [])
-        entries = []
-        for k, a in enumerate(answers):
-            got = a.get("entries") or []
-            if a.get("code") != _SUCCESS or len(got) != 1 or got[0].index != index + k:
-                if not entries:
-                    return a if a.get("code") != _SUCCESS else {**a, "code": int(Code.INDEX_OUT_OF_RANGE)}
-                break
-            entries.append(got[0])
-        return {"code": _SUCCESS, "entries": entries}

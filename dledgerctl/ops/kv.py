@@ -49,7 +49,7 @@ def put(target: Target, key: str, value: str) -> Put:
             raise ClientError(f"the group's state machine is {sm!r}, not kv" if sm else
                               "the group runs no state machine (start its members with --state-machine kv)")
         resp = await c.append([f"{key}={value}".encode()])
-        index, term, _pos, _size = resp["entries"][0]
+        index, term, _pos, _size = resp.entries[0]
         return Put(key, value, index, term)
 
     return run(target, work)

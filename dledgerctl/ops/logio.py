@@ -10,7 +10,7 @@ from typing import AsyncIterator, Callable, Iterable, Iterator
 import msgspec
 
 from cluster.net import paging
-from cluster.net.answers import EntryRow
+from cluster.net.answers import AppendAnswer, EntryRow
 from cluster.net.client import AppendError, Client, ClientError
 from cluster.net.frames import ProtocolError
 from cluster.net.transport import TransportError
@@ -81,12 +81,12 @@ def append(target: Target, bodies: Iterable[bytes], batch: int = 64,
             runner.run(client.close())
 
 
-def _appended(c: Client, resp: dict) -> list[Appended]:
+def _appended(c: Client, resp: AppendAnswer) -> list[Appended]:
+    if resp.entries is None:
+        raise ClientError(f"{c.leader}: the answer to APPEND lists no entries")
     try:
-        rows = list(resp["entries"])
-    except KeyError:
-        raise ClientError(f"{c.leader}: the answer to APPEND lists no entries") from None
-    except ProtocolError as exc:  # (read only now: cluster.net.api_client.AnswerRows)
+        rows = list(resp.entries)
+    except ProtocolError as exc:  # (read only now: cluster.net.answers.AnswerRows)
         raise ClientError(f"{c.leader}: {exc}") from None
     return [Appended(i, t, p, s, c.leader) for i, t, p, s in rows]
 

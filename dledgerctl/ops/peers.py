@@ -8,7 +8,7 @@ import asyncio
 
 import msgspec
 
-from cluster.net.answers import NodeState, WatermarkRow
+from cluster.net.answers import CompareAnswer, NodeState, TruncateAnswer, WatermarkRow
 from cluster.net.client import Client, ClientError, Refused
 from cluster.raft.rpc import Code
 
@@ -49,25 +49,20 @@ class Watermarks:
         self.loop.close()
 
 
-def compare(target: Target, peer: str, deep: bool = False, dry_run: bool = False) -> dict:
+def compare(target: Target, peer: str, deep: bool = False, dry_run: bool = False) -> CompareAnswer:
     """Where ``peer``'s log stops being the leader's; unless ``dry_run``, cut there (the leader
-    re-fills it). The leader's answer, without its code and remark."""
+    re-fills it)."""
     check_member(target, peer)
-    result = run(target, lambda c: c.force_compare(peer, deep=deep, dry_run=dry_run))
-    result.pop("code", None)
-    result.pop("remark", None)
-    return result
+    return run(target, lambda c: c.force_compare(peer, deep=deep, dry_run=dry_run))
 
 
-def truncate(target: Target, peer: str, from_index: int) -> dict:
+def truncate(target: Target, peer: str, from_index: int) -> TruncateAnswer:
     """Cut ``peer``'s log from ``from_index`` on through the leader (refused at or below the
     committed index; OpsError when there was nothing to cut)."""
     check_member(target, peer)
     result = run(target, lambda c: c.force_truncate(peer, from_index))
-    result.pop("code", None)
-    result.pop("remark", None)
-    if not result.get("dropped"):  # (as store truncate: past the end there is nothing to cut)
-        raise OpsError(f"nothing to cut: {peer}'s log ends at index {result.get('follower_end')}")
+    if not result.dropped:  # (as store truncate: past the end there is nothing to cut)
+        raise OpsError(f"nothing to cut: {peer}'s log ends at index {result.follower_end}")
     return result
 
 

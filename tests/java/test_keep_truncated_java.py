@@ -24,7 +24,7 @@ def _append(g: Group, bodies: list[bytes]) -> list:
     async def go():
         c = Client(parse_peers(g.peers), GROUP, timeout=30)
         try:
-            return [tuple(e) for e in (await c.append(bodies))["entries"]]
+            return [tuple(e) for e in (await c.append(bodies)).entries]
         finally:
             await c.close()
     return asyncio.run(go())

@@ -232,7 +232,7 @@ def test_certificates_rotate_under_load_without_losing_an_append(tls_cluster):
             while not stop.is_set():
                 try:
                     resp = await c.append([b"rot-%d" % k])
-                    acked.append(resp["entries"][0][0])
+                    acked.append(resp.entries[0][0])
                 except Exception:  # noqa: BLE001 - counted: must stay 0
                     failed += 1
                 k += 1

@@ -1,5 +1,5 @@
 """The answers the client types (cluster/net/answers.py): a member's METADATA, a GET's
-entries, the leader's WATERMARKS rows. A member that answers with a field of the wrong type
+entries, the leader's WATERMARKS rows, FORCE_COMPARE's and FORCE_TRUNCATE's results. A member that answers with a field of the wrong type
 (``end_index`` a string, say) is an error of one line that names it, from the client and
 from the commands: never a traceback, never a value of the wrong type passed on."""
 
@@ -18,7 +18,7 @@ import pytest
 from cluster.net import answers
 from cluster.net.client import Client, ClientError
 from cluster.net.frames import FLAG_RESPONSE, Frame, FrameReceiver, encode_frame
-from cluster.net.wire import GET, METADATA, WATERMARKS
+from cluster.net.wire import FORCE_COMPARE, FORCE_TRUNCATE, GET, METADATA, WATERMARKS
 from cluster.raft.config import parse_peers
 from tests.support.commands import cli
 
@@ -44,6 +44,20 @@ def good_watermark(peer: str, port: int) -> dict:
             "watermark": 2, "next_index": 3, "lag_entries": 0, "lag_bytes": 0, "in_flight": 0, "in_flight_bytes": 0,
             "ms_since_ack": 0, "lag_ms": 0, "last_error": "", "note": "", "leader": peer, "term": 3,
             "leader_end_index": 2, "committed_index": 2}
+
+
+def good_compare(peer: str) -> dict:
+    """(cluster/node/operator.py: the Divergence row, then what was done; ``kept`` only when
+    the follower kept what was cut)"""
+    return {"peer": peer, "mode": "terms", "leader_begin": 0, "leader_end": 2, "follower_begin": 0, "follower_end": 4,
+            "follower_committed": 2, "match_index": 2, "first_diff": None, "truncate_from": 3, "to_cut": 2,
+            "leader_term": None, "follower_term": None, "leader_digest": None, "follower_digest": None, "probes": 2,
+            "compared": 0, "dry_run": False, "dropped": 2, "repaired": True, "kept": "/k/truncated-3.data"}
+
+
+def good_truncate(peer: str) -> dict:
+    return {"peer": peer, "from_index": 3, "dropped": 2, "follower_end": 2, "follower_committed": 2,
+            "committed_index": 2}
 
 
 class FakeMember:
@@ -82,6 +96,10 @@ class FakeMember:
                  "entries": [good_entry(i) for i in range(asked["index"], min(3, asked["index"] + asked["count"]))]}
         elif f.code == WATERMARKS:
             o = {"code": 200, "peers": [good_watermark("n0", self.port)]}
+        elif f.code == FORCE_COMPARE:
+            o = {"code": 200, **good_compare("n0")}
+        elif f.code == FORCE_TRUNCATE:
+            o = {"code": 200, **good_truncate("n0")}
         else:
             o = {"code": 1001, "remark": "not served here"}
         self.spoil(f.code, o)
@@ -140,6 +158,11 @@ def test_a_well_formed_answer_comes_back_typed(member):
     rows = ask(m, lambda c: c.watermarks())
     assert [r.row() for r in rows] == [good_watermark("n0", m.port)]
     assert list(rows[0].row()) == list(good_watermark("n0", m.port))  # (the leader's key order)
+    compared = ask(m, lambda c: c.force_compare("n0"))
+    assert isinstance(compared, answers.CompareAnswer) and (compared.truncate_from, compared.kept) == (3, "/k/truncated-3.data")
+    assert list(compared.row().items()) == list(good_compare("n0").items())
+    cut = ask(m, lambda c: c.force_truncate("n0", 3))
+    assert list(cut.row().items()) == list(good_truncate("n0").items()) and "kept" not in cut.row()
 
 
 def test_a_java_nodes_metadata_is_completed():
@@ -160,11 +183,15 @@ def test_a_java_nodes_metadata_is_completed():
     (GET, "body", 5),
     (WATERMARKS, "watermark", "2"),
     (WATERMARKS, "alive", "yes"),
+    (FORCE_COMPARE, "match_index", "2"),
+    (FORCE_COMPARE, "repaired", None),
+    (FORCE_TRUNCATE, "dropped", [2]),
 ])
 def test_a_field_of_the_wrong_type_is_a_one_line_error_naming_the_member(member, code, field, value):
     m = member(spoiler(code, field, value))
     work = {METADATA: lambda c: c.metadata("n0"), GET: lambda c: c.get(1, 5, peer="n0"),
-            WATERMARKS: lambda c: c.watermarks()}[code]
+            WATERMARKS: lambda c: c.watermarks(), FORCE_COMPARE: lambda c: c.force_compare("n0"),
+            FORCE_TRUNCATE: lambda c: c.force_truncate("n0", 3)}[code]
     with pytest.raises(ClientError) as exc:
         ask(m, work)
     text = str(exc.value)
@@ -178,6 +205,8 @@ def test_a_field_of_the_wrong_type_is_a_one_line_error_naming_the_member(member,
     (GET, "term", None, ["get", "-i", "1", "--node", "n0", "--format", "json"]),
     (WATERMARKS, "watermark", "2", ["peer", "watermarks", "--format", "json"]),
     (WATERMARKS, "state", 3, ["peer", "watermarks"]),
+    (FORCE_COMPARE, "follower_end", "4", ["peer", "compare", "--peer", "n0"]),
+    (FORCE_TRUNCATE, "follower_end", 2.5, ["peer", "truncate", "--peer", "n0", "--from-index", "3", "--yes"]),
 ])
 def test_a_command_says_what_is_wrong_with_the_answer_in_one_line(member, code, field, value, args):
     m = member(spoiler(code, field, value))
@@ -203,5 +232,10 @@ def test_the_fake_member_answers_as_a_node_would(member):
     assert r.returncode == 0 and json.loads(r.stdout)[1]["body"] == "e2", r.stderr
     r = cli("peer", "watermarks", "--peers", m.peers, "--format", "json", timeout=30)
     assert r.returncode == 0 and json.loads(r.stdout) == [good_watermark("n0", m.port)], r.stderr
+    r = cli("peer", "compare", "--peer", "n0", "--peers", m.peers, "--format", "json", timeout=30)
+    assert r.returncode == 0 and list(json.loads(r.stdout).items()) == list(good_compare("n0").items()), r.stderr
+    r = cli("peer", "truncate", "--peer", "n0", "--from-index", "3", "--yes", "--peers", m.peers, "--format", "json",
+            timeout=30)
+    assert r.returncode == 0 and json.loads(r.stdout) == good_truncate("n0"), r.stderr
     with socket.create_connection(("127.0.0.1", m.port)):
         pass

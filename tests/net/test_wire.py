@@ -25,6 +25,7 @@ from cluster.raft.rpc import (
     VoteResult,
     split_entries,
 )
+from cluster.net.answers import AppendAnswer
 from cluster.net.appends import unpack_bodies
 from cluster.net.api_client import append_ext, append_request, decode_append_answer, pack_bodies
 from cluster.net.frames import (
@@ -268,21 +269,21 @@ def _answer(body: bytes, code: int = 0) -> Frame:
 def test_an_append_answer_reads_its_rows_when_they_are_used():
     a = decode_append_answer(_answer(b'{"code":200,"term":3,"leaderId":"n1","remark":"",'
                                      b'"entries":[[5,3,0,60],[6,3,60,52]],"extra":1}'))
-    assert {k: a[k] for k in ("code", "term", "leaderId", "remark")} == {"code": 200, "term": 3, "leaderId": "n1",
-                                                                        "remark": ""}
-    rows = a["entries"]
+    assert (a.code, a.term, a.leader_id, a.remark) == (200, 3, "n1", "")
+    rows = a.entries
     assert rows == [[5, 3, 0, 60], [6, 3, 60, 52]] and rows[1][2] == 60 and len(rows) == 2
     assert [i for i, _t, _p, _s in rows] == [5, 6] and rows != [[5, 3, 0, 60]]
-    assert "entries" not in decode_append_answer(_answer(b'{"code":200,"term":1}'))
+    assert decode_append_answer(_answer(b'{"code":200,"term":1}')).entries is None
     refused = decode_append_answer(_answer(b'{"code":200001,"leaderId":null,"remark":"leader is n2"}'))
-    assert refused == {"code": 200001, "term": -1, "leaderId": None, "remark": "leader is n2"}
+    assert refused == AppendAnswer(200001, -1, None, "leader is n2", None)
+    assert decode_append_answer(_answer(b'{"code":200,"remark":null}')).remark == ""
 
 
 @pytest.mark.parametrize("entries", [b'"x"', b"[[1,2,3]]", b'[[1,2,3,"4"]]', b"[1,2]", b"{}"])
 def test_append_answer_rows_that_do_not_fit_are_refused_when_read(entries):
     a = decode_append_answer(_answer(b'{"code":200,"term":1,"entries":' + entries + b"}"))
     with pytest.raises(BadMessage, match="APPEND answer"):
-        list(a["entries"])
+        list(a.entries)
 
 
 @pytest.mark.parametrize("frame", [

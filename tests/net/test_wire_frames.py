@@ -264,8 +264,8 @@ def test_append_answers_are_the_python_ones(run_waiters, remark):
         rows = [list(r) for r in run.rows()[start:start + n]]
         assert msgspec.json.decode(f.body)["entries"] == rows
         answer = decode_append_answer(f)  # what a client reads
-        assert (answer["code"], answer["term"], answer["leaderId"], answer["remark"]) == (200, run.terms, "n0", remark)
-        assert answer["entries"] == rows and list(answer["entries"]) == rows and len(answer["entries"]) == n
+        assert (answer.code, answer.term, answer.leader_id, answer.remark) == (200, run.terms, "n0", remark)
+        assert answer.entries == rows and list(answer.entries) == rows and len(answer.entries) == n
 
 
 @compiled

@@ -22,7 +22,7 @@ def test_a_leaders_damaged_uncommitted_entry_is_cut_and_the_group_commits_again(
     # (a slow heartbeat: the leader keeps leading long enough, alone, to take the append)
     base = group(3, "--heartbeat-interval", "1000", "--scrub-rate", "32MiB")
     first = append_bodies(base, [b"committed %d" % i for i in range(50)])
-    assert first["code"] == 200, first
+    assert first.code == 200, first
     leader = leader_of(base)
     followers = [n for n in ("n0", "n1", "n2") if n != leader]
     r = cli("cluster", "stop", "--base-dir", base, *followers, "--kill", "--format", "json")
@@ -30,7 +30,7 @@ def test_a_leaders_damaged_uncommitted_entry_is_cut_and_the_group_commits_again(
     r = cli("append", "--base-dir", base, "-d", "never committed " * 8, "--timeout", "2",
             "--format", "json")
     assert r.returncode != 0, r.stdout  # (no quorum: it waits, then times out)
-    lonely = first["entries"][-1][0] + 1
+    lonely = first.entries[-1][0] + 1
     with FileStore.open(os.path.join(base, f"dledger-{leader}"), read_only=True) as s:
         assert s.end_index >= lonely and s.get(lonely).body.startswith(b"never committed")
     flip_entry(base, leader, lonely, 48 + 9)

@@ -193,7 +193,7 @@ async def _disk_full(workdir: str, mounts: dict[str, str]) -> None:
         requests.append(req)
         try:
             resp = await client.append(bodies, resend_unknown=False)
-            req.outcome, req.entries = "ok", resp["entries"]
+            req.outcome, req.entries = "ok", resp.entries
         except AppendError as exc:
             req.outcome, req.error, req.code = exc.outcome, str(exc), exc.code
         return req
@@ -292,7 +292,7 @@ async def _outcome(script, *, resend_unknown=False, timeout=1.0, port=None):
     try:
         try:
             resp = await c.append([b"x"], resend_unknown=resend_unknown)
-            return "ok", resp.get("code"), fake.appends
+            return "ok", resp.code, fake.appends
         except AppendError as exc:
             return exc.outcome, exc.code, fake.appends
     finally:

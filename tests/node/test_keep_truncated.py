@@ -167,7 +167,7 @@ def append_messages(base: str, bodies: list[bytes]) -> list:
     async def go():
         c = Client(parse_peers(rec["peers"]), rec["group"], timeout=20)
         try:
-            return [tuple(e) for e in (await c.append(bodies))["entries"]]
+            return [tuple(e) for e in (await c.append(bodies)).entries]
         finally:
             await c.close()
     return asyncio.run(go())

@@ -111,7 +111,7 @@ class Load:
                 k += 1
                 try:
                     resp = await c.append([body])
-                    self.acked.append((resp["entries"][0][0], body))
+                    self.acked.append((resp.entries[0][0], body))
                 except ClientError as exc:
                     self.failures.append(str(exc))
         finally:

@@ -91,7 +91,7 @@ def test_append_get_and_metadata_through_the_requests_of_a_node_in_process(tmp_p
         parts = append_request(7, append_ext("g", 3), [b"a", b"bb", b"ccc"])
         f, = FrameReceiver().feed(b"".join(bytes(p) for p in parts))
         answer = decode_append_answer(await _answer(node, f, conn))
-        assert answer["code"] == Code.SUCCESS and [r[0] for r in answer["entries"]] == [end + 1, end + 2, end + 3]
+        assert answer.code == Code.SUCCESS and [r[0] for r in answer.entries] == [end + 1, end + 2, end + 3]
         assert conn.holds == 0  # (an APPEND's hold on its connection is released with its answer)
         got = await _answer(node, request_frame(api.Get("g", "n0", end + 1, 3, "linearizable")), conn)
         entries = json.loads(got.body)["entries"]

@@ -45,4 +45,4 @@ def test_a_restart_after_damage_on_every_member_keeps_every_intact_committed_ent
              "every member's scrub to report the damaged entry")
     # and the group goes on
     answer = append_bodies(base, [b"after the restart"])
-    assert answer["code"] == 200, answer
+    assert answer.code == 200, answer

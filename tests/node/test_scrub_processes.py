@@ -75,7 +75,7 @@ def committed_group(group, rate: str, bodies: list[bytes]) -> tuple[str, list[in
     """Three members scrubbing at ``rate`` (started by ``group``, the fixture), ``bodies``
     appended and committed on all: the base directory and their indexes."""
     base = group(3, "--scrub-rate", rate)
-    indexes = [e[0] for e in append_bodies(base, bodies)["entries"]]
+    indexes = [e[0] for e in append_bodies(base, bodies).entries]
     wait_for(lambda: (r := status(base)) and all(x["committed_index"] >= indexes[-1] for x in r), 30,
              "every member to commit")
     return base, indexes
@@ -84,8 +84,8 @@ def committed_group(group, rate: str, bodies: list[bytes]) -> tuple[str, list[in
 def test_damage_on_followers_and_the_leader_is_found_and_repaired(group):
     base = group(3, "--scrub-rate", "32MiB")
     answer = append_bodies(base, BODIES)
-    assert answer["code"] == 200, answer
-    indexes = [e[0] for e in answer["entries"]]
+    assert answer.code == 200, answer
+    indexes = [e[0] for e in answer.entries]
     rows = wait_for(lambda: (r := status(base)) and len({x["committed_index"] for x in r}) == 1
                     and r[0]["committed_index"] >= indexes[-1] and r, 30, "every member to commit the appends")
     leader = leader_of(base)

@@ -22,7 +22,7 @@ BODIES = [apply_broker_id("c1", "b1", "10.0.0.1:30911", 1, "k1"), elect_master("
 def shared_group(module_group):
     """A one-member group holding :data:`BODIES`: its base directory and the first one's index."""
     base = module_group(1)
-    return base, append_bodies(base, BODIES)["entries"][0][0]
+    return base, append_bodies(base, BODIES).entries[0][0]
 
 
 def test_get_decodes_controller_events(shared_group):

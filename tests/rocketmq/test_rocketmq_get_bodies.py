@@ -25,7 +25,7 @@ def shared_group(module_group):
     bodies = [encode_message(topic="Bin", body=BINARY), encode_message(topic="Text", body="héllo".encode()),
               encode_message(topic="Nul", body=b"ab\x00cd"), encode_message(topic="Z", body=BINARY,
                                                                            compress="zstd")]
-    return base, append_bodies(base, bodies)["entries"][0][0]
+    return base, append_bodies(base, bodies).entries[0][0]
 
 
 def test_a_table_shows_binary_bodies_as_their_size(shared_group):

@@ -19,7 +19,7 @@ def test_get_decodes_rocketmq_messages(cluster):
     bodies.append(encode_message(topic="主题", body=b"z" * 300, compress="zlib", store_host="[::1]:10911"))
     bodies.append(b"plain text, not a message")
     got = append_bodies(base, bodies)
-    first = got["entries"][0][0]
+    first = got.entries[0][0]
     r = cli("get", "--base-dir", base, "-i", str(first), "-c", str(len(bodies)), "--decode", "rocketmq",
             "--format", "jsonl")
     assert r.returncode == 0, r.stderr

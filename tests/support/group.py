@@ -12,6 +12,7 @@ import os
 import time
 from pathlib import Path
 
+from cluster.net.answers import AppendAnswer
 from cluster.net.client import Client
 from cluster.raft.config import parse_peers
 from tests.support.commands import cli, invoke
@@ -116,7 +117,7 @@ def level(base) -> list[dict] | None:
     return rows if ok else None
 
 
-def append_bodies(base, bodies: list[bytes]) -> dict:
+def append_bodies(base, bodies: list[bytes]) -> AppendAnswer:
     """Append ``bodies`` in one client request to the recorded group; the answer (its
     ``entries`` hold each body's index)."""
     rec = recorded(base)

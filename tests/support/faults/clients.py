@@ -57,7 +57,7 @@ class Appender:
                 seq += 1
                 try:
                     resp = await client.append(bodies, resend_unknown=False)
-                    req.outcome, req.entries = "ok", [list(e) for e in resp["entries"]]
+                    req.outcome, req.entries = "ok", [list(e) for e in resp.entries]
                 except AppendError as exc:
                     req.outcome, req.error, req.code = exc.outcome, str(exc), exc.code
                 except Exception as exc:  # noqa: BLE001 - anything else: the entries may be in
