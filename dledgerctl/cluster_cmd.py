@@ -17,7 +17,7 @@ from . import clients
 from .common import (BaseDirOpt, ClientGroupOpt, DataSizeOpt, DeleteWhenOpt, DropBehindOpt, FormatOpt, GroupOpt,
                      IndexSizeOpt, PeersOpt, PushQuotaOpt, RatioCheckOpt, RatioForceOpt, RatioFullOpt, ReservedOpt,
                      SnapshotKeepOpt, TimeoutOpt, complete_members, fail, parse_size, parse_size_or_zero,
-                     plural, tls_options)
+                     plural, say, tls_options)
 from .ops import localgroup
 from .ops.status import ANSWERED, MemberStatus, status
 from .ops.targets import OpsError, row
@@ -173,7 +173,7 @@ def cluster_up(
     try:
         result = localgroup.up(base_dir, nodes, port_base, group, flush, extra, tls=tls,
                                metrics_port_base=metrics_port_base, keep_truncated=keep, wait=wait, given=given,
-                               say=_note)
+                               say=say)
     except localgroup.NoLeader as exc:
         if exc.result is not None:
             _render_status(exc.result.rows, fmt, {"action": exc.result.actions})
@@ -202,10 +202,6 @@ def cluster_up(
                    "\n".join(f"  dledgerctl {t.ljust(width)}  # {why}" for t, why in tips))
 
 
-def _note(text: str) -> None:
-    typer.echo(text, err=True)
-
-
 NodeIdsArg = Annotated[list[str], typer.Argument(help="Member ids as recorded by 'cluster up' (n0, n1, ...).",
                                                  show_default=False, autocompletion=complete_members)]
 
@@ -223,7 +219,7 @@ def cluster_start(
     the members are those whose config files 'cluster up' wrote in BASE_DIR/config: start a few of them (the member
     'store elect' names, with a bare majority) and the rest once it leads."""
     with clients.failures():
-        started = localgroup.start(base_dir, node_ids, wait, say=_note)
+        started = localgroup.start(base_dir, node_ids, wait, say=say)
     render(started.rows, fmt)
     if started.late:
         raise fail(f"{', '.join(started.late)} started but did not answer within {wait:g} s; logs are in "

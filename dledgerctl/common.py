@@ -229,6 +229,11 @@ MaxBodyOpt = Annotated[Optional[int], typer.Option(
     "N bytes'), never memory. Accepts 65536, 64KiB, 1GiB.")]
 
 
+def say(text: str) -> None:
+    """A line for the operator while a command works (waiting, a step done), on stderr at once."""
+    typer.echo(text, err=True)
+
+
 def plural(n: int, word: str, words: str | None = None) -> str:
     """'1 entry', '2 entries'."""
     return f"{n} {word if n == 1 else (words or word + 's')}"

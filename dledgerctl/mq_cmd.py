@@ -58,11 +58,6 @@ def _render_body(kind: BodyFormat):
     return lambda raw: render_body(raw, kind.value)
 
 
-def _data_bytes(node_dir: str) -> int:
-    """The log's bytes on disk (DLedger data files, a commit log, or both), for the progress bar."""
-    return log_bytes(node_dir)
-
-
 @app.command("messages")
 def messages_cmd(
     dir: DirArg,
@@ -172,7 +167,7 @@ def topics_cmd(
     notes: list[str] = []
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
-        with progress_bar("reading messages", _data_bytes(broker.node_dir)) as advance:
+        with progress_bar("reading messages", log_bytes(broker.node_dir)) as advance:
             rows = topic_rows(broker, data_file_size=data_file_size, index_file_size=index_file_size,
                               progress=advance, notes=notes)
     render(rows, fmt)
@@ -201,7 +196,7 @@ def check_cmd(
     end (a follower truncated since the broker built them) are findings: the broker must rebuild its queues."""
     with errors_as_exit():
         broker = resolve_broker(dir, self_id)
-        with progress_bar("checking messages", _data_bytes(broker.node_dir)) as advance:
+        with progress_bar("checking messages", log_bytes(broker.node_dir)) as advance:
             findings, summary = check_broker(broker, data_file_size=data_file_size, index_file_size=index_file_size,
                                              progress=advance, max_findings=max_findings)
     if summary.get("in_use"):

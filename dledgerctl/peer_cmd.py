@@ -14,7 +14,7 @@ from cluster.net.client import ClientError
 from cluster.node.launcher import DEFAULT_BASE_DIR
 
 from . import clients
-from .common import BaseDirOpt, ClientGroupOpt, FormatOpt, PeersOpt, TimeoutOpt, complete_members, fail, plural, \
+from .common import BaseDirOpt, ClientGroupOpt, FormatOpt, PeersOpt, TimeoutOpt, complete_members, fail, plural, say, \
     tls_options
 from .ops import members, peers as ops_peers
 from .ops.targets import row
@@ -27,10 +27,6 @@ WATERMARK_COLUMNS = ["peer", "address", "member", "alive", "state", "watermark",
                      "lag_ms", "in_flight", "ms_since_ack", "leader_end_index", "committed_index", "note"]
 PeerOpt = Annotated[str, typer.Option("--peer", help="The follower's id.", show_default=False,
                                       autocompletion=complete_members)]
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 @app.command("watermarks")
@@ -219,7 +215,7 @@ def transfer_leader_cmd(
     target leads, or says why it does not."""
     found = clients.target(peers, base_dir, group, timeout)
     with clients.failures():
-        render_object(row(ops_peers.transfer_leader(found, to, _say)), fmt)
+        render_object(row(ops_peers.transfer_leader(found, to, say)), fmt)
 
 
 # -- membership: add | remove | replace ------------------------------------------------------
@@ -252,7 +248,7 @@ def add_cmd(
     adding = members.Adding(node)
     try:
         with clients.failures():
-            step = ops_peers.add(found, node, address, wait, rec_dir, adding, _say)
+            step = ops_peers.add(found, node, address, wait, rec_dir, adding, say)
     except KeyboardInterrupt:
         _undo(found, adding)
         raise typer.Exit(130) from None
@@ -273,7 +269,7 @@ def remove_cmd(
     found = clients.target(peers, base_dir, group, timeout)
     rec_dir = members.record_dir(peers, base_dir, stop_it)
     with clients.failures():
-        step = ops_peers.remove(found, node, rec_dir, _say)
+        step = ops_peers.remove(found, node, rec_dir, say)
     render([row(step)], fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
 
 
@@ -297,12 +293,12 @@ def replace_cmd(
     adding = members.Adding(new_id)
     try:
         with clients.failures():
-            steps = ops_peers.replace(found, node, new_id, address, wait, start_dir, stop_dir, adding, _say)
+            steps = ops_peers.replace(found, node, new_id, address, wait, start_dir, stop_dir, adding, say)
     except KeyboardInterrupt:
         if not adding.done:
             _undo(found, adding)
         else:
-            _say(f"interrupted: {new_id} was added; the removal of {node} may not be made ('cluster status' shows; "
+            say(f"interrupted: {new_id} was added; the removal of {node} may not be made ('cluster status' shows; "
                  f"'peer remove --id {node}' makes it)")
         raise typer.Exit(130) from None
     render([row(s) for s in steps], fmt, columns=MEMBER_COLUMNS if fmt in (Format.table, Format.csv) else None)
@@ -313,6 +309,6 @@ def _undo(found, adding: members.Adding) -> None:
     if adding.done:
         return
     try:
-        members.undo_add(found, adding, _say)
+        members.undo_add(found, adding, say)
     except members.UndoLeft as exc:
         raise fail(str(exc), 130) from None
