@@ -7,11 +7,16 @@ concurrent clients, each sending its next append as soon as the previous one is
 acknowledged) runs for a fixed time per case:
 
 - 1, 16 and 64 concurrent clients, one entry per request;
-- 16 clients, 64 entries per request (batched).
+- 16 clients, 64 entries per request (batched);
+- 16 clients, 256 entries per request (large batches; dledgerctl only: etcd refuses a txn of
+  more than 128 operations by default, and the others have no batched request).
 
 It prints entries/s, p50 and p99 latency per case, the CPU time (user + system, from
 /proc) each process spent per acknowledged entry, the load generator's included, and the
-ratio of dledgerctl's throughput to each peer's on the same case. ``--repeat N`` runs
+ratio of dledgerctl's throughput to each peer's on the same case. Beside them, the rate at
+which this process appends the same entries to a store of its own (FileStore.append_leader,
+256 per call, flush=async: what bench_store.py measures), and each dledgerctl case's
+throughput as a share of it: how near replication comes to the store's own append rate. ``--repeat N`` runs
 every case N times, in rounds on the same cluster, and reports the run with the median
 throughput (the lower of the middle two for an even N) with every run's entries/s: the
 shared 2-core machine's speed changes by a third from one minute to the next.
@@ -49,7 +54,7 @@ Peers:
   authenticated, with certificates from cluster/node/pki.py (EC P-256), the same for both.
 
 Usage: python benchmarks/bench_cluster.py [--seconds 5] [--quick] [--repeat N] [--no-etcd] [--no-pysyncobj]
-                                          [--no-java] [--no-tls] [--pysyncobj-conf KEY=VALUE] [--install] [--json]
+                                          [--no-java] [--no-tls] [--no-sync] [--pysyncobj-conf KEY=VALUE] [--install] [--json]
 """
 
 from __future__ import annotations
@@ -79,7 +84,9 @@ from cluster.raft.config import parse_peers  # noqa: E402
 from cluster.node.launcher import down, up  # noqa: E402
 
 BODY = os.urandom(1024)
-CASES = [(1, 1), (16, 1), (64, 1), (16, 64)]  # (clients, entries per request)
+CASES = [(1, 1), (16, 1), (64, 1), (16, 64), (16, 256)]  # (clients, entries per request)
+LARGE = {(16, 256)}  # dledgerctl only (see the docstring)
+STORE_BATCH = 256
 
 
 def log(msg: str) -> None:
@@ -158,14 +165,16 @@ async def drive(make_call, clients: int, batch: int, seconds: float, members: di
     return out
 
 
-async def run_cases(name: str, make_call, seconds: float, members: dict[str, int], repeat: int) -> dict:
+async def run_cases(name: str, make_call, seconds: float, members: dict[str, int], repeat: int,
+                    large: bool = False) -> dict:
     """Every case ``repeat`` times, in rounds (each round runs every case once, so a
     slow minute falls on every case alike); per case the run with the median throughput
     (the lower middle one for an even count; with its latency and CPU figures) and,
-    under ``runs``, every run's entries/s in the order run."""
-    runs: dict[str, list[dict]] = {f"{c}x{b}": [] for c, b in CASES}
+    under ``runs``, every run's entries/s in the order run. The LARGE cases only with ``large``."""
+    cases = [c for c in CASES if large or c not in LARGE]
+    runs: dict[str, list[dict]] = {f"{c}x{b}": [] for c, b in cases}
     for rnd in range(repeat):
-        for clients, batch in CASES:
+        for clients, batch in cases:
             key = f"{clients}x{batch}"
             r = await drive(make_call, clients, batch, seconds, members)
             runs[key].append(r)
@@ -211,7 +220,7 @@ def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1, tls: bo
                 return call
 
             out = await run_cases(f"dledgerctl flush={flush}{' tls' if tls else ''}", make_call, seconds, members,
-                                  repeat)
+                                  repeat, large=True)
             await client.close()
             return out
 
@@ -219,6 +228,30 @@ def bench_dledger(flush: str, seconds: float, tmp: str, repeat: int = 1, tls: bo
     finally:
         down(base)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def store_alone(directory: str, seconds: float) -> float:
+    """Entries/s of 1 KiB this process appends to a store of its own, STORE_BATCH per
+    FileStore.append_leader call, flush=async, 512 MiB data files (the members' setting),
+    for about ``seconds``: bench_store.py's batched append, the rate replication is held to."""
+    from store.filestore import FileStore
+
+    node = os.path.join(directory, "store-alone")
+    full = [BODY] * STORE_BATCH
+    store = FileStore.open(node, flush="async", data_file_size=512 << 20)
+    try:
+        for _ in range(64):  # (the first data file made and its first pages touched before the clock starts)
+            store.append_leader(full, term=1)
+        count, t = 0, time.perf_counter()
+        while True:
+            store.append_leader(full, term=1)
+            count += STORE_BATCH
+            if count % (STORE_BATCH * 16) == 0 and time.perf_counter() - t >= seconds:
+                break
+        return count / (time.perf_counter() - t)
+    finally:
+        store.close()
+        shutil.rmtree(node, ignore_errors=True)
 
 
 def tls_crypto_us_per_kib(directory: str) -> float:
@@ -592,7 +625,7 @@ def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = (), repeat: int 
 
 
 def table(results: dict, conf: list[str] = ()) -> str:
-    systems = [s for s in results if s != "tls_crypto_us_per_kib"]
+    systems = [s for s in results if s not in ("tls_crypto_us_per_kib", "store_alone_entries_per_s")]
     lines = [f"{'case':<22}" + "".join(f"{s:>34}" for s in systems)]
     lines.append(f"{'':<22}" + "".join(f"{'entries/s   p50 ms   p99 ms':>34}" for _ in systems))
     for clients, batch in CASES:
@@ -604,18 +637,29 @@ def table(results: dict, conf: list[str] = ()) -> str:
             row += f"{r['entries_per_s']:>15,.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>10.2f}" if r else f"{'-':>34}"
         lines.append(row)
     ratio_lines = []
+
+    def ratios(a: str, b: str) -> str:
+        """``a``'s entries/s over ``b``'s, per case both ran."""
+        return "  ".join(f"{results[a][k]['entries_per_s'] / results[b][k]['entries_per_s']:.2f}"
+                         for k in (f"{c}x{n}" for c, n in CASES) if k in results[a] and k in results[b])
+
     for peer in [p for p in ("dledger 0.2.7", "etcd", "pysyncobj") if results.get(p)]:
         for s in systems:
             if s.startswith("dledgerctl") and not s.endswith("tls") and results[s]:
-                ratios = [f"{results[s][f'{c}x{b}']['entries_per_s'] / results[peer][f'{c}x{b}']['entries_per_s']:.2f}"
-                          for c, b in CASES]
-                ratio_lines.append(f"{s} / {peer}: " + "  ".join(ratios))
+                ratio_lines.append(f"{s} / {peer}: " + ratios(s, peer))
     for a, b in (("dledgerctl async tls", "dledgerctl async"), ("dledgerctl async tls", "etcd tls"),
                  ("etcd tls", "etcd")):
         if results.get(a) and results.get(b):
-            ratios = [f"{results[a][f'{c}x{n}']['entries_per_s'] / results[b][f'{c}x{n}']['entries_per_s']:.2f}"
-                      for c, n in CASES]
-            ratio_lines.append(f"{a} / {b}: " + "  ".join(ratios))
+            ratio_lines.append(f"{a} / {b}: " + ratios(a, b))
+    alone = results.get("store_alone_entries_per_s")
+    if alone:
+        ratio_lines.append(f"the store alone (append_leader, {STORE_BATCH} x 1 KiB per call, flush=async, in the load "
+                           f"generator's process): {alone:,.0f} entries/s; replicated / alone:")
+        for s in systems:
+            if s.startswith("dledgerctl") and results[s]:
+                shares = [f"{c} x {n} {results[s][f'{c}x{n}']['entries_per_s'] / alone:.3f}"
+                          for c, n in CASES if n > 1 and f"{c}x{n}" in results[s]]
+                ratio_lines.append(f"  {s}: " + "  ".join(shares))
     if results.get("tls_crypto_us_per_kib"):
         ratio_lines += tls_ceiling(results, results["tls_crypto_us_per_kib"])
     if ratio_lines:
@@ -626,7 +670,7 @@ def table(results: dict, conf: list[str] = ()) -> str:
             for clients, batch in CASES:
                 r = (results[s] or {}).get(f"{clients}x{batch}")
                 if r:
-                    lines.append(f"{s:<18} {clients:>2} x {batch:<3} " + "  ".join(f"{v:>9,.0f}" for v in r["runs"]))
+                    lines.append(f"{s:<18} {clients:>2} x {batch:<4}" + "  ".join(f"{v:>9,.0f}" for v in r["runs"]))
     lines += ["", "CPU time per acknowledged entry, us (user + system, from /proc): the leader, the followers",
               "(each, on average) and the load generator; for etcd and PySyncObj all three members together."]
     lines.append(f"{'case':<22}" + "".join(f"{s:>27}" for s in systems))
@@ -665,6 +709,7 @@ def main() -> int:
     ap.add_argument("--no-pysyncobj", action="store_true", help="skip PySyncObj")
     ap.add_argument("--no-java", action="store_true", help="skip Java DLedger 0.2.7")
     ap.add_argument("--no-tls", action="store_true", help="skip the mutual-TLS columns (dledgerctl async and etcd)")
+    ap.add_argument("--no-sync", action="store_true", help="skip dledgerctl flush=sync")
     ap.add_argument("--pysyncobj-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="override a SyncObjConf setting of the PySyncObj nodes (repeatable)")
     ap.add_argument("--install", action="store_true",
@@ -682,7 +727,10 @@ def main() -> int:
                        stdout=sys.stderr)
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench_cluster.") as tmp:
-        for flush in ("async", "sync"):
+        log("the store alone")
+        results["store_alone_entries_per_s"] = store_alone(tmp, seconds)
+        log(f"  {results['store_alone_entries_per_s']:,.0f} entries/s")
+        for flush in ("async",) if args.no_sync else ("async", "sync"):
             log(f"dledgerctl flush={flush}")
             results[f"dledgerctl {flush}"] = bench_dledger(flush, seconds, tmp, args.repeat)
         if not args.no_tls:
