@@ -25,8 +25,8 @@ def backup_cmd(
     """Back up a running group's committed log to FILE without stopping its writes: as of the leader's commit index
     when it starts (confirmed by a linearizable read), read page by page from the leader's log, in the format of
     'store backup' (a manifest with the group, members, first and last index and term, a sha256 per chunk). Check it
-    with 'store backup-verify', build a new group from it with 'store restore'. The state machine's snapshot is not
-    taken: back up a stopped member's store for it."""
+    with 'store backup-verify', build a new group from it with 'store restore'. With a state machine, its latest
+    snapshot is copied first from the same member, and the backup reaches at least to the snapshot's index."""
     # (imported here: the backup's writer and checks load numpy, which the group's quick commands, cluster status
     # among them, must not pay for: tests/cli/test_cli_lazy.py)
     from .ops import backup as live

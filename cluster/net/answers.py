@@ -1,6 +1,6 @@
 """The answers a client reads back, typed: a member's state (METADATA), the entries of a
-GET, the leader's replication rows (WATERMARKS), an APPEND's rows, and what FORCE_COMPARE and
-FORCE_TRUNCATE did. Sans-I/O.
+GET, the leader's replication rows (WATERMARKS), an APPEND's rows, what FORCE_COMPARE and
+FORCE_TRUNCATE did, and a chunk of a member's snapshot (SNAPSHOT_READ). Sans-I/O.
 
 Each is decoded with msgspec from the answer's JSON object (or, for a binary GET answer,
 built from the entries' headers), its fields' types checked: a field of the wrong type
@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .frames import BadMessage
+from .frames import CRC, INDEX, SIZE, SOME_TERM, BadMessage, Frame, in_range
 
 
 def _convert(o, kind, what: str):
@@ -321,3 +321,36 @@ def compare_answer(o: dict) -> CompareAnswer:
 def truncate_answer(o: dict) -> TruncateAnswer:
     """A FORCE_TRUNCATE answer's JSON object (SUCCESS), checked."""
     return _convert(o, TruncateAnswer, "FORCE_TRUNCATE answer")
+
+
+# -- SNAPSHOT_READ ---------------------------------------------------------------------------
+
+class SnapshotChunk(msgspec.Struct, frozen=True):
+    """A chunk of a member's state-machine snapshot: the snapshot's ``index`` (the entry it
+    is as of; -1: the member has none), ``term``, ``size`` and ``crc`` (crc32 of all of
+    it), and ``data`` from ``offset``."""
+
+    index: int
+    term: int
+    size: int
+    crc: int
+    offset: int
+    data: bytes
+
+
+def snapshot_chunk(f: Frame) -> SnapshotChunk:
+    """SNAPSHOT_READ's binary answer (api.py), every number range-checked; BadMessage when it
+    does not fit (a chunk past the snapshot's size, a field missing or not a number)."""
+    try:
+        index, term, size, crc, offset = (int(f.ext[k]) for k in ("index", "term", "size", "crc", "offset"))
+    except (KeyError, ValueError):
+        raise BadMessage("SNAPSHOT_READ answer: index, term, size, crc and offset must be integers") from None
+    in_range(index, INDEX, "index")
+    in_range(term, SOME_TERM, "term")
+    in_range(size, SIZE, "size")
+    in_range(crc, CRC, "crc")
+    in_range(offset, SIZE, "offset")
+    data = bytes(f.body or b"")
+    if offset + len(data) > size:
+        raise BadMessage(f"SNAPSHOT_READ answer: {len(data)} bytes at {offset} do not fit a snapshot of {size}")
+    return SnapshotChunk(index, term, size, crc & 0xFFFFFFFF, offset, data)

@@ -30,6 +30,10 @@ carries), not DLedger's JSON objects with base64 bodies. The binary answer's ext
 ``code`` (SUCCESS; refusals are JSON, as ever), ``raw`` "1", ``count`` (entries in the body),
 ``term`` and ``leaderId`` (the answering node's).
 
+SNAPSHOT_READ answers in a binary form too: extFields ``code`` (SUCCESS), ``index``, ``term``,
+``size`` and ``crc`` of the snapshot, ``offset`` of the chunk; body = the chunk's bytes (none
+when the member has no snapshot: ``index`` -1). Refusals are JSON.
+
 What a client writes and reads back (the frames of these requests, the answers' decoding)
 is api_client.py's.
 """
@@ -48,6 +52,7 @@ from .frames import (
     FLAG_RESPONSE,
     INDEX,
     REMOTING_SUCCESS,
+    SIZE,
     BadMessage,
     Frame,
     check_depth,
@@ -68,6 +73,7 @@ from .wire import (
     METADATA,
     QUERY,
     READ_INDEX,
+    SNAPSHOT_READ,
     STATUS,
     WATERMARKS,
 )
@@ -161,6 +167,20 @@ class Digests(_Message):
     count: int
 
 
+SNAPSHOT_CHUNK_MAX = 16 << 20  # the most a SNAPSHOT_READ may ask for at once
+
+
+class SnapshotRead(_Message):
+    """SNAPSHOT_READ: ``length`` bytes from ``offset`` of the asked member's state-machine
+    snapshot as of entry ``index`` (-1: its latest that checks out). Read-only."""
+
+    group: str | None
+    remote_id: str | None
+    index: int
+    offset: int
+    length: int
+
+
 class ChangeMembers(_Message):
     """CHANGE_MEMBERS: ``kind`` "add" (a learner at ``address``) or "remove" member ``node``."""
 
@@ -195,7 +215,7 @@ class ForceTruncate(_Message):
 
 
 Request = Union[Metadata, Append, DLedgerAppend, Get, DLedgerGet, Query, ReadIndex, ChangeMembers, Watermarks,
-                ForceCompare, ForceTruncate, Digests]
+                ForceCompare, ForceTruncate, Digests, SnapshotRead]
 
 
 # -- decoding: a frame -> one request ---------------------------------------------------------
@@ -291,6 +311,15 @@ def _digests(f: Frame) -> Digests:
     return Digests(group, remote, get_field(o, "first", ENTRY_INDEX), get_field(o, "count", COUNT))
 
 
+def _snapshot_read(f: Frame) -> SnapshotRead:
+    o = json_object(f.body)
+    group, remote = addressee(f.body)
+    length = get_field(o, "length", COUNT)
+    if not 0 < length <= SNAPSHOT_CHUNK_MAX:
+        raise BadMessage(f"field 'length' is {length}, outside 1..{SNAPSHOT_CHUNK_MAX}")
+    return SnapshotRead(group, remote, get_field(o, "index", INDEX), get_field(o, "offset", SIZE), length)
+
+
 def _change_members(f: Frame) -> ChangeMembers:
     o = json_object(f.body)
     group = _group(o)
@@ -318,7 +347,7 @@ def _operator(f: Frame) -> Watermarks | ForceCompare | ForceTruncate:
 
 _DECODERS = {METADATA: _metadata, STATUS: _metadata, APPEND: _append, GET: _get, QUERY: _query,
              READ_INDEX: _read_index, CHANGE_MEMBERS: _change_members, WATERMARKS: _operator,
-             FORCE_COMPARE: _operator, FORCE_TRUNCATE: _operator, DIGESTS: _digests}
+             FORCE_COMPARE: _operator, FORCE_TRUNCATE: _operator, DIGESTS: _digests, SNAPSHOT_READ: _snapshot_read}
 
 
 def decode(f: Frame) -> Request:
@@ -557,3 +586,10 @@ class OperatorAnswer(_Message):
 def answer_frame(answer, opaque: int) -> Frame:
     """The response frame of one of the answers above."""
     return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, body=json_body(answer.body()))
+
+
+def snapshot_chunk_frame(opaque: int, index: int, term: int, size: int, crc: int, offset: int, data) -> Frame:
+    """SNAPSHOT_READ's answer (the binary form the module's docstring describes)."""
+    ext = {"code": str(int(Code.SUCCESS)), "index": str(index), "term": str(term), "size": str(size),
+           "crc": str(crc), "offset": str(offset)}
+    return Frame(REMOTING_SUCCESS, opaque, FLAG_RESPONSE, ext=ext, body=bytes(data))

@@ -26,6 +26,7 @@ from .api import (
     Metadata,
     Query,
     ReadIndex,
+    SnapshotRead,
     Watermarks,
 )
 from .frames import (
@@ -52,6 +53,7 @@ from .wire import (
     LEADERSHIP_TRANSFER,
     QUERY,
     READ_INDEX,
+    SNAPSHOT_READ,
     WATERMARKS,
 )
 
@@ -182,6 +184,9 @@ def _body(req, remote_id: str | None) -> bytes:
         return json_body({"group": req.group})
     if t is Digests:
         return json_body({"group": req.group, "remoteId": req.remote_id, "first": req.first, "count": req.count})
+    if t is SnapshotRead:
+        return json_body({"group": req.group, "remoteId": req.remote_id, "index": req.index, "offset": req.offset,
+                          "length": req.length})
     if t is ForceCompare:
         return json_body({"group": req.group, "peer": req.peer, "deep": req.deep, "dryRun": req.dry_run})
     if t is ForceTruncate:
@@ -196,7 +201,7 @@ def _body(req, remote_id: str | None) -> bytes:
 
 _CODES = {Get: GET, DLedgerGet: GET, DLedgerAppend: APPEND, Query: QUERY, ReadIndex: READ_INDEX,
           Watermarks: WATERMARKS, ForceCompare: FORCE_COMPARE, ForceTruncate: FORCE_TRUNCATE,
-          ChangeMembers: CHANGE_MEMBERS, Digests: DIGESTS}
+          ChangeMembers: CHANGE_MEMBERS, Digests: DIGESTS, SnapshotRead: SNAPSHOT_READ}
 
 
 def code_of(req) -> int:

@@ -30,11 +30,13 @@ from .answers import (
     CompareAnswer,
     EntryRow,
     NodeState,
+    SnapshotChunk,
     TruncateAnswer,
     WatermarkRow,
     compare_answer,
     entry_rows,
     node_state,
+    snapshot_chunk,
     truncate_answer,
     watermark_rows,
 )
@@ -53,7 +55,7 @@ from .channel import Channel
 from .frames import BadMessage, Forbidden, Frame, ProtocolError, json_body
 from .tls import expect_member
 from .transport import ConnectionLost, OtherMode, TransportError, Unreachable, WrongPeer
-from .wire import APPEND, GET, LEADERSHIP_TRANSFER, METADATA, QUERY, decode_response
+from .wire import APPEND, GET, LEADERSHIP_TRANSFER, METADATA, QUERY, SNAPSHOT_READ, decode_response
 
 
 class ClientError(Exception):
@@ -219,6 +221,8 @@ class Client:
             resp = await self.channels[peer].request(frame, timeout)
             if code == GET and is_raw(resp):  # (entries as their bytes: no JSON, no base64)
                 return decode_raw_answer(resp, typed=True)
+            if code == SNAPSHOT_READ and "size" in resp.ext:  # (its binary answer; refusals are JSON)
+                return {"code": _SUCCESS, "chunk": snapshot_chunk(resp)}
             o = decode_response(resp, code)
             if code == GET and o.get("code") == _SUCCESS:
                 o["entries"] = entry_rows(o.get("entries"))
@@ -512,6 +516,26 @@ class Client:
             return api.query_reply(resp)
         except ProtocolError as exc:
             raise ClientError(f"{target}: {exc}") from None
+
+    async def snapshot_chunk(self, peer: str, index: int, offset: int, length: int) -> SnapshotChunk:
+        """``length`` bytes from ``offset`` of member ``peer``'s state-machine snapshot as of entry
+        ``index`` (-1: its latest; answers.SnapshotChunk, ``index`` -1 when it has none; fewer
+        bytes at its end). Refused (a ClientError) when refused: UNSUPPORTED, no state machine
+        there; INDEX_OUT_OF_RANGE, no such snapshot any more (a newer one was saved and the old
+        one removed)."""
+        try:
+            resp = await self._call(peer, request_frame(api.SnapshotRead(self.group, peer, index, offset, length), peer),
+                                    SNAPSHOT_READ, self.timeout)
+        except (TransportError, ProtocolError) as exc:
+            raise self._failed(peer, exc) from None
+        code = resp.get("code")
+        if code != _SUCCESS:
+            name = Code(code).name if code in Code._value2member_map_ else str(code)
+            remark = resp.get("remark") or ""
+            if code in Code._value2member_map_:
+                raise Refused(f"{peer}: {name} {remark}".strip(), peer, Code(code), remark)
+            raise ClientError(f"{peer}: {name} {remark}".strip())
+        return resp["chunk"]
 
     async def transfer_leadership(self, target: str) -> tuple[str, int]:
         """Ask the leader to hand leadership to ``target`` (DLedger's LEADERSHIP_TRANSFER);

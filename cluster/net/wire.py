@@ -78,6 +78,7 @@ QUERY = 52006  # client -> a node: ask its state machine (cluster/raft/statemach
 CHANGE_MEMBERS = 52007  # operator -> leader: add a learner, or remove a member (cluster/raft/membership.py)
 READ_INDEX = 52008  # a node -> its leader: the confirmed read index of a linearizable read (cluster/raft/reads.py)
 DIGESTS = 52009  # a member's scrub -> the others: crc32 of each committed entry of a range (cluster/node/scrub.py)
+SNAPSHOT_READ = 52010  # client -> a node: a chunk of its latest state-machine snapshot (a live backup, dledgerctl/ops/backup.py)
 
 
 def request_frame(req, opaque: int, to: str | None = None) -> Frame:

@@ -62,6 +62,7 @@ from ..net.wire import (
     METADATA,
     QUERY,
     READ_INDEX,
+    SNAPSHOT_READ,
     STATUS,
     WATERMARKS,
 )
@@ -75,6 +76,7 @@ from .operator import Operator
 from .peers import PEER_CODES, PeerRequests
 from .reads import Reads
 from .scrub import digests_frame
+from .snapshotreads import snapshot_read
 
 log = logging.getLogger("dledgerctl.node")
 
@@ -125,7 +127,9 @@ class Requests:
         self._handlers = {METADATA: self._metadata, STATUS: self._metadata, APPEND: self._append, GET: self._timed_get,
                           QUERY: r.query, READ_INDEX: r.serve_read_index, CHANGE_MEMBERS: o.change_members,
                           WATERMARKS: o.watermarks, FORCE_COMPARE: o.force_compare, FORCE_TRUNCATE: o.force_truncate,
-                          DIGESTS: lambda req, f, conn=None: self._misdirected(req, f) or digests_frame(node, req, f)}
+                          DIGESTS: lambda req, f, conn=None: self._misdirected(req, f) or digests_frame(node, req, f),
+                          SNAPSHOT_READ: lambda req, f, conn=None: (self._misdirected(req, f)
+                                                                    or snapshot_read(node, req, f, self.refusal))}
 
     def serve(self, f: Frame, conn):
         """The answer to a frame: a Frame now, None when it comes later through ``conn``

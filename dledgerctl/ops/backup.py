@@ -10,21 +10,31 @@ heartbeat round per page, which keeps the backup's cost to the group's appends l
 after page (ops/logio.py ``Reading``), encoded as the store encodes them and written chunk by
 chunk: memory stays bounded by the pages in flight and one chunk, whatever the log's size.
 
-What it cannot take: the state machine's snapshot (no request serves it; a stopped member's
-``store backup`` takes it), and entries the leader no longer holds (its log's head deleted
-while the backup ran: the backup fails, naming the entry).
+The state machine's latest snapshot, when the group runs one, is copied first from the same
+member (SNAPSHOT_READ, chunk by chunk, into a spool file beside the backup, its crc32 checked
+whole), and the backup then reaches at least to the snapshot's index: the snapshot is as of an
+applied, hence committed, entry, so the entries up to it are fixed too, and the backup holds
+the snapshot and every entry after it up to its last. A snapshot replaced while it is copied
+(a newer one saved, the old one removed) is copied again from the newer one, a few times at
+most.
+
+What it cannot take: entries the leader no longer holds (its log's head deleted while the
+backup ran: the backup fails, naming the entry).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+import zlib
 from typing import Callable
 
 import msgspec
 
 from cluster.net.answers import NodeState
-from cluster.net.client import Client, ClientError
+from cluster.net.client import Client, ClientError, Refused
+from cluster.raft.rpc import Code
 from store.backup import BackupWriter
 from store.format import CHAIN_CRC_OFFSET, encode_entry
 
@@ -49,6 +59,7 @@ class LiveBackup(msgspec.Struct):
     chunks: int
     data_file_size: int | None
     members: str | None
+    snapshot_index: int | None
     seconds: float
 
 
@@ -99,15 +110,101 @@ def _bounds(leader: str, md: NodeState) -> tuple[int, int]:
     return md.begin_index, md.committed_index
 
 
+SNAPSHOT_CHUNK = 1 << 20  # what one SNAPSHOT_READ asks for
+SNAPSHOT_TRIES = 3  # copies of a snapshot begun before giving up (each one replaced while copied)
+
+
+class SpooledSnapshot(msgspec.Struct):
+    """A member's snapshot copied into ``path``: as of entry ``index`` (``term``), ``size``
+    bytes, crc32 ``crc``."""
+
+    path: str
+    index: int
+    term: int
+    size: int
+    crc: int
+
+
+def copy_snapshot(target: Target, member: str, path: str) -> SpooledSnapshot | None:
+    """Copy ``member``'s latest snapshot into the new file ``path``, its crc32 checked; None
+    when the member keeps none (no state machine, or none saved yet). OpsError when it is
+    replaced faster than it is copied, or its bytes do not match its crc."""
+
+    async def work(c: Client) -> SpooledSnapshot | None:
+        for _ in range(SNAPSHOT_TRIES):
+            try:
+                return await _copy(c, member, path)
+            except Refused as exc:
+                if exc.code == Code.UNSUPPORTED:
+                    return None
+                if exc.code != Code.INDEX_OUT_OF_RANGE:
+                    raise
+        raise OpsError(f"{member}'s snapshot was replaced {SNAPSHOT_TRIES} times while it was copied; run the "
+                       "backup again (or give the group a larger --snapshot-threshold)")
+
+    return run(target, work)
+
+
+async def _copy(c: Client, member: str, path: str) -> SpooledSnapshot | None:
+    chunk = await c.snapshot_chunk(member, -1, 0, SNAPSHOT_CHUNK)
+    if chunk.index < 0:
+        return None
+    index, term, size, crc = chunk.index, chunk.term, chunk.size, chunk.crc
+    got = 0
+    with open(path, "wb") as fh:
+        while True:
+            if (chunk.index, chunk.size, chunk.crc, chunk.offset) != (index, size, crc, got):
+                raise OpsError(f"{member} answered for snapshot {chunk.index} at {chunk.offset}, not {index} at {got}")
+            fh.write(chunk.data)
+            got += len(chunk.data)
+            if got >= size:
+                break
+            if not chunk.data:
+                raise OpsError(f"{member} sent no bytes of snapshot {index} at {got} of {size}")
+            chunk = await c.snapshot_chunk(member, index, got, SNAPSHOT_CHUNK)
+    if _crc_of(path) != crc:
+        raise OpsError(f"{member}'s snapshot {index}: its {size} bytes do not match its crc32 {crc}")
+    return SpooledSnapshot(path, index, term, size, crc)
+
+
+def _crc_of(path: str) -> int:
+    crc = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(SNAPSHOT_CHUNK):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _spooled_parts(path: str):
+    with open(path, "rb") as fh:
+        while block := fh.read(SNAPSHOT_CHUNK):
+            yield block
+
+
 def backup(target: Target, out: str, *, progress: Callable[[int], None] | None = None,
            start: Start | None = None) -> LiveBackup:
-    """Back up ``target``'s committed log as of now to the new file ``out`` (see the module's
-    docstring); ``progress(n)`` hears each page's bytes; ``start``: a :func:`start_point`
-    already asked (to size a progress bar). A ClientError (a member unreachable, the log's
-    head gone) or an OpsError stops it; the file is then not left behind."""
+    """Back up ``target``'s committed log as of now to the new file ``out``, with the state
+    machine's latest snapshot when the group runs one (see the module's docstring);
+    ``progress(n)`` hears each page's bytes; ``start``: a :func:`start_point` already asked
+    (to size a progress bar). A ClientError (a member unreachable, the log's head gone) or an
+    OpsError stops it; the file, and the snapshot's spool, are then not left behind."""
     began = time.monotonic()
     start = start or start_point(target)
-    reading = Reading(target, start.first, start.last, consistency="serializable", node=start.leader)
+    spool = out + ".snapshot.partial"
+    try:
+        snap = copy_snapshot(target, start.leader, spool)
+        last = start.last if snap is None else max(start.last, snap.index)
+        return _write(target, out, start, last, snap, progress, began)
+    finally:
+        try:
+            os.unlink(spool)
+        except FileNotFoundError:
+            pass
+
+
+def _write(target: Target, out: str, start: Start, last: int, snap: SpooledSnapshot | None,
+           progress: Callable[[int], None] | None, began: float) -> LiveBackup:
+    reading = Reading(target, start.first, last, consistency="serializable", node=start.leader)
     with BackupWriter(out) as w:
         prev_chain = 0
         for page in reading.pages():
@@ -121,9 +218,12 @@ def backup(target: Target, out: str, *, progress: Callable[[int], None] | None =
             w.add(chunk)
             if progress is not None:
                 progress(len(chunk))
-        if w.last_index != start.last:
-            raise OpsError(f"the leader's log gave entries up to {w.last_index}, not {start.last}")
+        if w.last_index != last:
+            raise OpsError(f"the leader's log gave entries up to {w.last_index}, not {last}")
+        if snap is not None:
+            w.add_snapshot(snap.index, snap.term, snap.size, snap.crc, _spooled_parts(snap.path))
         m = w.finish(group=target.group, source=f"live {start.leader}", members=start.members)
     members = (m.members or {}).get("voters")
     return LiveBackup(out, target.group, start.leader, m.first_index, m.last_index, m.last_term, m.entries,
-                      m.entry_bytes, len(m.chunks), m.data_file_size, members, round(time.monotonic() - began, 3))
+                      m.entry_bytes, len(m.chunks), m.data_file_size, members,
+                      None if snap is None else snap.index, round(time.monotonic() - began, 3))

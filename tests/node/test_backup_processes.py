@@ -4,6 +4,9 @@
   restored into a new group (three members, a new name), that group serves every entry of
   it and takes new appends, and refuses a client of the old group's name; a backup with one
   flipped byte is refused by verify and by restore.
+- With a state machine whose snapshots let the members delete their log's head, a live backup
+  copies the latest snapshot too; the restored group's state machine holds every key, those
+  whose only entries were deleted included.
 - A group of three loses two members' stores for good: the survivor, forced into a group of
   its own, leads; two new members are added with ``peer add``; every entry the survivor held
   is served; an old member started again is not taken back (it gets no entry, and the
@@ -20,7 +23,7 @@ import threading
 from store.backup import BackupReader
 from store.format import HEADER_SIZE, decode_header
 from tests.support.commands import cli
-from tests.support.group import SMALL, append_lines, leader_of, recorded, status, wait_for
+from tests.support.group import SMALL, append_lines, file_sizes, leader_of, recorded, status, wait_for
 from tests.support.ports import free_port_base
 
 
@@ -112,6 +115,56 @@ def test_live_backup_restores_into_a_new_group(group, tmp_path):
     r = cli("cluster", "status", "--peers", peers, "--group", "default", "--format", "json")
     assert r.returncode == 1
     assert all(x["state"] == "refused" and "UNKNOWN_GROUP" in x["error"] for x in json.loads(r.stdout))
+
+
+def _append_kv(base: str, pairs: list[tuple[str, str]]) -> None:
+    r = cli("append", "--base-dir", base, "--file", "-", "--lines", "--batch", "100", "--timeout", "20",
+            "--format", "json", input="".join(f"{k}={v}\n" for k, v in pairs), timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def _kv(base: str, keys: list[str]) -> dict:
+    r = cli("kv", "get", "--base-dir", base, *keys, "--format", "json", "--timeout", "20")
+    assert r.returncode in (0, 1), r.stderr
+    return {x["key"]: x["value"] for x in json.loads(r.stdout)}
+
+
+def test_live_backup_carries_the_snapshot_a_compacted_log_needs(group, tmp_path):
+    base, _rec = group.recorded(3, "--state-machine", "kv", "--snapshot-threshold", "300",
+                                sizes=file_sizes("64KiB", "64KiB"))
+    early = [(f"early{i}", f"e{i}") for i in range(20)]  # written once: after the head is deleted, in snapshots only
+    _append_kv(base, early)
+    keys = [f"k{i}" for i in range(50)]
+    for r in range(40):
+        _append_kv(base, [(k, f"{r}-{k}-".ljust(100, "v")) for k in keys])
+    leader = leader_of(base)
+    wait_for(lambda: next(x for x in status(base) if x["id"] == leader)["begin_index"] > len(early) + 1, 30,
+             f"{leader} to delete its log's head")
+    out = str(tmp_path / "kv.dlbk")
+    r = cli("cluster", "backup", "--base-dir", base, "--out", out, "--format", "json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    made = json.loads(r.stdout)
+    assert made["first_index"] > len(early) + 1 and made["snapshot_index"] is not None, made
+    assert made["last_index"] >= made["snapshot_index"] >= made["first_index"] - 1, made
+    with BackupReader(out) as rd:
+        assert rd.manifest.snapshot["index"] == made["snapshot_index"]
+    assert cli("store", "backup-verify", out).returncode == 0
+    assert not os.path.exists(out + ".snapshot.partial")  # (the spool is gone)
+
+    port = free_port_base(3)
+    peers = ";".join(f"n{i}-127.0.0.1:{port + i}" for i in range(3))
+    new_base = str(tmp_path / "restored")
+    for i in range(3):
+        r = cli("store", "restore", out, "--id", f"n{i}", "--peers", peers, "--store-base-dir", new_base,
+                "--data-file-size", "64KiB", "--index-file-size", "64KiB", "--format", "json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["snapshot_index"] == made["snapshot_index"]
+    group(3, "--group", "default-restored", "--state-machine", "kv", base=new_base, port_base=port,
+          sizes=file_sizes("64KiB", "64KiB"))
+    names = [k for k, _ in early] + keys
+    want = {**dict(early), **{k: "39-{}-".format(k).ljust(100, "v") for k in keys}}
+    assert _kv(base, names) == want
+    assert _kv(new_base, names) == want
 
 
 def test_two_of_three_lost_survivor_forced_then_grown(group, tmp_path):
