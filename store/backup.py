@@ -43,6 +43,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Iterator
 
+import numpy as np
+
+from .batch import HEADER_DTYPE, RUN_MIN, gather_headers, prefix_true, walk_sizes
 from .errors import StoreCorruptError, StoreUsageError
 from .filestore import FileStore
 from .format import HEADER_SIZE, MAGIC_CONFIG, MIN_BLANK_LEN, decode_header
@@ -57,6 +60,7 @@ TAIL_MAGIC = b"DLBKEND\n"
 TAIL = struct.Struct(">QI8s")
 CHUNK_BYTES = 4 << 20  # a chunk's size (one entry larger than this is a chunk of its own)
 READ_BYTES = 1 << 20  # what a snapshot or a digest is read in
+RUN_LIMIT = 1 << 16  # entries a run of BackupWriter.add looks at once
 PARTIAL = ".partial"
 MAX_MANIFEST = 256 << 20
 
@@ -158,39 +162,87 @@ class BackupWriter:
     def add(self, raw) -> None:
         """Encoded entries (one or more, back to back), continuing the log added so far.
         StoreCorruptError when they do not: an index gap, a term going back, a position
-        before the previous entry's end, a header that does not frame."""
+        before the previous entry's end, a header that does not frame.
+
+        Long stretches of ordinary entries (no config entry, no roll to the next data file,
+        within the chunk) are checked and taken at once (:meth:`_add_run`, numpy over their
+        headers); any other entry, and the first that does not pass, one at a time
+        (:meth:`_add_one`), which alone says what is wrong."""
         buf = memoryview(raw)
         off, n = 0, len(buf)
         while off < n:
-            if n - off < HEADER_SIZE:
-                raise StoreCorruptError(f"entries end {n - off} bytes into a header")
-            h = decode_header(buf, off)
-            if h.size != HEADER_SIZE + h.body_size or h.body_size < 0 or off + h.size > n:
-                raise StoreCorruptError(f"entry at byte {off} of a read: size {h.size} does not frame")
-            if self.last_index >= 0:
-                if h.index != self.last_index + 1:
-                    raise StoreCorruptError(f"entry {h.index} follows entry {self.last_index}")
-                if h.term < self.last_term:
-                    raise StoreCorruptError(f"entry {h.index}: term {h.term} below the previous {self.last_term}")
-                if h.pos < self.next_pos:
-                    raise StoreCorruptError(f"entry {h.index}: position {h.pos} before the previous entry's end")
-            else:
-                self.first_index, self.first_term, self.first_pos = h.index, h.term, h.pos
-            rolled = self.last_index >= 0 and h.pos != self.next_pos
-            if rolled:
-                self._saw_roll(h.pos)
-            if rolled or (self._buf and len(self._buf) + h.size > self.chunk_bytes):
-                self._cut()
-            if not self._buf:
-                self._chunk_first, self._chunk_pos = h.index, h.pos
-            self._buf += buf[off:off + h.size]
-            if h.magic == MAGIC_CONFIG:
-                self.members = members_from_config(buf[off + HEADER_SIZE:off + h.size]) or self.members
-            self.last_index, self.last_term, self.last_chain = h.index, h.term, h.chain_crc
-            self.next_pos = h.pos + h.size
-            self.entries += 1
-            self.entry_bytes += h.size
-            off += h.size
+            took = self._add_run(buf, off, n) if n - off >= RUN_MIN * HEADER_SIZE else 0
+            off = off + took if took else self._add_one(buf, off, n)
+
+    def _add_run(self, buf, off: int, n: int) -> int:
+        """Bytes of the longest stretch from ``off`` that :meth:`_add_one` would take entry
+        by entry with nothing to do but append them, taken at once; 0 when it is shorter
+        than RUN_MIN entries (those go one by one)."""
+        offsets = walk_sizes(buf, off, n, RUN_LIMIT)
+        if len(offsets) < RUN_MIN:
+            return 0
+        h = gather_headers(buf, np.asarray(offsets)).view(HEADER_DTYPE)[:, 0]
+        size = h["size"].astype(np.int64)
+        pos, index, term = h["pos"], h["index"], h["term"]
+        first = self.last_index + 1 if self.last_index >= 0 else int(index[0])
+        ok = ((h["magic"] >= 1) & (h["magic"] < MAGIC_CONFIG) & (h["bsize"] >= 0) & (size == HEADER_SIZE + h["bsize"])
+              & (index == first + np.arange(len(h))))
+        ok[1:] &= (term[1:] >= term[:-1]) & (pos[1:] == pos[:-1] + size[:-1])
+        if self.last_index >= 0:
+            ok[0] &= bool(term[0] >= self.last_term and pos[0] == self.next_pos)
+        m = prefix_true(ok)
+        if m < RUN_MIN:
+            return 0
+        ends = np.cumsum(size[:m])
+        if self._buf and len(self._buf) + int(ends[0]) > self.chunk_bytes:
+            self._cut()
+        m = int(np.searchsorted(ends, self.chunk_bytes - len(self._buf), side="right"))
+        if m < RUN_MIN:
+            return 0
+        took = int(ends[m - 1])
+        if not self._buf:
+            self._chunk_first, self._chunk_pos = int(index[0]), int(pos[0])
+        if self.first_index < 0:
+            self.first_index, self.first_term, self.first_pos = int(index[0]), int(term[0]), int(pos[0])
+        self._buf += buf[off:off + took]
+        self.last_index, self.last_term, self.last_chain = int(index[m - 1]), int(term[m - 1]), int(h["chain"][m - 1])
+        self.next_pos = int(pos[m - 1]) + int(size[m - 1])
+        self.entries += m
+        self.entry_bytes += took
+        return took
+
+    def _add_one(self, buf, off: int, n: int) -> int:
+        """Take the entry at ``off`` (StoreCorruptError naming what does not follow); the
+        offset after it."""
+        if n - off < HEADER_SIZE:
+            raise StoreCorruptError(f"entries end {n - off} bytes into a header")
+        h = decode_header(buf, off)
+        if h.size != HEADER_SIZE + h.body_size or h.body_size < 0 or off + h.size > n:
+            raise StoreCorruptError(f"entry at byte {off} of a read: size {h.size} does not frame")
+        if self.last_index >= 0:
+            if h.index != self.last_index + 1:
+                raise StoreCorruptError(f"entry {h.index} follows entry {self.last_index}")
+            if h.term < self.last_term:
+                raise StoreCorruptError(f"entry {h.index}: term {h.term} below the previous {self.last_term}")
+            if h.pos < self.next_pos:
+                raise StoreCorruptError(f"entry {h.index}: position {h.pos} before the previous entry's end")
+        else:
+            self.first_index, self.first_term, self.first_pos = h.index, h.term, h.pos
+        rolled = self.last_index >= 0 and h.pos != self.next_pos
+        if rolled:
+            self._saw_roll(h.pos)
+        if rolled or (self._buf and len(self._buf) + h.size > self.chunk_bytes):
+            self._cut()
+        if not self._buf:
+            self._chunk_first, self._chunk_pos = h.index, h.pos
+        self._buf += buf[off:off + h.size]
+        if h.magic == MAGIC_CONFIG:
+            self.members = members_from_config(buf[off + HEADER_SIZE:off + h.size]) or self.members
+        self.last_index, self.last_term, self.last_chain = h.index, h.term, h.chain_crc
+        self.next_pos = h.pos + h.size
+        self.entries += 1
+        self.entry_bytes += h.size
+        return off + h.size
 
     def _saw_roll(self, pos: int) -> None:
         """Learn the data file size from where the log rolled to its next file: the log's

@@ -274,13 +274,28 @@ class SimulatedBrokers:
 
     def join(self, broker: str, port: int):
         """One broker of set ``broker`` (advertising 127.0.0.1:``port``) joins: its id and the
-        master the controller answered (cluster.net.remoting.MasterAnswer)."""
-        from cluster.net.remoting import ControllerClient
+        master the controller answered (cluster.net.remoting.MasterAnswer). A controller
+        takes requests only once its own leader proposal is applied, a moment after DLedger
+        names it leader: the first request (a read) is asked again, for 15 s at most, while it
+        answers CONTROLLER_NOT_LEADER."""
+        import asyncio
+
+        from cluster.net.remoting import CONTROLLER_NOT_LEADER, ControllerClient, Refused
+
+        async def first_id(c):
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    return await c.next_broker_id(self.cluster, broker)
+                except Refused as exc:
+                    if exc.code != CONTROLLER_NOT_LEADER or time.monotonic() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
 
         async def go():
             c = ControllerClient(self.address, timeout=5.0)
             address = f"{HOST}:{port}"
-            bid = await c.next_broker_id(self.cluster, broker)
+            bid = await first_id(c)
             await c.apply_broker_id(self.cluster, broker, bid, f"{address};{int(time.time() * 1000)}")
             await c.heartbeat(self.cluster, broker, address, bid, timeout_millis=self.timeout_millis)
             answer = await c.register_broker(self.cluster, broker, bid, address)
