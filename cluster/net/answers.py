@@ -259,7 +259,16 @@ def append_answer(body: bytes) -> AppendAnswer:
 
 # -- FORCE_COMPARE, FORCE_TRUNCATE -----------------------------------------------------------
 
-class CompareAnswer(msgspec.Struct, frozen=True):
+class _Done(msgspec.Struct, frozen=True):
+    """What an operator request did, as the leader says it."""
+
+    def row(self) -> dict:
+        """The answer as the leader sent it, without its code (a dict in the leader's order;
+        an UNSET field left out)."""
+        return msgspec.to_builtins(self)
+
+
+class CompareAnswer(_Done, frozen=True):
     """What FORCE_COMPARE found (cluster/raft/divergence.py Divergence: both logs' bounds,
     ``match_index`` up to which they are equal, ``first_diff`` and the terms and digests
     there, ``truncate_from`` where the follower must be cut and ``to_cut`` how many that
@@ -290,12 +299,8 @@ class CompareAnswer(msgspec.Struct, frozen=True):
     repaired: bool
     kept: str | UnsetType = UNSET
 
-    def row(self) -> dict:
-        """The answer as the leader sent it, without its code (a dict in the leader's order)."""
-        return msgspec.to_builtins(self)
 
-
-class TruncateAnswer(msgspec.Struct, frozen=True):
+class TruncateAnswer(_Done, frozen=True):
     """What FORCE_TRUNCATE did: ``dropped`` entries of ``peer`` from ``from_index``, the
     follower's end and commit index after it, the leader's commit index, and ``kept`` as
     in :class:`CompareAnswer`."""
@@ -307,10 +312,6 @@ class TruncateAnswer(msgspec.Struct, frozen=True):
     follower_committed: int
     committed_index: int
     kept: str | UnsetType = UNSET
-
-    def row(self) -> dict:
-        """The answer as the leader sent it, without its code (a dict in the leader's order)."""
-        return msgspec.to_builtins(self)
 
 
 def compare_answer(o: dict) -> CompareAnswer:
