@@ -127,10 +127,12 @@ class SpooledSnapshot(msgspec.Struct):
 
 def copy_snapshot(target: Target, member: str, path: str) -> SpooledSnapshot | None:
     """Copy ``member``'s latest snapshot into the new file ``path``, its crc32 checked; None
-    when the member keeps none (no state machine, or none saved yet). OpsError when it is
-    replaced faster than it is copied, or its bytes do not match its crc."""
+    when the member keeps none (no state machine, none saved yet, or a Java DLedger node).
+    OpsError when it is replaced faster than it is copied, or its bytes do not match its crc."""
 
     async def work(c: Client) -> SpooledSnapshot | None:
+        if (await c.metadata(member)).impl != "dledgerctl":
+            return None  # (a Java DLedger node runs no state machine of ours)
         for _ in range(SNAPSHOT_TRIES):
             try:
                 return await _copy(c, member, path)

@@ -84,7 +84,7 @@ def java_group(dledger_java, tmp_path):
         g.stop_all()
 
 
-def test_dledgerctl_commands_against_a_java_group(java_group):
+def test_dledgerctl_commands_against_a_java_group(java_group, tmp_path):
     g = java_group
     # (a Java follower names the leader once its first heartbeat arrives: until every one does)
     rows = wait_for(lambda: (lambda rows: rows if len({r["leader"] for r in rows}) == 1 and rows[0]["leader"]
@@ -128,6 +128,11 @@ def test_dledgerctl_commands_against_a_java_group(java_group):
     # dledgerctl's own requests are refused with a clear error, not a hang
     wm = cli("peer", "watermarks", "--peers", g.peers, "--group", GROUP, "--timeout", "5")
     assert wm.returncode == 1 and "Java DLedger" in wm.stderr
+    # a live backup needs the leader's first and commit index, which a Java node does not say: one line, no file
+    out = str(tmp_path / "java.dlbk")
+    bk = cli("cluster", "backup", "--peers", g.peers, "--group", GROUP, "--out", out, "--timeout", "5")
+    assert bk.returncode == 1 and bk.stderr.count("\n") == 1 and "commit index" in bk.stderr, bk.stderr
+    assert not os.path.exists(out) and not os.path.exists(out + ".partial")
 
 
 def test_dledger_java_client_against_a_dledgerctl_group(dledger_java, group):
