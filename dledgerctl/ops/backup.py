@@ -194,9 +194,10 @@ def backup(target: Target, out: str, *, progress: Callable[[int], None] | None =
     start = start or start_point(target)
     spool = out + ".snapshot.partial"
     try:
-        snap = copy_snapshot(target, start.leader, spool)
-        last = start.last if snap is None else max(start.last, snap.index)
-        return _write(target, out, start, last, snap, progress, began)
+        with BackupWriter(out) as w:  # (made first: an output that exists is refused before any copying)
+            snap = copy_snapshot(target, start.leader, spool)
+            last = start.last if snap is None else max(start.last, snap.index)
+            return _write(w, target, out, start, last, snap, progress, began)
     finally:
         try:
             os.unlink(spool)
@@ -204,27 +205,26 @@ def backup(target: Target, out: str, *, progress: Callable[[int], None] | None =
             pass
 
 
-def _write(target: Target, out: str, start: Start, last: int, snap: SpooledSnapshot | None,
+def _write(w: BackupWriter, target: Target, out: str, start: Start, last: int, snap: SpooledSnapshot | None,
            progress: Callable[[int], None] | None, began: float) -> LiveBackup:
     reading = Reading(target, start.first, last, consistency="serializable", node=start.leader)
-    with BackupWriter(out) as w:
-        prev_chain = 0
-        for page in reading.pages():
-            raw = []
-            for e in page:
-                b = encode_entry(e.body, index=e.index, term=e.term, pos=e.pos, magic=e.magic,
-                                 prev_chain=prev_chain)
-                prev_chain = int.from_bytes(b[CHAIN_CRC_OFFSET:CHAIN_CRC_OFFSET + 4], "big")
-                raw.append(b)
-            chunk = b"".join(raw)
-            w.add(chunk)
-            if progress is not None:
-                progress(len(chunk))
-        if w.last_index != last:
-            raise OpsError(f"the leader's log gave entries up to {w.last_index}, not {last}")
-        if snap is not None:
-            w.add_snapshot(snap.index, snap.term, snap.size, snap.crc, _spooled_parts(snap.path))
-        m = w.finish(group=target.group, source=f"live {start.leader}", members=start.members)
+    prev_chain = 0
+    for page in reading.pages():
+        raw = []
+        for e in page:
+            b = encode_entry(e.body, index=e.index, term=e.term, pos=e.pos, magic=e.magic,
+                             prev_chain=prev_chain)
+            prev_chain = int.from_bytes(b[CHAIN_CRC_OFFSET:CHAIN_CRC_OFFSET + 4], "big")
+            raw.append(b)
+        chunk = b"".join(raw)
+        w.add(chunk)
+        if progress is not None:
+            progress(len(chunk))
+    if w.last_index != last:
+        raise OpsError(f"the leader's log gave entries up to {w.last_index}, not {last}")
+    if snap is not None:
+        w.add_snapshot(snap.index, snap.term, snap.size, snap.crc, _spooled_parts(snap.path))
+    m = w.finish(group=target.group, source=f"live {start.leader}", members=start.members)
     members = (m.members or {}).get("voters")
     return LiveBackup(out, target.group, start.leader, m.first_index, m.last_index, m.last_term, m.entries,
                       m.entry_bytes, len(m.chunks), m.data_file_size, members,

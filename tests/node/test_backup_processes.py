@@ -150,6 +150,9 @@ def test_live_backup_carries_the_snapshot_a_compacted_log_needs(group, tmp_path)
         assert rd.manifest.snapshot["index"] == made["snapshot_index"]
     assert cli("store", "backup-verify", out).returncode == 0
     assert not os.path.exists(out + ".snapshot.partial")  # (the spool is gone)
+    again = cli("cluster", "backup", "--base-dir", base, "--out", out, "--format", "json", timeout=120)
+    assert again.returncode == 1 and "exists already" in again.stderr and again.stderr.count("\n") == 1, again.stderr
+    assert not os.path.exists(out + ".snapshot.partial") and not os.path.exists(out + ".partial")
 
     port = free_port_base(3)
     peers = ";".join(f"n{i}-127.0.0.1:{port + i}" for i in range(3))
