@@ -19,7 +19,7 @@ import subprocess
 
 from store.filestore import FileStore
 from store.format import MAGIC_CONFIG, MAGIC_NORMAL
-from tests.java.test_dledger_wire import GROUP, JavaGroup, leader_of
+from tests.java.test_dledger_wire import GROUP, JavaGroup, leader_of, statuses
 from tests.java.test_follower_filesize_java import java_server  # noqa: F401 (a fixture)
 from tests.support.commands import cli
 from tests.support.group import wait_for
@@ -44,6 +44,11 @@ def test_a_java_survivor_forced_alone_leads_and_serves_every_entry(java_server, 
         for n in g.ids:
             g.start(n)
         leader = wait_for(lambda: leader_of(g.peers), 90, "a Java leader")
+        # every member up and following it (two elect a leader; a third slow to start would hold no store)
+        def following() -> bool:
+            rows = statuses(g.peers)
+            return len(rows) == 3 and all(r.get("state") == "up" and r.get("leader") == leader for r in rows)
+        wait_for(following, 60, "every Java member to follow the leader")
         r = _append(g.peers, [f"acked-{k:03d}-" + "m" * 2000 for k in range(60)])  # (several 64 KiB files)
         assert r.returncode == 0, r.stderr
         # its followers gone, the leader writes what it can no longer have acknowledged
