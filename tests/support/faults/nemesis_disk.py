@@ -109,6 +109,7 @@ class DiskFaults:
         probe = await self._probe(leader)
         await asyncio.sleep(max(2.5, min(hold, 4.0)))
         committed = max((x or {}).get("committed_index", -1) for x in m.last.values())
+        scrub = (m.last.get(leader) or {}).get("scrub")
         said = flip_tail(c.nodes[leader].dir, committed, self.rng, body=probe)
         self.course.log(f"rot-tail: SIGSTOP {', '.join(followers)}; {leader}: {said}")
         for k, f in enumerate(self.targets.shuffled()):
@@ -116,6 +117,20 @@ class DiskFaults:
                 c.nodes[f].resume()
                 if k < len(followers) - 1:
                     await asyncio.sleep(min(1.0, max(0.2, hold / 2)))
+        if not scrub:
+            return
+        # The probe's push may have reached the followers before they stopped (seen: seed 7): then
+        # the damaged entry is the old leader's copy of one they hold sound, committed once a leader
+        # of the next term commits past it, and, as for bitrot, its scrub must repair it before the
+        # next fault (or the run's end) judges the copies. Cut instead, it leaves no damage to find.
+        passes = scrub["passes"]
+
+        def clean(m) -> bool:
+            now = (m.last.get(leader) or {}).get("scrub")
+            return c.nodes[leader].state != "up" or (bool(now) and now["passes"] >= passes + 2 and not now["damaged"])
+        if not await m.wait(clean, c.catch_up_bound + 30):
+            self.course.problems.append(f"{leader}'s scrub did not pass twice without damage within "
+                                        f"{c.catch_up_bound + 30:g} s after its tail was damaged")
 
     async def _probe(self, leader: str) -> bytes | None:
         """Append one body to ``leader`` alone, waiting at most a second for an answer (none
