@@ -171,16 +171,21 @@ class BackupWriter:
         buf = memoryview(raw)
         off, n = 0, len(buf)
         while off < n:
-            took = self._add_run(buf, off, n) if n - off >= RUN_MIN * HEADER_SIZE else 0
-            off = off + took if took else self._add_one(buf, off, n)
+            took, singles = self._add_run(buf, off, n) if n - off >= RUN_MIN * HEADER_SIZE else (0, 1)
+            off += took
+            for _ in range(singles):  # (walked once: not walked again before each of them)
+                if off >= n:
+                    break
+                off = self._add_one(buf, off, n)
 
-    def _add_run(self, buf, off: int, n: int) -> int:
-        """Bytes of the longest stretch from ``off`` that :meth:`_add_one` would take entry
-        by entry with nothing to do but append them, taken at once; 0 when it is shorter
-        than RUN_MIN entries (those go one by one)."""
+    def _add_run(self, buf, off: int, n: int) -> tuple[int, int]:
+        """(bytes, 0): the longest stretch from ``off`` that :meth:`_add_one` would take entry
+        by entry with nothing to do but append them, taken at once; (0, k) when it is shorter
+        than RUN_MIN entries: the k entries from ``off`` (the stretch and the one that ends
+        it) go one by one."""
         offsets = walk_sizes(buf, off, n, RUN_LIMIT)
         if len(offsets) < RUN_MIN:
-            return 0
+            return 0, len(offsets) + 1
         h = gather_headers(buf, np.asarray(offsets)).view(HEADER_DTYPE)[:, 0]
         size = h["size"].astype(np.int64)
         pos, index, term = h["pos"], h["index"], h["term"]
@@ -192,13 +197,14 @@ class BackupWriter:
             ok[0] &= bool(term[0] >= self.last_term and pos[0] == self.next_pos)
         m = prefix_true(ok)
         if m < RUN_MIN:
-            return 0
+            return 0, m + 1
         ends = np.cumsum(size[:m])
         if self._buf and len(self._buf) + int(ends[0]) > self.chunk_bytes:
             self._cut()
-        m = int(np.searchsorted(ends, self.chunk_bytes - len(self._buf), side="right"))
-        if m < RUN_MIN:
-            return 0
+        fit = int(np.searchsorted(ends, self.chunk_bytes - len(self._buf), side="right"))
+        if fit < RUN_MIN:  # (entries so large that few fill a chunk)
+            return 0, max(1, fit)
+        m = fit
         took = int(ends[m - 1])
         if not self._buf:
             self._chunk_first, self._chunk_pos = int(index[0]), int(pos[0])
@@ -209,7 +215,7 @@ class BackupWriter:
         self.next_pos = int(pos[m - 1]) + int(size[m - 1])
         self.entries += m
         self.entry_bytes += took
-        return took
+        return took, 0
 
     def _add_one(self, buf, off: int, n: int) -> int:
         """Take the entry at ``off`` (StoreCorruptError naming what does not follow); the

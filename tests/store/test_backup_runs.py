@@ -73,8 +73,9 @@ def test_a_plain_stretch_goes_through_the_run_lane(tmp_path, monkeypatch):
     real = BackupWriter._add_run
 
     def spy(self, buf, off, n):
-        taken.append(real(self, buf, off, n))
-        return taken[-1]
+        got = real(self, buf, off, n)
+        taken.append(got[0])  # (the bytes taken as a run)
+        return got
     monkeypatch.setattr(BackupWriter, "_add_run", spy)
     w = BackupWriter(str(tmp_path / "plain.dlbk"))
     try:
