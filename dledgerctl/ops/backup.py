@@ -152,29 +152,22 @@ async def _copy(c: Client, member: str, path: str) -> SpooledSnapshot | None:
     if chunk.index < 0:
         return None
     index, term, size, crc = chunk.index, chunk.term, chunk.size, chunk.crc
-    got = 0
+    got = seen = 0
     with open(path, "wb") as fh:
         while True:
             if (chunk.index, chunk.size, chunk.crc, chunk.offset) != (index, size, crc, got):
                 raise OpsError(f"{member} answered for snapshot {chunk.index} at {chunk.offset}, not {index} at {got}")
             fh.write(chunk.data)
+            seen = zlib.crc32(chunk.data, seen)
             got += len(chunk.data)
             if got >= size:
                 break
             if not chunk.data:
                 raise OpsError(f"{member} sent no bytes of snapshot {index} at {got} of {size}")
             chunk = await c.snapshot_chunk(member, index, got, SNAPSHOT_CHUNK)
-    if _crc_of(path) != crc:
+    if seen != crc:
         raise OpsError(f"{member}'s snapshot {index}: its {size} bytes do not match its crc32 {crc}")
     return SpooledSnapshot(path, index, term, size, crc)
-
-
-def _crc_of(path: str) -> int:
-    crc = 0
-    with open(path, "rb") as fh:
-        while block := fh.read(SNAPSHOT_CHUNK):
-            crc = zlib.crc32(block, crc)
-    return crc
 
 
 def _spooled_parts(path: str):
