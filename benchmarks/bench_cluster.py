@@ -16,7 +16,11 @@ It prints entries/s, p50 and p99 latency per case, the CPU time (user + system, 
 ratio of dledgerctl's throughput to each peer's on the same case. Beside them, the rate at
 which this process appends the same entries to a store of its own (FileStore.append_leader,
 256 per call, flush=async: what bench_store.py measures), and each dledgerctl case's
-throughput as a share of it: how near replication comes to the store's own append rate. ``--repeat N`` runs
+throughput as a share of it: how near replication comes to the store's own append rate. And
+the floor under the batched cases (benchmarks/bench_floor.py): three processes that move the
+same bytes (client -> leader, pwrite, leader -> two followers, pwrite, acknowledgement) and
+checksum them, with no Raft, framing or index, and each dledgerctl case as a share of it:
+how near replication comes to what the kernel and the CRCs leave. ``--repeat N`` runs
 every case N times, in rounds on the same cluster, and reports the run with the median
 throughput (the lower of the middle two for an even N) with every run's entries/s: the
 shared 2-core machine's speed changes by a third from one minute to the next.
@@ -82,6 +86,7 @@ from cluster.node import runtime  # noqa: E402
 from cluster.net.client import Client  # noqa: E402
 from cluster.raft.config import parse_peers  # noqa: E402
 from cluster.node.launcher import down, up  # noqa: E402
+import bench_floor  # noqa: E402
 
 BODY = os.urandom(1024)
 CASES = [(1, 1), (16, 1), (64, 1), (16, 64), (16, 256)]  # (clients, entries per request)
@@ -625,7 +630,7 @@ def bench_pysyncobj(seconds: float, tmp: str, conf: list[str] = (), repeat: int 
 
 
 def table(results: dict, conf: list[str] = ()) -> str:
-    systems = [s for s in results if s not in ("tls_crypto_us_per_kib", "store_alone_entries_per_s")]
+    systems = [s for s in results if s not in ("tls_crypto_us_per_kib", "store_alone_entries_per_s", "relay")]
     lines = [f"{'case':<22}" + "".join(f"{s:>34}" for s in systems)]
     lines.append(f"{'':<22}" + "".join(f"{'entries/s   p50 ms   p99 ms':>34}" for _ in systems))
     for clients, batch in CASES:
@@ -660,6 +665,16 @@ def table(results: dict, conf: list[str] = ()) -> str:
                 shares = [f"{c} x {n} {results[s][f'{c}x{n}']['entries_per_s'] / alone:.3f}"
                           for c, n in CASES if n > 1 and f"{c}x{n}" in results[s]]
                 ratio_lines.append(f"  {s}: " + "  ".join(shares))
+    relay = results.get("relay")
+    if relay:
+        ratio_lines.append("the same bytes without Raft (bench_floor.py: a leader that only writes, checksums and "
+                           "forwards, followers that only write, checksum and acknowledge):")
+        ratio_lines += bench_floor.lines(relay, "relay")
+        for s in systems:
+            if s.startswith("dledgerctl") and results[s]:
+                shares = [f"{k.replace('x', ' x ')} {results[s][k]['entries_per_s'] / relay[k]['entries_per_s']:.3f}"
+                          for k in relay if k in results[s]]
+                ratio_lines.append(f"  {s} / relay: " + "  ".join(shares))
     if results.get("tls_crypto_us_per_kib"):
         ratio_lines += tls_ceiling(results, results["tls_crypto_us_per_kib"])
     if ratio_lines:
@@ -730,6 +745,8 @@ def main() -> int:
         log("the store alone")
         results["store_alone_entries_per_s"] = store_alone(tmp, seconds)
         log(f"  {results['store_alone_entries_per_s']:,.0f} entries/s")
+        log("the same bytes without Raft (bench_floor.py's relay, with CRCs)")
+        results["relay"] = bench_floor.floor(seconds, tmp, crc=True, log=log)
         for flush in ("async",) if args.no_sync else ("async", "sync"):
             log(f"dledgerctl flush={flush}")
             results[f"dledgerctl {flush}"] = bench_dledger(flush, seconds, tmp, args.repeat)
