@@ -323,22 +323,25 @@ done:
 /* -- check_entries ----------------------------------------------------------------------- */
 
 PyDoc_STRVAR(check_doc,
-"check_entries(buf, off, limit, end_index, end_term, max_term, write_pos, file_size)\n"
+"check_entries(buf, off, limit, end_index, end_term, max_term, write_pos, file_size, prev_chain=None)\n"
 "-> (stop, ends, terms, records, chain, first_pos, error)\n\n"
 "Check at most ``limit`` pushed entries of ``buf`` from ``off`` against a log that ends\n"
 "at ``end_index`` / ``end_term`` / ``write_pos``, within one data file (the first\n"
 "entry may start the next file; a later one that does ends the run). Returns where it\n"
 "stopped, each accepted entry's end offset from ``off`` and its term, their index\n"
 "records, the last accepted entry's chain CRC (None when none was), the first one's\n"
-"pos, and None or the check that stopped it: (name, values...).");
+"pos, and None or the check that stopped it: (name, values...). An entry that records\n"
+"checksums must also carry the chain CRC its index, term and body CRC make with the chain\n"
+"of the entry before it: ``prev_chain`` (the local log's last chain) for the first one,\n"
+"whose chain goes unchecked when it is None.");
 
 static PyObject *lanes_check(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t off, limit;
     long long end_index, end_term, write_pos, fsize;
-    PyObject *max_term_obj;
-    if (!PyArg_ParseTuple(args, "y*nnLLOLL:check_entries", &buf, &off, &limit, &end_index, &end_term,
-                          &max_term_obj, &write_pos, &fsize))
+    PyObject *max_term_obj, *prev_chain_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nnLLOLL|O:check_entries", &buf, &off, &limit, &end_index, &end_term,
+                          &max_term_obj, &write_pos, &fsize, &prev_chain_obj))
         return NULL;
     PyObject *result = NULL, *ends = NULL, *terms = NULL, *records = NULL, *error = NULL, *chain_obj = NULL;
     unsigned char *rec = NULL;
@@ -348,6 +351,14 @@ static PyObject *lanes_check(PyObject *self, PyObject *args) {
         max_term = PyLong_AsLongLong(max_term_obj);
         if (max_term == -1 && PyErr_Occurred())
             goto done;
+    }
+    int known_prev = prev_chain_obj != Py_None;
+    uint32_t prev = 0;
+    if (known_prev) {
+        long long v = PyLong_AsLongLong(prev_chain_obj);
+        if (v == -1 && PyErr_Occurred())
+            goto done;
+        prev = (uint32_t)v;
     }
     if (fsize <= 0 || off < 0 || off > buf.len) {
         PyErr_SetString(PyExc_ValueError, "bad file size or offset");
@@ -397,6 +408,10 @@ static PyObject *lanes_check(PyObject *self, PyObject *args) {
             error = Py_BuildValue("(sL)", "crc", (long long)eidx);
             break;
         }
+        if ((bcrc || echain) && known_prev && chain_crc(prev, eidx, term, bcrc) != echain) {
+            error = Py_BuildValue("(sL)", "chain", (long long)eidx);
+            break;
+        }
         if ((long long)size + MIN_BLANK_LEN > fsize) {
             error = Py_BuildValue("(sLiL)", "too_big", (long long)eidx, size, fsize);
             break;
@@ -433,7 +448,8 @@ static PyObject *lanes_check(PyObject *self, PyObject *args) {
         idx = eidx;
         last_term = term;
         write_pos = pos + size;
-        chain = echain;
+        chain = prev = echain;
+        known_prev = 1;
         off += size;
     }
     if (error == NULL && PyErr_Occurred())

@@ -23,7 +23,7 @@ from .errors import InconsistentAppend, PositionMismatch, StoreUsageError
 from .extent import Extent
 from .files import FileList, MappedFile
 from .format import (BLANK_HEADER, BLANK_MAGIC, CHAIN_INPUT, CRC_MASK, ENTRY_HEADER, ENTRY_MAGICS, HEADER_SIZE,
-                     INDEX_RECORD, INDEX_UNIT_SIZE, MIN_BLANK_LEN, crc32)
+                     INDEX_RECORD, INDEX_UNIT_SIZE, MIN_BLANK_LEN, chain_crc, crc32)
 from .logreads import LogReader
 from .packed import PackedBodies
 
@@ -41,6 +41,7 @@ _CHECK_FAILURES = {
     "term_low": "entry {} has term {} below the local last term {}",
     "term_high": "entry {} has term {} above the leader's term {}",
     "crc": "entry {}: body checksum does not match",
+    "chain": "entry {}: chain checksum does not follow the entry before it",
     "too_big": "entry {} of {} bytes does not fit a {}-byte data file",
     "pos": "entry {} is at pos {}, the local log continues at {}",
 }
@@ -72,14 +73,16 @@ def _clear(files: FileList, start: int, end: int) -> None:
 
 
 def check_entries(buf, off: int, limit: int, idx: int, last_term: int, max_term: int | None,
-                  write_pos: int, fsize: int) -> tuple:
+                  write_pos: int, fsize: int, prev_chain: int | None = None) -> tuple:
     """Check at most ``limit`` pushed entries of ``buf`` from ``off`` against a log
     ending at ``idx`` / ``last_term`` / ``write_pos``, within one data file (the
     first may start the next file; a later one that does ends the run). Returns
     (stop, ends, terms, index records, last chain CRC, first pos, failure): each
     accepted entry's end offset from ``off`` and its term, and None or the check that
-    failed, (name, values...), for :func:`_check_failure`. store._lanes.check_entries
-    does the same, compiled."""
+    failed, (name, values...), for :func:`_check_failure`. An entry that records
+    checksums must carry the chain CRC that follows the entry before it (format.chain_crc):
+    ``prev_chain``, the log's last chain, for the first (unchecked when None).
+    store._lanes.check_entries does the same, compiled."""
     n = len(buf)
     unpack = ENTRY_HEADER.unpack_from
     pack_index = INDEX_RECORD.pack
@@ -108,6 +111,9 @@ def check_entries(buf, off: int, limit: int, idx: int, last_term: int, max_term:
         if (bcrc or echain) and crc(buf[off + HEADER_SIZE : off + size]) & CRC_MASK != bcrc:
             failed = ("crc", eidx)
             break
+        if (bcrc or echain) and prev_chain is not None and chain_crc(prev_chain, eidx, term, bcrc) != echain:
+            failed = ("chain", eidx)
+            break
         if size + MIN_BLANK_LEN > fsize:
             failed = ("too_big", eidx, size, fsize)
             break
@@ -124,6 +130,7 @@ def check_entries(buf, off: int, limit: int, idx: int, last_term: int, max_term:
         ends.append(off + size - seg_off)
         terms.append(term)
         idx, last_term, write_pos, chain = eidx, term, pos + size, echain
+        prev_chain = echain
         off += size
     return off, ends, terms, b"".join(records), chain, first_pos, failed
 
@@ -358,7 +365,8 @@ class Appender:
                     off, error = self._follow_entries(buf, off, n, max_term, parts)
                     continue
                 run = accept_pushed(buf, off, n, end_index=x.end_index, end_term=x.end_term,
-                                    write_pos=x.write_pos, file_size=fsize, max_term=max_term)
+                                    write_pos=x.write_pos, file_size=fsize, max_term=max_term,
+                                    prev_chain=self._prev_chain())
                 if run is not None:
                     dfile, seg_rel = self.place(int(run.size[0]))
                     self._write_segment(dfile, seg_rel, buf[off : off + run.nbytes], x.end_index + 1,
@@ -379,6 +387,13 @@ class Appender:
             raise error
         return parts[0] if len(parts) == 1 else AppendedBatch.of(parts)
 
+    def _prev_chain(self) -> int | None:
+        """The chain CRC the next pushed entry must follow: the last entry's; None (not
+        checked) when the log is empty, as after a reset to a leader's first entry, whose
+        predecessor this log never held."""
+        x = self.extent
+        return x.last_chain if x.end_index >= x.begin_index >= 0 else None
+
     def _follow_entries(self, buf, off: int, limit: int, max_term: int | None,
                         parts: list) -> tuple[int, InconsistentAppend | None]:
         """The per-entry lane of append_follower: at most ``limit`` entries from ``off``,
@@ -388,7 +403,7 @@ class Appender:
         first = x.end_index + 1
         check = _lanes.check_entries if _lanes is not None else check_entries
         stop, ends, terms, records, chain, first_pos, failed = check(
-            buf, off, limit, x.end_index, x.end_term, max_term, x.write_pos, self.data.file_size)
+            buf, off, limit, x.end_index, x.end_term, max_term, x.write_pos, self.data.file_size, self._prev_chain())
         if ends:
             dfile, seg_rel = self.place(ends[0])  # writes the BLANK padding if the file is full
             self._write_segment(dfile, seg_rel, buf[off:stop], first, records, first + len(ends) - 1, terms[-1],

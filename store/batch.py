@@ -162,7 +162,7 @@ class PushedRun:
 
 def accept_pushed(buf, start: int, end: int, *, end_index: int, end_term: int, write_pos: int,
                   file_size: int, max_term: int | None, check_crc: bool = True,
-                  limit: int = 1 << 16) -> PushedRun | None:
+                  limit: int = 1 << 16, prev_chain: int | None = None) -> PushedRun | None:
     """The longest prefix of the leader-encoded entries in ``buf[start:end]`` that the
     follower's per-entry lane would store, stopping where the data file ends (the entry
     that starts the next file goes through the per-entry lane, which writes the BLANK).
@@ -170,7 +170,9 @@ def accept_pushed(buf, start: int, end: int, *, end_index: int, end_term: int, w
     Checks, as the per-entry lane: framing (magic, size == 48 + bodySize, inside the
     buffer), index continuing ``end_index``, terms not below ``end_term`` nor above
     ``max_term`` and never going back, ``pos`` continuing ``write_pos`` within the current
-    file, and the body checksum where one is recorded. None when the walk finds fewer than
+    file, and where checksums are recorded the body checksum and the chain CRC following the
+    entry before (``prev_chain``, the log's last chain, for the first; unchecked when None).
+    None when the walk finds fewer than
     ``RUN_MIN`` entries or the first one is refused."""
     offsets = walk_sizes(buf, start, end, limit)
     if len(offsets) < RUN_MIN:
@@ -212,6 +214,15 @@ def accept_pushed(buf, start: int, end: int, *, end_index: int, end_term: int, w
                 data.release()
             good = np.ones(count, dtype=bool)
             good[want] = (got & np.uint32(CRC_MASK)).astype(np.int64) == bcrc[want]
+            chain = hdr["chain"][:count].astype(np.int64)
+            prev = np.concatenate(([prev_chain if prev_chain is not None else 0], chain[:-1]))
+            if prev_chain is None:
+                want = want[want > 0]
+            pack = CHAIN_INPUT.pack
+            follows = np.fromiter((crc32(pack(p, i, t, b)) & CRC_MASK for p, i, t, b in zip(
+                prev[want].tolist(), hdr["index"][want].tolist(), term[want].tolist(), bcrc[want].tolist())),
+                dtype=np.int64, count=len(want))
+            good[want] &= follows == chain[want]
             count = prefix_true(good)
     if count == 0:
         return None

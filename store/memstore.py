@@ -114,6 +114,8 @@ class MemoryStore(LogStore):
             body = buf[off + HEADER_SIZE : off + size]
             if (bcrc or chain) and crc32(body) & CRC_MASK != bcrc:
                 raise InconsistentAppend(f"entry {idx}: body checksum does not match")
+            if (bcrc or chain) and self._entries and chain_crc(self.last_chain, idx, term, bcrc) != chain:
+                raise InconsistentAppend(f"entry {idx}: chain checksum does not follow the entry before it")
             expected = self._next_pos(size)
             if pos != expected:
                 raise PositionMismatch(f"entry {idx} is at pos {pos}, the local log continues at {expected}",

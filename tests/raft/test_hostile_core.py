@@ -83,7 +83,7 @@ def _forge(sim: Sim):
     victim = next(i for i in sim.ids if i != leader)
     s = sim.stores[victim]
     end, term = s.end_index, sim.nodes[leader].member.term
-    forged = encode_entry(b"forged", index=end + 1, term=term, pos=s.write_pos)
+    forged = encode_entry(b"forged", index=end + 1, term=term, pos=s.write_pos, prev_chain=s.last_chain)
     sim.check = lambda: None
     resp = sim.nodes[victim].handle(PushRequest("sim", leader, term, PushType.APPEND, end + 1, end + 1, 1, forged),
                                     sim.now)

@@ -319,7 +319,11 @@ def test_pushed_run_refuses_bad_first_entry():
     assert batch_mod.accept_pushed(b"\0" * 100, 0, 100, end_index=-1, end_term=0, write_pos=0, file_size=DSIZE,
                                    max_term=None) is None
     entry = encode_entry(b"abc", index=0, term=1, pos=0)
-    many = b"".join(encode_entry(b"abc", index=i, term=1, pos=i * len(entry)) for i in range(200))
+    chained, chain = [], 0
+    for i in range(200):
+        chained.append(encode_entry(b"abc", index=i, term=1, pos=i * len(entry), prev_chain=chain))
+        chain = ENTRY_HEADER.unpack_from(chained[-1])[6]
+    many = b"".join(chained)
     run = batch_mod.accept_pushed(many, 0, len(many), end_index=-1, end_term=0, write_pos=0, file_size=1 << 20,
                                   max_term=None)
     assert run is not None and run.count == 200 and run.nbytes == len(many) and run.last_chain == \
@@ -327,4 +331,13 @@ def test_pushed_run_refuses_bad_first_entry():
     # the same entries where the log does not continue: refused at once
     assert batch_mod.accept_pushed(many, 0, len(many), end_index=5, end_term=0, write_pos=0, file_size=1 << 20,
                                    max_term=None) is None
+    # a chain CRC that does not follow the entry before it ends the run there (here the
+    # 100th entry's), as does a first entry that does not follow the log's last chain
+    bad = bytearray(many)
+    bad[100 * len(entry) + 36 + 2] ^= 0x04
+    run = batch_mod.accept_pushed(bytes(bad), 0, len(bad), end_index=-1, end_term=0, write_pos=0, file_size=1 << 20,
+                                  max_term=None, prev_chain=0)
+    assert run is not None and run.count == 100
+    assert batch_mod.accept_pushed(many, 0, len(many), end_index=-1, end_term=0, write_pos=0, file_size=1 << 20,
+                                   max_term=None, prev_chain=99) is None
     assert HEADER_SIZE == 48

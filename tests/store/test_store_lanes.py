@@ -74,8 +74,8 @@ def _entries(count: int, seed: int, fsize: int, term: int = 3, pos: int = 0, fir
     return b"".join(out)
 
 
-def _both(buf, off, limit, end_index, end_term, max_term, write_pos, fsize):
-    args = (buf, off, limit, end_index, end_term, max_term, write_pos, fsize)
+def _both(buf, off, limit, end_index, end_term, max_term, write_pos, fsize, prev_chain=None):
+    args = (buf, off, limit, end_index, end_term, max_term, write_pos, fsize, prev_chain)
     return lanes.check_entries(*args), check_entries(*args)
 
 
@@ -84,40 +84,78 @@ def _both(buf, off, limit, end_index, end_term, max_term, write_pos, fsize):
 @given(seed=st.integers(0, 50), count=st.integers(0, 12), flips=st.lists(st.tuples(st.integers(0, 5000),
        st.integers(1, 255)), max_size=3), cut=st.integers(0, 6000), off_entries=st.integers(0, 3),
        limit=st.sampled_from([1, 2, 5, 1 << 30]), max_term=st.sampled_from([None, 3, 4, 100]),
-       fsize=st.sampled_from([300, 600, 1 << 20]), end_shift=st.integers(-1, 1), end_term=st.integers(2, 5))
+       fsize=st.sampled_from([300, 600, 1 << 20]), end_shift=st.integers(-1, 1), end_term=st.integers(2, 5),
+       prev=st.sampled_from(["before", None, 0, 12345]))
 def test_check_entries_agrees_with_the_python_lane(seed, count, flips, cut, off_entries, limit, max_term, fsize,
-                                                    end_shift, end_term):
+                                                    end_shift, end_term, prev):
     buf = bytearray(_entries(count, seed, fsize)[:cut])
     for at, x in flips:
         if at < len(buf):
             buf[at] ^= x
-    off = 0
+    off, before = 0, 0
     for _ in range(off_entries):  # start inside the batch, as a follower does after a file end
-        if off + 8 > len(buf):
+        if off + 48 > len(buf):
             break
         size = struct.unpack_from(">i", buf, off + 4)[0]
         if size < 48 or off + size > len(buf):
             break
+        before = ENTRY_HEADER.unpack_from(buf, off)[6]  # (the chain the next entry follows)
         off += size
     header = ENTRY_HEADER.unpack_from(buf, off) if off + 48 <= len(buf) else None
     end_index = (header[2] - 1 if header else -1) + end_shift
     write_pos = header[4] if header else 0
-    got, want = _both(bytes(buf), off, limit, end_index, end_term, max_term, write_pos, fsize)
+    got, want = _both(bytes(buf), off, limit, end_index, end_term, max_term, write_pos, fsize,
+                      before if prev == "before" else prev)
     assert got == want
+
+
+@compiled
+@pytest.mark.parametrize("field", ["chain", "index", "term"])
+def test_a_chain_that_does_not_follow_is_refused_by_both_lanes(field):
+    """A header whose chain CRC does not follow the entry before it (a flipped byte of the
+    chain, or of the index or term it covers, with the body intact) is refused where it
+    is, by the compiled and the Python lane alike; the entries before it are accepted."""
+    fsize = 1 << 20
+    good = _entries(6, 1, fsize)
+    sizes = []
+    off = 0
+    while off < len(good):
+        sizes.append(off)
+        off += ENTRY_HEADER.unpack_from(good, off)[1]
+    buf = bytearray(good)
+    at = sizes[3] + {"chain": 36, "index": 8, "term": 16}[field] + 3
+    buf[at] ^= 0x10
+    got, want = _both(bytes(buf), 0, 1 << 30, -1, 3, None, 0, fsize, 0)
+    assert got == want
+    stop, ends, _terms, _records, _chain, _first, failed = got
+    assert len(ends) == 3 and stop == sizes[3]
+    if field == "chain":
+        assert failed == ("chain", 3)
+    else:  # the index and term checks speak first, for these fields
+        assert failed[0] in ("index", "term_high", "term_low", "chain")
+    # the first entry is held to the log's last chain: a log that ends elsewhere refuses it
+    got, want = _both(good, 0, 1 << 30, -1, 3, None, 0, fsize, 777)
+    assert got == want and got[6] == ("chain", 0) and not got[1]
+    # and unchecked when the caller does not know it
+    got, want = _both(good, 0, 1 << 30, -1, 3, None, 0, fsize, None)
+    assert got == want and got[6] is None and len(got[1]) == 6
 
 
 @compiled
 def test_check_entries_ends_a_run_where_the_next_data_file_starts():
     fsize = 300
+    def chain(e):
+        return ENTRY_HEADER.unpack_from(e)[6]
+
     a = encode_entry(b"a" * 52, index=5, term=2, pos=150)  # 100 bytes: 150..250
-    b = encode_entry(b"b" * 52, index=6, term=2, pos=300)  # 250 + 100 + 8 > 300: the next file
-    c = encode_entry(b"c" * 52, index=7, term=2, pos=400)
+    b = encode_entry(b"b" * 52, index=6, term=2, pos=300, prev_chain=chain(a))  # 250 + 100 + 8 > 300: the next file
+    c = encode_entry(b"c" * 52, index=7, term=2, pos=400, prev_chain=chain(b))
     push = a + b + c
     got, want = _both(push, 0, 100, 4, 2, None, 150, fsize)
     assert got == want and got[:3] == (100, [100], [2]) and got[6] is None
     got, want = _both(push, 100, 100, 5, 2, None, 250, fsize)  # the next call: a run of two
     assert got == want and got[:3] == (300, [100, 200], [2, 2]) and got[5] == 300
-    d = encode_entry(b"dd", index=6, term=2, pos=300)  # 50 bytes would fit 250..300, but not with 8 to spare
+    d = encode_entry(b"dd", index=6, term=2, pos=300, prev_chain=chain(a))  # 50 bytes would fit 250..300, but not with 8 to spare
     got, want = _both(a + d, 0, 100, 4, 2, None, 150, fsize)
     assert got == want and got[:3] == (100, [100], [2]) and got[6] is None
     # a log position below 0 counts from the file end, as Python's modulo does
