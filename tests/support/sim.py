@@ -10,7 +10,8 @@ same seed gives the same run. Invariants are checked as the run goes:
   other node committed at that index, and a node's committed index never goes back and
   never exceeds its log's end.
 
-Stores can lose what they did not flush when their node crashes (``crash(lose=True)``);
+Pushes can arrive damaged (``NetConfig.garble``, tests/support/garble.py): torn, or with
+a byte changed. Stores can lose what they did not flush when their node crashes (``crash(lose=True)``);
 with ``flush="sync"`` every acknowledged entry was flushed first, so nothing committed may
 be lost. ``random_run(seed)`` is the scenario the seed tests use; replay one with
 ``python -m tests.support.sim --seed N`` (add ``-v`` for the nodes' notes).
@@ -31,6 +32,7 @@ truncation, compare again when it answers), through the same lossy network.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import heapq
 import itertools
 import json
@@ -44,10 +46,11 @@ from cluster.raft.config import NodeConfig, parse_peers
 from cluster.raft.core import RaftCore
 from cluster.raft.member import MemoryTermStore, Role
 from cluster.raft.membership import initial, load_configs
-from cluster.raft.rpc import Code, RepairRequest
+from cluster.raft.rpc import Code, PushRequest, RepairRequest
 from cluster.raft.statemachine import Applier
 from store.memstore import MemoryStore
 from store.snapshot import SnapshotStore
+from tests.support.garble import garble
 
 
 SIM_EPOCH = time.mktime((2026, 1, 1, 12, 0, 0, 0, 0, -1))  # local noon: no default deleteWhen hour (04)
@@ -123,6 +126,7 @@ class NetConfig:
     drop: float = 0.0  # chance a request or a response is lost
     duplicate: float = 0.0  # chance a request is delivered twice
     rpc_timeout: int = 1000  # a lost request or response is reported this late, as the transport would
+    garble: float = 0.0  # chance a push's entries arrive torn or with a byte changed (tests/support/garble.py)
 
 
 @dataclass(order=True)
@@ -176,6 +180,7 @@ class Sim:
         self.done = []  # finished proposals
         self.reads_done = []  # finished ReadIndex reads (raft/reads.py)
         self.notes: list[tuple[int, str, str]] = []
+        self.garbled: list[tuple] = []  # pushes that arrived damaged: (when, from, to, first index, what)
         self.next_tick = 0
 
     # -- network ----------------------------------------------------------------------
@@ -196,7 +201,12 @@ class Sim:
         self._push(self.now + self.net.rpc_timeout, "timeout", frm, to, req, rid)
         if self._lost(frm, to):
             return
-        self._push(self.now + self._delay(), "request", frm, to, req, rid)
+        wire = req
+        if self.net.garble and type(req) is PushRequest and req.entries and self.rng.random() < self.net.garble:
+            what, damaged = garble(req.entries, self.rng)
+            wire = dataclasses.replace(req, entries=damaged)
+            self.garbled.append((self.now, frm, to, req.first_index, what))
+        self._push(self.now + self._delay(), "request", frm, to, req, rid, wire)
         if self.rng.random() < self.net.duplicate:
             self._push(self.now + self._delay() + 5, "request", frm, to, req, rid)
 
@@ -409,11 +419,11 @@ class Sim:
 
     def _deliver(self, ev: _Event) -> None:
         if ev.kind == "request":
-            frm, to, req, rid = ev.args
+            frm, to, req, rid, *wire = ev.args  # (what arrives: a garbled push's damaged copy)
             target = self.nodes[to]
             if target is None:
                 return
-            resp = target.handle(req, self.now)
+            resp = target.handle(wire[0] if wire else req, self.now)
             self._drain(to)
             if not self._lost(to, frm):
                 self._push(self.now + self._delay(), "response", to, frm, req, resp, rid)
@@ -472,16 +482,17 @@ class Sim:
         return all(len({self.stores[i].get_bytes(k) for i in live}) == 1 for k in range(begin, end + 1))
 
 
-def random_run(seed: int, *, verbose: bool = False) -> Sim:
+def random_run(seed: int, *, verbose: bool = False, garble: float = 0.0) -> Sim:
     """A seeded random life of a 3- or 5-node cluster: appends, partitions, loss,
     duplicates, reordering, crashes and restarts (losing unflushed data when flush=sync).
     Invariants are checked at every tick; at the end the network heals, every node comes
-    back, and every acknowledged append must be in every node's log."""
+    back, and every acknowledged append must be in every node's log. ``garble``: the chance
+    that a push arrives torn or with a byte changed (NetConfig.garble)."""
     rng = random.Random(seed)
     n = rng.choice((3, 5))
     flush = rng.choice(("async", "sync"))
     net = NetConfig(delay=(1, rng.choice((3, 20, 60))), drop=rng.choice((0.0, 0.03, 0.1)),
-                    duplicate=rng.choice((0.0, 0.05)), rpc_timeout=800)
+                    duplicate=rng.choice((0.0, 0.05)), rpc_timeout=800, garble=garble)
     sim = Sim(n, seed=seed, net=net, flush=flush)
     proposals = []
     try:
