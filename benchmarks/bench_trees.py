@@ -2,8 +2,8 @@
 """One commit against another in one run: bench_cluster.py's dledgerctl cases, alternating.
 
 Each commit is checked out in a ``git worktree`` of its own (in a temporary directory,
-removed at the end), the compiled twins (``*.so``, which git ignores) copied from this
-checkout, and ``benchmarks/bench_cluster.py`` of *that* tree run with ``PYTHONPATH`` set to
+removed at the end), its compiled twins (``*.so``, which git ignores) built from its own C
+sources, and ``benchmarks/bench_cluster.py`` of *that* tree run with ``PYTHONPATH`` set to
 it, so the nodes it starts run that tree's code too. Rounds alternate (and which commit
 goes first in a round alternates with them), so a slow minute of the shared machine falls
 on both alike. Each run is ``bench_cluster.py --seconds S --json --no-etcd --no-pysyncobj
@@ -37,8 +37,16 @@ def git(*args: str) -> str:
 
 
 def worktree(rev: str, where: str) -> str:
-    """A worktree of ``rev`` at ``where``, with this checkout's compiled twins."""
+    """A worktree of ``rev`` at ``where`` with its own compiled twins, built from its own C
+    sources (``setup.py build_ext --inplace``: a change to them is part of what is compared);
+    this checkout's are copied when that build fails (no compiler)."""
     git("worktree", "add", "--detach", where, rev)
+    built = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "--force"], cwd=where,
+                           capture_output=True, text=True)
+    if built.returncode == 0 and glob.glob(os.path.join(where, "store", "_lanes*.so")):
+        shutil.rmtree(os.path.join(where, "build"), ignore_errors=True)
+        return where
+    print(f"{rev}: its C twins did not build; this checkout's are used", file=sys.stderr)
     for so in glob.glob(os.path.join(ROOT, "**", "*.so"), recursive=True):
         rel = os.path.relpath(so, ROOT)
         if rel.startswith(".venv"):
