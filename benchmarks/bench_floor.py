@@ -9,11 +9,14 @@ and does nothing else:
   bodies, 48-byte headers: the on-disk size, 1,072 bytes each) as soon as the previous one
   is answered, each on a connection of its own;
 - the "leader": takes every complete client request of one event-loop iteration, writes
-  them with one ``pwrite`` to its data file and sends them with one ``write`` to each
+  them with one ``pwritev`` to its data file and sends them with one ``writelines`` to each
   "follower"; answers a client once one follower has acknowledged its bytes (a majority
   of three);
-- the "followers": write what arrives with one ``pwrite`` per read and acknowledge the
-  last request read, once per read.
+- the "followers": write what each read returns at once (one ``pwritev``), and
+  acknowledge the last push a read completes.
+
+No member copies a byte in its own memory: what a read returns is written, checksummed
+and sent from where it lies.
 
 Data files are sparse 512 MiB files, rolled as the members' are; a thread in each member
 fdatasyncs its file every 10 ms (flush=async's periodic flush). With ``--crc`` each member
@@ -77,13 +80,14 @@ class DataFile:
             from store import _lanes
             self.crc = _lanes.crc32
         self.lock = threading.Lock()
-        self.stop = threading.Event()
         threading.Thread(target=self._syncer, daemon=True).start()
 
-    def write(self, data) -> None:
+    def write(self, parts: list, size: int) -> None:
+        """``parts`` (buffers, ``size`` bytes in all) with one pwritev (a few for many parts)."""
         if self.crc is not None:
-            self.crc(data)
-        if self.off + len(data) > FILE_SIZE:
+            for p in parts:
+                self.crc(p)
+        if self.off + size > FILE_SIZE:
             fd = os.open(os.path.join(self.directory, f"{self.n:020d}"), os.O_RDWR | os.O_CREAT, 0o644)
             os.ftruncate(fd, FILE_SIZE)
             with self.lock:
@@ -91,11 +95,11 @@ class DataFile:
             if old >= 0:
                 os.close(old)
                 os.unlink(os.path.join(self.directory, f"{self.n - 2:020d}"))
-        os.pwrite(self.fd, data, self.off)
-        self.off += len(data)
+        for i in range(0, len(parts), 1024):  # (IOV_MAX)
+            self.off += os.pwritev(self.fd, parts[i:i + 1024], self.off)
 
     def _syncer(self) -> None:
-        while not self.stop.wait(0.01):
+        while not time.sleep(0.01):
             with self.lock:
                 fd = os.dup(self.fd) if self.fd >= 0 else -1
             if fd >= 0:
@@ -103,30 +107,71 @@ class DataFile:
                 os.close(fd)
 
 
+class _Frames:
+    """Length-prefixed frames (``head``: its first field is the length of what follows it)
+    cut from a stream's chunks without copying their bytes: each complete frame as (the
+    head's fields, views of the chunks that hold its bytes)."""
+
+    def __init__(self, head: struct.Struct) -> None:
+        self.head, self.hbuf = head, bytearray()
+        self.fields: tuple | None = None
+        self.left, self.parts = 0, []
+
+    def feed(self, chunk: bytes) -> list[tuple]:
+        """The frames this chunk completes."""
+        return [(fields, parts) for fields, parts in self._cut(chunk) if fields is not None]
+
+    def stream(self, chunk: bytes) -> tuple[list, list]:
+        """(views of the frame bytes in this chunk, in order; the heads of the frames it
+        ends): for a reader that takes each byte as it comes."""
+        views, ended = [], []
+        for fields, parts in self._cut(chunk):
+            if fields is None:
+                views += parts
+            else:
+                ended.append(fields)
+        self.parts = []
+        return views, ended
+
+    def _cut(self, chunk: bytes) -> list[tuple]:
+        out, mv, at, n = [], memoryview(chunk), 0, len(chunk)
+        while at < n:
+            if self.fields is None:
+                take = min(self.head.size - len(self.hbuf), n - at)
+                self.hbuf += mv[at:at + take]
+                at += take
+                if len(self.hbuf) < self.head.size:
+                    break
+                self.fields = self.head.unpack(self.hbuf)
+                self.hbuf.clear()
+                self.left, self.parts = self.fields[0], []
+            take = min(self.left, n - at)
+            if take:
+                self.parts.append(mv[at:at + take])
+                out.append((None, [self.parts[-1]]))
+                at += take
+                self.left -= take
+            if self.left == 0:
+                out.append((self.fields, self.parts))
+                self.fields = None
+        return out
+
+
 # -- the members ----------------------------------------------------------------------------
 
 class _Follower(asyncio.Protocol):
     def __init__(self, data: DataFile) -> None:
-        self.data, self.buf = data, bytearray()
+        self.data, self.frames = data, _Frames(HEAD)
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
     def data_received(self, chunk: bytes) -> None:
-        buf = self.buf
-        buf += chunk
-        at, last = 0, None
-        while len(buf) - at >= HEAD.size:
-            n, seq = HEAD.unpack_from(buf, at)
-            if len(buf) - at - HEAD.size < n:
-                break
-            self.data.write(memoryview(buf)[at + HEAD.size: at + HEAD.size + n])
-            at += HEAD.size + n
-            last = seq
-        if at:
-            del buf[:at]
-        if last is not None:
-            self.transport.write(ACK.pack(last))
+        views, ended = self.frames.stream(chunk)
+        if views:
+            self.data.write(views, sum(len(v) for v in views))
+        if ended:
+            self.transport.write(ACK.pack(ended[-1][1]))
 
 
 class _Leader:
@@ -135,25 +180,26 @@ class _Leader:
 
     def __init__(self, data: DataFile) -> None:
         self.data, self.links = data, []
-        self.pending: list = []  # (client transport, request bytes) of this iteration
+        self.pending: list = []  # (client transport, request size, its parts) of this iteration
         self.waiting: list = []  # (seq, [client transports]) in order
         self.seq = self.acked = 0
         self.loop = asyncio.get_running_loop()
 
-    def take(self, client, request) -> None:
+    def take(self, client, size: int, parts: list) -> None:
         if not self.pending:
             self.loop.call_soon(self.flush)
-        self.pending.append((client, request))
+        self.pending.append((client, size, parts))
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []
-        batch = b"".join(r for _c, r in pending)
-        self.data.write(batch)
+        parts = [p for _c, _n, ps in pending for p in ps]
+        size = sum(n for _c, n, _ps in pending)
+        self.data.write(parts, size)
         self.seq += 1
-        head = HEAD.pack(len(batch), self.seq)
+        head = HEAD.pack(size, self.seq)
         for link in self.links:
-            link.transport.writelines((head, batch))
-        self.waiting.append((self.seq, [c for c, _r in pending]))
+            link.transport.writelines([head, *parts])
+        self.waiting.append((self.seq, [c for c, _n, _ps in pending]))
 
     def ack(self, seq: int) -> None:
         if seq <= self.acked:
@@ -186,23 +232,14 @@ class _Link(asyncio.Protocol):
 
 class _ClientConn(asyncio.Protocol):
     def __init__(self, leader: _Leader) -> None:
-        self.leader, self.buf = leader, bytearray()
+        self.leader, self.frames = leader, _Frames(CLIENT)
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
     def data_received(self, chunk: bytes) -> None:
-        buf = self.buf
-        buf += chunk
-        at = 0
-        while len(buf) - at >= CLIENT.size:
-            (n,) = CLIENT.unpack_from(buf, at)
-            if len(buf) - at - CLIENT.size < n:
-                break
-            self.leader.take(self.transport, bytes(buf[at + CLIENT.size: at + CLIENT.size + n]))
-            at += CLIENT.size + n
-        if at:
-            del buf[:at]
+        for (n,), parts in self.frames.feed(chunk):
+            self.leader.take(self.transport, n, parts)
 
 
 async def _serve(role: str, port: int, followers: list[int], directory: str, crc: bool) -> None:

@@ -59,7 +59,8 @@ class Reconfiguration:
                 configs.add(i, e.term, Membership.from_body(e.body))
             except MembershipError as exc:
                 self.outbox.note(f"config entry {i} ignored: {exc}")
-        if self.roster.current != old:
+        now = self.roster.current
+        if now is not old and now != old:  # (most pushes change nothing: no comparison of the lists)
             self.members_changed(old, self.clock.now)
 
     def begin_again(self, members: bytes, base_index: int) -> None:
