@@ -99,7 +99,8 @@ class DataFile:
             self.off += os.pwritev(self.fd, parts[i:i + 1024], self.off)
 
     def _syncer(self) -> None:
-        while not time.sleep(0.01):
+        while True:  # (a daemon thread: it ends with the member)
+            time.sleep(0.01)
             with self.lock:
                 fd = os.dup(self.fd) if self.fd >= 0 else -1
             if fd >= 0:
