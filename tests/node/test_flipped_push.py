@@ -129,11 +129,15 @@ def test_pushes_damaged_in_flight_are_refused_and_sent_again(tmp_path):
             return {x["id"]: x for x in json.loads(r.stdout)} if r.stdout.strip() else {}
 
         wait_for(lambda: rows().get("n0", {}).get("role") == "leader", 60, "n0 to lead")
-        lines = "".join(f"entry-{k:04d}-" + "x" * (k % 90) + "\n" for k in range(600))
-        r = cli("append", "--peers", peers, "--group", "flips", "--file", "-", "--lines", "--batch", "50",
-                "--format", "json", "--timeout", "30", input=lines, timeout=120)
-        assert r.returncode == 0, r.stderr
-        assert len(json.loads(r.stdout)) == 600
+        acked = 0
+        for _ in range(30):  # (until every damage is done: a member catching up takes requests in fewer pushes)
+            lines = "".join(f"entry-{k:04d}-" + "x" * (k % 90) + "\n" for k in range(acked, acked + 200))
+            r = cli("append", "--peers", peers, "--group", "flips", "--file", "-", "--lines", "--batch", "50",
+                    "--format", "json", "--timeout", "30", input=lines, timeout=120)
+            assert r.returncode == 0, r.stderr
+            acked += len(json.loads(r.stdout))
+            if len(proxy.done) == len(DAMAGE):
+                break
         assert proxy.done == [name for name, _at in DAMAGE]
 
         def level():
@@ -162,4 +166,4 @@ def test_pushes_damaged_in_flight_are_refused_and_sent_again(tmp_path):
     for name in names:
         blobs = {open(os.path.join(stores[i], "data", name), "rb").read() for i in ports}
         assert len(blobs) == 1, f"data file {name} differs between the members"
-    assert end >= 600
+    assert end >= acked >= 200
