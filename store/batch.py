@@ -172,8 +172,7 @@ def accept_pushed(buf, start: int, end: int, *, end_index: int, end_term: int, w
     ``max_term`` and never going back, ``pos`` continuing ``write_pos`` within the current
     file, and where checksums are recorded the body checksum and the chain CRC following the
     entry before (``prev_chain``, the log's last chain, for the first; unchecked when None).
-    None when the walk finds fewer than
-    ``RUN_MIN`` entries or the first one is refused."""
+    None when the walk finds fewer than ``RUN_MIN`` entries or the first one is refused."""
     offsets = walk_sizes(buf, start, end, limit)
     if len(offsets) < RUN_MIN:
         return None

@@ -150,7 +150,11 @@ def test_pushes_damaged_in_flight_are_refused_and_sent_again(tmp_path):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
         for p in procs.values():
-            p.wait(30)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(10)
         proxy.close()
     logs = {i: (tmp_path / f"{i}.log").read_text(errors="replace") for i in ports}
     assert "Traceback" not in "".join(logs.values())

@@ -8,12 +8,12 @@ send the rest again. Nothing acknowledged is lost, and the copies end byte-ident
 
 from __future__ import annotations
 
+import random
+
 from cluster.raft.member import Role
 from tests.support.garble import entry_starts, garble
 from tests.support.sim import NetConfig, Sim, random_run
 from tests.support.simsteps import body
-
-import random
 
 
 def _holds_only_the_leaders_bytes(sim: Sim, leader: str) -> None:
