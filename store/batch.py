@@ -21,7 +21,8 @@ import struct
 
 import numpy as np
 
-from .format import CHAIN_INPUT, CRC_MASK, ENTRY_MAGICS, HEADER_SIZE, INDEX_UNIT_SIZE, MIN_BLANK_LEN, crc32
+from .format import (CHAIN_INPUT, CRC_MASK, ENTRY_MAGICS, HEADER_SIZE, INDEX_UNIT_SIZE, MIN_BLANK_LEN, chain_crc,
+                     crc32)
 
 RUN_MIN = 128  # entries: below this the per-entry lanes are as fast (numpy costs ~60 us a call)
 
@@ -217,10 +218,8 @@ def accept_pushed(buf, start: int, end: int, *, end_index: int, end_term: int, w
             prev = np.concatenate(([prev_chain if prev_chain is not None else 0], chain[:-1]))
             if prev_chain is None:
                 want = want[want > 0]
-            pack = CHAIN_INPUT.pack
-            follows = np.fromiter((crc32(pack(p, i, t, b)) & CRC_MASK for p, i, t, b in zip(
-                prev[want].tolist(), hdr["index"][want].tolist(), term[want].tolist(), bcrc[want].tolist())),
-                dtype=np.int64, count=len(want))
+            follows = np.fromiter(map(chain_crc, prev[want].tolist(), hdr["index"][want].tolist(),
+                                      term[want].tolist(), bcrc[want].tolist()), dtype=np.int64, count=len(want))
             good[want] &= follows == chain[want]
             count = prefix_true(good)
     if count == 0:
