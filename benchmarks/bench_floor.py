@@ -110,31 +110,33 @@ class DataFile:
 
 class _Frames:
     """Length-prefixed frames (``head``: its first field is the length of what follows it)
-    cut from a stream's chunks without copying their bytes: each complete frame as (the
-    head's fields, views of the chunks that hold its bytes)."""
+    cut from a stream's chunks without copying their bytes."""
 
     def __init__(self, head: struct.Struct) -> None:
         self.head, self.hbuf = head, bytearray()
-        self.fields: tuple | None = None
-        self.left, self.parts = 0, []
+        self.fields: tuple | None = None  # the head of the frame being read
+        self.left = 0  # its bytes still to come
+        self.parts: list = []  # (feed) its bytes read so far
 
     def feed(self, chunk: bytes) -> list[tuple]:
-        """The frames this chunk completes."""
-        return [(fields, parts) for fields, parts in self._cut(chunk) if fields is not None]
+        """The frames this chunk completes: (the head's fields, views of their bytes)."""
+        out = []
+        for item in self._cut(chunk):
+            if isinstance(item, tuple):
+                out.append((item, self.parts))
+                self.parts = []
+            else:
+                self.parts.append(item)
+        return out
 
     def stream(self, chunk: bytes) -> tuple[list, list]:
         """(views of the frame bytes in this chunk, in order; the heads of the frames it
         ends): for a reader that takes each byte as it comes."""
-        views, ended = [], []
-        for fields, parts in self._cut(chunk):
-            if fields is None:
-                views += parts
-            else:
-                ended.append(fields)
-        self.parts = []
-        return views, ended
+        items = self._cut(chunk)
+        return [v for v in items if not isinstance(v, tuple)], [f for f in items if isinstance(f, tuple)]
 
-    def _cut(self, chunk: bytes) -> list[tuple]:
+    def _cut(self, chunk: bytes) -> list:
+        """In stream order: a view of frame bytes, or a head's fields where its frame ends."""
         out, mv, at, n = [], memoryview(chunk), 0, len(chunk)
         while at < n:
             if self.fields is None:
@@ -145,27 +147,30 @@ class _Frames:
                     break
                 self.fields = self.head.unpack(self.hbuf)
                 self.hbuf.clear()
-                self.left, self.parts = self.fields[0], []
+                self.left = self.fields[0]
             take = min(self.left, n - at)
             if take:
-                self.parts.append(mv[at:at + take])
-                out.append((None, [self.parts[-1]]))
+                out.append(mv[at:at + take])
                 at += take
                 self.left -= take
             if self.left == 0:
-                out.append((self.fields, self.parts))
+                out.append(self.fields)
                 self.fields = None
         return out
 
 
 # -- the members ----------------------------------------------------------------------------
 
-class _Follower(asyncio.Protocol):
-    def __init__(self, data: DataFile) -> None:
-        self.data, self.frames = data, _Frames(HEAD)
+class _Conn(asyncio.Protocol):
+    """A connection that keeps its transport."""
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+
+
+class _Follower(_Conn):
+    def __init__(self, data: DataFile) -> None:
+        self.data, self.frames = data, _Frames(HEAD)
 
     def data_received(self, chunk: bytes) -> None:
         views, ended = self.frames.stream(chunk)
@@ -216,12 +221,9 @@ class _Leader:
         del self.waiting[:done]
 
 
-class _Link(asyncio.Protocol):
+class _Link(_Conn):
     def __init__(self, leader: _Leader) -> None:
         self.leader, self.buf = leader, bytearray()
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
 
     def data_received(self, chunk: bytes) -> None:
         self.buf += chunk
@@ -231,12 +233,9 @@ class _Link(asyncio.Protocol):
             del self.buf[:k * ACK.size]
 
 
-class _ClientConn(asyncio.Protocol):
+class _ClientConn(_Conn):
     def __init__(self, leader: _Leader) -> None:
         self.leader, self.frames = leader, _Frames(CLIENT)
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
 
     def data_received(self, chunk: bytes) -> None:
         for (n,), parts in self.frames.feed(chunk):
@@ -261,13 +260,10 @@ async def _serve(role: str, port: int, followers: list[int], directory: str, crc
 
 # -- the load generator ---------------------------------------------------------------------
 
-class _Client(asyncio.Protocol):
+class _Client(_Conn):
     def __init__(self) -> None:
         self.got = 0
         self.waiter: asyncio.Future | None = None
-
-    def connection_made(self, transport) -> None:
-        self.transport = transport
 
     def data_received(self, chunk: bytes) -> None:
         self.got += len(chunk)
