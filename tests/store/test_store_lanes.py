@@ -23,6 +23,7 @@ import store.appending as filestore_mod
 from store.base import Appended, AppendedRun, appended_rows
 from store.appending import check_entries
 from store.format import ENTRY_HEADER, encode_entry
+from tests.support.garble import entry_starts
 
 lanes = filestore_mod._lanes
 compiled = pytest.mark.skipif(lanes is None, reason="store._lanes is not built")
@@ -117,18 +118,14 @@ def test_a_chain_that_does_not_follow_is_refused_by_both_lanes(field):
     is, by the compiled and the Python lane alike; the entries before it are accepted."""
     fsize = 1 << 20
     good = _entries(6, 1, fsize)
-    sizes = []
-    off = 0
-    while off < len(good):
-        sizes.append(off)
-        off += ENTRY_HEADER.unpack_from(good, off)[1]
+    starts = entry_starts(good)
     buf = bytearray(good)
-    at = sizes[3] + {"chain": 36, "index": 8, "term": 16}[field] + 3
+    at = starts[3] + {"chain": 36, "index": 8, "term": 16}[field] + 3
     buf[at] ^= 0x10
     got, want = _both(bytes(buf), 0, 1 << 30, -1, 3, None, 0, fsize, 0)
     assert got == want
     stop, ends, _terms, _records, _chain, _first, failed = got
-    assert len(ends) == 3 and stop == sizes[3]
+    assert len(ends) == 3 and stop == starts[3]
     if field == "chain":
         assert failed == ("chain", 3)
     else:  # the index and term checks speak first, for these fields
