@@ -80,7 +80,9 @@ def test_a_slave_killed_right_after_its_truncation_keeps_a_stale_tail(group, tmp
     # as a slave again: RocketMQ recovers the tail, and its next handshake cuts it
     assert group[1].start()["max_phy_offset"] == b
     group[1].slave(group[2], 2)
-    group[1].wait_until(lambda s: group[1].truncate_offsets() == [a, a], "the second handshake")
+    group[1].wait_until(lambda s: len(group[1].truncate_offsets()) >= 2, "the second handshake")
+    # (a loaded machine may see the slave reconnect and shake hands again: to the same point)
+    assert set(group[1].truncate_offsets()) == {a}, group[1].log_tail()
     assert group[1].wait_until(lambda s: s["client"]["state"] == "TRANSFER", "transfer")["max_phy_offset"] == a
     assert group[1].quit() == 0
     code, rows, _ = check(root)
@@ -223,7 +225,8 @@ def test_a_stale_tail_behind_the_masters_data_is_kept_by_the_next_handshake(grou
     assert group[1].start()["max_phy_offset"] == b
     group[1].slave(group[2], 2)
     group[1].wait_until(lambda s: s["max_phy_offset"] == d, "1 caught up with 2 again")
-    assert group[1].truncate_offsets() == [a, b]
+    offsets = group[1].truncate_offsets()
+    assert offsets[0] == a and set(offsets[1:]) == {b}, group[1].log_tail()  # (each handshake since: at B)
     assert group[1].quit() == 0 and group[2].quit() == 0
     with open(os.path.join(root, "commitlog", "00000000000000000000"), "rb") as fh:
         mine = fh.read(d)
