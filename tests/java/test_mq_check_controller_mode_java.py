@@ -226,7 +226,8 @@ def test_a_stale_tail_behind_the_masters_data_is_kept_by_the_next_handshake(grou
     group[1].slave(group[2], 2)
     group[1].wait_until(lambda s: s["max_phy_offset"] == d, "1 caught up with 2 again")
     offsets = group[1].truncate_offsets()
-    assert offsets[0] == a and set(offsets[1:]) == {b}, group[1].log_tail()  # (each handshake since: at B)
+    # (a loaded machine may see the slave reconnect: each handshake since at B, or at D once caught up)
+    assert offsets[:2] == [a, b] and set(offsets[2:]) <= {b, d}, group[1].log_tail()
     assert group[1].quit() == 0 and group[2].quit() == 0
     with open(os.path.join(root, "commitlog", "00000000000000000000"), "rb") as fh:
         mine = fh.read(d)
