@@ -201,10 +201,9 @@ class BackupWriter:
         ends = np.cumsum(size[:m])
         if self._buf and len(self._buf) + int(ends[0]) > self.chunk_bytes:
             self._cut()
-        fit = int(np.searchsorted(ends, self.chunk_bytes - len(self._buf), side="right"))
-        if fit < RUN_MIN:  # (entries so large that few fill a chunk)
-            return 0, max(1, fit)
-        m = fit
+        m = int(np.searchsorted(ends, self.chunk_bytes - len(self._buf), side="right"))
+        if m < RUN_MIN:  # (entries so large that few fill a chunk)
+            return 0, max(1, m)
         took = int(ends[m - 1])
         if not self._buf:
             self._chunk_first, self._chunk_pos = int(index[0]), int(pos[0])
