@@ -269,5 +269,5 @@ def test_the_plan_on_rocketmq_stores_and_the_election_rocketmq_then_makes(built,
         g[2].auto_accept(True)
         g[2].master(2, 2, [2])
         g[1].slave(g[2], 2)
-        g[1].wait_until(lambda s: g[1].truncate_offsets(), "1's handshake with 2")
-        assert g[1].truncate_offsets()[0] == a
+        g[1].wait_until(lambda s: g[1].run_handshakes(), "1's handshake with 2")
+        assert g[1].run_handshakes()[0] == a

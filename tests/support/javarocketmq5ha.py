@@ -56,6 +56,10 @@ DEFAULT_OPTIONS = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQue
                    "maxHashSlotNum": 1000, "maxIndexNum": 4000, "brokerName": "broker-a",
                    "brokerClusterName": "DefaultCluster"}
 TRUNCATE_LINE = re.compile(r"RocketmqStore - truncateOffset is (-?\d+)")
+# each handshake of AutoSwitchHAClient: a consistent point, or none (an empty epoch cache)
+HANDSHAKE_LINE = re.compile(
+    r"RocketmqStore - (?:truncateOffset is (-?\d+)|Slave local epochCache is empty, skip truncate log)")
+START_LINE = "[dledgerctl-test] start replica "
 
 
 class JavaHa:
@@ -278,6 +282,16 @@ class HaReplica:
         """Every ``truncateOffset is N`` AutoSwitchHAClient logged (its handshake's consistent
         point), over every run of this replica, oldest first."""
         return [int(m.group(1)) for m in TRUNCATE_LINE.finditer(self.log_text())]
+
+    def run_handshakes(self) -> list[int | None]:
+        """The handshakes AutoSwitchHAClient logged since this replica's last start, oldest
+        first: each one's consistent point, or None where its epoch cache was empty (nothing
+        compared, nothing cut). A slave reconnects and shakes hands again after a failed read
+        or write, or 20 s without reads (seen on loaded machines): the first is the one a test
+        means, and later ones only find a point it reached since."""
+        text = self.log_text()
+        text = text[text.rfind(START_LINE) + 1:]
+        return [None if m.group(1) is None else int(m.group(1)) for m in HANDSHAKE_LINE.finditer(text)]
 
 
 class HaGroup:
