@@ -84,6 +84,13 @@ def build(cache_root: str | None = None) -> JavaHa:
     return JavaHa(out, classpath + [jar(*LOG_JAR)])  # RocketMQ's log lines are what the tests read: no quiet fallback
 
 
+def last_run_handshakes(log: str) -> list[int | None]:
+    """The handshakes in a replica's log after its last start marker (the whole log if it has
+    none): each ``truncateOffset is N`` as N, each empty-cache handshake as None."""
+    log = log[log.rfind(START_LINE) + 1:]
+    return [None if m.group(1) is None else int(m.group(1)) for m in HANDSHAKE_LINE.finditer(log)]
+
+
 def read_epoch_file(path: str) -> dict:
     """An ``epochFileCheckpoint`` (or ``.bak``) as text: ``count`` (line 1), ``crc`` (line 2),
     ``entries`` [(epoch, startOffset)] from the ``epoch-startOffset`` lines; None if absent."""
@@ -289,9 +296,7 @@ class HaReplica:
         compared, nothing cut). A slave reconnects and shakes hands again after a failed read
         or write, or 20 s without reads (seen on loaded machines): the first is the one a test
         means, and later ones only find a point it reached since."""
-        text = self.log_text()
-        text = text[text.rfind(START_LINE) + 1:]
-        return [None if m.group(1) is None else int(m.group(1)) for m in HANDSHAKE_LINE.finditer(text)]
+        return last_run_handshakes(self.log_text())
 
 
 class HaGroup:
