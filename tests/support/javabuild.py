@@ -34,10 +34,14 @@ MIRRORS = os.path.join(os.path.dirname(PROJECT), ".mirror")
 # what the JVM needs to run DLedger's and RocketMQ's mapped files and netty on Java 17; and, as
 # the tests' JVMs live seconds, not hours: the quick compiler only (no C2 compiling in the
 # background) and the one-thread garbage collector. A fifth less CPU for the Java tests.
+# RocketMQ's remoting servers (controller, broker) without TLS: the tests speak plain TCP, and in
+# its default "permissive" mode each server writes a self-signed key and certificate to /tmp
+# (netty's keyutil_*) that only a normal JVM exit deletes, so every killed one left two behind.
 JAVA_FLAGS = ["--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
               "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens",
               "java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
-              "-Dio.netty.tryReflectionSetAccessible=true", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"]
+              "-Dio.netty.tryReflectionSetAccessible=true", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+              "-Dtls.server.mode=disabled"]
 
 
 # Debian's netty jars (its netty-all.jar holds no classes, so the split ones)
