@@ -55,7 +55,6 @@ MODULES = ["common", "remoting", "store"]  # (the store names DLedgerCommitLog: 
 DEFAULT_OPTIONS = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 3000,
                    "maxHashSlotNum": 1000, "maxIndexNum": 4000, "brokerName": "broker-a",
                    "brokerClusterName": "DefaultCluster"}
-TRUNCATE_LINE = re.compile(r"RocketmqStore - truncateOffset is (-?\d+)")
 # each handshake of AutoSwitchHAClient: a consistent point, or none (an empty epoch cache)
 HANDSHAKE_LINE = re.compile(
     r"RocketmqStore - (?:truncateOffset is (-?\d+)|Slave local epochCache is empty, skip truncate log)")
@@ -84,11 +83,16 @@ def build(cache_root: str | None = None) -> JavaHa:
     return JavaHa(out, classpath + [jar(*LOG_JAR)])  # RocketMQ's log lines are what the tests read: no quiet fallback
 
 
+def handshakes(log: str) -> list[int | None]:
+    """The handshakes in a replica's log, oldest first: each ``truncateOffset is N`` as N, each
+    empty-cache handshake as None."""
+    return [None if m.group(1) is None else int(m.group(1)) for m in HANDSHAKE_LINE.finditer(log)]
+
+
 def last_run_handshakes(log: str) -> list[int | None]:
     """The handshakes in a replica's log after its last start marker (the whole log if it has
-    none): each ``truncateOffset is N`` as N, each empty-cache handshake as None."""
-    log = log[log.rfind(START_LINE) + 1:]
-    return [None if m.group(1) is None else int(m.group(1)) for m in HANDSHAKE_LINE.finditer(log)]
+    none)."""
+    return handshakes(log[log.rfind(START_LINE) + 1:])
 
 
 def read_epoch_file(path: str) -> dict:
@@ -288,7 +292,7 @@ class HaReplica:
     def truncate_offsets(self) -> list[int]:
         """Every ``truncateOffset is N`` AutoSwitchHAClient logged (its handshake's consistent
         point), over every run of this replica, oldest first."""
-        return [int(m.group(1)) for m in TRUNCATE_LINE.finditer(self.log_text())]
+        return [o for o in handshakes(self.log_text()) if o is not None]
 
     def run_handshakes(self) -> list[int | None]:
         """The handshakes AutoSwitchHAClient logged since this replica's last start, oldest
